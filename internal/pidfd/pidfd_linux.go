@@ -1,0 +1,166 @@
+package pidfd
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/procsupervisor/supervisor/internal/procfs"
+	"github.com/procsupervisor/supervisor/internal/token"
+)
+
+// pidfsMagic is the file system magic of pidfs (PIDFS_MAGIC, Linux 6.9+).
+const pidfsMagic = 0x50494446
+
+// Handle is a pidfd bound to one process instance, with what was read about
+// that instance while binding.
+type Handle struct {
+	fd    int
+	pid   int32
+	tok   token.Token
+	stat  procfs.Stat
+	alive bool
+}
+
+// Open binds a pidfd to the process pid and reads its token. boot is the
+// current boot id. Errors: ErrInvalidPid, ErrGone, *ThreadError, or a wrapped
+// system error.
+func Open(pid int32, boot procfs.BootID) (*Handle, error) {
+	if err := CheckPid(int64(pid)); err != nil {
+		return nil, err
+	}
+	fd, err := unix.PidfdOpen(int(pid), 0)
+	if err != nil {
+		switch {
+		case errors.Is(err, unix.ESRCH):
+			return nil, fmt.Errorf("pid %d: %w", pid, ErrGone)
+		case errors.Is(err, unix.EINVAL):
+			if tgid, terr := procfs.Tgid("/proc", pid); terr == nil && tgid != pid {
+				return nil, &ThreadError{Tid: pid, Tgid: tgid}
+			}
+			return nil, fmt.Errorf("pid %d: %w", pid, ErrGone)
+		case errors.Is(err, unix.ENOSYS):
+			return nil, ErrNotSupported
+		}
+		return nil, fmt.Errorf("pidfd_open %d: %w", pid, err)
+	}
+	h := &Handle{fd: fd, pid: pid}
+	if err := h.bind(boot); err != nil {
+		unix.Close(fd)
+		return nil, err
+	}
+	return h, nil
+}
+
+func (h *Handle) bind(boot procfs.BootID) error {
+	ino, err := inode(h.fd)
+	if err != nil {
+		return err
+	}
+	r := procfs.Reader{Root: "/proc"}
+	if err := r.ReadStat(h.pid, &h.stat); err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("pid %d: %w", h.pid, ErrGone)
+		}
+		return fmt.Errorf("pid %d: %w", h.pid, err)
+	}
+	// Confirm: the pidfd's process still exists, so the pid could not have
+	// been reissued since the open, and the stat we read was its own.
+	if err := unix.PidfdSendSignal(h.fd, 0, nil, 0); err != nil {
+		if errors.Is(err, unix.ESRCH) {
+			return fmt.Errorf("pid %d: %w", h.pid, ErrGone)
+		}
+		if !errors.Is(err, unix.EPERM) {
+			return fmt.Errorf("pid %d: confirm: %w", h.pid, err)
+		}
+	}
+	h.tok = token.Token{Boot: boot, Start: h.stat.StartTime, Ino: ino, Prec: token.Ticks}
+	h.alive = !h.stat.Zombie()
+	return nil
+}
+
+// inode returns the pidfs inode id of the pidfd, or 0 when the kernel has no
+// pidfs (before 6.9, pidfds were anonymous inodes that all share one number).
+func inode(fd int) (uint64, error) {
+	var sfs unix.Statfs_t
+	if err := unix.Fstatfs(fd, &sfs); err != nil {
+		return 0, fmt.Errorf("fstatfs pidfd: %w", err)
+	}
+	if sfs.Type != pidfsMagic {
+		return 0, nil
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return 0, fmt.Errorf("fstat pidfd: %w", err)
+	}
+	return st.Ino, nil
+}
+
+// Pid returns the pid the handle was opened on.
+func (h *Handle) Pid() int32 { return h.pid }
+
+// Token returns the token read while binding.
+func (h *Handle) Token() token.Token { return h.tok }
+
+// Stat returns the /proc stat read while binding.
+func (h *Handle) Stat() procfs.Stat { return h.stat }
+
+// Zombie reports whether the process had already exited when bound.
+func (h *Handle) Zombie() bool { return !h.alive }
+
+// Signal sends sig to the bound process, and only to it. ErrGone means it
+// has exited and been reaped.
+func (h *Handle) Signal(sig unix.Signal) error {
+	if err := unix.PidfdSendSignal(h.fd, sig, nil, 0); err != nil {
+		if errors.Is(err, unix.ESRCH) {
+			return fmt.Errorf("pid %d: %w", h.pid, ErrGone)
+		}
+		return fmt.Errorf("signal %v to pid %d: %w", sig, h.pid, err)
+	}
+	return nil
+}
+
+// Exited reports whether the bound process has terminated (a zombie or
+// reaped). It does not block.
+func (h *Handle) Exited() bool {
+	fds := []unix.PollFd{{Fd: int32(h.fd), Events: unix.POLLIN}}
+	n, err := unix.Poll(fds, 0)
+	return err == nil && n > 0
+}
+
+// Wait blocks until the bound process terminates or d passes, and reports
+// whether it terminated.
+func (h *Handle) Wait(d time.Duration) bool {
+	deadline := time.Now().Add(d)
+	for {
+		ms := int(time.Until(deadline) / time.Millisecond)
+		if ms < 0 {
+			ms = 0
+		}
+		fds := []unix.PollFd{{Fd: int32(h.fd), Events: unix.POLLIN}}
+		n, err := unix.Poll(fds, ms)
+		if err == nil {
+			return n > 0
+		}
+		if !errors.Is(err, unix.EINTR) || time.Now().After(deadline) {
+			return h.Exited()
+		}
+	}
+}
+
+// Fd returns the pidfd, for callers that wait on many handles at once. It
+// stays owned by the Handle.
+func (h *Handle) Fd() int { return h.fd }
+
+// Close releases the pidfd.
+func (h *Handle) Close() error {
+	if h.fd < 0 {
+		return nil
+	}
+	err := unix.Close(h.fd)
+	h.fd = -1
+	return err
+}

@@ -1,0 +1,98 @@
+package procfs
+
+import (
+	"bytes"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+)
+
+// BootID is the kernel's random boot id (/proc/sys/kernel/random/boot_id),
+// which changes on every boot.
+type BootID [16]byte
+
+// String returns the id as 32 lower-case hex digits.
+func (b BootID) String() string { return hex.EncodeToString(b[:]) }
+
+// ParseBootID parses the text form the kernel prints (a dashed UUID) or 32 hex
+// digits.
+func ParseBootID(s string) (BootID, error) {
+	var id BootID
+	s = strings.TrimSpace(strings.ReplaceAll(s, "-", ""))
+	if len(s) != 32 {
+		return id, fmt.Errorf("boot id %q: want 32 hex digits: %w", s, ErrMalformed)
+	}
+	if _, err := hex.Decode(id[:], []byte(s)); err != nil {
+		return id, fmt.Errorf("boot id %q: %w", s, ErrMalformed)
+	}
+	return id, nil
+}
+
+// ReadBootID reads the boot id from the proc file system at root.
+func ReadBootID(root string) (BootID, error) {
+	b, err := os.ReadFile(root + "/sys/kernel/random/boot_id")
+	if err != nil {
+		return BootID{}, fmt.Errorf("read boot id: %w", err)
+	}
+	return ParseBootID(string(b))
+}
+
+// Pids lists the numeric entries of root: every thread group (process) id
+// visible in this pid namespace. Thread ids that are not group leaders are
+// not listed by the kernel, though they can be opened by name.
+func Pids(root string) ([]int32, error) {
+	d, err := os.Open(root)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", root, err)
+	}
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", root, err)
+	}
+	pids := make([]int32, 0, len(names))
+	for _, n := range names {
+		if n == "" || n[0] < '0' || n[0] > '9' {
+			continue
+		}
+		v, err := strconv.ParseInt(n, 10, 32)
+		if err != nil {
+			continue
+		}
+		pids = append(pids, int32(v))
+	}
+	return pids, nil
+}
+
+// Tgid returns the thread group id of the task pid from root/pid/status. For
+// a process it equals pid; for a thread it names the process the thread
+// belongs to.
+func Tgid(root string, pid int32) (int32, error) {
+	b, err := os.ReadFile(root + "/" + strconv.Itoa(int(pid)) + "/status")
+	if err != nil {
+		return 0, err
+	}
+	return ParseStatusTgid(b)
+}
+
+// ParseStatusTgid extracts the Tgid line of a /proc/PID/status file.
+func ParseStatusTgid(b []byte) (int32, error) {
+	for len(b) > 0 {
+		line := b
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			line, b = b[:i], b[i+1:]
+		} else {
+			b = nil
+		}
+		if v, ok := bytes.CutPrefix(line, []byte("Tgid:")); ok {
+			t, ok := atoi32(bytes.TrimSpace(v))
+			if !ok {
+				return 0, fmt.Errorf("status: bad Tgid: %w", ErrMalformed)
+			}
+			return t, nil
+		}
+	}
+	return 0, fmt.Errorf("status: no Tgid line: %w", ErrMalformed)
+}

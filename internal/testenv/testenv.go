@@ -1,0 +1,35 @@
+// Package testenv holds test support shared by the supervisor's packages:
+// the rule that turns a privileged test's skip into a failure in CI, and
+// helpers that create real processes (including at a chosen pid, to force
+// pid reuse). It is imported only by tests.
+package testenv
+
+import (
+	"os"
+	"testing"
+)
+
+// RequireEnv is the environment variable .ci/run sets to 1: a test that
+// needs root, eBPF or another kernel feature then fails instead of skipping.
+const RequireEnv = "SUPERVISOR_REQUIRE_PRIVILEGED"
+
+// Required reports whether privileged tests must run.
+func Required() bool { return os.Getenv(RequireEnv) == "1" }
+
+// Skip skips the test with the reason, or fails it when privileged tests
+// are required.
+func Skip(t testing.TB, format string, args ...any) {
+	t.Helper()
+	if Required() {
+		t.Fatalf("required test cannot run ("+RequireEnv+"=1): "+format, args...)
+	}
+	t.Skipf(format, args...)
+}
+
+// RequireRoot skips (or fails, see Skip) unless the test runs as root.
+func RequireRoot(t testing.TB) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		Skip(t, "needs root")
+	}
+}

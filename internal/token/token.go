@@ -1,0 +1,218 @@
+// Package token defines the start token: the identity of one process
+// instance, as opposed to the pid that names it only until the kernel
+// reissues it.
+//
+// A Linux token is the boot id, the start time in clock ticks since boot
+// (/proc/PID/stat field 22, or task->start_boottime from eBPF) and, where the
+// kernel has pidfs (6.9+), the pidfs inode id of the process, which is never
+// reused within a boot. Ticks are 10 ms wide: a privileged actor can recreate
+// a pid inside one tick, and only the inode tells the two apart. Tokens from
+// the polling fallback carry a coarser start time (microseconds of wall
+// clock from macOS sysctl, whole seconds from ps lstart) and say so in their
+// precision.
+//
+// The text form is printable, opaque to clients and versioned:
+//
+//	v1:t:<boot id, 32 hex>:<start ticks>:<pidfs inode or ->
+//	v1:u:<boot id>:<start, µs since the epoch>:-
+//	v1:s:<boot id>:<start, seconds since the epoch>:-
+//
+// Compare is conservative: when the parts both tokens have agree and the
+// finer part is missing on one side, the answer is Unproven, never Same.
+package token
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/procsupervisor/supervisor/internal/procfs"
+)
+
+// ErrMalformed reports text that is not a token of a known version.
+var ErrMalformed = errors.New("malformed token")
+
+// Precision is the unit of a token's start time.
+type Precision uint8
+
+const (
+	// Ticks is clock ticks since boot (USER_HZ, 10 ms on Linux).
+	Ticks Precision = 't'
+	// Micro is microseconds of wall-clock time (macOS kinfo_proc).
+	Micro Precision = 'u'
+	// Second is whole seconds of wall-clock time (ps lstart).
+	Second Precision = 's'
+)
+
+func (p Precision) valid() bool { return p == Ticks || p == Micro || p == Second }
+
+// String names the precision for people.
+func (p Precision) String() string {
+	switch p {
+	case Ticks:
+		return "clock ticks"
+	case Micro:
+		return "microseconds"
+	case Second:
+		return "seconds"
+	}
+	return "unknown precision"
+}
+
+// Token identifies one process instance. The zero Token is not valid.
+type Token struct {
+	Boot  procfs.BootID
+	Start uint64 // in units of Prec
+	Ino   uint64 // pidfs inode id; 0 when unknown
+	Prec  Precision
+}
+
+// IsZero reports whether t is the zero Token (no identity at all).
+func (t Token) IsZero() bool { return t.Prec == 0 }
+
+// String returns the text form.
+func (t Token) String() string {
+	if t.IsZero() {
+		return ""
+	}
+	b := make([]byte, 0, 72)
+	return string(t.Append(b))
+}
+
+// Append appends the text form of t to b.
+func (t Token) Append(b []byte) []byte {
+	const hexdigits = "0123456789abcdef"
+	b = append(b, 'v', '1', ':', byte(t.Prec), ':')
+	for _, c := range t.Boot {
+		b = append(b, hexdigits[c>>4], hexdigits[c&15])
+	}
+	b = append(b, ':')
+	b = strconv.AppendUint(b, t.Start, 10)
+	b = append(b, ':')
+	if t.Ino == 0 {
+		return append(b, '-')
+	}
+	return strconv.AppendUint(b, t.Ino, 10)
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (t Token) MarshalText() ([]byte, error) { return t.Append(nil), nil }
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (t *Token) UnmarshalText(b []byte) error {
+	v, err := Parse(string(b))
+	if err != nil {
+		return err
+	}
+	*t = v
+	return nil
+}
+
+// Parse parses the text form of a token. Errors wrap ErrMalformed.
+func Parse(s string) (Token, error) {
+	var t Token
+	if len(s) > 128 {
+		return t, fmt.Errorf("token of %d bytes: %w", len(s), ErrMalformed)
+	}
+	parts := strings.Split(s, ":")
+	if len(parts) != 5 {
+		return t, fmt.Errorf("token %q: want 5 colon-separated parts: %w", s, ErrMalformed)
+	}
+	if parts[0] != "v1" {
+		return t, fmt.Errorf("token %q: unknown version %q: %w", s, parts[0], ErrMalformed)
+	}
+	if len(parts[1]) != 1 || !Precision(parts[1][0]).valid() {
+		return t, fmt.Errorf("token %q: unknown precision %q: %w", s, parts[1], ErrMalformed)
+	}
+	t.Prec = Precision(parts[1][0])
+	if len(parts[2]) != 32 || strings.ToLower(parts[2]) != parts[2] {
+		return Token{}, fmt.Errorf("token %q: boot id is not 32 lower-case hex digits: %w", s, ErrMalformed)
+	}
+	boot, err := procfs.ParseBootID(parts[2])
+	if err != nil {
+		return Token{}, fmt.Errorf("token %q: %w", s, ErrMalformed)
+	}
+	t.Boot = boot
+	if t.Start, err = parseUint(parts[3]); err != nil {
+		return Token{}, fmt.Errorf("token %q: start time: %w", s, ErrMalformed)
+	}
+	if parts[4] != "-" {
+		if t.Prec != Ticks {
+			return Token{}, fmt.Errorf("token %q: an inode id only goes with a ticks token: %w", s, ErrMalformed)
+		}
+		if t.Ino, err = parseUint(parts[4]); err != nil || t.Ino == 0 {
+			return Token{}, fmt.Errorf("token %q: pidfs inode: %w", s, ErrMalformed)
+		}
+	}
+	return t, nil
+}
+
+// parseUint accepts only canonical decimal (no sign, no leading zeros), so
+// that every token has exactly one text form.
+func parseUint(s string) (uint64, error) {
+	if s == "" || (len(s) > 1 && s[0] == '0') || s[0] == '+' {
+		return 0, ErrMalformed
+	}
+	return strconv.ParseUint(s, 10, 64)
+}
+
+// Match is the outcome of comparing a claimed token with an observed one.
+type Match uint8
+
+const (
+	// Unproven: the tokens agree as far as both go, but the coarser one cannot
+	// tell the instances apart (or they cannot be compared at all).
+	Unproven Match = iota
+	// Same: the tokens provably name the same instance.
+	Same
+	// Different: the tokens provably name different instances.
+	Different
+	// OtherBoot: the claim was made during another boot; its instance is gone.
+	OtherBoot
+)
+
+func (m Match) String() string {
+	switch m {
+	case Same:
+		return "same"
+	case Different:
+		return "different"
+	case OtherBoot:
+		return "other boot"
+	}
+	return "unproven"
+}
+
+// Compare judges whether the claim and the observed token name the same
+// process instance, and says why in a short constant phrase. It never answers
+// Same unless the token alone proves it.
+func Compare(claim, observed Token) (Match, string) {
+	if claim.IsZero() || observed.IsZero() {
+		return Unproven, "no token to compare"
+	}
+	if claim.Boot != observed.Boot {
+		return OtherBoot, "token is from another boot"
+	}
+	if claim.Prec != observed.Prec {
+		return Unproven, "tokens of different precision cannot be compared"
+	}
+	if claim.Start != observed.Start {
+		return Different, "start time differs: the pid was reissued"
+	}
+	switch {
+	case claim.Ino != 0 && observed.Ino != 0:
+		if claim.Ino == observed.Ino {
+			return Same, "start time and pidfs inode match"
+		}
+		return Different, "same start time, different pidfs inode: the pid was reissued within one clock tick"
+	case claim.Prec == Ticks:
+		return Unproven, "start time matches, but without a pidfs inode on both sides a reissue within the same clock tick cannot be ruled out"
+	case claim.Prec == Micro:
+		// A reissue needs the old instance to start, exit and be reaped, and
+		// a new fork to land on the pid, all inside one microsecond.
+		return Same, "start time matches to the microsecond"
+	default:
+		return Unproven, "start time matches to the second, which does not rule out a reissue within the same second"
+	}
+}
