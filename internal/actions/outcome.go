@@ -1,0 +1,38 @@
+package actions
+
+import (
+	"github.com/procsupervisor/supervisor/internal/verdict"
+)
+
+// Member is a process by identity: pid plus token text.
+type Member struct {
+	Pid   int32  `json:"pid"`
+	Token string `json:"token"`
+}
+
+// Outcome reports a teardown.
+type Outcome struct {
+	// Verdict is the ownership verdict on the root that gated the teardown.
+	Verdict verdict.Verdict `json:"verdict"`
+	// Acted is false when the verdict forbade signalling anything.
+	Acted bool `json:"acted"`
+	// Dead is true when every targeted member is gone.
+	Dead bool `json:"dead"`
+	// Escalated is true when SIGKILL was needed.
+	Escalated bool `json:"escalated"`
+	// Targeted lists the verified members the teardown acted on.
+	Targeted []Member `json:"targeted"`
+	// Survivors lists verified members still alive after SIGKILL.
+	Survivors []Member `json:"survivors"`
+	// Unproven lists processes that looked related (a live group under a
+	// gone leader, a descendant whose identity could not be bound) and were
+	// reported, never signalled.
+	Unproven []Member `json:"unproven,omitempty"`
+	// Signals counts signals sent, by name.
+	Signals map[string]int `json:"signals"`
+	// Mechanism names how members were found (observed lineage or /proc
+	// ancestry) and how the tree was stopped.
+	Mechanism string `json:"mechanism"`
+	// Error describes a fault that stopped the teardown early.
+	Error string `json:"error,omitempty"`
+}
