@@ -1,0 +1,135 @@
+package testenv
+
+import (
+	"bufio"
+	_ "embed"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+//go:embed testdata/spawnat.c
+var spawnatSource []byte
+
+var (
+	buildOnce sync.Once
+	buildPath string
+	buildErr  error
+)
+
+// ErrPidTaken is returned by SpawnAt when another process holds the pid.
+var ErrPidTaken = errors.New("pid is taken")
+
+// spawnatBinary compiles the clone3 helper once per test binary.
+func spawnatBinary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "spawnat")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		src := filepath.Join(dir, "spawnat.c")
+		if err := os.WriteFile(src, spawnatSource, 0o600); err != nil {
+			buildErr = err
+			return
+		}
+		bin := filepath.Join(dir, "spawnat")
+		out, err := exec.Command("gcc", "-O1", "-o", bin, src).CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("gcc spawnat: %v: %s", err, out)
+			return
+		}
+		buildPath = bin
+	})
+	if buildErr != nil {
+		Skip(t, "cannot build the clone3 helper: %v", buildErr)
+	}
+	return buildPath
+}
+
+// Spawned is a process created at a chosen pid.
+type Spawned struct {
+	Pid    int32
+	parent *exec.Cmd
+}
+
+// SpawnAt starts argv (or a process that pauses, when argv is empty) at
+// exactly pid, using clone3 with set_tid. It needs root. It returns
+// ErrPidTaken when the pid is in use, so callers can pick another.
+func SpawnAt(t testing.TB, pid int32, argv ...string) (*Spawned, error) {
+	t.Helper()
+	RequireRoot(t)
+	bin := spawnatBinary(t)
+	cmd := exec.Command(bin, append([]string{strconv.Itoa(int(pid))}, argv...)...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, err
+	}
+	line, rerr := bufio.NewReader(out).ReadString('\n')
+	if rerr != nil {
+		werr := cmd.Wait()
+		var ee *exec.ExitError
+		if errors.As(werr, &ee) && ee.ExitCode() == 17 {
+			return nil, ErrPidTaken
+		}
+		return nil, fmt.Errorf("spawnat %d: %v (%v)", pid, rerr, werr)
+	}
+	got, err := strconv.Atoi(strings.TrimSpace(line))
+	if err != nil || int32(got) != pid {
+		cmd.Process.Kill()
+		cmd.Wait()
+		return nil, fmt.Errorf("spawnat %d: helper said %q", pid, line)
+	}
+	s := &Spawned{Pid: pid, parent: cmd}
+	t.Cleanup(s.Stop)
+	return s, nil
+}
+
+// Stop kills the spawned process and waits for its parent to reap it.
+// Calling it again is harmless.
+func (s *Spawned) Stop() {
+	if s.parent == nil {
+		return
+	}
+	// The helper's only child is s.Pid; killing it by pid is safe while the
+	// helper has not reaped it, and the helper reaps only after it dies.
+	syscall.Kill(int(s.Pid), syscall.SIGKILL)
+	done := make(chan struct{})
+	go func() { s.parent.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		s.parent.Process.Kill()
+		<-done
+	}
+	s.parent = nil
+}
+
+// Start runs argv as a child of the test and registers its cleanup.
+func Start(t testing.TB, argv ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start %v: %v", argv, err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+	})
+	return cmd
+}
