@@ -1,0 +1,232 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/procsupervisor/supervisor/internal/actions"
+	"github.com/procsupervisor/supervisor/internal/pidfd"
+	"github.com/procsupervisor/supervisor/internal/procfs"
+	"github.com/procsupervisor/supervisor/internal/token"
+	"github.com/procsupervisor/supervisor/internal/verdict"
+)
+
+func init() {
+	register(&command{
+		name:    "token",
+		summary: "print the start token of a live process",
+		usage: `token PID
+
+Prints the start token of process PID on one line. Exit codes: 0 printed,
+64 bad arguments (not a pid, a thread id), 66 no such process (or it has
+exited), 69 not supported on this system, 70 other errors.`,
+		run: runToken,
+	})
+	register(&command{
+		name:    "verify",
+		summary: "judge a claim (PID, TOKEN): OWNED, FOREIGN, GONE or UNVERIFIABLE",
+		usage: `verify PID TOKEN [--json]
+
+Prints the verdict word (with --json, one object with pid, token, verdict,
+reason and mechanism). Exit codes: 0 OWNED, 1 FOREIGN, 2 GONE,
+3 UNVERIFIABLE, 64 bad arguments, 65 malformed token, 70 other errors.`,
+		run: runVerify,
+	})
+	register(&command{
+		name:    "kill",
+		summary: "tear down a claimed process and its verified descendants",
+		usage: `kill PID TOKEN [--grace DURATION] [--json]
+
+Judges the claim and, only if it is OWNED, stops the tree (SIGSTOP), sends
+SIGTERM and SIGCONT, waits the grace period, sends SIGKILL to what is left,
+and reports survivors. Nothing that is not proven to be the claimed process
+or its descendant is ever signalled. Exit codes: 0 everything targeted is
+dead, 1 the verdict forbade acting, 2 survivors remain, 64 bad arguments,
+65 malformed token, 70 other errors.`,
+		run: runKill,
+	})
+}
+
+// parsePid parses a process id argument, refusing what can never be one.
+func parsePid(s string) (int32, error) {
+	v, err := strconv.ParseInt(strings.TrimSpace(s), 10, 64)
+	if err != nil {
+		return 0, fail(exitUsage, "%q is not a process id", s)
+	}
+	if err := pidfd.CheckPid(v); err != nil {
+		return 0, fail(exitUsage, "%v", err)
+	}
+	return int32(v), nil
+}
+
+func parseClaim(args []string) (int32, string, error) {
+	if len(args) != 2 {
+		return 0, "", fail(exitUsage, "want PID TOKEN, got %d arguments", len(args))
+	}
+	pid, err := parsePid(args[0])
+	if err != nil {
+		return 0, "", err
+	}
+	if _, err := token.Parse(args[1]); err != nil {
+		return 0, "", fail(exitData, "%v", err)
+	}
+	return pid, args[1], nil
+}
+
+func bootID() (procfs.BootID, error) {
+	b, err := procfs.ReadBootID("/proc")
+	if err != nil {
+		return b, fail(exitUnavailable, "not supported on this system yet: %v", err)
+	}
+	return b, nil
+}
+
+func runToken(ctx context.Context, env *cliEnv, args []string) error {
+	fs := newFlags("token")
+	pos, err := parse(fs, commands["token"], env, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 1 {
+		return fail(exitUsage, "want PID, got %d arguments", len(pos))
+	}
+	pid, err := parsePid(pos[0])
+	if err != nil {
+		return err
+	}
+	boot, err := bootID()
+	if err != nil {
+		return err
+	}
+	h, err := pidfd.Open(pid, boot)
+	switch {
+	case errors.Is(err, pidfd.ErrGone):
+		return fail(exitNoProcess, "no process %d", pid)
+	case errors.Is(err, pidfd.ErrNotProcess):
+		return fail(exitUsage, "%v", err)
+	case errors.Is(err, pidfd.ErrNotSupported):
+		return fail(exitUnavailable, "not supported on this system yet: %v", err)
+	case err != nil:
+		return fail(exitSoftware, "%v", err)
+	}
+	defer h.Close()
+	if h.Zombie() {
+		return fail(exitNoProcess, "process %d has exited (a zombie awaiting reaping)", pid)
+	}
+	fmt.Fprintln(env.stdout, h.Token())
+	return nil
+}
+
+func verdictCode(r verdict.Result) int {
+	switch r {
+	case verdict.Owned:
+		return 0
+	case verdict.Foreign:
+		return 1
+	case verdict.Gone:
+		return 2
+	}
+	return 3
+}
+
+func runVerify(ctx context.Context, env *cliEnv, args []string) error {
+	fs := newFlags("verify")
+	asJSON := fs.Bool("json", false, "print the verdict as one JSON object")
+	pos, err := parse(fs, commands["verify"], env, args)
+	if err != nil {
+		return err
+	}
+	pid, claim, err := parseClaim(pos)
+	if err != nil {
+		return err
+	}
+	boot, err := bootID()
+	if err != nil {
+		return err
+	}
+	j := &verdict.Judge{Boot: boot}
+	v := j.Judge(pid, claim)
+	if *asJSON {
+		if err := json.NewEncoder(env.stdout).Encode(v); err != nil {
+			return fail(exitSoftware, "%v", err)
+		}
+	} else {
+		fmt.Fprintln(env.stdout, v.Result)
+	}
+	if c := verdictCode(v.Result); c != 0 {
+		return silentExit(c)
+	}
+	return nil
+}
+
+func runKill(ctx context.Context, env *cliEnv, args []string) error {
+	fs := newFlags("kill")
+	asJSON := fs.Bool("json", false, "print the outcome as one JSON object")
+	grace := fs.Duration("grace", actions.DefaultGrace, "how long the tree gets to exit after SIGTERM before SIGKILL")
+	pos, err := parse(fs, commands["kill"], env, args)
+	if err != nil {
+		return err
+	}
+	if *grace < 0 || *grace > 24*time.Hour {
+		return fail(exitUsage, "--grace %v: want a duration between 0 and 24h", *grace)
+	}
+	pid, claim, err := parseClaim(pos)
+	if err != nil {
+		return err
+	}
+	boot, err := bootID()
+	if err != nil {
+		return err
+	}
+	td := &actions.Teardown{
+		Judge:  &verdict.Judge{Boot: boot},
+		Finder: &actions.ProcFinder{Boot: boot},
+		Grace:  *grace,
+	}
+	out := td.Run(ctx, pid, claim)
+	if *asJSON {
+		if err := json.NewEncoder(env.stdout).Encode(out); err != nil {
+			return fail(exitSoftware, "%v", err)
+		}
+	} else {
+		printOutcome(env, out)
+	}
+	return silentExit(killCode(out))
+}
+
+func killCode(out actions.Outcome) int {
+	switch {
+	case out.Dead:
+		return 0
+	case !out.Acted && len(out.Unproven) == 0:
+		return 1
+	}
+	return 2
+}
+
+func printOutcome(env *cliEnv, out actions.Outcome) {
+	w := env.stdout
+	v := out.Verdict
+	fmt.Fprintf(w, "verdict:   %s (%s; by %s)\n", v.Result, v.Reason, v.Mechanism)
+	if out.Error != "" {
+		fmt.Fprintf(w, "error:     %s\n", out.Error)
+	}
+	if !out.Acted {
+		fmt.Fprintln(w, "action:    nothing signalled")
+	} else {
+		fmt.Fprintf(w, "members:   %d (found by %s)\n", len(out.Targeted), out.Mechanism)
+		fmt.Fprintf(w, "escalated: %v\n", out.Escalated)
+	}
+	fmt.Fprintf(w, "dead:      %v\n", out.Dead)
+	for _, m := range out.Survivors {
+		fmt.Fprintf(w, "survivor:  %d %s\n", m.Pid, m.Token)
+	}
+	for _, m := range out.Unproven {
+		fmt.Fprintf(w, "unproven:  %d %s (reported, not signalled)\n", m.Pid, m.Token)
+	}
+}
