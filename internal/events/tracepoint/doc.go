@@ -1,0 +1,38 @@
+// Package tracepoint is the eBPF event source: three BTF-enabled tracepoint
+// programs (bpf/process.bpf.c, compiled by bpf2go into process_bpfel.o and
+// embedded, so building needs no clang) on sched_process_fork,
+// sched_process_exec and sched_process_exit write fixed-size records into a
+// BPF ring buffer, and Source decodes them into events.Event without
+// allocating.
+//
+// What the records carry, and why it can be trusted:
+//
+//   - Only processes: a fork that creates a thread is dropped in the kernel;
+//     an exec from a non-leader thread is reported for the thread group id
+//     (Event.Tid names the thread that called execve); the exit is reported
+//     once, for the last thread of the group, with the status wait(2) would
+//     give the parent.
+//   - Fork names the birth parent (the process whose thread called fork),
+//     not the current parent, so double-forked daemons keep their lineage.
+//   - Tokens are built from task->start_boottime converted to clock ticks as
+//     /proc/PID/stat field 22 does, and from the pidfs inode id of the
+//     process (Linux 6.9+); they are equal to what pidfd.Open gives.
+//
+// Limits:
+//
+//   - Needs kernel BTF (/sys/kernel/btf/vmlinux), BPF ring buffers and
+//     tp_btf programs (Linux 5.8+), CAP_BPF and CAP_PERFMON (or
+//     CAP_SYS_ADMIN), and the initial pid namespace, because the kernel
+//     reports pids as the initial namespace sees them. New reports each
+//     missing piece as an error wrapping events.ErrUnavailable.
+//   - Before Linux 6.16 the exit tracepoint does not say whether the group
+//     died; the program then reads signal->live, and two threads of one
+//     process dying at the same instant can both report the exit.
+//   - When the ring buffer is full, records are dropped and counted; Read
+//     delivers an events.Lost event with the count once it has drained what
+//     was buffered, and the consumer must resync from /proc.
+//   - Start ticks assume USER_HZ = 100, true on every Linux architecture
+//     that exposes clock ticks through /proc.
+//   - Records are decoded as little-endian: the package is built only for
+//     little-endian Linux; elsewhere New returns events.ErrUnavailable.
+package tracepoint

@@ -1,0 +1,334 @@
+//go:build linux && (386 || amd64 || arm || arm64 || loong64 || mips64le || mipsle || ppc64le || riscv64)
+
+package tracepoint
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"sync/atomic"
+	"syscall"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/btf"
+	"github.com/cilium/ebpf/features"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
+	"github.com/cilium/ebpf/rlimit"
+	"golang.org/x/sys/unix"
+
+	"github.com/procsupervisor/supervisor/internal/events"
+	"github.com/procsupervisor/supervisor/internal/procfs"
+)
+
+// recordReader is the consumer side of the ring buffer, as Source uses it.
+// *ringbuf.Reader implements it; tests replay records through a fake.
+type recordReader interface {
+	// ReadInto blocks until the next record and fills rec, reusing its
+	// buffer. After Close it returns an error wrapping ringbuf.ErrClosed or
+	// os.ErrClosed.
+	ReadInto(rec *ringbuf.Record) error
+	// AvailableBytes reports how much is buffered; 0 means drained.
+	AvailableBytes() int
+	Close() error
+}
+
+// lostCheckEvery bounds how many records Read decodes between two looks at
+// the kernel's lost counter while the ring buffer never drains.
+const lostCheckEvery = 4096
+
+// Source delivers process events from the eBPF tracepoint programs. It
+// implements events.Source. Read must be called from one goroutine at a
+// time; Stats and Close may be called from any goroutine.
+type Source struct {
+	boot procfs.BootID
+	rd   recordReader
+	// lost reads the kernel's count of records it could not reserve.
+	lost func() (uint64, error)
+	// release closes the kernel objects (links, programs, maps); called by
+	// Close after the reader is closed and Read has returned.
+	release func() error
+
+	// readMu is held by Read for its whole call, so that Close can wait for
+	// a Read it interrupted before releasing the maps Read uses.
+	readMu     sync.Mutex
+	rec        ringbuf.Record
+	lostSeen   uint64 // lost counter value already reported
+	sinceCheck int    // records since the last look at the lost counter
+	checkLost  bool
+
+	closed    atomic.Bool
+	closeOnce sync.Once
+	closeErr  error
+
+	nEvents, nLost, nLostReports, nDecodeErrors atomic.Uint64
+}
+
+var _ events.Source = (*Source)(nil)
+
+// newSource wires a Source around a record reader; New passes the ring
+// buffer, tests a fake.
+func newSource(boot procfs.BootID, rd recordReader, lost func() (uint64, error), release func() error) *Source {
+	return &Source{boot: boot, rd: rd, lost: lost, release: release}
+}
+
+// objects are the kernel objects New loads; the exit program is
+// handle_exit or, on kernels before 6.16, handle_exit_live under the same
+// name (see New).
+type objects struct {
+	Events *ebpf.Map     `ebpf:"events"`
+	Lost   *ebpf.Map     `ebpf:"lost"`
+	Fork   *ebpf.Program `ebpf:"handle_fork"`
+	Exec   *ebpf.Program `ebpf:"handle_exec"`
+	Exit   *ebpf.Program `ebpf:"handle_exit"`
+}
+
+func (o *objects) close() error {
+	var errs []error
+	for _, c := range []interface{ Close() error }{o.Fork, o.Exec, o.Exit, o.Events, o.Lost} {
+		if c == nil {
+			continue
+		}
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// New checks that this host can run the eBPF source, loads the programs and
+// attaches them. Events are buffered from the moment New returns, so a
+// caller can scan /proc next and then drain with Read without missing a
+// process born in between. boot is the boot id tokens are stamped with.
+//
+// An error wrapping events.ErrUnavailable says why the mechanism cannot
+// run here (no BTF, missing capabilities, a nested pid namespace, an old
+// kernel, a program the verifier rejects); callers fall back to another
+// mechanism on it.
+func New(boot procfs.BootID) (*Source, error) {
+	if err := checkHost(); err != nil {
+		return nil, err
+	}
+	exitHasGroupDead, err := exitTracepointHasGroupDead()
+	if err != nil {
+		return nil, err
+	}
+	spec, err := loadProcess()
+	if err != nil {
+		return nil, fmt.Errorf("tracepoint: %w", err)
+	}
+	if !exitHasGroupDead {
+		spec.Programs[processProgHandleExit] = spec.Programs[processProgHandleExitLive]
+	}
+	var objs objects
+	if err := spec.LoadAndAssign(&objs, nil); err != nil {
+		return nil, fmt.Errorf("tracepoint: load eBPF objects: %w: %w", events.ErrUnavailable, err)
+	}
+	rd, err := ringbuf.NewReader(objs.Events)
+	if err != nil {
+		objs.close()
+		return nil, fmt.Errorf("tracepoint: ring buffer reader: %w", err)
+	}
+	// Exit first, fork last: a process whose fork is seen then has its
+	// exit seen too. An exit without its fork is harmless (the /proc scan
+	// knows the process).
+	var links []link.Link
+	releaseAll := func() error {
+		var errs []error
+		for i := len(links) - 1; i >= 0; i-- {
+			errs = append(errs, links[i].Close())
+		}
+		errs = append(errs, objs.close())
+		return errors.Join(errs...)
+	}
+	for _, p := range []struct {
+		name string
+		prog *ebpf.Program
+	}{{"sched_process_exit", objs.Exit}, {"sched_process_exec", objs.Exec}, {"sched_process_fork", objs.Fork}} {
+		l, err := link.AttachTracing(link.TracingOptions{Program: p.prog})
+		if err != nil {
+			rd.Close()
+			releaseAll()
+			if errors.Is(err, ebpf.ErrNotSupported) {
+				return nil, fmt.Errorf("tracepoint: attach %s: %w: %w", p.name, events.ErrUnavailable, err)
+			}
+			return nil, fmt.Errorf("tracepoint: attach %s: %w", p.name, err)
+		}
+		links = append(links, l)
+	}
+	s := newSource(boot, rd, nil, releaseAll)
+	var key uint32
+	var val uint64
+	s.lost = func() (uint64, error) {
+		if err := objs.Lost.Lookup(&key, &val); err != nil {
+			return 0, err
+		}
+		return val, nil
+	}
+	return s, nil
+}
+
+// Initial pid namespace inode (PROC_PID_INIT_INO in include/linux/proc_ns.h):
+// fixed, while every other namespace gets a number allocated at creation.
+const initPidNSIno = 0xEFFFFFFC
+
+// Capabilities (include/uapi/linux/capability.h).
+const (
+	capSysAdmin = 21
+	capPerfmon  = 38
+	capBPF      = 39
+)
+
+// checkHost reports, as an error wrapping events.ErrUnavailable, the first
+// reason this host cannot run the programs.
+func checkHost() error {
+	unavailable := func(format string, args ...any) error {
+		return fmt.Errorf("tracepoint: %s: %w", fmt.Sprintf(format, args...), events.ErrUnavailable)
+	}
+	if _, err := os.Stat("/sys/kernel/btf/vmlinux"); err != nil {
+		return unavailable("no kernel BTF at /sys/kernel/btf/vmlinux (%v)", err)
+	}
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/self/ns/pid", &st); err != nil {
+		return unavailable("cannot tell the pid namespace: stat /proc/self/ns/pid: %v", err)
+	}
+	if st.Ino != initPidNSIno {
+		return unavailable("not in the initial pid namespace (pid namespace inode %d): the kernel reports pids this namespace cannot see", st.Ino)
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return unavailable("capget: %v", err)
+	}
+	eff := uint64(data[0].Effective) | uint64(data[1].Effective)<<32
+	has := func(c uint) bool { return eff&(1<<c) != 0 }
+	if !has(capSysAdmin) && !(has(capBPF) && has(capPerfmon)) {
+		return unavailable("missing CAP_BPF and CAP_PERFMON (or CAP_SYS_ADMIN)")
+	}
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return unavailable("raise RLIMIT_MEMLOCK: %v", err)
+	}
+	// Ring buffers arrived in 5.8, after tp_btf (5.5), so this probe covers
+	// both; the btf_trace_ typedef lookup in exitTracepointHasGroupDead
+	// confirms tp_btf. (features.HaveProgramType(ebpf.Tracing) is not used:
+	// its probe fails with EPERM on kernels that load tp_btf fine.)
+	if err := features.HaveMapType(ebpf.RingBuf); errors.Is(err, ebpf.ErrNotSupported) {
+		return unavailable("kernel too old: no BPF ring buffer (Linux 5.8+): %v", err)
+	} else if err != nil {
+		return unavailable("probe BPF ring buffer: %v", err)
+	}
+	return nil
+}
+
+// exitTracepointHasGroupDead reports whether sched_process_exit passes
+// group_dead (Linux 6.16+), from the tracepoint's prototype in kernel BTF.
+func exitTracepointHasGroupDead() (bool, error) {
+	spec, err := btf.LoadKernelSpec()
+	if err != nil {
+		return false, fmt.Errorf("tracepoint: kernel BTF: %w: %w", events.ErrUnavailable, err)
+	}
+	var td *btf.Typedef
+	if err := spec.TypeByName("btf_trace_sched_process_exit", &td); err != nil {
+		return false, fmt.Errorf("tracepoint: no sched_process_exit in kernel BTF: %w: %w", events.ErrUnavailable, err)
+	}
+	ptr, ok := td.Type.(*btf.Pointer)
+	if !ok {
+		return false, fmt.Errorf("tracepoint: sched_process_exit prototype is %v: %w", td.Type, events.ErrUnavailable)
+	}
+	proto, ok := ptr.Target.(*btf.FuncProto)
+	if !ok {
+		return false, fmt.Errorf("tracepoint: sched_process_exit prototype is %v: %w", ptr.Target, events.ErrUnavailable)
+	}
+	// (void *data, struct task_struct *p[, bool group_dead])
+	return len(proto.Params) >= 3, nil
+}
+
+// Mechanism returns events.EBPF.
+func (s *Source) Mechanism() events.Mechanism { return events.EBPF }
+
+// Read blocks until the next event and fills ev; it does not allocate.
+// Records that do not decode are counted in Stats.DecodeErrors and skipped.
+// When the kernel has dropped records since the last look, Read delivers
+// one events.Lost event whose Count is the number dropped. After Close,
+// Read returns events.ErrClosed.
+func (s *Source) Read(ev *events.Event) error {
+	s.readMu.Lock()
+	defer s.readMu.Unlock()
+	for {
+		if s.closed.Load() {
+			return events.ErrClosed
+		}
+		if s.checkLost {
+			s.checkLost = false
+			n, err := s.lost()
+			if err != nil {
+				if s.closed.Load() {
+					return events.ErrClosed
+				}
+				return fmt.Errorf("tracepoint: read lost counter: %w", err)
+			}
+			if n > s.lostSeen {
+				d := n - s.lostSeen
+				s.lostSeen = n
+				s.nLost.Add(d)
+				s.nLostReports.Add(1)
+				*ev = events.Event{Kind: events.Lost, Mechanism: events.EBPF, Count: d}
+				return nil
+			}
+		}
+		if err := s.rd.ReadInto(&s.rec); err != nil {
+			if errors.Is(err, ringbuf.ErrClosed) || errors.Is(err, os.ErrClosed) || s.closed.Load() {
+				return events.ErrClosed
+			}
+			if errors.Is(err, syscall.EINTR) {
+				continue
+			}
+			return fmt.Errorf("tracepoint: read ring buffer: %w", err)
+		}
+		// Look at the lost counter once the buffer is drained (drops happen
+		// only while it is full, so they are then behind us) or, under a
+		// storm that never drains, every lostCheckEvery records.
+		s.sinceCheck++
+		if s.sinceCheck >= lostCheckEvery || s.rd.AvailableBytes() == 0 {
+			s.sinceCheck = 0
+			s.checkLost = true
+		}
+		if err := decode(s.rec.RawSample, s.boot, ev); err != nil {
+			s.nDecodeErrors.Add(1)
+			continue
+		}
+		s.nEvents.Add(1)
+		return nil
+	}
+}
+
+// Stats returns the counts so far. Events counts fork, exec and exit events
+// delivered; Lost events are counted in LostReports.
+func (s *Source) Stats() events.Stats {
+	return events.Stats{
+		Events:       s.nEvents.Load(),
+		Lost:         s.nLost.Load(),
+		LostReports:  s.nLostReports.Load(),
+		DecodeErrors: s.nDecodeErrors.Load(),
+	}
+}
+
+// Close detaches the programs and frees the kernel objects. It closes the
+// ring buffer reader first, so a blocked Read returns events.ErrClosed,
+// waits for that Read to return, then closes the links, programs and maps.
+// Close is safe to call more than once and from any goroutine.
+func (s *Source) Close() error {
+	s.closeOnce.Do(func() {
+		s.closed.Store(true)
+		errRd := s.rd.Close()
+		s.readMu.Lock()
+		defer s.readMu.Unlock()
+		var errRel error
+		if s.release != nil {
+			errRel = s.release()
+		}
+		if err := errors.Join(errRd, errRel); err != nil {
+			s.closeErr = fmt.Errorf("tracepoint: close: %w", err)
+		}
+	})
+	return s.closeErr
+}
