@@ -1,0 +1,313 @@
+package lineage
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/procsupervisor/supervisor/internal/token"
+)
+
+// Errors from queries that need one node.
+var (
+	// ErrNotFound: the graph holds no instance the token names.
+	ErrNotFound = errors.New("no such process instance in the lineage graph")
+	// ErrAmbiguous: the token matches more than one generation at the pid
+	// as far as it goes (a ticks-only token, two instances in one tick).
+	ErrAmbiguous = errors.New("token cannot tell process instances apart")
+	// ErrExited: the instance has exited.
+	ErrExited = errors.New("process instance has exited")
+	// ErrConflict: the instance is already admitted under another root.
+	ErrConflict = errors.New("process instance already admitted under another root")
+)
+
+// Watch is what the graph knows about one claimed instance.
+type Watch struct {
+	Node Node
+	// Match is how the claimed token compares with Node.Token. Unproven
+	// means the claim agrees with the node as far as it goes but cannot
+	// rule out another instance (see token.Compare).
+	Match token.Match
+	// Ambiguous: the claim matches more than one retained generation.
+	Ambiguous bool
+	// Continuous: the graph saw the birth and has watched the instance
+	// without a gap since (until its exit, if it exited).
+	Continuous bool
+	// Since is the start of the latest stretch the graph watched the node
+	// without a gap (the seed, the latest resync or lost event it lived
+	// across, or its observed birth).
+	Since time.Time
+	// Root is the admitted root the node belongs to through birth lineage,
+	// "" for none; RootObserved says every link to it was an observed fork.
+	Root         string
+	RootObserved bool
+	// Predecessor and Successor are the generations at the same pid just
+	// before and after this one, when the graph holds them.
+	Predecessor, Successor *Node
+}
+
+// Reissue describes a reissue of the claimed pid, when the graph saw the
+// claimed instance exit and another take the pid: "pid reissued: exit of
+// 4242@<token> observed at <time>, ...".
+func (w Watch) Reissue() (string, bool) {
+	if w.Successor == nil || w.Node.Live() {
+		return "", false
+	}
+	how := "observed"
+	if !w.Node.Flags.Has(ExitObserved) {
+		how = "implied"
+	}
+	return fmt.Sprintf("pid reissued: exit of %d@%s %s at %s, new instance %s recorded at %s",
+		w.Node.Pid, w.Node.Token, how, w.Node.ExitedAt.UTC().Format(time.RFC3339Nano),
+		w.Successor.Token, w.Successor.Seen.UTC().Format(time.RFC3339Nano)), true
+}
+
+// Len returns the number of nodes held, live and exited.
+func (g *Graph) Len() int {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return g.live + g.lists[onRetained].n + g.lists[onPinned].n
+}
+
+// Stats returns the counters.
+func (g *Graph) Stats() Stats {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	s := g.stats
+	s.Live = g.live
+	s.Pinned = g.lists[onPinned].n
+	s.Exited = g.lists[onRetained].n + s.Pinned
+	return s
+}
+
+// Live returns the live instance at pid.
+func (g *Graph) Live(pid int32) (Node, bool) {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	i := g.pids[pid]
+	if i == 0 || !g.at(i).live() {
+		return Node{}, false
+	}
+	return g.export(i), true
+}
+
+// Find returns the instance at pid that tok names, live or retained after
+// its exit, with how far the tokens prove it. ok is false when no retained
+// generation matches; m is then Different when the pid's known generations
+// are all provably other instances, OtherBoot for a token of another boot,
+// Unproven when the graph knows nothing to compare with.
+func (g *Graph) Find(pid int32, tok token.Token) (n Node, m token.Match, ok bool) {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	i, m, _ := g.resolve(pid, tok)
+	if i == 0 {
+		return Node{}, m, false
+	}
+	return g.export(i), m, true
+}
+
+// Watch returns what the graph knows about the instance (pid, tok), as Find
+// does, with its continuity and ownership.
+func (g *Graph) Watch(pid int32, tok token.Token) (Watch, bool) {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	i, m, amb := g.resolve(pid, tok)
+	if i == 0 {
+		return Watch{Match: m}, false
+	}
+	n := g.at(i)
+	w := Watch{Node: g.export(i), Match: m, Ambiguous: amb}
+	if n.live() && n.epoch != g.epoch {
+		w.Since = time.Unix(0, g.gapAt)
+	} else {
+		w.Since = time.Unix(0, n.sinceAt)
+		w.Continuous = n.flags&fCont != 0 && n.flags&uint32(BornObserved) != 0
+	}
+	if n.root != 0 {
+		w.Root = g.roots[n.root]
+		w.RootObserved = n.flags&fRootObserved != 0
+	}
+	if n.older != 0 {
+		p := g.export(n.older)
+		w.Predecessor = &p
+	}
+	if n.newer != 0 {
+		s := g.export(n.newer)
+		w.Successor = &s
+	}
+	return w, true
+}
+
+// Descendants returns the live descendants of (pid, tok) through birth
+// lineage, whatever their parent is today and whether or not the ancestors
+// in between have exited. The instance must be named without ambiguity
+// (token.Same, or Unproven with a single candidate: callers that need proof
+// judge the claim with Watch first).
+func (g *Graph) Descendants(pid int32, tok token.Token) ([]Node, error) {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	i, err := g.one(pid, tok)
+	if err != nil {
+		return nil, err
+	}
+	var out []Node
+	stack := []uint32{i}
+	for len(stack) > 0 {
+		k := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		for c := g.at(k).child; c != 0; c = g.at(c).next {
+			if g.at(c).live() {
+				out = append(out, g.export(c))
+			}
+			stack = append(stack, c)
+		}
+	}
+	return out, nil
+}
+
+// Ancestors returns the birth ancestry of (pid, tok), nearest first, as far
+// as the graph holds it; exited ancestors have the Exited flag. A node with
+// AncestryElided marks where an ancestor was dropped.
+func (g *Graph) Ancestors(pid int32, tok token.Token) ([]Node, error) {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	i, err := g.one(pid, tok)
+	if err != nil {
+		return nil, err
+	}
+	var out []Node
+	for k := uint32(0); k <= g.s.n; k++ {
+		i = g.at(i).parent
+		if i == 0 {
+			break
+		}
+		out = append(out, g.export(i))
+	}
+	return out, nil
+}
+
+// Admit makes the live instance (pid, tok) an admitted root named root.
+// Its descendants the graph holds, and every child born from them later,
+// belong to root through birth lineage (nested admitted roots keep their
+// own). Admitting a root again under the same name is a no-op.
+func (g *Graph) Admit(pid int32, tok token.Token, root string) error {
+	if root == "" {
+		return fmt.Errorf("admit %d@%s: empty root name", pid, tok)
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	i, err := g.one(pid, tok)
+	if err != nil {
+		return fmt.Errorf("admit %d@%s: %w", pid, tok, err)
+	}
+	n := g.at(i)
+	if !n.live() {
+		return fmt.Errorf("admit %d@%s: %w", pid, tok, ErrExited)
+	}
+	if n.flags&uint32(Root) != 0 {
+		if g.roots[n.root] == root {
+			return nil
+		}
+		return fmt.Errorf("admit %d@%s as %q: root %q: %w", pid, tok, root, g.roots[n.root], ErrConflict)
+	}
+	r, ok := g.rootIdx[root]
+	if !ok {
+		r = uint32(len(g.roots))
+		g.roots = append(g.roots, root)
+		g.rootIdx[root] = r
+	}
+	old := n.root
+	n.root = r
+	n.flags |= uint32(Root) | fRootObserved
+	g.setRootBelow(i, old)
+	return nil
+}
+
+// RootOf returns the admitted root (pid, tok) belongs to through birth
+// lineage; observed says every link from the root down was an observed
+// fork (not a scan or an inference). ok is false when the instance is not
+// found without ambiguity or belongs to no root.
+func (g *Graph) RootOf(pid int32, tok token.Token) (root string, observed, ok bool) {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	i, err := g.one(pid, tok)
+	if err != nil {
+		return "", false, false
+	}
+	n := g.at(i)
+	if n.root == 0 {
+		return "", false, false
+	}
+	return g.roots[n.root], n.flags&fRootObserved != 0, true
+}
+
+// resolve finds the generation at pid that tok names by token.Compare: Same
+// wins; otherwise the newest Unproven candidate (same precision and start),
+// with ambiguous set when there are several.
+func (g *Graph) resolve(pid int32, tok token.Token) (idx uint32, m token.Match, ambiguous bool) {
+	var cand uint32
+	var count int
+	sawDiff, sawOther := false, false
+	for i := g.pids[pid]; i != 0; i = g.at(i).older {
+		n := g.at(i)
+		mm, _ := token.Compare(tok, g.tokenOf(n))
+		switch mm {
+		case token.Same:
+			return i, token.Same, false
+		case token.Different:
+			sawDiff = true
+		case token.OtherBoot:
+			sawOther = true
+		case token.Unproven:
+			if n.prec != 0 && n.prec == tok.Prec && n.start == tok.Start {
+				if cand == 0 {
+					cand = i
+				}
+				count++
+			}
+		}
+	}
+	switch {
+	case cand != 0:
+		return cand, token.Unproven, count > 1
+	case sawOther:
+		return 0, token.OtherBoot, false
+	case sawDiff:
+		return 0, token.Different, false
+	}
+	return 0, token.Unproven, false
+}
+
+// one resolves (pid, tok) to a single node or says why it cannot.
+func (g *Graph) one(pid int32, tok token.Token) (uint32, error) {
+	i, _, amb := g.resolve(pid, tok)
+	switch {
+	case i == 0:
+		return 0, ErrNotFound
+	case amb:
+		return 0, ErrAmbiguous
+	}
+	return i, nil
+}
+
+func (g *Graph) export(i uint32) Node {
+	n := g.at(i)
+	out := Node{
+		Pid:         n.pid,
+		PPid:        n.ppid,
+		Token:       g.tokenOf(n),
+		ParentToken: g.parentTokenOf(n),
+		Comm:        n.comm,
+		Seen:        time.Unix(0, n.seenAt),
+		BootStart:   time.Duration(n.bornBoot),
+		ExitStatus:  n.status,
+		Flags:       Flags(n.flags & exportMask),
+	}
+	if !n.live() {
+		out.ExitedAt = time.Unix(0, n.exitAt)
+		if n.flags&fExitUpper == 0 {
+			out.BootExit = time.Duration(n.exitBoot)
+		}
+	}
+	return out
+}
