@@ -37,7 +37,8 @@ func Open(pid int32, boot procfs.BootID) (*Handle, error) {
 		switch {
 		case errors.Is(err, unix.ESRCH):
 			return nil, fmt.Errorf("pid %d: %w", pid, ErrGone)
-		case errors.Is(err, unix.EINVAL):
+		case errors.Is(err, unix.EINVAL), errors.Is(err, unix.ENOENT):
+			// Kernels answer a non-leader thread id with EINVAL or ENOENT.
 			if tgid, terr := procfs.Tgid("/proc", pid); terr == nil && tgid != pid {
 				return nil, &ThreadError{Tid: pid, Tgid: tgid}
 			}

@@ -1,0 +1,112 @@
+package procfs
+
+import (
+	"errors"
+	"os"
+	"strings"
+	"testing"
+)
+
+func TestParseStat(t *testing.T) {
+	tail := " 1 100 100 0 -1 4194560 100 0 0 0 0 0 0 0 20 0 1 0 49869 5820416 250 18446744073709551615 1 1 0 0 0 0 0 0 0 0 0 0 17 1 0 0 0 0 0\n"
+	tests := []struct {
+		name, in string
+		want     Stat
+	}{
+		{"plain", "100 (sleep) S" + tail, Stat{Pid: 100, State: 'S', PPid: 1, PGrp: 100, Session: 100, StartTime: 49869}},
+		{"spaces and parens in comm", "42 (a) b (c) Z" + tail, Stat{Pid: 42, State: 'Z', PPid: 1, PGrp: 100, Session: 100, StartTime: 49869}},
+		{"empty comm", "7 () R" + tail, Stat{Pid: 7, State: 'R', PPid: 1, PGrp: 100, Session: 100, StartTime: 49869}},
+	}
+	for _, tt := range tests {
+		var got Stat
+		if err := ParseStat([]byte(tt.in), &got); err != nil {
+			t.Fatalf("%s: ParseStat = %v", tt.name, err)
+		}
+		got.Comm = [16]byte{}
+		if got != tt.want {
+			t.Errorf("%s: ParseStat = %+v, want %+v", tt.name, got, tt.want)
+		}
+	}
+	var st Stat
+	if err := ParseStat([]byte("42 (a) b (c) Z"+tail), &st); err != nil || st.CommString() != "a) b (c" {
+		t.Errorf("comm = %q (%v), want %q", st.CommString(), err, "a) b (c")
+	}
+}
+
+func TestParseStatMalformed(t *testing.T) {
+	for _, in := range []string{
+		"",
+		"100 sleep S 1",
+		"100 (sleep) S 1 100",
+		"x (sleep) S" + strings.Repeat(" 1", 30),
+		"100 (sleep) SS" + strings.Repeat(" 1", 30),
+		"100 (sleep) S 1 1 1" + strings.Repeat(" 1", 15) + " -4",
+		"99999999999 (sleep) S" + strings.Repeat(" 1", 30),
+	} {
+		var st Stat
+		if err := ParseStat([]byte(in), &st); !errors.Is(err, ErrMalformed) {
+			t.Errorf("ParseStat(%q) = %v, want ErrMalformed", in, err)
+		}
+	}
+}
+
+func TestReadStatSelf(t *testing.T) {
+	r := NewReader("/proc")
+	var st Stat
+	if err := r.ReadStat(int32(os.Getpid()), &st); err != nil {
+		t.Fatalf("ReadStat(self) = %v", err)
+	}
+	if st.Pid != int32(os.Getpid()) || st.PPid != int32(os.Getppid()) || st.StartTime == 0 {
+		t.Errorf("ReadStat(self) = %+v, want pid %d ppid %d and a start time", st, os.Getpid(), os.Getppid())
+	}
+	if err := r.ReadStat(MaxTestPid, &st); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("ReadStat(absent) = %v, want os.ErrNotExist", err)
+	}
+	allocs := testing.AllocsPerRun(100, func() { r.ReadStat(int32(os.Getpid()), &st) })
+	if allocs != 0 {
+		t.Errorf("ReadStat allocates %v times per call, want 0", allocs)
+	}
+}
+
+// MaxTestPid is above any pid_max, so no process has it.
+const MaxTestPid = 1<<22 + 1
+
+func TestBootIDAndTgid(t *testing.T) {
+	id, err := ReadBootID("/proc")
+	if err != nil || id == (BootID{}) {
+		t.Fatalf("ReadBootID = %v, %v", id, err)
+	}
+	if _, err := ParseBootID("not-an-id"); !errors.Is(err, ErrMalformed) {
+		t.Errorf("ParseBootID(garbage) = %v, want ErrMalformed", err)
+	}
+	tgid, err := Tgid("/proc", int32(os.Getpid()))
+	if err != nil || tgid != int32(os.Getpid()) {
+		t.Errorf("Tgid(self) = %d, %v", tgid, err)
+	}
+	if _, err := ParseStatusTgid([]byte("Name: x\nPid: 4\n")); !errors.Is(err, ErrMalformed) {
+		t.Errorf("ParseStatusTgid without Tgid = %v, want ErrMalformed", err)
+	}
+}
+
+func BenchmarkReadStat(b *testing.B) {
+	r := NewReader("/proc")
+	var st Stat
+	pid := int32(os.Getpid())
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := r.ReadStat(pid, &st); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func FuzzParseStat(f *testing.F) {
+	f.Add([]byte("100 (sleep) S 1 100 100 0 -1 4194560 100 0 0 0 0 0 0 0 20 0 1 0 49869 5820416 250"))
+	f.Add([]byte("1 ((((() R 0 0 0"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var st Stat
+		if err := ParseStat(b, &st); err != nil && !errors.Is(err, ErrMalformed) {
+			t.Fatalf("ParseStat error %v does not wrap ErrMalformed", err)
+		}
+	})
+}

@@ -1,0 +1,295 @@
+package verdict
+
+import (
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/procsupervisor/supervisor/internal/pidfd"
+	"github.com/procsupervisor/supervisor/internal/procfs"
+	"github.com/procsupervisor/supervisor/internal/testenv"
+	"github.com/procsupervisor/supervisor/internal/token"
+)
+
+func newJudge(t *testing.T) *Judge {
+	t.Helper()
+	j, err := New()
+	if err != nil {
+		t.Fatalf("New() = %v", err)
+	}
+	return j
+}
+
+func tokenOf(t *testing.T, j *Judge, pid int) token.Token {
+	t.Helper()
+	h, err := pidfd.Open(int32(pid), j.Boot)
+	if err != nil {
+		t.Fatalf("pidfd.Open(%d) = %v", pid, err)
+	}
+	defer h.Close()
+	return h.Token()
+}
+
+// reaped starts a short-lived child, records its token, and reaps it.
+func reaped(t *testing.T, j *Judge) (int32, token.Token) {
+	t.Helper()
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	tok := tokenOf(t, j, cmd.Process.Pid)
+	cmd.Process.Kill()
+	cmd.Wait()
+	return int32(cmd.Process.Pid), tok
+}
+
+func TestIntegrationOwnedAndGone(t *testing.T) {
+	j := newJudge(t)
+	cmd := testenv.Start(t, "sleep", "60")
+	tok := tokenOf(t, j, cmd.Process.Pid)
+	if tok.Ino == 0 {
+		testenv.Skip(t, "kernel has no pidfs inode ids")
+	}
+	v := j.Judge(int32(cmd.Process.Pid), tok.String())
+	if v.Result != Owned || v.Mechanism == "" || v.Reason == "" {
+		t.Fatalf("Judge(live child) = %+v, want OWNED with reason and mechanism", v)
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	if v := j.Judge(int32(cmd.Process.Pid), tok.String()); v.Result != Gone {
+		t.Errorf("Judge(reaped child) = %+v, want GONE", v)
+	}
+}
+
+func TestIntegrationForcedReuseIsForeign(t *testing.T) {
+	testenv.RequireRoot(t)
+	j := newJudge(t)
+	for attempt := 0; attempt < 20; attempt++ {
+		pid, tok := reaped(t, j)
+		s, err := testenv.SpawnAt(t, pid)
+		if err == testenv.ErrPidTaken {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		v := j.Judge(pid, tok.String())
+		if v.Result != Foreign {
+			t.Fatalf("Judge(reissued pid %d) = %+v, want FOREIGN", pid, v)
+		}
+		if v.Observed == "" || v.Observed == tok.String() {
+			t.Errorf("Observed = %q, want the stranger's token", v.Observed)
+		}
+		s.Stop()
+		return
+	}
+	t.Fatal("could not reissue a pid in 20 attempts")
+}
+
+// TestIntegrationSameTickReuse recreates a pid inside the clock tick in which
+// its previous holder started, so start times are equal and only the pidfs
+// inode tells the instances apart.
+func TestIntegrationSameTickReuse(t *testing.T) {
+	testenv.RequireRoot(t)
+	j := newJudge(t)
+	for attempt := 0; attempt < 200; attempt++ {
+		first, err := testenv.SpawnAt(t, pickFreePid(t))
+		if err != nil {
+			continue
+		}
+		tok := tokenOf(t, j, int(first.Pid))
+		if tok.Ino == 0 {
+			testenv.Skip(t, "kernel has no pidfs inode ids")
+		}
+		first.Stop()
+		second, err := testenv.SpawnAt(t, first.Pid)
+		if err != nil {
+			continue
+		}
+		now := tokenOf(t, j, int(second.Pid))
+		if now.Start != tok.Start {
+			second.Stop()
+			continue
+		}
+		v := j.Judge(second.Pid, tok.String())
+		if v.Result == Owned {
+			t.Fatalf("Judge(same-tick reissue) = %+v: a stranger judged OWNED", v)
+		}
+		if v.Result != Foreign || !strings.Contains(v.Reason, "inode") {
+			t.Errorf("Judge(same-tick reissue) = %+v, want FOREIGN by pidfs inode", v)
+		}
+		// A ticks-only claim cannot tell the two apart: it must not be OWNED.
+		coarse := tok
+		coarse.Ino = 0
+		if v := j.Judge(second.Pid, coarse.String()); v.Result != Unverifiable {
+			t.Errorf("Judge(ticks-only claim, same-tick reissue) = %+v, want UNVERIFIABLE", v)
+		}
+		second.Stop()
+		return
+	}
+	t.Fatal("no same-tick reissue in 200 attempts")
+}
+
+// pickFreePid returns a pid that is free right now, in the upper half of
+// the pid range where the kernel's own allocation rarely is.
+func pickFreePid(t *testing.T) int32 {
+	t.Helper()
+	for {
+		p := int32(20000 + time.Now().UnixNano()%10000)
+		if _, err := os.Stat("/proc/" + itoa(p)); os.IsNotExist(err) {
+			return p
+		}
+	}
+}
+
+func itoa(p int32) string { return strconv.Itoa(int(p)) }
+
+func TestIntegrationEdgeCases(t *testing.T) {
+	j := newJudge(t)
+	self := tokenOf(t, j, os.Getpid())
+	otherBoot := self
+	otherBoot.Boot = procfs.BootID{0xde, 0xad}
+
+	// A zombie: a child that exited and has not been reaped.
+	zombie := exec.Command("true")
+	if err := zombie.Start(); err != nil {
+		t.Fatal(err)
+	}
+	ztok := tokenOf(t, j, zombie.Process.Pid)
+	waitZombie(t, zombie.Process.Pid)
+	t.Cleanup(func() { zombie.Wait() })
+
+	// A thread of this process that is not its leader (the Go runtime always
+	// runs several).
+	thread := 0
+	tasks, _ := os.ReadDir("/proc/self/task")
+	for _, e := range tasks {
+		if n, _ := strconv.Atoi(e.Name()); n != 0 && n != os.Getpid() {
+			thread = n
+		}
+	}
+	if thread == 0 {
+		t.Fatal("no thread other than the leader in /proc/self/task")
+	}
+
+	tests := []struct {
+		name  string
+		pid   int32
+		claim string
+		want  Result
+		why   string
+	}{
+		{"malformed", int32(os.Getpid()), "v1:nonsense", Unverifiable, "malformed"},
+		{"empty token", int32(os.Getpid()), "", Unverifiable, "malformed"},
+		{"other boot, pid live", int32(os.Getpid()), otherBoot.String(), Foreign, "another boot"},
+		{"other boot, pid free", 1<<22 - 1, otherBoot.String(), Gone, "another boot"},
+		{"pid 0", 0, self.String(), Unverifiable, "not a valid"},
+		{"negative pid", -5, self.String(), Unverifiable, "not a valid"},
+		{"huge pid", 1 << 30, self.String(), Unverifiable, "not a valid"},
+		{"pid 1 with our token", 1, self.String(), Foreign, "start time differs"},
+		{"zombie", int32(zombie.Process.Pid), ztok.String(), Gone, "zombie"},
+		{"thread id", int32(thread), self.String(), Foreign, "thread"},
+	}
+	for _, tt := range tests {
+		v := j.Judge(tt.pid, tt.claim)
+		if v.Result != tt.want || !strings.Contains(v.Reason, tt.why) {
+			t.Errorf("%s: Judge(%d, %q) = %v, want %v (reason mentioning %q)", tt.name, tt.pid, tt.claim, v, tt.want, tt.why)
+		}
+		if v.Result == Owned {
+			t.Errorf("%s: judged OWNED", tt.name)
+		}
+	}
+	// pid 1 judged against its own token is provably itself.
+	if v := j.Judge(1, tokenOf(t, j, 1).String()); v.Result != Owned {
+		t.Errorf("Judge(1, token of 1) = %v, want OWNED", v)
+	}
+}
+
+func waitZombie(t *testing.T, pid int) {
+	t.Helper()
+	r := procfs.NewReader("/proc")
+	var st procfs.Stat
+	for i := 0; i < 1000; i++ {
+		if r.ReadStat(int32(pid), &st) == nil && st.Zombie() {
+			return
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatalf("pid %d never became a zombie", pid)
+}
+
+// fakeObserver answers for one claim.
+type fakeObserver struct{ o Observation }
+
+func (f fakeObserver) Observe(int32, token.Token) Observation { return f.o }
+
+func TestIntegrationObserverProvesTicksOnlyClaim(t *testing.T) {
+	j := newJudge(t)
+	cmd := testenv.Start(t, "sleep", "60")
+	tok := tokenOf(t, j, cmd.Process.Pid)
+	tok.Ino = 0
+	pid := int32(cmd.Process.Pid)
+	if v := j.Judge(pid, tok.String()); v.Result != Unverifiable {
+		t.Fatalf("Judge(ticks-only, no observer) = %v, want UNVERIFIABLE", v)
+	}
+	j.Observer = fakeObserver{Observation{Known: true, Continuous: true, Mechanism: "ebpf"}}
+	if v := j.Judge(pid, tok.String()); v.Result != Owned || v.Mechanism != "ebpf" {
+		t.Errorf("Judge(ticks-only, continuous watch) = %v, want OWNED by ebpf", v)
+	}
+	j.Observer = fakeObserver{Observation{Known: true, Continuous: false, Mechanism: "netlink"}}
+	if v := j.Judge(pid, tok.String()); v.Result != Unverifiable {
+		t.Errorf("Judge(ticks-only, watch crossed a loss) = %v, want UNVERIFIABLE", v)
+	}
+	j.Observer = fakeObserver{Observation{Known: true, Exited: true, ExitedAt: time.Now(), Mechanism: "ebpf"}}
+	if v := j.Judge(pid, tok.String()); v.Result != Foreign || !strings.Contains(v.Reason, "reissued") {
+		t.Errorf("Judge(ticks-only, exit observed) = %v, want FOREIGN naming the reissue", v)
+	}
+}
+
+func BenchmarkJudgeLive(b *testing.B) {
+	j, err := New()
+	if err != nil {
+		b.Fatal(err)
+	}
+	h, err := pidfd.Open(int32(os.Getpid()), j.Boot)
+	if err != nil {
+		b.Fatal(err)
+	}
+	claim := h.Token().String()
+	h.Close()
+	pid := int32(os.Getpid())
+	b.ReportAllocs()
+	for b.Loop() {
+		if v := j.Judge(pid, claim); v.Result != Owned {
+			b.Fatal(v)
+		}
+	}
+}
+
+// BenchmarkPSCheck is the check the seeds' applications make: a ps
+// subprocess asked for the start time of one pid.
+func BenchmarkPSCheck(b *testing.B) {
+	pid := itoa(int32(os.Getpid()))
+	for b.Loop() {
+		out, err := exec.Command("ps", "-o", "lstart=", "-p", pid).Output()
+		if err != nil || len(out) == 0 {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkReadToken(b *testing.B) {
+	boot, _ := procfs.ReadBootID("/proc")
+	pid := int32(os.Getpid())
+	b.ReportAllocs()
+	for b.Loop() {
+		h, err := pidfd.Open(pid, boot)
+		if err != nil {
+			b.Fatal(err)
+		}
+		h.Close()
+	}
+}
