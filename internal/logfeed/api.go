@@ -1,0 +1,190 @@
+package logfeed
+
+import (
+	"github.com/procsupervisor/supervisor/internal/actions"
+	"github.com/procsupervisor/supervisor/internal/events"
+	"github.com/procsupervisor/supervisor/internal/verdict"
+)
+
+// Actions: the values of event.action (ECS) and activity_name (OCSF).
+const (
+	ActionProcessStarted    = "process_started" // fork
+	ActionProcessExec       = "process_exec"    // exec
+	ActionProcessEnded      = "process_ended"   // exit
+	ActionVerdict           = "verdict"
+	ActionSignalSent        = "signal_sent"
+	ActionTeardown          = "teardown"
+	ActionReconcile         = "reconcile"
+	ActionEventsLost        = "events_lost"
+	ActionLogLinesDropped   = "log_lines_dropped"
+	ActionSupervisorStarted = "supervisor_started"
+	ActionSupervisorStopped = "supervisor_stopped"
+)
+
+// Signal is one signal the supervisor sent (or tried to send).
+type Signal struct {
+	Pid   int32
+	Token string // the target's token text
+	// Signal is the signal's name, such as "SIGTERM".
+	Signal string
+	// Mechanism says how it was sent: "pidfd", "killpg", "cgroup.kill".
+	Mechanism string
+	// Err is nil when the kernel accepted the signal.
+	Err error
+}
+
+// Reconcile counts what a reconcile of the stored claims found and did.
+type Reconcile struct {
+	Seen         int // claims judged
+	Readopted    int // OWNED claims kept
+	TornDown     int // OWNED orphans torn down
+	Foreign      int // FOREIGN claims dropped, unsignalled
+	Unverifiable int // UNVERIFIABLE claims kept and reported
+	AlreadyGone  int // GONE claims released
+	Failed       int // claims whose handling failed
+	Mechanism    string
+}
+
+// Service describes the supervisor starting or stopping.
+type Service struct {
+	Stopping bool
+	// Mechanism is the event source chosen.
+	Mechanism events.Mechanism
+	// Reason says why (why this mechanism, why stopping).
+	Reason string
+}
+
+// Event logs a process event: a line per fork, exec and exit when
+// Config.ProcessEvents is set, and a loss line for Lost whatever the
+// setting. It does not allocate in the steady state and never blocks.
+func (l *Logger) Event(ev *events.Event) {
+	if ev.Kind == events.Lost {
+		l.Lost(ev.Mechanism, ev.Count)
+		return
+	}
+	if !l.events {
+		return
+	}
+	var action string
+	switch ev.Kind {
+	case events.Fork:
+		action = ActionProcessStarted
+	case events.Exec:
+		action = ActionProcessExec
+	case events.Exit:
+		action = ActionProcessEnded
+	default:
+		return
+	}
+	c := l.get(action, sevInfo)
+	l.enc.event(c, ev)
+	l.put(c)
+}
+
+// Verdict logs a verdict.
+func (l *Logger) Verdict(v verdict.Verdict) {
+	sev := sevInfo
+	if v.Result == verdict.Foreign || v.Result == verdict.Unverifiable {
+		sev = sevNotice
+	}
+	c := l.get(ActionVerdict, sev)
+	l.enc.verdict(c, &v)
+	l.put(c)
+}
+
+// Signal logs a signal sent.
+func (l *Logger) Signal(s Signal) {
+	sev := sevInfo
+	if s.Err != nil {
+		sev = sevWarning
+	}
+	c := l.get(ActionSignalSent, sev)
+	l.enc.signal(c, &s)
+	l.put(c)
+}
+
+// Teardown logs the outcome of a tree teardown.
+func (l *Logger) Teardown(o actions.Outcome) {
+	sev := sevInfo
+	if teardownOutcome(&o) == outcomeFailure {
+		sev = sevWarning
+	}
+	c := l.get(ActionTeardown, sev)
+	l.enc.teardown(c, &o)
+	l.put(c)
+}
+
+// Reconcile logs the summary of a reconcile.
+func (l *Logger) Reconcile(r Reconcile) {
+	sev := sevInfo
+	if r.Failed > 0 {
+		sev = sevWarning
+	}
+	c := l.get(ActionReconcile, sev)
+	l.enc.reconcile(c, &r)
+	l.put(c)
+}
+
+// Lost logs that a mechanism dropped process events (count 0: unknown).
+func (l *Logger) Lost(mech events.Mechanism, count uint64) {
+	c := l.get(ActionEventsLost, sevWarning)
+	l.enc.lost(c, mech, count)
+	l.put(c)
+}
+
+// Service logs the supervisor starting or stopping.
+func (l *Logger) Service(s Service) {
+	action := ActionSupervisorStarted
+	if s.Stopping {
+		action = ActionSupervisorStopped
+	}
+	c := l.get(action, sevNotice)
+	l.enc.service(c, &s)
+	l.put(c)
+}
+
+// encodeDropped renders the log_lines_dropped line into dst; the drain
+// goroutine writes it straight to the sink.
+func (l *Logger) encodeDropped(dst []byte, count uint64) []byte {
+	c := &capture{l: l, action: ActionLogLinesDropped, sev: sevWarning, direct: true, dst: dst}
+	l.enc.dropped(c, count)
+	return c.dst
+}
+
+// Outcomes (event.outcome).
+const (
+	outcomeSuccess = "success"
+	outcomeFailure = "failure"
+	outcomeUnknown = "unknown"
+)
+
+func verdictOutcome(r verdict.Result) string {
+	switch r {
+	case verdict.Owned, verdict.Foreign, verdict.Gone:
+		return outcomeSuccess
+	}
+	return outcomeUnknown
+}
+
+// teardownOutcome: failure when a fault stopped it or verified members
+// survived; success when everything targeted is dead, or when there was
+// nothing of ours to act on (GONE, FOREIGN); unknown when the verdict
+// could not prove anything (UNVERIFIABLE).
+func teardownOutcome(o *actions.Outcome) string {
+	switch {
+	case o.Error != "" || len(o.Survivors) > 0 || (o.Acted && !o.Dead):
+		return outcomeFailure
+	case o.Acted && o.Dead:
+		return outcomeSuccess
+	case o.Verdict.Result == verdict.Gone || o.Verdict.Result == verdict.Foreign:
+		return outcomeSuccess
+	}
+	return outcomeUnknown
+}
+
+func reconcileOutcome(r *Reconcile) string {
+	if r.Failed > 0 {
+		return outcomeFailure
+	}
+	return outcomeSuccess
+}

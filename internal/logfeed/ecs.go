@@ -1,0 +1,341 @@
+package logfeed
+
+import (
+	"bytes"
+	"encoding/hex"
+	"os"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/rs/zerolog"
+	"golang.org/x/sys/unix"
+
+	"github.com/procsupervisor/supervisor/internal/actions"
+	"github.com/procsupervisor/supervisor/internal/events"
+	"github.com/procsupervisor/supervisor/internal/procfs"
+	"github.com/procsupervisor/supervisor/internal/verdict"
+)
+
+// host is what every line says about where it comes from.
+type host struct {
+	hostname string
+	boot     string // boot id as a UUID, "" when unknown
+	version  string
+	pid      int
+	clock    bootClock
+}
+
+func newHost(cfg Config) *host {
+	h := &host{hostname: cfg.Hostname, version: cfg.Version, pid: os.Getpid()}
+	if cfg.Boot != (procfs.BootID{}) {
+		h.boot = uuid(cfg.Boot)
+	}
+	return h
+}
+
+// uuid formats a boot id as /proc/sys/kernel/random/boot_id shows it.
+func uuid(b procfs.BootID) string {
+	var s [36]byte
+	hex.Encode(s[0:8], b[0:4])
+	hex.Encode(s[9:13], b[4:6])
+	hex.Encode(s[14:18], b[6:8])
+	hex.Encode(s[19:23], b[8:10])
+	hex.Encode(s[24:], b[10:])
+	s[8], s[13], s[18], s[23] = '-', '-', '-', '-'
+	return string(s[:])
+}
+
+// Values of event.category and event.type; package variables so that
+// passing them to zerolog allocates nothing.
+var (
+	catProcess = []string{"process"}
+	typeStart  = []string{"start"}
+	typeEnd    = []string{"end"}
+	typeChange = []string{"change"}
+	typeInfo   = []string{"info"}
+)
+
+// ecs encodes lines with Elastic Common Schema names, as nested objects.
+type ecs struct {
+	h        *host
+	ecsJSON  []byte // {"version":...}
+	hostJSON []byte // {"hostname":...,"boot":{"id":...}}
+	svcJSON  []byte // {"name":"supervisor",...}
+}
+
+func newECS(h *host) *ecs {
+	x := &ecs{h: h}
+	x.ecsJSON = rawObject(func(e *zerolog.Event) { e.Str("version", ECSVersion) })
+	x.hostJSON = rawObject(func(e *zerolog.Event) {
+		if h.hostname != "" {
+			e.Str("hostname", h.hostname).Str("name", h.hostname)
+		}
+		if h.boot != "" {
+			e.Dict("boot", e.CreateDict().Str("id", h.boot))
+		}
+	})
+	x.svcJSON = rawObject(func(e *zerolog.Event) {
+		e.Str("name", "supervisor").Str("type", "supervisor")
+		if h.version != "" {
+			e.Str("version", h.version)
+		}
+	})
+	return x
+}
+
+// rawObject renders a JSON object once, for RawJSON.
+func rawObject(fill func(e *zerolog.Event)) []byte {
+	var buf bytes.Buffer
+	zl := zerolog.New(&buf)
+	e := zl.Log()
+	fill(e)
+	e.Send()
+	return bytes.TrimRight(buf.Bytes(), "\n")
+}
+
+// begin starts a line: timestamp, ecs, host, service.
+func (x *ecs) begin(c *capture, t time.Time) *zerolog.Event {
+	zl := zerolog.New(c)
+	e := zl.Log()
+	var ts [40]byte
+	return e.RawJSON("@timestamp", appendTime(ts[:0], t)).
+		RawJSON("ecs", x.ecsJSON).
+		RawJSON("host", x.hostJSON).
+		RawJSON("service", x.svcJSON)
+}
+
+// eventObject adds the categorization fields.
+func eventObject(e *zerolog.Event, action string, types []string, outcome, reason string) {
+	d := e.CreateDict().Str("kind", "event")
+	if types != nil {
+		d.Strs("category", catProcess).Strs("type", types)
+	}
+	d.Str("action", action).Str("module", "supervisor")
+	if outcome != "" {
+		d.Str("outcome", outcome)
+	}
+	if reason != "" {
+		d.Str("reason", reason)
+	}
+	e.Dict("event", d)
+}
+
+func commBytes(c *[16]byte) []byte {
+	n := bytes.IndexByte(c[:], 0)
+	if n < 0 {
+		n = len(c)
+	}
+	return c[:n]
+}
+
+// argsArray fills arr with argv, cut to MaxArgsBytes in total.
+func argsArray(arr *zerolog.Array, argv []string) *zerolog.Array {
+	budget := MaxArgsBytes
+	for _, a := range argv {
+		if len(a) > budget {
+			arr.Str(a[:budget])
+			break
+		}
+		arr.Str(a)
+		budget -= len(a)
+	}
+	return arr
+}
+
+// signalName names a signal number without allocating.
+func signalName(sig int) string {
+	if n := unix.SignalName(syscall.Signal(sig)); n != "" {
+		return n
+	}
+	return "SIG?"
+}
+
+func (x *ecs) event(c *capture, ev *events.Event) {
+	var types []string
+	switch ev.Kind {
+	case events.Exit:
+		types = typeEnd
+	default:
+		// Exec starts a new program: ECS (and Elastic's own endpoint
+		// data) file it as a process start.
+		types = typeStart
+	}
+	t := x.h.clock.eventTime(ev.Time)
+	e := x.begin(c, t)
+	eventObject(e, c.action, types, "", "")
+
+	var tok [80]byte
+	var ts [40]byte
+	p := e.CreateDict().Int32("pid", ev.Pid)
+	if !ev.Token.IsZero() {
+		p.Bytes("entity_id", ev.Token.Append(tok[:0]))
+		if st, ok := x.h.clock.startTime(ev.Token); ok {
+			p.RawJSON("start", appendTime(ts[:0], st))
+		}
+	}
+	if name := commBytes(&ev.Comm); len(name) > 0 {
+		p.Bytes("name", name)
+	}
+	if ev.Exe != "" {
+		p.Str("executable", ev.Exe)
+	}
+	if len(ev.Argv) > 0 {
+		p.Array("args", argsArray(p.CreateArray(), ev.Argv)).Int("args_count", len(ev.Argv))
+	}
+	if ev.Tid != 0 && ev.Tid != ev.Pid {
+		p.Dict("thread", p.CreateDict().Int32("id", ev.Tid))
+	}
+	var sig int
+	if ev.Kind == events.Exit {
+		if code, ok := ev.Exited(); ok {
+			p.Int("exit_code", code)
+		} else if s, ok := ev.Signaled(); ok {
+			sig = s
+		}
+		p.RawJSON("end", appendTime(ts[:0], t))
+	}
+	if ev.PPid != 0 || !ev.ParentToken.IsZero() {
+		pp := p.CreateDict().Int32("pid", ev.PPid)
+		if !ev.ParentToken.IsZero() {
+			pp.Bytes("entity_id", ev.ParentToken.Append(tok[:0]))
+			if st, ok := x.h.clock.startTime(ev.ParentToken); ok {
+				pp.RawJSON("start", appendTime(ts[:0], st))
+			}
+		}
+		p.Dict("parent", pp)
+	}
+	e.Dict("process", p)
+
+	s := e.CreateDict().Str("mechanism", string(ev.Mechanism))
+	if ev.Inferred {
+		s.Bool("inferred", true)
+	}
+	if sig != 0 {
+		s.Str("exit_signal", signalName(sig))
+	}
+	e.Dict("supervisor", s)
+	e.Send()
+}
+
+// processRef adds process.pid and process.entity_id from a claim.
+func processRef(e *zerolog.Event, pid int32, tok string) {
+	p := e.CreateDict().Int32("pid", pid)
+	if tok != "" {
+		p.Str("entity_id", tok)
+	}
+	e.Dict("process", p)
+}
+
+func (x *ecs) verdict(c *capture, v *verdict.Verdict) {
+	e := x.begin(c, time.Now())
+	eventObject(e, c.action, typeInfo, verdictOutcome(v.Result), v.Reason)
+	processRef(e, v.Pid, v.Token)
+	s := e.CreateDict().Str("verdict", v.Result.String()).Str("mechanism", v.Mechanism)
+	if v.Observed != "" {
+		s.Str("observed_entity_id", v.Observed)
+	}
+	e.Dict("supervisor", s)
+	e.Msg(v.String())
+}
+
+func (x *ecs) signal(c *capture, sg *Signal) {
+	e := x.begin(c, time.Now())
+	outcome := outcomeSuccess
+	if sg.Err != nil {
+		outcome = outcomeFailure
+	}
+	eventObject(e, c.action, typeChange, outcome, "")
+	processRef(e, sg.Pid, sg.Token)
+	if sg.Err != nil {
+		e.Dict("error", e.CreateDict().Str("message", sg.Err.Error()))
+	}
+	e.Dict("supervisor", e.CreateDict().Str("signal", sg.Signal).Str("mechanism", sg.Mechanism))
+	e.Send()
+}
+
+func members(e *zerolog.Event, ms []actions.Member) *zerolog.Array {
+	arr := e.CreateArray()
+	for _, m := range ms {
+		arr.Dict(e.CreateDict().Int32("pid", m.Pid).Str("entity_id", m.Token))
+	}
+	return arr
+}
+
+func (x *ecs) teardown(c *capture, o *actions.Outcome) {
+	e := x.begin(c, time.Now())
+	types := typeInfo
+	if o.Acted {
+		types = typeEnd
+	}
+	eventObject(e, c.action, types, teardownOutcome(o), o.Verdict.Reason)
+	processRef(e, o.Verdict.Pid, o.Verdict.Token)
+	if o.Error != "" {
+		e.Dict("error", e.CreateDict().Str("message", o.Error))
+	}
+	s := e.CreateDict().
+		Str("verdict", o.Verdict.Result.String()).
+		Str("mechanism", o.Mechanism).
+		Bool("acted", o.Acted).
+		Bool("dead", o.Dead).
+		Bool("escalated", o.Escalated).
+		Array("targeted", members(e, o.Targeted)).
+		Array("survivors", members(e, o.Survivors))
+	if len(o.Unproven) > 0 {
+		s.Array("unproven", members(e, o.Unproven))
+	}
+	if len(o.Signals) > 0 {
+		names := make([]string, 0, len(o.Signals))
+		for n := range o.Signals {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		d := e.CreateDict()
+		for _, n := range names {
+			d.Int(n, o.Signals[n])
+		}
+		s.Dict("signals", d)
+	}
+	e.Dict("supervisor", s)
+	e.Send()
+}
+
+func (x *ecs) reconcile(c *capture, r *Reconcile) {
+	e := x.begin(c, time.Now())
+	eventObject(e, c.action, typeInfo, reconcileOutcome(r), "")
+	e.Dict("supervisor", e.CreateDict().Str("mechanism", r.Mechanism).Dict("reconcile", e.CreateDict().
+		Int("seen", r.Seen).
+		Int("readopted", r.Readopted).
+		Int("torn_down", r.TornDown).
+		Int("foreign", r.Foreign).
+		Int("unverifiable", r.Unverifiable).
+		Int("already_gone", r.AlreadyGone).
+		Int("failed", r.Failed)))
+	e.Send()
+}
+
+func (x *ecs) lost(c *capture, mech events.Mechanism, count uint64) {
+	e := x.begin(c, time.Now())
+	eventObject(e, c.action, typeInfo, outcomeFailure, "")
+	s := e.CreateDict().Str("mechanism", string(mech))
+	if count > 0 {
+		s.Uint64("lost_events", count)
+	}
+	e.Dict("supervisor", s)
+	e.Msg("process events lost; resyncing from the process table")
+}
+
+func (x *ecs) dropped(c *capture, count uint64) {
+	e := x.begin(c, time.Now())
+	// Not about a process: no event.category.
+	eventObject(e, c.action, nil, outcomeFailure, "")
+	e.Dict("supervisor", e.CreateDict().Uint64("dropped_lines", count))
+	e.Msg("log lines dropped: the log sink was slow or failing")
+}
+
+func (x *ecs) service(c *capture, sv *Service) {
+	e := x.begin(c, time.Now())
+	eventObject(e, c.action, nil, "", sv.Reason)
+	e.Dict("supervisor", e.CreateDict().Str("mechanism", string(sv.Mechanism)).Int("pid", x.h.pid))
+	e.Send()
+}

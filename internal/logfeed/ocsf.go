@@ -1,0 +1,333 @@
+package logfeed
+
+import (
+	"path"
+	"slices"
+	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/procsupervisor/supervisor/internal/actions"
+	"github.com/procsupervisor/supervisor/internal/events"
+	"github.com/procsupervisor/supervisor/internal/verdict"
+)
+
+// OCSF Process Activity (class 1007, category 1 System Activity) activity
+// ids used here.
+const (
+	ocsfClass     = 1007
+	ocsfLaunch    = 1
+	ocsfTerminate = 2
+	ocsfOther     = 99
+)
+
+var ocsfTypeNames = map[int]string{
+	ocsfLaunch:    "Process Activity: Launch",
+	ocsfTerminate: "Process Activity: Terminate",
+	ocsfOther:     "Process Activity: Other",
+}
+
+// ocsf encodes lines as OCSF Process Activity events. Fork and exec are
+// Launch, exit is Terminate (reflexive: the actor is the process itself),
+// a teardown and a terminating signal are Terminate with the supervisor as
+// the actor, and everything else is Other with activity_name set to the
+// action. Supervisor-specific data goes in "unmapped", as OCSF asks.
+type ocsf struct {
+	h          *host
+	metaJSON   []byte
+	deviceJSON []byte
+	selfJSON   []byte // the supervisor as a process object
+}
+
+func newOCSF(h *host) *ocsf {
+	x := &ocsf{h: h}
+	x.metaJSON = rawObject(func(e *zerolog.Event) {
+		p := e.CreateDict().Str("name", "supervisor").Str("vendor_name", "procsupervisor")
+		if h.version != "" {
+			p.Str("version", h.version)
+		}
+		e.Str("version", OCSFVersion).Dict("product", p).Str("log_name", "supervisor")
+	})
+	x.deviceJSON = rawObject(func(e *zerolog.Event) {
+		if h.hostname != "" {
+			e.Str("hostname", h.hostname)
+		}
+		e.Int("type_id", 0).Str("type", "Unknown")
+	})
+	x.selfJSON = rawObject(func(e *zerolog.Event) {
+		e.Int("pid", h.pid).Str("name", "supervisor")
+	})
+	return x
+}
+
+func ocsfSeverity(s severity) (int, string) {
+	switch s {
+	case sevWarning:
+		return 3, "Medium"
+	case sevNotice:
+		return 2, "Low"
+	}
+	return 1, "Informational"
+}
+
+func (x *ocsf) begin(c *capture, t time.Time, activity int, status string) *zerolog.Event {
+	zl := zerolog.New(c)
+	e := zl.Log()
+	name := c.action
+	switch activity {
+	case ocsfLaunch:
+		name = "Launch"
+	case ocsfTerminate:
+		name = "Terminate"
+	}
+	sevID, sev := ocsfSeverity(c.sev)
+	e.Int64("time", t.UnixMilli()).
+		Int("class_uid", ocsfClass).Str("class_name", "Process Activity").
+		Int("category_uid", 1).Str("category_name", "System Activity").
+		Int("activity_id", activity).Str("activity_name", name).
+		Int("type_uid", ocsfClass*100+activity).Str("type_name", ocsfTypeNames[activity]).
+		Int("severity_id", sevID).Str("severity", sev)
+	switch status {
+	case outcomeSuccess:
+		e.Int("status_id", 1).Str("status", "Success")
+	case outcomeFailure:
+		e.Int("status_id", 2).Str("status", "Failure")
+	case outcomeUnknown:
+		e.Int("status_id", 0).Str("status", "Unknown")
+	}
+	return e.RawJSON("metadata", x.metaJSON).RawJSON("device", x.deviceJSON)
+}
+
+func (x *ocsf) actorSelf(e *zerolog.Event) {
+	e.Dict("actor", e.CreateDict().RawJSON("process", x.selfJSON))
+}
+
+func (x *ocsf) selfProcess(e *zerolog.Event) {
+	e.RawJSON("process", x.selfJSON)
+}
+
+func ref(e *zerolog.Event, pid int32, tok string) *zerolog.Event {
+	d := e.CreateDict().Int32("pid", pid)
+	if tok != "" {
+		d.Str("uid", tok)
+	}
+	return d
+}
+
+func (x *ocsf) event(c *capture, ev *events.Event) {
+	activity := ocsfLaunch
+	if ev.Kind == events.Exit {
+		activity = ocsfTerminate
+	}
+	t := x.h.clock.eventTime(ev.Time)
+	e := x.begin(c, t, activity, "")
+	var tok [80]byte
+
+	p := e.CreateDict().Int32("pid", ev.Pid)
+	if !ev.Token.IsZero() {
+		p.Bytes("uid", ev.Token.Append(tok[:0]))
+		if st, ok := x.h.clock.startTime(ev.Token); ok {
+			p.Int64("created_time", st.UnixMilli())
+		}
+	}
+	if name := commBytes(&ev.Comm); len(name) > 0 {
+		p.Bytes("name", name)
+	}
+	if len(ev.Argv) > 0 {
+		b := c.scratch[:0]
+		for i, a := range ev.Argv {
+			if i > 0 {
+				b = append(b, ' ')
+			}
+			if len(b)+len(a) > MaxArgsBytes {
+				b = append(b, a[:max(0, MaxArgsBytes-len(b))]...)
+				break
+			}
+			b = append(b, a...)
+		}
+		c.scratch = b
+		p.Bytes("cmd_line", b)
+	}
+	if ev.Exe != "" {
+		p.Dict("file", p.CreateDict().Str("path", ev.Exe).Str("name", path.Base(ev.Exe)).Int("type_id", 1).Str("type", "Regular File"))
+	}
+	if ev.Kind == events.Exit {
+		p.Int64("terminated_time", t.UnixMilli())
+	}
+	var parent *zerolog.Event
+	if ev.PPid != 0 || !ev.ParentToken.IsZero() {
+		parent = p.CreateDict().Int32("pid", ev.PPid)
+		if !ev.ParentToken.IsZero() {
+			parent.Bytes("uid", ev.ParentToken.Append(tok[:0]))
+		}
+		p.Dict("parent_process", parent)
+	}
+	e.Dict("process", p)
+
+	// The actor of a launch is the parent; an exit is reflexive.
+	a := e.CreateDict()
+	ap := a.CreateDict()
+	if ev.Kind == events.Exit || (ev.PPid == 0 && ev.ParentToken.IsZero()) {
+		ap.Int32("pid", ev.Pid)
+		if !ev.Token.IsZero() {
+			ap.Bytes("uid", ev.Token.Append(tok[:0]))
+		}
+	} else {
+		ap.Int32("pid", ev.PPid)
+		if !ev.ParentToken.IsZero() {
+			ap.Bytes("uid", ev.ParentToken.Append(tok[:0]))
+		}
+	}
+	e.Dict("actor", a.Dict("process", ap))
+
+	if ev.Kind == events.Exit {
+		if code, ok := ev.Exited(); ok {
+			e.Int("exit_code", code)
+		}
+	}
+	u := e.CreateDict().Str("action", c.action).Str("mechanism", string(ev.Mechanism))
+	if ev.Inferred {
+		u.Bool("inferred", true)
+	}
+	if sig, ok := ev.Signaled(); ok && ev.Kind == events.Exit {
+		u.Str("exit_signal", signalName(sig))
+	}
+	e.Dict("unmapped", u)
+	e.Send()
+}
+
+func (x *ocsf) verdict(c *capture, v *verdict.Verdict) {
+	e := x.begin(c, time.Now(), ocsfOther, verdictOutcome(v.Result))
+	if v.Reason != "" {
+		e.Str("status_detail", v.Reason)
+	}
+	x.actorSelf(e)
+	e.Dict("process", ref(e, v.Pid, v.Token))
+	u := e.CreateDict().Str("action", c.action).Str("verdict", v.Result.String()).Str("mechanism", v.Mechanism)
+	if v.Observed != "" {
+		u.Str("observed_uid", v.Observed)
+	}
+	e.Dict("unmapped", u)
+	e.Msg(v.String())
+}
+
+func terminating(sig string) bool {
+	switch sig {
+	case "SIGTERM", "SIGKILL", "SIGINT", "SIGQUIT", "SIGHUP":
+		return true
+	}
+	return false
+}
+
+func (x *ocsf) signal(c *capture, sg *Signal) {
+	activity := ocsfOther
+	if terminating(sg.Signal) {
+		activity = ocsfTerminate
+	}
+	outcome := outcomeSuccess
+	if sg.Err != nil {
+		outcome = outcomeFailure
+	}
+	e := x.begin(c, time.Now(), activity, outcome)
+	if sg.Err != nil {
+		e.Str("status_detail", sg.Err.Error())
+	}
+	x.actorSelf(e)
+	e.Dict("process", ref(e, sg.Pid, sg.Token))
+	e.Dict("unmapped", e.CreateDict().Str("action", c.action).Str("signal", sg.Signal).Str("mechanism", sg.Mechanism))
+	e.Send()
+}
+
+func ocsfMembers(e *zerolog.Event, ms []actions.Member) *zerolog.Array {
+	arr := e.CreateArray()
+	for _, m := range ms {
+		arr.Dict(e.CreateDict().Int32("pid", m.Pid).Str("uid", m.Token))
+	}
+	return arr
+}
+
+func (x *ocsf) teardown(c *capture, o *actions.Outcome) {
+	activity := ocsfOther
+	if o.Acted {
+		activity = ocsfTerminate
+	}
+	e := x.begin(c, time.Now(), activity, teardownOutcome(o))
+	detail := o.Error
+	if detail == "" {
+		detail = o.Verdict.Reason
+	}
+	if detail != "" {
+		e.Str("status_detail", detail)
+	}
+	x.actorSelf(e)
+	e.Dict("process", ref(e, o.Verdict.Pid, o.Verdict.Token))
+	u := e.CreateDict().Str("action", c.action).
+		Str("verdict", o.Verdict.Result.String()).
+		Str("mechanism", o.Mechanism).
+		Bool("acted", o.Acted).Bool("dead", o.Dead).Bool("escalated", o.Escalated).
+		Array("targeted", ocsfMembers(e, o.Targeted)).
+		Array("survivors", ocsfMembers(e, o.Survivors))
+	if len(o.Unproven) > 0 {
+		u.Array("unproven", ocsfMembers(e, o.Unproven))
+	}
+	if len(o.Signals) > 0 {
+		names := make([]string, 0, len(o.Signals))
+		for n := range o.Signals {
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		d := e.CreateDict()
+		for _, n := range names {
+			d.Int(n, o.Signals[n])
+		}
+		u.Dict("signals", d)
+	}
+	e.Dict("unmapped", u)
+	e.Send()
+}
+
+func (x *ocsf) reconcile(c *capture, r *Reconcile) {
+	e := x.begin(c, time.Now(), ocsfOther, reconcileOutcome(r))
+	x.actorSelf(e)
+	x.selfProcess(e)
+	e.Dict("unmapped", e.CreateDict().Str("action", c.action).Str("mechanism", r.Mechanism).Dict("reconcile", e.CreateDict().
+		Int("seen", r.Seen).
+		Int("readopted", r.Readopted).
+		Int("torn_down", r.TornDown).
+		Int("foreign", r.Foreign).
+		Int("unverifiable", r.Unverifiable).
+		Int("already_gone", r.AlreadyGone).
+		Int("failed", r.Failed)))
+	e.Send()
+}
+
+func (x *ocsf) lost(c *capture, mech events.Mechanism, count uint64) {
+	e := x.begin(c, time.Now(), ocsfOther, outcomeFailure)
+	x.actorSelf(e)
+	x.selfProcess(e)
+	u := e.CreateDict().Str("action", c.action).Str("mechanism", string(mech))
+	if count > 0 {
+		u.Uint64("lost_events", count)
+	}
+	e.Dict("unmapped", u)
+	e.Msg("process events lost; resyncing from the process table")
+}
+
+func (x *ocsf) dropped(c *capture, count uint64) {
+	e := x.begin(c, time.Now(), ocsfOther, outcomeFailure)
+	x.actorSelf(e)
+	x.selfProcess(e)
+	e.Dict("unmapped", e.CreateDict().Str("action", c.action).Uint64("dropped_lines", count))
+	e.Msg("log lines dropped: the log sink was slow or failing")
+}
+
+func (x *ocsf) service(c *capture, sv *Service) {
+	e := x.begin(c, time.Now(), ocsfOther, "")
+	if sv.Reason != "" {
+		e.Str("status_detail", sv.Reason)
+	}
+	x.actorSelf(e)
+	x.selfProcess(e)
+	e.Dict("unmapped", e.CreateDict().Str("action", c.action).Str("mechanism", string(sv.Mechanism)))
+	e.Send()
+}

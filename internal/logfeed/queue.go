@@ -1,0 +1,251 @@
+package logfeed
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+)
+
+// maxKeptLine bounds the buffer a ring slot keeps between lines: a slot
+// that carried a larger line gives its buffer back to the garbage collector.
+const maxKeptLine = 64 << 10
+
+// slot is one buffered line.
+type slot struct {
+	buf    []byte
+	sev    severity
+	action string
+}
+
+// queue is the bounded buffer between the callers and the sink. Callers
+// put lines under a mutex held only for a copy; the drain goroutine takes
+// them out one at a time by swapping buffers, so the sink is written
+// without the mutex held and a blocked sink blocks nobody but drain.
+type queue struct {
+	mu        sync.Mutex
+	slots     []slot
+	head, n   int
+	closing   bool // no more lines; drain ends when empty
+	abandoned bool
+	seq       uint64 // lines accepted so far (for flush)
+	wake      chan struct{}
+	flushed   *sync.Cond // signalled when done advances
+
+	done     uint64 // lines handed to the sink or dropped, by seq (under mu)
+	sink     sink
+	reopen   atomic.Bool
+	pending  atomic.Uint64 // drops not yet reported
+	dropped  atomic.Uint64
+	written  atomic.Uint64
+	reports  atomic.Uint64
+	reopens  atomic.Uint64
+	lastErr  atomic.Pointer[string]
+	report   func(dst []byte, count uint64) []byte
+	sinkOnce sync.Once
+	sinkErr  error
+}
+
+func newQueue(lines int, s sink, report func([]byte, uint64) []byte) *queue {
+	q := &queue{slots: make([]slot, lines), sink: s, report: report, wake: make(chan struct{}, 1)}
+	q.flushed = sync.NewCond(&q.mu)
+	return q
+}
+
+func (q *queue) signal() {
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+// put copies a line into the ring, or drops and counts it.
+func (q *queue) put(p []byte, sev severity, action string) {
+	q.mu.Lock()
+	if q.closing || q.n == len(q.slots) {
+		q.mu.Unlock()
+		q.dropped.Add(1)
+		q.pending.Add(1)
+		return
+	}
+	s := &q.slots[(q.head+q.n)%len(q.slots)]
+	s.buf = append(s.buf[:0], p...)
+	s.sev, s.action = sev, action
+	q.n++
+	q.seq++
+	q.mu.Unlock()
+	q.signal()
+}
+
+// take moves the oldest line into *spare (swapping buffers) and reports
+// whether there was one. It blocks until there is a line, or the queue is
+// closing and empty.
+func (q *queue) take(spare *slot) bool {
+	for {
+		q.mu.Lock()
+		if q.n > 0 && !q.abandoned {
+			s := &q.slots[q.head]
+			s.buf, spare.buf = spare.buf[:0], s.buf
+			spare.sev, spare.action = s.sev, s.action
+			if cap(s.buf) > maxKeptLine {
+				s.buf = nil
+			}
+			q.head = (q.head + 1) % len(q.slots)
+			q.n--
+			q.mu.Unlock()
+			return true
+		}
+		if q.closing || q.abandoned {
+			q.mu.Unlock()
+			return false
+		}
+		q.mu.Unlock()
+		q.idle()
+		<-q.wake
+		q.maybeReopen()
+	}
+}
+
+// idle runs when the ring is empty: flush the sink, and mark every line
+// so far done for Flush callers.
+func (q *queue) idle() {
+	lost, err := q.sink.flush()
+	q.account(lost, err)
+	q.mu.Lock()
+	if q.n == 0 {
+		q.done = q.seq
+		q.flushed.Broadcast()
+	}
+	q.mu.Unlock()
+}
+
+// account counts lines a sink lost and reports earlier drops once the sink
+// works again.
+func (q *queue) account(lost int, err error) {
+	if lost > 0 {
+		q.dropped.Add(uint64(lost))
+		q.pending.Add(uint64(lost))
+		q.written.Add(^uint64(lost - 1)) // they were counted as written when buffered
+	}
+	if err != nil {
+		msg := err.Error()
+		q.lastErr.Store(&msg)
+		return
+	}
+	if d := q.pending.Swap(0); d > 0 {
+		line := q.report(nil, d)
+		lost, err := q.sink.write(line, sevWarning, ActionLogLinesDropped)
+		if err == nil && lost == 0 {
+			lost, err = q.sink.flush()
+		}
+		if err != nil || lost > 0 {
+			q.pending.Add(d) // try again after the next success
+			return
+		}
+		q.reports.Add(1)
+	}
+}
+
+func (q *queue) maybeReopen() {
+	if !q.reopen.Swap(false) {
+		return
+	}
+	if err := q.sink.reopen(); err != nil {
+		msg := "reopen: " + err.Error()
+		q.lastErr.Store(&msg)
+		return
+	}
+	q.reopens.Add(1)
+}
+
+// drain is the body of the drain goroutine: it ends when the queue is
+// closed and empty, or abandoned.
+func (q *queue) drain() {
+	var s slot
+	for q.take(&s) {
+		q.maybeReopen()
+		q.written.Add(1)
+		lost, err := q.sink.write(s.buf, s.sev, s.action)
+		q.account(lost, err)
+		if cap(s.buf) > maxKeptLine {
+			s.buf = nil
+		}
+	}
+	q.mu.Lock()
+	abandoned := q.abandoned
+	q.mu.Unlock()
+	if !abandoned {
+		q.idle()
+	}
+	q.mu.Lock()
+	// Lines left by an abandon are dropped.
+	if q.n > 0 {
+		q.dropped.Add(uint64(q.n))
+		q.n = 0
+	}
+	q.done = q.seq
+	q.flushed.Broadcast()
+	q.mu.Unlock()
+}
+
+func (q *queue) requestReopen() {
+	q.reopen.Store(true)
+	q.signal()
+}
+
+func (q *queue) close() {
+	q.mu.Lock()
+	q.closing = true
+	q.mu.Unlock()
+	q.signal()
+}
+
+// abandon makes drain stop taking lines; the ones left are dropped.
+func (q *queue) abandon() {
+	q.mu.Lock()
+	q.abandoned = true
+	q.closing = true
+	q.flushed.Broadcast()
+	q.mu.Unlock()
+	q.signal()
+}
+
+func (q *queue) closeSink() error {
+	q.sinkOnce.Do(func() { q.sinkErr = q.sink.close() })
+	return q.sinkErr
+}
+
+// flush waits until every line accepted before the call is done.
+func (q *queue) flush(ctx context.Context) error {
+	q.mu.Lock()
+	target := q.seq
+	q.mu.Unlock()
+	q.signal()
+	stop := context.AfterFunc(ctx, func() {
+		q.mu.Lock()
+		q.flushed.Broadcast()
+		q.mu.Unlock()
+	})
+	defer stop()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for q.done < target && !q.abandoned {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		q.flushed.Wait()
+	}
+	return nil
+}
+
+func (q *queue) stats() Stats {
+	st := Stats{
+		Written:     q.written.Load(),
+		Dropped:     q.dropped.Load(),
+		DropReports: q.reports.Load(),
+		Reopens:     q.reopens.Load(),
+	}
+	if p := q.lastErr.Load(); p != nil {
+		st.LastSinkError = *p
+	}
+	return st
+}

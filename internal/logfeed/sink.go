@@ -1,0 +1,225 @@
+package logfeed
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"sync"
+)
+
+// sink is where the drain goroutine writes lines. Only the drain goroutine
+// calls write, flush and reopen; close is called after it ended, or to
+// unblock it. lost counts lines (including earlier buffered ones) that did
+// not reach the output.
+type sink interface {
+	write(line []byte, sev severity, action string) (lost int, err error)
+	flush() (lost int, err error)
+	reopen() error
+	close() error
+}
+
+// streamBatch is how many bytes a stream sink gathers before a write.
+const streamBatch = 64 << 10
+
+// errSinkClosed is returned by a sink written after Close.
+var errSinkClosed = errors.New("log output closed")
+
+// streamSink writes lines to a stream (stdout, a Writer, a file), in
+// batches cut at line boundaries and written when the batch is full or the
+// queue runs empty.
+type streamSink struct {
+	w     io.Writer // nil while a file is not open
+	buf   []byte
+	lines int
+	file  *fileOut // nil unless the output is a file
+}
+
+func newStreamSink(w io.Writer, f *fileOut) *streamSink {
+	return &streamSink{w: w, file: f, buf: make([]byte, 0, streamBatch)}
+}
+
+func (s *streamSink) write(line []byte, _ severity, _ string) (int, error) {
+	lost := 0
+	if s.file != nil && s.file.max > 0 && s.file.size+int64(len(s.buf)+len(line)) > s.file.max &&
+		s.file.size+int64(len(s.buf)) > 0 {
+		n, err := s.flush()
+		lost += n
+		if err == nil {
+			err = s.rotate()
+		}
+		if err != nil {
+			return lost + 1, err
+		}
+	}
+	s.buf = append(s.buf, line...)
+	s.lines++
+	if len(s.buf) >= streamBatch {
+		n, err := s.flush()
+		return lost + n, err
+	}
+	return lost, nil
+}
+
+func (s *streamSink) flush() (int, error) {
+	if len(s.buf) == 0 {
+		return 0, nil
+	}
+	defer func() { s.buf, s.lines = s.buf[:0], 0 }()
+	if s.w == nil {
+		if err := s.reopen(); err != nil {
+			return s.lines, err
+		}
+	}
+	n, err := s.w.Write(s.buf)
+	if s.file != nil {
+		s.file.size += int64(n)
+	}
+	if err != nil {
+		return bytes.Count(s.buf[n:], []byte{'\n'}), fmt.Errorf("write log: %w", err)
+	}
+	return 0, nil
+}
+
+func (s *streamSink) rotate() error {
+	if err := s.file.rotate(); err != nil {
+		s.w = nil
+		return err
+	}
+	s.w = s.file.file()
+	return nil
+}
+
+func (s *streamSink) reopen() error {
+	if s.file == nil {
+		return nil
+	}
+	if err := s.file.open(); err != nil {
+		s.w = nil
+		return err
+	}
+	s.w = s.file.file()
+	return nil
+}
+
+func (s *streamSink) close() error {
+	if s.file == nil {
+		return nil
+	}
+	return s.file.close()
+}
+
+// fileOut is a log file with size-based rotation: PATH is renamed to
+// PATH.1, PATH.1 to PATH.2 and so on up to PATH.<backups>, and a new PATH
+// is opened.
+type fileOut struct {
+	mu      sync.Mutex // f and closed: close may run while the drain writes
+	closed  bool
+	path    string
+	f       *os.File
+	size    int64
+	max     int64 // <= 0: no rotation
+	backups int   // <= 0: keep no rotated file
+}
+
+func openFile(path string, max int64, backups int) (*fileOut, error) {
+	fo := &fileOut{path: path, max: max, backups: backups}
+	if err := fo.open(); err != nil {
+		return nil, err
+	}
+	return fo, nil
+}
+
+// open (re)opens the path for appending, as after logrotate moved it.
+func (fo *fileOut) open() error {
+	fo.mu.Lock()
+	defer fo.mu.Unlock()
+	return fo.openLocked()
+}
+
+func (fo *fileOut) openLocked() error {
+	if fo.closed {
+		return errSinkClosed
+	}
+	if fo.f != nil {
+		fo.f.Close()
+		fo.f = nil
+	}
+	f, err := os.OpenFile(fo.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+	if err != nil {
+		return fmt.Errorf("open log file: %w", err)
+	}
+	st, err := f.Stat()
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("open log file: %w", err)
+	}
+	fo.f, fo.size = f, st.Size()
+	return nil
+}
+
+func (fo *fileOut) rotate() error {
+	fo.mu.Lock()
+	defer fo.mu.Unlock()
+	if fo.closed {
+		return errSinkClosed
+	}
+	if fo.f != nil {
+		fo.f.Close()
+		fo.f = nil
+	}
+	if fo.backups <= 0 {
+		if err := os.Remove(fo.path); err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("rotate log file: %w", err)
+		}
+		return fo.openLocked()
+	}
+	for i := fo.backups - 1; i >= 1; i-- {
+		err := os.Rename(fo.path+"."+strconv.Itoa(i), fo.path+"."+strconv.Itoa(i+1))
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("rotate log file: %w", err)
+		}
+	}
+	if err := os.Rename(fo.path, fo.path+".1"); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("rotate log file: %w", err)
+	}
+	return fo.openLocked()
+}
+
+// file returns the open file, nil when none.
+func (fo *fileOut) file() *os.File {
+	fo.mu.Lock()
+	defer fo.mu.Unlock()
+	return fo.f
+}
+
+func (fo *fileOut) close() error {
+	fo.mu.Lock()
+	defer fo.mu.Unlock()
+	fo.closed = true
+	if fo.f == nil {
+		return nil
+	}
+	err := fo.f.Close()
+	fo.f = nil
+	return err
+}
+
+// openSink opens the output a Config names.
+func openSink(out Output, cfg Config, hostname string) (sink, error) {
+	switch out.Kind {
+	case OutputStdout:
+		return newStreamSink(os.Stdout, nil), nil
+	case OutputFile:
+		fo, err := openFile(out.Path, cfg.MaxFileBytes, cfg.MaxBackups)
+		if err != nil {
+			return nil, err
+		}
+		return newStreamSink(fo.f, fo), nil
+	case OutputSyslog:
+		return newSyslogSink(out, hostname), nil
+	}
+	return nil, fmt.Errorf("output kind %q: %w", out.Kind, ErrConfig)
+}
