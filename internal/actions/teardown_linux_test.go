@@ -1,0 +1,321 @@
+package actions
+
+import (
+	"bufio"
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/procsupervisor/supervisor/internal/pidfd"
+	"github.com/procsupervisor/supervisor/internal/testenv"
+	"github.com/procsupervisor/supervisor/internal/verdict"
+)
+
+func newTeardown(t *testing.T, grace time.Duration) (*Teardown, *verdict.Judge) {
+	t.Helper()
+	j, err := verdict.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Teardown{Judge: j, Finder: &ProcFinder{Boot: j.Boot}, Grace: grace, KillWait: 2 * time.Second}, j
+}
+
+// shell starts sh -c script in its own process group and returns it with
+// the pids the script prints, one per line, before it goes on.
+func shell(t *testing.T, script string, lines int) (*exec.Cmd, []int32) {
+	t.Helper()
+	cmd := exec.Command("sh", "-c", script)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		cmd.Wait()
+	})
+	r := bufio.NewReader(out)
+	var pids []int32
+	for i := 0; i < lines; i++ {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("reading pid %d of %q: %v", i, script, err)
+		}
+		p, err := strconv.Atoi(strings.TrimSpace(line))
+		if err != nil {
+			t.Fatalf("script printed %q, want a pid", line)
+		}
+		pids = append(pids, int32(p))
+	}
+	return cmd, pids
+}
+
+func claimOf(t *testing.T, j *verdict.Judge, pid int32) string {
+	t.Helper()
+	h, err := pidfd.Open(pid, j.Boot)
+	if err != nil {
+		t.Fatalf("pidfd.Open(%d) = %v", pid, err)
+	}
+	defer h.Close()
+	return h.Token().String()
+}
+
+// alive reports whether the instance claim still runs at pid.
+func alive(j *verdict.Judge, pid int32, claim string) bool {
+	return j.Judge(pid, claim).Result == verdict.Owned
+}
+
+func waitGone(t *testing.T, j *verdict.Judge, pid int32, claim string) {
+	t.Helper()
+	for i := 0; i < 500; i++ {
+		if !alive(j, pid, claim) {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Errorf("pid %d still alive", pid)
+}
+
+func targeted(out Outcome, pid int32) bool {
+	return slices.ContainsFunc(out.Targeted, func(m Member) bool { return m.Pid == pid })
+}
+
+func TestIntegrationStoppedTreeIsTerminated(t *testing.T) {
+	td, j := newTeardown(t, 3*time.Second)
+	cmd, pids := shell(t, `sleep 60 & echo $!; sleep 60 & echo $!; wait`, 2)
+	root := int32(cmd.Process.Pid)
+	claims := map[int32]string{root: claimOf(t, j, root)}
+	for _, p := range pids {
+		claims[p] = claimOf(t, j, p)
+	}
+	// Park the whole tree: a stopped process queues SIGTERM forever unless
+	// it is continued.
+	for p := range claims {
+		syscall.Kill(int(p), syscall.SIGSTOP)
+	}
+	out := td.Run(context.Background(), root, claims[root])
+	if !out.Acted || !out.Dead || out.Verdict.Result != verdict.Owned {
+		t.Fatalf("Run = %+v, want acted, dead, OWNED", out)
+	}
+	for p, c := range claims {
+		if !targeted(out, p) {
+			t.Errorf("pid %d not targeted: %+v", p, out.Targeted)
+		}
+		waitGone(t, j, p, c)
+	}
+	if out.Escalated {
+		t.Errorf("escalated, but SIGTERM after SIGCONT should have been enough")
+	}
+	if out.Signals["SIGCONT"] == 0 || out.Signals["SIGTERM"] == 0 {
+		t.Errorf("signals = %v, want SIGTERM and SIGCONT", out.Signals)
+	}
+}
+
+func TestIntegrationTermIgnoredIsEscalated(t *testing.T) {
+	td, j := newTeardown(t, 200*time.Millisecond)
+	cmd, pids := shell(t, `trap "" TERM; sleep 60 & echo $!; wait`, 1)
+	root := int32(cmd.Process.Pid)
+	claim := claimOf(t, j, root)
+	child := claimOf(t, j, pids[0])
+	out := td.Run(context.Background(), root, claim)
+	if !out.Dead || !out.Escalated || out.Signals["SIGKILL"] == 0 {
+		t.Fatalf("Run = %+v, want dead after SIGKILL", out)
+	}
+	waitGone(t, j, pids[0], child)
+}
+
+func TestIntegrationSetsidGrandchildIsFound(t *testing.T) {
+	td, j := newTeardown(t, 2*time.Second)
+	// root -> child (setsid, own session and group) -> grandchild
+	cmd, pids := shell(t, `setsid sh -c 'echo $$; sleep 60 & echo $!; wait' & wait`, 2)
+	root := int32(cmd.Process.Pid)
+	gclaim := claimOf(t, j, pids[1])
+	out := td.Run(context.Background(), root, claimOf(t, j, root))
+	if !out.Dead {
+		t.Fatalf("Run = %+v, want dead", out)
+	}
+	for _, p := range pids {
+		if !targeted(out, p) {
+			t.Errorf("setsid'd descendant %d not targeted: %+v", p, out.Targeted)
+		}
+	}
+	waitGone(t, j, pids[1], gclaim)
+}
+
+func TestIntegrationForeignIsNeverSignalled(t *testing.T) {
+	testenv.RequireRoot(t)
+	td, j := newTeardown(t, time.Second)
+	for attempt := 0; attempt < 20; attempt++ {
+		cmd := exec.Command("sleep", "60")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		pid := int32(cmd.Process.Pid)
+		claim := claimOf(t, j, pid)
+		cmd.Process.Kill()
+		cmd.Wait()
+		stranger, err := testenv.SpawnAt(t, pid)
+		if err != nil {
+			continue
+		}
+		sclaim := claimOf(t, j, pid)
+		out := td.Run(context.Background(), pid, claim)
+		if out.Acted || out.Verdict.Result != verdict.Foreign || len(out.Signals) != 0 || len(out.Survivors) != 0 {
+			t.Fatalf("Run(reissued pid) = %+v, want FOREIGN, nothing signalled, no survivors named", out)
+		}
+		if !alive(j, pid, sclaim) {
+			t.Fatal("the stranger at the reissued pid did not survive")
+		}
+		stranger.Stop()
+		return
+	}
+	t.Fatal("could not reissue a pid")
+}
+
+// TestIntegrationReissueAfterVerdict proves the bound handle: the pid is
+// reissued after the OWNED verdict and before the first signal, and the
+// stranger who got it receives nothing.
+func TestIntegrationReissueAfterVerdict(t *testing.T) {
+	testenv.RequireRoot(t)
+	td, j := newTeardown(t, time.Second)
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := int32(cmd.Process.Pid)
+	claim := claimOf(t, j, pid)
+	var stranger *testenv.Spawned
+	var sclaim string
+	td.afterBind = func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+		s, err := testenv.SpawnAt(t, pid)
+		if err != nil {
+			t.Fatalf("SpawnAt(%d) = %v", pid, err)
+		}
+		stranger, sclaim = s, claimOf(t, j, pid)
+	}
+	out := td.Run(context.Background(), pid, claim)
+	if out.Verdict.Result != verdict.Owned {
+		t.Fatalf("verdict = %v, want OWNED before the reissue", out.Verdict)
+	}
+	if n := out.Signals["SIGSTOP"] + out.Signals["SIGTERM"] + out.Signals["SIGKILL"]; n != 0 {
+		t.Errorf("signals = %v, want none delivered (the bound instance was gone)", out.Signals)
+	}
+	if !out.Dead {
+		t.Errorf("Run = %+v, want dead (the claimed instance is gone)", out)
+	}
+	if !alive(j, pid, sclaim) {
+		t.Fatal("the stranger who took the pid after the verdict was hit")
+	}
+	stranger.Stop()
+}
+
+func TestIntegrationGoneLeaderLiveGroupIsReported(t *testing.T) {
+	td, j := newTeardown(t, time.Second)
+	cmd, pids := shell(t, `sleep 60 & echo $!`, 1)
+	leader := int32(cmd.Process.Pid)
+	claim := claimOf(t, j, leader)
+	child := claimOf(t, j, pids[0])
+	cmd.Wait() // the leader exits and is reaped; its group lives on
+	out := td.Run(context.Background(), leader, claim)
+	if out.Acted || out.Dead || out.Verdict.Result != verdict.Gone {
+		t.Fatalf("Run = %+v, want GONE, not acted, not dead", out)
+	}
+	if !slices.ContainsFunc(out.Unproven, func(m Member) bool { return m.Pid == pids[0] }) {
+		t.Errorf("unproven = %+v, want the orphaned group member %d", out.Unproven, pids[0])
+	}
+	if !alive(j, pids[0], child) {
+		t.Error("a member of a group whose leader is gone was signalled")
+	}
+}
+
+// TestIntegrationSurvivorsReported freezes a member with the cgroup v1
+// freezer, where even SIGKILL waits until it is thawed.
+func TestIntegrationSurvivorsReported(t *testing.T) {
+	testenv.RequireRoot(t)
+	freezer := mountOf(t, "freezer")
+	td, j := newTeardown(t, 100*time.Millisecond)
+	td.KillWait = 300 * time.Millisecond
+	cmd, pids := shell(t, `sleep 60 & echo $!; wait`, 1)
+	root := int32(cmd.Process.Pid)
+	frozen := pids[0]
+	dir := filepath.Join(freezer, "supervisor-test-"+strconv.Itoa(os.Getpid()))
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		os.WriteFile(filepath.Join(dir, "freezer.state"), []byte("THAWED"), 0)
+		for i := 0; i < 100 && os.Remove(dir) != nil; i++ {
+			time.Sleep(20 * time.Millisecond)
+		}
+	})
+	write := func(f, s string) {
+		if err := os.WriteFile(filepath.Join(dir, f), []byte(s), 0); err != nil {
+			t.Fatalf("write %s: %v", f, err)
+		}
+	}
+	write("cgroup.procs", strconv.Itoa(int(frozen)))
+	write("freezer.state", "FROZEN")
+	fclaim := claimOf(t, j, frozen)
+
+	out := td.Run(context.Background(), root, claimOf(t, j, root))
+	if out.Dead || !out.Escalated {
+		t.Fatalf("Run = %+v, want escalated with a survivor", out)
+	}
+	want := Member{Pid: frozen, Token: fclaim}
+	if !slices.Contains(out.Survivors, want) {
+		t.Errorf("survivors = %+v, want %+v", out.Survivors, want)
+	}
+	write("freezer.state", "THAWED")
+	waitGone(t, j, frozen, fclaim)
+}
+
+// mountOf finds a cgroup v1 hierarchy with the controller in mountinfo.
+func mountOf(t *testing.T, controller string) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		pre, post, ok := strings.Cut(line, " - ")
+		if !ok {
+			continue
+		}
+		f, pf := strings.Fields(pre), strings.Fields(post)
+		if len(f) > 4 && len(pf) > 2 && pf[0] == "cgroup" && slices.Contains(strings.Split(pf[2], ","), controller) {
+			return f[4]
+		}
+	}
+	testenv.Skip(t, "no cgroup v1 %s hierarchy mounted", controller)
+	return ""
+}
+
+func TestRunBoundRefusesWithoutOwned(t *testing.T) {
+	td := &Teardown{}
+	out := td.RunBound(context.Background(), verdict.Verdict{Result: verdict.Unverifiable}, nil, nil)
+	if out.Acted || out.Error == "" {
+		t.Errorf("RunBound(UNVERIFIABLE) = %+v, want refusal", out)
+	}
+}
+
+func TestIntegrationProtectedPids(t *testing.T) {
+	td, j := newTeardown(t, time.Second)
+	for _, pid := range []int32{1, int32(os.Getpid())} {
+		out := td.Run(context.Background(), pid, claimOf(t, j, pid))
+		if out.Acted || len(out.Signals) != 0 || !strings.Contains(out.Error, "protected") {
+			t.Errorf("Run(%d) = %+v, want refusal", pid, out)
+		}
+	}
+}
