@@ -1,0 +1,670 @@
+package store
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"sort"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+)
+
+// Errors callers must tell apart. Operations wrap them with context; test
+// with errors.Is.
+var (
+	// ErrCorrupt: the file is not a bbolt file this package can read
+	// safely, or a record in it does not decode. The file is left as it was.
+	ErrCorrupt = errors.New("store is corrupt")
+	// ErrLocked: another process (or another Store in this one) holds the
+	// store.
+	ErrLocked = errors.New("store is locked by another process")
+	// ErrSchema: the store was written by a newer schema than this binary
+	// knows.
+	ErrSchema = errors.New("store has an unknown schema version")
+	// ErrExists: Put of an ID already stored.
+	ErrExists = errors.New("claim already exists")
+	// ErrNotFound: no claim has the ID.
+	ErrNotFound = errors.New("claim not found")
+	// ErrTooLarge: a write exceeds a Limits bound, or the file reached
+	// Options.MaxFileSize.
+	ErrTooLarge = errors.New("claim too large")
+	// ErrInvalid: a write the store refuses (unknown kind or state,
+	// malformed ID, changed ID or kind, invalid UTF-8).
+	ErrInvalid = errors.New("invalid claim")
+	// ErrClosed: the Store was closed.
+	ErrClosed = errors.New("store is closed")
+)
+
+// Defaults for Options.
+const (
+	DefaultLockTimeout = time.Second
+	DefaultMaxFileSize = 256 << 20
+)
+
+// Options tune Open. The zero value is usable.
+type Options struct {
+	// LockTimeout bounds the wait for the locks; 0 means
+	// DefaultLockTimeout, a negative value tries once.
+	LockTimeout time.Duration
+	// MaxFileSize caps the data file; writes that would grow it further
+	// fail with ErrTooLarge. 0 means DefaultMaxFileSize.
+	MaxFileSize int
+	// Limits bound each write; zero fields take DefaultLimits.
+	Limits Limits
+}
+
+// Store is an open store. It is safe for concurrent use; writes are
+// serialised by bbolt, reads run in parallel with them.
+type Store struct {
+	db   *bolt.DB
+	lock *Lock
+	path string
+	lim  Limits
+}
+
+// Open opens the store at path, creating it (mode 0600) when no file is
+// there. The directory must exist. Errors wrap ErrLocked, ErrCorrupt,
+// ErrSchema, or the I/O error (fs.ErrPermission...). Open never rewrites,
+// truncates or recreates an existing file it cannot read.
+func Open(path string, opts Options) (*Store, error) {
+	timeout := opts.LockTimeout
+	if timeout == 0 {
+		timeout = DefaultLockTimeout
+	}
+	if timeout < 0 {
+		timeout = 0
+	}
+	lk, err := Acquire(path+".lock", timeout)
+	if err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	s := &Store{lock: lk, path: path, lim: opts.Limits.withDefaults()}
+	if err := s.open(opts, timeout); err != nil {
+		lk.Close()
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	return s, nil
+}
+
+func boltOptions(opts Options, timeout time.Duration) *bolt.Options {
+	maxSize := opts.MaxFileSize
+	if maxSize == 0 {
+		maxSize = DefaultMaxFileSize
+	}
+	if timeout <= 0 {
+		timeout = time.Millisecond // bbolt waits forever on 0
+	}
+	return &bolt.Options{
+		Timeout:        timeout,
+		NoSync:         false, // every commit is fsync'ed
+		NoFreelistSync: false, // the freelist is written, and checked at open
+		NoGrowSync:     false,
+		FreelistType:   bolt.FreelistArrayType,
+		MaxSize:        maxSize,
+	}
+}
+
+func (s *Store) open(opts Options, timeout time.Duration) error {
+	st, err := os.Stat(s.path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if err := create(s.path, boltOptions(opts, timeout)); err != nil {
+			return err
+		}
+	case err != nil:
+		return err
+	case st.Size() == 0:
+		// Stores are created under another name and renamed into place,
+		// so an empty file was never a store: it was truncated.
+		return fmt.Errorf("empty file: %w", ErrCorrupt)
+	}
+	if err := verifyPath(s.path); err != nil {
+		if errors.Is(err, errFormat) {
+			return fmt.Errorf("%v: %w", err, ErrCorrupt)
+		}
+		return err
+	}
+	err = guard(func() error {
+		db, err := bolt.Open(s.path, 0o600, boltOptions(opts, timeout))
+		if err != nil {
+			return err
+		}
+		s.db = db
+		return s.load()
+	})
+	if err != nil {
+		if s.db != nil {
+			s.db.Close()
+			s.db = nil
+		}
+		return classify(err)
+	}
+	return nil
+}
+
+// load checks the schema version and every record, migrating first when
+// the file is older.
+func (s *Store) load() error {
+	var version int
+	err := s.db.View(func(tx *bolt.Tx) error {
+		var err error
+		if version, err = readVersion(tx); err != nil {
+			return err
+		}
+		if version > SchemaVersion {
+			return fmt.Errorf("version %d, this binary knows up to %d: %w", version, SchemaVersion, ErrSchema)
+		}
+		if version < SchemaVersion {
+			return nil // checked after migration
+		}
+		return checkRecords(tx)
+	})
+	if err != nil || version == SchemaVersion {
+		return err
+	}
+	return s.db.Update(func(tx *bolt.Tx) error {
+		if err := migrate(tx, version); err != nil {
+			return err
+		}
+		return checkRecords(tx)
+	})
+}
+
+// guard runs fn, turning a panic or a memory fault inside it (bbolt on a
+// file the walk let through) into ErrCorrupt instead of a crash.
+func guard(fn func() error) (err error) {
+	defer debug.SetPanicOnFault(debug.SetPanicOnFault(true))
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("bbolt failed reading the file: %v: %w", r, ErrCorrupt)
+		}
+	}()
+	return fn()
+}
+
+// classify maps bbolt's errors to this package's.
+func classify(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, berrors.ErrTimeout):
+		return fmt.Errorf("data file: %w", ErrLocked)
+	case errors.Is(err, berrors.ErrInvalid), errors.Is(err, berrors.ErrChecksum),
+		errors.Is(err, berrors.ErrVersionMismatch), errors.Is(err, berrors.ErrInvalidMapping):
+		return fmt.Errorf("%v: %w", err, ErrCorrupt)
+	case errors.Is(err, berrors.ErrMaxSizeReached):
+		return fmt.Errorf("data file at its size limit: %w", ErrTooLarge)
+	case errors.Is(err, berrors.ErrDatabaseNotOpen):
+		return ErrClosed
+	}
+	return err
+}
+
+// create builds a new store at path: under a temporary name first, then
+// renamed into place and the directory synced, so that a crash leaves
+// either no file or a complete one.
+func create(path string, opts *bolt.Options) error {
+	tmp := path + ".new"
+	if err := os.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove leftover %s: %w", tmp, err)
+	}
+	db, err := bolt.Open(tmp, 0o600, opts)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", tmp, err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error { return migrate(tx, 0) })
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err == nil {
+		err = syncDir(filepath.Dir(path))
+	}
+	if err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("create store: %w", err)
+	}
+	return nil
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
+}
+
+// Path returns the data file's path.
+func (s *Store) Path() string { return s.path }
+
+// Close closes the data file and releases the lock.
+func (s *Store) Close() error {
+	err := s.db.Close()
+	if lerr := s.lock.Close(); err == nil {
+		err = lerr
+	}
+	return err
+}
+
+// update runs fn in a write transaction and maps the errors.
+func (s *Store) update(op string, fn func(tx *bolt.Tx) error) error {
+	if err := classify(s.db.Update(fn)); err != nil {
+		return fmt.Errorf("store %s: %s: %w", s.path, op, err)
+	}
+	return nil
+}
+
+func (s *Store) view(op string, fn func(tx *bolt.Tx) error) error {
+	if err := classify(s.db.View(fn)); err != nil {
+		return fmt.Errorf("store %s: %s: %w", s.path, op, err)
+	}
+	return nil
+}
+
+// encode checks c against the limits and encodes it.
+func (s *Store) encode(c *Claim) ([]byte, error) {
+	if err := s.lim.check(c); err != nil {
+		return nil, err
+	}
+	v, err := encodeClaim(c)
+	if err != nil {
+		return nil, fmt.Errorf("encode: %v: %w", err, ErrInvalid)
+	}
+	if len(v) > s.lim.MaxRecord {
+		return nil, fmt.Errorf("record of %d bytes (limit %d): %w", len(v), s.lim.MaxRecord, ErrTooLarge)
+	}
+	return v, nil
+}
+
+// Put stores a new claim in one transaction. When c.ID is empty it
+// assigns NewID(c.Kind); an empty State becomes Running and a zero
+// CreatedAt the current time. On success c holds what was stored (ID, Rev
+// 1, UpdatedAt). Errors wrap ErrExists, ErrInvalid or ErrTooLarge.
+func (s *Store) Put(c *Claim) error {
+	cc := *c
+	if !cc.Kind.valid() {
+		return fmt.Errorf("store %s: put: kind %q: %w", s.path, cc.Kind, ErrInvalid)
+	}
+	if cc.ID == "" {
+		cc.ID = NewID(cc.Kind)
+	}
+	if cc.State == "" {
+		cc.State = Running
+	}
+	now := time.Now()
+	if cc.CreatedAt.IsZero() {
+		cc.CreatedAt = now
+	}
+	cc.Rev, cc.UpdatedAt = 1, now
+	v, err := s.encode(&cc)
+	if err != nil {
+		return fmt.Errorf("store %s: put %s: %w", s.path, cc.ID, err)
+	}
+	err = s.update("put "+cc.ID, func(tx *bolt.Tx) error {
+		claims, members, err := buckets(tx)
+		if err != nil {
+			return err
+		}
+		if claims.Get([]byte(cc.ID)) != nil {
+			return ErrExists
+		}
+		if err := claims.Put([]byte(cc.ID), v); err != nil {
+			return err
+		}
+		return putMembers(members, cc.ID, cc.Members)
+	})
+	if err != nil {
+		return err
+	}
+	*c = cc
+	return nil
+}
+
+func buckets(tx *bolt.Tx) (claims, members *bolt.Bucket, err error) {
+	claims, members = tx.Bucket(bucketClaims), tx.Bucket(bucketMembers)
+	if claims == nil || members == nil {
+		return nil, nil, fmt.Errorf("missing claims or members bucket: %w", ErrCorrupt)
+	}
+	return claims, members, nil
+}
+
+func putMembers(b *bolt.Bucket, id string, ms []Member) error {
+	for _, m := range ms {
+		v, err := encodeMember(m)
+		if err != nil {
+			return err
+		}
+		if err := b.Put(memberKey(id, m.Pid, m.Token), v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func encodeMember(m Member) ([]byte, error) {
+	v, err := json.Marshal(m)
+	if err != nil {
+		return nil, fmt.Errorf("encode member: %v: %w", err, ErrInvalid)
+	}
+	return v, nil
+}
+
+// deleteMembers removes every member of claim id.
+func deleteMembers(b *bolt.Bucket, id string) error {
+	prefix := memberPrefix(id)
+	c := b.Cursor()
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, _ = c.Seek(prefix) {
+		if err := c.Delete(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// loadMembers returns the members of claim id in key (pid) order.
+func loadMembers(b *bolt.Bucket, id string) ([]Member, error) {
+	var ms []Member
+	prefix := memberPrefix(id)
+	c := b.Cursor()
+	for k, v := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix); k, v = c.Next() {
+		_, m, err := decodeMember(k, v)
+		if err != nil {
+			return nil, err
+		}
+		ms = append(ms, m)
+	}
+	return ms, nil
+}
+
+// get reads claim id with its members.
+func get(tx *bolt.Tx, id string) (Claim, error) {
+	claims, members, err := buckets(tx)
+	if err != nil {
+		return Claim{}, err
+	}
+	v := claims.Get([]byte(id))
+	if v == nil {
+		return Claim{}, ErrNotFound
+	}
+	c, err := decodeClaim([]byte(id), v)
+	if err != nil {
+		return Claim{}, err
+	}
+	if c.Members, err = loadMembers(members, id); err != nil {
+		return Claim{}, err
+	}
+	return c, nil
+}
+
+// Get returns the claim with the ID. Errors wrap ErrNotFound or ErrCorrupt.
+func (s *Store) Get(id string) (Claim, error) {
+	var c Claim
+	err := s.view("get "+id, func(tx *bolt.Tx) error {
+		var err error
+		c, err = get(tx, id)
+		return err
+	})
+	return c, err
+}
+
+// Update reads claim id, lets fn change it, and writes it back, all in one
+// transaction: concurrent Updates of a claim are serialised, none is lost.
+// When fn returns an error nothing is written and Update returns that
+// error unchanged. fn may change any field but ID and Kind (ErrInvalid);
+// Rev and UpdatedAt are set by the store. Members are rewritten only when
+// fn changed them. Errors wrap ErrNotFound, ErrInvalid, ErrTooLarge.
+func (s *Store) Update(id string, fn func(*Claim) error) error {
+	var fnErr error
+	err := s.update("update "+id, func(tx *bolt.Tx) error {
+		old, err := get(tx, id)
+		if err != nil {
+			return err
+		}
+		c := old
+		c.Argv = append([]string(nil), old.Argv...)
+		c.Members = append([]Member(nil), old.Members...)
+		if fnErr = fn(&c); fnErr != nil {
+			return fnErr
+		}
+		if c.ID != old.ID || c.Kind != old.Kind {
+			return fmt.Errorf("id or kind changed to %q %q: %w", c.ID, c.Kind, ErrInvalid)
+		}
+		c.Rev, c.UpdatedAt = old.Rev+1, time.Now()
+		v, err := s.encode(&c)
+		if err != nil {
+			return err
+		}
+		claims, members, _ := buckets(tx)
+		if err := claims.Put([]byte(id), v); err != nil {
+			return err
+		}
+		if slicesEqualMembers(old.Members, c.Members) {
+			return nil
+		}
+		if err := deleteMembers(members, id); err != nil {
+			return err
+		}
+		return putMembers(members, id, c.Members)
+	})
+	if fnErr != nil {
+		return fnErr
+	}
+	return err
+}
+
+func slicesEqualMembers(a, b []Member) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if !sameMember(a[i], b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// Delete removes claim id and its members. Errors wrap ErrNotFound.
+func (s *Store) Delete(id string) error {
+	return s.update("delete "+id, func(tx *bolt.Tx) error {
+		claims, members, err := buckets(tx)
+		if err != nil {
+			return err
+		}
+		if claims.Get([]byte(id)) == nil {
+			return ErrNotFound
+		}
+		if err := claims.Delete([]byte(id)); err != nil {
+			return err
+		}
+		return deleteMembers(members, id)
+	})
+}
+
+// AddMember records descendants of claim id in one transaction and
+// returns how many were new. It is idempotent on (pid, token): a member
+// already recorded keeps its first record. The claim record itself is not
+// rewritten (its Rev does not move), so the cost does not grow with the
+// claim. Errors wrap ErrNotFound, ErrInvalid, or ErrTooLarge when the
+// claim would pass Limits.MaxMembers (then none of ms is recorded).
+func (s *Store) AddMember(id string, ms ...Member) (int, error) {
+	for _, m := range ms {
+		if err := s.lim.checkMember(m); err != nil {
+			return 0, fmt.Errorf("store %s: add member to %s: %w", s.path, id, err)
+		}
+	}
+	added := 0
+	err := s.update("add member to "+id, func(tx *bolt.Tx) error {
+		added = 0
+		claims, members, err := buckets(tx)
+		if err != nil {
+			return err
+		}
+		if claims.Get([]byte(id)) == nil {
+			return ErrNotFound
+		}
+		n := countPrefix(members, memberPrefix(id), s.lim.MaxMembers+1)
+		for _, m := range ms {
+			k := memberKey(id, m.Pid, m.Token)
+			if members.Get(k) != nil {
+				continue
+			}
+			if n >= s.lim.MaxMembers {
+				return fmt.Errorf("claim has %d members (limit %d): %w", n, s.lim.MaxMembers, ErrTooLarge)
+			}
+			v, err := encodeMember(m)
+			if err != nil {
+				return err
+			}
+			if err := members.Put(k, v); err != nil {
+				return err
+			}
+			n++
+			added++
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return added, nil
+}
+
+// RemoveMember forgets descendants of claim id (those that exited) and
+// returns how many were recorded. Errors wrap ErrNotFound for the claim.
+func (s *Store) RemoveMember(id string, is ...Instance) (int, error) {
+	removed := 0
+	err := s.update("remove member from "+id, func(tx *bolt.Tx) error {
+		removed = 0
+		claims, members, err := buckets(tx)
+		if err != nil {
+			return err
+		}
+		if claims.Get([]byte(id)) == nil {
+			return ErrNotFound
+		}
+		for _, in := range is {
+			k := memberKey(id, in.Pid, in.Token)
+			if members.Get(k) == nil {
+				continue
+			}
+			if err := members.Delete(k); err != nil {
+				return err
+			}
+			removed++
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return removed, nil
+}
+
+// countPrefix counts keys with prefix, stopping at limit.
+func countPrefix(b *bolt.Bucket, prefix []byte, limit int) int {
+	n := 0
+	c := b.Cursor()
+	for k, _ := c.Seek(prefix); k != nil && bytes.HasPrefix(k, prefix) && n < limit; k, _ = c.Next() {
+		n++
+	}
+	return n
+}
+
+// List returns the claims f selects, with their members, oldest first
+// (by CreatedAt, then ID). Errors wrap ErrCorrupt.
+func (s *Store) List(f Filter) ([]Claim, error) {
+	var out []Claim
+	err := s.view("list", func(tx *bolt.Tx) error {
+		claims, members, err := buckets(tx)
+		if err != nil {
+			return err
+		}
+		return claims.ForEach(func(k, v []byte) error {
+			c, err := decodeClaim(k, v)
+			if err != nil {
+				return err
+			}
+			if !f.match(&c) {
+				return nil
+			}
+			if c.Members, err = loadMembers(members, c.ID); err != nil {
+				return err
+			}
+			out = append(out, c)
+			return nil
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
+			return out[i].CreatedAt.Before(out[j].CreatedAt)
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out, nil
+}
+
+// Stats describes a store.
+type Stats struct {
+	SchemaVersion int
+	Claims        int
+	Members       int
+	// Counts holds the number of claims by kind and state.
+	Counts map[Kind]map[State]int
+	// FileBytes is the data file's size on disk; DataBytes the part of it
+	// bbolt has in use (high-water mark, free pages included).
+	FileBytes int64
+	DataBytes int64
+}
+
+// Stats counts the claims by kind and state and measures the file.
+func (s *Store) Stats() (Stats, error) {
+	st := Stats{Counts: map[Kind]map[State]int{}}
+	err := s.view("stats", func(tx *bolt.Tx) error {
+		var err error
+		if st.SchemaVersion, err = readVersion(tx); err != nil {
+			return err
+		}
+		claims, members, err := buckets(tx)
+		if err != nil {
+			return err
+		}
+		st.DataBytes = tx.Size()
+		st.Members = members.Stats().KeyN
+		return claims.ForEach(func(k, v []byte) error {
+			c, err := decodeClaim(k, v)
+			if err != nil {
+				return err
+			}
+			st.Claims++
+			if st.Counts[c.Kind] == nil {
+				st.Counts[c.Kind] = map[State]int{}
+			}
+			st.Counts[c.Kind][c.State]++
+			return nil
+		})
+	})
+	if err != nil {
+		return Stats{}, err
+	}
+	fi, err := os.Stat(s.path)
+	if err != nil {
+		return Stats{}, fmt.Errorf("store %s: stats: %w", s.path, err)
+	}
+	st.FileBytes = fi.Size()
+	return st, nil
+}
