@@ -1,0 +1,131 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/procsupervisor/supervisor/internal/testenv"
+)
+
+// cli runs the command line in process and returns its exit code and output.
+func cli(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := runMain(context.Background(), &cliEnv{stdout: &out, stderr: &errb}, args)
+	return code, out.String(), errb.String()
+}
+
+func tokenOf(t *testing.T, pid int) string {
+	t.Helper()
+	code, out, errs := cli(t, "token", strconv.Itoa(pid))
+	if code != 0 {
+		t.Fatalf("token %d: exit %d: %s", pid, code, errs)
+	}
+	return strings.TrimSpace(out)
+}
+
+func TestUsageAndHelp(t *testing.T) {
+	tests := []struct {
+		args []string
+		code int
+		out  string
+	}{
+		{nil, exitUsage, ""},
+		{[]string{"--help"}, 0, "commands:"},
+		{[]string{"verify", "--help"}, 0, "0 OWNED, 1 FOREIGN"},
+		{[]string{"kill", "--help"}, 0, "--grace"},
+		{[]string{"version"}, 0, "supervisor "},
+		{[]string{"nonsense"}, exitUsage, ""},
+		{[]string{"token"}, exitUsage, ""},
+		{[]string{"token", "abc"}, exitUsage, ""},
+		{[]string{"token", "0"}, exitUsage, ""},
+		{[]string{"token", "99999999999"}, exitUsage, ""},
+		{[]string{"verify", "1"}, exitUsage, ""},
+		{[]string{"verify", "1", "not-a-token"}, exitData, ""},
+		{[]string{"verify", "--bogus", "1", "x"}, exitUsage, ""},
+		{[]string{"kill", "1", "v1:t:00000000000000000000000000000000:1:-", "--grace", "-1s"}, exitUsage, ""},
+	}
+	for _, tt := range tests {
+		code, out, _ := cli(t, tt.args...)
+		if code != tt.code || !strings.Contains(out, tt.out) {
+			t.Errorf("supervisor %q = %d %q, want %d with %q", tt.args, code, out, tt.code, tt.out)
+		}
+	}
+}
+
+func TestIntegrationTokenVerifyKill(t *testing.T) {
+	cmd := testenv.Start(t, "sleep", "60")
+	pid := strconv.Itoa(cmd.Process.Pid)
+	tok := tokenOf(t, cmd.Process.Pid)
+
+	code, out, _ := cli(t, "verify", pid, tok, "--json")
+	var v map[string]any
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatalf("verify --json printed %q: %v", out, err)
+	}
+	if code != 0 || v["verdict"] != "OWNED" || v["pid"] != float64(cmd.Process.Pid) || v["token"] != tok || v["reason"] == "" || v["mechanism"] == "" {
+		t.Fatalf("verify --json = %d %v, want OWNED with pid, token, reason, mechanism", code, v)
+	}
+	if code, out, _ := cli(t, "verify", pid, tok); code != 0 || strings.TrimSpace(out) != "OWNED" {
+		t.Errorf("verify = %d %q, want 0 OWNED", code, out)
+	}
+	code, out, _ = cli(t, "kill", pid, tok, "--grace", "2s", "--json")
+	if code != 0 {
+		t.Fatalf("kill = %d %s, want 0", code, out)
+	}
+	var o map[string]any
+	if err := json.Unmarshal([]byte(out), &o); err != nil || o["dead"] != true {
+		t.Fatalf("kill --json = %q (%v), want dead", out, err)
+	}
+	cmd.Wait()
+	if code, out, _ := cli(t, "verify", pid, tok); code != 2 || strings.TrimSpace(out) != "GONE" {
+		t.Errorf("verify after kill = %d %q, want 2 GONE", code, out)
+	}
+	if code, _, errs := cli(t, "token", pid); code < 64 || errs == "" {
+		t.Errorf("token of a gone pid = %d %q, want >= 64 with a message", code, errs)
+	}
+	// A ticks-only claim cannot be proven on a kernel with pidfs.
+	self := tokenOf(t, os.Getpid())
+	coarse := self[:strings.LastIndexByte(self, ':')] + ":-"
+	if code, _, _ := cli(t, "verify", strconv.Itoa(os.Getpid()), coarse); code != 3 {
+		t.Errorf("verify with a ticks-only token = %d, want 3 UNVERIFIABLE", code)
+	}
+}
+
+func TestIntegrationReissuedPidThroughCLI(t *testing.T) {
+	testenv.RequireRoot(t)
+	for attempt := 0; attempt < 20; attempt++ {
+		cmd := exec.Command("sleep", "60")
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		pid := cmd.Process.Pid
+		tok := tokenOf(t, pid)
+		cmd.Process.Kill()
+		cmd.Wait()
+		stranger, err := testenv.SpawnAt(t, int32(pid))
+		if err != nil {
+			continue
+		}
+		stok := tokenOf(t, pid)
+		if code, out, _ := cli(t, "verify", strconv.Itoa(pid), tok); code != 1 || strings.TrimSpace(out) != "FOREIGN" {
+			t.Errorf("verify(reissued) = %d %q, want 1 FOREIGN", code, out)
+		}
+		code, out, _ := cli(t, "kill", strconv.Itoa(pid), tok, "--grace", "100ms")
+		if code != 1 || !strings.Contains(out, "nothing signalled") {
+			t.Errorf("kill(reissued) = %d %q, want 1 and nothing signalled", code, out)
+		}
+		if code, _, _ := cli(t, "verify", strconv.Itoa(pid), stok); code != 0 {
+			t.Fatal("the stranger holding the reissued pid did not survive kill")
+		}
+		stranger.Stop()
+		return
+	}
+	t.Fatal("could not reissue a pid")
+}
