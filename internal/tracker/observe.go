@@ -1,0 +1,95 @@
+package tracker
+
+import (
+	"github.com/procsupervisor/supervisor/internal/actions"
+	"github.com/procsupervisor/supervisor/internal/pidfd"
+	"github.com/procsupervisor/supervisor/internal/token"
+	"github.com/procsupervisor/supervisor/internal/verdict"
+)
+
+// Observe implements verdict.Observer from what the graph watched.
+func (t *Tracker) Observe(pid int32, claim token.Token) verdict.Observation {
+	o := verdict.Observation{Mechanism: string(t.Mechanism())}
+	w, ok := t.graph.Watch(pid, claim)
+	if !ok || w.Ambiguous {
+		return o
+	}
+	o.Known = true
+	o.Continuous = w.Continuous
+	if !w.Node.Live() {
+		o.Exited = true
+		o.ExitedAt = w.Node.ExitedAt
+	}
+	if w.Successor != nil {
+		o.Reissued = w.Successor.Token
+	}
+	return o
+}
+
+// Finder returns an actions.Finder that collects members through observed
+// lineage: the live birth descendants the graph holds, including those the
+// kernel reparented to init. Each candidate must be proven before it is
+// bound: by judge (its token, or the graph's continuous watch), or, for a
+// process the graph only knows from a scan, by a parent link read while the
+// parent was a live member.
+func (t *Tracker) Finder(judge *verdict.Judge) actions.Finder {
+	return &graphFinder{t: t, judge: judge, proc: &actions.ProcFinder{Root: t.root, Boot: t.boot}}
+}
+
+type graphFinder struct {
+	t     *Tracker
+	judge *verdict.Judge
+	proc  *actions.ProcFinder
+}
+
+func (f *graphFinder) Name() string { return "observed lineage (" + string(f.t.Mechanism()) + ")" }
+
+func (f *graphFinder) Find(members []*pidfd.Handle) ([]*pidfd.Handle, []actions.Member, error) {
+	have := make(map[int32]bool, len(members))
+	for _, h := range members {
+		have[h.Pid()] = true
+	}
+	var found []*pidfd.Handle
+	var unproven []actions.Member
+	seen := map[int32]bool{}
+	for _, h := range members {
+		nodes, err := f.t.graph.Descendants(h.Pid(), h.Token())
+		if err != nil {
+			continue
+		}
+		for _, n := range nodes {
+			if have[n.Pid] || seen[n.Pid] {
+				continue
+			}
+			seen[n.Pid] = true
+			v, nh := f.judge.Bind(n.Pid, n.Token.String())
+			if nh != nil {
+				found = append(found, nh)
+				have[n.Pid] = true
+				continue
+			}
+			if v.Result == verdict.Unverifiable {
+				unproven = append(unproven, actions.Member{Pid: n.Pid, Token: n.Token.String()})
+			}
+		}
+	}
+	// What the graph cannot prove (a process it knows only from the seed
+	// scan) may still be proven by a live parent link.
+	all := append(append([]*pidfd.Handle{}, members...), found...)
+	more, _, err := f.proc.Find(all)
+	for _, h := range more {
+		found = append(found, h)
+		unproven = dropMember(unproven, h.Pid())
+	}
+	return found, unproven, err
+}
+
+func dropMember(ms []actions.Member, pid int32) []actions.Member {
+	out := ms[:0]
+	for _, m := range ms {
+		if m.Pid != pid {
+			out = append(out, m)
+		}
+	}
+	return out
+}

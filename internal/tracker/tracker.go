@@ -1,0 +1,162 @@
+// Package tracker keeps a lineage graph fed from one event mechanism. It
+// picks the mechanism (auto tries eBPF, then the netlink proc connector,
+// then polling), attaches it, scans /proc, seeds the graph and then drains
+// events into it on one goroutine, in that order, so a process born between
+// attach and scan is neither missed nor counted twice. After a loss it
+// resyncs the graph from /proc, and the graph marks every claim whose watch
+// crossed the gap.
+//
+// The Tracker is also the verdict package's Observer (what the graph saw of
+// a claim) and the actions package's Finder (members by observed lineage).
+package tracker
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+
+	"github.com/procsupervisor/supervisor/internal/events"
+	"github.com/procsupervisor/supervisor/internal/lineage"
+	"github.com/procsupervisor/supervisor/internal/procfs"
+)
+
+// ErrUnknownMechanism reports a --mechanism value that names nothing.
+var ErrUnknownMechanism = errors.New("unknown mechanism")
+
+// Mechanisms lists the values Options.Mechanism accepts.
+var Mechanisms = []string{"auto", "ebpf", "netlink", "proc", "ps"}
+
+// Options configure a Tracker.
+type Options struct {
+	// Mechanism is auto, ebpf, netlink, proc or ps ("" means auto).
+	Mechanism string
+	Boot      procfs.BootID
+	// ProcRoot is the proc file system to scan ("/proc" when empty).
+	ProcRoot string
+	Graph    lineage.Config
+	// OnEvent, when set, sees every event after the graph applied it, on
+	// the drain goroutine. It must not keep ev.
+	OnEvent func(ev *events.Event)
+	// OnResync, when set, is told of each resync after a loss.
+	OnResync func(mech events.Mechanism, lost uint64, err error)
+}
+
+// Tracker feeds a lineage graph from an event source.
+type Tracker struct {
+	src      events.Source
+	graph    *lineage.Graph
+	boot     procfs.BootID
+	root     string
+	opts     Options
+	tried    []string // mechanisms auto tried and why they could not run
+	done     chan struct{}
+	err      error // drain error, valid after done
+	resyncs  atomic.Uint64
+	closeOne sync.Once
+}
+
+// Start opens the mechanism, seeds the graph and starts draining. The
+// tracker runs until Close or until ctx ends.
+func Start(ctx context.Context, opts Options) (*Tracker, error) {
+	if opts.ProcRoot == "" {
+		opts.ProcRoot = "/proc"
+	}
+	if opts.Graph.Boot == (procfs.BootID{}) {
+		opts.Graph.Boot = opts.Boot
+	}
+	src, tried, err := Open(ctx, opts.Mechanism, opts.Boot)
+	if err != nil {
+		return nil, err
+	}
+	t := &Tracker{
+		src: src, graph: lineage.New(opts.Graph), boot: opts.Boot,
+		root: opts.ProcRoot, opts: opts, tried: tried, done: make(chan struct{}),
+	}
+	procs, err := events.Scan(opts.ProcRoot, opts.Boot)
+	if err != nil {
+		src.Close()
+		return nil, fmt.Errorf("scan %s: %w", opts.ProcRoot, err)
+	}
+	t.graph.Seed(procs)
+	go t.drain()
+	go func() {
+		select {
+		case <-ctx.Done():
+			t.Close()
+		case <-t.done:
+		}
+	}()
+	return t, nil
+}
+
+func (t *Tracker) drain() {
+	defer close(t.done)
+	var ev events.Event
+	for {
+		if err := t.src.Read(&ev); err != nil {
+			if !errors.Is(err, events.ErrClosed) {
+				t.err = err
+			}
+			return
+		}
+		t.graph.Apply(&ev)
+		if ev.Kind == events.Lost {
+			t.resync(ev.Count)
+		}
+		if t.opts.OnEvent != nil {
+			t.opts.OnEvent(&ev)
+		}
+	}
+}
+
+// resync rescans /proc after a loss. Polling sources resync by their nature:
+// their next snapshot is the truth, so the scan is for the kernel sources.
+func (t *Tracker) resync(lost uint64) {
+	t.resyncs.Add(1)
+	procs, err := events.Scan(t.root, t.boot)
+	if err == nil {
+		t.graph.Resync(procs)
+	}
+	if t.opts.OnResync != nil {
+		t.opts.OnResync(t.src.Mechanism(), lost, err)
+	}
+}
+
+// Graph returns the graph the tracker feeds.
+func (t *Tracker) Graph() *lineage.Graph { return t.graph }
+
+// Mechanism names the running mechanism.
+func (t *Tracker) Mechanism() events.Mechanism { return t.src.Mechanism() }
+
+// Tried lists the mechanisms auto tried before the one running, each with
+// the reason it could not run.
+func (t *Tracker) Tried() []string { return t.tried }
+
+// Stats returns the source's counters.
+func (t *Tracker) Stats() events.Stats { return t.src.Stats() }
+
+// Resyncs counts resyncs after losses.
+func (t *Tracker) Resyncs() uint64 { return t.resyncs.Load() }
+
+// Done is closed when draining stops.
+func (t *Tracker) Done() <-chan struct{} { return t.done }
+
+// Err returns why draining stopped, nil after a clean Close.
+func (t *Tracker) Err() error {
+	<-t.done
+	return t.err
+}
+
+// Close stops the source and waits for the drain goroutine to end. The
+// source is closed first, so its blocked Read returns ErrClosed.
+func (t *Tracker) Close() error {
+	var err error
+	t.closeOne.Do(func() { err = t.src.Close() })
+	<-t.done
+	return err
+}
+
+func joinTried(tried []string) string { return strings.Join(tried, "; ") }
