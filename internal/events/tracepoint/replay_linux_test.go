@@ -1,0 +1,271 @@
+//go:build linux && (386 || amd64 || arm || arm64 || loong64 || mips64le || mipsle || ppc64le || riscv64)
+
+package tracepoint
+
+import (
+	"errors"
+	"os"
+	"testing"
+	"unsafe"
+
+	"github.com/cilium/ebpf/ringbuf"
+
+	"github.com/procsupervisor/supervisor/internal/events"
+)
+
+// fakeReader replays records; when they run out it blocks until Close, as
+// the ring buffer does, or returns os.ErrClosed if closeWhenDrained. A nil
+// record marks a moment the buffer is drained between two bursts.
+type fakeReader struct {
+	records          [][]byte
+	closeWhenDrained bool
+	closed           chan struct{}
+}
+
+func newFakeReader(records ...[]byte) *fakeReader {
+	return &fakeReader{records: records, closed: make(chan struct{})}
+}
+
+func (f *fakeReader) ReadInto(rec *ringbuf.Record) error {
+	for len(f.records) > 0 && f.records[0] == nil {
+		f.records = f.records[1:]
+	}
+	if len(f.records) == 0 {
+		if !f.closeWhenDrained {
+			<-f.closed
+		}
+		return os.ErrClosed
+	}
+	rec.RawSample = append(rec.RawSample[:0], f.records[0]...)
+	f.records = f.records[1:]
+	return nil
+}
+
+func (f *fakeReader) AvailableBytes() int {
+	n := 0
+	for _, r := range f.records {
+		if r == nil {
+			break
+		}
+		n += len(r)
+	}
+	return n
+}
+
+func (f *fakeReader) Close() error {
+	close(f.closed)
+	return nil
+}
+
+// lostSequence returns a lost-counter reader that yields vals in turn and
+// then repeats the last one.
+func lostSequence(vals ...uint64) func() (uint64, error) {
+	return func() (uint64, error) {
+		if len(vals) == 0 {
+			return 0, nil
+		}
+		v := vals[0]
+		if len(vals) > 1 {
+			vals = vals[1:]
+		}
+		return v, nil
+	}
+}
+
+func TestReplay(t *testing.T) {
+	fork := record{kind: recFork, pid: 10, tid: 10, ppid: 1, start: 3, flags: flagPidfs, ino: 5, comm: "a"}.encode()
+	exit := record{kind: recExit, pid: 10, tid: 10, ppid: 1, start: 3, status: 9, flags: flagPidfs, ino: 5}.encode()
+	tests := []struct {
+		name    string
+		records [][]byte
+		lost    func() (uint64, error)
+		want    []events.Kind
+		counts  []uint64 // Count of each Lost event, in order
+		stats   events.Stats
+	}{
+		{
+			name:    "clean",
+			records: [][]byte{fork, exit},
+			want:    []events.Kind{events.Fork, events.Exit},
+			stats:   events.Stats{Events: 2},
+		},
+		{
+			name:    "truncated record skipped",
+			records: [][]byte{fork[:40], exit},
+			want:    []events.Kind{events.Exit},
+			stats:   events.Stats{Events: 1, DecodeErrors: 1},
+		},
+		{
+			name:    "garbage kind skipped",
+			records: [][]byte{record{kind: 77, pid: 3}.encode(), fork, make([]byte, recordSize)},
+			want:    []events.Kind{events.Fork},
+			stats:   events.Stats{Events: 1, DecodeErrors: 2},
+		},
+		{
+			// The counter is read once the buffer drains: after fork and
+			// exit here. It has grown by 5, then stays.
+			name:    "lost counter increase",
+			records: [][]byte{fork, exit},
+			lost:    lostSequence(5),
+			want:    []events.Kind{events.Fork, events.Exit, events.Lost},
+			counts:  []uint64{5},
+			stats:   events.Stats{Events: 2, Lost: 5, LostReports: 1},
+		},
+		{
+			// Three drains, two increases: each reported once with its own
+			// delta; an unchanged counter reports nothing.
+			name:    "lost twice",
+			records: [][]byte{fork, exit, nil, fork, nil, exit},
+			lost:    lostSequence(2, 2, 7),
+			want:    []events.Kind{events.Fork, events.Exit, events.Lost, events.Fork, events.Exit, events.Lost},
+			counts:  []uint64{2, 5},
+			stats:   events.Stats{Events: 4, Lost: 7, LostReports: 2},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rd := newFakeReader(tt.records...)
+			rd.closeWhenDrained = true
+			lost := tt.lost
+			if lost == nil {
+				lost = lostSequence(0)
+			}
+			s := newSource(testBoot, rd, lost, nil)
+			var got []events.Kind
+			var counts []uint64
+			for {
+				var ev events.Event
+				err := s.Read(&ev)
+				if errors.Is(err, events.ErrClosed) {
+					break
+				}
+				if err != nil {
+					t.Fatalf("Read() error = %v", err)
+				}
+				got = append(got, ev.Kind)
+				if ev.Kind == events.Lost {
+					counts = append(counts, ev.Count)
+				}
+			}
+			if !equalSlices(got, tt.want) {
+				t.Errorf("Read kinds = %v, want %v", got, tt.want)
+			}
+			if !equalSlices(counts, tt.counts) {
+				t.Errorf("Lost counts = %v, want %v", counts, tt.counts)
+			}
+			if st := s.Stats(); st != tt.stats {
+				t.Errorf("Stats() = %+v, want %+v", st, tt.stats)
+			}
+		})
+	}
+}
+
+func equalSlices[T comparable](a, b []T) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+// TestCloseInterruptsRead checks the shutdown order: a Read blocked on the
+// ring buffer returns ErrClosed, the kernel objects are released only after
+// it has returned, and later Reads and Closes are harmless.
+func TestCloseInterruptsRead(t *testing.T) {
+	rd := newFakeReader()
+	readDone := make(chan error, 1)
+	released := false
+	readerClosedFirst := false
+	s := newSource(testBoot, rd, lostSequence(0), func() error {
+		select {
+		case <-rd.closed:
+			readerClosedFirst = true
+		default:
+		}
+		released = true
+		return nil
+	})
+	started := make(chan struct{})
+	go func() {
+		var ev events.Event
+		close(started)
+		readDone <- s.Read(&ev)
+	}()
+	<-started
+	if err := s.Close(); err != nil {
+		t.Fatalf("Close() = %v", err)
+	}
+	if err := <-readDone; !errors.Is(err, events.ErrClosed) {
+		t.Errorf("blocked Read() = %v, want ErrClosed", err)
+	}
+	if !released || !readerClosedFirst {
+		t.Errorf("Close: released = %v, reader closed first = %v; want both", released, readerClosedFirst)
+	}
+	var ev events.Event
+	if err := s.Read(&ev); !errors.Is(err, events.ErrClosed) {
+		t.Errorf("Read() after Close = %v, want ErrClosed", err)
+	}
+	if err := s.Close(); err != nil {
+		t.Errorf("second Close() = %v", err)
+	}
+}
+
+// TestRecordLayout checks decode.go's offsets against the record type
+// bpf2go generated from bpf/process.bpf.c.
+func TestRecordLayout(t *testing.T) {
+	var e processEvent
+	fields := []struct {
+		name      string
+		got, want uintptr
+	}{
+		{"size", unsafe.Sizeof(e), recordSize},
+		{"time_ns", unsafe.Offsetof(e.TimeNs), offTime},
+		{"start_ticks", unsafe.Offsetof(e.StartTicks), offStart},
+		{"parent_start_ticks", unsafe.Offsetof(e.ParentStartTicks), offParentStart},
+		{"ino", unsafe.Offsetof(e.Ino), offIno},
+		{"parent_ino", unsafe.Offsetof(e.ParentIno), offParentIno},
+		{"kind", unsafe.Offsetof(e.Kind), offKind},
+		{"pid", unsafe.Offsetof(e.Pid), offPid},
+		{"tid", unsafe.Offsetof(e.Tid), offTid},
+		{"ppid", unsafe.Offsetof(e.Ppid), offPPid},
+		{"status", unsafe.Offsetof(e.Status), offStatus},
+		{"flags", unsafe.Offsetof(e.Flags), offFlags},
+		{"comm", unsafe.Offsetof(e.Comm), offComm},
+	}
+	for _, f := range fields {
+		if f.got != f.want {
+			t.Errorf("struct event %s at %d, decode.go says %d", f.name, f.got, f.want)
+		}
+	}
+}
+
+// BenchmarkRead measures the whole Read path over a replayed record: ring
+// buffer record in, events.Event out, with the lost-counter look every
+// time the fake drains.
+func BenchmarkRead(b *testing.B) {
+	rec := record{kind: recExec, pid: 10, tid: 10, ppid: 1, start: 3, flags: flagPidfs, ino: 5, comm: "a"}.encode()
+	rd := &loopReader{rec: rec}
+	s := newSource(testBoot, rd, lostSequence(0), nil)
+	var ev events.Event
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := s.Read(&ev); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// loopReader yields the same record forever and claims to be drained after
+// each, so every Read also looks at the lost counter.
+type loopReader struct{ rec []byte }
+
+func (l *loopReader) ReadInto(rec *ringbuf.Record) error {
+	rec.RawSample = append(rec.RawSample[:0], l.rec...)
+	return nil
+}
+func (l *loopReader) AvailableBytes() int { return 0 }
+func (l *loopReader) Close() error        { return nil }
