@@ -267,7 +267,7 @@ func TestDarwinBoot(t *testing.T) {
 	if a != darwinBoot(1780070742, 123456) {
 		t.Error("darwinBoot is not deterministic")
 	}
-	if got := a.String(); got != "000000006a19b1560001e240"+"6d616300" {
+	if got := a.String(); got != "000000006a19b956"+"0001e240"+"6d616300" {
 		t.Errorf("darwinBoot(...) = %s", got)
 	}
 }
