@@ -41,6 +41,8 @@ type queue struct {
 	reopens  atomic.Uint64
 	lastErr  atomic.Pointer[string]
 	report   func(dst []byte, count uint64) []byte
+	stopped  atomic.Bool // abandoned: write no report
+	scratch  []byte      // the drop report line
 	sinkOnce sync.Once
 	sinkErr  error
 }
@@ -108,8 +110,7 @@ func (q *queue) take(spare *slot) bool {
 // idle runs when the ring is empty: flush the sink, and mark every line
 // so far done for Flush callers.
 func (q *queue) idle() {
-	lost, err := q.sink.flush()
-	q.account(lost, err)
+	q.account(q.sink.flush())
 	q.mu.Lock()
 	if q.n == 0 {
 		q.done = q.seq
@@ -118,24 +119,27 @@ func (q *queue) idle() {
 	q.mu.Unlock()
 }
 
-// account counts lines a sink lost and reports earlier drops once the sink
-// works again.
-func (q *queue) account(lost int, err error) {
+// account counts what a sink call delivered and lost, and reports
+// earlier drops once the sink has delivered something again.
+func (q *queue) account(delivered, lost int, err error) {
+	q.written.Add(uint64(delivered))
 	if lost > 0 {
 		q.dropped.Add(uint64(lost))
 		q.pending.Add(uint64(lost))
-		q.written.Add(^uint64(lost - 1)) // they were counted as written when buffered
 	}
 	if err != nil {
 		msg := err.Error()
 		q.lastErr.Store(&msg)
 		return
 	}
+	if delivered == 0 || q.stopped.Load() {
+		return
+	}
 	if d := q.pending.Swap(0); d > 0 {
-		line := q.report(nil, d)
-		lost, err := q.sink.write(line, sevWarning, ActionLogLinesDropped)
+		q.scratch = q.report(q.scratch[:0], d)
+		_, lost, err := q.sink.write(q.scratch, sevWarning, ActionLogLinesDropped)
 		if err == nil && lost == 0 {
-			lost, err = q.sink.flush()
+			_, lost, err = q.sink.flush()
 		}
 		if err != nil || lost > 0 {
 			q.pending.Add(d) // try again after the next success
@@ -163,9 +167,7 @@ func (q *queue) drain() {
 	var s slot
 	for q.take(&s) {
 		q.maybeReopen()
-		q.written.Add(1)
-		lost, err := q.sink.write(s.buf, s.sev, s.action)
-		q.account(lost, err)
+		q.account(q.sink.write(s.buf, s.sev, s.action))
 		if cap(s.buf) > maxKeptLine {
 			s.buf = nil
 		}
@@ -204,6 +206,7 @@ func (q *queue) abandon() {
 	q.mu.Lock()
 	q.abandoned = true
 	q.closing = true
+	q.stopped.Store(true)
 	q.flushed.Broadcast()
 	q.mu.Unlock()
 	q.signal()

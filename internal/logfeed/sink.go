@@ -12,11 +12,12 @@ import (
 
 // sink is where the drain goroutine writes lines. Only the drain goroutine
 // calls write, flush and reopen; close is called after it ended, or to
-// unblock it. lost counts lines (including earlier buffered ones) that did
-// not reach the output.
+// unblock it. A sink may buffer: delivered counts the lines that reached
+// the output during the call, lost those (including earlier buffered ones)
+// that never will.
 type sink interface {
-	write(line []byte, sev severity, action string) (lost int, err error)
-	flush() (lost int, err error)
+	write(line []byte, sev severity, action string) (delivered, lost int, err error)
+	flush() (delivered, lost int, err error)
 	reopen() error
 	close() error
 }
@@ -41,36 +42,34 @@ func newStreamSink(w io.Writer, f *fileOut) *streamSink {
 	return &streamSink{w: w, file: f, buf: make([]byte, 0, streamBatch)}
 }
 
-func (s *streamSink) write(line []byte, _ severity, _ string) (int, error) {
-	lost := 0
+func (s *streamSink) write(line []byte, _ severity, _ string) (delivered, lost int, err error) {
 	if s.file != nil && s.file.max > 0 && s.file.size+int64(len(s.buf)+len(line)) > s.file.max &&
 		s.file.size+int64(len(s.buf)) > 0 {
-		n, err := s.flush()
-		lost += n
+		delivered, lost, err = s.flush()
 		if err == nil {
 			err = s.rotate()
 		}
 		if err != nil {
-			return lost + 1, err
+			return delivered, lost + 1, err
 		}
 	}
 	s.buf = append(s.buf, line...)
 	s.lines++
 	if len(s.buf) >= streamBatch {
-		n, err := s.flush()
-		return lost + n, err
+		d, l, err := s.flush()
+		return delivered + d, lost + l, err
 	}
-	return lost, nil
+	return delivered, lost, nil
 }
 
-func (s *streamSink) flush() (int, error) {
+func (s *streamSink) flush() (delivered, lost int, err error) {
 	if len(s.buf) == 0 {
-		return 0, nil
+		return 0, 0, nil
 	}
 	defer func() { s.buf, s.lines = s.buf[:0], 0 }()
 	if s.w == nil {
 		if err := s.reopen(); err != nil {
-			return s.lines, err
+			return 0, s.lines, err
 		}
 	}
 	n, err := s.w.Write(s.buf)
@@ -78,9 +77,10 @@ func (s *streamSink) flush() (int, error) {
 		s.file.size += int64(n)
 	}
 	if err != nil {
-		return bytes.Count(s.buf[n:], []byte{'\n'}), fmt.Errorf("write log: %w", err)
+		lost = bytes.Count(s.buf[n:], []byte{'\n'})
+		return s.lines - lost, lost, fmt.Errorf("write log: %w", err)
 	}
-	return 0, nil
+	return s.lines, 0, nil
 }
 
 func (s *streamSink) rotate() error {

@@ -114,13 +114,13 @@ func (s *syslogSink) format(m, line []byte, sev severity, action string, now tim
 	return append(m, line...)
 }
 
-func (s *syslogSink) write(line []byte, sev severity, action string) (int, error) {
+func (s *syslogSink) write(line []byte, sev severity, action string) (delivered, lost int, err error) {
 	s.mu.Lock()
 	conn, err := s.connLocked()
 	stream := s.stream
 	s.mu.Unlock()
 	if err != nil {
-		return 1, err
+		return 0, 1, err
 	}
 	now := time.Now()
 	m := s.format(s.body[:0], line, sev, action, now)
@@ -145,12 +145,12 @@ func (s *syslogSink) write(line []byte, sev severity, action string) (int, error
 		}
 		s.mu.Unlock()
 		conn.Close()
-		return 1, fmt.Errorf("write to syslog: %w", err)
+		return 0, 1, fmt.Errorf("write to syslog: %w", err)
 	}
-	return 0, nil
+	return 1, 0, nil
 }
 
-func (s *syslogSink) flush() (int, error) { return 0, nil }
+func (s *syslogSink) flush() (delivered, lost int, err error) { return 0, 0, nil }
 
 func (s *syslogSink) reopen() error {
 	s.mu.Lock()

@@ -1,0 +1,379 @@
+package logfeed
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/procsupervisor/supervisor/internal/events"
+	"github.com/procsupervisor/supervisor/internal/verdict"
+)
+
+// TestProcessLineValues checks what the process lines say about real
+// processes, not only their shape.
+func TestProcessLineValues(t *testing.T) {
+	lines, pe := produceAll(t, SchemaECS)
+	byAction := map[string][]map[string]any{}
+	for _, l := range lines {
+		a := getString(l, "event.action")
+		byAction[a] = append(byAction[a], l)
+	}
+	exec := byAction[ActionProcessExec][0]
+	if got, want := getString(exec, "process.entity_id"), pe.child.String(); got != want {
+		t.Errorf("process.entity_id = %q, want %q (the token)", got, want)
+	}
+	if got, want := getString(exec, "process.parent.entity_id"), pe.parent.String(); got != want {
+		t.Errorf("process.parent.entity_id = %q, want %q", got, want)
+	}
+	if pid, _ := getInt(exec, "process.pid"); pid != int64(pe.childPid) {
+		t.Errorf("process.pid = %d, want %d", pid, pe.childPid)
+	}
+	if ppid, _ := getInt(exec, "process.parent.pid"); ppid != int64(os.Getpid()) {
+		t.Errorf("process.parent.pid = %d, want %d", ppid, os.Getpid())
+	}
+	if got := getString(exec, "process.executable"); got != pe.exe {
+		t.Errorf("process.executable = %q, want %q", got, pe.exe)
+	}
+	args, _ := get(exec, "process.args")
+	if b, _ := json.Marshal(args); string(b) != mustJSON(pe.argv) {
+		t.Errorf("process.args = %s, want %s", b, mustJSON(pe.argv))
+	}
+	start, err := time.Parse(time.RFC3339Nano, getString(exec, "process.start"))
+	if err != nil {
+		t.Fatalf("process.start: %v", err)
+	}
+	// Ticks are 10 ms wide and truncated; allow one tick and some slack
+	// for the sampled boot-time offset.
+	const slack = 20 * time.Millisecond
+	if start.Before(pe.startedAfter.Add(-slack)) || start.After(pe.startedBefore.Add(slack)) {
+		t.Errorf("process.start = %v, want between %v and %v", start, pe.startedAfter, pe.startedBefore)
+	}
+	ends := byAction[ActionProcessEnded]
+	if len(ends) != 2 {
+		t.Fatalf("%d process_ended lines, want 2", len(ends))
+	}
+	if got := getString(ends[0], "supervisor.exit_signal"); got != pe.killedBy {
+		t.Errorf("supervisor.exit_signal = %q, want %q", got, pe.killedBy)
+	}
+	if _, ok := get(ends[0], "process.exit_code"); ok {
+		t.Errorf("process.exit_code set for a process killed by a signal")
+	}
+	if code, ok := getInt(ends[1], "process.exit_code"); !ok || code != int64(pe.exitCode) {
+		t.Errorf("process.exit_code = %d (%v), want %d", code, ok, pe.exitCode)
+	}
+	if v, _ := get(ends[1], "supervisor.inferred"); v != true {
+		t.Errorf("supervisor.inferred = %v, want true", v)
+	}
+	lost := byAction[ActionEventsLost][0]
+	if n, _ := getInt(lost, "supervisor.lost_events"); n != 17 {
+		t.Errorf("supervisor.lost_events = %d, want 17", n)
+	}
+}
+
+func mustJSON(v any) string {
+	b, _ := json.Marshal(v)
+	return string(b)
+}
+
+func TestProcessEventsDisabled(t *testing.T) {
+	l, out := newTestLogger(t, Config{})
+	ev := events.Event{Kind: events.Exec, Pid: 1}
+	l.Event(&ev)
+	l.Event(&events.Event{Kind: events.Lost, Mechanism: events.EBPF, Count: 3})
+	flush(t, l)
+	lines := out.lines(t)
+	if len(lines) != 1 || getString(lines[0], "event.action") != ActionEventsLost {
+		t.Errorf("with ProcessEvents off got %d lines %v, want only the loss", len(lines), lines)
+	}
+}
+
+func TestArgsCut(t *testing.T) {
+	for _, schema := range []string{SchemaECS, SchemaOCSF} {
+		l, out := newTestLogger(t, Config{Schema: schema, ProcessEvents: true})
+		long := strings.Repeat("a", MaxArgsBytes/2)
+		ev := events.Event{Kind: events.Exec, Pid: 7, Argv: []string{long, long, long, "tail"}}
+		l.Event(&ev)
+		flush(t, l)
+		line := out.lines(t)[0]
+		if schema == SchemaECS {
+			n, _ := getInt(line, "process.args_count")
+			args, _ := get(line, "process.args")
+			total := 0
+			for _, a := range args.([]any) {
+				total += len(a.(string))
+			}
+			if n != 4 || total != MaxArgsBytes {
+				t.Errorf("ecs: args_count %d, %d bytes of args; want 4 and %d", n, total, MaxArgsBytes)
+			}
+		} else if got := len(getString(line, "process.cmd_line")); got != MaxArgsBytes {
+			t.Errorf("ocsf: cmd_line of %d bytes, want %d", got, MaxArgsBytes)
+		}
+	}
+}
+
+// TestOCSF checks every line against the parts of OCSF 1.3.0 Process
+// Activity (class 1007) that this feed fills: the required attributes, the
+// enumerations' ids and their names, and type_uid = class_uid*100+activity_id.
+func TestOCSF(t *testing.T) {
+	lines, pe := produceAll(t, SchemaOCSF)
+	activities := map[int64]string{1: "Launch", 2: "Terminate", 99: ""}
+	seen := map[string]bool{}
+	for _, line := range lines {
+		action := getString(line, "unmapped.action")
+		seen[action] = true
+		ints := map[string]int64{}
+		for _, f := range []string{"class_uid", "category_uid", "activity_id", "type_uid", "severity_id", "time", "process.pid", "actor.process.pid"} {
+			v, ok := getInt(line, f)
+			if !ok {
+				t.Errorf("%s: %s missing or not an integer", action, f)
+			}
+			ints[f] = v
+		}
+		if ints["class_uid"] != 1007 || ints["category_uid"] != 1 {
+			t.Errorf("%s: class %d category %d, want 1007 and 1", action, ints["class_uid"], ints["category_uid"])
+		}
+		name, ok := activities[ints["activity_id"]]
+		if !ok {
+			t.Errorf("%s: activity_id %d is not used by this feed", action, ints["activity_id"])
+		}
+		if name == "" {
+			name = action
+		}
+		if got := getString(line, "activity_name"); got != name {
+			t.Errorf("%s: activity_name %q, want %q", action, got, name)
+		}
+		if ints["type_uid"] != 1007*100+ints["activity_id"] {
+			t.Errorf("%s: type_uid %d, want %d", action, ints["type_uid"], 1007*100+ints["activity_id"])
+		}
+		if ints["severity_id"] < 1 || ints["severity_id"] > 6 {
+			t.Errorf("%s: severity_id %d", action, ints["severity_id"])
+		}
+		if d := time.Since(time.UnixMilli(ints["time"])); d < -time.Hour || d > time.Hour {
+			t.Errorf("%s: time %d is not milliseconds since the epoch", action, ints["time"])
+		}
+		for _, f := range []string{"class_name", "category_name", "type_name", "severity", "metadata.version", "metadata.product.name", "device.hostname"} {
+			if getString(line, f) == "" {
+				t.Errorf("%s: %s missing", action, f)
+			}
+		}
+		if s, ok := getInt(line, "status_id"); ok && !slices.Contains([]int64{0, 1, 2}, s) {
+			t.Errorf("%s: status_id %d", action, s)
+		}
+		if getString(line, "metadata.version") != OCSFVersion {
+			t.Errorf("%s: metadata.version %q", action, getString(line, "metadata.version"))
+		}
+		if action == ActionProcessExec {
+			if got := getString(line, "process.uid"); got != pe.child.String() {
+				t.Errorf("exec: process.uid %q, want the token %q", got, pe.child.String())
+			}
+			if got := getString(line, "process.parent_process.uid"); got != pe.parent.String() {
+				t.Errorf("exec: parent_process.uid %q, want %q", got, pe.parent.String())
+			}
+			if got := getString(line, "actor.process.uid"); got != pe.parent.String() {
+				t.Errorf("exec: actor.process.uid %q, want the parent %q", got, pe.parent.String())
+			}
+		}
+	}
+	for _, a := range allActions {
+		if !seen[a] {
+			t.Errorf("no OCSF %s line", a)
+		}
+	}
+}
+
+func TestConfigErrors(t *testing.T) {
+	for _, cfg := range []Config{
+		{Schema: "cef"},
+		{Output: "kafka://x"},
+		{BufferLines: -1},
+		{Output: "file:/nonexistent-dir/x/y.log"},
+	} {
+		l, err := New(cfg)
+		if err == nil {
+			l.Close(context.Background())
+			t.Errorf("New(%+v) succeeded, want an error", cfg)
+			continue
+		}
+		if cfg.Output != "file:/nonexistent-dir/x/y.log" && !errors.Is(err, ErrConfig) {
+			t.Errorf("New(%+v) = %v, want ErrConfig", cfg, err)
+		}
+	}
+}
+
+// blockingWriter blocks every Write until released, then fails the first
+// failN writes.
+type blockingWriter struct {
+	release chan struct{}
+	entered chan struct{} // receives once, when the first Write blocks
+	once    sync.Once
+	mu      sync.Mutex
+	failN   int
+	lines   lineBuf
+}
+
+func newBlockingWriter() *blockingWriter {
+	return &blockingWriter{release: make(chan struct{}), entered: make(chan struct{})}
+}
+
+func (w *blockingWriter) Write(p []byte) (int, error) {
+	w.once.Do(func() { close(w.entered) })
+	<-w.release
+	w.mu.Lock()
+	fail := w.failN > 0
+	if fail {
+		w.failN--
+	}
+	w.mu.Unlock()
+	if fail {
+		return 0, errors.New("disk on fire")
+	}
+	return w.lines.Write(p)
+}
+
+// TestBlockedSink: a sink that blocks never stalls the callers; what could
+// not be buffered is counted, and reported in a line of its own once the
+// sink works again.
+func TestBlockedSink(t *testing.T) {
+	w := newBlockingWriter()
+	const buffer, logged = 8, 200
+	l, _ := newTestLogger(t, Config{Writer: w, BufferLines: buffer, ProcessEvents: true})
+	ev := events.Event{Kind: events.Fork, Pid: 1, Mechanism: events.EBPF}
+	l.Event(&ev)
+	<-w.entered // the drain goroutine is now stuck in Write
+	for i := range logged {
+		ev.Pid = int32(i + 2)
+		l.Event(&ev) // returns although nothing is written
+	}
+	st := l.Stats()
+	if st.Dropped < logged-buffer {
+		t.Fatalf("Dropped = %d after %d lines into a buffer of %d behind a blocked sink, want >= %d", st.Dropped, logged, buffer, logged-buffer)
+	}
+	close(w.release)
+	flush(t, l)
+	st = l.Stats()
+	lines := w.lines.lines(t)
+	var reported uint64
+	var process int
+	for _, line := range lines {
+		switch getString(line, "event.action") {
+		case ActionLogLinesDropped:
+			n, _ := getInt(line, "supervisor.dropped_lines")
+			reported += uint64(n)
+		case ActionProcessStarted:
+			process++
+		}
+	}
+	if reported != st.Dropped {
+		t.Errorf("log_lines_dropped lines report %d, Stats.Dropped = %d", reported, st.Dropped)
+	}
+	if uint64(process) != st.Written || uint64(process)+st.Dropped != logged+1 {
+		t.Errorf("%d process lines written, %d dropped, Stats %+v; want written+dropped = %d", process, st.Dropped, st, logged+1)
+	}
+	if st.DropReports == 0 {
+		t.Errorf("Stats.DropReports = 0")
+	}
+}
+
+// TestFailingSink: lines a sink fails to take are counted as dropped, and
+// the count is reported once a write succeeds.
+func TestFailingSink(t *testing.T) {
+	w := newBlockingWriter()
+	close(w.release)
+	w.failN = 1
+	l, _ := newTestLogger(t, Config{Writer: w, BufferLines: 16})
+	l.Verdict(verdict.Verdict{Pid: 1, Result: verdict.Gone})
+	flush(t, l) // the batch holding the verdict fails
+	st := l.Stats()
+	if st.Dropped != 1 || st.LastSinkError == "" {
+		t.Fatalf("after a failed write: %+v, want 1 dropped and the error", st)
+	}
+	l.Verdict(verdict.Verdict{Pid: 2, Result: verdict.Gone})
+	flush(t, l)
+	var actions []string
+	for _, line := range w.lines.lines(t) {
+		actions = append(actions, getString(line, "event.action"))
+		if getString(line, "event.action") == ActionLogLinesDropped {
+			if n, _ := getInt(line, "supervisor.dropped_lines"); n != 1 {
+				t.Errorf("dropped_lines = %d, want 1", n)
+			}
+		}
+	}
+	if want := []string{ActionVerdict, ActionLogLinesDropped}; !slices.Equal(actions, want) {
+		t.Errorf("lines %v, want %v", actions, want)
+	}
+}
+
+// TestCloseBlockedSink: Close gives up when its context ends, and the
+// drain goroutine ends once the sink returns.
+func TestCloseBlockedSink(t *testing.T) {
+	w := newBlockingWriter()
+	l, err := New(Config{Writer: w, BufferLines: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.Verdict(verdict.Verdict{Pid: 1, Result: verdict.Gone})
+	<-w.entered
+	l.Verdict(verdict.Verdict{Pid: 2, Result: verdict.Gone}) // buffered behind the blocked write
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := l.Close(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("Close = %v, want context.Canceled", err)
+	}
+	if err := l.Close(context.Background()); !errors.Is(err, ErrClosed) {
+		t.Errorf("second Close = %v, want ErrClosed", err)
+	}
+	l.Verdict(verdict.Verdict{Pid: 3, Result: verdict.Gone}) // after Close: dropped, no panic
+	close(w.release)
+	<-l.done
+	if st := l.Stats(); st.Dropped != 2 || st.Written != 1 {
+		t.Errorf("Stats after an abandoned Close: %+v, want 1 written, 2 dropped", st)
+	}
+}
+
+func TestConcurrentLogging(t *testing.T) {
+	l, out := newTestLogger(t, Config{ProcessEvents: true, BufferLines: 1 << 14})
+	var wg sync.WaitGroup
+	const workers, each = 4, 500
+	for g := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ev := events.Event{Kind: events.Exit, Mechanism: events.Netlink, Status: 1 << 8}
+			for i := range each {
+				ev.Pid = int32(g*each + i + 1)
+				l.Event(&ev)
+			}
+		}()
+	}
+	wg.Wait()
+	flush(t, l)
+	st := l.Stats()
+	lines := out.lines(t)
+	pids := map[int64]bool{}
+	for _, line := range lines {
+		if getString(line, "event.action") == ActionProcessEnded {
+			p, _ := getInt(line, "process.pid")
+			pids[p] = true
+		}
+	}
+	if uint64(len(pids))+st.Dropped != workers*each {
+		t.Errorf("%d distinct pids logged + %d dropped, want %d", len(pids), st.Dropped, workers*each)
+	}
+}
+
+func ExampleLogger() {
+	l, err := New(Config{Output: "stdout", ProcessEvents: true})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer l.Close(context.Background())
+	l.Verdict(verdict.Verdict{Pid: 4242, Token: "v1:t:0123456789abcdef0123456789abcdef:1234:-", Result: verdict.Gone, Reason: "exit observed", Mechanism: "netlink"})
+}

@@ -1,0 +1,173 @@
+package logfeed
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/procsupervisor/supervisor/internal/actions"
+	"github.com/procsupervisor/supervisor/internal/events"
+	"github.com/procsupervisor/supervisor/internal/token"
+	"github.com/procsupervisor/supervisor/internal/verdict"
+)
+
+// lineBuf collects a Logger's output.
+type lineBuf struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lineBuf) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+// lines decodes every line written so far.
+func (b *lineBuf) lines(t testing.TB) []map[string]any {
+	t.Helper()
+	b.mu.Lock()
+	data := append([]byte(nil), b.buf.Bytes()...)
+	b.mu.Unlock()
+	return decodeLines(t, data)
+}
+
+func decodeLines(t testing.TB, data []byte) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	sc := bufio.NewScanner(bytes.NewReader(data))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		d := json.NewDecoder(bytes.NewReader(sc.Bytes()))
+		d.UseNumber()
+		var m map[string]any
+		if err := d.Decode(&m); err != nil {
+			t.Fatalf("line %q is not a JSON object: %v", sc.Text(), err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// get returns the value at a dotted path of nested objects.
+func get(m map[string]any, path string) (any, bool) {
+	var cur any = m
+	for len(path) > 0 {
+		obj, ok := cur.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		key := path
+		if i := bytes.IndexByte([]byte(path), '.'); i >= 0 && path != "@timestamp" {
+			key, path = path[:i], path[i+1:]
+		} else {
+			path = ""
+		}
+		if cur, ok = obj[key]; !ok {
+			return nil, false
+		}
+	}
+	return cur, true
+}
+
+func getString(m map[string]any, path string) string {
+	v, _ := get(m, path)
+	s, _ := v.(string)
+	return s
+}
+
+func getInt(m map[string]any, path string) (int64, bool) {
+	v, ok := get(m, path)
+	if !ok {
+		return 0, false
+	}
+	n, ok := v.(json.Number)
+	if !ok {
+		return 0, false
+	}
+	i, err := n.Int64()
+	return i, err == nil
+}
+
+func newTestLogger(t testing.TB, cfg Config) (*Logger, *lineBuf) {
+	t.Helper()
+	out := &lineBuf{}
+	if cfg.Writer == nil {
+		cfg.Writer = out
+	}
+	l, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close(context.Background()) })
+	return l, out
+}
+
+func flush(t testing.TB, l *Logger) {
+	t.Helper()
+	if err := l.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// allActions lists every kind of line the feed writes.
+var allActions = []string{
+	ActionProcessStarted, ActionProcessExec, ActionProcessEnded, ActionVerdict,
+	ActionSignalSent, ActionTeardown, ActionReconcile, ActionEventsLost,
+	ActionLogLinesDropped, ActionSupervisorStarted, ActionSupervisorStopped,
+}
+
+// produceAll logs one or more lines of every kind: process events of real
+// processes (see realEvents), and every verdict, signal, teardown,
+// reconcile, loss and service line, plus a log_lines_dropped line exactly as
+// the drain goroutine renders it.
+func produceAll(t *testing.T, schema string) ([]map[string]any, *procEvents) {
+	t.Helper()
+	l, out := newTestLogger(t, Config{Schema: schema, ProcessEvents: true, Version: "0.1.0-test"})
+	pe := realEvents(t)
+	l.Service(Service{Mechanism: events.EBPF, Reason: "eBPF tracepoints attached"})
+	for i := range pe.all {
+		l.Event(&pe.all[i])
+	}
+	l.Event(&events.Event{Kind: events.Lost, Mechanism: events.Netlink, Count: 17})
+	l.Lost(events.EBPF, 0)
+	tok := pe.child.String()
+	for _, r := range []verdict.Result{verdict.Owned, verdict.Foreign, verdict.Gone, verdict.Unverifiable} {
+		l.Verdict(verdict.Verdict{Pid: pe.childPid, Token: tok, Result: r, Reason: "reason for " + r.String(), Mechanism: "ebpf", Observed: tok})
+	}
+	l.Signal(Signal{Pid: pe.childPid, Token: tok, Signal: "SIGTERM", Mechanism: "pidfd"})
+	l.Signal(Signal{Pid: pe.childPid, Token: tok, Signal: "SIGSTOP", Mechanism: "pidfd", Err: errors.New("no such process")})
+	v := verdict.Verdict{Pid: pe.childPid, Token: tok, Result: verdict.Owned, Reason: "pidfs inode matches", Mechanism: "ebpf"}
+	m := actions.Member{Pid: pe.childPid, Token: tok}
+	l.Teardown(actions.Outcome{Verdict: v, Acted: true, Dead: true, Escalated: true, Targeted: []actions.Member{m},
+		Signals: map[string]int{"SIGTERM": 1, "SIGCONT": 1, "SIGKILL": 1}, Mechanism: "lineage+cgroup.freeze"})
+	l.Teardown(actions.Outcome{Verdict: v, Acted: true, Targeted: []actions.Member{m}, Survivors: []actions.Member{m},
+		Unproven: []actions.Member{{Pid: 1, Token: "v1:t:00000000000000000000000000000000:1:-"}}, Mechanism: "proc", Error: "survivor after SIGKILL"})
+	fv := v
+	fv.Result, fv.Reason = verdict.Foreign, "pid reissued"
+	l.Teardown(actions.Outcome{Verdict: fv, Mechanism: "lineage"})
+	l.Reconcile(Reconcile{Seen: 9, Readopted: 2, TornDown: 1, Foreign: 1, Unverifiable: 3, AlreadyGone: 1, Failed: 1, Mechanism: "ebpf"})
+	l.Service(Service{Stopping: true, Mechanism: events.EBPF, Reason: "SIGTERM"})
+	flush(t, l)
+	lines := out.lines(t)
+	dropped := l.encodeDropped(nil, 42)
+	return append(lines, decodeLines(t, dropped)...), pe
+}
+
+// procEvents are the events of real processes started by a test.
+type procEvents struct {
+	all           []events.Event
+	childPid      int32
+	child, parent token.Token
+	exitCode      int    // of the process that exited normally
+	killedBy      string // the signal that killed the child
+	argv          []string
+	exe           string
+	// The child started between these two times.
+	startedAfter, startedBefore time.Time
+}
