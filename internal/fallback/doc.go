@@ -32,8 +32,11 @@
 //     boot time, which moves when the wall clock is stepped: a step of a
 //     second or more makes an old ps token look Different, which errs on the
 //     side of FOREIGN, never OWNED). A line that is not a process row (an
-//     argument with a newline, or a forged row) makes the whole table
-//     implausible.
+//     argument with a newline) makes the whole table implausible. A whole
+//     forged row hidden after a newline in an argument cannot be told from a
+//     real one by parsing: procps prints control characters as '?', so it
+//     cannot happen with Linux ps; on macOS ps is the last resort behind
+//     sysctl for this reason.
 //   - On macOS, kern.proc start times are wall-clock microseconds derived
 //     from the boot time; a wall-clock step moves them. Paths compare
 //     case-insensitively after cleaning (SamePath), without Unicode

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -108,7 +109,7 @@ func (p *PS) bootID() (procfs.BootID, error) {
 // Snapshot runs ps once and parses its table. Errors wrap ErrPSFailed,
 // ErrOutputTooLarge or ErrImplausibleTable; on error there is no snapshot.
 // Besides pid 1 and Self, the table must list the ps process itself as a
-// child of Self.
+// child of Self; that row is then removed (ps has exited).
 func (p *PS) Snapshot(ctx context.Context) (*Snapshot, error) {
 	seq := p.seq.Add(1)
 	boot, err := p.bootID()
@@ -138,9 +139,17 @@ func (p *PS) Snapshot(ctx context.Context) (*Snapshot, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ps: %w", err)
 	}
-	if e := s.Lookup(int32(cmd.Process.Pid)); e == nil || e.PPid != p.opts.Self {
-		return nil, fmt.Errorf("ps: the table does not list ps itself (pid %d): %w", cmd.Process.Pid, ErrImplausibleTable)
+	psPid := int32(cmd.Process.Pid)
+	e := s.Lookup(psPid)
+	if e == nil || e.PPid != p.opts.Self {
+		return nil, fmt.Errorf("ps: the table does not list ps itself (pid %d): %w", psPid, ErrImplausibleTable)
 	}
+	// ps has exited by now: drop its row, so that polls do not report the
+	// poller's own ps runs as forks and exits.
+	if e.Partial() {
+		s.Partial--
+	}
+	s.Entries = slices.DeleteFunc(s.Entries, func(e Entry) bool { return e.Pid == psPid })
 	s.Seq, s.Taken = seq, taken
 	s.BootTime, _ = ReadBootTime(p.opts.ProcRoot) // Linux only; 0 elsewhere
 	return s, nil
