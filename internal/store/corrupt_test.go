@@ -119,13 +119,13 @@ func TestOpenCorrupt(t *testing.T) {
 		{"truncated to one page", func(t *testing.T, path string) { truncateTo(pageSizeOf(t, path))(t, path) }},
 		{"truncated to half", func(t *testing.T, path string) {
 			fi, _ := os.Stat(path)
-			truncateTo(fi.Size() / 2)(t, path)
+			truncateTo(fi.Size()/2)(t, path)
 		}},
 		{"truncated below the high-water mark", func(t *testing.T, path string) {
 			b, _ := os.ReadFile(path)
 			m0, _ := parseMeta(b)
 			m1, _ := parseMeta(b[m0.pageSize:])
-			truncateTo(int64(max(m0.pgid, m1.pgid)-1) * int64(m0.pageSize))(t, path)
+			truncateTo(int64(max(m0.pgid, m1.pgid)-1)*int64(m0.pageSize))(t, path)
 		}},
 		{"both meta pages damaged", func(t *testing.T, path string) {
 			ps := pageSizeOf(t, path)
