@@ -56,10 +56,23 @@ struct event {
 	char comm[TASK_COMM_LEN];
 };
 
+#define FILENAME_LEN 256
+
+/* An exec record when want_filename is set: the path given to execve
+ * (bprm->filename), NUL-terminated, possibly truncated. */
+struct exec_event {
+	struct event ev;
+	char filename[FILENAME_LEN];
+};
+
+/* Set by user space before loading. */
+const volatile bool want_filename = 0;
+
 /* Emits BTF for the record so bpf2go generates its Go twin (processEvent),
  * which a test checks against decode.go's layout. No program uses it, so
  * loading never creates its .bss map. */
 const struct event *unused_event __attribute__((unused));
+const struct exec_event *unused_exec_event __attribute__((unused));
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -82,9 +95,9 @@ static __always_inline void count_lost(void)
 		__sync_fetch_and_add(n, 1);
 }
 
-static __always_inline struct event *reserve(__u32 kind)
+static __always_inline struct event *reserve_size(__u32 kind, __u64 size)
 {
-	struct event *e = bpf_ringbuf_reserve(&events, sizeof(*e), 0);
+	struct event *e = bpf_ringbuf_reserve(&events, size, 0);
 
 	if (!e) {
 		count_lost();
@@ -95,6 +108,11 @@ static __always_inline struct event *reserve(__u32 kind)
 	e->status = 0;
 	e->flags = 0;
 	return e;
+}
+
+static __always_inline struct event *reserve(__u32 kind)
+{
+	return reserve_size(kind, sizeof(struct event));
 }
 
 /* pidfs_ino returns the pidfs inode id of the process led by leader: the
@@ -153,8 +171,12 @@ int BPF_PROG(handle_fork, struct task_struct *parent, struct task_struct *child)
 SEC("tp_btf/sched_process_exec")
 int BPF_PROG(handle_exec, struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 {
-	struct event *e = reserve(KIND_EXEC);
+	struct event *e;
 
+	if (want_filename)
+		e = reserve_size(KIND_EXEC, sizeof(struct exec_event));
+	else
+		e = reserve(KIND_EXEC);
 	if (!e)
 		return 0;
 	/* de_thread has run: p leads the group now, even if it was another
@@ -162,6 +184,13 @@ int BPF_PROG(handle_exec, struct task_struct *p, pid_t old_pid, struct linux_bin
 	fill_ids(e, p, BPF_CORE_READ(p, real_parent, group_leader));
 	e->tid = old_pid;
 	BPF_CORE_READ_INTO(&e->comm, p, comm);
+	if (want_filename) {
+		struct exec_event *x = (struct exec_event *)e;
+
+		if (bpf_probe_read_kernel_str(x->filename, sizeof(x->filename),
+					      BPF_CORE_READ(bprm, filename)) < 0)
+			x->filename[0] = 0;
+	}
 	bpf_ringbuf_submit(e, 0);
 	return 0;
 }

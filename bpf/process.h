@@ -65,6 +65,8 @@ struct task_struct {
 	struct signal_struct *signal;
 } __attribute__((preserve_access_index));
 
-struct linux_binprm;
+struct linux_binprm {
+	const char *filename;
+} __attribute__((preserve_access_index));
 
 #endif

@@ -1,6 +1,7 @@
 package tracepoint
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -26,6 +27,12 @@ const (
 	offFlags       = 60
 	offComm        = 64
 	recordSize     = 80
+
+	// struct exec_event: an exec record followed by the execve path, sent
+	// only when the source was opened WithExecPath.
+	offFilename    = recordSize
+	filenameLen    = 256
+	execRecordSize = recordSize + filenameLen
 )
 
 // Record kinds (enum event_kind).
@@ -45,13 +52,14 @@ var (
 )
 
 // decode fills ev from one ring buffer record. It checks the length, kind
-// and pids before trusting anything, never panics, and does not allocate.
-// A record that fails the checks leaves ev unspecified.
+// and pids before trusting anything and never panics. It does not allocate,
+// except for Exe when an exec record carries the execve path. A record that
+// fails the checks leaves ev unspecified.
 func decode(b []byte, boot procfs.BootID, ev *events.Event) error {
-	if len(b) != recordSize {
-		return fmt.Errorf("%w: %d bytes, want %d", errRecordSize, len(b), recordSize)
-	}
 	le := binary.LittleEndian
+	if len(b) != recordSize && (len(b) != execRecordSize || le.Uint32(b[offKind:]) != recExec) {
+		return fmt.Errorf("%w: %d bytes, want %d (%d for exec with path)", errRecordSize, len(b), recordSize, execRecordSize)
+	}
 	var kind events.Kind
 	switch k := le.Uint32(b[offKind:]); k {
 	case recFork:
@@ -94,5 +102,12 @@ func decode(b []byte, boot procfs.BootID, ev *events.Event) error {
 		ev.Status = le.Uint32(b[offStatus:])
 	}
 	copy(ev.Comm[:], b[offComm:offComm+len(ev.Comm)])
+	if len(b) == execRecordSize {
+		path := b[offFilename:execRecordSize]
+		if n := bytes.IndexByte(path, 0); n >= 0 {
+			path = path[:n]
+		}
+		ev.Exe = string(path)
+	}
 	return nil
 }

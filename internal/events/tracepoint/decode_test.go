@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/procsupervisor/supervisor/internal/events"
@@ -18,6 +19,13 @@ type record struct {
 	pid, tid, ppid                           int32
 	status, flags                            uint32
 	comm                                     string
+}
+
+// encodeExec lays r out as struct exec_event, with path after the record.
+func (r record) encodeExec(path string) []byte {
+	b := append(r.encode(), make([]byte, filenameLen)...)
+	copy(b[offFilename:], path)
+	return b
 }
 
 // encode lays r out as bpf/process.bpf.c's struct event.
@@ -58,12 +66,22 @@ func TestDecode(t *testing.T) {
 	statusOnFork := fork
 	statusOnFork.status = 9
 
+	execPath := execThread
+	execPath.tid = 42
+	longPath := "/" + strings.Repeat("p", filenameLen-1) // no NUL: fills the field
+
 	tests := []struct {
 		name string
 		b    []byte
 		want events.Event
 		err  error
 	}{
+		{"exec with path", execPath.encodeExec("/usr/bin/true"), events.Event{Kind: events.Exec, Mechanism: events.EBPF, Pid: 42, PPid: 41,
+			Token: tok(500, 7001), ParentToken: tok(400, 7000), Comm: comm("true"), Time: 100, Exe: "/usr/bin/true"}, nil},
+		{"exec with unterminated path", execPath.encodeExec(longPath), events.Event{Kind: events.Exec, Mechanism: events.EBPF, Pid: 42, PPid: 41,
+			Token: tok(500, 7001), ParentToken: tok(400, 7000), Comm: comm("true"), Time: 100, Exe: longPath}, nil},
+		{"fork with path", fork.encodeExec("/bin/sh"), events.Event{}, errRecordSize},
+		{"exec with truncated path", execPath.encodeExec("/bin/sh")[:recordSize+10], events.Event{}, errRecordSize},
 		{"fork", fork.encode(), events.Event{Kind: events.Fork, Mechanism: events.EBPF, Pid: 42, PPid: 41,
 			Token: tok(500, 7001), ParentToken: tok(400, 7000), Comm: comm("bash"), Time: 99}, nil},
 		{"exec from thread", execThread.encode(), events.Event{Kind: events.Exec, Mechanism: events.EBPF, Pid: 42, Tid: 45, PPid: 41,
@@ -116,17 +134,18 @@ func FuzzDecode(f *testing.F) {
 	f.Add(record{kind: recFork, pid: 42, tid: 42, ppid: 1, start: 5, flags: flagPidfs, ino: 9, comm: "sh"}.encode())
 	f.Add(record{kind: recExit, pid: 42, tid: 43, ppid: 1, status: 9}.encode())
 	f.Add([]byte{1, 2, 3})
+	f.Add(record{kind: recExec, pid: 42, tid: 42, ppid: 1}.encodeExec("/bin/sh"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var ev events.Event
 		err := decode(b, testBoot, &ev)
-		if len(b) != recordSize {
-			if err == nil {
-				t.Fatalf("decode accepted %d bytes", len(b))
-			}
-			return
-		}
 		if err != nil {
 			return
+		}
+		switch {
+		case len(b) == recordSize && ev.Exe == "":
+		case len(b) == execRecordSize && ev.Kind == events.Exec && len(ev.Exe) < filenameLen+1:
+		default:
+			t.Fatalf("decode accepted %d bytes as %v with Exe %q", len(b), ev.Kind, ev.Exe)
 		}
 		if ev.Kind != events.Fork && ev.Kind != events.Exec && ev.Kind != events.Exit {
 			t.Fatalf("decode produced kind %v", ev.Kind)

@@ -17,6 +17,8 @@
 //   - Tokens are built from task->start_boottime converted to clock ticks as
 //     /proc/PID/stat field 22 does, and from the pidfs inode id of the
 //     process (Linux 6.9+); they are equal to what pidfd.Open gives.
+//   - With WithExecPath, exec events carry the path given to execve in
+//     Event.Exe; only those events allocate.
 //
 // Limits:
 //

@@ -398,6 +398,42 @@ func TestIntegrationBornBeforeFirstRead(t *testing.T) {
 	c.waitFor(t, "exit", is(events.Exit, pid))
 }
 
+// TestIntegrationExecPath checks WithExecPath: exec events carry the path
+// given to execve.
+func TestIntegrationExecPath(t *testing.T) {
+	testenv.RequireRoot(t)
+	boot, err := procfs.ReadBootID("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(boot, WithExecPath())
+	if errors.Is(err, events.ErrUnavailable) {
+		testenv.Skip(t, "cannot load eBPF: %v", err)
+	}
+	if err != nil {
+		t.Fatalf("New(WithExecPath) = %v", err)
+	}
+	c := collect(t, s)
+	cmd := exec.Command("/bin/sh", "-c", "exec /bin/true")
+	if err := cmd.Run(); err != nil {
+		t.Fatal(err)
+	}
+	pid := int32(cmd.Process.Pid)
+	c.waitFor(t, "exit", is(events.Exit, pid))
+	var got []string
+	for _, ev := range c.all(is(events.Exec, pid)) {
+		got = append(got, ev.Exe)
+	}
+	if want := []string{"/bin/sh", "/bin/true"}; !equalSlices(got, want) {
+		t.Errorf("exec paths = %q, want %q", got, want)
+	}
+	for _, ev := range c.all(is(events.Fork, pid)) {
+		if ev.Exe != "" {
+			t.Errorf("fork event with Exe %q", ev.Exe)
+		}
+	}
+}
+
 // TestIntegrationLostCounterNoAlloc checks that looking at the kernel's
 // lost counter, which Read does whenever the buffer drains, does not
 // allocate, and that the counter starts at zero.

@@ -29,6 +29,12 @@ type processEvent struct {
 	Comm             [16]int8
 }
 
+type processExecEvent struct {
+	_        structs.HostLayout
+	Ev       processEvent
+	Filename [256]int8
+}
+
 // Names of all BPF objects in the ELF.
 //
 // Used for safe lookups in a Collection or CollectionSpec.
@@ -40,6 +46,8 @@ const (
 	processProgHandleExitLive = "handle_exit_live"
 	processProgHandleFork     = "handle_fork"
 	processVarUnusedEvent     = "unused_event"
+	processVarUnusedExecEvent = "unused_exec_event"
+	processVarWantFilename    = "want_filename"
 )
 
 // loadProcess returns the embedded CollectionSpec for process.
@@ -102,7 +110,9 @@ type processMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type processVariableSpecs struct {
-	UnusedEvent *ebpf.VariableSpec `ebpf:"unused_event"`
+	UnusedEvent     *ebpf.VariableSpec `ebpf:"unused_event"`
+	UnusedExecEvent *ebpf.VariableSpec `ebpf:"unused_exec_event"`
+	WantFilename    *ebpf.VariableSpec `ebpf:"want_filename"`
 }
 
 // processObjects contains all objects after they have been loaded into the kernel.
@@ -140,7 +150,9 @@ func (m *processMaps) Close() error {
 //
 // It can be passed to loadProcessObjects or ebpf.CollectionSpec.LoadAndAssign.
 type processVariables struct {
-	UnusedEvent *ebpf.Variable `ebpf:"unused_event"`
+	UnusedEvent     *ebpf.Variable `ebpf:"unused_event"`
+	UnusedExecEvent *ebpf.Variable `ebpf:"unused_exec_event"`
+	WantFilename    *ebpf.Variable `ebpf:"want_filename"`
 }
 
 // processPrograms contains all programs after they have been loaded into the kernel.

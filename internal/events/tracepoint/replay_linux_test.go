@@ -214,14 +214,16 @@ func TestCloseInterruptsRead(t *testing.T) {
 	}
 }
 
-// TestRecordLayout checks decode.go's offsets against the record type
+// TestRecordLayout checks decode.go's offsets against the record types
 // bpf2go generated from bpf/process.bpf.c.
 func TestRecordLayout(t *testing.T) {
-	var e processEvent
-	fields := []struct {
+	type field struct {
 		name      string
 		got, want uintptr
-	}{
+	}
+	var e processEvent
+	var x processExecEvent
+	fields := []field{
 		{"size", unsafe.Sizeof(e), recordSize},
 		{"time_ns", unsafe.Offsetof(e.TimeNs), offTime},
 		{"start_ticks", unsafe.Offsetof(e.StartTicks), offStart},
@@ -235,6 +237,8 @@ func TestRecordLayout(t *testing.T) {
 		{"status", unsafe.Offsetof(e.Status), offStatus},
 		{"flags", unsafe.Offsetof(e.Flags), offFlags},
 		{"comm", unsafe.Offsetof(e.Comm), offComm},
+		{"exec_event size", unsafe.Sizeof(x), execRecordSize},
+		{"exec_event filename", unsafe.Offsetof(x.Filename), offFilename},
 	}
 	for _, f := range fields {
 		if f.got != f.want {

@@ -95,6 +95,20 @@ func (o *objects) close() error {
 	return errors.Join(errs...)
 }
 
+// Option configures New.
+type Option func(*config)
+
+type config struct {
+	execPath bool
+}
+
+// WithExecPath makes exec events carry the path given to execve in
+// Event.Exe (as the caller passed it: possibly relative, at most 255 bytes,
+// "/dev/fd/N" for fexecve). Exec records grow from 80 to 336 bytes, and
+// decoding each exec event allocates the string; other events still do not
+// allocate.
+func WithExecPath() Option { return func(c *config) { c.execPath = true } }
+
 // New checks that this host can run the eBPF source, loads the programs and
 // attaches them. Events are buffered from the moment New returns, so a
 // caller can scan /proc next and then drain with Read without missing a
@@ -104,7 +118,11 @@ func (o *objects) close() error {
 // run here (no BTF, missing capabilities, a nested pid namespace, an old
 // kernel, a program the verifier rejects); callers fall back to another
 // mechanism on it.
-func New(boot procfs.BootID) (*Source, error) {
+func New(boot procfs.BootID, opts ...Option) (*Source, error) {
+	var cfg config
+	for _, o := range opts {
+		o(&cfg)
+	}
 	if err := checkHost(); err != nil {
 		return nil, err
 	}
@@ -118,6 +136,15 @@ func New(boot procfs.BootID) (*Source, error) {
 	}
 	if !exitHasGroupDead {
 		spec.Programs[processProgHandleExit] = spec.Programs[processProgHandleExitLive]
+	}
+	if cfg.execPath {
+		v, ok := spec.Variables[processVarWantFilename]
+		if !ok {
+			return nil, fmt.Errorf("tracepoint: embedded object has no %s", processVarWantFilename)
+		}
+		if err := v.Set(true); err != nil {
+			return nil, fmt.Errorf("tracepoint: set %s: %w", processVarWantFilename, err)
+		}
 	}
 	var objs objects
 	if err := spec.LoadAndAssign(&objs, nil); err != nil {

@@ -14,9 +14,17 @@ type Source struct{}
 
 var _ events.Source = (*Source)(nil)
 
+// Option configures New.
+type Option func(*config)
+
+type config struct{}
+
+// WithExecPath asks for exec paths; it has no effect here.
+func WithExecPath() Option { return func(*config) {} }
+
 // New returns an error wrapping events.ErrUnavailable: eBPF tracepoints
 // exist only on Linux, and the records are decoded as little-endian.
-func New(boot procfs.BootID) (*Source, error) {
+func New(boot procfs.BootID, opts ...Option) (*Source, error) {
 	return nil, fmt.Errorf("tracepoint: eBPF needs little-endian Linux: %w", events.ErrUnavailable)
 }
 
