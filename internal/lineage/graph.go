@@ -221,7 +221,7 @@ func (g *Graph) fork(ev *events.Event) {
 	} else {
 		g.pushGeneration(head, i, t)
 	}
-	if p := g.parentOf(ev.PPid, ev.ParentToken, ev.Time); p != 0 {
+	if p := g.parentOf(ev.PPid, ev.ParentToken, ev.Time); p != 0 && p != i {
 		g.linkChild(p, i)
 		g.inheritRoot(i)
 	}
@@ -318,7 +318,7 @@ func (g *Graph) exec(ev *events.Event) {
 		n.flags |= uint32(Inferred)
 	}
 	g.pushGeneration(head, i, n.bornBoot)
-	if p := g.parentOf(ev.PPid, ev.ParentToken, ev.Time); p != 0 {
+	if p := g.parentOf(ev.PPid, ev.ParentToken, ev.Time); p != 0 && p != i {
 		g.linkChild(p, i)
 		g.inheritRoot(i)
 	}

@@ -588,7 +588,7 @@ func TestRootOf(t *testing.T) {
 
 func TestRetentionStorm(t *testing.T) {
 	n := 1_000_000
-	if testing.Short() {
+	if testing.Short() || raceEnabled {
 		n = 100_000
 	}
 	g := newTestGraph(newClock(), Config{MaxExited: 1024})

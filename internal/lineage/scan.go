@@ -101,6 +101,7 @@ func (g *Graph) reconcile(procs []events.Proc, sweep bool) {
 	for _, i := range added {
 		g.at(i).flags &^= fNew
 	}
+	g.expire()
 }
 
 // rootFromOld gives an added node the root of its nearest ancestor that was

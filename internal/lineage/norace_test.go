@@ -1,0 +1,5 @@
+//go:build !race
+
+package lineage
+
+const raceEnabled = false
