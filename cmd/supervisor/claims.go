@@ -13,6 +13,7 @@ import (
 	"github.com/procsupervisor/supervisor/internal/pidfd"
 	"github.com/procsupervisor/supervisor/internal/procfs"
 	"github.com/procsupervisor/supervisor/internal/token"
+	"github.com/procsupervisor/supervisor/internal/tracker"
 	"github.com/procsupervisor/supervisor/internal/verdict"
 )
 
@@ -30,9 +31,11 @@ exited), 69 not supported on this system, 70 other errors.`,
 	register(&command{
 		name:    "verify",
 		summary: "judge a claim (PID, TOKEN): OWNED, FOREIGN, GONE or UNVERIFIABLE",
-		usage: `verify PID TOKEN [--json]
+		usage: `verify PID TOKEN [--mechanism M] [--json]
 
-Prints the verdict word (with --json, one object with pid, token, verdict,
+Judges the claim through a pidfd bound to the process that holds PID: its
+start time and pidfs inode against the token. With --mechanism, that event
+source runs for the verdict and is named in it. Prints the verdict word (with --json, one object with pid, token, verdict,
 reason and mechanism). Exit codes: 0 OWNED, 1 FOREIGN, 2 GONE,
 3 UNVERIFIABLE, 64 bad arguments, 65 malformed token, 70 other errors.`,
 		run: runVerify,
@@ -40,7 +43,7 @@ reason and mechanism). Exit codes: 0 OWNED, 1 FOREIGN, 2 GONE,
 	register(&command{
 		name:    "kill",
 		summary: "tear down a claimed process and its verified descendants",
-		usage: `kill PID TOKEN [--grace DURATION] [--json]
+		usage: `kill PID TOKEN [--grace DURATION] [--mechanism M] [--json]
 
 Judges the claim and, only if it is OWNED, stops the tree (SIGSTOP), sends
 SIGTERM and SIGCONT, waits the grace period, sends SIGKILL to what is left,
@@ -137,6 +140,7 @@ func verdictCode(r verdict.Result) int {
 func runVerify(ctx context.Context, env *cliEnv, args []string) error {
 	fs := newFlags("verify")
 	asJSON := fs.Bool("json", false, "print the verdict as one JSON object")
+	mech := mechanismFlag(fs, "")
 	pos, err := parse(fs, commands["verify"], env, args)
 	if err != nil {
 		return err
@@ -149,8 +153,17 @@ func runVerify(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	j := &verdict.Judge{Boot: boot}
-	v := j.Judge(pid, claim)
+	// The token check through a pidfd needs no event source. A forced
+	// mechanism runs for the verdict, so the verdict names it and uses what
+	// it observed.
+	var t *tracker.Tracker
+	if *mech != "" {
+		if t, err = startTracker(ctx, *mech, boot, nil); err != nil {
+			return err
+		}
+		defer t.Close()
+	}
+	v := judgeFor(boot, t).Judge(pid, claim)
 	if *asJSON {
 		if err := json.NewEncoder(env.stdout).Encode(v); err != nil {
 			return fail(exitSoftware, "%v", err)
@@ -168,6 +181,7 @@ func runKill(ctx context.Context, env *cliEnv, args []string) error {
 	fs := newFlags("kill")
 	asJSON := fs.Bool("json", false, "print the outcome as one JSON object")
 	grace := fs.Duration("grace", actions.DefaultGrace, "how long the tree gets to exit after SIGTERM before SIGKILL")
+	mech := mechanismFlag(fs, "auto")
 	pos, err := parse(fs, commands["kill"], env, args)
 	if err != nil {
 		return err
@@ -183,11 +197,15 @@ func runKill(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	td := &actions.Teardown{
-		Judge:  &verdict.Judge{Boot: boot},
-		Finder: &actions.ProcFinder{Boot: boot},
-		Grace:  *grace,
+	// Watch the kernel's events during the teardown, so that children born
+	// meanwhile are caught even when their parent dies and init adopts them.
+	t, err := startTracker(ctx, *mech, boot, nil)
+	if err != nil {
+		return err
 	}
+	defer t.Close()
+	j := judgeFor(boot, t)
+	td := &actions.Teardown{Judge: j, Finder: t.Finder(j), Grace: *grace}
 	out := td.Run(ctx, pid, claim)
 	if *asJSON {
 		if err := json.NewEncoder(env.stdout).Encode(out); err != nil {

@@ -102,12 +102,46 @@ func (t *Tracker) drain() {
 			}
 			return
 		}
+		t.enrich(&ev)
 		t.graph.Apply(&ev)
 		if ev.Kind == events.Lost {
 			t.resync(ev.Count)
 		}
 		if t.opts.OnEvent != nil {
 			t.opts.OnEvent(&ev)
+		}
+	}
+}
+
+// enrich fills in what the mechanism could not see but the graph knows:
+// the parent's token on a fork, and the token and comm of an exiting
+// process (the netlink connector sends neither). An exit is attributed only
+// when the live instance at the pid started before the exit happened.
+func (t *Tracker) enrich(ev *events.Event) {
+	switch ev.Kind {
+	case events.Fork:
+		if ev.ParentToken.IsZero() && ev.PPid > 0 {
+			if p, ok := t.graph.Live(ev.PPid); ok {
+				ev.ParentToken = p.Token
+			}
+		}
+	case events.Exit:
+		if !ev.Token.IsZero() {
+			return
+		}
+		n, ok := t.graph.Live(ev.Pid)
+		if !ok || (ev.Time != 0 && n.BootStart != 0 && uint64(n.BootStart) > ev.Time) {
+			return
+		}
+		ev.Token = n.Token
+		if ev.Comm == ([16]byte{}) {
+			ev.Comm = n.Comm
+		}
+		if ev.PPid == 0 {
+			ev.PPid = n.PPid
+		}
+		if ev.ParentToken.IsZero() {
+			ev.ParentToken = n.ParentToken
 		}
 	}
 }

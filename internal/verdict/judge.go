@@ -42,6 +42,10 @@ type Judge struct {
 	Mechanism string
 	// Observer, when set, proves what the token alone cannot.
 	Observer Observer
+	// Across, when set, compares a claim whose token has another precision
+	// than the pidfd's (a seconds token from ps, microseconds from macOS)
+	// with the observed ticks token; token.Compare calls them Unproven.
+	Across func(claim, observed token.Token) (token.Match, string)
 }
 
 // New returns a Judge for this boot.
@@ -98,6 +102,12 @@ func (j *Judge) Bind(pid int32, claim string) (Verdict, *pidfd.Handle) {
 	observed := h.Token()
 	v.Observed = observed.String()
 	m, why := token.Compare(tok, observed)
+	if m == token.Unproven && tok.Prec != observed.Prec && j.Across != nil {
+		m, why = j.Across(tok, observed)
+		if m == token.Same && tok.Prec != token.Micro {
+			m = token.Unproven // only a token fine enough proves identity
+		}
+	}
 	switch m {
 	case token.OtherBoot:
 		h.Close()

@@ -1,0 +1,478 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/procsupervisor/supervisor/internal/events"
+	"github.com/procsupervisor/supervisor/internal/fallback"
+	"github.com/procsupervisor/supervisor/internal/lineage"
+	"github.com/procsupervisor/supervisor/internal/procfs"
+	"github.com/procsupervisor/supervisor/internal/token"
+	"github.com/procsupervisor/supervisor/internal/tracker"
+	"github.com/procsupervisor/supervisor/internal/verdict"
+)
+
+func init() {
+	register(&command{
+		name:    "events",
+		summary: "stream process events (fork, exec, exit, lost) as they happen",
+		usage: `events [--mechanism auto|ebpf|netlink|proc|ps] [--json]
+
+Streams process events until SIGINT or SIGTERM, then prints the totals
+(events, lost) on stderr and exits 0. With --json, one object per line:
+kind, pid, ppid, token, parent_token, comm, mechanism, exit_code (exit),
+signal (exit by a signal), exe and argv (exec, where the mechanism gives
+them), count (lost), inferred (polling). Exit codes: 0 stopped by a signal,
+64 bad arguments, 69 the mechanism cannot run here, 70 other errors.`,
+		run: runEvents,
+	})
+	register(&command{
+		name:    "tree",
+		summary: "print the process lineage as the graph knows it",
+		usage: `tree [PID] [--mechanism M] [--json]
+
+Prints the lineage graph like pstree: the birth ancestry of PID (exited
+ancestors marked), then its descendants through birth lineage. Without PID,
+the whole graph. A local run knows only what one scan of /proc shows; the
+daemon knows the birth ancestry of processes init adopted long ago.`,
+		run: runTree,
+	})
+}
+
+// mechanismFlag adds --mechanism to a command's flags.
+func mechanismFlag(fs interface {
+	String(name, value, usage string) *string
+}, def string) *string {
+	return fs.String("mechanism", def, "event mechanism: "+strings.Join(tracker.Mechanisms, "|"))
+}
+
+// startTracker starts the named mechanism, mapping failures to exit codes.
+func startTracker(ctx context.Context, mech string, boot procfs.BootID, onEvent func(*events.Event)) (*tracker.Tracker, error) {
+	t, err := tracker.Start(ctx, tracker.Options{Mechanism: mech, Boot: boot, OnEvent: onEvent})
+	switch {
+	case errors.Is(err, tracker.ErrUnknownMechanism):
+		return nil, fail(exitUsage, "--mechanism: %v", err)
+	case err != nil:
+		return nil, fail(exitUnavailable, "%v", err)
+	}
+	return t, nil
+}
+
+// judgeFor returns a judge that uses the tracker's observations (t may be
+// nil) and compares tokens of other precisions across clocks.
+func judgeFor(boot procfs.BootID, t *tracker.Tracker) *verdict.Judge {
+	j := &verdict.Judge{Boot: boot}
+	if btime, err := fallback.ReadBootTime("/proc"); err == nil {
+		j.Across = func(claim, observed token.Token) (token.Match, string) {
+			return fallback.CompareAcross(claim, observed, btime)
+		}
+	}
+	if t != nil {
+		j.Observer = t
+		j.Mechanism = string(t.Mechanism())
+	}
+	return j
+}
+
+func runEvents(ctx context.Context, env *cliEnv, args []string) error {
+	fs := newFlags("events")
+	mech := mechanismFlag(fs, "auto")
+	asJSON := fs.Bool("json", false, "one JSON object per line")
+	pos, err := parse(fs, commands["events"], env, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 0 {
+		return fail(exitUsage, "unexpected arguments %q", pos)
+	}
+	boot, err := bootID()
+	if err != nil {
+		return err
+	}
+	p := &eventPrinter{w: bufio.NewWriterSize(env.stdout, 64<<10), json: *asJSON}
+	if !p.json {
+		fmt.Fprintf(p.w, "%-6s %7s %7s  %-16s %s\n", "KIND", "PID", "PPID", "COMM", "TOKEN / DETAIL")
+	}
+	t, err := startTracker(ctx, *mech, boot, p.print)
+	if err != nil {
+		return err
+	}
+	for _, why := range t.Tried() {
+		fmt.Fprintf(env.stderr, "supervisor events: skipped %s\n", why)
+	}
+	fmt.Fprintf(env.stderr, "supervisor events: mechanism %s\n", t.Mechanism())
+	stopFlush := p.flushEvery(100 * time.Millisecond)
+	<-ctx.Done()
+	t.Close()
+	stopFlush()
+	p.mu.Lock()
+	p.w.Flush()
+	p.mu.Unlock()
+	st := t.Stats()
+	fmt.Fprintf(env.stderr, "supervisor events: %d events, %d lost, %d decode errors (mechanism %s)\n",
+		st.Events, st.Lost, st.DecodeErrors, t.Mechanism())
+	return t.Err()
+}
+
+// eventPrinter writes events without allocating per event.
+type eventPrinter struct {
+	mu   sync.Mutex
+	w    *bufio.Writer
+	json bool
+	buf  []byte
+}
+
+func (p *eventPrinter) flushEvery(d time.Duration) (stop func()) {
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		tick := time.NewTicker(d)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+				p.mu.Lock()
+				p.w.Flush()
+				p.mu.Unlock()
+			}
+		}
+	}()
+	return func() { close(done); <-finished }
+}
+
+func (p *eventPrinter) print(ev *events.Event) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.json {
+		p.buf = appendEventJSON(p.buf[:0], ev)
+	} else {
+		p.buf = appendEventText(p.buf[:0], ev)
+	}
+	p.buf = append(p.buf, '\n')
+	p.w.Write(p.buf)
+}
+
+func appendEventJSON(b []byte, ev *events.Event) []byte {
+	b = append(b, `{"kind":"`...)
+	b = append(b, ev.Kind.String()...)
+	b = append(b, `","mechanism":"`...)
+	b = append(b, ev.Mechanism...)
+	b = append(b, '"')
+	if ev.Kind == events.Lost {
+		b = append(b, `,"count":`...)
+		b = strconv.AppendUint(b, ev.Count, 10)
+		return append(b, '}')
+	}
+	b = append(b, `,"pid":`...)
+	b = strconv.AppendInt(b, int64(ev.Pid), 10)
+	b = append(b, `,"ppid":`...)
+	b = strconv.AppendInt(b, int64(ev.PPid), 10)
+	b = append(b, `,"token":`...)
+	b = appendTokenJSON(b, ev.Token)
+	b = append(b, `,"parent_token":`...)
+	b = appendTokenJSON(b, ev.ParentToken)
+	b = append(b, `,"comm":`...)
+	b = appendJSONString(b, ev.Comm[:clen(ev.Comm[:])])
+	if ev.Kind == events.Exit {
+		b = append(b, `,"exit_code":`...)
+		if code, ok := ev.Exited(); ok {
+			b = strconv.AppendInt(b, int64(code), 10)
+		} else {
+			b = append(b, "null"...)
+		}
+		if sig, ok := ev.Signaled(); ok {
+			b = append(b, `,"signal":`...)
+			b = strconv.AppendInt(b, int64(sig), 10)
+		}
+	}
+	if ev.Kind == events.Exec {
+		if ev.Tid != 0 && ev.Tid != ev.Pid {
+			b = append(b, `,"tid":`...)
+			b = strconv.AppendInt(b, int64(ev.Tid), 10)
+		}
+		if ev.Exe != "" {
+			b = append(b, `,"exe":`...)
+			b = appendJSONString(b, []byte(ev.Exe))
+		}
+		if len(ev.Argv) > 0 {
+			b = append(b, `,"argv":[`...)
+			for i, a := range ev.Argv {
+				if i > 0 {
+					b = append(b, ',')
+				}
+				b = appendJSONString(b, []byte(a))
+			}
+			b = append(b, ']')
+		}
+	}
+	if ev.Inferred {
+		b = append(b, `,"inferred":true`...)
+	}
+	return append(b, '}')
+}
+
+func appendTokenJSON(b []byte, t token.Token) []byte {
+	if t.IsZero() {
+		return append(b, "null"...)
+	}
+	b = append(b, '"')
+	b = t.Append(b)
+	return append(b, '"')
+}
+
+func clen(b []byte) int {
+	for i, c := range b {
+		if c == 0 {
+			return i
+		}
+	}
+	return len(b)
+}
+
+// appendJSONString appends s as a JSON string. Bytes that are not valid
+// UTF-8 are escaped one by one as \u00XX so the line stays valid JSON.
+func appendJSONString(b, s []byte) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c < 0x20 || c == 0x7f:
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&15])
+		case c < 0x80:
+			b = append(b, c)
+		default:
+			r, n := decodeRune(s[i:])
+			if r < 0 {
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&15])
+				i++
+				continue
+			}
+			b = append(b, s[i:i+n]...)
+			i += n
+			continue
+		}
+		i++
+	}
+	return append(b, '"')
+}
+
+func appendEventText(b []byte, ev *events.Event) []byte {
+	pad := func(b []byte, s []byte, w int, right bool) []byte {
+		if right {
+			for i := len(s); i < w; i++ {
+				b = append(b, ' ')
+			}
+			return append(b, s...)
+		}
+		b = append(b, s...)
+		for i := len(s); i < w; i++ {
+			b = append(b, ' ')
+		}
+		return b
+	}
+	var num [12]byte
+	b = pad(b, []byte(ev.Kind.String()), 6, false)
+	b = append(b, ' ')
+	if ev.Kind == events.Lost {
+		b = append(b, "      -       -  -                "...)
+		b = append(b, "lost "...)
+		b = strconv.AppendUint(b, ev.Count, 10)
+		b = append(b, " events ("...)
+		b = append(b, ev.Mechanism...)
+		return append(b, ')')
+	}
+	b = pad(b, strconv.AppendInt(num[:0], int64(ev.Pid), 10), 7, true)
+	b = append(b, ' ')
+	b = pad(b, strconv.AppendInt(num[:0], int64(ev.PPid), 10), 7, true)
+	b = append(b, ' ', ' ')
+	b = pad(b, ev.Comm[:clen(ev.Comm[:])], 16, false)
+	b = append(b, ' ')
+	if ev.Token.IsZero() {
+		b = append(b, '-')
+	} else {
+		b = ev.Token.Append(b)
+	}
+	switch ev.Kind {
+	case events.Exit:
+		if code, ok := ev.Exited(); ok {
+			b = append(b, " exit="...)
+			b = strconv.AppendInt(b, int64(code), 10)
+		} else if sig, ok := ev.Signaled(); ok {
+			b = append(b, " signal="...)
+			b = strconv.AppendInt(b, int64(sig), 10)
+		}
+	case events.Exec:
+		if ev.Exe != "" {
+			b = append(b, ' ')
+			b = append(b, ev.Exe...)
+		}
+	}
+	if ev.Inferred {
+		b = append(b, " (inferred)"...)
+	}
+	return b
+}
+
+func runTree(ctx context.Context, env *cliEnv, args []string) error {
+	fs := newFlags("tree")
+	mech := mechanismFlag(fs, "proc")
+	asJSON := fs.Bool("json", false, "print the tree as JSON")
+	pos, err := parse(fs, commands["tree"], env, args)
+	if err != nil {
+		return err
+	}
+	if len(pos) > 1 {
+		return fail(exitUsage, "want at most one PID, got %d arguments", len(pos))
+	}
+	pid := int32(1)
+	if len(pos) == 1 {
+		if pid, err = parsePid(pos[0]); err != nil {
+			return err
+		}
+	}
+	boot, err := bootID()
+	if err != nil {
+		return err
+	}
+	t, err := startTracker(ctx, *mech, boot, nil)
+	if err != nil {
+		return err
+	}
+	defer t.Close()
+	g := t.Graph()
+	root, ok := g.Live(pid)
+	if !ok {
+		return fail(exitNoProcess, "no process %d in the lineage graph", pid)
+	}
+	tree := buildTree(g, root)
+	ancestors, _ := g.Ancestors(root.Pid, root.Token)
+	if *asJSON {
+		out := struct {
+			Mechanism string     `json:"mechanism"`
+			Ancestry  []treeNode `json:"ancestry"`
+			Tree      *treeNode  `json:"tree"`
+		}{string(t.Mechanism()), nodesOf(ancestors), tree}
+		enc := json.NewEncoder(env.stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(out)
+	}
+	w := bufio.NewWriter(env.stdout)
+	defer w.Flush()
+	fmt.Fprintf(w, "# lineage by %s\n", t.Mechanism())
+	if len(ancestors) > 0 {
+		fmt.Fprint(w, "# ancestry: ")
+		for i := len(ancestors) - 1; i >= 0; i-- {
+			fmt.Fprintf(w, "%s > ", label(nodeOf(ancestors[i])))
+		}
+		fmt.Fprintln(w, label(*tree))
+	}
+	printTree(w, tree, "", "")
+	return nil
+}
+
+type treeNode struct {
+	Pid          int32       `json:"pid"`
+	PPid         int32       `json:"ppid"`
+	Token        string      `json:"token"`
+	Comm         string      `json:"comm"`
+	Exited       bool        `json:"exited,omitempty"`
+	BornObserved bool        `json:"born_observed"`
+	Children     []*treeNode `json:"children,omitempty"`
+}
+
+func nodeOf(n lineage.Node) treeNode {
+	return treeNode{Pid: n.Pid, PPid: n.PPid, Token: n.Token.String(), Comm: n.CommString(),
+		Exited: !n.Live(), BornObserved: n.Flags.Has(lineage.BornObserved)}
+}
+
+func nodesOf(ns []lineage.Node) []treeNode {
+	out := make([]treeNode, 0, len(ns))
+	for _, n := range ns {
+		out = append(out, nodeOf(n))
+	}
+	return out
+}
+
+type nodeKey struct {
+	pid int32
+	tok token.Token
+}
+
+// buildTree arranges root's live descendants under their birth parents,
+// bringing in exited ancestors that link them.
+func buildTree(g *lineage.Graph, root lineage.Node) *treeNode {
+	top := nodeOf(root)
+	byKey := map[nodeKey]*treeNode{{root.Pid, root.Token}: &top}
+	desc, _ := g.Descendants(root.Pid, root.Token)
+	var pending []lineage.Node
+	for _, n := range desc {
+		tn := nodeOf(n)
+		byKey[nodeKey{n.Pid, n.Token}] = &tn
+		pending = append(pending, n)
+	}
+	for _, n := range desc {
+		if _, ok := byKey[nodeKey{n.PPid, n.ParentToken}]; ok {
+			continue
+		}
+		anc, _ := g.Ancestors(n.Pid, n.Token)
+		for _, a := range anc {
+			k := nodeKey{a.Pid, a.Token}
+			if _, ok := byKey[k]; ok {
+				break
+			}
+			tn := nodeOf(a)
+			byKey[k] = &tn
+			pending = append(pending, a)
+		}
+	}
+	for _, n := range pending {
+		child := byKey[nodeKey{n.Pid, n.Token}]
+		if parent, ok := byKey[nodeKey{n.PPid, n.ParentToken}]; ok && parent != child {
+			parent.Children = append(parent.Children, child)
+		}
+	}
+	var sortAll func(*treeNode)
+	sortAll = func(n *treeNode) {
+		sort.Slice(n.Children, func(i, j int) bool { return n.Children[i].Pid < n.Children[j].Pid })
+		for _, c := range n.Children {
+			sortAll(c)
+		}
+	}
+	sortAll(&top)
+	return &top
+}
+
+func label(n treeNode) string {
+	s := fmt.Sprintf("%d %s", n.Pid, n.Comm)
+	if n.Exited {
+		s += " (exited)"
+	}
+	return s
+}
+
+func printTree(w io.Writer, n *treeNode, first, rest string) {
+	fmt.Fprintf(w, "%s%s  %s\n", first, label(*n), n.Token)
+	for i, c := range n.Children {
+		if i == len(n.Children)-1 {
+			printTree(w, c, rest+"└─ ", rest+"   ")
+		} else {
+			printTree(w, c, rest+"├─ ", rest+"│  ")
+		}
+	}
+}

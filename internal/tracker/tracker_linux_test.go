@@ -1,0 +1,161 @@
+package tracker
+
+import (
+	"bufio"
+	"context"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/procsupervisor/supervisor/internal/actions"
+	"github.com/procsupervisor/supervisor/internal/lineage"
+	"github.com/procsupervisor/supervisor/internal/pidfd"
+	"github.com/procsupervisor/supervisor/internal/procfs"
+	"github.com/procsupervisor/supervisor/internal/testenv"
+	"github.com/procsupervisor/supervisor/internal/token"
+	"github.com/procsupervisor/supervisor/internal/verdict"
+)
+
+func start(t *testing.T, mech string) (*Tracker, procfs.BootID) {
+	t.Helper()
+	testenv.RequireRoot(t)
+	boot, err := procfs.ReadBootID("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := Start(context.Background(), Options{Mechanism: mech, Boot: boot})
+	if err != nil {
+		testenv.Skip(t, "mechanism %s: %v", mech, err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	if got := string(tr.Mechanism()); got != mech {
+		t.Fatalf("Mechanism() = %q, want %q", got, mech)
+	}
+	return tr, boot
+}
+
+func tokenOf(t *testing.T, boot procfs.BootID, pid int32) token.Token {
+	t.Helper()
+	h, err := pidfd.Open(pid, boot)
+	if err != nil {
+		t.Fatalf("pidfd.Open(%d) = %v", pid, err)
+	}
+	defer h.Close()
+	return h.Token()
+}
+
+// eventually polls cond until it holds or 10 s pass.
+func eventually(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for i := 0; i < 1000; i++ {
+		if cond() {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("never: %s", what)
+}
+
+var kernelMechanisms = []string{"ebpf", "netlink"}
+
+// TestIntegrationOrphanedGrandchildIsTornDown: root forks a middle process
+// that forks a grandchild (setsid) and exits, so the kernel reparents the
+// grandchild. Observed lineage still ties it to root, and teardown reaches it.
+// The middle process lingers a moment: the netlink connector reads a child's
+// start time from /proc and trusts it only while the parent link still holds.
+func TestIntegrationOrphanedGrandchildIsTornDown(t *testing.T) {
+	for _, mech := range kernelMechanisms {
+		t.Run(mech, func(t *testing.T) {
+			tr, boot := start(t, mech)
+			cmd := exec.Command("sh", "-c", `sh -c 'setsid sleep 60 & echo $!; sleep 0.2' ; exec sleep 60`)
+			out, _ := cmd.StdoutPipe()
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+			line, err := bufio.NewReader(out).ReadString('\n')
+			if err != nil {
+				t.Fatal(err)
+			}
+			n, _ := strconv.Atoi(strings.TrimSpace(line))
+			grandchild := int32(n)
+			root := int32(cmd.Process.Pid)
+			gtok := tokenOf(t, boot, grandchild)
+			t.Cleanup(func() { syscall.Kill(int(grandchild), syscall.SIGKILL) })
+			// Wait until the graph saw the grandchild's birth and the middle
+			// process's exit (its parent is no longer root's child).
+			eventually(t, "grandchild in root's observed lineage", func() bool {
+				d, err := tr.Graph().Descendants(root, tokenOf(t, boot, root))
+				return err == nil && slices.ContainsFunc(d, func(n lineage.Node) bool { return n.Pid == grandchild })
+			})
+			var st procfs.Stat
+			eventually(t, "grandchild reparented", func() bool {
+				return procfs.NewReader("/proc").ReadStat(grandchild, &st) == nil && st.PPid != root
+			})
+			j := &verdict.Judge{Boot: boot, Observer: tr, Mechanism: mech}
+			td := &actions.Teardown{Judge: j, Finder: tr.Finder(j), Grace: 2 * time.Second}
+			o := td.Run(context.Background(), root, tokenOf(t, boot, root).String())
+			if !o.Dead || !slices.ContainsFunc(o.Targeted, func(m actions.Member) bool { return m.Pid == grandchild }) {
+				t.Fatalf("Run = %+v, want the reparented grandchild %d targeted and dead", o, grandchild)
+			}
+			eventually(t, "grandchild gone", func() bool {
+				return j.Judge(grandchild, gtok.String()).Result != verdict.Owned
+			})
+		})
+	}
+}
+
+// TestIntegrationReissueObserved forces a pid to be reissued while the
+// tracker watches: the graph holds a new generation, and a ticks-only claim
+// on the old one is FOREIGN with the observed reissue as its reason.
+func TestIntegrationReissueObserved(t *testing.T) {
+	for _, mech := range kernelMechanisms {
+		t.Run(mech, func(t *testing.T) {
+			tr, boot := start(t, mech)
+			for attempt := 0; attempt < 20; attempt++ {
+				cmd := exec.Command("sleep", "60")
+				if err := cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				pid := int32(cmd.Process.Pid)
+				old := tokenOf(t, boot, pid)
+				eventually(t, "fork observed", func() bool { n, ok := tr.Graph().Live(pid); return ok && n.Token.Start == old.Start })
+				cmd.Process.Kill()
+				cmd.Wait()
+				s, err := testenv.SpawnAt(t, pid)
+				if err != nil {
+					continue
+				}
+				now := tokenOf(t, boot, pid)
+				eventually(t, "new generation in the graph", func() bool {
+					n, ok := tr.Graph().Live(pid)
+					return ok && n.Token.Start == now.Start && (n.Token.Ino == 0 || n.Token.Ino == now.Ino)
+				})
+				j := &verdict.Judge{Boot: boot, Observer: tr, Mechanism: mech}
+				coarse := old
+				coarse.Ino = 0
+				v := j.Judge(pid, coarse.String())
+				if v.Result != verdict.Foreign || v.Mechanism != mech {
+					t.Fatalf("Judge(old generation) = %v, want FOREIGN by %s", v, mech)
+				}
+				if old.Start == now.Start && !strings.Contains(v.Reason, "reissued") {
+					t.Errorf("reason %q does not name the observed reissue", v.Reason)
+				}
+				s.Stop()
+				return
+			}
+			t.Fatal("could not reissue a pid")
+		})
+	}
+}
+
+func TestIntegrationForcedMechanismErrors(t *testing.T) {
+	boot, _ := procfs.ReadBootID("/proc")
+	if _, err := Start(context.Background(), Options{Mechanism: "carrier-pigeon", Boot: boot}); err == nil {
+		t.Fatal("Start(unknown mechanism) succeeded")
+	}
+}
