@@ -155,6 +155,37 @@ func TestSequences(t *testing.T) {
 		live:  []int32{1, 10},
 		stats: Stats{Duplicates: 3, Forks: 2},
 	}, {
+		name: "exec of an instance whose fork was missed",
+		evs: []events.Event{
+			fork(700, tk(10, 5), 1, token.Token{}, 1*sec),
+			execEv(700, tk(40, 9), "make"),
+		},
+		nodes: []wantNode{
+			{pid: 700, tok: tk(10, 5), has: Exited | ExitImplied},
+			{pid: 700, tok: tk(40, 9), has: Execed, hasNot: BornObserved | Exited},
+		},
+		live:  []int32{700},
+		stats: Stats{Reissues: 1, ImpliedExits: 1},
+	}, {
+		name: "poller events are inferred, never observed",
+		evs: []events.Event{
+			{Kind: events.Fork, Mechanism: events.ProcPoll, Inferred: true, Pid: 800, Token: tk(10, 0), PPid: 1},
+			{Kind: events.Exit, Mechanism: events.ProcPoll, Inferred: true, Pid: 800, Token: tk(10, 0)},
+		},
+		nodes: []wantNode{
+			{pid: 800, tok: tk(10, 0), ppid: 1, has: Inferred | Exited | ExitImplied, hasNot: BornObserved | ExitObserved},
+		},
+		live: []int32{},
+	}, {
+		name: "malformed and other-boot events change nothing",
+		evs: []events.Event{
+			{Kind: events.Fork, Pid: 0, Token: tk(1, 1)},
+			{Kind: events.Fork, Pid: 5, Token: token.Token{Boot: [16]byte{9}, Start: 1, Prec: token.Ticks}},
+			{Kind: 99, Pid: 5},
+		},
+		live:  []int32{},
+		stats: Stats{OtherBoot: 1, Malformed: 2},
+	}, {
 		name: "fork teaches a seeded node its pidfs inode",
 		seed: []events.Proc{proc(1, initTok, 0, token.Token{}), proc(20, tk(150, 0), 1, initTok)},
 		evs: []events.Event{
@@ -229,6 +260,8 @@ func compareStats(t *testing.T, got, want Stats) {
 		{"Unattributed", got.Unattributed, want.Unattributed},
 		{"OutOfOrder", got.OutOfOrder, want.OutOfOrder},
 		{"Gaps", got.Gaps, want.Gaps},
+		{"OtherBoot", got.OtherBoot, want.OtherBoot},
+		{"Malformed", got.Malformed, want.Malformed},
 	}
 	for _, p := range pairs {
 		if p.want != 0 && p.got != p.want {

@@ -2,6 +2,7 @@ package lineage
 
 import (
 	"fmt"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -49,9 +50,16 @@ func comm(s string) (c [16]byte) {
 	return c
 }
 
+// pcomm names a test process after its pid, without allocating.
+func pcomm(pid int32) (c [16]byte) {
+	c[0] = 'p'
+	strconv.AppendInt(c[1:1], int64(pid), 10)
+	return c
+}
+
 // ev builders. Times are boottime ns; 0 for unknown.
 func fork(pid int32, tok token.Token, ppid int32, ptok token.Token, t uint64) events.Event {
-	return events.Event{Kind: events.Fork, Mechanism: events.EBPF, Pid: pid, Token: tok, PPid: ppid, ParentToken: ptok, Time: t, Comm: comm(fmt.Sprint("p", pid))}
+	return events.Event{Kind: events.Fork, Mechanism: events.EBPF, Pid: pid, Token: tok, PPid: ppid, ParentToken: ptok, Time: t, Comm: pcomm(pid)}
 }
 
 func exit(pid int32, tok token.Token, status uint32, t uint64) events.Event {
@@ -65,7 +73,7 @@ func execEv(pid int32, tok token.Token, name string) events.Event {
 func lost(n uint64) events.Event { return events.Event{Kind: events.Lost, Count: n} }
 
 func proc(pid int32, tok token.Token, ppid int32, ptok token.Token) events.Proc {
-	return events.Proc{Pid: pid, PPid: ppid, Token: tok, ParentToken: ptok, Comm: comm(fmt.Sprint("p", pid))}
+	return events.Proc{Pid: pid, PPid: ppid, Token: tok, ParentToken: ptok, Comm: pcomm(pid)}
 }
 
 func apply(g *Graph, evs ...events.Event) {

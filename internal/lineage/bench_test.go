@@ -1,0 +1,95 @@
+package lineage
+
+import (
+	"runtime"
+	"testing"
+
+	"github.com/procsupervisor/supervisor/internal/events"
+	"github.com/procsupervisor/supervisor/internal/token"
+)
+
+// BenchmarkApply measures the hot path in steady state: fork and exit
+// events (one per op) of short-lived children of a live parent, with the
+// exited retention full, so every fork recycles an evicted slot.
+func BenchmarkApply(b *testing.B) {
+	g := newTestGraph(newClock(), Config{MaxExited: 4096})
+	parent := tk(1, 1)
+	g.Seed([]events.Proc{proc(1, parent, 0, token.Token{})})
+	const pids = 32768
+	var f, e events.Event
+	step := func(k int) {
+		pid := int32(2 + k%pids)
+		tok := tk(uint64(10+k), uint64(10+k))
+		if k%2 == 0 {
+			f = fork(pid, tok, 1, parent, uint64(k)*1000)
+			g.Apply(&f)
+		} else {
+			e = exit(pid, tk(uint64(10+k-1), uint64(10+k-1)), 0, uint64(k)*1000)
+			e.Pid = int32(2 + (k-1)%pids)
+			g.Apply(&e)
+		}
+	}
+	for k := range 4 * pids { // warm up: fill retention and the pid map
+		step(k)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for k := 4 * pids; b.Loop(); k++ {
+		step(k)
+	}
+}
+
+func liveGraph(tb testing.TB, n int) *Graph {
+	g := newTestGraph(newClock(), Config{})
+	parent := tk(1, 1)
+	g.Seed([]events.Proc{proc(1, parent, 0, token.Token{})})
+	for k := range n {
+		f := fork(int32(2+k), tk(uint64(100+k), uint64(100+k)), 1, parent, 0)
+		g.Apply(&f)
+	}
+	return g
+}
+
+func BenchmarkFind(b *testing.B) {
+	const n = 100_000
+	g := liveGraph(b, n)
+	b.ReportAllocs()
+	k := 0
+	for b.Loop() {
+		if _, _, ok := g.Find(int32(2+k%n), tk(uint64(100+k%n), uint64(100+k%n))); !ok {
+			b.Fatal("not found")
+		}
+		k++
+	}
+}
+
+func BenchmarkWatch(b *testing.B) {
+	const n = 100_000
+	g := liveGraph(b, n)
+	b.ReportAllocs()
+	k := 0
+	for b.Loop() {
+		if _, ok := g.Watch(int32(2+k%n), tk(uint64(100+k%n), uint64(100+k%n))); !ok {
+			b.Fatal("not found")
+		}
+		k++
+	}
+}
+
+// BenchmarkMemory reports the heap the graph holds per live process, for
+// 100k processes inserted by fork events.
+func BenchmarkMemory(b *testing.B) {
+	const n = 100_000
+	var perProc float64
+	for b.Loop() {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		g := liveGraph(b, n)
+		runtime.GC()
+		runtime.ReadMemStats(&after)
+		perProc = float64(after.HeapAlloc-before.HeapAlloc) / n
+		runtime.KeepAlive(g)
+	}
+	b.ReportMetric(perProc, "bytes/process")
+}
