@@ -1,0 +1,174 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/procsupervisor/supervisor/internal/actions"
+	"github.com/procsupervisor/supervisor/internal/verdict"
+)
+
+// ErrNoDaemon wraps a failure to reach the daemon's socket.
+var ErrNoDaemon = errors.New("supervisor daemon not reachable")
+
+// Client calls the API over a Unix socket.
+type Client struct {
+	socket string
+	hc     *http.Client
+}
+
+// NewClient returns a Client for the daemon listening on socket.
+func NewClient(socket string) *Client {
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", socket)
+		},
+		MaxIdleConns:    4,
+		IdleConnTimeout: 30 * time.Second,
+	}
+	return &Client{socket: socket, hc: &http.Client{Transport: tr}}
+}
+
+// Socket returns the socket path.
+func (c *Client) Socket() string { return c.socket }
+
+// Close releases idle connections.
+func (c *Client) Close() { c.hc.CloseIdleConnections() }
+
+// do sends a request; out receives the JSON answer. Errors: *Error for an
+// answer with an error status, ErrNoDaemon when the socket cannot be reached.
+func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	var body io.Reader
+	if in != nil {
+		b, err := json.Marshal(in)
+		if err != nil {
+			return fmt.Errorf("encode request: %w", err)
+		}
+		body = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://supervisor"+Version+path, body)
+	if err != nil {
+		return err
+	}
+	if in != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		var op *net.OpError
+		if errors.As(err, &op) && op.Op == "dial" {
+			return fmt.Errorf("%s: %w: %v", c.socket, ErrNoDaemon, op.Err)
+		}
+		return fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return fmt.Errorf("%s %s: reading answer: %w", method, path, err)
+	}
+	if resp.StatusCode >= 300 {
+		var eb ErrorBody
+		if json.Unmarshal(b, &eb) != nil || eb.Error == "" {
+			eb.Error = http.StatusText(resp.StatusCode)
+		}
+		return &Error{Status: resp.StatusCode, Message: eb.Error}
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			return fmt.Errorf("%s %s: decoding answer: %w", method, path, err)
+		}
+	}
+	return nil
+}
+
+// Launch starts a process under the daemon.
+func (c *Client) Launch(ctx context.Context, r *LaunchRequest) (Claim, error) {
+	var out Claim
+	err := c.do(ctx, http.MethodPost, "/launch", r, &out)
+	return out, err
+}
+
+// Admit registers an existing process.
+func (c *Client) Admit(ctx context.Context, r *AdmitRequest) (Claim, error) {
+	var out Claim
+	err := c.do(ctx, http.MethodPost, "/admit", r, &out)
+	return out, err
+}
+
+// Release tears a claim down.
+func (c *Client) Release(ctx context.Context, id string, r *ReleaseRequest) (ReleaseResponse, error) {
+	var out ReleaseResponse
+	err := c.do(ctx, http.MethodPost, "/claims/"+url.PathEscape(id)+"/release", r, &out)
+	return out, err
+}
+
+// List returns the claims the caller may see.
+func (c *Client) List(ctx context.Context) ([]Claim, error) {
+	var out []Claim
+	err := c.do(ctx, http.MethodGet, "/claims", nil, &out)
+	return out, err
+}
+
+// Get returns one claim.
+func (c *Client) Get(ctx context.Context, id string) (Claim, error) {
+	var out Claim
+	err := c.do(ctx, http.MethodGet, "/claims/"+url.PathEscape(id), nil, &out)
+	return out, err
+}
+
+// Reap runs the reaper once (or reports what it would do).
+func (c *Client) Reap(ctx context.Context, dryRun bool) (Report, error) {
+	var out Report
+	err := c.do(ctx, http.MethodPost, "/reap", &ReapRequest{DryRun: dryRun}, &out)
+	return out, err
+}
+
+// Status describes the daemon.
+func (c *Client) Status(ctx context.Context) (Status, error) {
+	var out Status
+	err := c.do(ctx, http.MethodGet, "/status", nil, &out)
+	return out, err
+}
+
+// Verify judges (pid, token) with the daemon's lineage graph behind it.
+func (c *Client) Verify(ctx context.Context, pid int32, tok string) (verdict.Verdict, error) {
+	var out verdict.Verdict
+	err := c.do(ctx, http.MethodPost, "/verify", &ClaimRequest{Pid: pid, Token: tok}, &out)
+	return out, err
+}
+
+// Kill tears down (pid, token) and its observed tree; the daemon refuses
+// unless the instance is a root or a recorded member of a claim the caller
+// may act on, and OWNED.
+func (c *Client) Kill(ctx context.Context, pid int32, tok string, grace *time.Duration) (actions.Outcome, error) {
+	r := &ClaimRequest{Pid: pid, Token: tok}
+	if grace != nil {
+		g := Duration(*grace)
+		r.Grace = &g
+	}
+	var out actions.Outcome
+	err := c.do(ctx, http.MethodPost, "/kill", r, &out)
+	return out, err
+}
+
+// Tree lists the observed descendants of pid (of the instance tok names,
+// when given), the process itself first.
+func (c *Client) Tree(ctx context.Context, pid int32, tok string) ([]TreeNode, error) {
+	q := url.Values{"pid": {strconv.Itoa(int(pid))}}
+	if tok != "" {
+		q.Set("token", tok)
+	}
+	var out []TreeNode
+	err := c.do(ctx, http.MethodGet, "/tree?"+q.Encode(), nil, &out)
+	return out, err
+}

@@ -1,0 +1,523 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/procsupervisor/supervisor/internal/actions"
+	"github.com/procsupervisor/supervisor/internal/pidfd"
+	"github.com/procsupervisor/supervisor/internal/token"
+	"github.com/procsupervisor/supervisor/internal/verdict"
+)
+
+// Errors a Backend wraps so that the server answers the right status.
+var (
+	ErrBadRequest  = errors.New("bad request")         // 400
+	ErrForbidden   = errors.New("forbidden")           // 403
+	ErrNotFound    = errors.New("not found")           // 404
+	ErrConflict    = errors.New("conflict")            // 409
+	ErrUnavailable = errors.New("service unavailable") // 503
+)
+
+// Peer is the process at the other end of a connection, from SO_PEERCRED.
+type Peer struct {
+	Pid      int32
+	UID, GID uint32
+}
+
+// Root reports whether the peer is root.
+func (p Peer) Root() bool { return p.UID == 0 }
+
+// Backend is the daemon as the server uses it. Every method gets the peer
+// and must authorise the request itself.
+type Backend interface {
+	Launch(ctx context.Context, p Peer, r *LaunchRequest) (Claim, error)
+	Admit(ctx context.Context, p Peer, r *AdmitRequest) (Claim, error)
+	Release(ctx context.Context, p Peer, id string, r *ReleaseRequest) (ReleaseResponse, error)
+	List(ctx context.Context, p Peer) ([]Claim, error)
+	Get(ctx context.Context, p Peer, id string) (Claim, error)
+	Reap(ctx context.Context, p Peer, r *ReapRequest) (Report, error)
+	Status(ctx context.Context, p Peer) (Status, error)
+	Verify(ctx context.Context, p Peer, r *ClaimRequest) (verdict.Verdict, error)
+	Kill(ctx context.Context, p Peer, r *ClaimRequest) (actions.Outcome, error)
+	Tree(ctx context.Context, p Peer, pid int32, tok string) ([]TreeNode, error)
+}
+
+type peerKey struct{}
+
+// PeerOf returns the peer stored in ctx by the server's ConnContext hook.
+func PeerOf(ctx context.Context) (Peer, bool) {
+	p, ok := ctx.Value(peerKey{}).(Peer)
+	return p, ok
+}
+
+// Server serves the API for a Backend.
+type Server struct {
+	b   Backend
+	srv *http.Server
+	// MaxConns caps connections served at once (MaxConnections when 0);
+	// more wait in the listen backlog.
+	maxConns int
+}
+
+// NewServer returns a Server for b.
+func NewServer(b Backend) *Server {
+	s := &Server{b: b, maxConns: MaxConnections}
+	s.srv = &http.Server{
+		Handler:           s.Handler(),
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       15 * time.Second,
+		WriteTimeout:      MaxGrace + 2*time.Minute,
+		IdleTimeout:       time.Minute,
+		MaxHeaderBytes:    16 << 10,
+		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
+			if lc, ok := c.(*limitConn); ok {
+				c = lc.Conn
+			}
+			if p, err := peerCred(c); err == nil {
+				return context.WithValue(ctx, peerKey{}, p)
+			}
+			return ctx
+		},
+		ErrorLog: nil,
+	}
+	return s
+}
+
+// Serve accepts connections on l until Shutdown. It returns
+// http.ErrServerClosed after a Shutdown.
+func (s *Server) Serve(l net.Listener) error {
+	return s.srv.Serve(&limitListener{Listener: l, sem: make(chan struct{}, s.maxConns)})
+}
+
+// Shutdown stops accepting and waits for requests in flight, until ctx ends.
+func (s *Server) Shutdown(ctx context.Context) error { return s.srv.Shutdown(ctx) }
+
+// Handler returns the API's handler (without the connection cap).
+func (s *Server) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST "+Version+"/launch", s.launch)
+	mux.HandleFunc("POST "+Version+"/admit", s.admit)
+	mux.HandleFunc("POST "+Version+"/claims/{id}/release", s.release)
+	mux.HandleFunc("GET "+Version+"/claims", s.list)
+	mux.HandleFunc("GET "+Version+"/claims/{id}", s.get)
+	mux.HandleFunc("POST "+Version+"/reap", s.reap)
+	mux.HandleFunc("GET "+Version+"/status", s.status)
+	mux.HandleFunc("POST "+Version+"/verify", s.verify)
+	mux.HandleFunc("POST "+Version+"/kill", s.kill)
+	mux.HandleFunc("GET "+Version+"/tree", s.tree)
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "no such endpoint: "+r.Method+" "+trunc(r.URL.Path, 200))
+	})
+	return recoverer(mux)
+}
+
+func recoverer(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		defer func() {
+			if v := recover(); v != nil {
+				if v == http.ErrAbortHandler {
+					panic(v)
+				}
+				_ = debug.Stack()
+				writeError(w, http.StatusInternalServerError, fmt.Sprintf("internal error: %v", v))
+			}
+		}()
+		if _, ok := PeerOf(r.Context()); !ok {
+			writeError(w, http.StatusForbidden, "peer credentials unavailable")
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
+func trunc(s string, n int) string {
+	if len(s) > n {
+		return strings.ToValidUTF8(s[:n], "?") + "..."
+	}
+	return s
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, code int, msg string) {
+	writeJSON(w, code, ErrorBody{Error: msg})
+}
+
+func writeErr(w http.ResponseWriter, err error) {
+	code := http.StatusInternalServerError
+	switch {
+	case errors.Is(err, ErrBadRequest):
+		code = http.StatusBadRequest
+	case errors.Is(err, ErrForbidden):
+		code = http.StatusForbidden
+	case errors.Is(err, ErrNotFound):
+		code = http.StatusNotFound
+	case errors.Is(err, ErrConflict):
+		code = http.StatusConflict
+	case errors.Is(err, ErrUnavailable):
+		code = http.StatusServiceUnavailable
+	}
+	writeError(w, code, err.Error())
+}
+
+// decode reads a bounded body into v. An empty body leaves v as it is when
+// emptyOK.
+func decode(w http.ResponseWriter, r *http.Request, v any, emptyOK bool) bool {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	if err != nil {
+		var mb *http.MaxBytesError
+		if errors.As(err, &mb) {
+			writeError(w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body over %d bytes", MaxBodyBytes))
+			return false
+		}
+		writeError(w, http.StatusBadRequest, "reading body: "+err.Error())
+		return false
+	}
+	if len(bytes.TrimSpace(body)) == 0 {
+		if emptyOK {
+			return true
+		}
+		writeError(w, http.StatusBadRequest, "empty body, want a JSON object")
+		return false
+	}
+	if err := decodeStrict(body, v); err != nil {
+		writeError(w, http.StatusBadRequest, "malformed JSON: "+trunc(err.Error(), 300))
+		return false
+	}
+	return true
+}
+
+func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
+
+func peer(r *http.Request) Peer { p, _ := PeerOf(r.Context()); return p }
+
+func (s *Server) launch(w http.ResponseWriter, r *http.Request) {
+	var req LaunchRequest
+	if !decode(w, r, &req, false) {
+		return
+	}
+	if err := req.Validate(); err != nil {
+		writeErr(w, err)
+		return
+	}
+	c, err := s.b.Launch(r.Context(), peer(r), &req)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, c)
+}
+
+func (s *Server) admit(w http.ResponseWriter, r *http.Request) {
+	var req AdmitRequest
+	if !decode(w, r, &req, false) {
+		return
+	}
+	if err := req.Validate(); err != nil {
+		writeErr(w, err)
+		return
+	}
+	c, err := s.b.Admit(r.Context(), peer(r), &req)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, c)
+}
+
+func (s *Server) release(w http.ResponseWriter, r *http.Request) {
+	var req ReleaseRequest
+	if !decode(w, r, &req, true) {
+		return
+	}
+	if req.Grace != nil && time.Duration(*req.Grace) > MaxGrace {
+		writeError(w, http.StatusBadRequest, fmt.Sprintf("grace over %v", MaxGrace))
+		return
+	}
+	id := r.PathValue("id")
+	if err := validID(id); err != nil {
+		writeErr(w, err)
+		return
+	}
+	res, err := s.b.Release(r.Context(), peer(r), id, &req)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, res)
+}
+
+func (s *Server) list(w http.ResponseWriter, r *http.Request) {
+	cs, err := s.b.List(r.Context(), peer(r))
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	if cs == nil {
+		cs = []Claim{}
+	}
+	writeJSON(w, http.StatusOK, cs)
+}
+
+func (s *Server) get(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if err := validID(id); err != nil {
+		writeErr(w, err)
+		return
+	}
+	c, err := s.b.Get(r.Context(), peer(r), id)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, c)
+}
+
+func (s *Server) reap(w http.ResponseWriter, r *http.Request) {
+	var req ReapRequest
+	if !decode(w, r, &req, true) {
+		return
+	}
+	rep, err := s.b.Reap(r.Context(), peer(r), &req)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, rep)
+}
+
+func (s *Server) status(w http.ResponseWriter, r *http.Request) {
+	st, err := s.b.Status(r.Context(), peer(r))
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, st)
+}
+
+func (s *Server) verify(w http.ResponseWriter, r *http.Request) {
+	var req ClaimRequest
+	if !decode(w, r, &req, false) {
+		return
+	}
+	if err := req.Validate(); err != nil {
+		writeErr(w, err)
+		return
+	}
+	v, err := s.b.Verify(r.Context(), peer(r), &req)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, v)
+}
+
+func (s *Server) kill(w http.ResponseWriter, r *http.Request) {
+	var req ClaimRequest
+	if !decode(w, r, &req, false) {
+		return
+	}
+	if err := req.Validate(); err != nil {
+		writeErr(w, err)
+		return
+	}
+	o, err := s.b.Kill(r.Context(), peer(r), &req)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, o)
+}
+
+func (s *Server) tree(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	pid, err := strconv.ParseInt(q.Get("pid"), 10, 32)
+	if err != nil || pidfd.CheckPid(pid) != nil {
+		writeError(w, http.StatusBadRequest, "pid: want a process id")
+		return
+	}
+	tok := q.Get("token")
+	if tok != "" {
+		if len(tok) > MaxString {
+			writeError(w, http.StatusBadRequest, "token too long")
+			return
+		}
+		if _, err := token.Parse(tok); err != nil {
+			writeError(w, http.StatusBadRequest, "token: "+err.Error())
+			return
+		}
+	}
+	nodes, err := s.b.Tree(r.Context(), peer(r), int32(pid), tok)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	if nodes == nil {
+		nodes = []TreeNode{}
+	}
+	writeJSON(w, http.StatusOK, nodes)
+}
+
+func bad(format string, args ...any) error {
+	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), ErrBadRequest)
+}
+
+func checkString(name, s string, max int) error {
+	if len(s) > max {
+		return bad("%s: over %d bytes", name, max)
+	}
+	if !utf8.ValidString(s) {
+		return bad("%s: not valid UTF-8", name)
+	}
+	if strings.IndexByte(s, 0) >= 0 {
+		return bad("%s: contains NUL", name)
+	}
+	return nil
+}
+
+func validID(id string) error {
+	if len(id) != 14 || (id[:2] != "g-" && id[:2] != "j-") {
+		return bad("claim id %q is malformed", trunc(id, 40))
+	}
+	return nil
+}
+
+// Validate checks a LaunchRequest against the bounds.
+func (r *LaunchRequest) Validate() error {
+	if len(r.Argv) == 0 || r.Argv[0] == "" {
+		return bad("argv: want at least a program")
+	}
+	if len(r.Argv) > MaxArgs {
+		return bad("argv: over %d entries", MaxArgs)
+	}
+	n := 0
+	for i, a := range r.Argv {
+		if err := checkString(fmt.Sprintf("argv[%d]", i), a, MaxString); err != nil {
+			return err
+		}
+		n += len(a)
+	}
+	if n > MaxArgvBytes {
+		return bad("argv: over %d bytes", MaxArgvBytes)
+	}
+	if len(r.Env) > MaxEnv {
+		return bad("env: over %d entries", MaxEnv)
+	}
+	n = 0
+	for i, e := range r.Env {
+		if err := checkString(fmt.Sprintf("env[%d]", i), e, MaxString); err != nil {
+			return err
+		}
+		if !strings.Contains(e, "=") {
+			return bad("env[%d]: want KEY=VALUE", i)
+		}
+		n += len(e)
+	}
+	if n > MaxEnvBytes {
+		return bad("env: over %d bytes", MaxEnvBytes)
+	}
+	if err := checkString("cwd", r.Cwd, MaxString); err != nil {
+		return err
+	}
+	if r.Cwd != "" && r.Cwd[0] != '/' {
+		return bad("cwd: want an absolute path")
+	}
+	if err := checkString("owner", r.Owner, MaxOwner); err != nil {
+		return err
+	}
+	if time.Duration(r.WallClock) > MaxWallClock {
+		return bad("wall_clock: over %v", MaxWallClock)
+	}
+	if r.Holder != nil {
+		if !r.Bind {
+			return bad("holder without bind")
+		}
+		if r.Detach {
+			return bad("a job cannot be bound to a holder")
+		}
+		if err := checkInstance(r.Holder.Pid, r.Holder.Token); err != nil {
+			return fmt.Errorf("holder: %w", err)
+		}
+	}
+	if r.Bind && r.Detach {
+		return bad("a job cannot be bound to a holder")
+	}
+	return nil
+}
+
+func checkInstance(pid int32, tok string) error {
+	if err := pidfd.CheckPid(int64(pid)); err != nil {
+		return bad("pid %d: %v", pid, err)
+	}
+	if err := checkString("token", tok, 256); err != nil {
+		return err
+	}
+	if _, err := token.Parse(tok); err != nil {
+		return bad("token: %v", err)
+	}
+	return nil
+}
+
+// Validate checks an AdmitRequest.
+func (r *AdmitRequest) Validate() error {
+	if err := checkInstance(r.Pid, r.Token); err != nil {
+		return err
+	}
+	return checkString("owner", r.Owner, MaxOwner)
+}
+
+// Validate checks a ClaimRequest.
+func (r *ClaimRequest) Validate() error {
+	if err := checkInstance(r.Pid, r.Token); err != nil {
+		return err
+	}
+	if r.Grace != nil && time.Duration(*r.Grace) > MaxGrace {
+		return bad("grace over %v", MaxGrace)
+	}
+	return nil
+}
+
+// limitListener caps the connections open at once.
+type limitListener struct {
+	net.Listener
+	sem chan struct{}
+}
+
+func (l *limitListener) Accept() (net.Conn, error) {
+	l.sem <- struct{}{}
+	c, err := l.Listener.Accept()
+	if err != nil {
+		<-l.sem
+		return nil, err
+	}
+	return &limitConn{Conn: c, release: func() { <-l.sem }}, nil
+}
+
+type limitConn struct {
+	net.Conn
+	once    sync.Once
+	release func()
+}
+
+func (c *limitConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.release)
+	return err
+}

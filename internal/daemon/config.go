@@ -1,0 +1,174 @@
+package daemon
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+
+	"github.com/procsupervisor/supervisor/internal/actions"
+)
+
+// ErrConfig wraps every error about a configuration that cannot work.
+var ErrConfig = errors.New("invalid configuration")
+
+// ErrUnsupported: the daemon does not run on this system.
+var ErrUnsupported = errors.New("the supervisor daemon runs on Linux only")
+
+// Duration is a time.Duration written as Go duration text ("30s") in a
+// config file.
+type Duration time.Duration
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	if err != nil {
+		return err
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
+
+// Config is what `supervisor run` takes from its flags or its config file
+// (JSON, the same keys as the flags with underscores: {"state_dir": ...}).
+// Unknown keys in the file are an error.
+type Config struct {
+	StateDir string `json:"state_dir"`
+	Socket   string `json:"socket"`
+	// SocketGroup is the group (name or number) of the socket; the socket
+	// is mode 0660, so members of that group may call the API.
+	SocketGroup string `json:"socket_group"`
+	// Mechanism is auto, ebpf, netlink, proc or ps.
+	Mechanism string `json:"mechanism"`
+	// LogOutput and LogSchema go to internal/logfeed (Config.Output,
+	// Config.Schema); LogProcessEvents logs every fork, exec and exit.
+	LogOutput        string `json:"log_output"`
+	LogSchema        string `json:"log_schema"`
+	LogProcessEvents bool   `json:"log_process_events"`
+	// Grace is the default teardown grace period.
+	Grace Duration `json:"grace"`
+	// ReapInterval is how often the reaper runs on its own (it also runs
+	// on every holder exit).
+	ReapInterval Duration `json:"reap_interval"`
+	// RetainFinal is how long a finished claim (released, dropped, or a
+	// job whose result was picked up) stays in the store; RetainOwed is how
+	// long a job's result waits for its caller; MaxFinal caps finished
+	// claims kept (oldest dropped first).
+	RetainFinal Duration `json:"retain_final"`
+	RetainOwed  Duration `json:"retain_owed"`
+	MaxFinal    int      `json:"max_final"`
+	// Cgroup is "auto" (a child of the daemon's own cgroup v2 group, found
+	// through /proc/self/mountinfo and /proc/self/cgroup), "off", or the
+	// directory under which each grant gets its cgroup.
+	Cgroup string `json:"cgroup"`
+
+	// Version is logged and served; not from the file.
+	Version string `json:"-"`
+}
+
+// Defaults for Config.
+const (
+	DefaultReapInterval = 30 * time.Second
+	DefaultRetainFinal  = 7 * 24 * time.Hour
+	DefaultRetainOwed   = 30 * 24 * time.Hour
+	DefaultMaxFinal     = 10000
+)
+
+// DefaultConfig returns the defaults for the user running the daemon: as
+// root /var/lib/supervisor and /run/supervisor.sock, otherwise under
+// $XDG_STATE_HOME and $XDG_RUNTIME_DIR.
+func DefaultConfig() Config {
+	return Config{
+		StateDir:     DefaultStateDir(),
+		Socket:       DefaultSocket(),
+		Mechanism:    "auto",
+		LogOutput:    "stdout",
+		LogSchema:    "ecs",
+		Grace:        Duration(actions.DefaultGrace),
+		ReapInterval: Duration(DefaultReapInterval),
+		RetainFinal:  Duration(DefaultRetainFinal),
+		RetainOwed:   Duration(DefaultRetainOwed),
+		MaxFinal:     DefaultMaxFinal,
+		Cgroup:       "auto",
+	}
+}
+
+// DefaultStateDir is /var/lib/supervisor for root, else
+// $XDG_STATE_HOME/supervisor (~/.local/state/supervisor).
+func DefaultStateDir() string {
+	if os.Geteuid() == 0 {
+		return "/var/lib/supervisor"
+	}
+	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
+		return filepath.Join(d, "supervisor")
+	}
+	home, _ := os.UserHomeDir()
+	return filepath.Join(home, ".local", "state", "supervisor")
+}
+
+// DefaultSocket is /run/supervisor.sock for root, else
+// $XDG_RUNTIME_DIR/supervisor.sock (/run/user/UID when unset).
+func DefaultSocket() string {
+	if os.Geteuid() == 0 {
+		return "/run/supervisor.sock"
+	}
+	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
+		return filepath.Join(d, "supervisor.sock")
+	}
+	return filepath.Join("/run/user", strconv.Itoa(os.Getuid()), "supervisor.sock")
+}
+
+// LoadFile reads a JSON config file over cfg: keys present in the file
+// replace cfg's values, absent keys leave them.
+func LoadFile(path string, cfg *Config) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("config %s: %w", path, err)
+	}
+	if len(b) > 1<<20 {
+		return fmt.Errorf("config %s: over 1 MiB: %w", path, ErrConfig)
+	}
+	if err := decodeConfig(b, cfg); err != nil {
+		return fmt.Errorf("config %s: %v: %w", path, err, ErrConfig)
+	}
+	return nil
+}
+
+func decodeConfig(b []byte, cfg *Config) error {
+	dec := json.NewDecoder(bytesReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(cfg); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("trailing data after the JSON object")
+	}
+	return nil
+}
+
+// Validate checks the values.
+func (c *Config) Validate() error {
+	switch {
+	case c.StateDir == "" || !filepath.IsAbs(c.StateDir):
+		return fmt.Errorf("state_dir %q: want an absolute path: %w", c.StateDir, ErrConfig)
+	case c.Socket == "" || !filepath.IsAbs(c.Socket):
+		return fmt.Errorf("socket %q: want an absolute path: %w", c.Socket, ErrConfig)
+	case len(c.Socket) > 107:
+		return fmt.Errorf("socket %q: longer than a unix socket path may be: %w", c.Socket, ErrConfig)
+	case c.Grace < 0 || time.Duration(c.Grace) > time.Hour:
+		return fmt.Errorf("grace %v: want 0 to 1h: %w", time.Duration(c.Grace), ErrConfig)
+	case c.ReapInterval < Duration(100*time.Millisecond):
+		return fmt.Errorf("reap_interval %v: want at least 100ms: %w", time.Duration(c.ReapInterval), ErrConfig)
+	case c.RetainFinal < 0 || c.RetainOwed < 0 || c.MaxFinal < 0:
+		return fmt.Errorf("retention bounds must not be negative: %w", ErrConfig)
+	case c.Cgroup != "auto" && c.Cgroup != "off" && !filepath.IsAbs(c.Cgroup):
+		return fmt.Errorf("cgroup %q: want auto, off or an absolute path: %w", c.Cgroup, ErrConfig)
+	}
+	return nil
+}
