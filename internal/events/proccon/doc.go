@@ -1,0 +1,54 @@
+// Package proccon is the event source over the Linux netlink proc connector
+// (CN_IDX_PROC): the kernel multicasts a small record for every fork, exec
+// and exit on the host to sockets that joined the group and sent
+// PROC_CN_MCAST_LISTEN. New subscribes and waits for the kernel's ack, so
+// events are buffered from then on (attach, scan /proc, drain).
+//
+// Trust: a message is accepted only from the kernel. mdlayher/netlink's
+// Receive does not expose the sender's address, so the source reads the
+// socket itself through Conn.SyscallConn with recvfrom(2) into a reused
+// buffer (which also keeps the hot path free of allocations) and requires
+// sender port id 0; it also requires nlmsg_pid 0, type NLMSG_DONE and the
+// connector id CN_IDX_PROC/CN_VAL_PROC. Only a CAP_NET_ADMIN process can
+// send to a connector socket at all. Anything else is counted as a decode
+// error and dropped.
+//
+// Events carry pids and a CLOCK_MONOTONIC timestamp, no start time. Tokens
+// are therefore read from /proc after the fact, through a pidfd held across
+// the read (with the pidfs inode where the kernel has pidfs), and trusted
+// only when they fit the event: the process started no later than the event
+// (converted to boot-time ticks with an offset measured at New, one tick of
+// slack) and, for a fork, its parent is still the event's parent. A child
+// that already exited or was reparented, or a pid that was reissued, gets a
+// zero Token (unproven). A reissue to the same parent within the tick of
+// slack cannot be told apart by ticks; the pidfs inode then names the
+// newcomer, which a later comparison with a claim's token exposes.
+//
+// Threads: the connector reports every thread's creation and exit. Forks
+// with child pid != tgid are dropped. An exit is reported once per process:
+// when the exit of one of its threads is handled, /proc tells whether the
+// thread group is dead (the tgid is gone, is held by a process started
+// after the event, or is a zombie leader with no other thread). The report
+// is held until the socket queue has been drained or a later event (sent
+// after the group was seen dead) or a fork at the same tgid arrives, so it
+// carries the time and status of the group's last thread exit; exit events
+// of the same generation handled later are recognised (no fork of the tgid
+// in between) and dropped. Limits: if the tgid is reissued within a clock
+// tick of the last thread's exit, that exit can be missed (the newcomer's
+// fork still tells the lineage graph that the old instance is gone); the
+// records that recognise stragglers are kept for a minute of event time and
+// dropped after a loss, so a straggler handled later than that can repeat
+// an exit. Exit tokens are zero (the instance is gone); Time (boot-time ns)
+// lets the lineage graph attribute the exit to the right generation.
+//
+// Loss: when the socket buffer overflows, the kernel fails one receive with
+// ENOBUFS and then drops every message until the queue is drained. Read
+// drains it and then delivers one events.Lost event whose Count is the
+// socket's drop counter (SO_MEMINFO) for the episode, and reading goes on;
+// a resync started on the Lost event misses nothing after it. The receive
+// buffer is raised to 8 MiB (SO_RCVBUFFORCE as root) to make loss rare.
+//
+// The proc connector serves only the initial pid and user namespaces; New
+// checks both and fails with events.ErrUnavailable elsewhere, as it does
+// without CAP_NET_ADMIN or a kernel built without CONFIG_PROC_EVENTS.
+package proccon

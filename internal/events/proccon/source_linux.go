@@ -1,0 +1,686 @@
+package proccon
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"sync/atomic"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/procsupervisor/supervisor/internal/events"
+	"github.com/procsupervisor/supervisor/internal/procfs"
+	"github.com/procsupervisor/supervisor/internal/token"
+)
+
+const (
+	// rcvBuf is the receive buffer asked for (SO_RCVBUFFORCE as root, else
+	// capped by net.core.rmem_max). One event costs one skb of roughly 0.5-1
+	// KiB of truesize, so 8 MiB absorbs a burst of about ten thousand
+	// events while Read is behind.
+	rcvBuf = 8 << 20
+	// ackTimeout bounds New's wait for the kernel's answer to LISTEN. The
+	// kernel answers at once; silence means it ignored the request.
+	ackTimeout = 2 * time.Second
+	// tickNs is one USER_HZ clock tick, the unit of /proc start times.
+	tickNs = 10_000_000
+	// exitHorizon is how long (in event time) the record of a reported
+	// exit is kept to recognise the other threads' exit events of the same
+	// process; pruneAt is the map size at which old records are pruned.
+	exitHorizon = uint64(60 * time.Second)
+	pruneAt     = 1024
+)
+
+// Source delivers process events from the netlink proc connector. It is
+// created subscribed by New; Read is called from one goroutine, Stats and
+// Close from any.
+type Source struct {
+	conn   *netlink.Conn
+	rc     syscall.RawConn // nil when conn has no real socket (replay tests)
+	boot   procfs.BootID
+	probe  prober
+	offset int64 // CLOCK_BOOTTIME - CLOCK_MONOTONIC in ns, measured at New
+
+	closed atomic.Bool
+
+	// Counters for Stats.
+	nEvents, nLost, nLostReports, nDecodeErrors atomic.Uint64
+
+	// Receive state, owned by the Read goroutine.
+	buf         []byte // one datagram
+	n, off      int    // buf[off:n] holds messages not yet decoded
+	fromKernel  bool   // the datagram in buf was sent by port 0
+	from        unix.RawSockaddrNetlink
+	fromLen     uint32
+	rn          int
+	rerr        unix.Errno
+	readFn      func(fd uintptr) bool
+	wait        bool   // recvfrom blocks (through the poller) on an empty queue
+	drops       uint32 // socket drop counter (SO_MEMINFO) at the last loss
+	lossPending bool   // ENOBUFS seen, Lost not yet delivered
+	replay      []byte // marshalled messages on the replay path
+
+	// Decode state, owned by the Read goroutine.
+	raw        rawEvent
+	pi         procInfo
+	exits      map[int32]exitMark
+	pending    []pendingExit
+	now        func() uint64 // CLOCK_MONOTONIC ns; replay tests use event time
+	newest     uint64        // newest event timestamp seen
+	recent     [16]eventKey
+	recentNext int
+}
+
+// exitMark remembers the exit reported for a thread group, so the exit
+// events of its other threads are not reported again.
+type exitMark struct {
+	reported uint64 // event time of the reported exit (CLOCK_MONOTONIC ns)
+	born     uint64 // newest fork of the same tgid seen since, 0 if none
+}
+
+// pendingExit is a process exit found (its thread group dead) but not yet
+// delivered: the exit events of its other threads may still be queued, and
+// the last of them carries the time and status of the process's end.
+type pendingExit struct {
+	tgid, tid, ppid int32
+	status          uint32
+	ts              uint64 // newest thread exit of the group seen
+	seenAt          uint64 // CLOCK_MONOTONIC when the group was seen dead
+}
+
+// eventKey identifies a fork or exec event for duplicate suppression.
+type eventKey struct {
+	ts   uint64
+	what uint32
+	pid  int32
+}
+
+// New opens a proc connector socket, joins the CN_IDX_PROC multicast group
+// and subscribes (PROC_CN_MCAST_LISTEN), waiting for the kernel's ack. From
+// the moment New returns, every fork, exec and exit on the host is buffered
+// for Read; events the kernel sent before the ack are discarded, since a
+// /proc scan done after New sees their effects. boot is the current boot id,
+// put into tokens.
+//
+// Errors wrap events.ErrUnavailable when the mechanism cannot run here: not
+// in the initial pid and user namespaces, no CAP_NET_ADMIN, or a kernel
+// without CONFIG_CONNECTOR / CONFIG_PROC_EVENTS.
+func New(boot procfs.BootID) (*Source, error) {
+	if err := checkNamespaces("/proc"); err != nil {
+		return nil, err
+	}
+	c, err := netlink.Dial(unix.NETLINK_CONNECTOR, nil)
+	if err != nil {
+		if errors.Is(err, unix.EPROTONOSUPPORT) {
+			return nil, unavailable("kernel without CONFIG_CONNECTOR", err)
+		}
+		return nil, fmt.Errorf("proc connector: dial: %w", err)
+	}
+	// Config.Groups would do the same at bind(2) time (it is a bitmask in
+	// which CN_IDX_PROC happens to be bit 0); JoinGroup names the group by
+	// its id and reports a permission failure by itself.
+	if err := c.JoinGroup(cnIdxProc); err != nil {
+		c.Close()
+		if errors.Is(err, unix.EPERM) {
+			return nil, unavailable("joining the proc connector group needs CAP_NET_ADMIN", err)
+		}
+		return nil, fmt.Errorf("proc connector: join group %d: %w", cnIdxProc, err)
+	}
+	// Best effort: a smaller buffer only makes loss likelier, and loss is
+	// reported.
+	_ = c.SetReadBuffer(rcvBuf)
+	probe, err := newKernelProber()
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("proc connector: %w", err)
+	}
+	s, err := newSource(c, boot, probe, clockOffset())
+	if err != nil {
+		c.Close()
+		return nil, err
+	}
+	if err := s.subscribe(ackTimeout); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// newSource wraps a connected conn. Replay tests pass an nltest conn, a
+// table prober and a fixed clock offset.
+func newSource(c *netlink.Conn, boot procfs.BootID, p prober, offset int64) (*Source, error) {
+	s := &Source{
+		conn:   c,
+		boot:   boot,
+		probe:  p,
+		offset: offset,
+		buf:    make([]byte, 16<<10),
+		exits:  make(map[int32]exitMark),
+	}
+	s.now = monotonicNow
+	if rc, err := c.SyscallConn(); err == nil {
+		s.rc = rc
+		s.readFn = s.recvfrom
+	}
+	return s, nil
+}
+
+func unavailable(reason string, err error) error {
+	if err == nil {
+		return fmt.Errorf("%w: proc connector: %s", events.ErrUnavailable, reason)
+	}
+	return fmt.Errorf("%w: proc connector: %s: %w", events.ErrUnavailable, reason, err)
+}
+
+// checkNamespaces fails unless the process runs in the initial pid and user
+// namespaces: the kernel silently ignores LISTEN from anywhere else.
+func checkNamespaces(proc string) error {
+	status, err := os.ReadFile(proc + "/self/status")
+	if err != nil {
+		return fmt.Errorf("proc connector: %w", err)
+	}
+	if nspid, ok := statusField(status, "NSpid:"); ok && len(bytes.Fields(nspid)) > 1 {
+		return unavailable(fmt.Sprintf("not in the initial pid namespace (NSpid %s): the proc connector reports only there", bytes.TrimSpace(nspid)), nil)
+	}
+	uidMap, err := os.ReadFile(proc + "/self/uid_map")
+	if err != nil {
+		return fmt.Errorf("proc connector: %w", err)
+	}
+	if f := bytes.Fields(uidMap); len(f) != 3 || string(f[0]) != "0" || string(f[1]) != "0" || string(f[2]) != "4294967295" {
+		return unavailable("not in the initial user namespace: the proc connector reports only there", nil)
+	}
+	return nil
+}
+
+func statusField(b []byte, name string) ([]byte, bool) {
+	for line := range bytes.Lines(b) {
+		if v, ok := bytes.CutPrefix(line, []byte(name)); ok {
+			return v, true
+		}
+	}
+	return nil, false
+}
+
+// clockOffset measures CLOCK_BOOTTIME - CLOCK_MONOTONIC: the time the
+// machine spent suspended. Event timestamps are monotonic; start times in
+// /proc count boot time.
+func clockOffset() int64 {
+	var m1, b, m2 unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &m1)
+	_ = unix.ClockGettime(unix.CLOCK_BOOTTIME, &b)
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &m2)
+	return b.Nano() - (m1.Nano()+m2.Nano())/2
+}
+
+func monotonicNow() uint64 {
+	var ts unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return uint64(ts.Nano())
+}
+
+// subscribe sends PROC_CN_MCAST_LISTEN and waits for the kernel's ack,
+// which is multicast to every listener and recognised by its ack field.
+func (s *Source) subscribe(timeout time.Duration) error {
+	// The kernel echoes ack+1 but replaces seq with its own per-CPU
+	// counter, so a nonce in ack tells our ack from other listeners'.
+	ack := s.conn.PID() ^ uint32(time.Now().UnixNano())
+	if err := s.control(mcastListen, s.conn.PID(), ack); err != nil {
+		return fmt.Errorf("proc connector: send listen: %w", err)
+	}
+	if s.rc != nil {
+		if err := s.conn.SetReadDeadline(time.Now().Add(timeout)); err != nil {
+			return fmt.Errorf("proc connector: %w", err)
+		}
+		defer s.conn.SetReadDeadline(time.Time{})
+	}
+	for {
+		err := s.receive(true)
+		switch {
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			return unavailable("no answer to PROC_CN_MCAST_LISTEN (kernel without CONFIG_PROC_EVENTS?)", err)
+		case errors.Is(err, unix.ENOBUFS):
+			continue // losses before the ack precede the attach
+		case err != nil:
+			return fmt.Errorf("proc connector: wait for ack: %w", err)
+		}
+		for s.off < s.n {
+			next, err := parseMessage(s.buf[s.off:s.n], &s.raw)
+			s.off += next
+			if err != nil || !s.fromKernel || s.raw.what != whatNone || s.raw.ack != ack+1 {
+				continue
+			}
+			s.off = s.n // events after the ack in the same datagram are not expected
+			if e := s.raw.data[ackErr]; e != 0 {
+				errno := unix.Errno(e)
+				if errno == unix.EPERM {
+					return unavailable("listening needs CAP_NET_ADMIN", errno)
+				}
+				return unavailable("kernel refused PROC_CN_MCAST_LISTEN", errno)
+			}
+			s.drops, _ = s.dropCount()
+			return nil
+		}
+	}
+}
+
+// control sends a PROC_CN_MCAST_* request to the kernel.
+func (s *Source) control(op, seq, ack uint32) error {
+	_, err := s.conn.Send(netlink.Message{
+		Header: netlink.Header{Type: nlmsgDone},
+		Data:   appendControl(make([]byte, 0, cnMsgLen+4), op, seq, ack),
+	})
+	return err
+}
+
+// Mechanism returns events.Netlink.
+func (s *Source) Mechanism() events.Mechanism { return events.Netlink }
+
+// Stats returns the counters so far. Events counts fork, exec and exit
+// events delivered; Lost events are counted in LostReports only.
+func (s *Source) Stats() events.Stats {
+	return events.Stats{
+		Events:       s.nEvents.Load(),
+		Lost:         s.nLost.Load(),
+		LostReports:  s.nLostReports.Load(),
+		DecodeErrors: s.nDecodeErrors.Load(),
+	}
+}
+
+// Close unsubscribes (PROC_CN_MCAST_IGNORE, best effort) and closes the
+// socket. A Read blocked in another goroutine returns events.ErrClosed.
+func (s *Source) Close() error {
+	if !s.closed.CompareAndSwap(false, true) {
+		return nil
+	}
+	_ = s.control(mcastIgnore, s.conn.PID(), 0)
+	if err := s.conn.Close(); err != nil {
+		return fmt.Errorf("proc connector: close: %w", err)
+	}
+	return nil
+}
+
+// Read blocks until the next fork, exec, exit or loss and fills ev. It
+// returns events.ErrClosed after Close. Messages that do not decode or do
+// not come from the kernel are counted in Stats.DecodeErrors and skipped.
+//
+// After a socket buffer overflow the kernel fails one receive with ENOBUFS
+// and then drops everything until the queue has been drained. Read goes on
+// draining and delivers one events.Lost event once the queue is empty (the
+// kernel queues events again from then on), with Count the number of
+// messages the socket dropped (its SO_MEMINFO drop counter); a resync
+// started on it misses nothing after it.
+func (s *Source) Read(ev *events.Event) error {
+	for {
+		if s.closed.Load() {
+			return events.ErrClosed
+		}
+		if s.off < s.n {
+			next, err := parseMessage(s.buf[s.off:s.n], &s.raw)
+			if err == nil && !s.fromKernel {
+				err = errNotKernel
+			}
+			if err == nil && s.flushBefore(&s.raw, ev) {
+				s.nEvents.Add(1)
+				return nil // the message is handled on the next call
+			}
+			s.off += next
+			if err != nil {
+				s.nDecodeErrors.Add(1)
+				continue
+			}
+			if s.handle(&s.raw, ev) {
+				s.nEvents.Add(1)
+				return nil
+			}
+			continue
+		}
+		err := s.receive(len(s.pending) == 0 && !s.lossPending)
+		switch {
+		case err == nil:
+		case s.closed.Load():
+			return events.ErrClosed
+		case errors.Is(err, unix.EAGAIN):
+			// The queue is drained: a loss is over, and the exit events
+			// of every thread of a dead group have been seen.
+			if s.lossPending {
+				s.lost(ev)
+				return nil
+			}
+			if s.flush(ev, -1) {
+				s.nEvents.Add(1)
+				return nil
+			}
+		case errors.Is(err, unix.ENOBUFS):
+			s.lossPending = true
+		default:
+			return fmt.Errorf("proc connector: receive: %w", err)
+		}
+	}
+}
+
+// lost fills ev with a Lost event at the end of an overflow, and forgets
+// the exit records: the gap may hide forks that separate generations.
+func (s *Source) lost(ev *events.Event) {
+	s.lossPending = false
+	var count uint64
+	if d, ok := s.dropCount(); ok {
+		count = uint64(d - s.drops)
+		s.drops = d
+	}
+	s.nLost.Add(max(count, 1))
+	s.nLostReports.Add(1)
+	clear(s.exits)
+	var now unix.Timespec
+	_ = unix.ClockGettime(unix.CLOCK_BOOTTIME, &now)
+	*ev = events.Event{Kind: events.Lost, Mechanism: events.Netlink, Count: count, Time: uint64(now.Nano())}
+}
+
+// receive reads the next datagram into s.buf. Without wait it returns
+// EAGAIN when the socket queue is empty.
+func (s *Source) receive(wait bool) error {
+	s.n, s.off = 0, 0
+	if s.rc == nil {
+		if !wait {
+			return unix.EAGAIN
+		}
+		return s.receiveMessages()
+	}
+	s.rn, s.rerr, s.wait = 0, 0, wait
+	if err := s.rc.Read(s.readFn); err != nil {
+		return err
+	}
+	if s.rerr != 0 {
+		return s.rerr
+	}
+	if s.rn > len(s.buf) {
+		// MSG_TRUNC: the datagram did not fit; nothing in it can be trusted.
+		s.nDecodeErrors.Add(1)
+		return nil
+	}
+	s.n = s.rn
+	s.fromKernel = s.from.Family == unix.AF_NETLINK && s.from.Pid == 0
+	return nil
+}
+
+// recvfrom is the syscall.RawConn read function: one recvfrom(2) into s.buf
+// with the sender's address, without allocating.
+func (s *Source) recvfrom(fd uintptr) bool {
+	for {
+		s.fromLen = unix.SizeofSockaddrNetlink
+		n, _, errno := unix.Syscall6(unix.SYS_RECVFROM, fd,
+			uintptr(unsafe.Pointer(&s.buf[0])), uintptr(len(s.buf)), unix.MSG_TRUNC,
+			uintptr(unsafe.Pointer(&s.from)), uintptr(unsafe.Pointer(&s.fromLen)))
+		switch errno {
+		case 0:
+			s.rn = int(n)
+			return true
+		case unix.EINTR:
+			continue
+		case unix.EAGAIN:
+			if !s.wait {
+				s.rerr = errno
+				return true
+			}
+			return false
+		}
+		s.rerr = errno
+		return true
+	}
+}
+
+// receiveMessages is the receive path for a conn without a socket (nltest):
+// the messages are marshalled back into their wire form. The sender's
+// address is unknown there; only nlmsg_pid and the connector id are checked.
+func (s *Source) receiveMessages() error {
+	msgs, err := s.conn.Receive()
+	if err != nil {
+		return err
+	}
+	s.replay = s.replay[:0]
+	for _, m := range msgs {
+		b, err := m.MarshalBinary()
+		if err != nil {
+			s.nDecodeErrors.Add(1)
+			continue
+		}
+		s.replay = append(s.replay, b...)
+	}
+	if len(s.replay) > len(s.buf) {
+		s.buf = make([]byte, len(s.replay))
+	}
+	s.n = copy(s.buf, s.replay)
+	s.fromKernel = true
+	return nil
+}
+
+// dropCount reads the socket's drop counter (SO_MEMINFO), which the kernel
+// increments for every message it could not queue.
+func (s *Source) dropCount() (uint32, bool) {
+	if s.rc == nil {
+		return 0, false
+	}
+	var mem [unix.SK_MEMINFO_VARS]uint32
+	size := uint32(unsafe.Sizeof(mem))
+	var errno unix.Errno
+	err := s.rc.Control(func(fd uintptr) {
+		_, _, errno = unix.Syscall6(unix.SYS_GETSOCKOPT, fd, unix.SOL_SOCKET, unix.SO_MEMINFO,
+			uintptr(unsafe.Pointer(&mem[0])), uintptr(unsafe.Pointer(&size)), 0)
+	})
+	if err != nil || errno != 0 || size <= unix.SK_MEMINFO_DROPS*4 {
+		return 0, false
+	}
+	return mem[unix.SK_MEMINFO_DROPS], true
+}
+
+// ticks converts an event's CLOCK_MONOTONIC timestamp to clock ticks since
+// boot, the unit of /proc start times.
+func (s *Source) ticks(ts uint64) uint64 { return s.bootNs(ts) / tickNs }
+
+func (s *Source) bootNs(ts uint64) uint64 { return uint64(int64(ts) + s.offset) }
+
+// handle turns one decoded proc_event into ev, or reports false for events
+// that are not delivered (acks, threads, duplicates, kinds not used).
+func (s *Source) handle(r *rawEvent, ev *events.Event) bool {
+	if r.ts > s.newest {
+		s.newest = r.ts
+	}
+	switch r.what {
+	case whatFork:
+		child, tgid := int32(r.data[forkChildPid]), int32(r.data[forkChildTgid])
+		parent := int32(r.data[forkParentTgid])
+		if child != tgid {
+			return false // a new thread, not a new process
+		}
+		if child <= 0 || parent < 0 {
+			s.nDecodeErrors.Add(1)
+			return false
+		}
+		if s.duplicate(r.what, child, r.ts) {
+			return false
+		}
+		s.noteBirth(child, r.ts)
+		*ev = events.Event{Kind: events.Fork, Mechanism: events.Netlink, Pid: child, PPid: parent, Time: s.bootNs(r.ts)}
+		s.identify(ev, parent, r.ts)
+		return true
+	case whatExec:
+		pid, tgid := int32(r.data[execPid]), int32(r.data[execTgid])
+		if tgid <= 0 || pid <= 0 {
+			s.nDecodeErrors.Add(1)
+			return false
+		}
+		if s.duplicate(r.what, tgid, r.ts) {
+			return false
+		}
+		*ev = events.Event{Kind: events.Exec, Mechanism: events.Netlink, Pid: tgid, Time: s.bootNs(r.ts)}
+		if pid != tgid {
+			ev.Tid = pid
+		}
+		s.identify(ev, -1, r.ts)
+		return true
+	case whatExit:
+		pid, tgid := int32(r.data[exitPid]), int32(r.data[exitTgid])
+		if tgid <= 0 || pid <= 0 {
+			s.nDecodeErrors.Add(1)
+			return false
+		}
+		if !s.groupDead(tgid, r.ts) || s.delivered(tgid, r.ts) {
+			return false
+		}
+		s.addPending(tgid, pid, r)
+		return false
+	}
+	return false // PROC_EVENT_NONE (acks) and kinds the source does not use
+}
+
+// identify fills ev's Token, Comm (and PPid for exec) from the process now
+// at ev.Pid, but only when it is provably the event's process: bound through
+// a pidfd, started no later than the event (one tick of slack), and, for a
+// fork, still the child of the event's parent. Otherwise the Token stays
+// zero: the pid was reissued, or the child already exited or was
+// reparented, and its start time cannot be learned.
+func (s *Source) identify(ev *events.Event, parent int32, ts uint64) {
+	if err := s.probe.bind(ev.Pid, &s.pi); err != nil {
+		return
+	}
+	st := &s.pi.Stat
+	if st.Pid != ev.Pid || st.StartTime > s.ticks(ts)+1 {
+		return
+	}
+	if parent >= 0 && st.PPid != parent {
+		return
+	}
+	if parent < 0 {
+		ev.PPid = st.PPid
+	}
+	ev.Token = token.Token{Boot: s.boot, Start: st.StartTime, Ino: s.pi.Ino, Prec: token.Ticks}
+	ev.Comm = st.Comm
+}
+
+// groupDead reports whether the thread group tgid has no live thread left
+// after a thread of it exited at ts. The proc connector sends an exit for
+// every thread and does not say which was the last, so /proc decides: the
+// group is dead when tgid is gone, is held by a process started after the
+// event (reissued), or is a zombie leader with no other thread.
+func (s *Source) groupDead(tgid int32, ts uint64) bool {
+	err := s.probe.stat(tgid, &s.pi)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return true
+	case err != nil:
+		return false // cannot tell; a missed exit is safer than a false one
+	case s.pi.Stat.StartTime > s.ticks(ts)+1:
+		return true
+	}
+	return s.pi.Threads <= 1 && s.pi.Stat.Zombie()
+}
+
+// delivered reports whether an exit of tgid at ts belongs to a generation
+// whose exit was already delivered. Two exits of the same tgid are of
+// different generations only if a fork of tgid was seen between them.
+func (s *Source) delivered(tgid int32, ts uint64) bool {
+	m, ok := s.exits[tgid]
+	if !ok {
+		return false
+	}
+	lo, hi := min(m.reported, ts), max(m.reported, ts)
+	return m.born <= lo || m.born >= hi
+}
+
+// markExit records the delivered exit of tgid at ts.
+func (s *Source) markExit(tgid int32, ts uint64) {
+	if len(s.exits) >= pruneAt {
+		for pid, m := range s.exits {
+			if m.reported+exitHorizon < s.newest {
+				delete(s.exits, pid)
+			}
+		}
+	}
+	s.exits[tgid] = exitMark{reported: ts}
+}
+
+// addPending records that the thread group tgid is dead after the exit of
+// its thread pid, keeping the newest thread exit as the process's end.
+func (s *Source) addPending(tgid, pid int32, r *rawEvent) {
+	i := 0
+	for i < len(s.pending) && s.pending[i].tgid != tgid {
+		i++
+	}
+	if i == len(s.pending) {
+		s.pending = append(s.pending, pendingExit{tgid: tgid, seenAt: s.now()})
+	} else if r.ts < s.pending[i].ts {
+		return
+	}
+	p := &s.pending[i]
+	p.tid, p.ppid, p.status, p.ts = 0, int32(r.data[exitPTgid]), r.data[exitCode], r.ts
+	if pid != tgid {
+		p.tid = pid
+	}
+}
+
+// flushBefore delivers a pending exit that must precede the message r: r
+// was sent after the group was seen dead (so every thread's exit event came
+// before it), or r is the fork of a new process at the same tgid.
+func (s *Source) flushBefore(r *rawEvent, ev *events.Event) bool {
+	best := -1
+	for i := range s.pending {
+		p := &s.pending[i]
+		due := p.seenAt < r.ts ||
+			(r.what == whatFork && int32(r.data[forkChildTgid]) == p.tgid && r.data[forkChildPid] == r.data[forkChildTgid])
+		if due && (best < 0 || p.ts < s.pending[best].ts) {
+			best = i
+		}
+	}
+	return best >= 0 && s.flush(ev, best)
+}
+
+// flush delivers pending exit i, or the oldest one when i < 0.
+func (s *Source) flush(ev *events.Event, i int) bool {
+	if len(s.pending) == 0 {
+		return false
+	}
+	if i < 0 {
+		i = 0
+		for j := range s.pending {
+			if s.pending[j].ts < s.pending[i].ts {
+				i = j
+			}
+		}
+	}
+	p := s.pending[i]
+	s.pending[i] = s.pending[len(s.pending)-1]
+	s.pending = s.pending[:len(s.pending)-1]
+	s.markExit(p.tgid, p.ts)
+	*ev = events.Event{
+		Kind: events.Exit, Mechanism: events.Netlink, Pid: p.tgid, Tid: p.tid,
+		PPid: p.ppid, Status: p.status, Time: s.bootNs(p.ts),
+	}
+	return true
+}
+
+// noteBirth records a fork of tgid at ts as a generation boundary for
+// markExit.
+func (s *Source) noteBirth(tgid int32, ts uint64) {
+	if m, ok := s.exits[tgid]; ok && ts > m.born {
+		m.born = ts
+		s.exits[tgid] = m
+	}
+}
+
+// duplicate reports whether the same fork or exec event (kind, pid and
+// nanosecond timestamp) was delivered recently, and remembers it.
+func (s *Source) duplicate(what uint32, pid int32, ts uint64) bool {
+	k := eventKey{ts: ts, what: what, pid: pid}
+	for _, r := range s.recent {
+		if r == k {
+			return true
+		}
+	}
+	s.recent[s.recentNext] = k
+	s.recentNext = (s.recentNext + 1) % len(s.recent)
+	return false
+}
