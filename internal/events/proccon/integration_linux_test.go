@@ -410,3 +410,39 @@ func TestIntegrationOverflowReportsLoss(t *testing.T) {
 		t.Errorf("after the loss: %+v, want the marker's exit", got)
 	}
 }
+
+// The kernel receive path (recvfrom through the RawConn into the reused
+// buffer, with the sender's address) allocates nothing.
+func TestIntegrationReceiveDoesNotAllocate(t *testing.T) {
+	s, _ := openSource(t)
+	forger, err := netlink.Dial(unix.NETLINK_CONNECTOR, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer forger.Close()
+	rc, err := forger.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Queue enough datagrams that no receive below has to wait.
+	b := appendEvent(nil, ptr(fork(1, 1, 4_000_001, 4_000_001)), 0)
+	var serr error
+	if err := rc.Control(func(fd uintptr) {
+		to := &unix.SockaddrNetlink{Family: unix.AF_NETLINK, Pid: s.conn.PID()}
+		for range 300 {
+			if serr = unix.Sendto(int(fd), b, 0, to); serr != nil {
+				return
+			}
+		}
+	}); err != nil || serr != nil {
+		t.Fatalf("queue datagrams: %v, %v", err, serr)
+	}
+	allocs := testing.AllocsPerRun(200, func() {
+		if err := s.receive(true); err != nil {
+			t.Fatalf("receive: %v", err)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("receive allocates %v times per datagram, want 0", allocs)
+	}
+}
