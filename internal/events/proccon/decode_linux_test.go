@@ -16,10 +16,7 @@ import (
 func rawSource(tb testing.TB, procs tableProber, b []byte) *Source {
 	tb.Helper()
 	c := nltest.Dial(func([]netlink.Message) ([]netlink.Message, error) { return nil, errDrained })
-	s, err := newSource(c, testBoot, procs, 0)
-	if err != nil {
-		tb.Fatal(err)
-	}
+	s := newSource(c, testBoot, procs, 0)
 	s.now = func() uint64 { return 1 << 62 }
 	s.buf = b
 	s.n, s.off, s.fromKernel = len(b), 0, true

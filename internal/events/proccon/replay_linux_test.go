@@ -131,10 +131,7 @@ func (r *replay) fn(req []netlink.Message) ([]netlink.Message, error) {
 func newReplay(t testing.TB, procs tableProber, now uint64, dgrams ...datagram) (*Source, *replay) {
 	t.Helper()
 	r := &replay{dgrams: dgrams}
-	s, err := newSource(nltest.Dial(r.fn), testBoot, procs, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := newSource(nltest.Dial(r.fn), testBoot, procs, 0)
 	if now == 0 {
 		now = 1 << 62
 	}
@@ -437,11 +434,8 @@ func TestReplaySubscribeRefused(t *testing.T) {
 		ack := rawEvent{what: whatNone, ack: ne.Uint32(req[0].Data[12:16]) + 1, data: [6]uint32{ackErr: uint32(unix.EPERM)}}
 		return []netlink.Message{msg(ack)}, nil
 	}
-	s, err := newSource(nltest.Dial(fn), testBoot, tableProber{}, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = s.subscribe(0)
+	s := newSource(nltest.Dial(fn), testBoot, tableProber{}, 0)
+	err := s.subscribe(0)
 	if !errors.Is(err, events.ErrUnavailable) || !errors.Is(err, unix.EPERM) {
 		t.Errorf("subscribe with an EPERM ack = %v, want ErrUnavailable wrapping EPERM", err)
 	}

@@ -70,7 +70,7 @@ type Source struct {
 	pi         procInfo
 	exits      map[int32]exitMark
 	pending    []pendingExit
-	now        func() uint64 // CLOCK_MONOTONIC ns; replay tests use event time
+	now        func() uint64 // CLOCK_MONOTONIC ns; replay tests set their own
 	newest     uint64        // newest event timestamp seen
 	recent     [16]eventKey
 	recentNext int
@@ -139,11 +139,7 @@ func New(boot procfs.BootID) (*Source, error) {
 		c.Close()
 		return nil, fmt.Errorf("proc connector: %w", err)
 	}
-	s, err := newSource(c, boot, probe, clockOffset())
-	if err != nil {
-		c.Close()
-		return nil, err
-	}
+	s := newSource(c, boot, probe, clockOffset())
 	if err := s.subscribe(ackTimeout); err != nil {
 		c.Close()
 		return nil, err
@@ -153,7 +149,7 @@ func New(boot procfs.BootID) (*Source, error) {
 
 // newSource wraps a connected conn. Replay tests pass an nltest conn, a
 // table prober and a fixed clock offset.
-func newSource(c *netlink.Conn, boot procfs.BootID, p prober, offset int64) (*Source, error) {
+func newSource(c *netlink.Conn, boot procfs.BootID, p prober, offset int64) *Source {
 	s := &Source{
 		conn:   c,
 		boot:   boot,
@@ -167,7 +163,7 @@ func newSource(c *netlink.Conn, boot procfs.BootID, p prober, offset int64) (*So
 		s.rc = rc
 		s.readFn = s.recvfrom
 	}
-	return s, nil
+	return s
 }
 
 func unavailable(reason string, err error) error {
