@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/procsupervisor/supervisor/internal/actions"
+	"github.com/procsupervisor/supervisor/internal/api"
 )
 
 // ErrConfig wraps every error about a configuration that cannot work.
@@ -171,4 +172,19 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("cgroup %q: want auto, off or an absolute path: %w", c.Cgroup, ErrConfig)
 	}
 	return nil
+}
+
+// Errors Run returns that callers tell apart.
+var (
+	// ErrAlreadyRunning: another daemon holds the state directory.
+	ErrAlreadyRunning = errors.New("another supervisor daemon holds the state directory")
+	// ErrStore: the store cannot be read; the daemon refuses to start.
+	ErrStore = errors.New("store cannot be read; refusing to start")
+)
+
+// Info describes a daemon that started serving.
+type Info struct {
+	Socket    string
+	Mechanism string
+	Reconcile api.Report
 }

@@ -28,21 +28,6 @@ import (
 	"github.com/procsupervisor/supervisor/internal/verdict"
 )
 
-// Errors Run returns that callers tell apart.
-var (
-	// ErrAlreadyRunning: another daemon holds the state directory.
-	ErrAlreadyRunning = errors.New("another supervisor daemon holds the state directory")
-	// ErrStore: the store cannot be read; the daemon refuses to start.
-	ErrStore = errors.New("store cannot be read; refusing to start")
-)
-
-// Info describes a daemon that started serving.
-type Info struct {
-	Socket    string
-	Mechanism string
-	Reconcile api.Report
-}
-
 // Queue bounds.
 const (
 	memberQueue = 8192

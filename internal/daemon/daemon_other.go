@@ -6,9 +6,3 @@ import "context"
 
 // Run is Linux-only.
 func Run(ctx context.Context, cfg Config, ready func(Info)) error { return ErrUnsupported }
-
-// Info describes a daemon that started serving.
-type Info struct {
-	Socket    string
-	Mechanism string
-}

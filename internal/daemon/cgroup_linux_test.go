@@ -1,0 +1,35 @@
+package daemon
+
+import "testing"
+
+func TestCgroup2Mount(t *testing.T) {
+	tests := []struct {
+		name, in, want string
+		ok             bool
+	}{
+		{"hybrid", "30 22 0:27 / /sys/fs/cgroup rw - tmpfs tmpfs rw\n40 30 0:37 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n", "/sys/fs/cgroup/unified", true},
+		{"unified", "25 1 0:22 / /sys/fs/cgroup rw shared:4 - cgroup2 cgroup2 rw,nsdelegate\n", "/sys/fs/cgroup", true},
+		{"escaped", `25 1 0:22 / /mnt/cg\040two rw - cgroup2 none rw` + "\n", "/mnt/cg two", true},
+		{"v1 only", "31 30 0:28 / /sys/fs/cgroup/cpu rw - cgroup cgroup rw,cpu\n", "", false},
+		{"garbage", "cgroup2 - cgroup2\n", "", false},
+	}
+	for _, tt := range tests {
+		got, ok := cgroup2Mount([]byte(tt.in))
+		if got != tt.want || ok != tt.ok {
+			t.Errorf("%s: cgroup2Mount = %q, %v, want %q, %v", tt.name, got, ok, tt.want, tt.ok)
+		}
+	}
+	if p, ok := ownCgroup([]byte("4:memory:/x\n0::/system.slice/s.service\n")); !ok || p != "/system.slice/s.service" {
+		t.Errorf("ownCgroup = %q, %v", p, ok)
+	}
+}
+
+func FuzzCgroup2Mount(f *testing.F) {
+	f.Add([]byte("40 30 0:37 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n"))
+	f.Add([]byte(`25 1 0:22 / /mnt/cg\040two rw - cgroup2 none rw`))
+	f.Add([]byte(" - cgroup2"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		cgroup2Mount(b)
+		ownCgroup(b)
+	})
+}
