@@ -86,7 +86,7 @@ type LaunchRequest struct {
 	Bind bool `json:"bind,omitempty"`
 	// Holder, with Bind, names the holder explicitly (the CLI names its
 	// own parent). It must verify now and belong to the caller's uid.
-	Holder *store.Instance `json:"holder,omitempty"`
+	Holder *Instance `json:"holder,omitempty"`
 	// UID and GID run the process as another user; only root may ask.
 	UID *uint32 `json:"uid,omitempty"`
 	GID *uint32 `json:"gid,omitempty"`
@@ -213,3 +213,6 @@ func decodeStrict(b []byte, v any) error {
 	}
 	return nil
 }
+
+// Instance is one process instance: a pid and its start token.
+type Instance = store.Instance

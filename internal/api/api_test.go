@@ -1,0 +1,131 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/procsupervisor/supervisor/internal/actions"
+	"github.com/procsupervisor/supervisor/internal/verdict"
+)
+
+func TestLaunchValidate(t *testing.T) {
+	tok := "v1:t:00000000000000000000000000000000:1:-"
+	long := strings.Repeat("a", MaxString+1)
+	tests := []struct {
+		name string
+		r    LaunchRequest
+		ok   bool
+	}{
+		{"minimal", LaunchRequest{Argv: []string{"true"}}, true},
+		{"no argv", LaunchRequest{}, false},
+		{"empty program", LaunchRequest{Argv: []string{""}}, false},
+		{"long arg", LaunchRequest{Argv: []string{"a", long}}, false},
+		{"bad utf8", LaunchRequest{Argv: []string{"\xff"}}, false},
+		{"relative cwd", LaunchRequest{Argv: []string{"a"}, Cwd: "x"}, false},
+		{"env without =", LaunchRequest{Argv: []string{"a"}, Env: []string{"X"}}, false},
+		{"wall clock too long", LaunchRequest{Argv: []string{"a"}, WallClock: Duration(MaxWallClock + 1)}, false},
+		{"bound job", LaunchRequest{Argv: []string{"a"}, Detach: true, Bind: true}, false},
+		{"holder without bind", LaunchRequest{Argv: []string{"a"}, Holder: &Instance{Pid: 5, Token: tok}}, false},
+		{"holder", LaunchRequest{Argv: []string{"a"}, Bind: true, Holder: &Instance{Pid: 5, Token: tok}}, true},
+		{"holder bad token", LaunchRequest{Argv: []string{"a"}, Bind: true, Holder: &Instance{Pid: 5, Token: "x"}}, false},
+	}
+	for _, tt := range tests {
+		err := tt.r.Validate()
+		if (err == nil) != tt.ok {
+			t.Errorf("%s: Validate() = %v, want ok %v", tt.name, err, tt.ok)
+		}
+		if err != nil && !errors.Is(err, ErrBadRequest) {
+			t.Errorf("%s: Validate() = %v, want ErrBadRequest", tt.name, err)
+		}
+	}
+}
+
+func TestDurationText(t *testing.T) {
+	for _, tt := range []struct {
+		in string
+		ok bool
+	}{{"1s", true}, {"0s", true}, {"-1s", false}, {"soon", false}, {strings.Repeat("1", 100) + "s", false}} {
+		var d Duration
+		if err := d.UnmarshalText([]byte(tt.in)); (err == nil) != tt.ok {
+			t.Errorf("UnmarshalText(%q) = %v, want ok %v", tt.in, err, tt.ok)
+		}
+	}
+}
+
+// fakeBackend answers with the peer it was given.
+type fakeBackend struct{ Backend }
+
+func (fakeBackend) Status(ctx context.Context, p Peer) (Status, error) {
+	return Status{Pid: int(p.Pid), Mechanism: "fake"}, nil
+}
+func (fakeBackend) Verify(ctx context.Context, p Peer, r *ClaimRequest) (verdict.Verdict, error) {
+	if r.Pid == 42 {
+		panic("boom")
+	}
+	return verdict.Verdict{Pid: r.Pid, Token: r.Token, Result: verdict.Gone}, nil
+}
+func (fakeBackend) Kill(ctx context.Context, p Peer, r *ClaimRequest) (actions.Outcome, error) {
+	return actions.Outcome{}, ErrForbidden
+}
+
+// TestServerPeerAndErrors runs the server on a real Unix socket: the peer
+// credentials come from SO_PEERCRED, a panicking handler answers 500 and the
+// server keeps serving, a backend error maps to its status.
+func TestServerPeerAndErrors(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "s")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewServer(fakeBackend{})
+	go s.Serve(l)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		s.Shutdown(ctx)
+	})
+	c := NewClient(sock)
+	defer c.Close()
+	ctx := context.Background()
+	st, err := c.Status(ctx)
+	if err != nil || st.Pid != os.Getpid() {
+		t.Fatalf("Status() = %+v, %v, want the peer pid %d", st, err, os.Getpid())
+	}
+	tok := "v1:t:00000000000000000000000000000000:1:-"
+	var ae *Error
+	if _, err := c.Verify(ctx, 42, tok); !errors.As(err, &ae) || ae.Status != 500 {
+		t.Errorf("Verify(panic) = %v, want HTTP 500", err)
+	}
+	if v, err := c.Verify(ctx, 7, tok); err != nil || v.Result != verdict.Gone {
+		t.Errorf("Verify after a panic = %v, %v", v, err)
+	}
+	if _, err := c.Kill(ctx, 7, tok, nil); !errors.As(err, &ae) || ae.Status != 403 {
+		t.Errorf("Kill = %v, want HTTP 403", err)
+	}
+	if _, err := NewClient(sock + "-none").Status(ctx); !errors.Is(err, ErrNoDaemon) {
+		t.Errorf("Status on a missing socket = %v, want ErrNoDaemon", err)
+	}
+}
+
+func FuzzDecodeLaunch(f *testing.F) {
+	f.Add([]byte(`{"argv":["sleep","1"],"wall_clock":"1s","env":["A=b"]}`))
+	f.Add([]byte(`{"argv":["x"],"bind":true,"holder":{"pid":1,"token":"v1:t:00000000000000000000000000000000:1:-"}}`))
+	f.Add([]byte(`{"argv":["x"],"unknown":1}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var r LaunchRequest
+		if decodeStrict(b, &r) != nil {
+			return
+		}
+		if r.Validate() == nil {
+			if len(r.Argv) == 0 || len(r.Argv) > MaxArgs || r.WallClock < 0 {
+				t.Fatalf("Validate accepted %+v", r)
+			}
+		}
+	})
+}
