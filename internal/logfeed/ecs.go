@@ -161,7 +161,8 @@ func (x *ecs) event(c *capture, ev *events.Event) {
 		// data) file it as a process start.
 		types = typeStart
 	}
-	t := x.h.clock.eventTime(ev.Time)
+	now := time.Now()
+	t := x.h.clock.eventTime(now, ev.Time)
 	e := x.begin(c, t)
 	eventObject(e, c.action, types, "", "")
 
@@ -170,7 +171,7 @@ func (x *ecs) event(c *capture, ev *events.Event) {
 	p := e.CreateDict().Int32("pid", ev.Pid)
 	if !ev.Token.IsZero() {
 		p.Bytes("entity_id", ev.Token.Append(tok[:0]))
-		if st, ok := x.h.clock.startTime(ev.Token); ok {
+		if st, ok := x.h.clock.startTime(now, ev.Token); ok {
 			p.RawJSON("start", appendTime(ts[:0], st))
 		}
 	}
@@ -199,7 +200,7 @@ func (x *ecs) event(c *capture, ev *events.Event) {
 		pp := p.CreateDict().Int32("pid", ev.PPid)
 		if !ev.ParentToken.IsZero() {
 			pp.Bytes("entity_id", ev.ParentToken.Append(tok[:0]))
-			if st, ok := x.h.clock.startTime(ev.ParentToken); ok {
+			if st, ok := x.h.clock.startTime(now, ev.ParentToken); ok {
 				pp.RawJSON("start", appendTime(ts[:0], st))
 			}
 		}

@@ -37,6 +37,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
 	"sync"
 	"sync/atomic"
 
@@ -268,3 +269,24 @@ const (
 	sevNotice  severity = 5
 	sevInfo    severity = 6
 )
+
+// ReopenOnSignal calls Reopen whenever one of sigs arrives (typically
+// syscall.SIGHUP, sent by logrotate's postrotate). Its goroutine ends when
+// ctx ends or the Logger's drain goroutine has ended.
+func (l *Logger) ReopenOnSignal(ctx context.Context, sigs ...os.Signal) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, sigs...)
+	go func() {
+		defer signal.Stop(ch)
+		for {
+			select {
+			case <-ch:
+				l.Reopen()
+			case <-ctx.Done():
+				return
+			case <-l.done:
+				return
+			}
+		}
+	}()
+}

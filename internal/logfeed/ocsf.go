@@ -119,14 +119,15 @@ func (x *ocsf) event(c *capture, ev *events.Event) {
 	if ev.Kind == events.Exit {
 		activity = ocsfTerminate
 	}
-	t := x.h.clock.eventTime(ev.Time)
+	now := time.Now()
+	t := x.h.clock.eventTime(now, ev.Time)
 	e := x.begin(c, t, activity, "")
 	var tok [80]byte
 
 	p := e.CreateDict().Int32("pid", ev.Pid)
 	if !ev.Token.IsZero() {
 		p.Bytes("uid", ev.Token.Append(tok[:0]))
-		if st, ok := x.h.clock.startTime(ev.Token); ok {
+		if st, ok := x.h.clock.startTime(now, ev.Token); ok {
 			p.Int64("created_time", st.UnixMilli())
 		}
 	}

@@ -100,7 +100,7 @@ func (s *syslogSink) format(m, line []byte, sev severity, action string, now tim
 	m = append(m, '<')
 	m = strconv.AppendInt(m, int64(facilityDaemon*8+int(sev)), 10)
 	m = append(m, '>', '1', ' ')
-	m = now.UTC().AppendFormat(m, "2006-01-02T15:04:05.000000Z07:00")
+	m = appendRFC3339Micro(m, now)
 	m = append(m, ' ')
 	m = append(m, s.hostname...)
 	m = append(m, " supervisor "...)

@@ -1,0 +1,103 @@
+package logfeed
+
+import (
+	"context"
+	"io"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/procsupervisor/supervisor/internal/events"
+	"github.com/procsupervisor/supervisor/internal/procfs"
+	"github.com/procsupervisor/supervisor/internal/token"
+)
+
+// sampleExec is a typical exec event with a ticks+inode token.
+func sampleExec() events.Event {
+	boot := procfs.BootID{0x69, 0xe3, 0xb9, 0xae, 0x99, 0xf0, 0x4f, 0x10, 0xac, 0x05, 0x63, 0xc7, 0x56, 0x1c, 0x49, 0xfe}
+	ev := events.Event{
+		Kind: events.Exec, Mechanism: events.EBPF, Pid: 48213, PPid: 48200,
+		Token:       token.Token{Boot: boot, Start: 8778712, Ino: 51745, Prec: token.Ticks},
+		ParentToken: token.Token{Boot: boot, Start: 8778700, Ino: 51738, Prec: token.Ticks},
+		Exe:         "/usr/bin/python3",
+		Argv:        []string{"python3", "-m", "http.server", "--bind", "127.0.0.1", "8080"},
+	}
+	copy(ev.Comm[:], "python3")
+	return ev
+}
+
+// BenchmarkEventLine measures what the event path pays per process event:
+// encoding the line and queueing it (the drain goroutine writes it to
+// io.Discard).
+func BenchmarkEventLine(b *testing.B) {
+	for _, schema := range []string{SchemaECS, SchemaOCSF} {
+		b.Run(schema, func(b *testing.B) {
+			l, err := New(Config{Schema: schema, Writer: io.Discard, ProcessEvents: true, Hostname: "vm"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer l.Close(context.Background())
+			ev := sampleExec()
+			// Give every slot of the ring its buffer first.
+			for range 2 * DefaultBufferLines {
+				l.Event(&ev)
+			}
+			l.Flush(context.Background())
+			b.ReportAllocs()
+			for b.Loop() {
+				l.Event(&ev)
+			}
+			b.StopTimer()
+			l.Flush(context.Background())
+			st := l.Stats()
+			b.ReportMetric(float64(st.Dropped)/float64(b.N), "dropped/op")
+		})
+	}
+}
+
+// BenchmarkFileSustained measures lines per second written to a file
+// (rotation off): producers log as fast as they can, lines the file could
+// not keep up with are dropped and counted.
+func BenchmarkFileSustained(b *testing.B) {
+	path := filepath.Join(b.TempDir(), "feed.log")
+	l, err := New(Config{Output: "file:" + path, MaxFileBytes: -1, ProcessEvents: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ev := sampleExec()
+	start := time.Now()
+	for b.Loop() {
+		l.Event(&ev)
+	}
+	if err := l.Close(context.Background()); err != nil {
+		b.Fatal(err)
+	}
+	elapsed := time.Since(start)
+	st := l.Stats()
+	b.ReportMetric(float64(st.Written)/elapsed.Seconds(), "written-lines/s")
+	b.ReportMetric(float64(st.Dropped)/float64(b.N), "dropped/op")
+}
+
+// TestEventLineAllocs: logging a process event allocates nothing once the
+// ring's buffers exist.
+func TestEventLineAllocs(t *testing.T) {
+	if raceEnabled {
+		t.Skip("sync.Pool drops items on purpose under the race detector")
+	}
+	l, err := New(Config{Writer: io.Discard, ProcessEvents: true, BufferLines: 64})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close(context.Background())
+	ev := sampleExec()
+	for range 4 { // warm every slot of the ring
+		for range 64 {
+			l.Event(&ev)
+		}
+		flush(t, l)
+	}
+	allocs := testing.AllocsPerRun(1000, func() { l.Event(&ev) })
+	if allocs != 0 {
+		t.Errorf("Event allocates %v times per line, want 0", allocs)
+	}
+}

@@ -1,0 +1,153 @@
+package logfeed
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/procsupervisor/supervisor/internal/verdict"
+)
+
+func readLines(t *testing.T, path string) []map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return decodeLines(t, b)
+}
+
+func TestFileRotation(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "feed.log")
+	const max, backups = 4096, 2
+	l, err := New(Config{Output: "file:" + path, MaxFileBytes: max, MaxBackups: backups, BufferLines: 1024})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 200
+	for i := range n {
+		l.Verdict(verdict.Verdict{Pid: int32(i + 1), Result: verdict.Gone, Reason: "exit observed", Mechanism: "netlink"})
+		if i%20 == 0 {
+			flush(t, l) // small batches, so that rotation happens between them
+		}
+	}
+	if err := l.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if st := l.Stats(); st.Dropped != 0 || st.Written != n {
+		t.Fatalf("Stats %+v, want %d written and none dropped", st, n)
+	}
+	var last int64 = n + 1
+	for _, name := range []string{path, path + ".1", path + ".2"} {
+		fi, err := os.Stat(name)
+		if err != nil {
+			t.Fatalf("after rotation: %v", err)
+		}
+		if fi.Size() > max {
+			t.Errorf("%s has %d bytes, more than MaxFileBytes %d", name, fi.Size(), max)
+		}
+		lines := readLines(t, name)
+		if len(lines) == 0 {
+			t.Errorf("%s is empty", name)
+			continue
+		}
+		// Newer files hold later pids: the order survives rotation.
+		first, _ := getInt(lines[0], "process.pid")
+		end, _ := getInt(lines[len(lines)-1], "process.pid")
+		if end >= last {
+			t.Errorf("%s ends with pid %d, not before the next file's first %d", name, end, last)
+		}
+		last = first
+	}
+	if _, err := os.Stat(path + ".3"); !os.IsNotExist(err) {
+		t.Errorf("%s.3 exists (err %v) with MaxBackups %d", path, err, backups)
+	}
+}
+
+// TestFileReopenOnSIGHUP: after logrotate moves the file and sends SIGHUP,
+// the feed writes to a new file at the path.
+func TestFileReopenOnSIGHUP(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "feed.log")
+	l, err := New(Config{Output: "file:" + path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close(context.Background())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	l.ReopenOnSignal(ctx, syscall.SIGHUP)
+
+	l.Verdict(verdict.Verdict{Pid: 1, Result: verdict.Gone})
+	flush(t, l)
+	if err := os.Rename(path, path+".old"); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
+	for l.Stats().Reopens == 0 { // the signal is delivered asynchronously
+		time.Sleep(time.Millisecond)
+	}
+	l.Verdict(verdict.Verdict{Pid: 2, Result: verdict.Gone})
+	flush(t, l)
+	for name, want := range map[string]int64{path + ".old": 1, path: 2} {
+		lines := readLines(t, name)
+		if len(lines) != 1 {
+			t.Errorf("%s has %d lines, want 1", name, len(lines))
+			continue
+		}
+		if pid, _ := getInt(lines[0], "process.pid"); pid != want {
+			t.Errorf("%s holds pid %d, want %d", name, pid, want)
+		}
+	}
+}
+
+// TestFileUnwritable: a file that cannot be reopened costs lines, counted,
+// and the feed recovers once it can write again.
+func TestFileUnwritable(t *testing.T) {
+	dir := t.TempDir()
+	sub := filepath.Join(dir, "logs")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(sub, "feed.log")
+	l, err := New(Config{Output: "file:" + path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close(context.Background())
+	// Replace the directory by a file: reopening the path now fails.
+	if err := os.RemoveAll(sub); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(sub, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	l.Reopen()
+	l.Verdict(verdict.Verdict{Pid: 1, Result: verdict.Gone})
+	flush(t, l)
+	if st := l.Stats(); st.Dropped != 1 || st.LastSinkError == "" {
+		t.Fatalf("Stats %+v, want 1 dropped with an error", st)
+	}
+	if err := os.Remove(sub); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	l.Verdict(verdict.Verdict{Pid: 2, Result: verdict.Gone})
+	flush(t, l)
+	var got []string
+	for _, line := range readLines(t, path) {
+		got = append(got, fmt.Sprint(getString(line, "event.action")))
+	}
+	if len(got) != 2 || got[0] != ActionVerdict || got[1] != ActionLogLinesDropped {
+		t.Errorf("lines %v, want the verdict then the drop report", got)
+	}
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package logfeed
+
+const raceEnabled = false
