@@ -198,8 +198,10 @@ func New(cfg Config) (*Logger, error) {
 // SIGHUP (see ReopenOn).
 func (l *Logger) Reopen() { l.q.requestReopen() }
 
-// Flush waits until every line logged before the call has been handed to
-// the sink (or dropped), or until ctx ends.
+// Flush waits until every line logged before the call has been written
+// to the output (or dropped), or until ctx ends. Lines are flushed when the
+// buffer runs empty, so under a load that never lets it, Flush waits for
+// the first pause.
 func (l *Logger) Flush(ctx context.Context) error {
 	return l.q.flush(ctx)
 }

@@ -137,14 +137,18 @@ func (q *queue) account(delivered, lost int, err error) {
 	}
 	if d := q.pending.Swap(0); d > 0 {
 		q.scratch = q.report(q.scratch[:0], d)
-		_, lost, err := q.sink.write(q.scratch, sevWarning, ActionLogLinesDropped)
+		sent, lost, err := q.sink.write(q.scratch, sevWarning, ActionLogLinesDropped)
 		if err == nil && lost == 0 {
-			_, lost, err = q.sink.flush()
+			var more int
+			more, lost, err = q.sink.flush()
+			sent += more
 		}
 		if err != nil || lost > 0 {
 			q.pending.Add(d) // try again after the next success
 			return
 		}
+		// A stream sink may have delivered a buffered line with the report.
+		q.written.Add(uint64(max(sent-1, 0)))
 		q.reports.Add(1)
 	}
 }
