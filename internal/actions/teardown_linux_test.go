@@ -116,7 +116,7 @@ func TestIntegrationStoppedTreeIsTerminated(t *testing.T) {
 	if out.Escalated {
 		t.Errorf("escalated, but SIGTERM after SIGCONT should have been enough")
 	}
-	if out.Signals["SIGCONT"] == 0 || out.Signals["SIGTERM"] == 0 {
+	if out.Signals["SIGCONT"]+out.Signals["SIGCONT (group)"] == 0 || out.Signals["SIGTERM"]+out.Signals["SIGTERM (group)"] == 0 {
 		t.Errorf("signals = %v, want SIGTERM and SIGCONT", out.Signals)
 	}
 }
@@ -128,7 +128,7 @@ func TestIntegrationTermIgnoredIsEscalated(t *testing.T) {
 	claim := claimOf(t, j, root)
 	child := claimOf(t, j, pids[0])
 	out := td.Run(context.Background(), root, claim)
-	if !out.Dead || !out.Escalated || out.Signals["SIGKILL"] == 0 {
+	if !out.Dead || !out.Escalated || out.Signals["SIGKILL"]+out.Signals["SIGKILL (group)"] == 0 {
 		t.Fatalf("Run = %+v, want dead after SIGKILL", out)
 	}
 	waitGone(t, j, pids[0], child)
@@ -209,7 +209,7 @@ func TestIntegrationReissueAfterVerdict(t *testing.T) {
 	if out.Verdict.Result != verdict.Owned {
 		t.Fatalf("verdict = %v, want OWNED before the reissue", out.Verdict)
 	}
-	if n := out.Signals["SIGSTOP"] + out.Signals["SIGTERM"] + out.Signals["SIGKILL"]; n != 0 {
+	if len(out.Signals) != 0 {
 		t.Errorf("signals = %v, want none delivered (the bound instance was gone)", out.Signals)
 	}
 	if !out.Dead {

@@ -38,10 +38,13 @@ func (f *fakeReader) ReadInto(rec *ringbuf.Record) error {
 	}
 	rec.RawSample = append(rec.RawSample[:0], f.records[0]...)
 	f.records = f.records[1:]
+	rec.Remaining = f.available()
 	return nil
 }
 
-func (f *fakeReader) AvailableBytes() int {
+// available is what the ring would still hold: the records up to the next
+// pause (nil).
+func (f *fakeReader) available() int {
 	n := 0
 	for _, r := range f.records {
 		if r == nil {
@@ -269,7 +272,7 @@ type loopReader struct{ rec []byte }
 
 func (l *loopReader) ReadInto(rec *ringbuf.Record) error {
 	rec.RawSample = append(rec.RawSample[:0], l.rec...)
+	rec.Remaining = 0
 	return nil
 }
-func (l *loopReader) AvailableBytes() int { return 0 }
-func (l *loopReader) Close() error        { return nil }
+func (l *loopReader) Close() error { return nil }

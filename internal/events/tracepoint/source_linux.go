@@ -26,11 +26,9 @@ import (
 // *ringbuf.Reader implements it; tests replay records through a fake.
 type recordReader interface {
 	// ReadInto blocks until the next record and fills rec, reusing its
-	// buffer. After Close it returns an error wrapping ringbuf.ErrClosed or
-	// os.ErrClosed.
+	// buffer, and sets rec.Remaining (0 when the buffer is drained). After
+	// Close it returns an error wrapping ringbuf.ErrClosed or os.ErrClosed.
 	ReadInto(rec *ringbuf.Record) error
-	// AvailableBytes reports how much is buffered; 0 means drained.
-	AvailableBytes() int
 	Close() error
 }
 
@@ -313,9 +311,11 @@ func (s *Source) Read(ev *events.Event) error {
 		}
 		// Look at the lost counter once the buffer is drained (drops happen
 		// only while it is full, so they are then behind us) or, under a
-		// storm that never drains, every lostCheckEvery records.
+		// storm that never drains, every lostCheckEvery records. Remaining
+		// comes with the record: asking the reader (AvailableBytes) would
+		// race with a concurrent Close.
 		s.sinceCheck++
-		if s.sinceCheck >= lostCheckEvery || s.rd.AvailableBytes() == 0 {
+		if s.sinceCheck >= lostCheckEvery || s.rec.Remaining == 0 {
 			s.sinceCheck = 0
 			s.checkLost = true
 		}
