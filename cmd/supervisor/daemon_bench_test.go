@@ -123,7 +123,6 @@ func TestIntegrationDaemonWallClock(t *testing.T) {
 	t.Parallel()
 	state, sock := newDirs(t)
 	d := startDaemon(t, state, sock)
-	t.Cleanup(func() { d.releaseAll(t) })
 	g := d.launch(t, "--wall-clock", "1s", "--", "sleep", "1000")
 	j := d.launch(t, "--detach", "--wall-clock", "1s", "--", "sleep", "1000")
 	keep := d.launch(t, "--", "sleep", "1000")

@@ -83,7 +83,9 @@ func startDaemon(t testing.TB, state, sock string, extra ...string) *testDaemon 
 	}
 	go func() { d.cmd.Wait(); close(d.done) }()
 	d.client = api.NewClient(sock)
-	t.Cleanup(func() { d.kill9() })
+	// Tear down what the test left running (a no-op on a daemon already
+	// stopped), then stop it.
+	t.Cleanup(func() { d.releaseAll(t); d.kill9() })
 	deadline := time.Now().Add(20 * time.Second)
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -171,16 +173,29 @@ func (d *testDaemon) claim(t testing.TB, id string) api.Claim {
 
 // releaseAll tears down what a test left running.
 func (d *testDaemon) releaseAll(t testing.TB) {
+	select {
+	case <-d.done:
+		return
+	default:
+	}
 	cs, err := d.client.List(context.Background())
 	if err != nil {
 		return
 	}
 	zero := api.Duration(0)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 8)
 	for _, c := range cs {
 		if c.State == store.Running || c.State == store.Unverifiable {
-			d.client.Release(context.Background(), c.ID, &api.ReleaseRequest{Grace: &zero})
+			wg.Add(1)
+			sem <- struct{}{}
+			go func(id string) {
+				defer func() { <-sem; wg.Done() }()
+				d.client.Release(context.Background(), id, &api.ReleaseRequest{Grace: &zero})
+			}(c.ID)
 		}
 	}
+	wg.Wait()
 }
 
 var judge = sync.OnceValue(func() *verdict.Judge {
@@ -284,7 +299,6 @@ func TestIntegrationDaemonRestart(t *testing.T) {
 	holderA.Process.Kill()
 	holderA.Wait()
 	d = startDaemon(t, state, sock)
-	t.Cleanup(func() { d.releaseAll(t) })
 
 	if got := d.claim(t, a.ID); got.State != store.Released {
 		t.Errorf("orphan %s state = %s, want released", a.ID, got.State)
@@ -383,7 +397,6 @@ func TestIntegrationDaemonHolderExit(t *testing.T) {
 	t.Parallel()
 	state, sock := newDirs(t)
 	d := startDaemon(t, state, sock)
-	t.Cleanup(func() { d.releaseAll(t) })
 	// The holder shell exits right after its launch returns.
 	holder, c := holderShell(t, d, "exit 0", "sleep", "1000")
 	holder.Wait()
@@ -451,7 +464,6 @@ func TestIntegrationDaemonCrashBurst(t *testing.T) {
 		wg.Wait()
 	}
 	d := startDaemon(t, state, sock)
-	t.Cleanup(func() { d.releaseAll(t) })
 	cs, err := d.client.List(context.Background())
 	if err != nil {
 		t.Fatal(err)

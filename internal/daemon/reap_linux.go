@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path/filepath"
 	"sort"
 	"time"
 
@@ -109,8 +110,20 @@ func (d *Daemon) reapClaim(ctx context.Context, c *store.Claim, o reapOpts) api.
 		return it
 	}
 	if c.Pid == 0 {
-		it.Action, it.Verdict, it.Reason = actRelease, verdict.Gone, "never started (the daemon stopped during its launch)"
+		it.Action, it.Verdict, it.Reason = actRelease, verdict.Gone, "never recorded as started (the daemon stopped during its launch)"
 		if !o.dryRun {
+			// A process may have started before the daemon died. In the
+			// grant's own cgroup it is a member by construction: kill
+			// it there. Without a cgroup nothing can prove it ours.
+			if d.cg.dir != "" {
+				p := filepath.Join(d.cg.dir, c.ID)
+				if pids, err := cgroupProcs(p); err == nil && len(pids) > 0 {
+					err := cgroupKill(p)
+					d.log.Signal(logfeed.Signal{Signal: "SIGKILL", Mechanism: "cgroup.kill", Err: err})
+					it.Reason += fmt.Sprintf("; killed %d processes in its cgroup", len(pids))
+				}
+				removeCgroup(p)
+			}
 			d.setFinal(c, store.Released, verdict.Verdict{Result: verdict.Gone, Reason: it.Reason}, nil)
 		}
 		return it
@@ -277,6 +290,11 @@ func (d *Daemon) setFinal(c *store.Claim, s store.State, v verdict.Verdict, rel 
 		return nil
 	})
 	d.unindex(c)
+	if c.Cgroup != "" {
+		// rmdir of a cgroup fails while it holds processes: only an
+		// empty one goes.
+		os.Remove(c.Cgroup)
+	}
 }
 
 // readopt admits an OWNED grant's root and its members to the graph again
