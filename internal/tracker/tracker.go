@@ -42,6 +42,9 @@ type Options struct {
 	OnEvent func(ev *events.Event)
 	// OnResync, when set, is told of each resync after a loss.
 	OnResync func(mech events.Mechanism, lost uint64, err error)
+
+	// afterAttach runs between attaching the source and scanning (tests).
+	afterAttach func()
 }
 
 // Tracker feeds a lineage graph from an event source.
@@ -74,6 +77,9 @@ func Start(ctx context.Context, opts Options) (*Tracker, error) {
 	t := &Tracker{
 		src: src, graph: lineage.New(opts.Graph), boot: opts.Boot,
 		root: opts.ProcRoot, opts: opts, tried: tried, done: make(chan struct{}),
+	}
+	if opts.afterAttach != nil {
+		opts.afterAttach()
 	}
 	procs, err := events.Scan(opts.ProcRoot, opts.Boot)
 	if err != nil {

@@ -3,6 +3,7 @@ package tracker
 import (
 	"bufio"
 	"context"
+	"os"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -158,4 +159,62 @@ func TestIntegrationForcedMechanismErrors(t *testing.T) {
 	if _, err := Start(context.Background(), Options{Mechanism: "carrier-pigeon", Boot: boot}); err == nil {
 		t.Fatal("Start(unknown mechanism) succeeded")
 	}
+}
+
+// TestIntegrationBornBetweenAttachAndScan starts a process after the source
+// is attached and before /proc is scanned: the scan and the event stream
+// both see it, and the graph holds it once, with the birth the event saw.
+func TestIntegrationBornBetweenAttachAndScan(t *testing.T) {
+	for _, mech := range kernelMechanisms {
+		t.Run(mech, func(t *testing.T) {
+			testenv.RequireRoot(t)
+			boot, _ := procfs.ReadBootID("/proc")
+			var child *exec.Cmd
+			tr, err := Start(context.Background(), Options{Mechanism: mech, Boot: boot, afterAttach: func() {
+				child = exec.Command("sleep", "60")
+				if err := child.Start(); err != nil {
+					t.Fatal(err)
+				}
+			}})
+			if err != nil {
+				testenv.Skip(t, "mechanism %s: %v", mech, err)
+			}
+			defer tr.Close()
+			t.Cleanup(func() { child.Process.Kill(); child.Wait() })
+			pid := int32(child.Process.Pid)
+			tok := tokenOf(t, boot, pid)
+			n, ok := tr.Graph().Live(pid)
+			if !ok || n.Token.Start != tok.Start {
+				t.Fatalf("Live(%d) = %+v, %v: the scan missed a process born after attach", pid, n, ok)
+			}
+			before := tr.Graph().Stats()
+			eventually(t, "the fork event drained as a duplicate", func() bool {
+				n, _ := tr.Graph().Live(pid)
+				return n.Flags.Has(lineage.BornObserved)
+			})
+			after := tr.Graph().Stats()
+			if after.Duplicates <= before.Duplicates && before.Forks == after.Forks {
+				t.Errorf("stats before %+v after %+v: the fork was not seen", before, after)
+			}
+			// Exactly one live node at the pid, one generation.
+			w, ok := tr.Graph().Watch(pid, tok)
+			if !ok || w.Predecessor != nil || w.Ambiguous {
+				t.Errorf("Watch = %+v, %v: want one generation, seen once", w, ok)
+			}
+			if d, err := tr.Graph().Descendants(int32(os.Getpid()), tokenOf(t, boot, int32(os.Getpid()))); err != nil ||
+				count(d, pid) != 1 {
+				t.Errorf("Descendants(self) holds pid %d %d times (%v), want once", pid, count(d, pid), err)
+			}
+		})
+	}
+}
+
+func count(ns []lineage.Node, pid int32) int {
+	c := 0
+	for _, n := range ns {
+		if n.Pid == pid {
+			c++
+		}
+	}
+	return c
 }
