@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/procsupervisor/supervisor/internal/actions"
+	"github.com/procsupervisor/supervisor/internal/api"
 	"github.com/procsupervisor/supervisor/internal/pidfd"
 	"github.com/procsupervisor/supervisor/internal/procfs"
 	"github.com/procsupervisor/supervisor/internal/token"
@@ -31,11 +32,13 @@ exited), 69 not supported on this system, 70 other errors.`,
 	register(&command{
 		name:    "verify",
 		summary: "judge a claim (PID, TOKEN): OWNED, FOREIGN, GONE or UNVERIFIABLE",
-		usage: `verify PID TOKEN [--mechanism M] [--json]
+		usage: `verify PID TOKEN [--mechanism M] [--socket PATH] [--json]
 
-Judges the claim through a pidfd bound to the process that holds PID: its
-start time and pidfs inode against the token. With --mechanism, that event
-source runs for the verdict and is named in it. Prints the verdict word (with --json, one object with pid, token, verdict,
+Asks the daemon when its socket answers (its lineage graph has watched the
+host); otherwise judges locally through a pidfd bound to the process that
+holds PID: its start time and pidfs inode against the token. With
+--mechanism, the verdict is local and that event source runs for it. The
+mechanism in the answer says which ("daemon:ebpf", "local:pidfd"). Prints the verdict word (with --json, one object with pid, token, verdict,
 reason and mechanism). Exit codes: 0 OWNED, 1 FOREIGN, 2 GONE,
 3 UNVERIFIABLE, 64 bad arguments, 65 malformed token, 70 other errors.`,
 		run: runVerify,
@@ -43,7 +46,9 @@ reason and mechanism). Exit codes: 0 OWNED, 1 FOREIGN, 2 GONE,
 	register(&command{
 		name:    "kill",
 		summary: "tear down a claimed process and its verified descendants",
-		usage: `kill PID TOKEN [--grace DURATION] [--mechanism M] [--json]
+		usage: `kill PID TOKEN [--grace DURATION] [--mechanism M] [--socket PATH] [--json]
+
+Asks the daemon when it holds the claim; otherwise tears down locally.
 
 Judges the claim and, only if it is OWNED, stops the tree (SIGSTOP), sends
 SIGTERM and SIGCONT, waits the grace period, sends SIGKILL to what is left,
@@ -141,6 +146,7 @@ func runVerify(ctx context.Context, env *cliEnv, args []string) error {
 	fs := newFlags("verify")
 	asJSON := fs.Bool("json", false, "print the verdict as one JSON object")
 	mech := mechanismFlag(fs, "")
+	sock := socketFlag(fs)
 	pos, err := parse(fs, commands["verify"], env, args)
 	if err != nil {
 		return err
@@ -149,21 +155,10 @@ func runVerify(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	boot, err := bootID()
+	v, err := verifyVia(ctx, *sock, *mech, pid, claim)
 	if err != nil {
 		return err
 	}
-	// The token check through a pidfd needs no event source. A forced
-	// mechanism runs for the verdict, so the verdict names it and uses what
-	// it observed.
-	var t *tracker.Tracker
-	if *mech != "" {
-		if t, err = startTracker(ctx, *mech, boot, nil); err != nil {
-			return err
-		}
-		defer t.Close()
-	}
-	v := judgeFor(boot, t).Judge(pid, claim)
 	if *asJSON {
 		if err := json.NewEncoder(env.stdout).Encode(v); err != nil {
 			return fail(exitSoftware, "%v", err)
@@ -177,11 +172,45 @@ func runVerify(ctx context.Context, env *cliEnv, args []string) error {
 	return nil
 }
 
+// verifyVia asks the daemon, whose graph has watched the host, when its
+// socket answers and no mechanism is forced; otherwise it judges locally.
+// The verdict's mechanism says which ("daemon:ebpf", "local:pidfd").
+func verifyVia(ctx context.Context, sock, mech string, pid int32, claim string) (verdict.Verdict, error) {
+	if mech == "" {
+		v, err := api.NewClient(socketPath(sock)).Verify(ctx, pid, claim)
+		if err == nil {
+			v.Mechanism = "daemon:" + v.Mechanism
+			return v, nil
+		}
+		if !errors.Is(err, api.ErrNoDaemon) {
+			return v, apiFail(err)
+		}
+	}
+	boot, err := bootID()
+	if err != nil {
+		return verdict.Verdict{}, err
+	}
+	// The token check through a pidfd needs no event source. A forced
+	// mechanism runs for the verdict, so the verdict names it and uses what
+	// it observed.
+	var t *tracker.Tracker
+	if mech != "" {
+		if t, err = startTracker(ctx, mech, boot, nil); err != nil {
+			return verdict.Verdict{}, err
+		}
+		defer t.Close()
+	}
+	v := judgeFor(boot, t).Judge(pid, claim)
+	v.Mechanism = "local:" + v.Mechanism
+	return v, nil
+}
+
 func runKill(ctx context.Context, env *cliEnv, args []string) error {
 	fs := newFlags("kill")
 	asJSON := fs.Bool("json", false, "print the outcome as one JSON object")
 	grace := fs.Duration("grace", actions.DefaultGrace, "how long the tree gets to exit after SIGTERM before SIGKILL")
-	mech := mechanismFlag(fs, "auto")
+	mech := mechanismFlag(fs, "")
+	sock := socketFlag(fs)
 	pos, err := parse(fs, commands["kill"], env, args)
 	if err != nil {
 		return err
@@ -193,20 +222,10 @@ func runKill(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	boot, err := bootID()
+	out, err := killVia(ctx, *sock, *mech, pid, claim, *grace)
 	if err != nil {
 		return err
 	}
-	// Watch the kernel's events during the teardown, so that children born
-	// meanwhile are caught even when their parent dies and init adopts them.
-	t, err := startTracker(ctx, *mech, boot, nil)
-	if err != nil {
-		return err
-	}
-	defer t.Close()
-	j := judgeFor(boot, t)
-	td := &actions.Teardown{Judge: j, Finder: t.Finder(j), Grace: *grace}
-	out := td.Run(ctx, pid, claim)
 	if *asJSON {
 		if err := json.NewEncoder(env.stdout).Encode(out); err != nil {
 			return fail(exitSoftware, "%v", err)
@@ -215,6 +234,42 @@ func runKill(ctx context.Context, env *cliEnv, args []string) error {
 		printOutcome(env, out)
 	}
 	return silentExit(killCode(out))
+}
+
+// killVia asks the daemon to tear the tree down when it holds the claim (its
+// graph knows members whose birth it watched long ago); when no daemon
+// answers, or it does not hold the claim, the teardown runs here with the
+// caller's own privileges, watching events while it runs.
+func killVia(ctx context.Context, sock, mech string, pid int32, claim string, grace time.Duration) (actions.Outcome, error) {
+	if mech == "" {
+		out, err := api.NewClient(socketPath(sock)).Kill(ctx, pid, claim, &grace)
+		if err == nil {
+			out.Mechanism = "daemon: " + out.Mechanism
+			return out, nil
+		}
+		var ae *api.Error
+		notHeld := errors.As(err, &ae) && (ae.Status == 403 || ae.Status == 404)
+		if !notHeld && !errors.Is(err, api.ErrNoDaemon) {
+			return out, apiFail(err)
+		}
+		mech = "auto"
+	}
+	boot, err := bootID()
+	if err != nil {
+		return actions.Outcome{}, err
+	}
+	// Watch the kernel's events during the teardown, so that children born
+	// meanwhile are caught even when their parent dies and init adopts them.
+	t, err := startTracker(ctx, mech, boot, nil)
+	if err != nil {
+		return actions.Outcome{}, err
+	}
+	defer t.Close()
+	j := judgeFor(boot, t)
+	td := &actions.Teardown{Judge: j, Finder: t.Finder(j), Grace: grace}
+	out := td.Run(ctx, pid, claim)
+	out.Mechanism = "local: " + out.Mechanism
+	return out, nil
 }
 
 func killCode(out actions.Outcome) int {

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/procsupervisor/supervisor/internal/api"
 	"github.com/procsupervisor/supervisor/internal/events"
 	"github.com/procsupervisor/supervisor/internal/fallback"
 	"github.com/procsupervisor/supervisor/internal/lineage"
@@ -39,12 +40,13 @@ them), count (lost), inferred (polling). Exit codes: 0 stopped by a signal,
 	register(&command{
 		name:    "tree",
 		summary: "print the process lineage as the graph knows it",
-		usage: `tree [PID] [--mechanism M] [--json]
+		usage: `tree [PID] [--mechanism M] [--socket PATH] [--json]
 
 Prints the lineage graph like pstree: the birth ancestry of PID (exited
 ancestors marked), then its descendants through birth lineage. Without PID,
-the whole graph. A local run knows only what one scan of /proc shows; the
-daemon knows the birth ancestry of processes init adopted long ago.`,
+the whole graph. Asks the daemon when its socket answers: it knows the birth
+lineage of processes init adopted long ago. A local run (no daemon, or
+--mechanism) knows only what one scan of /proc shows.`,
 		run: runTree,
 	})
 }
@@ -331,8 +333,9 @@ func appendEventText(b []byte, ev *events.Event) []byte {
 
 func runTree(ctx context.Context, env *cliEnv, args []string) error {
 	fs := newFlags("tree")
-	mech := mechanismFlag(fs, "proc")
+	mech := mechanismFlag(fs, "")
 	asJSON := fs.Bool("json", false, "print the tree as JSON")
+	sock := socketFlag(fs)
 	pos, err := parse(fs, commands["tree"], env, args)
 	if err != nil {
 		return err
@@ -345,6 +348,16 @@ func runTree(ctx context.Context, env *cliEnv, args []string) error {
 		if pid, err = parsePid(pos[0]); err != nil {
 			return err
 		}
+	}
+	if *mech == "" {
+		nodes, err := api.NewClient(socketPath(*sock)).Tree(ctx, pid, "")
+		switch {
+		case err == nil:
+			return printTreeOf(env, "daemon", treeFromList(nodes), nil, *asJSON)
+		case !errors.Is(err, api.ErrNoDaemon):
+			return apiFail(err)
+		}
+		*mech = "proc"
 	}
 	boot, err := bootID()
 	if err != nil {
@@ -362,28 +375,54 @@ func runTree(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	tree := buildTree(g, root)
 	ancestors, _ := g.Ancestors(root.Pid, root.Token)
-	if *asJSON {
+	return printTreeOf(env, "local:"+string(t.Mechanism()), tree, nodesOf(ancestors), *asJSON)
+}
+
+func printTreeOf(env *cliEnv, mech string, tree *treeNode, ancestors []treeNode, asJSON bool) error {
+	if asJSON {
 		out := struct {
 			Mechanism string     `json:"mechanism"`
 			Ancestry  []treeNode `json:"ancestry"`
 			Tree      *treeNode  `json:"tree"`
-		}{string(t.Mechanism()), nodesOf(ancestors), tree}
+		}{mech, ancestors, tree}
 		enc := json.NewEncoder(env.stdout)
 		enc.SetIndent("", "  ")
 		return enc.Encode(out)
 	}
 	w := bufio.NewWriter(env.stdout)
 	defer w.Flush()
-	fmt.Fprintf(w, "# lineage by %s\n", t.Mechanism())
+	fmt.Fprintf(w, "# lineage by %s\n", mech)
 	if len(ancestors) > 0 {
 		fmt.Fprint(w, "# ancestry: ")
 		for i := len(ancestors) - 1; i >= 0; i-- {
-			fmt.Fprintf(w, "%s > ", label(nodeOf(ancestors[i])))
+			fmt.Fprintf(w, "%s > ", label(ancestors[i]))
 		}
 		fmt.Fprintln(w, label(*tree))
 	}
 	printTree(w, tree, "", "")
 	return nil
+}
+
+// treeFromList arranges the daemon's flat list (the process first, then its
+// observed descendants) under their birth parents.
+func treeFromList(nodes []api.TreeNode) *treeNode {
+	if len(nodes) == 0 {
+		return &treeNode{}
+	}
+	all := make([]*treeNode, len(nodes))
+	byPid := make(map[int32]*treeNode, len(nodes))
+	for i, n := range nodes {
+		all[i] = &treeNode{Pid: n.Pid, PPid: n.PPid, Token: n.Token, Comm: n.Comm, Exited: n.Exited, BornObserved: n.Born}
+		byPid[n.Pid] = all[i]
+	}
+	for _, n := range all[1:] {
+		if p, ok := byPid[n.PPid]; ok && p != n {
+			p.Children = append(p.Children, n)
+		} else {
+			all[0].Children = append(all[0].Children, n)
+		}
+	}
+	return all[0]
 }
 
 type treeNode struct {

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/procsupervisor/supervisor/internal/testenv"
+)
+
+// TestIntegrationClientsAskTheDaemon: verify, kill and tree are answered by
+// a running daemon and say so; a claim the daemon does not hold is torn
+// down locally.
+func TestIntegrationClientsAskTheDaemon(t *testing.T) {
+	testenv.RequireRoot(t)
+	t.Parallel()
+	state, sock := newDirs(t)
+	d := startDaemon(t, state, sock)
+	c := d.launch(t, "--", "sh", "-c", "sleep 1000 & wait")
+	pid := strconv.Itoa(int(c.Pid))
+
+	code, out, errs := d.run(t, nil, "verify", pid, c.Token, "--json")
+	var v map[string]any
+	if err := json.Unmarshal([]byte(out), &v); err != nil || code != 0 {
+		t.Fatalf("verify = %d %q %s (%v)", code, out, errs, err)
+	}
+	if v["verdict"] != "OWNED" || !strings.HasPrefix(v["mechanism"].(string), "daemon:") {
+		t.Errorf("verify = %v, want OWNED answered by the daemon", v)
+	}
+
+	code, out, _ = d.run(t, nil, "tree", pid, "--json")
+	if code != 0 || !strings.Contains(out, `"mechanism": "daemon"`) || !strings.Contains(out, `"comm": "sleep"`) {
+		t.Errorf("tree = %d %s, want the daemon's tree with the sleep child", code, out)
+	}
+
+	code, out, errs = d.run(t, nil, "kill", pid, c.Token, "--grace", "1s", "--json")
+	var o map[string]any
+	if err := json.Unmarshal([]byte(out), &o); err != nil || code != 0 || o["dead"] != true {
+		t.Fatalf("kill = %d %q %s (%v), want dead", code, out, errs, err)
+	}
+	if !strings.HasPrefix(o["mechanism"].(string), "daemon:") {
+		t.Errorf("kill mechanism = %v, want the daemon's teardown", o["mechanism"])
+	}
+
+	// Not the daemon's: the teardown runs locally, and says so.
+	stray := testenv.Start(t, "sleep", "1000")
+	tok := strings.TrimSpace(func() string { _, out, _ := d.run(t, nil, "token", strconv.Itoa(stray.Process.Pid)); return out }())
+	code, out, errs = d.run(t, nil, "kill", strconv.Itoa(stray.Process.Pid), tok, "--grace", "1s", "--json")
+	if err := json.Unmarshal([]byte(out), &o); err != nil || code != 0 || o["dead"] != true ||
+		!strings.HasPrefix(o["mechanism"].(string), "local:") {
+		t.Errorf("kill of an unheld process = %d %q %s, want dead, torn down locally", code, out, errs)
+	}
+	if !waitFor(5*time.Second, func() bool { return !owned(int32(stray.Process.Pid), tok) }) {
+		t.Error("unheld process still alive")
+	}
+}
