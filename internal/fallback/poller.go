@@ -23,7 +23,7 @@ type PollerOptions struct {
 	Interval time.Duration
 	// MaxGap: two successful polls further apart count as a missed poll
 	// (continuity breaks); default 3 intervals plus the snapshot timeout
-	// a ps run may take (5 s).
+	// a ps run may take (30 s).
 	MaxGap time.Duration
 	// Log receives one line per failed poll; default no logging.
 	Log zerolog.Logger
@@ -69,7 +69,7 @@ func NewPoller(ctx context.Context, s Snapshotter, opts PollerOptions) (*Poller,
 		opts.Interval = time.Second
 	}
 	if opts.MaxGap <= 0 {
-		opts.MaxGap = 3*opts.Interval + 5*time.Second
+		opts.MaxGap = 3*opts.Interval + 30*time.Second
 	}
 	p := &Poller{
 		snap: s, interval: opts.Interval, log: opts.Log,

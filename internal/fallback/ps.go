@@ -34,7 +34,8 @@ type PSOptions struct {
 	// Path is the ps binary; default the first of /bin/ps and /usr/bin/ps
 	// that exists.
 	Path string
-	// Timeout bounds one run; default 5 s.
+	// Timeout bounds one run; default 30 s (one ps run over 10,000
+	// processes took more than 5 s on a busy 2-core machine).
 	Timeout time.Duration
 	// MaxOutput bounds what ps may write to stdout; default 64 MiB.
 	MaxOutput int
@@ -72,7 +73,7 @@ func NewPS(opts PSOptions) *PS {
 		}
 	}
 	if opts.Timeout <= 0 {
-		opts.Timeout = 5 * time.Second
+		opts.Timeout = 30 * time.Second
 	}
 	if opts.MaxOutput <= 0 {
 		opts.MaxOutput = 64 << 20
