@@ -32,7 +32,7 @@ func init() {
 		usage: `run [--config FILE] [--state-dir DIR] [--socket PATH] [--socket-group G]
     [--mechanism auto|ebpf|netlink|proc|ps] [--log-output OUT] [--log-schema ecs|ocsf]
     [--grace D] [--reap-interval D] [--retain-final D] [--retain-owed D] [--max-final N]
-    [--cgroup auto|off|DIR]
+    [--cgroup auto|off|DIR] [--graph-max-exited N] [--graph-max-exited-age D] [--check-config]
 
 Runs the daemon until SIGTERM or SIGINT, which stop it cleanly and leave
 every process running and every claim recorded. The config file is JSON with
@@ -154,6 +154,9 @@ func runDaemon(ctx context.Context, env *cliEnv, args []string) error {
 	retainOwed := fs.Duration("retain-owed", time.Duration(def.RetainOwed), "how long a job's result waits for its caller")
 	maxFinal := fs.Int("max-final", def.MaxFinal, "finished claims kept at most")
 	cg := fs.String("cgroup", def.Cgroup, "grant cgroups: auto, off, or a cgroup v2 directory")
+	gMax := fs.Int("graph-max-exited", def.GraphMaxExited, "exited processes the lineage graph keeps once no live process needs them")
+	gAge := fs.Duration("graph-max-exited-age", time.Duration(def.GraphMaxExitedAge), "how long the lineage graph keeps such exited processes")
+	check := fs.Bool("check-config", false, "validate the configuration (file and flags), say what is wrong, and exit")
 	pos, err := parse(fs, commands["run"], env, args)
 	if err != nil {
 		return err
@@ -187,9 +190,15 @@ func runDaemon(ctx context.Context, env *cliEnv, args []string) error {
 	apply("retain-owed", func() { cfg.RetainOwed = daemon.Duration(*retainOwed) })
 	apply("max-final", func() { cfg.MaxFinal = *maxFinal })
 	apply("cgroup", func() { cfg.Cgroup = *cg })
+	apply("graph-max-exited", func() { cfg.GraphMaxExited = *gMax })
+	apply("graph-max-exited-age", func() { cfg.GraphMaxExitedAge = daemon.Duration(*gAge) })
 	cfg.Version = strings.TrimSpace(version)
 	if err := cfg.Validate(); err != nil {
 		return fail(exitUsage, "%v", err)
+	}
+	if *check {
+		fmt.Fprintln(env.stdout, "configuration is valid")
+		return printJSON(env, cfg)
 	}
 	err = daemon.Run(ctx, cfg, func(i daemon.Info) {
 		fmt.Fprintf(env.stderr, "supervisor: serving on %s (mechanism %s; reconciled %d claims: %d readopted, %d torn down, %d foreign, %d unverifiable, %d gone, %d failed)\n",

@@ -129,3 +129,38 @@ func TestIntegrationReissuedPidThroughCLI(t *testing.T) {
 	}
 	t.Fatal("could not reissue a pid")
 }
+
+func TestCheckConfig(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := dir + "/" + name
+		if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	tests := []struct {
+		name string
+		args []string
+		code int
+		say  string
+	}{
+		{"defaults", nil, 0, "configuration is valid"},
+		{"good file", []string{"--config", write("good.json", `{"grace":"10s","log_schema":"ocsf","mechanism":"netlink","graph_max_exited":100}`)}, 0, `"log_schema": "ocsf"`},
+		{"flag wins", []string{"--config", write("g2.json", `{"grace":"10s"}`), "--grace", "3s"}, 0, `"grace": "3s"`},
+		{"unknown key", []string{"--config", write("bad1.json", `{"gracee":"10s"}`)}, exitUsage, `unknown field "gracee"`},
+		{"bad json", []string{"--config", write("bad2.json", `{"grace":`)}, exitUsage, "config"},
+		{"bad mechanism", []string{"--mechanism", "pigeon"}, exitUsage, "mechanism"},
+		{"bad schema", []string{"--log-schema", "cef"}, exitUsage, "log_schema"},
+		{"bad output", []string{"--log-output", "carrier:pigeon"}, exitUsage, "log_output"},
+		{"negative grace", []string{"--config", write("bad3.json", `{"grace":"-1s"}`)}, exitUsage, "grace"},
+		{"relative state dir", []string{"--state-dir", "rel/dir"}, exitUsage, "state_dir"},
+		{"missing file", []string{"--config", dir + "/nope.json"}, exitUsage, "nope.json"},
+	}
+	for _, tt := range tests {
+		code, out, errs := cli(t, append([]string{"run", "--check-config"}, tt.args...)...)
+		if code != tt.code || !strings.Contains(out+errs, tt.say) {
+			t.Errorf("%s: run --check-config %q = %d, %q %q; want %d mentioning %q", tt.name, tt.args, code, out, errs, tt.code, tt.say)
+		}
+	}
+}

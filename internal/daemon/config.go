@@ -6,11 +6,15 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"time"
 
 	"github.com/procsupervisor/supervisor/internal/actions"
 	"github.com/procsupervisor/supervisor/internal/api"
+	"github.com/procsupervisor/supervisor/internal/lineage"
+	"github.com/procsupervisor/supervisor/internal/logfeed"
+	"github.com/procsupervisor/supervisor/internal/tracker"
 )
 
 // ErrConfig wraps every error about a configuration that cannot work.
@@ -68,6 +72,10 @@ type Config struct {
 	// through /proc/self/mountinfo and /proc/self/cgroup), "off", or the
 	// directory under which each grant gets its cgroup.
 	Cgroup string `json:"cgroup"`
+	// GraphMaxExited and GraphMaxExitedAge bound the exited processes the
+	// lineage graph keeps once no live process needs them (count and age).
+	GraphMaxExited    int      `json:"graph_max_exited"`
+	GraphMaxExitedAge Duration `json:"graph_max_exited_age"`
 
 	// Version is logged and served; not from the file.
 	Version string `json:"-"`
@@ -97,6 +105,9 @@ func DefaultConfig() Config {
 		RetainOwed:   Duration(DefaultRetainOwed),
 		MaxFinal:     DefaultMaxFinal,
 		Cgroup:       "auto",
+
+		GraphMaxExited:    lineage.DefaultMaxExited,
+		GraphMaxExitedAge: Duration(lineage.DefaultMaxExitedAge),
 	}
 }
 
@@ -170,6 +181,15 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("retention bounds must not be negative: %w", ErrConfig)
 	case c.Cgroup != "auto" && c.Cgroup != "off" && !filepath.IsAbs(c.Cgroup):
 		return fmt.Errorf("cgroup %q: want auto, off or an absolute path: %w", c.Cgroup, ErrConfig)
+	case !slices.Contains(tracker.Mechanisms, c.Mechanism):
+		return fmt.Errorf("mechanism %q: want one of %v: %w", c.Mechanism, tracker.Mechanisms, ErrConfig)
+	case c.LogSchema != logfeed.SchemaECS && c.LogSchema != logfeed.SchemaOCSF:
+		return fmt.Errorf("log_schema %q: want %s or %s: %w", c.LogSchema, logfeed.SchemaECS, logfeed.SchemaOCSF, ErrConfig)
+	case c.GraphMaxExited < 0 || c.GraphMaxExitedAge < 0:
+		return fmt.Errorf("graph retention bounds must not be negative: %w", ErrConfig)
+	}
+	if _, err := logfeed.ParseOutput(c.LogOutput); err != nil {
+		return fmt.Errorf("log_output %q: %v: %w", c.LogOutput, err, ErrConfig)
 	}
 	return nil
 }

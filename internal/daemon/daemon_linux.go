@@ -157,7 +157,11 @@ func (d *Daemon) run(ctx context.Context, ready func(Info)) error {
 	tr, err := tracker.Start(tctx, tracker.Options{
 		Mechanism: d.cfg.Mechanism,
 		Boot:      d.boot,
-		OnEvent:   d.onEvent,
+		Graph: lineage.Config{
+			MaxExited:    d.cfg.GraphMaxExited,
+			MaxExitedAge: time.Duration(d.cfg.GraphMaxExitedAge),
+		},
+		OnEvent: d.onEvent,
 		OnResync: func(m events.Mechanism, lost uint64, err error) {
 			d.log.Lost(m, lost)
 		},

@@ -45,4 +45,3 @@ func Open(ctx context.Context, name string, boot procfs.BootID) (src events.Sour
 	}
 	return s, nil, nil
 }
-
