@@ -14,7 +14,6 @@ import (
 	"github.com/procsupervisor/supervisor/internal/pidfd"
 	"github.com/procsupervisor/supervisor/internal/procfs"
 	"github.com/procsupervisor/supervisor/internal/token"
-	"github.com/procsupervisor/supervisor/internal/tracker"
 	"github.com/procsupervisor/supervisor/internal/verdict"
 )
 
@@ -107,26 +106,11 @@ func runToken(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	boot, err := bootID()
+	tok, err := readToken(ctx, pid)
 	if err != nil {
 		return err
 	}
-	h, err := pidfd.Open(pid, boot)
-	switch {
-	case errors.Is(err, pidfd.ErrGone):
-		return fail(exitNoProcess, "no process %d", pid)
-	case errors.Is(err, pidfd.ErrNotProcess):
-		return fail(exitUsage, "%v", err)
-	case errors.Is(err, pidfd.ErrNotSupported):
-		return fail(exitUnavailable, "not supported on this system yet: %v", err)
-	case err != nil:
-		return fail(exitSoftware, "%v", err)
-	}
-	defer h.Close()
-	if h.Zombie() {
-		return fail(exitNoProcess, "process %d has exited (a zombie awaiting reaping)", pid)
-	}
-	fmt.Fprintln(env.stdout, h.Token())
+	fmt.Fprintln(env.stdout, tok)
 	return nil
 }
 
@@ -186,23 +170,9 @@ func verifyVia(ctx context.Context, sock, mech string, pid int32, claim string) 
 			return v, apiFail(err)
 		}
 	}
-	boot, err := bootID()
-	if err != nil {
-		return verdict.Verdict{}, err
-	}
-	// The token check through a pidfd needs no event source. A forced
-	// mechanism runs for the verdict, so the verdict names it and uses what
-	// it observed.
-	var t *tracker.Tracker
-	if mech != "" {
-		if t, err = startTracker(ctx, mech, boot, nil); err != nil {
-			return verdict.Verdict{}, err
-		}
-		defer t.Close()
-	}
-	v := judgeFor(boot, t).Judge(pid, claim)
+	v, err := judgeLocal(ctx, mech, pid, claim)
 	v.Mechanism = "local:" + v.Mechanism
-	return v, nil
+	return v, err
 }
 
 func runKill(ctx context.Context, env *cliEnv, args []string) error {
@@ -254,22 +224,9 @@ func killVia(ctx context.Context, sock, mech string, pid int32, claim string, gr
 		}
 		mech = "auto"
 	}
-	boot, err := bootID()
-	if err != nil {
-		return actions.Outcome{}, err
-	}
-	// Watch the kernel's events during the teardown, so that children born
-	// meanwhile are caught even when their parent dies and init adopts them.
-	t, err := startTracker(ctx, mech, boot, nil)
-	if err != nil {
-		return actions.Outcome{}, err
-	}
-	defer t.Close()
-	j := judgeFor(boot, t)
-	td := &actions.Teardown{Judge: j, Finder: t.Finder(j), Grace: grace}
-	out := td.Run(ctx, pid, claim)
+	out, err := killLocal(ctx, mech, pid, claim, grace)
 	out.Mechanism = "local: " + out.Mechanism
-	return out, nil
+	return out, err
 }
 
 func killCode(out actions.Outcome) int {
