@@ -19,10 +19,17 @@ import (
 //go:embed testdata/spawnat.c
 var spawnatSource []byte
 
+//go:embed testdata/sametick.c
+var sametickSource []byte
+
 var (
 	buildOnce sync.Once
 	buildPath string
 	buildErr  error
+
+	sametickOnce sync.Once
+	sametickPath string
+	sametickErr  error
 )
 
 // ErrPidTaken is returned by SpawnAt when another process holds the pid.
@@ -31,29 +38,67 @@ var ErrPidTaken = errors.New("pid is taken")
 // spawnatBinary compiles the clone3 helper once per test binary.
 func spawnatBinary(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "spawnat")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		src := filepath.Join(dir, "spawnat.c")
-		if err := os.WriteFile(src, spawnatSource, 0o600); err != nil {
-			buildErr = err
-			return
-		}
-		bin := filepath.Join(dir, "spawnat")
-		out, err := exec.Command("gcc", "-O1", "-o", bin, src).CombinedOutput()
-		if err != nil {
-			buildErr = fmt.Errorf("gcc spawnat: %v: %s", err, out)
-			return
-		}
-		buildPath = bin
-	})
+	buildOnce.Do(func() { buildPath, buildErr = compile("spawnat", spawnatSource) })
 	if buildErr != nil {
 		Skip(t, "cannot build the clone3 helper: %v", buildErr)
 	}
 	return buildPath
+}
+
+func compile(name string, source []byte) (string, error) {
+	dir, err := os.MkdirTemp("", name)
+	if err != nil {
+		return "", err
+	}
+	src := filepath.Join(dir, name+".c")
+	if err := os.WriteFile(src, source, 0o600); err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, name)
+	if out, err := exec.Command("gcc", "-O1", "-o", bin, src).CombinedOutput(); err != nil {
+		return "", fmt.Errorf("gcc %s: %v: %s", name, err, out)
+	}
+	return bin, nil
+}
+
+// SameTick creates a process at pid, records its start ticks and pidfs
+// inode, kills and reaps it, and at once creates a second process at the
+// same pid, all inside one small C helper so the two starts usually share a
+// clock tick. It returns the first instance's ticks and inode and the second
+// process (the caller compares start times: the kernel does not promise the
+// same tick). It needs root; ErrPidTaken means the pid was in use.
+func SameTick(t testing.TB, pid int32) (ticks, ino uint64, second *Spawned, err error) {
+	t.Helper()
+	RequireRoot(t)
+	sametickOnce.Do(func() { sametickPath, sametickErr = compile("sametick", sametickSource) })
+	if sametickErr != nil {
+		Skip(t, "cannot build the same-tick helper: %v", sametickErr)
+	}
+	cmd := exec.Command(sametickPath, strconv.Itoa(int(pid)))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return 0, 0, nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return 0, 0, nil, err
+	}
+	line, rerr := bufio.NewReader(out).ReadString('\n')
+	var b int32
+	if rerr == nil {
+		_, rerr = fmt.Sscanf(line, "%d %d %d", &ticks, &ino, &b)
+	}
+	if rerr != nil || b != pid {
+		werr := cmd.Wait()
+		var ee *exec.ExitError
+		if errors.As(werr, &ee) && ee.ExitCode() == 17 {
+			return 0, 0, nil, ErrPidTaken
+		}
+		return 0, 0, nil, fmt.Errorf("sametick %d: %q %v (%v)", pid, line, rerr, werr)
+	}
+	s := &Spawned{Pid: pid, parent: cmd}
+	t.Cleanup(s.Stop)
+	return ticks, ino, s, nil
 }
 
 // Spawned is a process created at a chosen pid.

@@ -96,19 +96,14 @@ func TestIntegrationSameTickReuse(t *testing.T) {
 	testenv.RequireRoot(t)
 	j := newJudge(t)
 	for attempt := 0; attempt < 200; attempt++ {
-		first, err := testenv.SpawnAt(t, pickFreePid(t))
+		ticks, ino, second, err := testenv.SameTick(t, pickFreePid(t))
 		if err != nil {
 			continue
 		}
-		tok := tokenOf(t, j, int(first.Pid))
-		if tok.Ino == 0 {
+		if ino == 0 {
 			testenv.Skip(t, "kernel has no pidfs inode ids")
 		}
-		first.Stop()
-		second, err := testenv.SpawnAt(t, first.Pid)
-		if err != nil {
-			continue
-		}
+		tok := token.Token{Boot: j.Boot, Start: ticks, Ino: ino, Prec: token.Ticks}
 		now := tokenOf(t, j, int(second.Pid))
 		if now.Start != tok.Start {
 			second.Stop()
