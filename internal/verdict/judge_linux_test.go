@@ -244,18 +244,29 @@ func TestIntegrationObserverProvesTicksOnlyClaim(t *testing.T) {
 	}
 }
 
+// benchTarget starts a single-threaded child to judge, like the processes
+// a supervisor launches.
+func benchTarget(b *testing.B) int32 {
+	cmd := exec.Command("sleep", "600")
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return int32(cmd.Process.Pid)
+}
+
 func BenchmarkJudgeLive(b *testing.B) {
 	j, err := New()
 	if err != nil {
 		b.Fatal(err)
 	}
-	h, err := pidfd.Open(int32(os.Getpid()), j.Boot)
+	pid := benchTarget(b)
+	h, err := pidfd.Open(pid, j.Boot)
 	if err != nil {
 		b.Fatal(err)
 	}
 	claim := h.Token().String()
 	h.Close()
-	pid := int32(os.Getpid())
 	b.ReportAllocs()
 	for b.Loop() {
 		if v := j.Judge(pid, claim); v.Result != Owned {
@@ -267,7 +278,7 @@ func BenchmarkJudgeLive(b *testing.B) {
 // BenchmarkPSCheck is the check the seeds' applications make: a ps
 // subprocess asked for the start time of one pid.
 func BenchmarkPSCheck(b *testing.B) {
-	pid := itoa(int32(os.Getpid()))
+	pid := itoa(benchTarget(b))
 	for b.Loop() {
 		out, err := exec.Command("ps", "-o", "lstart=", "-p", pid).Output()
 		if err != nil || len(out) == 0 {
@@ -278,7 +289,7 @@ func BenchmarkPSCheck(b *testing.B) {
 
 func BenchmarkReadToken(b *testing.B) {
 	boot, _ := procfs.ReadBootID("/proc")
-	pid := int32(os.Getpid())
+	pid := benchTarget(b)
 	b.ReportAllocs()
 	for b.Loop() {
 		h, err := pidfd.Open(pid, boot)
