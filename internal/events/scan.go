@@ -20,7 +20,8 @@ type Proc struct {
 // with their tokens. Tokens from a scan carry start ticks only (no pidfs
 // inode: binding a pidfd to every process would cost a syscall pair per
 // process); their parent tokens come from the same scan. Processes that
-// exit during the scan are left out.
+// exit during the scan are left out, and so are zombies: they have exited,
+// and their exit may still arrive as an event.
 func Scan(root string, boot procfs.BootID) ([]Proc, error) {
 	pids, err := procfs.Pids(root)
 	if err != nil {
@@ -36,6 +37,9 @@ func Scan(root string, boot procfs.BootID) ([]Proc, error) {
 				continue
 			}
 			return nil, err
+		}
+		if st.Zombie() {
+			continue
 		}
 		index[pid] = len(out)
 		out = append(out, Proc{
