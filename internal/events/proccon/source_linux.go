@@ -347,6 +347,14 @@ func (s *Source) Read(ev *events.Event) error {
 				s.lost(ev)
 				return nil
 			}
+			if left := s.holdLeft(); left > 0 && s.rc != nil {
+				// The queue looks drained, but the last thread's exit may
+				// still be on its way from another CPU: wait a little for
+				// it before the process's exit goes out with an earlier
+				// thread's status.
+				s.pollReadable(left)
+				continue
+			}
 			if s.flush(ev, -1) {
 				s.nEvents.Add(1)
 				return nil
@@ -374,6 +382,31 @@ func (s *Source) lost(ev *events.Event) {
 	var now unix.Timespec
 	_ = unix.ClockGettime(unix.CLOCK_BOOTTIME, &now)
 	*ev = events.Event{Kind: events.Lost, Mechanism: events.Netlink, Count: count, Time: uint64(now.Nano())}
+}
+
+// exitHold is how long a dead thread group's exit is held for the exit
+// events of its other threads, which the kernel sends from their own CPUs.
+const exitHold = 20 * time.Millisecond
+
+// holdLeft is how much longer the oldest pending exit should be held.
+func (s *Source) holdLeft() time.Duration {
+	if len(s.pending) == 0 {
+		return 0
+	}
+	oldest := s.pending[0].seenAt
+	for _, p := range s.pending[1:] {
+		oldest = min(oldest, p.seenAt)
+	}
+	return time.Duration(int64(oldest) + int64(exitHold) - int64(s.now()))
+}
+
+// pollReadable waits up to d for the socket to have a message (or for
+// Close, which makes the poll return).
+func (s *Source) pollReadable(d time.Duration) {
+	_ = s.rc.Control(func(fd uintptr) {
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		_, _ = unix.Poll(fds, int(d/time.Millisecond)+1)
+	})
 }
 
 // receive reads the next datagram into s.buf. Without wait it returns
