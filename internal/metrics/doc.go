@@ -18,10 +18,4 @@
 // socket whose directory only the scraper can reach; the counts reveal how
 // busy the host is, nothing about individual processes (no pid, token or
 // command line is ever a label).
-//
-// Until go.sum holds client_golang's dependencies (beorn7/perks,
-// cespare/xxhash, prometheus/client_model, prometheus/common,
-// prometheus/procfs, google.golang.org/protobuf, munnerz/goautoneg), the
-// implementation builds only with -tags metrics, so that `go build ./...`
-// keeps working; run `go mod tidy` and remove the build lines to enable it.
 package metrics
