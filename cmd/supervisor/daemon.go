@@ -32,7 +32,8 @@ func init() {
 		usage: `run [--config FILE] [--state-dir DIR] [--socket PATH] [--socket-group G]
     [--mechanism auto|ebpf|netlink|proc|ps] [--log-output OUT] [--log-schema ecs|ocsf]
     [--grace D] [--reap-interval D] [--retain-final D] [--retain-owed D] [--max-final N]
-    [--cgroup auto|off|DIR] [--graph-max-exited N] [--graph-max-exited-age D] [--check-config]
+    [--cgroup auto|off|DIR] [--graph-max-exited N] [--graph-max-exited-age D]
+    [--metrics-listen ADDR] [--check-config]
 
 Runs the daemon until SIGTERM or SIGINT, which stop it cleanly and leave
 every process running and every claim recorded. The config file is JSON with
@@ -156,6 +157,7 @@ func runDaemon(ctx context.Context, env *cliEnv, args []string) error {
 	cg := fs.String("cgroup", def.Cgroup, "grant cgroups: auto, off, or a cgroup v2 directory")
 	gMax := fs.Int("graph-max-exited", def.GraphMaxExited, "exited processes the lineage graph keeps once no live process needs them")
 	gAge := fs.Duration("graph-max-exited-age", time.Duration(def.GraphMaxExitedAge), "how long the lineage graph keeps such exited processes")
+	metricsAddr := fs.String("metrics-listen", "", "serve Prometheus metrics on host:port or unix:/path (default off)")
 	check := fs.Bool("check-config", false, "validate the configuration (file and flags), say what is wrong, and exit")
 	pos, err := parse(fs, commands["run"], env, args)
 	if err != nil {
@@ -192,6 +194,7 @@ func runDaemon(ctx context.Context, env *cliEnv, args []string) error {
 	apply("cgroup", func() { cfg.Cgroup = *cg })
 	apply("graph-max-exited", func() { cfg.GraphMaxExited = *gMax })
 	apply("graph-max-exited-age", func() { cfg.GraphMaxExitedAge = daemon.Duration(*gAge) })
+	apply("metrics-listen", func() { cfg.MetricsListen = *metricsAddr })
 	cfg.Version = strings.TrimSpace(version)
 	if err := cfg.Validate(); err != nil {
 		return fail(exitUsage, "%v", err)

@@ -1,7 +1,12 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
+	"io"
+	"net"
+	"net/http"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -54,5 +59,57 @@ func TestIntegrationClientsAskTheDaemon(t *testing.T) {
 	}
 	if !waitFor(5*time.Second, func() bool { return !owned(int32(stray.Process.Pid), tok) }) {
 		t.Error("unheld process still alive")
+	}
+}
+
+// TestIntegrationDaemonMetrics scrapes the daemon's Prometheus endpoint
+// after a launch and a release: the counters moved with what happened.
+func TestIntegrationDaemonMetrics(t *testing.T) {
+	testenv.RequireRoot(t)
+	t.Parallel()
+	state, sock := newDirs(t)
+	msock := filepath.Join(filepath.Dir(sock), "metrics.sock")
+	d := startDaemon(t, state, sock, "--metrics-listen", "unix:"+msock)
+	c := d.launch(t, "--", "sleep", "1000")
+	if code, _, errs := d.run(t, nil, "release", c.ID, "--grace", "1s"); code != 0 {
+		t.Fatalf("release: %d %s", code, errs)
+	}
+	hc := &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, "unix", msock)
+	}}}
+	resp, err := hc.Get("http://supervisor/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	text := string(body)
+	value := func(series string) float64 {
+		for _, line := range strings.Split(text, "\n") {
+			if rest, ok := strings.CutPrefix(line, series+" "); ok {
+				v, _ := strconv.ParseFloat(rest, 64)
+				return v
+			}
+		}
+		t.Errorf("no series %s in the exposition", series)
+		return 0
+	}
+	if v := value(`supervisor_claims{kind="grant",state="released"}`); v != 1 {
+		t.Errorf("released grants = %v, want 1", v)
+	}
+	if v := value(`supervisor_teardowns_total{outcome="terminated"}`); v < 1 {
+		t.Errorf("terminated teardowns = %v, want at least 1", v)
+	}
+	if v := value(`supervisor_signals_total{signal="SIGTERM"}`); v < 1 {
+		t.Errorf("SIGTERMs = %v, want at least 1", v)
+	}
+	if v := value(`supervisor_verdicts_total{result="OWNED"}`); v < 1 {
+		t.Errorf("OWNED verdicts = %v, want at least 1", v)
+	}
+	if !strings.Contains(text, `supervisor_events_total{kind="fork",mechanism="ebpf"}`) || !strings.Contains(text, "supervisor_build_info{") {
+		t.Errorf("exposition lacks event counters or build info:\n%s", text)
+	}
+	if v := value(`supervisor_graph_nodes{state="live"}`); v < 1 {
+		t.Errorf("live graph nodes = %v", v)
 	}
 }

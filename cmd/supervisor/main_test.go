@@ -156,6 +156,8 @@ func TestCheckConfig(t *testing.T) {
 		{"negative grace", []string{"--config", write("bad3.json", `{"grace":"-1s"}`)}, exitUsage, "grace"},
 		{"relative state dir", []string{"--state-dir", "rel/dir"}, exitUsage, "state_dir"},
 		{"missing file", []string{"--config", dir + "/nope.json"}, exitUsage, "nope.json"},
+		{"metrics address", []string{"--metrics-listen", "127.0.0.1:9464"}, 0, `"metrics_listen": "127.0.0.1:9464"`},
+		{"bad metrics address", []string{"--metrics-listen", "9464"}, exitUsage, "metrics_listen"},
 	}
 	for _, tt := range tests {
 		code, out, errs := cli(t, append([]string{"run", "--check-config"}, tt.args...)...)

@@ -14,6 +14,7 @@ import (
 	"github.com/procsupervisor/supervisor/internal/api"
 	"github.com/procsupervisor/supervisor/internal/lineage"
 	"github.com/procsupervisor/supervisor/internal/logfeed"
+	"github.com/procsupervisor/supervisor/internal/metrics"
 	"github.com/procsupervisor/supervisor/internal/tracker"
 )
 
@@ -76,6 +77,9 @@ type Config struct {
 	// lineage graph keeps once no live process needs them (count and age).
 	GraphMaxExited    int      `json:"graph_max_exited"`
 	GraphMaxExitedAge Duration `json:"graph_max_exited_age"`
+	// MetricsListen is where Prometheus metrics are served: host:port or
+	// unix:/path. Empty (the default) serves none.
+	MetricsListen string `json:"metrics_listen"`
 
 	// Version is logged and served; not from the file.
 	Version string `json:"-"`
@@ -187,6 +191,11 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("log_schema %q: want %s or %s: %w", c.LogSchema, logfeed.SchemaECS, logfeed.SchemaOCSF, ErrConfig)
 	case c.GraphMaxExited < 0 || c.GraphMaxExitedAge < 0:
 		return fmt.Errorf("graph retention bounds must not be negative: %w", ErrConfig)
+	}
+	if c.MetricsListen != "" {
+		if err := metrics.CheckAddress(c.MetricsListen); err != nil {
+			return fmt.Errorf("metrics_listen: %v: %w", err, ErrConfig)
+		}
 	}
 	if _, err := logfeed.ParseOutput(c.LogOutput); err != nil {
 		return fmt.Errorf("log_output %q: %v: %w", c.LogOutput, err, ErrConfig)

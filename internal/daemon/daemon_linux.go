@@ -21,6 +21,7 @@ import (
 	"github.com/procsupervisor/supervisor/internal/events"
 	"github.com/procsupervisor/supervisor/internal/lineage"
 	"github.com/procsupervisor/supervisor/internal/logfeed"
+	"github.com/procsupervisor/supervisor/internal/metrics"
 	"github.com/procsupervisor/supervisor/internal/procfs"
 	"github.com/procsupervisor/supervisor/internal/store"
 	"github.com/procsupervisor/supervisor/internal/token"
@@ -64,7 +65,7 @@ type Daemon struct {
 	st      *store.Store
 	tr      atomic.Pointer[tracker.Tracker]
 	judge   *verdict.Judge
-	log     *logfeed.Logger
+	log     *feed
 	started time.Time
 	cg      cgroupBase
 
@@ -129,7 +130,7 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 		cancel()
 	}()
 	d := &Daemon{
-		cfg: cfg, boot: boot, self: int32(os.Getpid()), st: st, log: lg,
+		cfg: cfg, boot: boot, self: int32(os.Getpid()), st: st, log: &feed{Logger: lg},
 		started:  time.Now(),
 		holders:  map[int32][]string{},
 		roots:    map[int32]string{},
@@ -172,6 +173,13 @@ func (d *Daemon) run(ctx context.Context, ready func(Info)) error {
 	defer tr.Close()
 	d.tr.Store(tr)
 	d.judge = &verdict.Judge{Boot: d.boot, Mechanism: string(tr.Mechanism()), Observer: tr}
+	if d.cfg.MetricsListen != "" {
+		stop, err := d.serveMetrics(tr)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
 	d.cg = findCgroupBase(d.cfg.Cgroup)
 	d.log.Service(logfeed.Service{Mechanism: tr.Mechanism(), Reason: "started; cgroup: " + d.cg.describe()})
 
@@ -244,6 +252,41 @@ loop:
 	os.Remove(d.cfg.Socket)
 	d.log.Service(logfeed.Service{Stopping: true, Mechanism: tr.Mechanism(), Reason: reason})
 	return stopErr
+}
+
+// serveMetrics starts the Prometheus endpoint on the configured address. A
+// bad or busy address fails the start; the endpoint stops with stop.
+func (d *Daemon) serveMetrics(tr *tracker.Tracker) (stop func(), err error) {
+	m := metrics.New(d.cfg.Version, metrics.Options{
+		Graph: func() (int, int) {
+			s := tr.Graph().Stats()
+			return s.Live, s.Exited
+		},
+		Claims: func(emit func(kind, state string, n int)) {
+			st, err := d.st.Stats()
+			if err != nil {
+				return
+			}
+			for _, k := range store.Kinds() {
+				for _, s := range store.States() {
+					emit(string(k), string(s), st.Counts[k][s])
+				}
+			}
+		},
+		LogFeed: func() (uint64, uint64) {
+			s := d.log.Stats()
+			return s.Written, s.Dropped
+		},
+	})
+	ln, err := metrics.Listen(d.cfg.MetricsListen)
+	if err != nil {
+		return nil, fmt.Errorf("metrics_listen %q: %w", d.cfg.MetricsListen, err)
+	}
+	d.log.m = m
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); m.ServeListener(ctx, ln) }()
+	return func() { cancel(); <-done }, nil
 }
 
 // reapIDs handles a claim id from checkQ and any others queued with it.

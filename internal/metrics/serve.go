@@ -36,10 +36,10 @@ func (m *Metrics) Handler() http.Handler {
 // host:port ("127.0.0.1:9464", ":9464"). Errors wrap ErrAddress when addr
 // itself is malformed.
 func Listen(addr string) (net.Listener, error) {
+	if err := CheckAddress(addr); err != nil {
+		return nil, err
+	}
 	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
-		if path == "" || !strings.HasPrefix(path, "/") {
-			return nil, fmt.Errorf("metrics listen %q: want unix:/absolute/path: %w", addr, ErrAddress)
-		}
 		if err := removeStaleSocket(path); err != nil {
 			return nil, fmt.Errorf("metrics listen %q: %w", addr, err)
 		}
@@ -49,14 +49,26 @@ func Listen(addr string) (net.Listener, error) {
 		}
 		return ln, nil
 	}
-	if _, _, err := net.SplitHostPort(addr); err != nil {
-		return nil, fmt.Errorf("metrics listen %q: want host:port or unix:PATH: %w", addr, ErrAddress)
-	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("metrics listen: %w", err)
 	}
 	return ln, nil
+}
+
+// CheckAddress reports whether addr has the form Listen takes, without
+// listening. Errors wrap ErrAddress.
+func CheckAddress(addr string) error {
+	if path, ok := strings.CutPrefix(addr, "unix:"); ok {
+		if path == "" || !strings.HasPrefix(path, "/") {
+			return fmt.Errorf("metrics listen %q: want unix:/absolute/path: %w", addr, ErrAddress)
+		}
+		return nil
+	}
+	if _, _, err := net.SplitHostPort(addr); err != nil {
+		return fmt.Errorf("metrics listen %q: want host:port or unix:PATH: %w", addr, ErrAddress)
+	}
+	return nil
 }
 
 // removeStaleSocket removes a socket file left by an earlier run, and

@@ -60,6 +60,12 @@ const (
 
 var states = []State{Running, Orphaned, Released, Dropped, Exited, Retired, Unverifiable}
 
+// States lists every state the store knows.
+func States() []State { return slices.Clone(states) }
+
+// Kinds lists every kind the store knows.
+func Kinds() []Kind { return []Kind{Grant, Job} }
+
 func (s State) valid() bool { return slices.Contains(states, s) }
 
 // Instance is one process instance: a pid and its start token (the text

@@ -1,0 +1,55 @@
+package daemon
+
+import (
+	"github.com/procsupervisor/supervisor/internal/actions"
+	"github.com/procsupervisor/supervisor/internal/events"
+	"github.com/procsupervisor/supervisor/internal/logfeed"
+	"github.com/procsupervisor/supervisor/internal/metrics"
+	"github.com/procsupervisor/supervisor/internal/verdict"
+)
+
+// feed is where the daemon reports what it sees and does: every line goes
+// to the log feed, and what is counted goes to the metrics too (when they
+// are on). One call per fact keeps the two from disagreeing.
+type feed struct {
+	*logfeed.Logger
+	m *metrics.Metrics // nil when metrics are off
+}
+
+// Event logs a process event (when process events are logged) and counts
+// it; a Lost event counts the events lost.
+func (f *feed) Event(ev *events.Event) {
+	f.Logger.Event(ev)
+	if f.m == nil {
+		return
+	}
+	if ev.Kind == events.Lost {
+		f.m.Lost(ev.Mechanism, max(ev.Count, 1))
+		return
+	}
+	f.m.Event(ev.Kind, ev.Mechanism)
+}
+
+// Verdict logs and counts a verdict.
+func (f *feed) Verdict(v verdict.Verdict) {
+	f.Logger.Verdict(v)
+	if f.m != nil {
+		f.m.Verdict(v.Result)
+	}
+}
+
+// Signal logs a signal sent (or refused) and counts those delivered.
+func (f *feed) Signal(s logfeed.Signal) {
+	f.Logger.Signal(s)
+	if f.m != nil && s.Err == nil {
+		f.m.Signal(s.Signal)
+	}
+}
+
+// Teardown logs a teardown and, when it acted, counts its outcome.
+func (f *feed) Teardown(o actions.Outcome) {
+	f.Logger.Teardown(o)
+	if f.m != nil && o.Acted {
+		f.m.Teardown(o.Dead, o.Escalated)
+	}
+}
