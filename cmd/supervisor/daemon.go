@@ -101,8 +101,18 @@ func socketPath(flagVal string) string {
 	if s := os.Getenv(socketEnv); s != "" {
 		return s
 	}
-	return daemon.DefaultSocket()
+	def := daemon.DefaultSocket()
+	// The packaged systemd unit puts the socket in its runtime directory.
+	if _, err := os.Stat(def); err != nil && os.Geteuid() == 0 {
+		if _, err := os.Stat(unitSocket); err == nil {
+			return unitSocket
+		}
+	}
+	return def
 }
+
+// unitSocket is where packaging/supervisor.service has the daemon listen.
+const unitSocket = "/run/supervisor/supervisor.sock"
 
 func socketFlag(fs *flag.FlagSet) *string {
 	return fs.String("socket", "", "the daemon's socket (default $"+socketEnv+", else "+daemon.DefaultSocket()+")")

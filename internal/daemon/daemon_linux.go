@@ -129,6 +129,8 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 		lg.Close(cctx)
 		cancel()
 	}()
+	// SIGHUP reopens a file output (after logrotate moved it).
+	lg.ReopenOnSignal(ctx, syscall.SIGHUP)
 	d := &Daemon{
 		cfg: cfg, boot: boot, self: int32(os.Getpid()), st: st, log: &feed{Logger: lg},
 		started:  time.Now(),
