@@ -9,6 +9,7 @@ package packaging
 import (
 	"encoding/xml"
 	"errors"
+	"github.com/procsupervisor/supervisor/internal/testenv"
 	"io"
 	"os"
 	"os/exec"
@@ -163,7 +164,7 @@ func TestPlist(t *testing.T) {
 // exposure limit). It skips where systemd-analyze is missing.
 func TestUnitVerify(t *testing.T) {
 	if _, err := exec.LookPath("systemd-analyze"); err != nil {
-		t.Skip("systemd-analyze not installed")
+		testenv.Skip(t, "systemd-analyze not installed")
 	}
 	out, err := exec.Command("../scripts/check-unit.sh").CombinedOutput()
 	if err != nil {

@@ -7,12 +7,13 @@ import (
 	"time"
 
 	"github.com/procsupervisor/supervisor/internal/procfs"
+	"github.com/procsupervisor/supervisor/internal/testenv"
 )
 
 func TestScanLiveProcesses(t *testing.T) {
 	boot, err := procfs.ReadBootID("/proc")
 	if err != nil {
-		t.Skipf("no /proc: %v", err)
+		testenv.Skip(t, "no /proc: %v", err)
 	}
 	// A zombie child: exited, not reaped.
 	z := exec.Command("true")
