@@ -17,6 +17,8 @@
 #   lost      events the observer said it lost (supervisor: the totals on
 #             stderr; forkstat does not count losses)
 #   missing   storm fork/exit events not printed (2 x children - seen)
+#   cs/event  the observer's context switches per event printed (why the
+#             CPU goes where it goes)
 #   us/event  observer CPU (utime+stime from /proc/PID/stat, from when it was
 #             ready until it had drained the storm) divided by the events it
 #             printed in that run (all processes of the machine, all kinds)
@@ -99,6 +101,14 @@ cputicks() {
 	echo $((${12} + ${13}))
 }
 
+# switches PID: context switches (voluntary and not) of all of a process's
+# threads: each is a sleep/wake-up of the observer, the main cost per event
+# when it wakes for every few events.
+switches() {
+	cat /proc/"$1"/task/*/status 2>/dev/null |
+		awk '/^(voluntary|nonvoluntary)_ctxt_switches:/ { n += $2 } END { print n + 0 }'
+}
+
 # ready_supervisor PID ERRFILE: wait for "mechanism X" on stderr.
 ready_supervisor() {
 	local i
@@ -129,25 +139,28 @@ ready_forkstat() {
 	done
 }
 
-# drained FILE...: wait until each observer has printed the exit of the
-# storm's last worker (the storm's events are then printed, unless lost), or
-# its output has stopped growing for 0.6 s (forkstat buffers its output; a
-# lost exit never comes), at most 30 s. Uses $wpids of the storm.
+# drained PID FILE [PID FILE]: wait until each observer has printed the exit
+# of the storm's last workers (the storm's events are then printed, unless
+# lost), or has gone quiet: at most 2 clock ticks of CPU in 0.3 s (forkstat
+# buffers its output, and a lost exit never comes; the machine's other
+# processes keep the output growing), at most 30 s. Uses $wpids.
 drained() {
-	local i f last="" now pending
+	local i j pending quiet args=("$@") last=() now
 	for i in $(seq 100); do
 		pending=0
-		for f in "$@"; do
-			seen_worker_exits "$f" || pending=1
+		quiet=1
+		for ((j = 0; j < ${#args[@]}; j += 2)); do
+			seen_worker_exits "${args[j + 1]}" || pending=1
+			now=$(cputicks "${args[j]}")
+			[ -n "${last[j]:-}" ] && [ $((now - last[j])) -le 2 ] || quiet=0
+			last[j]=$now
 		done
 		# (a pid reissued to a worker may have exited earlier: linger)
 		[ "$pending" = 0 ] && { sleep 0.5; return 0; }
-		now=$(stat -c %s "$@" | tr '\n' ' ')
-		[ "$now" = "$last" ] && return 0
-		last=$now
+		[ "$quiet" = 1 ] && return 0
 		sleep 0.3
 	done
-	echo "forkstorm: observers still printing after 30 s" >&2
+	echo "forkstorm: observers still busy 30 s after the storm" >&2
 }
 
 # seen_worker_exits FILE: whether FILE (supervisor JSON or forkstat table)
@@ -186,30 +199,35 @@ observe() {
 		observers+=("$fpid")
 		ready_forkstat "$fpid"
 	fi
-	[ -z "$spid" ] || s0=$(cputicks "$spid")
-	[ -z "$fpid" ] || f0=$(cputicks "$fpid")
+	local sc0=0 fc0=0
+	[ -z "$spid" ] || { s0=$(cputicks "$spid"); sc0=$(switches "$spid"); }
+	[ -z "$fpid" ] || { f0=$(cputicks "$fpid"); fc0=$(switches "$fpid"); }
 	storm "$tag"
-	local files=()
-	[ -z "$spid" ] || files+=("$dir/sup.$tag")
-	[ -z "$fpid" ] || files+=("$dir/fs.$tag")
-	drained "${files[@]}"
+	local watch=()
+	[ -z "$spid" ] || watch+=("$spid" "$dir/sup.$tag")
+	[ -z "$fpid" ] || watch+=("$fpid" "$dir/fs.$tag")
+	drained "${watch[@]}"
 	if [ -n "$spid" ]; then
 		s1=$(cputicks "$spid")
+		local sc1
+		sc1=$(switches "$spid")
 		kill -INT "$spid"
 		wait "$spid" || die "supervisor events exited with $?: $(cat "$dir/sup.$tag.err")"
 		local m lost
 		m=$(awk -v fmt=supervisor -v workers="$wpids" -f "$here/forkstorm/match.awk" "$dir/pids.$tag" "$dir/sup.$tag")
 		# The totals line is the authority on losses.
 		lost=$(sed -n 's/.* events, \([0-9]*\) lost.*/\1/p' "$dir/sup.$tag.err")
-		echo "round=$round config=$config observer=supervisor/$mech rate=$rate base=$base cpu=$((s1 - s0)) $m stderr_lost=${lost:-?}" >>"$results"
+		echo "round=$round config=$config observer=supervisor/$mech rate=$rate base=$base cpu=$((s1 - s0)) cs=$((sc1 - sc0)) $m stderr_lost=${lost:-?}" >>"$results"
 	fi
 	if [ -n "$fpid" ]; then
 		f1=$(cputicks "$fpid")
+		local fc1
+		fc1=$(switches "$fpid")
 		kill -INT "$fpid"
 		wait "$fpid" || true # forkstat exits non-zero on a signal in some versions
 		local m
 		m=$(awk -v fmt=forkstat -v workers="$wpids" -f "$here/forkstorm/match.awk" "$dir/pids.$tag" "$dir/fs.$tag")
-		echo "round=$round config=$config observer=forkstat rate=$rate base=$base cpu=$((f1 - f0)) $m stderr_lost=-" >>"$results"
+		echo "round=$round config=$config observer=forkstat rate=$rate base=$base cpu=$((f1 - f0)) cs=$((fc1 - fc0)) $m stderr_lost=-" >>"$results"
 	fi
 	observers=()
 }
@@ -240,37 +258,38 @@ function median(list,   n, a, i, j, t) {
 	return (n % 2) ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
 }
 BEGIN {
-	printf "%-5s %-10s %-18s %9s %9s %8s %7s %7s %9s %7s\n", "round", "config", "observer", "storm/s", "reported", "lost", "missing", "paired", "us/event", "rate"
+	printf "%-5s %-10s %-18s %9s %9s %8s %7s %7s %9s %9s %7s\n", "round", "config", "observer", "storm/s", "reported", "lost", "missing", "paired", "us/event", "cs/event", "rate"
 }
 {
 	kv($0)
 	if (v["config"] == "none") {
-		printf "%-5s %-10s %-18s %9.0f %9s %8s %7s %7s %9s %7s\n", v["round"], "none", "-", v["rate"], "-", "-", "-", "-", "-", "100.0%"
+		printf "%-5s %-10s %-18s %9.0f %9s %8s %7s %7s %9s %9s %7s\n", v["round"], "none", "-", v["rate"], "-", "-", "-", "-", "-", "-", "100.0%"
 		base[++nb] = v["rate"]
 		next
 	}
 	rep = 100 * v["reported"] / v["children"]
 	miss = 2 * v["children"] - v["forked"] - v["exited"]
 	us = (v["events"] > 0) ? 1e6 * v["cpu"] / hz / v["events"] : 0
+	cs = (v["events"] > 0) ? v["cs"] / v["events"] : 0
 	rel = 100 * v["rate"] / v["base"]
 	paired = (v["paired"] < 0) ? "-" : sprintf("%.2f%%", 100 * v["paired"] / v["children"])
 	lost = (v["stderr_lost"] == "-") ? "n/a" : v["stderr_lost"]
-	printf "%-5s %-10s %-18s %9.0f %8.2f%% %8s %7d %7s %9.2f %6.1f%%\n", v["round"], v["config"], v["observer"], v["rate"], rep, lost, miss, paired, us, rel
+	printf "%-5s %-10s %-18s %9.0f %8.2f%% %8s %7d %7s %9.2f %9.3f %6.1f%%\n", v["round"], v["config"], v["observer"], v["rate"], rep, lost, miss, paired, us, cs, rel
 	k = v["config"] " " v["observer"]
 	if (!(k in seen)) { seen[k] = 1; order[++nk] = k }
 	R[k] = R[k] " " rep; L[k] = L[k] " " ((lost == "n/a") ? 0 : lost); M[k] = M[k] " " miss
-	U[k] = U[k] " " us; Q[k] = Q[k] " " rel; S[k] = S[k] " " v["rate"]
+	U[k] = U[k] " " us; C[k] = C[k] " " cs; Q[k] = Q[k] " " rel; S[k] = S[k] " " v["rate"]
 	if (miss > 0 && (lost == "n/a" || lost + 0 < miss)) unexplained[k] += miss - ((lost == "n/a") ? 0 : lost)
 }
 END {
 	b = ""
 	for (i = 1; i <= nb; i++) b = b " " base[i]
 	printf "\nmedians over %d rounds (unobserved storm: %.0f children/s)\n", nb, median(b)
-	printf "%-10s %-18s %9s %9s %8s %7s %9s %7s  %s\n", "config", "observer", "storm/s", "reported", "lost", "missing", "us/event", "rate", "losses unreported"
+	printf "%-10s %-18s %9s %9s %8s %7s %9s %9s %7s  %s\n", "config", "observer", "storm/s", "reported", "lost", "missing", "us/event", "cs/event", "rate", "losses unreported"
 	for (i = 1; i <= nk; i++) {
 		k = order[i]; split(k, c, " ")
 		ml = (c[2] == "forkstat") ? "n/a" : median(L[k])
-		printf "%-10s %-18s %9.0f %8.2f%% %8s %7d %9.2f %6.1f%%  %d\n", c[1], c[2], median(S[k]), median(R[k]), ml, median(M[k]), median(U[k]), median(Q[k]), unexplained[k]
+		printf "%-10s %-18s %9.0f %8.2f%% %8s %7d %9.2f %9.3f %6.1f%%  %d\n", c[1], c[2], median(S[k]), median(R[k]), ml, median(M[k]), median(U[k]), median(C[k]), median(Q[k]), unexplained[k]
 	}
 }' "$results"
 [ -z "$keep" ] || echo "# raw results and observer output kept in $dir"
