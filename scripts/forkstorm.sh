@@ -31,8 +31,9 @@
 #          [--keep DIR]
 #
 # Needs root, gcc, go (unless --supervisor), forkstat (unless left out of
-# --configs). One round is 4 storms of N children; at ~15,000 children a
-# second and N=60000 that is about 20 s of both cores.
+# --configs). One round is 4 storms of N children, each 1-7 s of both cores
+# at the 15,000-60,000 children a second this VM reaches (docs/benchmarks.md);
+# rounds are 5 s apart.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")" && pwd)
