@@ -115,6 +115,41 @@ static __always_inline struct event *reserve(__u32 kind)
 	return reserve_size(kind, sizeof(struct event));
 }
 
+/* Waking the reader for every record costs more than the record (an
+ * irq_work and a context switch per event under a fork storm). A record
+ * wakes the reader only when none did for WAKEUP_GAP_NS, or when the ring is
+ * a quarter full; the others are submitted silently. The reader keeps
+ * polling with a deadline longer than WAKEUP_GAP_NS after every record it
+ * sees, so a silent record is never stranded: it sleeps without a deadline
+ * only after a quiet stretch longer than the gap, and the first record after
+ * such a stretch always wakes it. Races between CPUs on last_wakeup_ns only
+ * add wakeups. */
+/* Flags of bpf_ringbuf_submit and bpf_ringbuf_query (uapi linux/bpf.h,
+ * which this program does not include). */
+enum {
+	RB_NO_WAKEUP = 1,
+	RB_FORCE_WAKEUP = 2,
+	RB_AVAIL_DATA = 0,
+};
+
+#define WAKEUP_GAP_NS 5000000ULL
+#define WAKEUP_BYTES (1 << 18)
+
+__u64 last_wakeup_ns = 0;
+
+static __always_inline void submit(struct event *e)
+{
+	__u64 now = e->time_ns;
+	__u64 flags = RB_NO_WAKEUP;
+
+	if (now - last_wakeup_ns > WAKEUP_GAP_NS ||
+	    bpf_ringbuf_query(&events, RB_AVAIL_DATA) >= WAKEUP_BYTES) {
+		last_wakeup_ns = now;
+		flags = RB_FORCE_WAKEUP;
+	}
+	bpf_ringbuf_submit(e, flags);
+}
+
 /* pidfs_ino returns the pidfs inode id of the process led by leader: the
  * inode of its thread-group struct pid, which fstat of a pidfd reports. */
 static __always_inline __u64 pidfs_ino(struct task_struct *leader)
@@ -164,7 +199,7 @@ int BPF_PROG(handle_fork, struct task_struct *parent, struct task_struct *child)
 	fill_ids(e, child, BPF_CORE_READ(parent, group_leader));
 	e->tid = BPF_CORE_READ(child, pid);
 	BPF_CORE_READ_INTO(&e->comm, child, comm);
-	bpf_ringbuf_submit(e, 0);
+	submit(e);
 	return 0;
 }
 
@@ -191,7 +226,7 @@ int BPF_PROG(handle_exec, struct task_struct *p, pid_t old_pid, struct linux_bin
 					      BPF_CORE_READ(bprm, filename)) < 0)
 			x->filename[0] = 0;
 	}
-	bpf_ringbuf_submit(e, 0);
+	submit(e);
 	return 0;
 }
 
@@ -212,7 +247,7 @@ static __always_inline int report_exit(struct task_struct *p)
 	else
 		e->status = BPF_CORE_READ(leader, exit_code);
 	BPF_CORE_READ_INTO(&e->comm, leader, comm);
-	bpf_ringbuf_submit(e, 0);
+	submit(e);
 	return 0;
 }
 

@@ -45,6 +45,7 @@ const (
 	processProgHandleExit     = "handle_exit"
 	processProgHandleExitLive = "handle_exit_live"
 	processProgHandleFork     = "handle_fork"
+	processVarLastWakeupNs    = "last_wakeup_ns"
 	processVarUnusedEvent     = "unused_event"
 	processVarUnusedExecEvent = "unused_exec_event"
 	processVarWantFilename    = "want_filename"
@@ -110,6 +111,7 @@ type processMapSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type processVariableSpecs struct {
+	LastWakeupNs    *ebpf.VariableSpec `ebpf:"last_wakeup_ns"`
 	UnusedEvent     *ebpf.VariableSpec `ebpf:"unused_event"`
 	UnusedExecEvent *ebpf.VariableSpec `ebpf:"unused_exec_event"`
 	WantFilename    *ebpf.VariableSpec `ebpf:"want_filename"`
@@ -150,6 +152,7 @@ func (m *processMaps) Close() error {
 //
 // It can be passed to loadProcessObjects or ebpf.CollectionSpec.LoadAndAssign.
 type processVariables struct {
+	LastWakeupNs    *ebpf.Variable `ebpf:"last_wakeup_ns"`
 	UnusedEvent     *ebpf.Variable `ebpf:"unused_event"`
 	UnusedExecEvent *ebpf.Variable `ebpf:"unused_exec_event"`
 	WantFilename    *ebpf.Variable `ebpf:"want_filename"`

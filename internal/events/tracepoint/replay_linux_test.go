@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/cilium/ebpf/ringbuf"
@@ -54,6 +55,8 @@ func (f *fakeReader) available() int {
 	}
 	return n
 }
+
+func (f *fakeReader) SetDeadline(time.Time) {}
 
 func (f *fakeReader) Close() error {
 	close(f.closed)
@@ -275,4 +278,5 @@ func (l *loopReader) ReadInto(rec *ringbuf.Record) error {
 	rec.Remaining = 0
 	return nil
 }
-func (l *loopReader) Close() error { return nil }
+func (l *loopReader) SetDeadline(time.Time) {}
+func (l *loopReader) Close() error          { return nil }

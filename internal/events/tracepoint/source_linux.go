@@ -9,6 +9,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
@@ -29,8 +30,19 @@ type recordReader interface {
 	// buffer, and sets rec.Remaining (0 when the buffer is drained). After
 	// Close it returns an error wrapping ringbuf.ErrClosed or os.ErrClosed.
 	ReadInto(rec *ringbuf.Record) error
+	// SetDeadline bounds how long ReadInto waits for a record; after it,
+	// ReadInto returns the records already in the ring and then
+	// os.ErrDeadlineExceeded. The zero time waits without bound.
+	SetDeadline(t time.Time)
 	Close() error
 }
+
+// straggleWait is how long Read keeps polling after the last record it saw.
+// The eBPF program submits most records without waking the reader (see
+// submit in bpf/process.bpf.c): it wakes it at most every 5 ms, so a record
+// submitted silently is found by this poll. Only after a quiet stretch of
+// straggleWait does Read sleep until the program wakes it.
+const straggleWait = 10 * time.Millisecond
 
 // lostCheckEvery bounds how many records Read decodes between two looks at
 // the kernel's lost counter while the ring buffer never drains.
@@ -55,6 +67,8 @@ type Source struct {
 	lostSeen   uint64 // lost counter value already reported
 	sinceCheck int    // records since the last look at the lost counter
 	checkLost  bool
+	sawData    bool // a record arrived since the read deadline was set
+	quiet      bool // no deadline: asleep until the program wakes us
 
 	closed    atomic.Bool
 	closeOnce sync.Once
@@ -68,7 +82,7 @@ var _ events.Source = (*Source)(nil)
 // newSource wires a Source around a record reader; New passes the ring
 // buffer, tests a fake.
 func newSource(boot procfs.BootID, rd recordReader, lost func() (uint64, error), release func() error) *Source {
-	return &Source{boot: boot, rd: rd, lost: lost, release: release}
+	return &Source{boot: boot, rd: rd, lost: lost, release: release, quiet: true}
 }
 
 // objects are the kernel objects New loads; the exit program is
@@ -304,10 +318,25 @@ func (s *Source) Read(ev *events.Event) error {
 			if errors.Is(err, ringbuf.ErrClosed) || errors.Is(err, os.ErrClosed) || s.closed.Load() {
 				return events.ErrClosed
 			}
+			if errors.Is(err, os.ErrDeadlineExceeded) {
+				if s.sawData {
+					s.sawData = false
+					s.rd.SetDeadline(time.Now().Add(straggleWait))
+				} else {
+					s.quiet = true
+					s.rd.SetDeadline(time.Time{})
+				}
+				continue
+			}
 			if errors.Is(err, syscall.EINTR) {
 				continue
 			}
 			return fmt.Errorf("tracepoint: read ring buffer: %w", err)
+		}
+		s.sawData = true
+		if s.quiet {
+			s.quiet = false
+			s.rd.SetDeadline(time.Now().Add(straggleWait))
 		}
 		// Look at the lost counter once the buffer is drained (drops happen
 		// only while it is full, so they are then behind us) or, under a
