@@ -164,10 +164,10 @@ func (d *Daemon) run(ctx context.Context, ready func(Info)) error {
 			MaxExited:    d.cfg.GraphMaxExited,
 			MaxExitedAge: time.Duration(d.cfg.GraphMaxExitedAge),
 		},
+		// A Lost event reaches onEvent like any other, and the log feed
+		// writes its events_lost line from it; the resync that follows it
+		// needs no line of its own.
 		OnEvent: d.onEvent,
-		OnResync: func(m events.Mechanism, lost uint64, err error) {
-			d.log.Lost(m, lost)
-		},
 	})
 	if err != nil {
 		return fmt.Errorf("mechanism %s: %w", d.cfg.Mechanism, err)
