@@ -108,15 +108,15 @@ func (s *Server) Shutdown(ctx context.Context) error { return s.srv.Shutdown(ctx
 // Handler returns the API's handler (without the connection cap).
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.HandleFunc("POST "+Version+"/launch", s.launch)
-	mux.HandleFunc("POST "+Version+"/admit", s.admit)
+	mux.HandleFunc("POST "+Version+"/launch", call(http.StatusCreated, s.b.Launch))
+	mux.HandleFunc("POST "+Version+"/admit", call(http.StatusCreated, s.b.Admit))
 	mux.HandleFunc("POST "+Version+"/claims/{id}/release", s.release)
 	mux.HandleFunc("GET "+Version+"/claims", s.list)
 	mux.HandleFunc("GET "+Version+"/claims/{id}", s.get)
 	mux.HandleFunc("POST "+Version+"/reap", s.reap)
 	mux.HandleFunc("GET "+Version+"/status", s.status)
-	mux.HandleFunc("POST "+Version+"/verify", s.verify)
-	mux.HandleFunc("POST "+Version+"/kill", s.kill)
+	mux.HandleFunc("POST "+Version+"/verify", call(http.StatusOK, s.b.Verify))
+	mux.HandleFunc("POST "+Version+"/kill", call(http.StatusOK, s.b.Kill))
 	mux.HandleFunc("GET "+Version+"/tree", s.tree)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such endpoint: "+r.Method+" "+trunc(r.URL.Path, 200))
@@ -208,38 +208,32 @@ func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
 
 func peer(r *http.Request) Peer { p, _ := PeerOf(r.Context()); return p }
 
-func (s *Server) launch(w http.ResponseWriter, r *http.Request) {
-	var req LaunchRequest
-	if !decode(w, r, &req, false) {
-		return
-	}
-	if err := req.Validate(); err != nil {
-		writeErr(w, err)
-		return
-	}
-	c, err := s.b.Launch(r.Context(), peer(r), &req)
-	if err != nil {
-		writeErr(w, err)
-		return
-	}
-	writeJSON(w, http.StatusCreated, c)
+// validated is a request body that checks its own fields.
+type validated[T any] interface {
+	*T
+	Validate() error
 }
 
-func (s *Server) admit(w http.ResponseWriter, r *http.Request) {
-	var req AdmitRequest
-	if !decode(w, r, &req, false) {
-		return
+// call is the handler of an endpoint whose body is a request the backend
+// takes whole: decode it strictly, validate it, call the backend with the
+// caller's credentials, answer with status and the result as JSON.
+func call[Req any, P validated[Req], Resp any](status int, fn func(context.Context, Peer, P) (Resp, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		req := P(new(Req))
+		if !decode(w, r, req, false) {
+			return
+		}
+		if err := req.Validate(); err != nil {
+			writeErr(w, err)
+			return
+		}
+		res, err := fn(r.Context(), peer(r), req)
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		writeJSON(w, status, res)
 	}
-	if err := req.Validate(); err != nil {
-		writeErr(w, err)
-		return
-	}
-	c, err := s.b.Admit(r.Context(), peer(r), &req)
-	if err != nil {
-		writeErr(w, err)
-		return
-	}
-	writeJSON(w, http.StatusCreated, c)
 }
 
 func (s *Server) release(w http.ResponseWriter, r *http.Request) {
@@ -310,40 +304,6 @@ func (s *Server) status(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, st)
-}
-
-func (s *Server) verify(w http.ResponseWriter, r *http.Request) {
-	var req ClaimRequest
-	if !decode(w, r, &req, false) {
-		return
-	}
-	if err := req.Validate(); err != nil {
-		writeErr(w, err)
-		return
-	}
-	v, err := s.b.Verify(r.Context(), peer(r), &req)
-	if err != nil {
-		writeErr(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, v)
-}
-
-func (s *Server) kill(w http.ResponseWriter, r *http.Request) {
-	var req ClaimRequest
-	if !decode(w, r, &req, false) {
-		return
-	}
-	if err := req.Validate(); err != nil {
-		writeErr(w, err)
-		return
-	}
-	o, err := s.b.Kill(r.Context(), peer(r), &req)
-	if err != nil {
-		writeErr(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, o)
 }
 
 func (s *Server) tree(w http.ResponseWriter, r *http.Request) {
