@@ -351,15 +351,11 @@ func runRelease(ctx context.Context, env *cliEnv, args []string) error {
 func runList(ctx context.Context, env *cliEnv, args []string) error {
 	fs := newFlags("list")
 	asJSON := fs.Bool("json", false, "print the claims as a JSON array")
-	sock := socketFlag(fs)
-	pos, err := parse(fs, commands["list"], env, args)
+	socketFlag(fs)
+	c, err := clientFor(fs, "list", env, args)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 0 {
-		return fail(exitUsage, "unexpected arguments %q", pos)
-	}
-	c := api.NewClient(socketPath(*sock))
 	defer c.Close()
 	cs, err := c.List(ctx)
 	if err != nil {
@@ -384,6 +380,19 @@ func runList(ctx context.Context, env *cliEnv, args []string) error {
 	return tw.Flush()
 }
 
+// clientFor parses a client command that takes flags only, and returns a
+// client of the daemon's socket (its --socket flag, once parsed).
+func clientFor(fs *flag.FlagSet, name string, env *cliEnv, args []string) (*api.Client, error) {
+	pos, err := parse(fs, commands[name], env, args)
+	if err != nil {
+		return nil, err
+	}
+	if len(pos) != 0 {
+		return nil, fail(exitUsage, "unexpected arguments %q", pos)
+	}
+	return api.NewClient(socketPath(fs.Lookup("socket").Value.String())), nil
+}
+
 // sanitize keeps control characters out of a terminal.
 func sanitize(s string) string {
 	return strings.Map(func(r rune) rune {
@@ -398,15 +407,11 @@ func runReap(ctx context.Context, env *cliEnv, args []string) error {
 	fs := newFlags("reap")
 	dry := fs.Bool("dry-run", false, "report what the reaper would do, do nothing")
 	asJSON := fs.Bool("json", false, "print the report as JSON")
-	sock := socketFlag(fs)
-	pos, err := parse(fs, commands["reap"], env, args)
+	socketFlag(fs)
+	c, err := clientFor(fs, "reap", env, args)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 0 {
-		return fail(exitUsage, "unexpected arguments %q", pos)
-	}
-	c := api.NewClient(socketPath(*sock))
 	defer c.Close()
 	rep, err := c.Reap(ctx, *dry)
 	if err != nil {
@@ -430,15 +435,11 @@ func printReport(env *cliEnv, r api.Report) {
 func runStatus(ctx context.Context, env *cliEnv, args []string) error {
 	fs := newFlags("status")
 	asJSON := fs.Bool("json", false, "print the status as JSON")
-	sock := socketFlag(fs)
-	pos, err := parse(fs, commands["status"], env, args)
+	socketFlag(fs)
+	c, err := clientFor(fs, "status", env, args)
 	if err != nil {
 		return err
 	}
-	if len(pos) != 0 {
-		return fail(exitUsage, "unexpected arguments %q", pos)
-	}
-	c := api.NewClient(socketPath(*sock))
 	defer c.Close()
 	st, err := c.Status(ctx)
 	if err != nil {
