@@ -252,9 +252,9 @@ func TestParseBootTime(t *testing.T) {
 		{"btime x\n", 0, false},
 	}
 	for _, tt := range tests {
-		got, err := parseBootTime([]byte(tt.in))
+		got, err := procfs.ParseBootTime([]byte(tt.in))
 		if got != tt.want || (err == nil) != tt.ok {
-			t.Errorf("parseBootTime(%q) = %d, %v; want %d, ok %v", tt.in, got, err, tt.want, tt.ok)
+			t.Errorf("procfs.ParseBootTime(%q) = %d, %v; want %d, ok %v", tt.in, got, err, tt.want, tt.ok)
 		}
 	}
 }

@@ -79,6 +79,44 @@ func Tgid(root string, pid int32) (int32, error) {
 
 // ParseStatusTgid extracts the Tgid line of a /proc/PID/status file.
 func ParseStatusTgid(b []byte) (int32, error) {
+	v, ok := lineValue(b, "Tgid:")
+	if !ok {
+		return 0, fmt.Errorf("status: no Tgid line: %w", ErrMalformed)
+	}
+	t, ok := atoi32(v)
+	if !ok {
+		return 0, fmt.Errorf("status: bad Tgid: %w", ErrMalformed)
+	}
+	return t, nil
+}
+
+// ReadBootTime reads the boot time in Unix seconds from the btime line of
+// root/stat (/proc/stat). The kernel derives it from the wall clock minus
+// the uptime, so it moves when the clock is stepped.
+func ReadBootTime(root string) (int64, error) {
+	b, err := os.ReadFile(root + "/stat")
+	if err != nil {
+		return 0, fmt.Errorf("read boot time: %w", err)
+	}
+	return ParseBootTime(b)
+}
+
+// ParseBootTime extracts the btime line of a /proc/stat file.
+func ParseBootTime(b []byte) (int64, error) {
+	v, ok := lineValue(b, "btime ")
+	if !ok {
+		return 0, fmt.Errorf("stat: no btime line: %w", ErrMalformed)
+	}
+	t, err := strconv.ParseInt(string(v), 10, 64)
+	if err != nil || t <= 0 {
+		return 0, fmt.Errorf("stat: bad btime %q: %w", v, ErrMalformed)
+	}
+	return t, nil
+}
+
+// lineValue returns the rest of the first line of b that starts with
+// prefix, trimmed of spaces.
+func lineValue(b []byte, prefix string) ([]byte, bool) {
 	for len(b) > 0 {
 		line := b
 		if i := bytes.IndexByte(b, '\n'); i >= 0 {
@@ -86,13 +124,9 @@ func ParseStatusTgid(b []byte) (int32, error) {
 		} else {
 			b = nil
 		}
-		if v, ok := bytes.CutPrefix(line, []byte("Tgid:")); ok {
-			t, ok := atoi32(bytes.TrimSpace(v))
-			if !ok {
-				return 0, fmt.Errorf("status: bad Tgid: %w", ErrMalformed)
-			}
-			return t, nil
+		if v, ok := bytes.CutPrefix(line, []byte(prefix)); ok {
+			return bytes.TrimSpace(v), true
 		}
 	}
-	return 0, fmt.Errorf("status: no Tgid line: %w", ErrMalformed)
+	return nil, false
 }
