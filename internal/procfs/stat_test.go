@@ -110,3 +110,19 @@ func FuzzParseStat(f *testing.F) {
 		}
 	})
 }
+
+func FuzzParseLines(f *testing.F) {
+	f.Add([]byte("Name:\tsleep\nTgid:\t42\nPid:\t42\n"))
+	f.Add([]byte("cpu  1 2 3\nbtime 1764432384\nprocesses 9\n"))
+	f.Add([]byte("btime -1\nTgid: x"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if _, err := ParseStatusTgid(b); err != nil && !errors.Is(err, ErrMalformed) {
+			t.Fatalf("ParseStatusTgid error %v does not wrap ErrMalformed", err)
+		}
+		if v, err := ParseBootTime(b); err != nil && !errors.Is(err, ErrMalformed) {
+			t.Fatalf("ParseBootTime error %v does not wrap ErrMalformed", err)
+		} else if err == nil && v <= 0 {
+			t.Fatalf("ParseBootTime = %d, want a positive time", v)
+		}
+	})
+}
