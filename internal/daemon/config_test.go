@@ -56,3 +56,19 @@ func TestValidate(t *testing.T) {
 		}
 	}
 }
+
+func FuzzDecodeConfig(f *testing.F) {
+	f.Add([]byte(`{"state_dir":"/var/lib/x","grace":"10s","mechanism":"ebpf"}`))
+	f.Add([]byte(`{"metrics_listen":"unix:/run/m.sock","graph_max_exited":-1}`))
+	f.Add([]byte(`{"grace":"-1s"} trailing`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		cfg := DefaultConfig()
+		if err := decodeConfig(b, &cfg); err != nil {
+			return
+		}
+		// Whatever decodes is either valid or refused with ErrConfig.
+		if err := cfg.Validate(); err != nil && !errors.Is(err, ErrConfig) {
+			t.Fatalf("Validate() = %v, want nil or ErrConfig", err)
+		}
+	})
+}
