@@ -102,10 +102,14 @@ func runEvents(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	p := &eventPrinter{w: bufio.NewWriterSize(env.stdout, 64<<10), json: *asJSON}
-	if !p.json {
+	// The source may print as soon as it runs: hold the printer until the
+	// header is written, and write no header for a source that failed.
+	p.mu.Lock()
+	t, err := startTracker(ctx, *mech, boot, p.print)
+	if err == nil && !p.json {
 		fmt.Fprintf(p.w, "%-6s %7s %7s  %-16s %s\n", "KIND", "PID", "PPID", "COMM", "TOKEN / DETAIL")
 	}
-	t, err := startTracker(ctx, *mech, boot, p.print)
+	p.mu.Unlock()
 	if err != nil {
 		return err
 	}
