@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -11,6 +12,9 @@ import (
 	"github.com/procsupervisor/supervisor/internal/procfs"
 	"github.com/procsupervisor/supervisor/internal/token"
 )
+
+// readers reuse /proc readers (each holds a 1 KiB buffer) across binds.
+var readers = sync.Pool{New: func() any { return procfs.NewReader("/proc") }}
 
 // pidfsMagic is the file system magic of pidfs (PIDFS_MAGIC, Linux 6.9+).
 const pidfsMagic = 0x50494446
@@ -61,8 +65,10 @@ func (h *Handle) bind(boot procfs.BootID) error {
 	if err != nil {
 		return err
 	}
-	r := procfs.Reader{Root: "/proc"}
-	if err := r.ReadStat(h.pid, &h.stat); err != nil {
+	r := readers.Get().(*procfs.Reader)
+	err = r.ReadStat(h.pid, &h.stat)
+	readers.Put(r)
+	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
 			return fmt.Errorf("pid %d: %w", h.pid, ErrGone)
 		}
