@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -89,15 +90,26 @@ func (h *Handle) bind(boot procfs.BootID) error {
 	return nil
 }
 
+// pidfsState caches whether pidfds live on pidfs, a property of the running
+// kernel: 0 not known yet, 1 yes, 2 no. Only answers are cached, not errors.
+var pidfsState atomic.Int32
+
 // inode returns the pidfs inode id of the pidfd, or 0 when the kernel has no
 // pidfs (before 6.9, pidfds were anonymous inodes that all share one number).
 func inode(fd int) (uint64, error) {
-	var sfs unix.Statfs_t
-	if err := unix.Fstatfs(fd, &sfs); err != nil {
-		return 0, fmt.Errorf("fstatfs pidfd: %w", err)
-	}
-	if sfs.Type != pidfsMagic {
+	switch pidfsState.Load() {
+	case 2:
 		return 0, nil
+	case 0:
+		var sfs unix.Statfs_t
+		if err := unix.Fstatfs(fd, &sfs); err != nil {
+			return 0, fmt.Errorf("fstatfs pidfd: %w", err)
+		}
+		if sfs.Type != pidfsMagic {
+			pidfsState.Store(2)
+			return 0, nil
+		}
+		pidfsState.Store(1)
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
