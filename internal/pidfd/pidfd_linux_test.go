@@ -1,0 +1,94 @@
+package pidfd
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"strconv"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/procsupervisor/supervisor/internal/procfs"
+)
+
+func TestCheckPid(t *testing.T) {
+	for _, tt := range []struct {
+		pid int64
+		ok  bool
+	}{{1, true}, {MaxPid, true}, {0, false}, {-1, false}, {MaxPid + 1, false}, {1 << 40, false}} {
+		if err := CheckPid(tt.pid); (err == nil) != tt.ok || (err != nil && !errors.Is(err, ErrInvalidPid)) {
+			t.Errorf("CheckPid(%d) = %v, want ok %v", tt.pid, err, tt.ok)
+		}
+	}
+}
+
+func TestOpenBindsOneInstance(t *testing.T) {
+	boot, err := procfs.ReadBootID("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := int32(cmd.Process.Pid)
+	h, err := Open(pid, boot)
+	if err != nil {
+		t.Fatalf("Open(%d) = %v", pid, err)
+	}
+	defer h.Close()
+	var st procfs.Stat
+	if err := procfs.NewReader("/proc").ReadStat(pid, &st); err != nil {
+		t.Fatal(err)
+	}
+	tok := h.Token()
+	if h.Pid() != pid || tok.Start != st.StartTime || tok.Boot != boot || h.Zombie() || h.Exited() {
+		t.Fatalf("handle = pid %d token %v zombie %v, want pid %d start %d, live", h.Pid(), tok, h.Zombie(), pid, st.StartTime)
+	}
+	if err := h.Signal(0); err != nil {
+		t.Errorf("Signal(0) to a live process = %v", err)
+	}
+	if err := h.Signal(unix.SIGKILL); err != nil {
+		t.Fatalf("Signal(SIGKILL) = %v", err)
+	}
+	if !h.Wait(10 * time.Second) {
+		t.Fatal("Wait: the killed process never exited")
+	}
+	cmd.Wait() // reap: the pid may now be reissued, the handle must not follow it
+	if err := h.Signal(0); !errors.Is(err, ErrGone) {
+		t.Errorf("Signal after reaping = %v, want ErrGone", err)
+	}
+	// The pid may have been reissued already: a new handle must then name
+	// another instance.
+	if h2, err := Open(pid, boot); err == nil {
+		if h2.Token() == tok {
+			t.Errorf("a new handle on reissued pid %d has the old token", pid)
+		}
+		h2.Close()
+	} else if !errors.Is(err, ErrGone) {
+		t.Errorf("Open(reaped pid) = %v, want ErrGone", err)
+	}
+}
+
+func TestOpenRefusesThreads(t *testing.T) {
+	boot, _ := procfs.ReadBootID("/proc")
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range tasks {
+		tid, _ := strconv.Atoi(e.Name())
+		if tid == 0 || tid == os.Getpid() {
+			continue
+		}
+		_, err := Open(int32(tid), boot)
+		var te *ThreadError
+		if !errors.As(err, &te) || te.Tgid != int32(os.Getpid()) || !errors.Is(err, ErrNotProcess) {
+			t.Errorf("Open(thread %d) = %v, want a ThreadError naming process %d", tid, err, os.Getpid())
+		}
+		return
+	}
+	t.Fatal("no thread besides the leader")
+}
