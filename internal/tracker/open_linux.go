@@ -15,7 +15,9 @@ import (
 // that runs and, in tried, why each earlier one could not.
 func Open(ctx context.Context, name string, boot procfs.BootID) (src events.Source, tried []string, err error) {
 	open := map[string]func() (events.Source, error){
-		"ebpf":    func() (events.Source, error) { return tracepoint.New(boot) },
+		// Exec events carry the executable's path: one string per exec,
+		// and execs are rare next to forks and exits.
+		"ebpf":    func() (events.Source, error) { return tracepoint.New(boot, tracepoint.WithExecPath()) },
 		"netlink": func() (events.Source, error) { return proccon.New(boot) },
 		"proc": func() (events.Source, error) {
 			return fallback.NewPoller(ctx, fallback.NewProc("/proc"), fallback.PollerOptions{})

@@ -1,0 +1,93 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/procsupervisor/supervisor/internal/testenv"
+)
+
+// TestIntegrationEventsStream runs `events --json` against the real kernel
+// with each kernel mechanism forced, starts a child, and checks its fork,
+// exec and exit lines, then the totals printed when the stream stops.
+func TestIntegrationEventsStream(t *testing.T) {
+	testenv.RequireRoot(t)
+	for _, mech := range []string{"ebpf", "netlink"} {
+		t.Run(mech, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			var out bytes.Buffer
+			errb := &lockedBuffer{}
+			done := make(chan int)
+			go func() {
+				done <- runMain(ctx, &cliEnv{stdout: &out, stderr: errb}, []string{"events", "--json", "--mechanism", mech})
+			}()
+			// The stream names its mechanism once attached and scanned.
+			for i := 0; !strings.Contains(errb.String(), "mechanism "+mech); i++ {
+				if i == 3000 {
+					t.Fatalf("events never started: %s", errb.String())
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			child := exec.Command("/bin/sh", "-c", "exit 7")
+			child.Run()
+			pid := child.Process.Pid
+			time.Sleep(500 * time.Millisecond) // past the reader's straggler poll
+			cancel()
+			if code := <-done; code != 0 {
+				t.Fatalf("events exited %d: %s", code, errb.String())
+			}
+			kinds := map[string]map[string]any{}
+			sc := bufio.NewScanner(&out)
+			for sc.Scan() {
+				var ev map[string]any
+				if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
+					t.Fatalf("line %q is not JSON: %v", sc.Text(), err)
+				}
+				if ev["mechanism"] != mech {
+					t.Errorf("line %q names mechanism %v", sc.Text(), ev["mechanism"])
+				}
+				if ev["pid"] == float64(pid) {
+					kinds[ev["kind"].(string)] = ev
+				}
+			}
+			fork, exit := kinds["fork"], kinds["exit"]
+			if fork == nil || exit == nil {
+				t.Fatalf("child %d: events %v, want fork and exit", pid, kinds)
+			}
+			if fork["token"] == nil || fork["ppid"] == nil || exit["exit_code"] != float64(7) {
+				t.Errorf("fork %v exit %v: want a token, a parent and exit code 7", fork, exit)
+			}
+			if ex := kinds["exec"]; mech == "ebpf" && (ex == nil || ex["exe"] != "/bin/sh") {
+				t.Errorf("exec = %v, want exe /bin/sh", ex)
+			}
+			if !strings.Contains(errb.String(), " events, ") || !strings.Contains(errb.String(), " lost") {
+				t.Errorf("stderr %q lacks the totals", errb.String())
+			}
+		})
+	}
+}
+
+// lockedBuffer is a bytes.Buffer safe for one writer and one reader.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
