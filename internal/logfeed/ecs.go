@@ -286,16 +286,7 @@ func (x *ecs) teardown(c *capture, o *actions.Outcome) {
 		s.Array("unproven", members(e, o.Unproven))
 	}
 	if len(o.Signals) > 0 {
-		names := make([]string, 0, len(o.Signals))
-		for n := range o.Signals {
-			names = append(names, n)
-		}
-		slices.Sort(names)
-		d := e.CreateDict()
-		for _, n := range names {
-			d.Int(n, o.Signals[n])
-		}
-		s.Dict("signals", d)
+		s.Dict("signals", signalCounts(e, o.Signals))
 	}
 	e.Dict("supervisor", s)
 	e.Send()
@@ -339,4 +330,19 @@ func (x *ecs) service(c *capture, sv *Service) {
 	eventObject(e, c.action, nil, "", sv.Reason)
 	e.Dict("supervisor", e.CreateDict().Str("mechanism", string(sv.Mechanism)).Int("pid", x.h.pid))
 	e.Send()
+}
+
+// signalCounts is a teardown's signal counts as an object, keys sorted so
+// that equal outcomes give equal lines.
+func signalCounts(e *zerolog.Event, m map[string]int) *zerolog.Event {
+	names := make([]string, 0, len(m))
+	for n := range m {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	d := e.CreateDict()
+	for _, n := range names {
+		d.Int(n, m[n])
+	}
+	return d
 }

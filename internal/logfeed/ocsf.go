@@ -2,7 +2,6 @@ package logfeed
 
 import (
 	"path"
-	"slices"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -272,16 +271,7 @@ func (x *ocsf) teardown(c *capture, o *actions.Outcome) {
 		u.Array("unproven", ocsfMembers(e, o.Unproven))
 	}
 	if len(o.Signals) > 0 {
-		names := make([]string, 0, len(o.Signals))
-		for n := range o.Signals {
-			names = append(names, n)
-		}
-		slices.Sort(names)
-		d := e.CreateDict()
-		for _, n := range names {
-			d.Int(n, o.Signals[n])
-		}
-		u.Dict("signals", d)
+		u.Dict("signals", signalCounts(e, o.Signals))
 	}
 	e.Dict("unmapped", u)
 	e.Send()
