@@ -15,12 +15,10 @@ import (
 
 	"github.com/procsupervisor/supervisor/internal/api"
 	"github.com/procsupervisor/supervisor/internal/events"
-	"github.com/procsupervisor/supervisor/internal/fallback"
 	"github.com/procsupervisor/supervisor/internal/lineage"
 	"github.com/procsupervisor/supervisor/internal/procfs"
 	"github.com/procsupervisor/supervisor/internal/token"
 	"github.com/procsupervisor/supervisor/internal/tracker"
-	"github.com/procsupervisor/supervisor/internal/verdict"
 )
 
 func init() {
@@ -68,22 +66,6 @@ func startTracker(ctx context.Context, mech string, boot procfs.BootID, onEvent 
 		return nil, fail(exitUnavailable, "%v", err)
 	}
 	return t, nil
-}
-
-// judgeFor returns a judge that uses the tracker's observations (t may be
-// nil) and compares tokens of other precisions across clocks.
-func judgeFor(boot procfs.BootID, t *tracker.Tracker) *verdict.Judge {
-	j := &verdict.Judge{Boot: boot}
-	if btime, err := fallback.ReadBootTime("/proc"); err == nil {
-		j.Across = func(claim, observed token.Token) (token.Match, string) {
-			return fallback.CompareAcross(claim, observed, btime)
-		}
-	}
-	if t != nil {
-		j.Observer = t
-		j.Mechanism = string(t.Mechanism())
-	}
-	return j
 }
 
 func runEvents(ctx context.Context, env *cliEnv, args []string) error {

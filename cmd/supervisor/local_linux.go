@@ -51,7 +51,7 @@ func judgeLocal(ctx context.Context, mech string, pid int32, claim string) (verd
 		}
 		defer t.Close()
 	}
-	return judgeFor(boot, t).Judge(pid, claim), nil
+	return tracker.NewJudge(boot, t).Judge(pid, claim), nil
 }
 
 // killLocal tears the tree down here, watching the kernel's events while it
@@ -67,7 +67,7 @@ func killLocal(ctx context.Context, mech string, pid int32, claim string, grace 
 		return actions.Outcome{}, err
 	}
 	defer t.Close()
-	j := judgeFor(boot, t)
+	j := tracker.NewJudge(boot, t)
 	td := &actions.Teardown{Judge: j, Finder: t.Finder(j), Grace: grace}
 	return td.Run(ctx, pid, claim), nil
 }

@@ -174,7 +174,7 @@ func (d *Daemon) run(ctx context.Context, ready func(Info)) error {
 	}
 	defer tr.Close()
 	d.tr.Store(tr)
-	d.judge = &verdict.Judge{Boot: d.boot, Mechanism: string(tr.Mechanism()), Observer: tr}
+	d.judge = tracker.NewJudge(d.boot, tr)
 	if d.cfg.MetricsListen != "" {
 		stop, err := d.serveMetrics(tr)
 		if err != nil {
