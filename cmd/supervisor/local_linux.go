@@ -68,6 +68,6 @@ func killLocal(ctx context.Context, mech string, pid int32, claim string, grace 
 	}
 	defer t.Close()
 	j := tracker.NewJudge(boot, t)
-	td := &actions.Teardown{Judge: j, Finder: t.Finder(j), Grace: grace}
+	td := actions.New(j, t.Finder(j), actions.Options{Grace: grace})
 	return td.Run(ctx, pid, claim), nil
 }

@@ -56,7 +56,7 @@ func (f *ProcFinder) Find(members []*pidfd.Handle) ([]*pidfd.Handle, []Member, e
 			h, err := pidfd.Open(pid, f.Boot)
 			if err != nil {
 				if !errors.Is(err, pidfd.ErrGone) && !errors.Is(err, os.ErrNotExist) {
-					unproven = append(unproven, Member{Pid: pid, Token: tokenOf(f.Boot, &st)})
+					unproven = append(unproven, Member{Pid: pid, Token: tokenOf(f.Boot, &st), Reason: "child of a member but cannot be bound: " + err.Error()})
 				}
 				continue
 			}
@@ -74,8 +74,8 @@ func (f *ProcFinder) Find(members []*pidfd.Handle) ([]*pidfd.Handle, []Member, e
 	return found, unproven, nil
 }
 
-func tokenOf(boot procfs.BootID, st *procfs.Stat) string {
-	return token.Token{Boot: boot, Start: st.StartTime, Prec: token.Ticks}.String()
+func tokenOf(boot procfs.BootID, st *procfs.Stat) token.Token {
+	return token.Token{Boot: boot, Start: st.StartTime, Prec: token.Ticks}
 }
 
 // groupMembers lists the live processes whose process group is pgid.
@@ -90,7 +90,7 @@ func groupMembers(pgid int32) []Member {
 	var out []Member
 	for _, pid := range pids {
 		if r.ReadStat(pid, &st) == nil && st.PGrp == pgid && !st.Zombie() {
-			out = append(out, Member{Pid: pid, Token: tokenOf(boot, &st)})
+			out = append(out, Member{Pid: pid, Token: tokenOf(boot, &st), Reason: "in the process group of a gone leader: not provably a member"})
 		}
 	}
 	return out

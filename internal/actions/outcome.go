@@ -1,13 +1,16 @@
 package actions
 
 import (
+	"github.com/procsupervisor/supervisor/internal/token"
 	"github.com/procsupervisor/supervisor/internal/verdict"
 )
 
-// Member is a process by identity: pid plus token text.
+// Member is a process by identity, (pid, token), and, when it was reported
+// instead of signalled, why.
 type Member struct {
-	Pid   int32  `json:"pid"`
-	Token string `json:"token"`
+	Pid    int32       `json:"pid"`
+	Token  token.Token `json:"token"`
+	Reason string      `json:"reason,omitempty"`
 }
 
 // Outcome reports a teardown.
@@ -25,11 +28,15 @@ type Outcome struct {
 	// Survivors lists verified members still alive after SIGKILL.
 	Survivors []Member `json:"survivors"`
 	// Unproven lists processes that looked related (a live group under a
-	// gone leader, a descendant whose identity could not be bound) and were
-	// reported, never signalled.
+	// gone leader, a descendant whose identity could not be bound) or were
+	// members the rules forbid signalling (protected, another uid's), each
+	// with its reason: reported, never signalled.
 	Unproven []Member `json:"unproven,omitempty"`
 	// Signals counts signals sent, by name.
 	Signals map[string]int `json:"signals"`
+	// SignalsFailed counts signals the kernel refused (each was reported
+	// to OnSignal like those sent).
+	SignalsFailed int `json:"signals_failed,omitempty"`
 	// Mechanism names how members were found (observed lineage or /proc
 	// ancestry) and how the tree was stopped.
 	Mechanism string `json:"mechanism"`

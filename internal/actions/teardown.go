@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"time"
 
@@ -16,9 +15,10 @@ import (
 
 // Finder finds the descendants of a tree being torn down. Given the members
 // bound so far, it returns newly found members as bound handles, having
-// proved each belongs to the tree (by observed lineage, or by a parent link
-// read while the parent was a live member), and lists what it saw but could
-// not prove. It must not return a handle whose pid is already a member.
+// proved each belongs to the tree (by observed birth lineage, by the
+// grant's own cgroup, or by a parent link read while the parent was a live
+// member), and lists what it saw but could not prove. It must not return a
+// handle whose pid is already a member.
 type Finder interface {
 	Find(members []*pidfd.Handle) (found []*pidfd.Handle, unproven []Member, err error)
 	// Name says how members are found, for the outcome's Mechanism.
@@ -30,16 +30,37 @@ type Binder interface {
 	Bind(pid int32, claim string) (verdict.Verdict, *pidfd.Handle)
 }
 
-// Teardown tears down a process and its verified descendants.
-type Teardown struct {
-	Judge  Binder
-	Finder Finder
-	// Grace is how long members get to exit after SIGTERM (default 5s).
+// Options tune a Teardown. The zero Options are valid.
+type Options struct {
+	// Grace is how long members get to exit after SIGTERM (DefaultGrace
+	// when 0).
 	Grace time.Duration
-	// KillWait is how long to wait for SIGKILLed members (default 2s).
+	// KillWait is how long to wait for SIGKILLed members (2s when 0).
 	KillWait time.Duration
-	// OnSignal, when set, is told of every signal sent or refused.
+	// OnSignal is told of every signal sent or refused, exactly once per
+	// signal: it is where the audit line is written.
 	OnSignal func(m Member, sig unix.Signal, err error)
+	// Principal, when set, is the uid the teardown acts for: no process
+	// that uid could not signal itself (the kernel's rule: the uid equals
+	// the target's real or saved uid) is signalled. Nil, or uid 0, means
+	// root's claim, or a caller acting with its own rights.
+	Principal *uint32
+	// Cgroup, when set, is the grant's own cgroup directory (made by the
+	// daemon, entered at clone, writable by root only): every process in
+	// it is a member.
+	Cgroup string
+	// Protected lists pids never signalled whatever proves them members,
+	// beyond those Protect finds (pid 1, this process and its ancestors).
+	Protected []int32
+}
+
+// Teardown tears down a process and its proven descendants. Make one with
+// New: every caller, local or daemon, goes through the same rules.
+type Teardown struct {
+	judge   Binder
+	finders []Finder
+	opts    Options
+	protect protection
 
 	// afterBind runs between the verdict and the first signal (tests).
 	afterBind func()
@@ -48,17 +69,40 @@ type Teardown struct {
 // DefaultGrace is the grace period when none is given.
 const DefaultGrace = 5 * time.Second
 
+// MaxGrace is the longest grace period any caller may ask for: the CLI,
+// the API and the daemon's configuration all check against it.
+const MaxGrace = time.Hour
+
 // ErrProtected is reported for a pid the supervisor never signals (init,
-// itself).
+// itself, its ancestors).
 var ErrProtected = errors.New("protected process")
 
+// New returns a Teardown that judges with judge and finds members with
+// finder (nil: the root alone, plus the cgroup when Options.Cgroup is set).
+func New(judge Binder, finder Finder, o Options) *Teardown {
+	t := &Teardown{judge: judge, opts: o, protect: protectedSet(o.Protected)}
+	if finder != nil {
+		t.finders = append(t.finders, finder)
+	}
+	if o.Cgroup != "" {
+		t.finders = append(t.finders, &CgroupFinder{Dir: o.Cgroup})
+	}
+	if t.opts.Grace <= 0 {
+		t.opts.Grace = DefaultGrace
+	}
+	if t.opts.KillWait <= 0 {
+		t.opts.KillWait = 2 * time.Second
+	}
+	return t
+}
+
 // Run judges the claim (pid, token) and, only if it is OWNED, tears down the
-// process and the descendants its Finder proves. Anything not OWNED is
+// process and the descendants its finders prove. Anything not OWNED is
 // reported and left alone.
 func (t *Teardown) Run(ctx context.Context, pid int32, claim string) Outcome {
-	v, root := t.Judge.Bind(pid, claim)
-	out := Outcome{Verdict: v, Signals: map[string]int{}, Mechanism: t.finderName()}
+	v, root := t.judge.Bind(pid, claim)
 	if root == nil {
+		out := t.newOutcome(v)
 		if v.Result == verdict.Gone {
 			// Nothing of ours is alive at the pid. A group that outlives its
 			// leader cannot be proven ours: report it, never signal it.
@@ -68,60 +112,69 @@ func (t *Teardown) Run(ctx context.Context, pid int32, claim string) Outcome {
 		return out
 	}
 	defer root.Close()
-	if pid == 1 || int(pid) == os.Getpid() {
-		out.Error = fmt.Sprintf("pid %d: %v", pid, ErrProtected)
-		return out
-	}
 	if t.afterBind != nil {
 		t.afterBind()
 	}
-	t.tearDown(ctx, root, &out)
-	return out
+	return t.RunBound(ctx, v, root, nil)
 }
 
 // RunBound tears down an already judged and bound root (verdict v must be
 // OWNED), with extra members the caller has bound itself. The handles stay
-// owned by the caller.
+// owned by the caller. root may be nil when the root is GONE and extra (or
+// the cgroup) holds members proven otherwise.
 func (t *Teardown) RunBound(ctx context.Context, v verdict.Verdict, root *pidfd.Handle, extra []*pidfd.Handle) Outcome {
-	out := Outcome{Verdict: v, Signals: map[string]int{}, Mechanism: t.finderName()}
-	if v.Result != verdict.Owned || root == nil {
+	out := t.newOutcome(v)
+	switch {
+	case root != nil && v.Result != verdict.Owned:
+		out.Error = "refusing to act without an OWNED verdict bound to a handle"
+		return out
+	case root == nil && (v.Result != verdict.Gone || (len(extra) == 0 && t.opts.Cgroup == "")):
 		out.Error = "refusing to act without an OWNED verdict bound to a handle"
 		return out
 	}
-	if root.Pid() == 1 || int(root.Pid()) == os.Getpid() {
-		out.Error = fmt.Sprintf("pid %d: %v", root.Pid(), ErrProtected)
-		return out
+	if root != nil {
+		if why, ok := t.refuse(root); ok {
+			out.Error = fmt.Sprintf("pid %d: %s: %v", root.Pid(), why, ErrProtected)
+			out.Unproven = append(out.Unproven, Member{Pid: root.Pid(), Token: root.Token(), Reason: why})
+			return out
+		}
 	}
-	t.tearDownWith(ctx, root, extra, &out)
+	t.run(ctx, root, extra, &out)
 	return out
 }
 
+func (t *Teardown) newOutcome(v verdict.Verdict) Outcome {
+	return Outcome{Verdict: v, Signals: map[string]int{}, Mechanism: t.finderName()}
+}
+
 func (t *Teardown) finderName() string {
-	if t.Finder == nil {
+	switch len(t.finders) {
+	case 0:
 		return "root only"
+	case 1:
+		return t.finders[0].Name()
 	}
-	return t.Finder.Name()
+	return t.finders[0].Name() + " and " + t.finders[1].Name()
 }
 
 // tree is the set of bound members of a teardown.
 type tree struct {
 	members []*pidfd.Handle
 	owned   []*pidfd.Handle // handles this teardown opened and must close
+	refused map[int32]bool  // pids reported, never signalled
 }
 
 func (tr *tree) has(pid int32) bool {
-	return slices.ContainsFunc(tr.members, func(h *pidfd.Handle) bool { return h.Pid() == pid })
+	return tr.refused[pid] || slices.ContainsFunc(tr.members, func(h *pidfd.Handle) bool { return h.Pid() == pid })
 }
 
-func (t *Teardown) tearDown(ctx context.Context, root *pidfd.Handle, out *Outcome) {
-	t.tearDownWith(ctx, root, nil, out)
-}
-
-func (t *Teardown) tearDownWith(ctx context.Context, root *pidfd.Handle, extra []*pidfd.Handle, out *Outcome) {
-	out.Acted = true
-	tr := &tree{members: []*pidfd.Handle{root}}
+func (t *Teardown) run(ctx context.Context, root *pidfd.Handle, extra []*pidfd.Handle, out *Outcome) {
+	tr := &tree{refused: map[int32]bool{}}
+	if root != nil {
+		tr.members = append(tr.members, root)
+	}
 	for _, h := range extra {
-		if h != nil && !tr.has(h.Pid()) {
+		if h != nil && !tr.has(h.Pid()) && t.admit(tr, h, out) {
 			tr.members = append(tr.members, h)
 		}
 	}
@@ -130,32 +183,22 @@ func (t *Teardown) tearDownWith(ctx context.Context, root *pidfd.Handle, extra [
 			h.Close()
 		}
 	}()
+	out.Acted = true
 
 	// 1. Stop the tree growing: SIGSTOP top-down, then look again for
 	//    children forked before their parent stopped.
-	t.signalAll(tr, tr.members, unix.SIGSTOP, out, 0)
+	t.signalAll(tr.members, unix.SIGSTOP, out)
 	t.grow(tr, out, unix.SIGSTOP)
 	// 2. TERM, then CONT so a stopped process handles it.
-	group := t.groupSignal(tr, root)
-	for _, sig := range []unix.Signal{unix.SIGTERM, unix.SIGCONT} {
-		t.signalAll(tr, tr.members, sig, out, group)
-	}
+	t.signalAll(tr.members, unix.SIGTERM, out)
+	t.signalAll(tr.members, unix.SIGCONT, out)
 	// 3. Grace, catching children born meanwhile.
-	grace := t.Grace
-	if grace <= 0 {
-		grace = DefaultGrace
-	}
-	t.waitTree(ctx, tr, grace, out, unix.SIGTERM)
+	t.waitTree(ctx, tr, t.opts.Grace, out, unix.SIGTERM)
 	// 4. KILL what is left, and anything born since.
 	if alive := live(tr.members); len(alive) > 0 {
 		out.Escalated = true
-		group = t.groupSignal(tr, root)
-		t.signalAll(tr, alive, unix.SIGKILL, out, group)
-		kw := t.KillWait
-		if kw <= 0 {
-			kw = 2 * time.Second
-		}
-		t.waitTree(context.WithoutCancel(ctx), tr, kw, out, unix.SIGKILL)
+		t.signalAll(alive, unix.SIGKILL, out)
+		t.waitTree(context.WithoutCancel(ctx), tr, t.opts.KillWait, out, unix.SIGKILL)
 	}
 	for _, h := range tr.members {
 		out.Targeted = append(out.Targeted, memberOf(h))
@@ -166,38 +209,55 @@ func (t *Teardown) tearDownWith(ctx context.Context, root *pidfd.Handle, extra [
 	out.Dead = len(out.Survivors) == 0
 }
 
-// grow asks the finder for new members until it finds none, sending sig to
-// each new member as it is found.
+// admit checks a found member against the protected and principal rules.
+// A member that fails them is reported in out.Unproven with the reason and
+// never signalled; admit closes nothing.
+func (t *Teardown) admit(tr *tree, h *pidfd.Handle, out *Outcome) bool {
+	why, refused := t.refuse(h)
+	if !refused {
+		return true
+	}
+	tr.refused[h.Pid()] = true
+	m := memberOf(h)
+	m.Reason = why
+	out.Unproven = append(out.Unproven, m)
+	return false
+}
+
+// grow asks the finders for new members until they find none, sending sig
+// to each new member as it is found.
 func (t *Teardown) grow(tr *tree, out *Outcome, sig unix.Signal) []*pidfd.Handle {
 	var added []*pidfd.Handle
-	if t.Finder == nil {
-		return nil
-	}
 	for round := 0; round < 64; round++ {
-		found, unproven, err := t.Finder.Find(tr.members)
-		for _, u := range unproven {
-			if !slices.Contains(out.Unproven, u) {
-				out.Unproven = append(out.Unproven, u)
-			}
-		}
-		if err != nil && out.Error == "" {
-			out.Error = "finding members: " + err.Error()
-		}
 		var fresh []*pidfd.Handle
-		for _, h := range found {
-			if tr.has(h.Pid()) {
-				h.Close()
-				continue
+		for _, f := range t.finders {
+			found, unproven, err := f.Find(tr.members)
+			for _, u := range unproven {
+				if !slices.ContainsFunc(out.Unproven, func(m Member) bool { return m.Pid == u.Pid }) {
+					out.Unproven = append(out.Unproven, u)
+				}
 			}
-			fresh = append(fresh, h)
-			tr.members = append(tr.members, h)
-			tr.owned = append(tr.owned, h)
+			if err != nil && out.Error == "" {
+				out.Error = "finding members: " + err.Error()
+			}
+			for _, h := range found {
+				if tr.has(h.Pid()) {
+					h.Close()
+					continue
+				}
+				tr.owned = append(tr.owned, h)
+				if !t.admit(tr, h, out) {
+					continue
+				}
+				fresh = append(fresh, h)
+				tr.members = append(tr.members, h)
+			}
 		}
 		if len(fresh) == 0 {
 			return added
 		}
 		added = append(added, fresh...)
-		t.signalAll(tr, fresh, sig, out, 0)
+		t.signalAll(fresh, sig, out)
 	}
 	return added
 }
@@ -210,7 +270,7 @@ func (t *Teardown) waitTree(ctx context.Context, tr *tree, d time.Duration, out 
 	defer tick.Stop()
 	for {
 		if added := t.grow(tr, out, sig); len(added) > 0 && sig != unix.SIGKILL {
-			t.signalAll(tr, added, unix.SIGCONT, out, 0)
+			t.signalAll(added, unix.SIGCONT, out)
 		}
 		if len(live(tr.members)) == 0 || time.Now().After(deadline) {
 			return
@@ -223,29 +283,10 @@ func (t *Teardown) waitTree(ctx context.Context, tr *tree, d time.Duration, out 
 	}
 }
 
-// groupSignal returns the process group that may be signalled with killpg:
-// the root's own group, only while the root leads it, is alive, and every
-// process in the group is a bound member. Otherwise 0.
-func (t *Teardown) groupSignal(tr *tree, root *pidfd.Handle) int32 {
-	if root.Stat().PGrp != root.Pid() || root.Exited() {
-		return 0
-	}
-	for _, m := range groupMembers(root.Pid()) {
-		if !tr.has(m.Pid) {
-			return 0
-		}
-	}
-	return root.Pid()
-}
-
-func (t *Teardown) signalAll(tr *tree, hs []*pidfd.Handle, sig unix.Signal, out *Outcome, pgid int32) {
-	if pgid > 0 && !tr.members[0].Exited() {
-		// The leader is alive and OWNED, so the group id still names its
-		// group; every member of that group is a bound member.
-		if err := unix.Kill(-int(pgid), sig); err == nil {
-			out.Signals[unix.SignalName(sig)+" (group)"]++
-		}
-	}
+// signalAll signals each live member through its pidfd: the only way this
+// package sends a signal. Each signal is counted in the outcome (sent, or
+// failed) and told to OnSignal once.
+func (t *Teardown) signalAll(hs []*pidfd.Handle, sig unix.Signal, out *Outcome) {
 	for _, h := range hs {
 		if h.Exited() {
 			continue
@@ -253,9 +294,11 @@ func (t *Teardown) signalAll(tr *tree, hs []*pidfd.Handle, sig unix.Signal, out 
 		err := h.Signal(sig)
 		if err == nil {
 			out.Signals[unix.SignalName(sig)]++
+		} else {
+			out.SignalsFailed++
 		}
-		if t.OnSignal != nil {
-			t.OnSignal(memberOf(h), sig, err)
+		if t.opts.OnSignal != nil {
+			t.opts.OnSignal(memberOf(h), sig, err)
 		}
 	}
 }
@@ -271,5 +314,5 @@ func live(hs []*pidfd.Handle) []*pidfd.Handle {
 }
 
 func memberOf(h *pidfd.Handle) Member {
-	return Member{Pid: h.Pid(), Token: h.Token().String()}
+	return Member{Pid: h.Pid(), Token: h.Token()}
 }

@@ -24,7 +24,7 @@ func newTeardown(t *testing.T, grace time.Duration) (*Teardown, *verdict.Judge) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Teardown{Judge: j, Finder: &ProcFinder{Boot: j.Boot}, Grace: grace, KillWait: 2 * time.Second}, j
+	return New(j, &ProcFinder{Boot: j.Boot}, Options{Grace: grace, KillWait: 2 * time.Second}), j
 }
 
 // shell starts sh -c script in its own process group and returns it with
@@ -246,7 +246,7 @@ func TestIntegrationSurvivorsReported(t *testing.T) {
 	testenv.RequireRoot(t)
 	freezer := mountOf(t, "freezer")
 	td, j := newTeardown(t, 100*time.Millisecond)
-	td.KillWait = 300 * time.Millisecond
+	td.opts.KillWait = 300 * time.Millisecond
 	cmd, pids := shell(t, `sleep 60 & echo $!; wait`, 1)
 	root := int32(cmd.Process.Pid)
 	frozen := pids[0]
@@ -273,9 +273,8 @@ func TestIntegrationSurvivorsReported(t *testing.T) {
 	if out.Dead || !out.Escalated {
 		t.Fatalf("Run = %+v, want escalated with a survivor", out)
 	}
-	want := Member{Pid: frozen, Token: fclaim}
-	if !slices.Contains(out.Survivors, want) {
-		t.Errorf("survivors = %+v, want %+v", out.Survivors, want)
+	if !slices.ContainsFunc(out.Survivors, func(m Member) bool { return m.Pid == frozen && m.Token.String() == fclaim }) {
+		t.Errorf("survivors = %+v, want %d@%s", out.Survivors, frozen, fclaim)
 	}
 	write("freezer.state", "THAWED")
 	waitGone(t, j, frozen, fclaim)
@@ -303,7 +302,7 @@ func mountOf(t *testing.T, controller string) string {
 }
 
 func TestRunBoundRefusesWithoutOwned(t *testing.T) {
-	td := &Teardown{}
+	td := New(nil, nil, Options{})
 	out := td.RunBound(context.Background(), verdict.Verdict{Result: verdict.Unverifiable}, nil, nil)
 	if out.Acted || out.Error == "" {
 		t.Errorf("RunBound(UNVERIFIABLE) = %+v, want refusal", out)

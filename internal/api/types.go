@@ -151,6 +151,8 @@ type ReportItem struct {
 	Reason   string           `json:"reason,omitempty"`
 	Members  int              `json:"members,omitempty"`
 	Unproven []actions.Member `json:"unproven,omitempty"`
+	// Failed: a teardown left survivors; the claim stays open.
+	Failed bool `json:"failed,omitempty"`
 }
 
 // Status describes the running daemon.
@@ -175,6 +177,10 @@ type Status struct {
 	Reconcile     Report                             `json:"reconcile"`
 	LogDropped    uint64                             `json:"log_lines_dropped"`
 	StoreBytes    int64                              `json:"store_bytes"`
+	// StoreErrors counts store operations that failed since the start;
+	// LastStoreError is the latest.
+	StoreErrors    uint64 `json:"store_errors"`
+	LastStoreError string `json:"last_store_error,omitempty"`
 }
 
 // TreeNode is one process of a tree.

@@ -18,7 +18,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/procsupervisor/supervisor/internal/api"
-	"github.com/procsupervisor/supervisor/internal/events"
 	"github.com/procsupervisor/supervisor/internal/lineage"
 	"github.com/procsupervisor/supervisor/internal/logfeed"
 	"github.com/procsupervisor/supervisor/internal/metrics"
@@ -43,6 +42,12 @@ type memberNote struct {
 	par int32
 	ptk token.Token
 	at  int64
+}
+
+// check asks the executor to settle a claim from the main loop.
+type check struct {
+	id      string
+	trigger Trigger
 }
 
 type exitNote struct {
@@ -70,8 +75,8 @@ type Daemon struct {
 	cg      cgroupBase
 
 	mu       sync.RWMutex
-	holders  map[int32][]string // holder pid -> grants held
-	roots    map[int32]string   // root pid -> running claim
+	holders  map[int32][]held // holder pid -> grants held
+	roots    map[int32]string // root pid -> running claim
 	pending  map[int32]pendingAdmit
 	children map[int32]string // launched children not yet reaped
 	deadline map[string]time.Time
@@ -85,11 +90,15 @@ type Daemon struct {
 
 	memberQ chan memberNote
 	exitQ   chan exitNote
-	checkQ  chan string
-	wake    chan struct{}
+	checkQ  chan check
 
 	membersRecorded atomic.Uint64
 	membersDropped  atomic.Uint64
+	storeErrors     atomic.Uint64
+	lastStoreErr    atomic.Pointer[string]
+
+	// now is the clock (time.Now; tests may substitute one).
+	now func() time.Time
 
 	repMu     sync.Mutex
 	reconcile api.Report
@@ -134,15 +143,15 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	d := &Daemon{
 		cfg: cfg, boot: boot, self: int32(os.Getpid()), st: st, log: &feed{Logger: lg},
 		started:  time.Now(),
-		holders:  map[int32][]string{},
+		holders:  map[int32][]held{},
 		roots:    map[int32]string{},
 		pending:  map[int32]pendingAdmit{},
 		children: map[int32]string{},
 		deadline: map[string]time.Time{},
 		memberQ:  make(chan memberNote, memberQueue),
 		exitQ:    make(chan exitNote, noteQueue),
-		checkQ:   make(chan string, noteQueue),
-		wake:     make(chan struct{}, 1),
+		checkQ:   make(chan check, noteQueue),
+		now:      time.Now,
 	}
 	return d.run(ctx, ready)
 }
@@ -194,8 +203,8 @@ func (d *Daemon) run(ctx context.Context, ready func(Info)) error {
 	go func() { defer wg.Done(); d.exitRecorder(wctx) }()
 	defer func() { wcancel(); wg.Wait() }()
 
-	d.reapChildren()
-	rep := d.reapAll(ctx, reapOpts{startup: true})
+	d.waitChildren()
+	rep := d.reconcileAll(ctx, request{trigger: Startup})
 	d.repMu.Lock()
 	d.reconcile = rep
 	d.repMu.Unlock()
@@ -236,12 +245,12 @@ loop:
 			reason = stopErr.Error()
 			break loop
 		case <-sigchld:
-			d.reapChildren()
-		case id := <-d.checkQ:
-			d.reapIDs(ctx, id)
+			d.waitChildren()
+		case c := <-d.checkQ:
+			d.settleQueued(ctx, c)
 		case <-reap.C:
-			d.reapChildren()
-			d.reapAll(ctx, reapOpts{})
+			d.waitChildren()
+			d.reconcileAll(ctx, request{trigger: Pass})
 			d.retain()
 			d.expirePending()
 		case <-clock.C:
@@ -291,24 +300,32 @@ func (d *Daemon) serveMetrics(tr *tracker.Tracker) (stop func(), err error) {
 	return func() { cancel(); <-done }, nil
 }
 
-// reapIDs handles a claim id from checkQ and any others queued with it.
-func (d *Daemon) reapIDs(ctx context.Context, first string) {
-	ids := map[string]bool{first: true}
-	for {
+// settleQueued settles the claim of a check from checkQ and of any others
+// queued with it; a holder's exit wins over a plain pass for one claim.
+func (d *Daemon) settleQueued(ctx context.Context, first check) {
+	checks := map[string]Trigger{first.id: first.trigger}
+	for len(checks) < noteQueue {
 		select {
-		case id := <-d.checkQ:
-			ids[id] = true
+		case c := <-d.checkQ:
+			if checks[c.id] != HolderExit {
+				checks[c.id] = c.trigger
+			}
 			continue
 		default:
 		}
 		break
 	}
-	for id := range ids {
-		c, err := d.st.Get(id)
-		if err != nil {
-			continue
-		}
-		d.reapClaim(ctx, &c, reapOpts{})
+	for id, trig := range checks {
+		d.settle(ctx, id, request{trigger: trig})
+	}
+}
+
+// queue asks the main loop to settle a claim, without blocking: a full
+// queue leaves it to the next periodic pass.
+func (d *Daemon) queue(id string, trig Trigger) {
+	select {
+	case d.checkQ <- check{id, trig}:
+	default:
 	}
 }
 
@@ -360,435 +377,4 @@ func (d *Daemon) listen() (net.Listener, error) {
 func (d *Daemon) claimLock(id string) *sync.Mutex {
 	m, _ := d.locks.LoadOrStore(id, &sync.Mutex{})
 	return m.(*sync.Mutex)
-}
-
-// index records a running claim's pids for the event path.
-func (d *Daemon) index(c *store.Claim) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if c.Pid > 0 {
-		d.roots[c.Pid] = c.ID
-	}
-	if c.Holder != nil {
-		ids := d.holders[c.Holder.Pid]
-		for _, id := range ids {
-			if id == c.ID {
-				goto deadline
-			}
-		}
-		d.holders[c.Holder.Pid] = append(ids, c.ID)
-	}
-deadline:
-	if !c.Deadline.IsZero() {
-		d.deadline[c.ID] = c.Deadline
-	}
-}
-
-// unindex forgets a claim that is no longer running.
-func (d *Daemon) unindex(c *store.Claim) {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.roots[c.Pid] == c.ID {
-		delete(d.roots, c.Pid)
-	}
-	if c.Holder != nil {
-		ids := d.holders[c.Holder.Pid]
-		out := ids[:0]
-		for _, id := range ids {
-			if id != c.ID {
-				out = append(out, id)
-			}
-		}
-		if len(out) == 0 {
-			delete(d.holders, c.Holder.Pid)
-		} else {
-			d.holders[c.Holder.Pid] = out
-		}
-	}
-	delete(d.deadline, c.ID)
-	if p, ok := d.pending[c.Pid]; ok && p.id == c.ID {
-		delete(d.pending, c.Pid)
-		d.npending.Add(-1)
-	}
-}
-
-// onEvent runs on the tracker's drain goroutine: map lookups and
-// non-blocking sends only.
-func (d *Daemon) onEvent(ev *events.Event) {
-	d.log.Event(ev)
-	tr := d.tr.Load()
-	if tr == nil {
-		return
-	}
-	switch ev.Kind {
-	case events.Fork:
-		if d.npending.Load() > 0 {
-			d.admitPending(tr, ev)
-		}
-		if root, _, ok := tr.Graph().RootOf(ev.Pid, ev.Token); ok {
-			select {
-			case d.memberQ <- memberNote{id: root, pid: ev.Pid, tok: ev.Token, par: ev.PPid, ptk: ev.ParentToken, at: time.Now().UnixNano()}:
-			default:
-				d.membersDropped.Add(1)
-			}
-		}
-	case events.Exit:
-		d.mu.RLock()
-		// The holder's exit makes its grants orphans: the reaper judges
-		// the holder and, if it is gone, the grants.
-		for _, id := range d.holders[ev.Pid] {
-			select {
-			case d.checkQ <- id:
-			default:
-			}
-		}
-		_, root := d.roots[ev.Pid]
-		d.mu.RUnlock()
-		if root {
-			select {
-			case d.exitQ <- exitNote{pid: ev.Pid, tok: ev.Token, status: ev.Status}:
-			default:
-			}
-		}
-	}
-}
-
-func (d *Daemon) admitPending(tr *tracker.Tracker, ev *events.Event) {
-	d.mu.Lock()
-	p, ok := d.pending[ev.Pid]
-	d.mu.Unlock()
-	if !ok {
-		return
-	}
-	if err := tr.Graph().Admit(ev.Pid, p.tok, p.id); err != nil {
-		return
-	}
-	d.mu.Lock()
-	if q, ok := d.pending[ev.Pid]; ok && q.id == p.id {
-		delete(d.pending, ev.Pid)
-		d.npending.Add(-1)
-	}
-	d.mu.Unlock()
-}
-
-// admit makes (pid, tok) a root of claim id in the graph, now or, when the
-// graph has not seen the fork yet, on the fork event. It returns the live
-// descendants the graph already holds.
-func (d *Daemon) admit(id string, pid int32, tok token.Token) {
-	tr := d.tr.Load()
-	g := tr.Graph()
-	if err := g.Admit(pid, tok, id); err == nil {
-		d.recordDescendants(id, pid, tok)
-		return
-	}
-	d.mu.Lock()
-	if _, ok := d.pending[pid]; !ok {
-		d.npending.Add(1)
-	}
-	d.pending[pid] = pendingAdmit{tok: tok, id: id, since: time.Now()}
-	d.mu.Unlock()
-	// The fork may have been applied between the failed Admit and the
-	// pending entry: try once more.
-	if err := g.Admit(pid, tok, id); err == nil {
-		d.mu.Lock()
-		if q, ok := d.pending[pid]; ok && q.id == id {
-			delete(d.pending, pid)
-			d.npending.Add(-1)
-		}
-		d.mu.Unlock()
-		d.recordDescendants(id, pid, tok)
-	}
-}
-
-func (d *Daemon) recordDescendants(id string, pid int32, tok token.Token) {
-	nodes, err := d.tr.Load().Graph().Descendants(pid, tok)
-	if err != nil {
-		return
-	}
-	for _, n := range nodes {
-		select {
-		case d.memberQ <- memberNote{id: id, pid: n.Pid, tok: n.Token, par: n.PPid, ptk: n.ParentToken, at: time.Now().UnixNano()}:
-		default:
-			d.membersDropped.Add(1)
-		}
-	}
-}
-
-func (d *Daemon) expirePending() {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for pid, p := range d.pending {
-		if time.Since(p.since) > time.Minute {
-			delete(d.pending, pid)
-			d.npending.Add(-1)
-		}
-	}
-}
-
-// memberWriter records members in batches. Each is bound and judged first:
-// a member recorded with the pidfd's token (pidfs inode included) can be
-// verified by its token alone after a restart.
-func (d *Daemon) memberWriter(ctx context.Context) {
-	batch := map[string][]store.Member{}
-	for {
-		var n memberNote
-		select {
-		case <-ctx.Done():
-			// Drain what is queued so a clean shutdown loses nothing.
-			for {
-				select {
-				case n = <-d.memberQ:
-					d.addNote(batch, n)
-					continue
-				default:
-				}
-				break
-			}
-			d.flushMembers(batch)
-			return
-		case n = <-d.memberQ:
-		}
-		d.addNote(batch, n)
-	more:
-		for i := 0; i < memberBatch; i++ {
-			select {
-			case n = <-d.memberQ:
-				d.addNote(batch, n)
-			default:
-				break more
-			}
-		}
-		d.flushMembers(batch)
-	}
-}
-
-func (d *Daemon) addNote(batch map[string][]store.Member, n memberNote) {
-	claim := n.tok.String()
-	if n.tok.IsZero() {
-		d.membersDropped.Add(1)
-		return
-	}
-	v, h := d.judge.Bind(n.pid, claim)
-	if h == nil {
-		// Gone already (a short-lived member, the middle of a double
-		// fork): nothing to find again after a restart.
-		if v.Result != verdict.Gone {
-			d.membersDropped.Add(1)
-		}
-		return
-	}
-	tok := h.Token()
-	h.Close()
-	m := store.Member{Pid: n.pid, Token: tok.String(), Parent: n.par, BornAt: time.Unix(0, n.at)}
-	if !n.ptk.IsZero() {
-		m.ParentToken = n.ptk.String()
-	}
-	batch[n.id] = append(batch[n.id], m)
-}
-
-func (d *Daemon) flushMembers(batch map[string][]store.Member) {
-	for id, ms := range batch {
-		added, err := d.st.AddMember(id, ms...)
-		if err != nil {
-			if !errors.Is(err, store.ErrNotFound) {
-				d.membersDropped.Add(uint64(len(ms)))
-			}
-		} else {
-			d.membersRecorded.Add(uint64(added))
-		}
-		delete(batch, id)
-	}
-}
-
-// exitRecorder records exit codes of jobs that are not the daemon's
-// children, from exit events.
-func (d *Daemon) exitRecorder(ctx context.Context) {
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case n := <-d.exitQ:
-			d.recordEventExit(n)
-		}
-	}
-}
-
-func (d *Daemon) recordEventExit(n exitNote) {
-	d.mu.RLock()
-	id, ok := d.roots[n.pid]
-	_, child := d.children[n.pid]
-	d.mu.RUnlock()
-	if !ok {
-		return
-	}
-	if child {
-		// The wait4 reaper records it, from the kernel's own status.
-		return
-	}
-	l := d.claimLock(id)
-	l.Lock()
-	defer l.Unlock()
-	c, err := d.st.Get(id)
-	if err != nil || c.State != store.Running {
-		return
-	}
-	ctok, err := token.Parse(c.Token)
-	if err != nil {
-		return
-	}
-	status, known := n.status, false
-	if !n.tok.IsZero() {
-		m, _ := token.Compare(ctok, n.tok)
-		known = m == token.Same || (m == token.Unproven && ctok.Start == n.tok.Start)
-	}
-	if !known {
-		// The event lacked a token: ask the graph which generation
-		// exited.
-		node, m, ok := d.tr.Load().Graph().Find(n.pid, ctok)
-		if ok && (m == token.Same || m == token.Unproven) && node.Flags.Has(lineage.ExitObserved) {
-			status, known = node.ExitStatus, true
-		}
-	}
-	if !known {
-		return
-	}
-	if c.Kind == store.Grant {
-		select {
-		case d.checkQ <- c.ID:
-		default:
-		}
-		return
-	}
-	d.finishJob(&c, syscall.WaitStatus(status), true)
-}
-
-// finishJob records a job's end. Caller holds the claim lock.
-func (d *Daemon) finishJob(c *store.Claim, ws syscall.WaitStatus, known bool) {
-	now := time.Now()
-	err := d.st.Update(c.ID, func(x *store.Claim) error {
-		if x.State != store.Running {
-			return errNoChange
-		}
-		x.State = store.Exited
-		x.EndedAt = now
-		if known {
-			switch {
-			case ws.Exited():
-				code := ws.ExitStatus()
-				x.ExitCode = &code
-			case ws.Signaled():
-				x.ExitSignal = int(ws.Signal())
-			}
-		}
-		x.LastVerdict = &store.Verdict{Result: verdict.Gone, Reason: "exited", Mechanism: d.judge.Mechanism, At: now}
-		return nil
-	})
-	if err == nil {
-		d.unindex(c)
-		removeCgroup(c.Cgroup)
-	}
-}
-
-var errNoChange = errors.New("no change")
-
-// reapChildren reaps the daemon's exited children: launched roots and
-// processes reparented to it as subreaper.
-func (d *Daemon) reapChildren() {
-	type reaped struct {
-		pid int32
-		id  string
-		ws  syscall.WaitStatus
-	}
-	var done []reaped
-	d.reapMu.Lock()
-	for _, pid := range d.childPids() {
-		d.mu.RLock()
-		id, launched := d.children[pid]
-		d.mu.RUnlock()
-		if !launched && !d.adopted(pid) {
-			continue
-		}
-		var ws syscall.WaitStatus
-		got, err := syscall.Wait4(int(pid), &ws, syscall.WNOHANG, nil)
-		if err != nil || got != int(pid) {
-			continue
-		}
-		if launched {
-			d.mu.Lock()
-			delete(d.children, pid)
-			d.mu.Unlock()
-			done = append(done, reaped{pid, id, ws})
-		}
-	}
-	d.reapMu.Unlock()
-	for _, r := range done {
-		l := d.claimLock(r.id)
-		l.Lock()
-		c, err := d.st.Get(r.id)
-		if err == nil && c.State == store.Running && c.Pid == r.pid {
-			if c.Kind == store.Job {
-				d.finishJob(&c, r.ws, true)
-			} else {
-				select {
-				case d.checkQ <- c.ID:
-				default:
-				}
-			}
-		}
-		l.Unlock()
-	}
-}
-
-// adopted reports whether a zombie child of the daemon is one it may reap:
-// anything the daemon did not fork itself (a process reparented to it as
-// subreaper). Processes the daemon forked for other reasons (a ps poller)
-// are left to their own Wait.
-func (d *Daemon) adopted(pid int32) bool {
-	tr := d.tr.Load()
-	if tr == nil {
-		return true
-	}
-	var st procfs.Stat
-	r := procfs.Reader{Root: "/proc"}
-	if err := r.ReadStat(pid, &st); err != nil || !st.Zombie() {
-		return false
-	}
-	tok := token.Token{Boot: d.boot, Start: st.StartTime, Prec: token.Ticks}
-	n, _, ok := tr.Graph().Find(pid, tok)
-	if !ok {
-		return true // a child the graph never saw being forked
-	}
-	return n.PPid != d.self
-}
-
-// childPids lists the daemon's children (zombies included) from
-// /proc/self/task/*/children.
-func (d *Daemon) childPids() []int32 {
-	tasks, err := os.ReadDir("/proc/self/task")
-	if err != nil {
-		return nil
-	}
-	var out []int32
-	for _, t := range tasks {
-		b, err := os.ReadFile("/proc/self/task/" + t.Name() + "/children")
-		if err != nil {
-			continue
-		}
-		start := -1
-		for i := 0; i <= len(b); i++ {
-			if i < len(b) && b[i] >= '0' && b[i] <= '9' {
-				if start < 0 {
-					start = i
-				}
-				continue
-			}
-			if start >= 0 {
-				if v, err := strconv.Atoi(string(b[start:i])); err == nil {
-					out = append(out, int32(v))
-				}
-				start = -1
-			}
-		}
-	}
-	return out
 }

@@ -53,3 +53,8 @@ func (f *feed) Teardown(o actions.Outcome) {
 		f.m.Teardown(o.Dead, o.Escalated)
 	}
 }
+
+// Error logs a fault the daemon survived (a store write that failed).
+func (f *feed) Error(what string, err error) {
+	f.Logger.Internal(what+": "+err.Error(), nil)
+}

@@ -364,7 +364,7 @@ func (d *Daemon) Admit(ctx context.Context, p api.Peer, r *api.AdmitRequest) (ap
 		return api.Claim{}, err
 	}
 	for _, e := range existing {
-		if e.Pid == r.Pid && !final(e.State) {
+		if e.Pid == r.Pid && Open(e.State) {
 			if et, err := token.Parse(e.Token); err == nil {
 				if m, _ := token.Compare(et, tok); m == token.Same || m == token.Unproven {
 					return api.Claim{}, fmt.Errorf("process %d is already claimed by %s: %w", r.Pid, e.ID, api.ErrConflict)

@@ -19,7 +19,11 @@ const (
 	ActionLogLinesDropped   = "log_lines_dropped"
 	ActionSupervisorStarted = "supervisor_started"
 	ActionSupervisorStopped = "supervisor_stopped"
+	ActionInternalError     = "internal_error"
 )
+
+// MaxStackBytes bounds the stack trace of an internal error line.
+const MaxStackBytes = 16 << 10
 
 // Signal is one signal the supervisor sent (or tried to send).
 type Signal struct {
@@ -140,6 +144,19 @@ func (l *Logger) Service(s Service) {
 	}
 	c := l.get(action, sevNotice)
 	l.enc.service(c, &s)
+	l.put(c)
+}
+
+// Internal logs an error inside the supervisor that it survived, such as a
+// panic in an API handler: msg says what failed (error.message in ECS,
+// status_detail in OCSF) and stack is the goroutine's stack
+// (error.stack_trace; unmapped.stack_trace in OCSF), cut to MaxStackBytes.
+func (l *Logger) Internal(msg string, stack []byte) {
+	if len(stack) > MaxStackBytes {
+		stack = stack[:MaxStackBytes]
+	}
+	c := l.get(ActionInternalError, sevError)
+	l.enc.internal(c, msg, stack)
 	l.put(c)
 }
 

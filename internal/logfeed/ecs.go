@@ -258,7 +258,11 @@ func (x *ecs) signal(c *capture, sg *Signal) {
 func members(e *zerolog.Event, ms []actions.Member) *zerolog.Array {
 	arr := e.CreateArray()
 	for _, m := range ms {
-		arr.Dict(e.CreateDict().Int32("pid", m.Pid).Str("entity_id", m.Token))
+		d := e.CreateDict().Int32("pid", m.Pid).Str("entity_id", m.Token.String())
+		if m.Reason != "" {
+			d.Str("reason", m.Reason)
+		}
+		arr.Dict(d)
 	}
 	return arr
 }
@@ -330,6 +334,14 @@ func (x *ecs) service(c *capture, sv *Service) {
 	eventObject(e, c.action, nil, "", sv.Reason)
 	e.Dict("supervisor", e.CreateDict().Str("mechanism", string(sv.Mechanism)).Int("pid", x.h.pid))
 	e.Send()
+}
+
+func (x *ecs) internal(c *capture, msg string, stack []byte) {
+	e := x.begin(c, time.Now())
+	// Not about a process: no event.category.
+	eventObject(e, c.action, nil, outcomeFailure, "")
+	e.Dict("error", e.CreateDict().Str("message", msg).Bytes("stack_trace", stack))
+	e.Msg("internal error")
 }
 
 // signalCounts is a teardown's signal counts as an object, keys sorted so

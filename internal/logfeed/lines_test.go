@@ -143,11 +143,11 @@ func produceAll(t *testing.T, schema string) ([]map[string]any, *procEvents) {
 	l.Signal(Signal{Pid: pe.childPid, Token: tok, Signal: "SIGTERM", Mechanism: "pidfd"})
 	l.Signal(Signal{Pid: pe.childPid, Token: tok, Signal: "SIGSTOP", Mechanism: "pidfd", Err: errors.New("no such process")})
 	v := verdict.Verdict{Pid: pe.childPid, Token: tok, Result: verdict.Owned, Reason: "pidfs inode matches", Mechanism: "ebpf"}
-	m := actions.Member{Pid: pe.childPid, Token: tok}
+	m := actions.Member{Pid: pe.childPid, Token: pe.child}
 	l.Teardown(actions.Outcome{Verdict: v, Acted: true, Dead: true, Escalated: true, Targeted: []actions.Member{m},
 		Signals: map[string]int{"SIGTERM": 1, "SIGCONT": 1, "SIGKILL": 1}, Mechanism: "lineage+cgroup.freeze"})
 	l.Teardown(actions.Outcome{Verdict: v, Acted: true, Targeted: []actions.Member{m}, Survivors: []actions.Member{m},
-		Unproven: []actions.Member{{Pid: 1, Token: "v1:t:00000000000000000000000000000000:1:-"}}, Mechanism: "proc", Error: "survivor after SIGKILL"})
+		Unproven: []actions.Member{{Pid: 1, Token: token.Token{Start: 1, Prec: token.Ticks}, Reason: "protected"}}, Mechanism: "proc", Error: "survivor after SIGKILL"})
 	fv := v
 	fv.Result, fv.Reason = verdict.Foreign, "pid reissued"
 	l.Teardown(actions.Outcome{Verdict: fv, Mechanism: "lineage"})

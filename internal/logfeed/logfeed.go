@@ -138,6 +138,7 @@ type encoder interface {
 	lost(c *capture, mech events.Mechanism, count uint64)
 	dropped(c *capture, count uint64)
 	service(c *capture, s *Service)
+	internal(c *capture, msg string, stack []byte)
 }
 
 // New builds a Logger and starts its drain goroutine. Errors wrap ErrConfig
@@ -267,6 +268,7 @@ func (l *Logger) put(c *capture) { l.pool.Put(c) }
 type severity uint8
 
 const (
+	sevError   severity = 3
 	sevWarning severity = 4
 	sevNotice  severity = 5
 	sevInfo    severity = 6

@@ -61,6 +61,8 @@ func newOCSF(h *host) *ocsf {
 
 func ocsfSeverity(s severity) (int, string) {
 	switch s {
+	case sevError:
+		return 4, "High"
 	case sevWarning:
 		return 3, "Medium"
 	case sevNotice:
@@ -241,7 +243,11 @@ func (x *ocsf) signal(c *capture, sg *Signal) {
 func ocsfMembers(e *zerolog.Event, ms []actions.Member) *zerolog.Array {
 	arr := e.CreateArray()
 	for _, m := range ms {
-		arr.Dict(e.CreateDict().Int32("pid", m.Pid).Str("uid", m.Token))
+		d := e.CreateDict().Int32("pid", m.Pid).Str("uid", m.Token.String())
+		if m.Reason != "" {
+			d.Str("reason", m.Reason)
+		}
+		arr.Dict(d)
 	}
 	return arr
 }
@@ -321,4 +327,13 @@ func (x *ocsf) service(c *capture, sv *Service) {
 	x.selfProcess(e)
 	e.Dict("unmapped", e.CreateDict().Str("action", c.action).Str("mechanism", string(sv.Mechanism)))
 	e.Send()
+}
+
+func (x *ocsf) internal(c *capture, msg string, stack []byte) {
+	e := x.begin(c, time.Now(), ocsfOther, outcomeFailure)
+	e.Str("status_detail", msg)
+	x.actorSelf(e)
+	x.selfProcess(e)
+	e.Dict("unmapped", e.CreateDict().Str("action", c.action).Bytes("stack_trace", stack))
+	e.Msg("internal error")
 }

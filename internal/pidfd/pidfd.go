@@ -25,6 +25,9 @@ var (
 	ErrInvalidPid = errors.New("not a valid process id")
 	// ErrNotSupported: the system has no pidfd.
 	ErrNotSupported = errors.New("pidfd not supported on this system")
+	// ErrUnreadable: the pidfd says the process lives, but its /proc
+	// entry cannot be read, so nothing about its identity can be proven.
+	ErrUnreadable = errors.New("process alive but unreadable")
 )
 
 // MaxPid is the kernel's hard limit on pid numbers (PID_MAX_LIMIT).

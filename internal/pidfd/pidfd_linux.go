@@ -70,8 +70,14 @@ func (h *Handle) bind(boot procfs.BootID) error {
 	err = r.ReadStat(h.pid, &h.stat)
 	readers.Put(r)
 	if err != nil {
+		// A missing entry means gone only if the pidfd agrees: a live
+		// process whose /proc entry this mount namespace cannot see (a
+		// bind mount over it, another /proc) is alive but unreadable.
 		if errors.Is(err, os.ErrNotExist) {
-			return fmt.Errorf("pid %d: %w", h.pid, ErrGone)
+			if serr := unix.PidfdSendSignal(h.fd, 0, nil, 0); errors.Is(serr, unix.ESRCH) {
+				return fmt.Errorf("pid %d: %w", h.pid, ErrGone)
+			}
+			return fmt.Errorf("pid %d is alive but its /proc entry cannot be read: %w", h.pid, ErrUnreadable)
 		}
 		return fmt.Errorf("pid %d: %w", h.pid, err)
 	}

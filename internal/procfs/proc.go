@@ -130,3 +130,70 @@ func lineValue(b []byte, prefix string) ([]byte, bool) {
 	}
 	return nil, false
 }
+
+// IDs are the real, effective and saved user ids of a process.
+type IDs struct {
+	Real, Effective, Saved uint32
+}
+
+// ReadUIDs reads the user ids of pid from root/PID/status.
+func ReadUIDs(root string, pid int32) (IDs, error) {
+	b, err := os.ReadFile(root + "/" + strconv.Itoa(int(pid)) + "/status")
+	if err != nil {
+		return IDs{}, err
+	}
+	return ParseStatusUIDs(b)
+}
+
+// ParseStatusUIDs extracts the Uid line (real, effective, saved, fs) of a
+// /proc/PID/status file.
+func ParseStatusUIDs(b []byte) (IDs, error) {
+	v, ok := lineValue(b, "Uid:")
+	if !ok {
+		return IDs{}, fmt.Errorf("status: no Uid line: %w", ErrMalformed)
+	}
+	f := bytes.Fields(v)
+	if len(f) < 3 {
+		return IDs{}, fmt.Errorf("status: short Uid line: %w", ErrMalformed)
+	}
+	var out [3]uint32
+	for i := range out {
+		n, err := strconv.ParseUint(string(f[i]), 10, 32)
+		if err != nil {
+			return IDs{}, fmt.Errorf("status: bad Uid %q: %w", f[i], ErrMalformed)
+		}
+		out[i] = uint32(n)
+	}
+	return IDs{Real: out[0], Effective: out[1], Saved: out[2]}, nil
+}
+
+// NSpid reads the NSpid line of root/PID/status: the process's pid in each
+// pid namespace it belongs to, outermost first. A process whose last entry
+// is 1 in a namespace other than the reader's is that namespace's init.
+func NSpid(root string, pid int32) ([]int32, error) {
+	b, err := os.ReadFile(root + "/" + strconv.Itoa(int(pid)) + "/status")
+	if err != nil {
+		return nil, err
+	}
+	return ParseStatusNSpid(b)
+}
+
+// ParseStatusNSpid extracts the NSpid line of a /proc/PID/status file.
+func ParseStatusNSpid(b []byte) ([]int32, error) {
+	v, ok := lineValue(b, "NSpid:")
+	if !ok {
+		return nil, fmt.Errorf("status: no NSpid line: %w", ErrMalformed)
+	}
+	var out []int32
+	for _, f := range bytes.Fields(v) {
+		n, ok := atoi32(f)
+		if !ok || n <= 0 {
+			return nil, fmt.Errorf("status: bad NSpid %q: %w", f, ErrMalformed)
+		}
+		out = append(out, n)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("status: empty NSpid line: %w", ErrMalformed)
+	}
+	return out, nil
+}

@@ -115,7 +115,16 @@ func FuzzParseLines(f *testing.F) {
 	f.Add([]byte("Name:\tsleep\nTgid:\t42\nPid:\t42\n"))
 	f.Add([]byte("cpu  1 2 3\nbtime 1764432384\nprocesses 9\n"))
 	f.Add([]byte("btime -1\nTgid: x"))
+	f.Add([]byte("Uid:\t1001\t0\t1001\t0\nNSpid:\t4242\t1\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
+		if _, err := ParseStatusUIDs(b); err != nil && !errors.Is(err, ErrMalformed) {
+			t.Fatalf("ParseStatusUIDs error %v does not wrap ErrMalformed", err)
+		}
+		if ns, err := ParseStatusNSpid(b); err != nil && !errors.Is(err, ErrMalformed) {
+			t.Fatalf("ParseStatusNSpid error %v does not wrap ErrMalformed", err)
+		} else if err == nil && len(ns) == 0 {
+			t.Fatal("ParseStatusNSpid = [], want at least one pid")
+		}
 		if _, err := ParseStatusTgid(b); err != nil && !errors.Is(err, ErrMalformed) {
 			t.Fatalf("ParseStatusTgid error %v does not wrap ErrMalformed", err)
 		}
@@ -125,4 +134,28 @@ func FuzzParseLines(f *testing.F) {
 			t.Fatalf("ParseBootTime = %d, want a positive time", v)
 		}
 	})
+}
+
+func TestParseStatusIDs(t *testing.T) {
+	b := []byte("Name:\tsu\nUid:\t1001\t0\t0\t0\nGid:\t5\t5\t5\t5\nNSpid:\t4242\t7\t1\n")
+	ids, err := ParseStatusUIDs(b)
+	if err != nil || ids != (IDs{Real: 1001, Effective: 0, Saved: 0}) {
+		t.Errorf("ParseStatusUIDs = %+v, %v, want {1001 0 0}", ids, err)
+	}
+	ns, err := ParseStatusNSpid(b)
+	if err != nil || len(ns) != 3 || ns[0] != 4242 || ns[2] != 1 {
+		t.Errorf("ParseStatusNSpid = %v, %v, want [4242 7 1]", ns, err)
+	}
+	for _, bad := range []string{"Uid:\t1\t2\n", "Uid:\tx\t0\t0\t0\n", "NSpid:\t0\n", "NSpid:\n"} {
+		if _, err := ParseStatusUIDs([]byte(bad)); err == nil && bad[0] == 'U' {
+			t.Errorf("ParseStatusUIDs(%q) accepted", bad)
+		}
+		if _, err := ParseStatusNSpid([]byte(bad)); err == nil {
+			t.Errorf("ParseStatusNSpid(%q) accepted", bad)
+		}
+	}
+	self, err := ReadUIDs("/proc", int32(os.Getpid()))
+	if err != nil || self.Real != uint32(os.Getuid()) {
+		t.Errorf("ReadUIDs(self) = %+v, %v, want real uid %d", self, err, os.Getuid())
+	}
 }

@@ -38,13 +38,19 @@ func (k Kind) prefix() string {
 // State is where a claim is in its life.
 type State string
 
-// States. Which ones a kind goes through is the daemon's business; the
-// store only refuses words it does not know.
+// States. Which ones a kind goes through, and which count as open, is the
+// daemon's business (its verdict table); the store only refuses words it
+// does not know.
 const (
 	// Running: the claimed process is (believed) alive and held.
 	Running State = "running"
-	// Orphaned: a grant whose holder is gone, awaiting teardown.
-	Orphaned State = "orphaned"
+	// Releasing: a teardown of the claim's tree is in progress.
+	Releasing State = "releasing"
+	// Survivors: a teardown left members alive (Release lists them); the
+	// reaper tries again on every pass.
+	Survivors State = "survivors"
+	// Unverifiable: kept and reported; never signalled.
+	Unverifiable State = "unverifiable"
 	// Released: a grant torn down or let go; Release says how it went.
 	Released State = "released"
 	// Dropped: the pid was found FOREIGN; nothing was signalled.
@@ -54,11 +60,9 @@ const (
 	// Retired: a job given up on (FOREIGN or UNVERIFIABLE at reconcile);
 	// RetiredReason says why and the result is still owed to its caller.
 	Retired State = "retired"
-	// Unverifiable: kept and reported; never signalled.
-	Unverifiable State = "unverifiable"
 )
 
-var states = []State{Running, Orphaned, Released, Dropped, Exited, Retired, Unverifiable}
+var states = []State{Running, Releasing, Survivors, Unverifiable, Released, Dropped, Exited, Retired}
 
 // States lists every state the store knows.
 func States() []State { return slices.Clone(states) }
@@ -69,10 +73,12 @@ func Kinds() []Kind { return []Kind{Grant, Job} }
 func (s State) valid() bool { return slices.Contains(states, s) }
 
 // Instance is one process instance: a pid and its start token (the text
-// form of internal/token, opaque here).
+// form of internal/token, opaque here), and, for one reported instead of
+// signalled, why.
 type Instance struct {
-	Pid   int32  `json:"pid"`
-	Token string `json:"token"`
+	Pid    int32  `json:"pid"`
+	Token  string `json:"token"`
+	Reason string `json:"reason,omitempty"`
 }
 
 // Member is a descendant of a claim's root that the daemon saw born,
@@ -101,8 +107,12 @@ type Release struct {
 	Dead bool `json:"dead"`
 	// Escalated is true when SIGKILL was needed after the grace period.
 	Escalated bool `json:"escalated,omitempty"`
-	// Survivors are the instances still alive after teardown.
+	// Survivors are members still alive after teardown.
 	Survivors []Instance `json:"survivors,omitempty"`
+	// Unproven are processes reported, never signalled: live ones not
+	// provably members, or members no rule allows signalling (protected,
+	// another uid's), each with the reason.
+	Unproven []Instance `json:"unproven,omitempty"`
 	// Ownership is the verdict on the root that decided the release.
 	Ownership verdict.Result `json:"ownership,omitzero"`
 	At        time.Time      `json:"at,omitzero"`
@@ -321,8 +331,14 @@ func (l Limits) check(c *Claim) error {
 		if len(r.Survivors) > l.MaxMembers {
 			return fmt.Errorf("%d survivors (limit %d): %w", len(r.Survivors), l.MaxMembers, ErrTooLarge)
 		}
-		for _, s := range r.Survivors {
+		if len(r.Unproven) > l.MaxMembers {
+			return fmt.Errorf("%d unproven (limit %d): %w", len(r.Unproven), l.MaxMembers, ErrTooLarge)
+		}
+		for _, s := range append(r.Survivors[:len(r.Survivors):len(r.Survivors)], r.Unproven...) {
 			if err := l.checkString("survivor token", s.Token); err != nil {
+				return err
+			}
+			if err := l.checkString("survivor reason", s.Reason); err != nil {
 				return err
 			}
 		}

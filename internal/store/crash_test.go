@@ -76,7 +76,7 @@ func crashWriter(path string) {
 			var rev uint64
 			err := s.Update(id, func(c *Claim) error {
 				c.ExitSignal++
-				c.State = []State{Running, Orphaned, Exited, Retired}[rand.IntN(4)]
+				c.State = []State{Running, Survivors, Exited, Retired}[rand.IntN(4)]
 				c.Argv = append(c.Argv, strings.Repeat("u", rand.IntN(300)))
 				if len(c.Argv) > 20 {
 					c.Argv = c.Argv[10:]

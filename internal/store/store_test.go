@@ -49,7 +49,7 @@ func fullGrant() Claim {
 
 func TestPutGetRoundTrip(t *testing.T) {
 	s, path := openTemp(t, Options{})
-	for _, c := range []Claim{fullGrant(), {Kind: Job}, {Kind: Grant, State: Orphaned, Argv: []string{""}}} {
+	for _, c := range []Claim{fullGrant(), {Kind: Job}, {Kind: Grant, State: Survivors, Argv: []string{""}}} {
 		in := c
 		if err := s.Put(&in); err != nil {
 			t.Fatalf("Put(%+v) = %v", c, err)
@@ -399,7 +399,7 @@ func TestListAndStats(t *testing.T) {
 	s, _ := openTemp(t, Options{})
 	seed := []Claim{
 		{Kind: Grant, UID: 0, State: Running, CreatedAt: t0.Add(3)},
-		{Kind: Grant, UID: 1000, State: Orphaned, CreatedAt: t0.Add(1)},
+		{Kind: Grant, UID: 1000, State: Survivors, CreatedAt: t0.Add(1)},
 		{Kind: Job, UID: 1000, State: Running, CreatedAt: t0.Add(2)},
 		{Kind: Job, UID: 1000, State: Exited, CreatedAt: t0.Add(4)},
 		{Kind: Job, UID: 2000, State: Retired, CreatedAt: t0.Add(5)},
@@ -444,7 +444,7 @@ func TestListAndStats(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := map[Kind]map[State]int{
-		Grant: {Running: 1, Orphaned: 1},
+		Grant: {Running: 1, Survivors: 1},
 		Job:   {Running: 1, Exited: 1, Retired: 1},
 	}
 	if st.Claims != 5 || !reflect.DeepEqual(st.Counts, want) || st.SchemaVersion != SchemaVersion ||

@@ -96,11 +96,22 @@ func (t Token) Append(b []byte) []byte {
 	return strconv.AppendUint(b, t.Ino, 10)
 }
 
-// MarshalText implements encoding.TextMarshaler.
-func (t Token) MarshalText() ([]byte, error) { return t.Append(nil), nil }
+// MarshalText implements encoding.TextMarshaler. The zero Token marshals
+// to "", as String renders it.
+func (t Token) MarshalText() ([]byte, error) {
+	if t.IsZero() {
+		return []byte{}, nil
+	}
+	return t.Append(nil), nil
+}
 
-// UnmarshalText implements encoding.TextUnmarshaler.
+// UnmarshalText implements encoding.TextUnmarshaler. "" is the zero Token;
+// a caller that needs an identity checks IsZero.
 func (t *Token) UnmarshalText(b []byte) error {
+	if len(b) == 0 {
+		*t = Token{}
+		return nil
+	}
 	v, err := Parse(string(b))
 	if err != nil {
 		return err

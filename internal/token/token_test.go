@@ -1,6 +1,7 @@
 package token
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -117,4 +118,22 @@ func FuzzParse(f *testing.F) {
 			t.Fatalf("Parse(%q).String() = %q", s, got)
 		}
 	})
+}
+
+func TestZeroTokenText(t *testing.T) {
+	b, err := json.Marshal(struct {
+		T Token `json:"t"`
+	}{})
+	if err != nil || string(b) != `{"t":""}` {
+		t.Fatalf("json.Marshal(zero Token) = %s, %v, want {\"t\":\"\"}", b, err)
+	}
+	var back struct {
+		T Token `json:"t"`
+	}
+	if err := json.Unmarshal(b, &back); err != nil || !back.T.IsZero() {
+		t.Errorf("json.Unmarshal(%s) = %+v, %v, want the zero Token", b, back.T, err)
+	}
+	if (Token{}).String() != "" {
+		t.Errorf("zero Token String() = %q, want empty", Token{}.String())
+	}
 }

@@ -1,7 +1,10 @@
 package tracker
 
 import (
+	"fmt"
+
 	"github.com/procsupervisor/supervisor/internal/actions"
+	"github.com/procsupervisor/supervisor/internal/lineage"
 	"github.com/procsupervisor/supervisor/internal/pidfd"
 	"github.com/procsupervisor/supervisor/internal/token"
 	"github.com/procsupervisor/supervisor/internal/verdict"
@@ -69,15 +72,25 @@ func (f *graphFinder) Find(members []*pidfd.Handle) ([]*pidfd.Handle, []actions.
 				continue
 			}
 			if v.Result == verdict.Unverifiable {
-				unproven = append(unproven, actions.Member{Pid: n.Pid, Token: n.Token.String()})
+				unproven = append(unproven, actions.Member{Pid: n.Pid, Token: n.Token, Reason: "a birth descendant whose identity cannot be proven: " + v.Reason})
 			}
 		}
 	}
 	// What the graph cannot prove (a process it knows only from the seed
-	// scan) may still be proven by a live parent link.
+	// scan) may still be proven by a live parent link. That link is
+	// evidence of birth only for such a process: one whose birth the graph
+	// observed is a member only if its birth parent is, and today's parent
+	// of an adopted process (by a namespace init, a subreaper) says
+	// nothing about where it came from.
 	all := append(append([]*pidfd.Handle{}, members...), found...)
 	more, _, err := f.proc.Find(all)
 	for _, h := range more {
+		if n, m, ok := f.t.graph.Find(h.Pid(), h.Token()); ok && m == token.Same && n.Flags.Has(lineage.BornObserved) {
+			unproven = append(unproven, actions.Member{Pid: h.Pid(), Token: h.Token(),
+				Reason: fmt.Sprintf("adopted by a member, born of %d which is not one", n.PPid)})
+			h.Close()
+			continue
+		}
 		found = append(found, h)
 		unproven = dropMember(unproven, h.Pid())
 	}

@@ -98,7 +98,7 @@ func TestIntegrationOrphanedGrandchildIsTornDown(t *testing.T) {
 				return procfs.NewReader("/proc").ReadStat(grandchild, &st) == nil && st.PPid != root
 			})
 			j := &verdict.Judge{Boot: boot, Observer: tr, Mechanism: mech}
-			td := &actions.Teardown{Judge: j, Finder: tr.Finder(j), Grace: 2 * time.Second}
+			td := actions.New(j, tr.Finder(j), actions.Options{Grace: 2 * time.Second})
 			o := td.Run(context.Background(), root, tokenOf(t, boot, root).String())
 			if !o.Dead || !slices.ContainsFunc(o.Targeted, func(m actions.Member) bool { return m.Pid == grandchild }) {
 				t.Fatalf("Run = %+v, want the reparented grandchild %d targeted and dead", o, grandchild)

@@ -1,0 +1,256 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/procsupervisor/supervisor/internal/actions"
+	"github.com/procsupervisor/supervisor/internal/api"
+	"github.com/procsupervisor/supervisor/internal/lineage"
+	"github.com/procsupervisor/supervisor/internal/store"
+	"github.com/procsupervisor/supervisor/internal/token"
+	"github.com/procsupervisor/supervisor/internal/verdict"
+)
+
+// This file is the API's backend: each method authorises the peer, then
+// asks the executor (reconcile_linux.go) or reads the store and graph.
+
+func may(p api.Peer, c *store.Claim) bool { return p.Root() || c.UID == p.UID }
+
+func grace(r *api.Duration) time.Duration {
+	if r == nil {
+		return 0 // the configured grace
+	}
+	return time.Duration(*r)
+}
+
+// Release implements api.Backend.
+func (d *Daemon) Release(ctx context.Context, p api.Peer, id string, r *api.ReleaseRequest) (api.ReleaseResponse, error) {
+	c, err := d.st.Get(id)
+	if err != nil {
+		return api.ReleaseResponse{}, storeErr(err)
+	}
+	if !may(p, &c) {
+		return api.ReleaseResponse{}, forbidden("claim %s belongs to another user", id)
+	}
+	_, out, err := d.settle(ctx, id, request{trigger: ReleaseAsked, grace: grace(r.Grace)})
+	if err != nil {
+		return api.ReleaseResponse{}, err
+	}
+	c, err = d.st.Get(id)
+	if err != nil {
+		return api.ReleaseResponse{}, storeErr(err)
+	}
+	return api.ReleaseResponse{Claim: d.view(c), Outcome: out}, nil
+}
+
+func (d *Daemon) view(c store.Claim) api.Claim {
+	ms := c.Members
+	c.Members = nil
+	return api.Claim{Claim: c, Members: ms}
+}
+
+// List implements api.Backend.
+func (d *Daemon) List(ctx context.Context, p api.Peer) ([]api.Claim, error) {
+	f := store.Filter{}
+	if !p.Root() {
+		uid := p.UID
+		f.UID = &uid
+	}
+	cs, err := d.st.List(f)
+	if err != nil {
+		d.storeFailed("list claims", err)
+		return nil, err
+	}
+	out := make([]api.Claim, 0, len(cs))
+	for _, c := range cs {
+		out = append(out, d.view(c))
+	}
+	return out, nil
+}
+
+// Get implements api.Backend. A job's result picked up by its caller is no
+// longer owed.
+func (d *Daemon) Get(ctx context.Context, p api.Peer, id string) (api.Claim, error) {
+	c, err := d.st.Get(id)
+	if err != nil {
+		return api.Claim{}, storeErr(err)
+	}
+	if !may(p, &c) {
+		return api.Claim{}, fmt.Errorf("claim %s: %w", id, api.ErrNotFound)
+	}
+	if c.Kind == store.Job && (c.State == store.Exited || c.State == store.Retired) && !c.FollowedUp {
+		if err := d.st.Update(id, func(x *store.Claim) error { x.FollowedUp = true; return nil }); err != nil {
+			d.storeFailed("mark "+id+" followed up", err)
+			return api.Claim{}, storeErr(err)
+		}
+		c.FollowedUp = true
+	}
+	return d.view(c), nil
+}
+
+// Reap implements api.Backend. Only root runs the reaper (it acts on every
+// claim); a dry run is open to all and shows only the caller's claims.
+func (d *Daemon) Reap(ctx context.Context, p api.Peer, r *api.ReapRequest) (api.Report, error) {
+	if !p.Root() && !r.DryRun {
+		return api.Report{}, forbidden("only root runs the reaper")
+	}
+	d.waitChildren()
+	rep := d.reconcileAll(ctx, request{trigger: Pass, dryRun: r.DryRun})
+	if !p.Root() {
+		cs, err := d.st.List(store.Filter{UID: &p.UID})
+		if err != nil {
+			return api.Report{}, err
+		}
+		mine := map[string]bool{}
+		for _, c := range cs {
+			mine[c.ID] = true
+		}
+		items := rep.Items[:0]
+		for _, it := range rep.Items {
+			if mine[it.ID] {
+				items = append(items, it)
+			}
+		}
+		rep.Items = items
+	}
+	return rep, nil
+}
+
+// Status implements api.Backend.
+func (d *Daemon) Status(ctx context.Context, p api.Peer) (api.Status, error) {
+	tr := d.tr.Load()
+	st := api.Status{
+		Version: d.cfg.Version, Pid: os.Getpid(), Mechanism: string(tr.Mechanism()),
+		Tried: tr.Tried(), StartedAt: d.started, UptimeSeconds: time.Since(d.started).Seconds(),
+		Cgroup: d.cg.dir, CgroupReason: d.cg.reason,
+		MembersQueued: d.membersRecorded.Load(), MembersLost: d.membersDropped.Load(),
+		StoreErrors: d.storeErrors.Load(),
+	}
+	if e := d.lastStoreErr.Load(); e != nil {
+		st.LastStoreError = *e
+	}
+	es := tr.Stats()
+	st.Events, st.LostEvents, st.Resyncs = es.Events, es.Lost, tr.Resyncs()
+	st.GraphLive = tr.Graph().Stats().Live
+	ss, err := d.st.Stats()
+	if err != nil {
+		d.storeFailed("store stats", err)
+		return st, err
+	}
+	st.Counts, st.Claims, st.Members, st.StoreBytes = ss.Counts, ss.Claims, ss.Members, ss.FileBytes
+	st.LogDropped = d.log.Stats().Dropped
+	d.repMu.Lock()
+	st.Reconcile = d.reconcile
+	d.repMu.Unlock()
+	return st, nil
+}
+
+// Verify implements api.Backend: anyone may ask; a verdict signals nothing.
+func (d *Daemon) Verify(ctx context.Context, p api.Peer, r *api.ClaimRequest) (verdict.Verdict, error) {
+	return d.judge.Judge(r.Pid, r.Token), nil
+}
+
+// Kill implements api.Backend. The daemon signals only an instance it
+// holds for the caller: the root of a claim the caller may act on (a
+// release of that claim), or a member of one, judged OWNED and bound, and
+// torn down with the caller's rights.
+func (d *Daemon) Kill(ctx context.Context, p api.Peer, r *api.ClaimRequest) (actions.Outcome, error) {
+	tok, err := token.Parse(r.Token)
+	if err != nil {
+		return actions.Outcome{}, badRequest("token: %v", err)
+	}
+	cs, err := d.st.List(store.Filter{})
+	if err != nil {
+		d.storeFailed("list claims", err)
+		return actions.Outcome{}, err
+	}
+	var held *store.Claim
+	isRoot := false
+	for i := range cs {
+		c := &cs[i]
+		if !Open(c.State) || !may(p, c) {
+			continue
+		}
+		if c.Pid == r.Pid && sameInstance(c.Token, tok) {
+			held, isRoot = c, true
+			break
+		}
+		for _, m := range c.Members {
+			if m.Pid == r.Pid && sameInstance(m.Token, tok) {
+				held = c
+				break
+			}
+		}
+		if held == nil {
+			// A member the graph attributes to the claim's root.
+			if root, _, ok := d.tr.Load().Graph().RootOf(r.Pid, tok); ok && root == c.ID {
+				held = c
+			}
+		}
+		if held != nil {
+			break
+		}
+	}
+	if held == nil {
+		return actions.Outcome{}, forbidden("%d@%s is not held by the supervisor for this caller", r.Pid, r.Token)
+	}
+	if isRoot {
+		_, out, err := d.settle(ctx, held.ID, request{trigger: ReleaseAsked, grace: grace(r.Grace), principal: &p.UID})
+		if out == nil {
+			out = &actions.Outcome{}
+		}
+		return *out, err
+	}
+	v, h := d.judge.Bind(r.Pid, r.Token)
+	d.log.Verdict(v)
+	if h == nil {
+		return actions.Outcome{Verdict: v}, nil
+	}
+	defer h.Close()
+	out := d.newTeardown(grace(r.Grace), p.UID, "").RunBound(ctx, v, h, nil)
+	d.log.Teardown(out)
+	return out, nil
+}
+
+// Tree implements api.Backend.
+func (d *Daemon) Tree(ctx context.Context, p api.Peer, pid int32, tokText string) ([]api.TreeNode, error) {
+	g := d.tr.Load().Graph()
+	var tok token.Token
+	if tokText != "" {
+		t, err := token.Parse(tokText)
+		if err != nil {
+			return nil, badRequest("token: %v", err)
+		}
+		tok = t
+	} else {
+		n, ok := g.Live(pid)
+		if !ok {
+			return nil, fmt.Errorf("no live process %d in the graph: %w", pid, api.ErrNotFound)
+		}
+		tok = n.Token
+	}
+	w, ok := g.Watch(pid, tok)
+	if !ok {
+		return nil, fmt.Errorf("%d@%s is not in the graph: %w", pid, tok, api.ErrNotFound)
+	}
+	nodes, err := g.Descendants(pid, tok)
+	if err != nil {
+		return nil, fmt.Errorf("%v: %w", err, api.ErrConflict)
+	}
+	out := []api.TreeNode{treeNode(g.RootOf, w.Node)}
+	for _, n := range nodes {
+		out = append(out, treeNode(g.RootOf, n))
+	}
+	return out, nil
+}
+
+func treeNode(rootOf func(int32, token.Token) (string, bool, bool), n lineage.Node) api.TreeNode {
+	root, _, _ := rootOf(n.Pid, n.Token)
+	return api.TreeNode{
+		Pid: n.Pid, Token: n.Token.String(), PPid: n.PPid, Comm: n.CommString(), Root: root,
+		Born: n.Flags.Has(lineage.BornObserved), Exited: !n.Live(),
+	}
+}

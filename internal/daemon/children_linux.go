@@ -1,0 +1,115 @@
+package daemon
+
+import (
+	"os"
+	"strconv"
+	"syscall"
+
+	"github.com/procsupervisor/supervisor/internal/procfs"
+	"github.com/procsupervisor/supervisor/internal/store"
+	"github.com/procsupervisor/supervisor/internal/token"
+)
+
+// This file reaps the daemon's own children with wait4: launched roots,
+// whose exit status gives a job its code, and processes reparented to the
+// daemon as child subreaper. (Claim reconciliation, which the API calls
+// "reap", is reconcile_linux.go.)
+
+// waitChildren reaps the daemon's exited children: launched roots and
+// processes reparented to it as subreaper.
+func (d *Daemon) waitChildren() {
+	type reaped struct {
+		pid int32
+		id  string
+		ws  syscall.WaitStatus
+	}
+	var done []reaped
+	d.reapMu.Lock()
+	for _, pid := range d.childPids() {
+		d.mu.RLock()
+		id, launched := d.children[pid]
+		d.mu.RUnlock()
+		if !launched && !d.adopted(pid) {
+			continue
+		}
+		var ws syscall.WaitStatus
+		got, err := syscall.Wait4(int(pid), &ws, syscall.WNOHANG, nil)
+		if err != nil || got != int(pid) {
+			continue
+		}
+		if launched {
+			d.mu.Lock()
+			delete(d.children, pid)
+			d.mu.Unlock()
+			done = append(done, reaped{pid, id, ws})
+		}
+	}
+	d.reapMu.Unlock()
+	for _, r := range done {
+		l := d.claimLock(r.id)
+		l.Lock()
+		c, err := d.st.Get(r.id)
+		if err == nil && Open(c.State) && c.Pid == r.pid {
+			if c.Kind == store.Job {
+				d.finishJob(&c, r.ws, true)
+			} else {
+				d.queue(c.ID, Pass)
+			}
+		}
+		l.Unlock()
+	}
+}
+
+// adopted reports whether a zombie child of the daemon is one it may reap:
+// anything the daemon did not fork itself (a process reparented to it as
+// subreaper). Processes the daemon forked for other reasons (a ps poller)
+// are left to their own Wait.
+func (d *Daemon) adopted(pid int32) bool {
+	tr := d.tr.Load()
+	if tr == nil {
+		return true
+	}
+	var st procfs.Stat
+	r := procfs.Reader{Root: "/proc"}
+	if err := r.ReadStat(pid, &st); err != nil || !st.Zombie() {
+		return false
+	}
+	tok := token.Token{Boot: d.boot, Start: st.StartTime, Prec: token.Ticks}
+	n, _, ok := tr.Graph().Find(pid, tok)
+	if !ok {
+		return true // a child the graph never saw being forked
+	}
+	return n.PPid != d.self
+}
+
+// childPids lists the daemon's children (zombies included) from
+// /proc/self/task/*/children.
+func (d *Daemon) childPids() []int32 {
+	tasks, err := os.ReadDir("/proc/self/task")
+	if err != nil {
+		return nil
+	}
+	var out []int32
+	for _, t := range tasks {
+		b, err := os.ReadFile("/proc/self/task/" + t.Name() + "/children")
+		if err != nil {
+			continue
+		}
+		start := -1
+		for i := 0; i <= len(b); i++ {
+			if i < len(b) && b[i] >= '0' && b[i] <= '9' {
+				if start < 0 {
+					start = i
+				}
+				continue
+			}
+			if start >= 0 {
+				if v, err := strconv.Atoi(string(b[start:i])); err == nil {
+					out = append(out, int32(v))
+				}
+				start = -1
+			}
+		}
+	}
+	return out
+}

@@ -1,0 +1,317 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"syscall"
+	"time"
+
+	"github.com/procsupervisor/supervisor/internal/events"
+	"github.com/procsupervisor/supervisor/internal/lineage"
+	"github.com/procsupervisor/supervisor/internal/store"
+	"github.com/procsupervisor/supervisor/internal/token"
+	"github.com/procsupervisor/supervisor/internal/tracker"
+	"github.com/procsupervisor/supervisor/internal/verdict"
+)
+
+// This file is the daemon's event path: what the tracker's drain goroutine
+// calls for every event (onEvent: map lookups and non-blocking sends only),
+// and the workers behind its queues, which record members and exit codes.
+
+// held is a grant by its holder's instance, for the event path.
+type held struct {
+	id     string
+	holder token.Token
+}
+
+// index records an open claim's pids for the event path.
+func (d *Daemon) index(c *store.Claim) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if c.Pid > 0 {
+		d.roots[c.Pid] = c.ID
+	}
+	if c.Holder != nil && !slices.ContainsFunc(d.holders[c.Holder.Pid], func(h held) bool { return h.id == c.ID }) {
+		tok, _ := token.Parse(c.Holder.Token)
+		d.holders[c.Holder.Pid] = append(d.holders[c.Holder.Pid], held{id: c.ID, holder: tok})
+	}
+	if !c.Deadline.IsZero() && c.State == store.Running {
+		d.deadline[c.ID] = c.Deadline
+	}
+}
+
+// unindex forgets a claim that is no longer running.
+func (d *Daemon) unindex(c *store.Claim) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.roots[c.Pid] == c.ID {
+		delete(d.roots, c.Pid)
+	}
+	if c.Holder != nil {
+		out := slices.DeleteFunc(d.holders[c.Holder.Pid], func(h held) bool { return h.id == c.ID })
+		if len(out) == 0 {
+			delete(d.holders, c.Holder.Pid)
+		} else {
+			d.holders[c.Holder.Pid] = out
+		}
+	}
+	delete(d.deadline, c.ID)
+	if p, ok := d.pending[c.Pid]; ok && p.id == c.ID {
+		delete(d.pending, c.Pid)
+		d.npending.Add(-1)
+	}
+}
+
+// onEvent runs on the tracker's drain goroutine: map lookups and
+// non-blocking sends only.
+func (d *Daemon) onEvent(ev *events.Event) {
+	d.log.Event(ev)
+	tr := d.tr.Load()
+	if tr == nil {
+		return
+	}
+	switch ev.Kind {
+	case events.Fork:
+		if d.npending.Load() > 0 {
+			d.admitPending(tr, ev)
+		}
+		if root, _, ok := tr.Graph().RootOf(ev.Pid, ev.Token); ok {
+			select {
+			case d.memberQ <- memberNote{id: root, pid: ev.Pid, tok: ev.Token, par: ev.PPid, ptk: ev.ParentToken, at: time.Now().UnixNano()}:
+			default:
+				d.membersDropped.Add(1)
+			}
+		}
+	case events.Exit:
+		d.mu.RLock()
+		// The observed exit of the holder's exact instance makes its
+		// grants orphans at once; an exit the event cannot attribute
+		// (no token) has the executor judge the holder instead.
+		for _, h := range d.holders[ev.Pid] {
+			trig := Pass
+			if !ev.Token.IsZero() {
+				if m, _ := token.Compare(h.holder, ev.Token); m == token.Same || (m == token.Unproven && h.holder.Start == ev.Token.Start) {
+					trig = HolderExit
+				} else {
+					continue // another instance at the holder's pid
+				}
+			}
+			d.queue(h.id, trig)
+		}
+		_, root := d.roots[ev.Pid]
+		d.mu.RUnlock()
+		if root {
+			select {
+			case d.exitQ <- exitNote{pid: ev.Pid, tok: ev.Token, status: ev.Status}:
+			default:
+			}
+		}
+	}
+}
+
+func (d *Daemon) admitPending(tr *tracker.Tracker, ev *events.Event) {
+	d.mu.Lock()
+	p, ok := d.pending[ev.Pid]
+	d.mu.Unlock()
+	if !ok {
+		return
+	}
+	if err := tr.Graph().Admit(ev.Pid, p.tok, p.id); err != nil {
+		return
+	}
+	d.mu.Lock()
+	if q, ok := d.pending[ev.Pid]; ok && q.id == p.id {
+		delete(d.pending, ev.Pid)
+		d.npending.Add(-1)
+	}
+	d.mu.Unlock()
+}
+
+// admit makes (pid, tok) a root of claim id in the graph, now or, when the
+// graph has not seen the fork yet, on the fork event. It returns the live
+// descendants the graph already holds.
+func (d *Daemon) admit(id string, pid int32, tok token.Token) {
+	tr := d.tr.Load()
+	g := tr.Graph()
+	if err := g.Admit(pid, tok, id); err == nil {
+		d.recordDescendants(id, pid, tok)
+		return
+	}
+	d.mu.Lock()
+	if _, ok := d.pending[pid]; !ok {
+		d.npending.Add(1)
+	}
+	d.pending[pid] = pendingAdmit{tok: tok, id: id, since: time.Now()}
+	d.mu.Unlock()
+	// The fork may have been applied between the failed Admit and the
+	// pending entry: try once more.
+	if err := g.Admit(pid, tok, id); err == nil {
+		d.mu.Lock()
+		if q, ok := d.pending[pid]; ok && q.id == id {
+			delete(d.pending, pid)
+			d.npending.Add(-1)
+		}
+		d.mu.Unlock()
+		d.recordDescendants(id, pid, tok)
+	}
+}
+
+func (d *Daemon) recordDescendants(id string, pid int32, tok token.Token) {
+	nodes, err := d.tr.Load().Graph().Descendants(pid, tok)
+	if err != nil {
+		return
+	}
+	for _, n := range nodes {
+		select {
+		case d.memberQ <- memberNote{id: id, pid: n.Pid, tok: n.Token, par: n.PPid, ptk: n.ParentToken, at: time.Now().UnixNano()}:
+		default:
+			d.membersDropped.Add(1)
+		}
+	}
+}
+
+func (d *Daemon) expirePending() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for pid, p := range d.pending {
+		if time.Since(p.since) > time.Minute {
+			delete(d.pending, pid)
+			d.npending.Add(-1)
+		}
+	}
+}
+
+// memberWriter records members in batches. Each is bound and judged first:
+// a member recorded with the pidfd's token (pidfs inode included) can be
+// verified by its token alone after a restart.
+func (d *Daemon) memberWriter(ctx context.Context) {
+	batch := map[string][]store.Member{}
+	for {
+		var n memberNote
+		select {
+		case <-ctx.Done():
+			// Drain what is queued so a clean shutdown loses nothing.
+			for {
+				select {
+				case n = <-d.memberQ:
+					d.addNote(batch, n)
+					continue
+				default:
+				}
+				break
+			}
+			d.flushMembers(batch)
+			return
+		case n = <-d.memberQ:
+		}
+		d.addNote(batch, n)
+	more:
+		for i := 0; i < memberBatch; i++ {
+			select {
+			case n = <-d.memberQ:
+				d.addNote(batch, n)
+			default:
+				break more
+			}
+		}
+		d.flushMembers(batch)
+	}
+}
+
+func (d *Daemon) addNote(batch map[string][]store.Member, n memberNote) {
+	claim := n.tok.String()
+	if n.tok.IsZero() {
+		d.membersDropped.Add(1)
+		return
+	}
+	v, h := d.judge.Bind(n.pid, claim)
+	if h == nil {
+		// Gone already (a short-lived member, the middle of a double
+		// fork): nothing to find again after a restart.
+		if v.Result != verdict.Gone {
+			d.membersDropped.Add(1)
+		}
+		return
+	}
+	tok := h.Token()
+	h.Close()
+	m := store.Member{Pid: n.pid, Token: tok.String(), Parent: n.par, BornAt: time.Unix(0, n.at)}
+	if !n.ptk.IsZero() {
+		m.ParentToken = n.ptk.String()
+	}
+	batch[n.id] = append(batch[n.id], m)
+}
+
+func (d *Daemon) flushMembers(batch map[string][]store.Member) {
+	for id, ms := range batch {
+		added, err := d.st.AddMember(id, ms...)
+		if err != nil {
+			if !errors.Is(err, store.ErrNotFound) {
+				d.membersDropped.Add(uint64(len(ms)))
+			}
+		} else {
+			d.membersRecorded.Add(uint64(added))
+		}
+		delete(batch, id)
+	}
+}
+
+// exitRecorder records exit codes of jobs that are not the daemon's
+// children, from exit events.
+func (d *Daemon) exitRecorder(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case n := <-d.exitQ:
+			d.recordEventExit(n)
+		}
+	}
+}
+
+func (d *Daemon) recordEventExit(n exitNote) {
+	d.mu.RLock()
+	id, ok := d.roots[n.pid]
+	_, child := d.children[n.pid]
+	d.mu.RUnlock()
+	if !ok {
+		return
+	}
+	if child {
+		// The wait4 reaper records it, from the kernel's own status.
+		return
+	}
+	l := d.claimLock(id)
+	l.Lock()
+	defer l.Unlock()
+	c, err := d.st.Get(id)
+	if err != nil || !Open(c.State) {
+		return
+	}
+	ctok, err := token.Parse(c.Token)
+	if err != nil {
+		return
+	}
+	status, known := n.status, false
+	if !n.tok.IsZero() {
+		m, _ := token.Compare(ctok, n.tok)
+		known = m == token.Same || (m == token.Unproven && ctok.Start == n.tok.Start)
+	}
+	if !known {
+		// The event lacked a token: ask the graph which generation
+		// exited.
+		node, m, ok := d.tr.Load().Graph().Find(n.pid, ctok)
+		if ok && (m == token.Same || m == token.Unproven) && node.Flags.Has(lineage.ExitObserved) {
+			status, known = node.ExitStatus, true
+		}
+	}
+	if !known {
+		return
+	}
+	if c.Kind == store.Grant {
+		d.queue(c.ID, Pass)
+		return
+	}
+	d.finishJob(&c, syscall.WaitStatus(status), true)
+}

@@ -1,0 +1,510 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sort"
+	"time"
+
+	"syscall"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/procsupervisor/supervisor/internal/actions"
+	"github.com/procsupervisor/supervisor/internal/api"
+	"github.com/procsupervisor/supervisor/internal/logfeed"
+	"github.com/procsupervisor/supervisor/internal/pidfd"
+	"github.com/procsupervisor/supervisor/internal/store"
+	"github.com/procsupervisor/supervisor/internal/token"
+	"github.com/procsupervisor/supervisor/internal/verdict"
+)
+
+// This file is the executor of the verdict table (table.go): it gathers a
+// claim's inputs (verdicts on the root and the holder, the members that
+// live on), asks Decide, and carries the decision out, writing every state
+// change to the store before the in-memory index follows it.
+
+const maxReportItems = 1000
+
+// request is one call of the executor.
+type request struct {
+	trigger Trigger
+	dryRun  bool
+	// grace overrides the configured grace period of a teardown.
+	grace time.Duration
+	// principal is the uid a teardown acts for, when not the claim's own
+	// (a kill asked by another root caller is still root's).
+	principal *uint32
+}
+
+// reconcileAll applies the table to every open claim.
+func (d *Daemon) reconcileAll(ctx context.Context, rq request) api.Report {
+	rep := api.Report{DryRun: rq.dryRun}
+	cs, err := d.st.List(store.Filter{})
+	if err != nil {
+		d.storeFailed("list claims", err)
+		rep.Failed++
+		rep.Items = append(rep.Items, api.ReportItem{Action: "failed", Reason: err.Error()})
+		return rep
+	}
+	for i := range cs {
+		if !Open(cs[i].State) {
+			continue
+		}
+		it, _, err := d.settle(ctx, cs[i].ID, rq)
+		rep.Seen++
+		count(&rep, it, err, rq.trigger)
+		if (it.Action != Keep.String() || rq.trigger == Startup) && len(rep.Items) < maxReportItems {
+			rep.Items = append(rep.Items, it)
+		}
+	}
+	return rep
+}
+
+// count adds one claim's outcome to a report.
+func count(rep *api.Report, it api.ReportItem, err error, trig Trigger) {
+	if err != nil && !errors.Is(err, api.ErrConflict) {
+		rep.Failed++
+		return
+	}
+	switch it.Action {
+	case Readopt.String():
+		rep.Readopted++
+	case Keep.String():
+		if trig == Startup {
+			rep.Readopted++
+		}
+	case TearDown.String():
+		if it.Failed {
+			rep.Failed++
+		} else {
+			rep.TornDown++
+		}
+	case Drop.String():
+		rep.Foreign++
+	case Retire.String():
+		if it.Verdict == verdict.Foreign {
+			rep.Foreign++
+		} else {
+			rep.Unverifiable++
+		}
+	case Hold.String(), Refuse.String():
+		rep.Unverifiable++
+	case LetGo.String(), Finish.String():
+		rep.AlreadyGone++
+	}
+}
+
+// settle judges one claim and carries out the table's decision, under the
+// claim's lock. The outcome is set when a teardown ran. The error is
+// api.ErrConflict for a refused release, or a store failure.
+func (d *Daemon) settle(ctx context.Context, id string, rq request) (api.ReportItem, *actions.Outcome, error) {
+	l := d.claimLock(id)
+	l.Lock()
+	defer l.Unlock()
+	c, err := d.st.Get(id)
+	if err != nil {
+		d.storeFailed("read claim "+id, err)
+		return api.ReportItem{ID: id, Action: "failed", Reason: err.Error()}, nil, storeErr(err)
+	}
+	it := api.ReportItem{ID: c.ID, Kind: c.Kind}
+	in := Input{Kind: c.Kind, State: c.State, Trigger: rq.trigger, Started: c.Pid != 0}
+	if !Open(c.State) {
+		it.Action = Keep.String()
+		return it, nil, nil
+	}
+
+	var v verdict.Verdict
+	var root *pidfd.Handle
+	var why string
+	if in.Started {
+		if c.Holder != nil && c.Kind == store.Grant {
+			if rq.trigger == HolderExit {
+				in.Orphan, why = true, fmt.Sprintf("holder %d@%s exited", c.Holder.Pid, c.Holder.Token)
+			} else if hv := d.judge.Judge(c.Holder.Pid, c.Holder.Token); hv.Result == verdict.Gone || hv.Result == verdict.Foreign {
+				in.Orphan, why = true, fmt.Sprintf("holder %d is %s (%s)", c.Holder.Pid, hv.Result, hv.Reason)
+			}
+		}
+		v, root = d.judge.Bind(c.Pid, c.Token)
+		if root != nil {
+			defer root.Close()
+		}
+		d.log.Verdict(v)
+		in.Root = v.Result
+	} else {
+		v = verdict.Verdict{Result: verdict.Gone, Reason: "never recorded as started (the daemon stopped during its launch)", Mechanism: d.judge.Mechanism}
+	}
+	it.Orphan = in.Orphan
+	it.Verdict, it.Reason = v.Result, v.Reason
+	if why != "" {
+		it.Reason = why + "; root: " + v.Reason
+	}
+	if rq.trigger == WallClock {
+		it.Reason = "wall clock of " + c.WallClock.String() + " exceeded; " + it.Reason
+	}
+
+	// Members that outlive a root that is not OWNED: the cgroup's and the
+	// survivors' are proven, recorded ones only reported.
+	var members []*pidfd.Handle
+	var unproven []actions.Member
+	defer func() {
+		for _, h := range members {
+			h.Close()
+		}
+	}()
+	if root == nil {
+		var proven bool
+		members, unproven, proven = d.orphanedMembers(&c)
+		in.Proven = proven
+	}
+
+	dec := Decide(in)
+	it.Action = dec.Action.String()
+	if rq.dryRun {
+		return it, nil, nil
+	}
+	now := d.now()
+	switch dec.Action {
+	case Keep, Readopt:
+		if dec.Action == Readopt {
+			it.Members = d.readopt(&c, root)
+		}
+		if c.State != dec.State {
+			if err := d.write(&c, dec.State, v, nil); err != nil {
+				return it, nil, err
+			}
+		}
+		d.index(&c)
+		return it, nil, nil
+	case TearDown:
+		out, err := d.teardown(ctx, &c, v, root, members, rq)
+		it.Members = len(out.Targeted)
+		it.Unproven = out.Unproven
+		it.Failed = !out.Dead
+		if out.Error != "" {
+			it.Reason += "; " + out.Error
+		}
+		return it, &out, err
+	case Drop, Hold, Refuse:
+		if err := d.write(&c, dec.State, v, nil); err != nil {
+			return it, nil, err
+		}
+		if dec.Action == Refuse {
+			return it, &actions.Outcome{Verdict: v}, fmt.Errorf("claim %s is %s (%s); nothing was signalled: %w", c.ID, v.Result, v.Reason, api.ErrConflict)
+		}
+		return it, &actions.Outcome{Verdict: v}, nil
+	case LetGo:
+		// A live group or recorded members under a gone root: reported,
+		// never signalled.
+		it.Unproven = unproven
+		rel := &store.Release{Dead: len(unproven) == 0, Ownership: v.Result, Unproven: instances(unproven), At: now}
+		if err := d.write(&c, dec.State, v, rel); err != nil {
+			return it, nil, err
+		}
+		if c.Cgroup != "" && len(unproven) == 0 {
+			removeCgroup(c.Cgroup)
+		}
+		return it, &actions.Outcome{Verdict: v, Dead: rel.Dead, Unproven: unproven}, nil
+	case Finish:
+		err := d.finishJob(&c, 0, false)
+		return it, &actions.Outcome{Verdict: v, Dead: true}, err
+	case Retire:
+		err := d.update(&c, func(x *store.Claim) {
+			x.State = store.Retired
+			x.RetiredReason = trunc(v.Result.String()+": "+v.Reason, 2000)
+			x.LastVerdict = storeVerdict(v, now)
+		})
+		return it, &actions.Outcome{Verdict: v}, err
+	}
+	return it, nil, fmt.Errorf("claim %s: the table decided %v, which the executor does not know", c.ID, dec.Action)
+}
+
+// orphanedMembers binds what lives on of a claim whose root is not OWNED:
+// the processes of its own cgroup and the survivors of an earlier
+// teardown that still verify are proven; recorded members that verify are
+// only reported (a live group under a gone leader is not killed).
+func (d *Daemon) orphanedMembers(c *store.Claim) (proven []*pidfd.Handle, unproven []actions.Member, ok bool) {
+	skip := map[int32]bool{c.Pid: true}
+	if c.Cgroup != "" {
+		if pids, err := actions.CgroupProcs(c.Cgroup); err == nil && len(pids) > 0 {
+			ok = true // the teardown's cgroup finder binds them
+		}
+	}
+	if c.State == store.Survivors && c.Release != nil {
+		for _, s := range c.Release.Survivors {
+			if skip[s.Pid] {
+				continue
+			}
+			if _, h := d.judge.Bind(s.Pid, s.Token); h != nil {
+				skip[s.Pid] = true
+				proven = append(proven, h)
+			}
+		}
+	}
+	for _, h := range d.recordedMembers(c, skip) {
+		unproven = append(unproven, actions.Member{Pid: h.Pid(), Token: h.Token(),
+			Reason: "recorded member alive under a gone root: reported, not signalled"})
+		h.Close()
+	}
+	return proven, unproven, ok || len(proven) > 0
+}
+
+// teardown tears down a claim's proven members: the OWNED root (nil when
+// it is gone) with the members the tracker's lineage finds, the grant's
+// cgroup, and extra members the caller bound. The outcome decides the
+// claim's state (table.go afterTeardown). Caller holds the claim lock and
+// keeps root and extra.
+func (d *Daemon) teardown(ctx context.Context, c *store.Claim, v verdict.Verdict, root *pidfd.Handle, extra []*pidfd.Handle, rq request) (actions.Outcome, error) {
+	if err := d.write(c, store.Releasing, v, nil); err != nil {
+		return actions.Outcome{Verdict: v, Signals: map[string]int{}, Error: err.Error()}, err
+	}
+	if root != nil {
+		extra = append(extra, d.recordedMembers(c, map[int32]bool{root.Pid(): true})...)
+	}
+	principal := c.UID
+	if rq.principal != nil {
+		principal = *rq.principal
+	}
+	td := d.newTeardown(rq.grace, principal, c.Cgroup)
+	out := td.RunBound(ctx, v, root, extra)
+	d.log.Teardown(out)
+	rel := &store.Release{Dead: out.Dead, Escalated: out.Escalated, Ownership: out.Verdict.Result,
+		Survivors: instances(out.Survivors), Unproven: instances(out.Unproven), At: d.now()}
+	state := afterTeardown(c.Kind, !out.Dead)
+	if !out.Acted {
+		// Refused (a protected root): nothing was signalled; the claim
+		// closes with the reason.
+		state = store.Released
+		if c.Kind == store.Job {
+			state = store.Retired
+		}
+	}
+	err := d.update(c, func(x *store.Claim) {
+		x.State = state
+		x.Release = rel
+		x.LastVerdict = storeVerdict(v, rel.At)
+		if state == store.Retired {
+			x.RetiredReason = trunc("not signalled: "+out.Error, 2000)
+		}
+	})
+	if err == nil && out.Dead && c.Cgroup != "" && !Open(state) {
+		removeCgroup(c.Cgroup)
+	}
+	return out, err
+}
+
+// newTeardown is the one place a daemon teardown is made: every signal it
+// sends or is refused is one signal_sent line in the feed.
+func (d *Daemon) newTeardown(grace time.Duration, principal uint32, cgroup string) *actions.Teardown {
+	if grace <= 0 {
+		grace = time.Duration(d.cfg.Grace)
+	}
+	return actions.New(d.judge, d.tr.Load().Finder(d.judge), actions.Options{
+		Grace:     grace,
+		Principal: &principal,
+		Cgroup:    cgroup,
+		OnSignal: func(m actions.Member, sig unix.Signal, err error) {
+			d.log.Signal(logfeed.Signal{Pid: m.Pid, Token: m.Token.String(), Signal: unix.SignalName(sig), Mechanism: "pidfd", Err: err})
+		},
+	})
+}
+
+func storeVerdict(v verdict.Verdict, at time.Time) *store.Verdict {
+	return &store.Verdict{Result: v.Result, Reason: trunc(v.Reason, 2000), Mechanism: v.Mechanism, At: at}
+}
+
+func instances(ms []actions.Member) []store.Instance {
+	var out []store.Instance
+	for _, m := range ms {
+		if len(out) >= 1000 {
+			break
+		}
+		out = append(out, store.Instance{Pid: m.Pid, Token: m.Token.String(), Reason: trunc(m.Reason, 500)})
+	}
+	return out
+}
+
+// write records a state and a verdict (and a release, when not nil).
+func (d *Daemon) write(c *store.Claim, s store.State, v verdict.Verdict, rel *store.Release) error {
+	now := d.now()
+	return d.update(c, func(x *store.Claim) {
+		x.State = s
+		x.LastVerdict = storeVerdict(v, now)
+		if rel != nil {
+			x.Release = rel
+		}
+	})
+}
+
+// update is the one way the executor changes a stored claim: the store is
+// written first, and only a write that landed changes c and the in-memory
+// index, so the two never disagree. A failed write is logged, counted
+// (status store_errors) and returned.
+func (d *Daemon) update(c *store.Claim, f func(x *store.Claim)) error {
+	var fresh store.Claim
+	err := d.st.Update(c.ID, func(x *store.Claim) error {
+		f(x)
+		fresh = *x
+		return nil
+	})
+	if err != nil {
+		d.storeFailed("update claim "+c.ID, err)
+		return fmt.Errorf("claim %s not updated: %w", c.ID, storeErr(err))
+	}
+	*c = fresh
+	if Open(c.State) {
+		d.index(c)
+	} else {
+		d.unindex(c)
+	}
+	return nil
+}
+
+// storeFailed logs and counts a store error.
+func (d *Daemon) storeFailed(what string, err error) {
+	d.storeErrors.Add(1)
+	msg := what + ": " + err.Error()
+	d.lastStoreErr.Store(&msg)
+	d.log.Error(what, err)
+}
+
+// readopt admits an OWNED claim's root and its members to the graph again
+// after a restart: members from the grant's cgroup where it has one, else
+// the members recorded as they were born, each bound and verified by its
+// token. It returns how many members were found.
+func (d *Daemon) readopt(c *store.Claim, root *pidfd.Handle) int {
+	d.admit(c.ID, c.Pid, root.Token())
+	skip := map[int32]bool{root.Pid(): true}
+	var hs []*pidfd.Handle
+	if c.Cgroup != "" {
+		hs = bindCgroup(c.Cgroup, d.boot, skip)
+	} else {
+		hs = d.recordedMembers(c, skip)
+	}
+	for _, h := range hs {
+		d.admit(c.ID, h.Pid(), h.Token())
+		h.Close()
+	}
+	return len(hs)
+}
+
+// recordedMembers binds the recorded members of a claim that verify now.
+// Members that no longer verify are forgotten.
+func (d *Daemon) recordedMembers(c *store.Claim, skip map[int32]bool) []*pidfd.Handle {
+	var out []*pidfd.Handle
+	var stale []store.Instance
+	for _, m := range c.Members {
+		if skip[m.Pid] {
+			continue
+		}
+		v, h := d.judge.Bind(m.Pid, m.Token)
+		if h == nil {
+			if v.Result == verdict.Gone || v.Result == verdict.Foreign {
+				stale = append(stale, store.Instance{Pid: m.Pid, Token: m.Token})
+			}
+			continue
+		}
+		skip[m.Pid] = true
+		out = append(out, h)
+	}
+	if len(stale) > 0 {
+		if _, err := d.st.RemoveMember(c.ID, stale...); err != nil && !errors.Is(err, store.ErrNotFound) {
+			d.storeFailed("forget members of "+c.ID, err)
+		}
+	}
+	return out
+}
+
+// finishJob records a job's end. Caller holds the claim lock. known says
+// whether ws is the kernel's status; when it is not, and none was recorded
+// before, the claim says the exit code is unknown.
+func (d *Daemon) finishJob(c *store.Claim, ws syscall.WaitStatus, known bool) error {
+	now := d.now()
+	return d.update(c, func(x *store.Claim) {
+		if !Open(x.State) {
+			return
+		}
+		x.State = store.Exited
+		x.EndedAt = now
+		switch {
+		case known && ws.Exited():
+			code := ws.ExitStatus()
+			x.ExitCode = &code
+		case known && ws.Signaled():
+			x.ExitSignal = int(ws.Signal())
+		case x.ExitCode == nil && x.ExitSignal == 0 && x.RetiredReason == "":
+			x.RetiredReason = "exited while not watched; exit code unknown"
+		}
+		x.LastVerdict = &store.Verdict{Result: verdict.Gone, Reason: "exited", Mechanism: d.judge.Mechanism, At: now}
+	})
+}
+
+// wallClock settles the claims past their deadline.
+func (d *Daemon) wallClock(ctx context.Context) {
+	now := d.now()
+	var due []string
+	d.mu.Lock()
+	for id, t := range d.deadline {
+		if now.After(t) {
+			due = append(due, id)
+			delete(d.deadline, id)
+		}
+	}
+	d.mu.Unlock()
+	sort.Strings(due)
+	for _, id := range due {
+		d.settle(ctx, id, request{trigger: WallClock})
+	}
+}
+
+// retain deletes finished claims past the retention bounds.
+func (d *Daemon) retain() {
+	cs, err := d.st.List(store.Filter{})
+	if err != nil {
+		d.storeFailed("list claims", err)
+		return
+	}
+	now := d.now()
+	var done []store.Claim
+	for _, c := range cs {
+		if Open(c.State) {
+			continue
+		}
+		owed := c.Kind == store.Job && !c.FollowedUp
+		age := now.Sub(c.UpdatedAt)
+		if (owed && age > time.Duration(d.cfg.RetainOwed)) || (!owed && age > time.Duration(d.cfg.RetainFinal)) {
+			d.drop(c)
+			continue
+		}
+		done = append(done, c)
+	}
+	if d.cfg.MaxFinal > 0 && len(done) > d.cfg.MaxFinal {
+		sort.Slice(done, func(i, j int) bool { return done[i].UpdatedAt.Before(done[j].UpdatedAt) })
+		for _, c := range done[:len(done)-d.cfg.MaxFinal] {
+			d.drop(c)
+		}
+	}
+}
+
+func (d *Daemon) drop(c store.Claim) {
+	if err := d.st.Delete(c.ID); err != nil {
+		d.storeFailed("delete claim "+c.ID, err)
+		return
+	}
+	if c.OutputPath != "" {
+		os.Remove(c.OutputPath)
+	}
+	d.locks.Delete(c.ID)
+}
+
+// sameInstance reports whether a stored token names tok's instance.
+func sameInstance(stored string, tok token.Token) bool {
+	st, err := token.Parse(stored)
+	if err != nil {
+		return false
+	}
+	m, _ := token.Compare(st, tok)
+	return m == token.Same
+}
