@@ -21,6 +21,7 @@ import (
 	"github.com/procsupervisor/supervisor/internal/lineage"
 	"github.com/procsupervisor/supervisor/internal/logfeed"
 	"github.com/procsupervisor/supervisor/internal/metrics"
+	"github.com/procsupervisor/supervisor/internal/pidfd"
 	"github.com/procsupervisor/supervisor/internal/procfs"
 	"github.com/procsupervisor/supervisor/internal/store"
 	"github.com/procsupervisor/supervisor/internal/token"
@@ -62,14 +63,33 @@ type pendingAdmit struct {
 	since time.Time
 }
 
+// claimStore is the store as the daemon uses it (*store.Store).
+type claimStore interface {
+	Get(id string) (store.Claim, error)
+	Put(c *store.Claim) error
+	Update(id string, f func(*store.Claim) error) error
+	List(f store.Filter) ([]store.Claim, error)
+	Delete(id string) error
+	AddMember(id string, ms ...store.Member) (int, error)
+	RemoveMember(id string, ms ...store.Instance) (int, error)
+	Stats() (store.Stats, error)
+}
+
+// judge is the verdict judge as the daemon uses it (*verdict.Judge, made
+// by tracker.NewJudge).
+type judge interface {
+	Judge(pid int32, claim string) verdict.Verdict
+	Bind(pid int32, claim string) (verdict.Verdict, *pidfd.Handle)
+}
+
 // Daemon is a running supervisor daemon.
 type Daemon struct {
 	cfg     Config
 	boot    procfs.BootID
 	self    int32
-	st      *store.Store
+	st      claimStore
 	tr      atomic.Pointer[tracker.Tracker]
-	judge   *verdict.Judge
+	judge   judge
 	log     *feed
 	started time.Time
 	cg      cgroupBase
@@ -140,9 +160,17 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	}()
 	// SIGHUP reopens a file output (after logrotate moved it).
 	lg.ReopenOnSignal(ctx, syscall.SIGHUP)
-	d := &Daemon{
-		cfg: cfg, boot: boot, self: int32(os.Getpid()), st: st, log: &feed{Logger: lg},
-		started:  time.Now(),
+	d := newDaemon(cfg, boot, st, &feed{Logger: lg}, time.Now)
+	return d.run(ctx, ready)
+}
+
+// newDaemon wires a daemon to its dependencies: the store, the log feed
+// and the clock. run starts the tracker and sets the judge (SetTracker);
+// tests give both their own.
+func newDaemon(cfg Config, boot procfs.BootID, st claimStore, log *feed, now func() time.Time) *Daemon {
+	return &Daemon{
+		cfg: cfg, boot: boot, self: int32(os.Getpid()), st: st, log: log,
+		started:  now(),
 		holders:  map[int32][]held{},
 		roots:    map[int32]string{},
 		pending:  map[int32]pendingAdmit{},
@@ -151,9 +179,15 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 		memberQ:  make(chan memberNote, memberQueue),
 		exitQ:    make(chan exitNote, noteQueue),
 		checkQ:   make(chan check, noteQueue),
-		now:      time.Now,
+		now:      now,
 	}
-	return d.run(ctx, ready)
+}
+
+// setTracker makes tr the daemon's event source, and the judge built on
+// it (tracker.NewJudge: the same judge the CLI builds) its only judge.
+func (d *Daemon) setTracker(tr *tracker.Tracker) {
+	d.tr.Store(tr)
+	d.judge = tracker.NewJudge(d.boot, tr)
 }
 
 func (d *Daemon) run(ctx context.Context, ready func(Info)) error {
@@ -182,8 +216,7 @@ func (d *Daemon) run(ctx context.Context, ready func(Info)) error {
 		return fmt.Errorf("mechanism %s: %w", d.cfg.Mechanism, err)
 	}
 	defer tr.Close()
-	d.tr.Store(tr)
-	d.judge = tracker.NewJudge(d.boot, tr)
+	d.setTracker(tr)
 	if d.cfg.MetricsListen != "" {
 		stop, err := d.serveMetrics(tr)
 		if err != nil {

@@ -172,6 +172,7 @@ func (d *Daemon) Launch(ctx context.Context, p api.Peer, r *api.LaunchRequest) (
 		return api.Claim{}, err
 	}
 	if err := d.st.Put(&c); err != nil {
+		d.storeFailed("record claim", err)
 		return api.Claim{}, storeErr(err)
 	}
 	l := d.claimLock(c.ID)
@@ -179,13 +180,14 @@ func (d *Daemon) Launch(ctx context.Context, p api.Peer, r *api.LaunchRequest) (
 	defer l.Unlock()
 
 	fail := func(err error) (api.Claim, error) {
-		now := time.Now()
-		d.st.Update(c.ID, func(x *store.Claim) error {
+		now := d.now()
+		if werr := d.update(&c, func(x *store.Claim) {
 			x.State = store.Released
 			x.Release = &store.Release{Dead: true, At: now}
-			x.LastVerdict = &store.Verdict{Result: verdict.Gone, Reason: "launch failed: " + err.Error(), At: now}
-			return nil
-		})
+			x.LastVerdict = &store.Verdict{Result: verdict.Gone, Reason: trunc("launch failed: "+err.Error(), 1000), At: now}
+		}); werr != nil {
+			return api.Claim{}, fmt.Errorf("%w; and %w", err, werr)
+		}
 		return api.Claim{}, err
 	}
 
@@ -283,6 +285,7 @@ func (d *Daemon) Launch(ctx context.Context, p api.Peer, r *api.LaunchRequest) (
 	})
 	if err != nil {
 		// A process the store does not know must not outlive this call.
+		d.storeFailed("record started claim "+c.ID, err)
 		unix.PidfdSendSignal(pfd, unix.SIGKILL, nil, 0)
 		unix.Close(pfd)
 		return fail(storeErr(err))
@@ -383,6 +386,7 @@ func (d *Daemon) Admit(ctx context.Context, p api.Peer, r *api.AdmitRequest) (ap
 		return api.Claim{}, fmt.Errorf("process %d exited while being admitted: %w", r.Pid, api.ErrConflict)
 	}
 	if err := d.st.Put(&c); err != nil {
+		d.storeFailed("record claim", err)
 		return api.Claim{}, storeErr(err)
 	}
 	d.index(&c)

@@ -134,7 +134,7 @@ func (d *Daemon) settle(ctx context.Context, id string, rq request) (api.ReportI
 		d.log.Verdict(v)
 		in.Root = v.Result
 	} else {
-		v = verdict.Verdict{Result: verdict.Gone, Reason: "never recorded as started (the daemon stopped during its launch)", Mechanism: d.judge.Mechanism}
+		v = verdict.Verdict{Result: verdict.Gone, Reason: "never recorded as started (the daemon stopped during its launch)", Mechanism: string(d.tr.Load().Mechanism())}
 	}
 	it.Orphan = in.Orphan
 	it.Verdict, it.Reason = v.Result, v.Reason
@@ -437,7 +437,7 @@ func (d *Daemon) finishJob(c *store.Claim, ws syscall.WaitStatus, known bool) er
 		case x.ExitCode == nil && x.ExitSignal == 0 && x.RetiredReason == "":
 			x.RetiredReason = "exited while not watched; exit code unknown"
 		}
-		x.LastVerdict = &store.Verdict{Result: verdict.Gone, Reason: "exited", Mechanism: d.judge.Mechanism, At: now}
+		x.LastVerdict = &store.Verdict{Result: verdict.Gone, Reason: "exited", Mechanism: string(d.tr.Load().Mechanism()), At: now}
 	})
 }
 

@@ -35,13 +35,13 @@ func (t *Tracker) Observe(pid int32, claim token.Token) verdict.Observation {
 // bound: by judge (its token, or the graph's continuous watch), or, for a
 // process the graph only knows from a scan, by a parent link read while the
 // parent was a live member.
-func (t *Tracker) Finder(judge *verdict.Judge) actions.Finder {
+func (t *Tracker) Finder(judge actions.Binder) actions.Finder {
 	return &graphFinder{t: t, judge: judge, proc: &actions.ProcFinder{Root: t.root, Boot: t.boot}}
 }
 
 type graphFinder struct {
 	t     *Tracker
-	judge *verdict.Judge
+	judge actions.Binder
 	proc  *actions.ProcFinder
 }
 

@@ -1,0 +1,344 @@
+package daemon
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/procsupervisor/supervisor/internal/actions"
+	"github.com/procsupervisor/supervisor/internal/api"
+	"github.com/procsupervisor/supervisor/internal/logfeed"
+	"github.com/procsupervisor/supervisor/internal/pidfd"
+	"github.com/procsupervisor/supervisor/internal/procfs"
+	"github.com/procsupervisor/supervisor/internal/store"
+	"github.com/procsupervisor/supervisor/internal/testenv"
+	"github.com/procsupervisor/supervisor/internal/tracker"
+)
+
+// failingStore is a real store whose writes fail on demand.
+type failingStore struct {
+	*store.Store
+	fail atomic.Bool
+}
+
+var errDiskFull = errors.New("disk full (injected)")
+
+func (f *failingStore) Update(id string, fn func(*store.Claim) error) error {
+	if f.fail.Load() {
+		return errDiskFull
+	}
+	return f.Store.Update(id, fn)
+}
+
+// lockedBuf collects log lines.
+type lockedBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuf) lines(t *testing.T) []map[string]any {
+	t.Helper()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []map[string]any
+	sc := bufio.NewScanner(bytes.NewReader(l.b.Bytes()))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("log line %q: %v", sc.Text(), err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+type harness struct {
+	d     *Daemon
+	st    *failingStore
+	lg    *logfeed.Logger
+	out   *lockedBuf
+	boot  procfs.BootID
+	clock time.Time
+}
+
+// newHarness wires a daemon to a real store, a real tracker and a log feed
+// into a buffer, without its API server or main loop: the executor is
+// driven directly.
+func newHarness(t *testing.T) *harness {
+	t.Helper()
+	testenv.RequireRoot(t)
+	boot, err := procfs.ReadBootID("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := store.Open(filepath.Join(t.TempDir(), "claims.db"), store.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	out := &lockedBuf{}
+	lg, err := logfeed.New(logfeed.Config{Writer: out, Boot: boot})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { lg.Close(context.Background()) })
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	tr, err := tracker.Start(ctx, tracker.Options{Mechanism: "auto", Boot: boot})
+	if err != nil {
+		testenv.Skip(t, "no event mechanism: %v", err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	h := &harness{st: &failingStore{Store: s}, lg: lg, out: out, boot: boot}
+	cfg := DefaultConfig()
+	cfg.Grace = Duration(200 * time.Millisecond)
+	h.d = newDaemon(cfg, boot, h.st, &feed{Logger: lg}, time.Now)
+	h.d.setTracker(tr)
+	wctx, wcancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); h.d.memberWriter(wctx) }()
+	t.Cleanup(func() { wcancel(); <-done })
+	return h
+}
+
+// tree starts sh with two children (a TERM-ignoring one) and returns it
+// with the children's pids.
+func tree(t *testing.T) (*exec.Cmd, []int32) {
+	t.Helper()
+	cmd := exec.Command("sh", "-c", `sleep 60 & echo $!; sh -c 'trap "" TERM; echo $$; while :; do sleep 1; done' & wait`)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); cmd.Wait() })
+	r := bufio.NewReader(stdout)
+	var pids []int32
+	for range 2 {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, _ := strconv.Atoi(strings.TrimSpace(line))
+		pids = append(pids, int32(p))
+	}
+	return cmd, pids
+}
+
+// claim stores a running grant for pid, held by holder when not nil.
+func (h *harness) claim(t *testing.T, pid int, holder *store.Instance, wall time.Duration) store.Claim {
+	t.Helper()
+	ph, err := pidfd.Open(int32(pid), h.boot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ph.Close()
+	c := store.Claim{Kind: store.Grant, UID: 0, Pid: int32(pid), Token: ph.Token().String(), Holder: holder, WallClock: wall}
+	if err := h.st.Put(&c); err != nil {
+		t.Fatal(err)
+	}
+	h.d.index(&c)
+	h.d.admit(c.ID, c.Pid, ph.Token())
+	return c
+}
+
+// signalLines counts the signal_sent lines for the given pids.
+func (h *harness) signalLines(t *testing.T, pids map[int32]bool) int {
+	t.Helper()
+	if err := h.lg.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, l := range h.lines(t) {
+		ev, _ := l["event"].(map[string]any)
+		proc, _ := l["process"].(map[string]any)
+		if ev["action"] != logfeed.ActionSignalSent || proc == nil {
+			continue
+		}
+		if pid, ok := proc["pid"].(float64); ok && pids[int32(pid)] {
+			n++
+		}
+	}
+	return n
+}
+
+func (h *harness) recorded(id string, pid int32) bool {
+	c, err := h.st.Get(id)
+	return err == nil && slices.ContainsFunc(c.Members, func(m store.Member) bool { return m.Pid == pid })
+}
+
+func (h *harness) lines(t *testing.T) []map[string]any { return h.out.lines(t) }
+
+// TestIntegrationEverySignalLogged tears a tree down through every path a
+// daemon has and counts, for each, the signal_sent lines against the
+// signals the outcome says were sent or refused: exactly one line each.
+// Before one teardown constructor, a kill of a grant's member sent SIGSTOP,
+// SIGTERM and SIGCONT with no line at all.
+func TestIntegrationEverySignalLogged(t *testing.T) {
+	h := newHarness(t)
+	paths := []struct {
+		name string
+		run  func(c store.Claim, members []int32) (*actions.Outcome, error)
+	}{
+		{"release", func(c store.Claim, _ []int32) (*actions.Outcome, error) {
+			res, err := h.d.Release(context.Background(), api.Peer{UID: 0, Pid: 1}, c.ID, &api.ReleaseRequest{})
+			return res.Outcome, err
+		}},
+		{"kill of the root", func(c store.Claim, _ []int32) (*actions.Outcome, error) {
+			out, err := h.d.Kill(context.Background(), api.Peer{UID: 0, Pid: 1}, &api.ClaimRequest{Pid: c.Pid, Token: c.Token})
+			return &out, err
+		}},
+		{"kill of a member", func(c store.Claim, members []int32) (*actions.Outcome, error) {
+			// The member writer records the tree's members as the
+			// daemon admits its root.
+			deadline := time.Now().Add(10 * time.Second)
+			for !h.recorded(c.ID, members[1]) {
+				if time.Now().After(deadline) {
+					return nil, errors.New("member never recorded")
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			mh, err := pidfd.Open(members[1], h.boot)
+			if err != nil {
+				return nil, err
+			}
+			defer mh.Close()
+			out, err := h.d.Kill(context.Background(), api.Peer{UID: 0, Pid: 1}, &api.ClaimRequest{Pid: members[1], Token: mh.Token().String()})
+			return &out, err
+		}},
+		{"wall clock", func(c store.Claim, _ []int32) (*actions.Outcome, error) {
+			_, out, err := h.d.settle(context.Background(), c.ID, request{trigger: WallClock})
+			return out, err
+		}},
+		{"holder exit", func(c store.Claim, _ []int32) (*actions.Outcome, error) {
+			_, out, err := h.d.settle(context.Background(), c.ID, request{trigger: HolderExit})
+			return out, err
+		}},
+		{"reconcile of an orphan", func(c store.Claim, _ []int32) (*actions.Outcome, error) {
+			// The holder recorded for this claim is gone.
+			_, out, err := h.d.settle(context.Background(), c.ID, request{trigger: Startup})
+			return out, err
+		}},
+	}
+	for _, p := range paths {
+		t.Run(p.name, func(t *testing.T) {
+			cmd, members := tree(t)
+			var holder *store.Instance
+			if p.name == "reconcile of an orphan" || p.name == "holder exit" {
+				gone := exec.Command("true")
+				if err := gone.Start(); err != nil {
+					t.Fatal(err)
+				}
+				gh, err := pidfd.Open(int32(gone.Process.Pid), h.boot)
+				if err != nil {
+					t.Fatal(err)
+				}
+				holder = &store.Instance{Pid: gh.Pid(), Token: gh.Token().String()}
+				gh.Close()
+				gone.Wait()
+			}
+			c := h.claim(t, cmd.Process.Pid, holder, time.Second)
+			out, err := p.run(c, members)
+			if err != nil {
+				t.Fatalf("%s: %v", p.name, err)
+			}
+			if out == nil || sent(out) == 0 || !out.Dead {
+				t.Fatalf("%s: outcome %+v, want a teardown that sent signals and left nothing alive", p.name, out)
+			}
+			pids := map[int32]bool{}
+			for _, m := range out.Targeted {
+				pids[m.Pid] = true
+			}
+			if got := h.signalLines(t, pids); got != sent(out) {
+				t.Errorf("%s: %d signal_sent lines, outcome counts %d signals (%v, %d refused)", p.name, got, sent(out), out.Signals, out.SignalsFailed)
+			}
+		})
+	}
+}
+
+// sent counts the signals an outcome says were sent or refused.
+func sent(o *actions.Outcome) int {
+	n := o.SignalsFailed
+	for _, v := range o.Signals {
+		n += v
+	}
+	return n
+}
+
+// TestIntegrationStoreErrorNotDropped: a release whose store write fails
+// returns the error (a 5xx, not a 4xx), counts and logs it, signals
+// nothing, and leaves the in-memory index as the store has it: running and
+// watched. Before, the write error was ignored and the claim dropped from
+// the index while the store still said running.
+func TestIntegrationStoreErrorNotDropped(t *testing.T) {
+	h := newHarness(t)
+	cmd, _ := tree(t)
+	c := h.claim(t, cmd.Process.Pid, nil, 0)
+	h.st.fail.Store(true)
+	_, err := h.d.Release(context.Background(), api.Peer{UID: 0, Pid: 1}, c.ID, &api.ReleaseRequest{})
+	h.st.fail.Store(false)
+	if err == nil || !errors.Is(err, errDiskFull) {
+		t.Fatalf("Release with a failing store = %v, want the store's error", err)
+	}
+	for _, sentinel := range []error{api.ErrBadRequest, api.ErrForbidden, api.ErrNotFound, api.ErrConflict} {
+		if errors.Is(err, sentinel) {
+			t.Errorf("Release error %v is a client error (%v), want a server error", err, sentinel)
+		}
+	}
+	if n := h.d.storeErrors.Load(); n != 1 {
+		t.Errorf("store errors counted = %d, want 1", n)
+	}
+	st, err := h.d.Status(context.Background(), api.Peer{UID: 0})
+	if err != nil || st.StoreErrors != 1 || !strings.Contains(st.LastStoreError, "disk full") {
+		t.Errorf("Status = %d %q, %v; want 1 store error and its reason", st.StoreErrors, st.LastStoreError, err)
+	}
+	got, err := h.st.Get(c.ID)
+	if err != nil || got.State != store.Running {
+		t.Fatalf("stored state = %s, %v; want running", got.State, err)
+	}
+	h.d.mu.RLock()
+	indexed := h.d.roots[c.Pid] == c.ID
+	h.d.mu.RUnlock()
+	if !indexed {
+		t.Error("the claim left the in-memory index though the store still has it running")
+	}
+	if err := cmd.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Errorf("the root was signalled though the release never started: %v", err)
+	}
+	h.lg.Flush(context.Background())
+	found := false
+	for _, l := range h.lines(t) {
+		if ev, _ := l["event"].(map[string]any); ev["action"] == logfeed.ActionInternalError {
+			found = true
+		}
+	}
+	if !found {
+		t.Error("no internal_error line for the failed store write")
+	}
+	// With the store back, the same release goes through.
+	if res, err := h.d.Release(context.Background(), api.Peer{UID: 0, Pid: 1}, c.ID, &api.ReleaseRequest{}); err != nil || res.Claim.State != store.Released {
+		t.Errorf("Release after the store recovered = %+v, %v; want released", res.Claim.State, err)
+	}
+}
