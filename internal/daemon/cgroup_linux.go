@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/procsupervisor/supervisor/internal/actions"
 	"github.com/procsupervisor/supervisor/internal/pidfd"
 	"github.com/procsupervisor/supervisor/internal/procfs"
 )
@@ -149,21 +150,6 @@ func removeCgroup(p string) {
 	}
 }
 
-// cgroupProcs lists the pids in a cgroup.
-func cgroupProcs(p string) ([]int32, error) {
-	b, err := os.ReadFile(filepath.Join(p, "cgroup.procs"))
-	if err != nil {
-		return nil, err
-	}
-	var out []int32
-	for _, f := range strings.Fields(string(b)) {
-		if v, err := strconv.Atoi(f); err == nil {
-			out = append(out, int32(v))
-		}
-	}
-	return out, nil
-}
-
 // inCgroup reports whether pid is in the cgroup whose path under the mount
 // ends with rel (read from /proc/PID/cgroup).
 func inCgroup(pid int32, cgPath string) bool {
@@ -180,7 +166,7 @@ func inCgroup(pid int32, cgPath string) bool {
 // again after each pidfd is bound, so a pid reissued to a stranger between
 // the list and the bind is not taken.
 func bindCgroup(p string, boot procfs.BootID, skip map[int32]bool) []*pidfd.Handle {
-	pids, err := cgroupProcs(p)
+	pids, err := actions.CgroupProcs(p)
 	if err != nil {
 		return nil
 	}
@@ -200,9 +186,4 @@ func bindCgroup(p string, boot procfs.BootID, skip map[int32]bool) []*pidfd.Hand
 		out = append(out, h)
 	}
 	return out
-}
-
-// cgroupKill kills every process of the cgroup at once (cgroup.kill, 5.14+).
-func cgroupKill(p string) error {
-	return os.WriteFile(filepath.Join(p, "cgroup.kill"), []byte("1"), 0)
 }

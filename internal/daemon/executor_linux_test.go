@@ -72,12 +72,11 @@ func (l *lockedBuf) lines(t *testing.T) []map[string]any {
 }
 
 type harness struct {
-	d     *Daemon
-	st    *failingStore
-	lg    *logfeed.Logger
-	out   *lockedBuf
-	boot  procfs.BootID
-	clock time.Time
+	d    *Daemon
+	st   *failingStore
+	lg   *logfeed.Logger
+	out  *lockedBuf
+	boot procfs.BootID
 }
 
 // newHarness wires a daemon to a real store, a real tracker and a log feed

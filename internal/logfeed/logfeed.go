@@ -124,7 +124,6 @@ type Logger struct {
 	q      *queue
 	done   chan struct{} // closed when the drain goroutine ends
 	closed atomic.Bool
-	once   sync.Once
 	pool   sync.Pool // *capture
 }
 

@@ -3,6 +3,7 @@ package tracker
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/procsupervisor/supervisor/internal/events"
 	"github.com/procsupervisor/supervisor/internal/events/proccon"
@@ -35,7 +36,7 @@ func Open(ctx context.Context, name string, boot procfs.BootID) (src events.Sour
 			}
 			tried = append(tried, fmt.Sprintf("%s: %v", n, err))
 		}
-		return nil, tried, fmt.Errorf("no mechanism can run: %s", joinTried(tried))
+		return nil, tried, fmt.Errorf("no mechanism can run: %s", strings.Join(tried, "; "))
 	}
 	f, ok := open[name]
 	if !ok {

@@ -14,7 +14,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -198,5 +197,3 @@ func (t *Tracker) Close() error {
 	<-t.done
 	return err
 }
-
-func joinTried(tried []string) string { return strings.Join(tried, "; ") }
