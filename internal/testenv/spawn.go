@@ -19,23 +19,18 @@ import (
 //go:embed testdata/spawnat.c
 var spawnatSource []byte
 
-//go:embed testdata/sametick.c
-var sametickSource []byte
-
 var (
 	buildOnce sync.Once
 	buildPath string
 	buildErr  error
-
-	sametickOnce sync.Once
-	sametickPath string
-	sametickErr  error
 )
 
-// ErrPidTaken is returned by SpawnAt when another process holds the pid.
+// ErrPidTaken is returned by SpawnAt and SameTick when another process
+// holds the pid.
 var ErrPidTaken = errors.New("pid is taken")
 
-// spawnatBinary compiles the clone3 helper once per test binary.
+// spawnatBinary compiles the clone3 helper (testdata/spawnat.c) once per
+// test binary.
 func spawnatBinary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() { buildPath, buildErr = compile("spawnat", spawnatSource) })
@@ -55,7 +50,7 @@ func compile(name string, source []byte) (string, error) {
 		return "", err
 	}
 	bin := filepath.Join(dir, name)
-	if out, err := exec.Command("gcc", "-O1", "-o", bin, src).CombinedOutput(); err != nil {
+	if out, err := exec.Command("gcc", "-O1", "-Wall", "-o", bin, src).CombinedOutput(); err != nil {
 		return "", fmt.Errorf("gcc %s: %v: %s", name, err, out)
 	}
 	return bin, nil
@@ -70,11 +65,7 @@ func compile(name string, source []byte) (string, error) {
 func SameTick(t testing.TB, pid int32) (ticks, ino uint64, second *Spawned, err error) {
 	t.Helper()
 	RequireRoot(t)
-	sametickOnce.Do(func() { sametickPath, sametickErr = compile("sametick", sametickSource) })
-	if sametickErr != nil {
-		Skip(t, "cannot build the same-tick helper: %v", sametickErr)
-	}
-	cmd := exec.Command(sametickPath, strconv.Itoa(int(pid)))
+	cmd := exec.Command(spawnatBinary(t), "-sametick", strconv.Itoa(int(pid)))
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
