@@ -25,8 +25,8 @@ var (
 	buildErr  error
 )
 
-// ErrPidTaken is returned by SpawnAt and SameTick when another process
-// holds the pid.
+// ErrPidTaken is returned by SpawnAt, SameTick and Reissue when another
+// process holds the pid.
 var ErrPidTaken = errors.New("pid is taken")
 
 // spawnatBinary compiles the clone3 helper (testdata/spawnat.c) once per
@@ -132,6 +132,32 @@ func SpawnAt(t testing.TB, pid int32, argv ...string) (*Spawned, error) {
 	s := &Spawned{Pid: pid, parent: cmd}
 	t.Cleanup(s.Stop)
 	return s, nil
+}
+
+// freeWait bounds Reissue's wait for a pid to be free. A process adopted by
+// init is reaped when init gets to it: a second or two here, more on a
+// loaded machine.
+const freeWait = 30 * time.Second
+
+// Reissue gives pid to a stranger: it waits until no process holds pid (the
+// caller kills and reaps its own child first; an orphan waits for init),
+// then starts a process that pauses at exactly pid and is stopped at the
+// test's cleanup. It needs root. It returns ErrPidTaken when another process
+// took the pid first, and fails the test when the pid is not freed within
+// 30 s or the process cannot be started.
+func Reissue(t testing.TB, pid int32) (*Spawned, error) {
+	t.Helper()
+	RequireRoot(t)
+	dir := "/proc/" + strconv.Itoa(int(pid))
+	if !Poll(freeWait, func() bool { _, err := os.Stat(dir); return errors.Is(err, os.ErrNotExist) }) {
+		st, _ := os.ReadFile(dir + "/stat")
+		t.Fatalf("pid %d not freed for reissue within %v: %s", pid, freeWait, st)
+	}
+	s, err := SpawnAt(t, pid)
+	if err != nil && !errors.Is(err, ErrPidTaken) {
+		t.Fatalf("reissue pid %d: %v", pid, err)
+	}
+	return s, err
 }
 
 // Stop kills the spawned process and waits for its parent to reap it.
