@@ -357,18 +357,10 @@ func TestIntegrationDaemonRestartReissued(t *testing.T) {
 	var strangers []*testenv.Spawned
 	for _, k := range []api.Claim{g, j} {
 		syscall.Kill(int(k.Pid), syscall.SIGKILL)
-		var s *testenv.Spawned
 		// init reaps the killed root, in its own time.
-		if !waitFor(30*time.Second, func() bool {
-			if _, err := os.Stat(fmt.Sprintf("/proc/%d", k.Pid)); err == nil {
-				return false
-			}
-			var err error
-			s, err = testenv.SpawnAt(t, k.Pid)
-			return err == nil
-		}) {
-			st, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", k.Pid))
-			t.Fatalf("pid %d was not freed for reissue: %s", k.Pid, st)
+		s, err := testenv.Reissue(t, k.Pid)
+		if err != nil {
+			t.Fatalf("reissue pid %d: %v", k.Pid, err)
 		}
 		strangers = append(strangers, s)
 	}

@@ -58,7 +58,7 @@ func TestIntegrationPollingMechanismsForced(t *testing.T) {
 				old := tokenOf(t, c.Process.Pid)
 				c.Process.Kill()
 				c.Wait()
-				s, err := testenv.SpawnAt(t, int32(c.Process.Pid))
+				s, err := testenv.Reissue(t, int32(c.Process.Pid))
 				if err != nil {
 					continue
 				}
@@ -95,7 +95,7 @@ func TestIntegrationSameSecondReissueOneSecondToken(t *testing.T) {
 		started := time.Now()
 		c.Process.Kill()
 		c.Wait()
-		s, err := testenv.SpawnAt(t, int32(c.Process.Pid))
+		s, err := testenv.Reissue(t, int32(c.Process.Pid))
 		if err != nil {
 			continue
 		}
@@ -114,7 +114,7 @@ func TestIntegrationSameSecondReissueOneSecondToken(t *testing.T) {
 		s.Stop()
 		// The same claim against a stranger started three seconds later.
 		time.Sleep(3 * time.Second)
-		s2, err := testenv.SpawnAt(t, int32(c.Process.Pid))
+		s2, err := testenv.Reissue(t, int32(c.Process.Pid))
 		if err != nil {
 			t.Logf("pid %s taken meanwhile; the later-reissue check did not run", p)
 			return

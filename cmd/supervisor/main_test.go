@@ -109,7 +109,7 @@ func TestIntegrationReissuedPidThroughCLI(t *testing.T) {
 		tok := tokenOf(t, pid)
 		cmd.Process.Kill()
 		cmd.Wait()
-		stranger, err := testenv.SpawnAt(t, int32(pid))
+		stranger, err := testenv.Reissue(t, int32(pid))
 		if err != nil {
 			continue
 		}

@@ -164,7 +164,7 @@ func TestIntegrationForeignIsNeverSignalled(t *testing.T) {
 		claim := claimOf(t, j, pid)
 		cmd.Process.Kill()
 		cmd.Wait()
-		stranger, err := testenv.SpawnAt(t, pid)
+		stranger, err := testenv.Reissue(t, pid)
 		if err != nil {
 			continue
 		}
@@ -199,9 +199,9 @@ func TestIntegrationReissueAfterVerdict(t *testing.T) {
 	td.afterBind = func() {
 		cmd.Process.Kill()
 		cmd.Wait()
-		s, err := testenv.SpawnAt(t, pid)
+		s, err := testenv.Reissue(t, pid)
 		if err != nil {
-			t.Fatalf("SpawnAt(%d) = %v", pid, err)
+			t.Fatalf("Reissue(%d) = %v", pid, err)
 		}
 		stranger, sclaim = s, claimOf(t, j, pid)
 	}

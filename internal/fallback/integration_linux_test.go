@@ -6,8 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
@@ -139,38 +137,16 @@ func TestIntegrationContinuityOwned(t *testing.T) {
 	}
 }
 
-// setpidHelper compiles testdata/setpid.c.
-func setpidHelper(t *testing.T) string {
+// reissue kills and reaps child, then gives its pid to a stranger.
+func reissue(t *testing.T, child *exec.Cmd) *testenv.Spawned {
 	t.Helper()
-	testenv.RequireRoot(t)
-	gcc, err := exec.LookPath("gcc")
-	if err != nil {
-		testenv.Skip(t, "no gcc for the clone3 helper: %v", err)
-	}
-	out := filepath.Join(t.TempDir(), "setpid")
-	if b, err := exec.Command(gcc, "-O2", "-Wall", "-o", out, "testdata/setpid.c").CombinedOutput(); err != nil {
-		t.Fatalf("gcc: %v\n%s", err, b)
-	}
-	return out
-}
-
-// reissue kills and reaps child, then starts `sleep 600` at the same pid.
-// It returns the new pid's reaper.
-func reissue(t *testing.T, helper string, child *exec.Cmd) func() {
-	t.Helper()
-	pid := child.Process.Pid
 	child.Process.Kill()
 	child.Wait()
-	// No pipes: the new process would inherit them and hold them open.
-	if err := exec.Command(helper, strconv.Itoa(pid), "sleep", "600").Run(); err != nil {
-		t.Fatalf("setpid %d: %v", pid, err)
+	s, err := testenv.Reissue(t, int32(child.Process.Pid))
+	if err != nil {
+		t.Fatalf("Reissue(%d) = %v", child.Process.Pid, err)
 	}
-	// CLONE_PARENT made the new process our child: reap it ourselves.
-	return func() {
-		syscall.Kill(pid, syscall.SIGKILL)
-		var ws syscall.WaitStatus
-		syscall.Wait4(pid, &ws, 0, nil)
-	}
+	return s
 }
 
 // waitSecondStart sleeps until just after a second boundary, so that a
@@ -184,7 +160,7 @@ func waitSecondStart() {
 // claim is UNVERIFIABLE, never OWNED; /proc ticks tell it apart (FOREIGN),
 // and a ticks claim judged against ps is not OWNED.
 func TestIntegrationSameSecondReissue(t *testing.T) {
-	helper := setpidHelper(t)
+	testenv.RequireRoot(t)
 	ps, proc := NewPS(PSOptions{}), NewProc("/proc")
 	// Each attempt needs two ps runs inside one second; a loaded machine
 	// may need several.
@@ -203,24 +179,24 @@ func TestIntegrationSameSecondReissue(t *testing.T) {
 		}
 		secClaim := Claim{pid, beforePS.Lookup(pid).Token, time.Now()}
 
-		reap := reissue(t, helper, child)
+		stranger := reissue(t, child)
 		afterPS, err := ps.Snapshot(context.Background())
 		if err != nil {
-			reap()
+			stranger.Stop()
 			t.Fatal(err)
 		}
 		after, err := proc.Snapshot(context.Background())
 		if err != nil {
-			reap()
+			stranger.Stop()
 			t.Fatal(err)
 		}
 		newSec, newTick := afterPS.Lookup(pid), after.Lookup(pid)
 		if newSec == nil || newTick == nil {
-			reap()
+			stranger.Stop()
 			t.Fatalf("reissued pid %d not in the tables", pid)
 		}
 		if newSec.Token != secClaim.Token || newTick.Token == tickClaim.Token {
-			reap()
+			stranger.Stop()
 			t.Logf("attempt %d: the reissue crossed a second boundary (or shared a tick); again", attempt)
 			continue
 		}
@@ -245,7 +221,7 @@ func TestIntegrationSameSecondReissue(t *testing.T) {
 				t.Errorf("%s: Judge(%v) after a same-second reissue = %v (%s), want %v", tt.name, tt.claim.Token, r, why, tt.want)
 			}
 		}
-		reap()
+		stranger.Stop()
 		return
 	}
 	t.Fatal("could not reissue a pid within the same second in 20 attempts")
@@ -254,7 +230,7 @@ func TestIntegrationSameSecondReissue(t *testing.T) {
 // A reissued pid whose ticks differ is FOREIGN from /proc; from ps the
 // ticks claim is not OWNED (FOREIGN once seconds apart, else UNVERIFIABLE).
 func TestIntegrationReissueLater(t *testing.T) {
-	helper := setpidHelper(t)
+	testenv.RequireRoot(t)
 	child := startSleep(t)
 	pid := int32(child.Process.Pid)
 	snap, err := NewProc("/proc").Snapshot(context.Background())
@@ -263,8 +239,7 @@ func TestIntegrationReissueLater(t *testing.T) {
 	}
 	claim := Claim{pid, snap.Lookup(pid).Token, time.Now()}
 	time.Sleep(3 * time.Second) // the reissue must start more than CrossTolerance later
-	reap := reissue(t, helper, child)
-	defer reap()
+	reissue(t, child)           // the stranger is stopped at cleanup
 	for name, s := range snapshotters(t) {
 		after, err := s.Snapshot(context.Background())
 		if err != nil {

@@ -127,7 +127,7 @@ func TestIntegrationReissueObserved(t *testing.T) {
 				eventually(t, "fork observed", func() bool { n, ok := tr.Graph().Live(pid); return ok && n.Token.Start == old.Start })
 				cmd.Process.Kill()
 				cmd.Wait()
-				s, err := testenv.SpawnAt(t, pid)
+				s, err := testenv.Reissue(t, pid)
 				if err != nil {
 					continue
 				}
