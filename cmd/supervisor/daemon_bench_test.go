@@ -126,10 +126,10 @@ func TestIntegrationDaemonWallClock(t *testing.T) {
 	g := d.launch(t, "--wall-clock", "1s", "--", "sleep", "1000")
 	j := d.launch(t, "--detach", "--wall-clock", "1s", "--", "sleep", "1000")
 	keep := d.launch(t, "--", "sleep", "1000")
-	if !waitFor(15*time.Second, func() bool { return d.claim(t, g.ID).State == store.Released }) {
+	if !testenv.Poll(15*time.Second, func() bool { return d.claim(t, g.ID).State == store.Released }) {
 		t.Errorf("grant past its wall clock: %s, want released", d.claim(t, g.ID).State)
 	}
-	if !waitFor(15*time.Second, func() bool { return d.claim(t, j.ID).State == store.Exited }) {
+	if !testenv.Poll(15*time.Second, func() bool { return d.claim(t, j.ID).State == store.Exited }) {
 		t.Errorf("job past its maximum runtime: %s, want exited", d.claim(t, j.ID).State)
 	}
 	if got := d.claim(t, j.ID); got.ExitSignal == 0 && got.ExitCode == nil {

@@ -57,7 +57,7 @@ func TestIntegrationClientsAskTheDaemon(t *testing.T) {
 		!strings.HasPrefix(o["mechanism"].(string), "local:") {
 		t.Errorf("kill of an unheld process = %d %q %s, want dead, torn down locally", code, out, errs)
 	}
-	if !waitFor(5*time.Second, func() bool { return !owned(int32(stray.Process.Pid), tok) }) {
+	if !testenv.Poll(5*time.Second, func() bool { return !owned(int32(stray.Process.Pid), tok) }) {
 		t.Error("unheld process still alive")
 	}
 }

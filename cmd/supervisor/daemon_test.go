@@ -86,24 +86,18 @@ func startDaemon(t testing.TB, state, sock string, extra ...string) *testDaemon 
 	// Tear down what the test left running (a no-op on a daemon already
 	// stopped), then stop it.
 	t.Cleanup(func() { d.releaseAll(t); d.kill9() })
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_, err := d.client.Status(ctx)
-		cancel()
-		if err == nil {
-			return d
-		}
+	testenv.EventuallyNil(t, 20*time.Second, func() error {
 		select {
 		case <-d.done:
 			t.Fatalf("daemon exited: %v\n%s", d.cmd.ProcessState, d.stderr)
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("daemon not serving: %v\n%s", err, d.stderr)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_, err := d.client.Status(ctx)
+		return err
+	}, "daemon not serving\n%s", d.stderr)
+	return d
 }
 
 func (d *testDaemon) kill9() {
@@ -208,19 +202,6 @@ var judge = sync.OnceValue(func() *verdict.Judge {
 
 func owned(pid int32, tok string) bool { return judge().Judge(pid, tok).Result == verdict.Owned }
 
-// waitFor polls cond for at most d (a bound on a test's wait, not a timed
-// assertion: the condition is what is asserted).
-func waitFor(d time.Duration, cond func() bool) bool {
-	end := time.Now().Add(d)
-	for time.Now().Before(end) {
-		if cond() {
-			return true
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
-	return cond()
-}
-
 // holderShell starts a shell that runs the CLI's launch with
 // --bind-to-caller (so the shell is the holder) and then waits; the claim
 // JSON goes to a file.
@@ -235,12 +216,10 @@ func holderShell(t testing.TB, d *testDaemon, stay string, argv ...string) (*exe
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	var c api.Claim
-	if !waitFor(10*time.Second, func() bool {
+	testenv.Eventually(t, 10*time.Second, func() bool {
 		b, err := os.ReadFile(out)
 		return err == nil && json.Unmarshal(b, &c) == nil && c.ID != ""
-	}) {
-		t.Fatalf("holder's launch wrote no claim\n%s", d.stderr)
-	}
+	}, "holder's launch wrote no claim\n%s", d.stderr)
 	return cmd, c
 }
 
@@ -254,16 +233,14 @@ func doubleFork(pidFile string) []string {
 func readPid(t testing.TB, path string) (int32, string) {
 	t.Helper()
 	var pid int
-	if !waitFor(10*time.Second, func() bool {
+	testenv.Eventually(t, 10*time.Second, func() bool {
 		b, err := os.ReadFile(path)
 		if err != nil {
 			return false
 		}
 		pid, err = strconv.Atoi(strings.TrimSpace(string(b)))
 		return err == nil && pid > 0
-	}) {
-		t.Fatalf("no pid in %s", path)
-	}
+	}, "no pid in %s", path)
 	return int32(pid), tokenOf(t.(*testing.T), pid)
 }
 
@@ -284,16 +261,14 @@ func TestIntegrationDaemonRestart(t *testing.T) {
 	c := d.launch(t, "--", "sleep", "1000")
 	j := d.launch(t, "--detach", "--", "sh", "-c", "echo started; exec sleep 1000")
 	// The grandchild must be recorded before the crash.
-	if !waitFor(10*time.Second, func() bool {
+	testenv.Eventually(t, 10*time.Second, func() bool {
 		for _, m := range d.claim(t, a.ID).Members {
 			if m.Pid == gcPid {
 				return true
 			}
 		}
 		return false
-	}) {
-		t.Fatalf("grandchild %d never recorded as a member of %s", gcPid, a.ID)
-	}
+	}, "grandchild %d never recorded as a member of %s", gcPid, a.ID)
 
 	d.kill9()
 	holderA.Process.Kill()
@@ -308,7 +283,7 @@ func TestIntegrationDaemonRestart(t *testing.T) {
 		pid  int32
 		tok  string
 	}{{"orphan root", a.Pid, a.Token}, {"double-forked grandchild", gcPid, gcTok}} {
-		if !waitFor(5*time.Second, func() bool { return !owned(p.pid, p.tok) }) {
+		if !testenv.Poll(5*time.Second, func() bool { return !owned(p.pid, p.tok) }) {
 			t.Errorf("%s %d still alive after the orphan's teardown", p.name, p.pid)
 		}
 	}
@@ -392,10 +367,10 @@ func TestIntegrationDaemonHolderExit(t *testing.T) {
 	// The holder shell exits right after its launch returns.
 	holder, c := holderShell(t, d, "exit 0", "sleep", "1000")
 	holder.Wait()
-	if !waitFor(10*time.Second, func() bool { return d.claim(t, c.ID).State == store.Released }) {
+	if !testenv.Poll(10*time.Second, func() bool { return d.claim(t, c.ID).State == store.Released }) {
 		t.Fatalf("grant of an exited holder: state %s, want released", d.claim(t, c.ID).State)
 	}
-	if !waitFor(5*time.Second, func() bool { return !owned(c.Pid, c.Token) }) {
+	if !testenv.Poll(5*time.Second, func() bool { return !owned(c.Pid, c.Token) }) {
 		t.Errorf("grant root %d still alive after its holder exited", c.Pid)
 	}
 }

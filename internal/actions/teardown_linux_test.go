@@ -77,13 +77,9 @@ func alive(j *verdict.Judge, pid int32, claim string) bool {
 
 func waitGone(t *testing.T, j *verdict.Judge, pid int32, claim string) {
 	t.Helper()
-	for i := 0; i < 500; i++ {
-		if !alive(j, pid, claim) {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
+	if !testenv.Poll(5*time.Second, func() bool { return !alive(j, pid, claim) }) {
+		t.Errorf("pid %d still alive", pid)
 	}
-	t.Errorf("pid %d still alive", pid)
 }
 
 func targeted(out Outcome, pid int32) bool {
@@ -256,8 +252,10 @@ func TestIntegrationSurvivorsReported(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		os.WriteFile(filepath.Join(dir, "freezer.state"), []byte("THAWED"), 0)
-		for i := 0; i < 100 && os.Remove(dir) != nil; i++ {
-			time.Sleep(20 * time.Millisecond)
+		// The cgroup can be removed once its thawed member has died.
+		var err error
+		if !testenv.Poll(5*time.Second, func() bool { err = os.Remove(dir); return err == nil }) {
+			t.Errorf("cgroup %s left behind: %v", dir, err)
 		}
 	})
 	write := func(f, s string) {

@@ -23,12 +23,8 @@ func TestScanLiveProcesses(t *testing.T) {
 	defer z.Wait()
 	r := procfs.NewReader("/proc")
 	var st procfs.Stat
-	for i := 0; i < 500; i++ {
-		if r.ReadStat(int32(z.Process.Pid), &st) == nil && st.Zombie() {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	testenv.Eventually(t, 5*time.Second, func() bool { return r.ReadStat(int32(z.Process.Pid), &st) == nil && st.Zombie() },
+		"child %d never became a zombie", z.Process.Pid)
 	procs, err := Scan("/proc", boot)
 	if err != nil {
 		t.Fatalf("Scan = %v", err)

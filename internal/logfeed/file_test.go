@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/procsupervisor/supervisor/internal/testenv"
 	"github.com/procsupervisor/supervisor/internal/verdict"
 )
 
@@ -91,9 +92,8 @@ func TestFileReopenOnSIGHUP(t *testing.T) {
 	if err := syscall.Kill(os.Getpid(), syscall.SIGHUP); err != nil {
 		t.Fatal(err)
 	}
-	for l.Stats().Reopens == 0 { // the signal is delivered asynchronously
-		time.Sleep(time.Millisecond)
-	}
+	// The signal is delivered asynchronously.
+	testenv.Eventually(t, 10*time.Second, func() bool { return l.Stats().Reopens != 0 }, "no reopen after SIGHUP")
 	l.Verdict(verdict.Verdict{Pid: 2, Result: verdict.Gone})
 	flush(t, l)
 	for name, want := range map[string]int64{path + ".old": 1, path: 2} {

@@ -64,15 +64,15 @@ func realEvents(t *testing.T) *procEvents {
 	// Wait for the exec to be done, to read the program's comm and path.
 	r := procfs.NewReader("/proc")
 	var st procfs.Stat
-	for {
+	testenv.EventuallyNil(t, 10*time.Second, func() error {
 		if err := r.ReadStat(pid, &st); err != nil {
 			t.Fatal(err)
 		}
-		if st.CommString() == "sleep" {
-			break
+		if st.CommString() != "sleep" {
+			return fmt.Errorf("comm %q", st.CommString())
 		}
-		time.Sleep(time.Millisecond)
-	}
+		return nil
+	}, "child %d never ran sleep", pid)
 	if pe.exe, err = os.Readlink(fmt.Sprintf("/proc/%d/exe", pid)); err != nil {
 		t.Fatal(err)
 	}

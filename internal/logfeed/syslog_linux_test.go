@@ -73,21 +73,20 @@ template(name="fields" type="string" string="%%pri%%|%%app-name%%|%%procid%%|%%m
 		}
 	})
 	// Wait until both inputs listen (or rsyslogd gave up).
-	for !fileExists(r.sock) || !fileExists(portFile) {
+	testenv.Eventually(t, time.Minute, func() bool {
 		select {
 		case err := <-exited:
 			exited <- err
 			t.Fatalf("rsyslogd exited (%v): %s", err, stderr.String())
-		case <-time.After(5 * time.Millisecond):
+		default:
 		}
-	}
-	for r.tcpPort == 0 {
+		if !fileExists(r.sock) {
+			return false
+		}
 		b, _ := os.ReadFile(portFile)
 		r.tcpPort, _ = strconv.Atoi(strings.TrimSpace(string(b)))
-		if r.tcpPort == 0 {
-			time.Sleep(5 * time.Millisecond)
-		}
-	}
+		return r.tcpPort != 0
+	}, "rsyslogd did not listen on %s and write its TCP port to %s", r.sock, portFile)
 	return r
 }
 
@@ -101,25 +100,20 @@ func fileExists(p string) bool {
 // output file open: tests share it and skip what earlier ones received.)
 func (r *rsyslog) received(t *testing.T, skip, n int) [][]string {
 	t.Helper()
-	// Not a speed check: a guard so that a receiver that never writes
-	// fails the test instead of hanging it.
-	deadline := time.Now().Add(time.Minute)
-	for {
-		if time.Now().After(deadline) {
-			b, _ := os.ReadFile(r.out)
-			t.Fatalf("rsyslogd did not write %d messages after the first %d; it wrote:\n%s", n, skip, b)
-		}
-		b, _ := os.ReadFile(r.out)
-		lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
-		if len(b) > 0 && len(lines) >= skip+n {
-			var out [][]string
-			for _, l := range lines[skip:] {
-				out = append(out, strings.SplitN(l, rsyslogFields, 9))
-			}
-			return out
-		}
-		time.Sleep(5 * time.Millisecond)
+	var b []byte
+	var lines []string
+	if !testenv.Poll(time.Minute, func() bool {
+		b, _ = os.ReadFile(r.out)
+		lines = strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+		return len(b) > 0 && len(lines) >= skip+n
+	}) {
+		t.Fatalf("rsyslogd did not write %d messages after the first %d; it wrote:\n%s", n, skip, b)
 	}
+	var out [][]string
+	for _, l := range lines[skip:] {
+		out = append(out, strings.SplitN(l, rsyslogFields, 9))
+	}
+	return out
 }
 
 // TestSyslogRsyslog sends lines to a real rsyslogd over a unix socket and

@@ -49,18 +49,6 @@ func tokenOf(t *testing.T, boot procfs.BootID, pid int32) token.Token {
 	return h.Token()
 }
 
-// eventually polls cond until it holds or 10 s pass.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for i := 0; i < 1000; i++ {
-		if cond() {
-			return
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-	t.Fatalf("never: %s", what)
-}
-
 var kernelMechanisms = []string{"ebpf", "netlink"}
 
 // TestIntegrationOrphanedGrandchildIsTornDown: root forks a middle process
@@ -89,23 +77,23 @@ func TestIntegrationOrphanedGrandchildIsTornDown(t *testing.T) {
 			t.Cleanup(func() { syscall.Kill(int(grandchild), syscall.SIGKILL) })
 			// Wait until the graph saw the grandchild's birth and the middle
 			// process's exit (its parent is no longer root's child).
-			eventually(t, "grandchild in root's observed lineage", func() bool {
+			testenv.Eventually(t, 10*time.Second, func() bool {
 				d, err := tr.Graph().Descendants(root, tokenOf(t, boot, root))
 				return err == nil && slices.ContainsFunc(d, func(n lineage.Node) bool { return n.Pid == grandchild })
-			})
+			}, "never: grandchild in root's observed lineage")
 			var st procfs.Stat
-			eventually(t, "grandchild reparented", func() bool {
+			testenv.Eventually(t, 10*time.Second, func() bool {
 				return procfs.NewReader("/proc").ReadStat(grandchild, &st) == nil && st.PPid != root
-			})
+			}, "never: grandchild reparented")
 			j := &verdict.Judge{Boot: boot, Observer: tr, Mechanism: mech}
 			td := actions.New(j, tr.Finder(j), actions.Options{Grace: 2 * time.Second})
 			o := td.Run(context.Background(), root, tokenOf(t, boot, root).String())
 			if !o.Dead || !slices.ContainsFunc(o.Targeted, func(m actions.Member) bool { return m.Pid == grandchild }) {
 				t.Fatalf("Run = %+v, want the reparented grandchild %d targeted and dead", o, grandchild)
 			}
-			eventually(t, "grandchild gone", func() bool {
+			testenv.Eventually(t, 10*time.Second, func() bool {
 				return j.Judge(grandchild, gtok.String()).Result != verdict.Owned
-			})
+			}, "never: grandchild gone")
 		})
 	}
 }
@@ -124,7 +112,10 @@ func TestIntegrationReissueObserved(t *testing.T) {
 				}
 				pid := int32(cmd.Process.Pid)
 				old := tokenOf(t, boot, pid)
-				eventually(t, "fork observed", func() bool { n, ok := tr.Graph().Live(pid); return ok && n.Token.Start == old.Start })
+				testenv.Eventually(t, 10*time.Second, func() bool {
+					n, ok := tr.Graph().Live(pid)
+					return ok && n.Token.Start == old.Start
+				}, "never: fork observed")
 				cmd.Process.Kill()
 				cmd.Wait()
 				s, err := testenv.Reissue(t, pid)
@@ -132,10 +123,10 @@ func TestIntegrationReissueObserved(t *testing.T) {
 					continue
 				}
 				now := tokenOf(t, boot, pid)
-				eventually(t, "new generation in the graph", func() bool {
+				testenv.Eventually(t, 10*time.Second, func() bool {
 					n, ok := tr.Graph().Live(pid)
 					return ok && n.Token.Start == now.Start && (n.Token.Ino == 0 || n.Token.Ino == now.Ino)
-				})
+				}, "never: new generation in the graph")
 				j := &verdict.Judge{Boot: boot, Observer: tr, Mechanism: mech}
 				if v := j.Judge(pid, old.String()); v.Result != verdict.Foreign {
 					t.Fatalf("Judge(old generation, full token) = %v, want FOREIGN", v)
@@ -196,10 +187,10 @@ func TestIntegrationBornBetweenAttachAndScan(t *testing.T) {
 			}
 			// The fork event drains as a duplicate of the scanned node,
 			// which then knows its birth was observed.
-			eventually(t, "the fork event applied to the scanned node", func() bool {
+			testenv.Eventually(t, 10*time.Second, func() bool {
 				n, _ := tr.Graph().Live(pid)
 				return n.Flags.Has(lineage.BornObserved)
-			})
+			}, "never: the fork event applied to the scanned node")
 			// Exactly one live node at the pid, one generation.
 			w, ok := tr.Graph().Watch(pid, tok)
 			if !ok || w.Predecessor != nil || w.Ambiguous {

@@ -129,12 +129,13 @@ func TestIntegrationSameTickReuse(t *testing.T) {
 // the pid range where the kernel's own allocation rarely is.
 func pickFreePid(t *testing.T) int32 {
 	t.Helper()
-	for {
-		p := int32(20000 + time.Now().UnixNano()%10000)
-		if _, err := os.Stat("/proc/" + itoa(p)); os.IsNotExist(err) {
-			return p
-		}
-	}
+	var p int32
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		p = int32(20000 + time.Now().UnixNano()%10000)
+		_, err := os.Stat("/proc/" + itoa(p))
+		return os.IsNotExist(err)
+	}, "no free pid in 20000-29999")
+	return p
 }
 
 func itoa(p int32) string { return strconv.Itoa(int(p)) }
@@ -204,13 +205,8 @@ func waitZombie(t *testing.T, pid int) {
 	t.Helper()
 	r := procfs.NewReader("/proc")
 	var st procfs.Stat
-	for i := 0; i < 1000; i++ {
-		if r.ReadStat(int32(pid), &st) == nil && st.Zombie() {
-			return
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	t.Fatalf("pid %d never became a zombie", pid)
+	testenv.Eventually(t, 5*time.Second, func() bool { return r.ReadStat(int32(pid), &st) == nil && st.Zombie() },
+		"pid %d never became a zombie", pid)
 }
 
 // fakeObserver answers for one claim.

@@ -51,15 +51,10 @@ func threadsHelper() {
 		// Returning while locked makes the runtime terminate the thread.
 	}()
 	tid := <-tids
-	for i := 0; ; i++ {
-		if _, err := os.Stat(fmt.Sprintf("/proc/self/task/%d", tid)); errors.Is(err, os.ErrNotExist) {
-			break
-		}
-		if i == 10000 {
-			fmt.Println("thread did not exit")
-			os.Exit(1)
-		}
-		time.Sleep(time.Millisecond)
+	task := fmt.Sprintf("/proc/self/task/%d", tid)
+	if !testenv.Poll(10*time.Second, func() bool { _, err := os.Stat(task); return errors.Is(err, os.ErrNotExist) }) {
+		fmt.Println("thread did not exit")
+		os.Exit(1)
 	}
 	fmt.Println(tid)
 	io.Copy(io.Discard, os.Stdin)
