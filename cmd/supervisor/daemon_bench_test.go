@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -73,7 +74,7 @@ func BenchmarkLaunch(b *testing.B) {
 	c := api.NewClient(sock)
 	defer c.Close()
 	ds := make([]time.Duration, 0, b.N)
-	var ids []string
+	var cls []api.Claim
 	for i := 0; i < b.N; i++ {
 		t0 := time.Now()
 		cl, err := c.Launch(context.Background(), &api.LaunchRequest{Argv: []string{"sleep", "1000"}, Cwd: "/"})
@@ -81,15 +82,18 @@ func BenchmarkLaunch(b *testing.B) {
 		if err != nil || cl.Token == "" {
 			b.Fatalf("launch = %+v, %v", cl, err)
 		}
-		ids = append(ids, cl.ID)
+		cls = append(cls, cl)
 	}
 	b.StopTimer()
 	reportPercentiles(b, ds)
 	zero := api.Duration(0)
-	for _, id := range ids {
-		c.Release(context.Background(), id, &api.ReleaseRequest{Grace: &zero})
+	for _, cl := range cls {
+		c.Release(context.Background(), cl.ID, &api.ReleaseRequest{Grace: &zero})
 	}
-	time.Sleep(500 * time.Millisecond)
+	// Idle: every released process gone (killed and reaped by the daemon).
+	testenv.Eventually(b, 30*time.Second, func() bool {
+		return !slices.ContainsFunc(cls, func(cl api.Claim) bool { return owned(cl.Pid, cl.Token) })
+	}, "released processes still alive")
 	if rss := rssKiB(d.cmd.Process.Pid); rss > 0 {
 		b.ReportMetric(float64(rss), "daemon-rss-KiB")
 	}

@@ -22,29 +22,32 @@ func TestIntegrationEventsStream(t *testing.T) {
 	for _, mech := range []string{"ebpf", "netlink"} {
 		t.Run(mech, func(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
-			var out bytes.Buffer
-			errb := &lockedBuffer{}
+			out, errb := &lockedBuffer{}, &lockedBuffer{}
 			done := make(chan int)
 			go func() {
-				done <- runMain(ctx, &cliEnv{stdout: &out, stderr: errb}, []string{"events", "--json", "--mechanism", mech})
+				done <- runMain(ctx, &cliEnv{stdout: out, stderr: errb}, []string{"events", "--json", "--mechanism", mech})
 			}()
 			// The stream names its mechanism once attached and scanned.
-			for i := 0; !strings.Contains(errb.String(), "mechanism "+mech); i++ {
-				if i == 3000 {
-					t.Fatalf("events never started: %s", errb.String())
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
+			testenv.Eventually(t, 30*time.Second, func() bool { return strings.Contains(errb.String(), "mechanism "+mech) },
+				"events never started: %s", errb)
 			child := exec.Command("/bin/sh", "-c", "exit 7")
 			child.Run()
 			pid := child.Process.Pid
-			time.Sleep(500 * time.Millisecond) // past the reader's straggler poll
+			// The child's exit line comes last of its lines (for netlink,
+			// after the reader's straggler poll).
+			testenv.Eventually(t, 30*time.Second, func() bool { return printedExit(out.String(), pid) },
+				"no exit line for child %d in:\n%s", pid, out)
 			cancel()
-			if code := <-done; code != 0 {
-				t.Fatalf("events exited %d: %s", code, errb.String())
+			select {
+			case code := <-done:
+				if code != 0 {
+					t.Fatalf("events exited %d: %s", code, errb.String())
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatalf("events did not stop when cancelled: %s", errb.String())
 			}
 			kinds := map[string]map[string]any{}
-			sc := bufio.NewScanner(&out)
+			sc := bufio.NewScanner(strings.NewReader(out.String()))
 			for sc.Scan() {
 				var ev map[string]any
 				if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
@@ -72,6 +75,20 @@ func TestIntegrationEventsStream(t *testing.T) {
 			}
 		})
 	}
+}
+
+// printedExit reports whether the JSON lines hold the exit of pid.
+func printedExit(lines string, pid int) bool {
+	for _, l := range strings.Split(lines, "\n") {
+		var ev struct {
+			Kind string
+			Pid  int
+		}
+		if json.Unmarshal([]byte(l), &ev) == nil && ev.Kind == "exit" && ev.Pid == pid {
+			return true
+		}
+	}
+	return false
 }
 
 // lockedBuffer is a bytes.Buffer safe for one writer and one reader.

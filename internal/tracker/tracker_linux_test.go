@@ -54,14 +54,16 @@ var kernelMechanisms = []string{"ebpf", "netlink"}
 // TestIntegrationOrphanedGrandchildIsTornDown: root forks a middle process
 // that forks a grandchild (setsid) and exits, so the kernel reparents the
 // grandchild. Observed lineage still ties it to root, and teardown reaches it.
-// The middle process lingers a moment: the netlink connector reads a child's
-// start time from /proc and trusts it only while the parent link still holds.
+// The middle process lives until the graph holds the grandchild: the netlink
+// connector reads a child's start time from /proc and trusts it only while
+// the parent link still holds. It exits when the test closes its stdin.
 func TestIntegrationOrphanedGrandchildIsTornDown(t *testing.T) {
 	for _, mech := range kernelMechanisms {
 		t.Run(mech, func(t *testing.T) {
 			tr, boot := start(t, mech)
-			cmd := exec.Command("sh", "-c", `sh -c 'setsid sleep 60 & echo $!; sleep 0.2' ; exec sleep 60`)
+			cmd := exec.Command("sh", "-c", `sh -c 'setsid sleep 60 & echo $!; read x' ; exec sleep 60`)
 			out, _ := cmd.StdoutPipe()
+			release, _ := cmd.StdinPipe()
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
@@ -75,12 +77,13 @@ func TestIntegrationOrphanedGrandchildIsTornDown(t *testing.T) {
 			root := int32(cmd.Process.Pid)
 			gtok := tokenOf(t, boot, grandchild)
 			t.Cleanup(func() { syscall.Kill(int(grandchild), syscall.SIGKILL) })
-			// Wait until the graph saw the grandchild's birth and the middle
-			// process's exit (its parent is no longer root's child).
+			// Wait until the graph saw the grandchild's birth, then let the
+			// middle process exit (its parent is no longer root's child).
 			testenv.Eventually(t, 10*time.Second, func() bool {
 				d, err := tr.Graph().Descendants(root, tokenOf(t, boot, root))
 				return err == nil && slices.ContainsFunc(d, func(n lineage.Node) bool { return n.Pid == grandchild })
 			}, "never: grandchild in root's observed lineage")
+			release.Close()
 			var st procfs.Stat
 			testenv.Eventually(t, 10*time.Second, func() bool {
 				return procfs.NewReader("/proc").ReadStat(grandchild, &st) == nil && st.PPid != root
