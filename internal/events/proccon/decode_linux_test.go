@@ -9,6 +9,7 @@ import (
 	"github.com/mdlayher/netlink/nltest"
 
 	"github.com/procsupervisor/supervisor/internal/events"
+	"github.com/procsupervisor/supervisor/internal/testenv"
 )
 
 // rawSource returns a Source whose next datagram is b, as if received from
@@ -159,7 +160,7 @@ func BenchmarkDecode(b *testing.B) {
 func BenchmarkProbe(b *testing.B) {
 	p, err := newKernelProber()
 	if err != nil {
-		b.Skip(err)
+		testenv.Skip(b, "kernel prober: %v", err)
 	}
 	// A single-threaded child: /proc/PID/stat of a many-threaded process
 	// (like the test binary) sums over its threads and costs more.
