@@ -59,7 +59,7 @@ func TestIntegrationOneJudge(t *testing.T) {
 		rpid, rtok = c.Process.Pid, tokenOf(t, c.Process.Pid)
 		c.Process.Kill()
 		c.Wait()
-		s, err := testenv.SpawnAt(t, int32(rpid))
+		s, err := testenv.Reissue(t, int32(rpid))
 		if err != nil {
 			rtok = ""
 			continue
@@ -112,16 +112,9 @@ func zombieToken(t *testing.T, pid int, boot procfs.BootID) string {
 	t.Helper()
 	r := procfs.NewReader("/proc")
 	var st procfs.Stat
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if err := r.ReadStat(int32(pid), &st); err == nil && st.Zombie() {
-			return token.Token{Boot: boot, Start: st.StartTime, Prec: token.Ticks}.String()
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("pid %d did not become a zombie", pid)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testenv.Eventually(t, 10*time.Second, func() bool { return r.ReadStat(int32(pid), &st) == nil && st.Zombie() },
+		"pid %d did not become a zombie", pid)
+	return token.Token{Boot: boot, Start: st.StartTime, Prec: token.Ticks}.String()
 }
 
 // threadOf returns the id of a thread of this process that is not its
