@@ -212,12 +212,8 @@ func TestIntegrationEverySignalLogged(t *testing.T) {
 		{"kill of a member", func(c store.Claim, members []int32) (*actions.Outcome, error) {
 			// The member writer records the tree's members as the
 			// daemon admits its root.
-			deadline := time.Now().Add(10 * time.Second)
-			for !h.recorded(c.ID, members[1]) {
-				if time.Now().After(deadline) {
-					return nil, errors.New("member never recorded")
-				}
-				time.Sleep(10 * time.Millisecond)
+			if !testenv.Poll(10*time.Second, func() bool { return h.recorded(c.ID, members[1]) }) {
+				return nil, errors.New("member never recorded")
 			}
 			mh, err := pidfd.Open(members[1], h.boot)
 			if err != nil {
