@@ -3,12 +3,12 @@ package store
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"strconv"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/procsupervisor/supervisor/internal/jsonx"
 )
 
 // SchemaVersion is the layout this package reads and writes.
@@ -65,17 +65,11 @@ func migrate(tx *bolt.Tx, from int) error {
 	return b.Put(keyVersion, []byte(strconv.Itoa(SchemaVersion)))
 }
 
-// decodeStrict decodes exactly one JSON value with no unknown fields.
+// decodeStrict decodes exactly one JSON value with no unknown fields. The
+// bound is bbolt's on a value: writes are held to Limits.MaxRecord, which
+// this function cannot see, and a record that was written is read back.
 func decodeStrict(val []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(val))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return errors.New("trailing data after the record")
-	}
-	return nil
+	return jsonx.Decode(val, bolt.MaxValueSize, v)
 }
 
 // decodeClaim decodes the claim stored under key. Errors wrap ErrCorrupt.
