@@ -377,3 +377,28 @@ func ExampleLogger() {
 	defer l.Close(context.Background())
 	l.Verdict(verdict.Verdict{Pid: 4242, Token: "v1:t:0123456789abcdef0123456789abcdef:1234:-", Result: verdict.Gone, Reason: "exit observed", Mechanism: "netlink"})
 }
+
+// TestInternal: an internal error is one line with the message and the
+// stack (cut to MaxStackBytes) in ECS's error fields, or OCSF's
+// status_detail and unmapped.stack_trace.
+func TestInternal(t *testing.T) {
+	stack := []byte("goroutine 1 [running]:\n" + strings.Repeat("x", MaxStackBytes))
+	for _, tt := range []struct{ schema, msgField, stackField string }{
+		{SchemaECS, "error.message", "error.stack_trace"},
+		{SchemaOCSF, "status_detail", "unmapped.stack_trace"},
+	} {
+		l, out := newTestLogger(t, Config{Schema: tt.schema})
+		l.Internal("panic serving GET /v1/status: boom", stack)
+		flush(t, l)
+		lines := out.lines(t)
+		if len(lines) != 1 {
+			t.Fatalf("%s: %d lines, want 1", tt.schema, len(lines))
+		}
+		if got := getString(lines[0], tt.msgField); got != "panic serving GET /v1/status: boom" {
+			t.Errorf("%s: %s = %q", tt.schema, tt.msgField, got)
+		}
+		if got := getString(lines[0], tt.stackField); got != string(stack[:MaxStackBytes]) {
+			t.Errorf("%s: %s has %d bytes starting %.30q, want the stack cut to %d", tt.schema, tt.stackField, len(got), got, MaxStackBytes)
+		}
+	}
+}

@@ -120,6 +120,7 @@ var allActions = []string{
 	ActionProcessStarted, ActionProcessExec, ActionProcessEnded, ActionVerdict,
 	ActionSignalSent, ActionTeardown, ActionReconcile, ActionEventsLost,
 	ActionLogLinesDropped, ActionSupervisorStarted, ActionSupervisorStopped,
+	ActionInternalError,
 }
 
 // produceAll logs one or more lines of every kind: process events of real
@@ -152,6 +153,7 @@ func produceAll(t *testing.T, schema string) ([]map[string]any, *procEvents) {
 	fv.Result, fv.Reason = verdict.Foreign, "pid reissued"
 	l.Teardown(actions.Outcome{Verdict: fv, Mechanism: "lineage"})
 	l.Reconcile(Reconcile{Seen: 9, Readopted: 2, TornDown: 1, Foreign: 1, Unverifiable: 3, AlreadyGone: 1, Failed: 1, Mechanism: "ebpf"})
+	l.Internal("panic serving POST /v1/verify: boom", []byte("goroutine 7 [running]:\nmain.main()\n"))
 	l.Service(Service{Stopping: true, Mechanism: events.EBPF, Reason: "SIGTERM"})
 	flush(t, l)
 	lines := out.lines(t)
