@@ -137,7 +137,7 @@ func TestIntegrationDaemonWallClock(t *testing.T) {
 		t.Errorf("job past its maximum runtime: %s, want exited", d.claim(t, j.ID).State)
 	}
 	if got := d.claim(t, j.ID); got.ExitSignal == 0 && got.ExitCode == nil {
-		t.Errorf("job killed by its wall clock has no exit status recorded: %+v", got.Claim)
+		t.Errorf("job killed by its wall clock has no exit status recorded: %+v", got)
 	}
 	if owned(g.Pid, g.Token) || owned(j.Pid, j.Token) {
 		t.Error("a process past its wall clock is still alive")

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net"
@@ -11,6 +12,7 @@ import (
 	"time"
 
 	"github.com/procsupervisor/supervisor/internal/actions"
+	"github.com/procsupervisor/supervisor/internal/jsonx"
 	"github.com/procsupervisor/supervisor/internal/verdict"
 )
 
@@ -74,22 +76,35 @@ func (fakeBackend) Kill(ctx context.Context, p Peer, r *ClaimRequest) (actions.O
 	return actions.Outcome{}, ErrForbidden
 }
 
-// TestServerPeerAndErrors runs the server on a real Unix socket: the peer
-// credentials come from SO_PEERCRED, a panicking handler answers 500 and the
-// server keeps serving, a backend error maps to its status.
-func TestServerPeerAndErrors(t *testing.T) {
+// serve runs a Server for b on a Unix socket in a temporary directory
+// until the test ends, and returns the socket's path.
+func serve(t *testing.T, b Backend, onPanic func(string, []byte)) string {
+	t.Helper()
 	sock := filepath.Join(t.TempDir(), "s")
 	l, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := NewServer(fakeBackend{})
+	s := NewServer(b, onPanic)
 	go s.Serve(l)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		s.Shutdown(ctx)
 	})
+	return sock
+}
+
+// TestServerPeerAndErrors runs the server on a real Unix socket: the peer
+// credentials come from SO_PEERCRED, a panicking handler answers 500 and the
+// server keeps serving, a backend error maps to its status.
+func TestServerPeerAndErrors(t *testing.T) {
+	type panicked struct {
+		msg   string
+		stack []byte
+	}
+	panics := make(chan panicked, 1)
+	sock := serve(t, fakeBackend{}, func(msg string, stack []byte) { panics <- panicked{msg, stack} })
 	c := NewClient(sock)
 	defer c.Close()
 	ctx := context.Background()
@@ -101,6 +116,17 @@ func TestServerPeerAndErrors(t *testing.T) {
 	var ae *Error
 	if _, err := c.Verify(ctx, 42, tok); !errors.As(err, &ae) || ae.Status != 500 {
 		t.Errorf("Verify(panic) = %v, want HTTP 500", err)
+	}
+	select {
+	case p := <-panics:
+		if !strings.Contains(p.msg, "POST /v1/verify") || !strings.Contains(p.msg, "boom") {
+			t.Errorf("panic hook msg = %q, want the request and the panic value", p.msg)
+		}
+		if !bytes.Contains(p.stack, []byte("fakeBackend.Verify")) {
+			t.Errorf("panic hook stack = %q, want the panicking frame", p.stack)
+		}
+	default:
+		t.Error("a handler panicked and the panic hook was not called")
 	}
 	if v, err := c.Verify(ctx, 7, tok); err != nil || v.Result != verdict.Gone {
 		t.Errorf("Verify after a panic = %v, %v", v, err)
@@ -119,7 +145,7 @@ func FuzzDecodeLaunch(f *testing.F) {
 	f.Add([]byte(`{"argv":["x"],"unknown":1}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var r LaunchRequest
-		if decodeStrict(b, &r) != nil {
+		if jsonx.Decode(b, MaxBodyBytes, &r) != nil {
 			return
 		}
 		if r.Validate() == nil {

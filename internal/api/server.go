@@ -17,7 +17,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/procsupervisor/supervisor/internal/actions"
+	"github.com/procsupervisor/supervisor/internal/jsonx"
 	"github.com/procsupervisor/supervisor/internal/pidfd"
+	"github.com/procsupervisor/supervisor/internal/store"
 	"github.com/procsupervisor/supervisor/internal/token"
 	"github.com/procsupervisor/supervisor/internal/verdict"
 )
@@ -70,11 +72,15 @@ type Server struct {
 	// MaxConns caps connections served at once (MaxConnections when 0);
 	// more wait in the listen backlog.
 	maxConns int
+	onPanic  func(msg string, stack []byte)
 }
 
-// NewServer returns a Server for b.
-func NewServer(b Backend) *Server {
-	s := &Server{b: b, maxConns: MaxConnections}
+// NewServer returns a Server for b. A handler that panics answers 500 and
+// the server goes on; onPanic, unless nil, is then called with what
+// panicked (the request's method and path and the panic value, bounded)
+// and the goroutine's stack, so that the daemon can log it.
+func NewServer(b Backend, onPanic func(msg string, stack []byte)) *Server {
+	s := &Server{b: b, maxConns: MaxConnections, onPanic: onPanic}
 	s.srv = &http.Server{
 		Handler:           s.Handler(),
 		ReadHeaderTimeout: 5 * time.Second,
@@ -119,20 +125,26 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST "+Version+"/kill", call(http.StatusOK, s.b.Kill))
 	mux.HandleFunc("GET "+Version+"/tree", s.tree)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, http.StatusNotFound, "no such endpoint: "+r.Method+" "+trunc(r.URL.Path, 200))
+		writeError(w, http.StatusNotFound, "no such endpoint: "+r.Method+" "+Trunc(r.URL.Path, 200))
 	})
-	return recoverer(mux)
+	return s.recoverer(mux)
 }
 
-func recoverer(h http.Handler) http.Handler {
+// maxPanicText bounds the panic message handed to onPanic and the client.
+const maxPanicText = 1024
+
+func (s *Server) recoverer(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		defer func() {
 			if v := recover(); v != nil {
 				if v == http.ErrAbortHandler {
 					panic(v)
 				}
-				_ = debug.Stack()
-				writeError(w, http.StatusInternalServerError, fmt.Sprintf("internal error: %v", v))
+				if s.onPanic != nil {
+					msg := fmt.Sprintf("panic serving %s %s: %v", r.Method, Trunc(r.URL.Path, 200), v)
+					s.onPanic(Trunc(msg, maxPanicText), debug.Stack())
+				}
+				writeError(w, http.StatusInternalServerError, Trunc(fmt.Sprintf("internal error: %v", v), maxPanicText))
 			}
 		}()
 		if _, ok := PeerOf(r.Context()); !ok {
@@ -143,11 +155,30 @@ func recoverer(h http.Handler) http.Handler {
 	})
 }
 
-func trunc(s string, n int) string {
-	if len(s) > n {
-		return strings.ToValidUTF8(s[:n], "?") + "..."
+// cutMarker ends a string that Trunc cut.
+const cutMarker = "..."
+
+// Trunc bounds s to n bytes for a log line, an error message or a stored
+// reason. s comes back as it is when it fits. Otherwise Trunc keeps the
+// longest prefix that ends on a rune boundary and leaves room for the
+// marker "...", replaces any invalid UTF-8 in that prefix with "?", and
+// appends the marker: a cut string is always marked, never splits a rune,
+// and is at most n bytes (for n under 3, the marker itself is cut).
+func Trunc(s string, n int) string {
+	if len(s) <= n {
+		return s
 	}
-	return s
+	if n <= len(cutMarker) {
+		return cutMarker[:max(n, 0)]
+	}
+	// Back off to the start of the rune the cut falls in; a run of
+	// continuation bytes longer than a rune is invalid anyway.
+	cut := n - len(cutMarker)
+	for i := 1; i < utf8.UTFMax && cut > 0 && !utf8.RuneStart(s[cut]); i++ {
+		cut--
+	}
+	// An invalid run becomes one "?": never longer than it was.
+	return strings.ToValidUTF8(s[:cut], "?") + cutMarker
 }
 
 func writeJSON(w http.ResponseWriter, code int, v any) {
@@ -197,14 +228,12 @@ func decode(w http.ResponseWriter, r *http.Request, v any, emptyOK bool) bool {
 		writeError(w, http.StatusBadRequest, "empty body, want a JSON object")
 		return false
 	}
-	if err := decodeStrict(body, v); err != nil {
-		writeError(w, http.StatusBadRequest, "malformed JSON: "+trunc(err.Error(), 300))
+	if err := jsonx.Decode(body, MaxBodyBytes, v); err != nil {
+		writeError(w, http.StatusBadRequest, "malformed JSON: "+Trunc(err.Error(), 300))
 		return false
 	}
 	return true
 }
-
-func bytesReader(b []byte) io.Reader { return bytes.NewReader(b) }
 
 func peer(r *http.Request) Peer { p, _ := PeerOf(r.Context()); return p }
 
@@ -352,9 +381,10 @@ func checkString(name, s string, max int) error {
 	return nil
 }
 
+// validID checks a claim id from a path with the store's own rule.
 func validID(id string) error {
-	if len(id) != 14 || (id[:2] != "g-" && id[:2] != "j-") {
-		return bad("claim id %q is malformed", trunc(id, 40))
+	if !store.ValidID(store.Grant, id) && !store.ValidID(store.Job, id) {
+		return bad("claim id %q is malformed", Trunc(id, 40))
 	}
 	return nil
 }

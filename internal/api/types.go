@@ -18,9 +18,8 @@
 package api
 
 import (
-	"encoding/json"
-	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/procsupervisor/supervisor/internal/actions"
@@ -46,17 +45,27 @@ const (
 	MaxConnections = 64
 )
 
-// Duration is a time.Duration that travels as Go duration text ("1m30s").
-// Negative durations are refused when decoding.
+// Duration is a time.Duration that travels as Go duration text ("1m30s")
+// both ways: in requests, in answers, in the daemon's config file, and on
+// its command line (it is a flag.Value). Negative durations are refused.
 type Duration time.Duration
 
+// maxDurationText bounds the text a Duration is parsed from.
+const maxDurationText = 64
+
+// String returns the duration as Go duration text.
+func (d Duration) String() string { return time.Duration(d).String() }
+
+// Set implements flag.Value: it parses s as UnmarshalText does.
+func (d *Duration) Set(s string) error { return d.UnmarshalText([]byte(s)) }
+
 // MarshalText implements encoding.TextMarshaler.
-func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
+func (d Duration) MarshalText() ([]byte, error) { return []byte(d.String()), nil }
 
 // UnmarshalText implements encoding.TextUnmarshaler.
 func (d *Duration) UnmarshalText(b []byte) error {
-	if len(b) > 64 {
-		return errors.New("duration too long")
+	if len(b) > maxDurationText {
+		return fmt.Errorf("duration of %d bytes, limit %d", len(b), maxDurationText)
 	}
 	v, err := time.ParseDuration(string(b))
 	if err != nil {
@@ -116,10 +125,122 @@ type ClaimRequest struct {
 	Grace *Duration `json:"grace,omitempty"`
 }
 
-// Claim is a stored claim with its members.
+// Claim is a grant or a job as the API shows it. It is its own type, not
+// the store's record: ClaimOf converts at the edge, so that a change of how
+// the store keeps a claim does not change the wire, and no storage detail
+// (a duration in nanoseconds, a write counter) reaches a client.
 type Claim struct {
-	store.Claim
-	Members []store.Member `json:"members,omitempty"`
+	// ID is "g-" (grant) or "j-" (job) and 12 base32 characters.
+	ID    string     `json:"id"`
+	Kind  store.Kind `json:"kind"`
+	Owner string     `json:"owner,omitempty"`
+	// UID and GID of the client that created the claim.
+	UID  uint32   `json:"uid"`
+	GID  uint32   `json:"gid"`
+	Argv []string `json:"argv,omitempty"`
+	Cwd  string   `json:"cwd,omitempty"`
+	// Pid and Token name the root instance; Pid 0 means not started.
+	Pid   int32  `json:"pid"`
+	Token string `json:"token,omitempty"`
+	Pgid  int32  `json:"pgid,omitempty"`
+	// Cgroup is the path of the claim's own cgroup, if it has one.
+	Cgroup    string      `json:"cgroup,omitempty"`
+	CreatedAt time.Time   `json:"created_at"`
+	State     store.State `json:"state"`
+
+	LastVerdict *Judgement `json:"last_verdict,omitempty"`
+	Release     *Release   `json:"release,omitempty"`
+	// Holder is the process a grant is bound to; nil when unbound.
+	Holder *Instance `json:"holder,omitempty"`
+	// WallClock is the limit given at launch (0: none); Deadline is when
+	// it runs out.
+	WallClock Duration  `json:"wall_clock,omitzero"`
+	Deadline  time.Time `json:"deadline,omitzero"`
+
+	// A job's result: ExitCode or ExitSignal once it ended, its output
+	// file, why it was retired; FollowedUp once its caller picked it up.
+	ExitCode      *int      `json:"exit_code,omitempty"`
+	ExitSignal    int       `json:"exit_signal,omitempty"`
+	EndedAt       time.Time `json:"ended_at,omitzero"`
+	OutputPath    string    `json:"output_path,omitempty"`
+	RetiredReason string    `json:"retired_reason,omitempty"`
+	FollowedUp    bool      `json:"followed_up,omitempty"`
+
+	// UpdatedAt is when the claim last changed.
+	UpdatedAt time.Time `json:"updated_at"`
+	// Members are the descendants of the root the daemon saw born.
+	Members []Member `json:"members,omitempty"`
+}
+
+// Judgement is the last verdict on a claim's root.
+type Judgement struct {
+	Result    verdict.Result `json:"verdict,omitzero"`
+	Reason    string         `json:"reason,omitempty"`
+	Mechanism string         `json:"mechanism,omitempty"`
+	At        time.Time      `json:"at,omitzero"`
+}
+
+// Release says how a claim's tree was let go.
+type Release struct {
+	// Dead: no member of the tree was left alive.
+	Dead bool `json:"dead"`
+	// Escalated: SIGKILL was needed after the grace period.
+	Escalated bool `json:"escalated,omitempty"`
+	// Survivors are members still alive after teardown; Unproven are
+	// processes reported, never signalled, each with the reason.
+	Survivors []Instance `json:"survivors,omitempty"`
+	Unproven  []Instance `json:"unproven,omitempty"`
+	// Ownership is the verdict on the root that decided the release.
+	Ownership verdict.Result `json:"ownership,omitzero"`
+	At        time.Time      `json:"at,omitzero"`
+}
+
+// Member is a descendant of a claim's root that the daemon saw born.
+type Member struct {
+	Pid         int32     `json:"pid"`
+	Token       string    `json:"token"`
+	Parent      int32     `json:"parent"`
+	ParentToken string    `json:"parent_token,omitempty"`
+	BornAt      time.Time `json:"born_at,omitzero"`
+}
+
+// ClaimOf converts a stored claim, members included, to its wire form.
+// The result shares no memory with c.
+func ClaimOf(c store.Claim) Claim {
+	w := Claim{
+		ID: c.ID, Kind: c.Kind, Owner: c.Owner, UID: c.UID, GID: c.GID,
+		Argv: slices.Clone(c.Argv), Cwd: c.Cwd,
+		Pid: c.Pid, Token: c.Token, Pgid: c.Pgid, Cgroup: c.Cgroup,
+		CreatedAt: c.CreatedAt, State: c.State,
+		WallClock: Duration(c.WallClock), Deadline: c.Deadline,
+		ExitSignal: c.ExitSignal, EndedAt: c.EndedAt, OutputPath: c.OutputPath,
+		RetiredReason: c.RetiredReason, FollowedUp: c.FollowedUp,
+		UpdatedAt: c.UpdatedAt,
+	}
+	if v := c.LastVerdict; v != nil {
+		w.LastVerdict = &Judgement{Result: v.Result, Reason: v.Reason, Mechanism: v.Mechanism, At: v.At}
+	}
+	if r := c.Release; r != nil {
+		w.Release = &Release{
+			Dead: r.Dead, Escalated: r.Escalated, Ownership: r.Ownership, At: r.At,
+			Survivors: slices.Clone(r.Survivors), Unproven: slices.Clone(r.Unproven),
+		}
+	}
+	if c.Holder != nil {
+		h := *c.Holder
+		w.Holder = &h
+	}
+	if c.ExitCode != nil {
+		code := *c.ExitCode
+		w.ExitCode = &code
+	}
+	if len(c.Members) > 0 {
+		w.Members = make([]Member, len(c.Members))
+		for i, m := range c.Members {
+			w.Members[i] = Member{Pid: m.Pid, Token: m.Token, Parent: m.Parent, ParentToken: m.ParentToken, BornAt: m.BornAt}
+		}
+	}
+	return w
 }
 
 // ReleaseResponse is a released claim and the teardown that released it.
@@ -206,19 +327,6 @@ type Error struct {
 }
 
 func (e *Error) Error() string { return fmt.Sprintf("daemon: %s (HTTP %d)", e.Message, e.Status) }
-
-// decodeStrict decodes exactly one JSON value with unknown fields refused.
-func decodeStrict(b []byte, v any) error {
-	dec := json.NewDecoder(bytesReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
-	}
-	if dec.More() {
-		return errors.New("trailing data after the JSON value")
-	}
-	return nil
-}
 
 // Instance is one process instance: a pid and its start token.
 type Instance = store.Instance

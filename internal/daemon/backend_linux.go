@@ -47,9 +47,7 @@ func (d *Daemon) Release(ctx context.Context, p api.Peer, id string, r *api.Rele
 }
 
 func (d *Daemon) view(c store.Claim) api.Claim {
-	ms := c.Members
-	c.Members = nil
-	return api.Claim{Claim: c, Members: ms}
+	return api.ClaimOf(c)
 }
 
 // List implements api.Backend.

@@ -251,7 +251,7 @@ func (d *Daemon) run(ctx context.Context, ready func(Info)) error {
 	if err != nil {
 		return err
 	}
-	srv := api.NewServer(d)
+	srv := api.NewServer(d, d.log.Internal)
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	if ready != nil {

@@ -184,7 +184,7 @@ func (d *Daemon) Launch(ctx context.Context, p api.Peer, r *api.LaunchRequest) (
 		if werr := d.update(&c, func(x *store.Claim) {
 			x.State = store.Released
 			x.Release = &store.Release{Dead: true, At: now}
-			x.LastVerdict = &store.Verdict{Result: verdict.Gone, Reason: trunc("launch failed: "+err.Error(), 1000), At: now}
+			x.LastVerdict = &store.Verdict{Result: verdict.Gone, Reason: api.Trunc("launch failed: "+err.Error(), 1000), At: now}
 		}); werr != nil {
 			return api.Claim{}, fmt.Errorf("%w; and %w", err, werr)
 		}
@@ -280,7 +280,7 @@ func (d *Daemon) Launch(ctx context.Context, p api.Peer, r *api.LaunchRequest) (
 		if cgPath == "" && cgReason != "" {
 			reason += "; no cgroup: " + cgReason
 		}
-		x.LastVerdict = &store.Verdict{Result: verdict.Owned, Reason: trunc(reason, 1000), Mechanism: "pidfd", At: now}
+		x.LastVerdict = &store.Verdict{Result: verdict.Owned, Reason: api.Trunc(reason, 1000), Mechanism: "pidfd", At: now}
 		return nil
 	})
 	if err != nil {
@@ -297,14 +297,7 @@ func (d *Daemon) Launch(ctx context.Context, p api.Peer, r *api.LaunchRequest) (
 	}
 	d.index(&c)
 	d.admit(c.ID, pid, tok)
-	return api.Claim{Claim: c}, nil
-}
-
-func trunc(s string, n int) string {
-	if len(s) > n {
-		return strings.ToValidUTF8(s[:n], "?")
-	}
-	return s
+	return api.ClaimOf(c), nil
 }
 
 // holder binds the process a grant is to be bound to: the peer itself, or
@@ -380,7 +373,7 @@ func (d *Daemon) Admit(ctx context.Context, p api.Peer, r *api.AdmitRequest) (ap
 	c := store.Claim{
 		Kind: store.Grant, Owner: r.Owner, UID: p.UID, GID: p.GID, Argv: argv,
 		Pid: r.Pid, Token: tok.String(), Pgid: h.Stat().PGrp,
-		LastVerdict: &store.Verdict{Result: v.Result, Reason: trunc(v.Reason, 1000), Mechanism: v.Mechanism, At: now},
+		LastVerdict: &store.Verdict{Result: v.Result, Reason: api.Trunc(v.Reason, 1000), Mechanism: v.Mechanism, At: now},
 	}
 	if h.Exited() {
 		return api.Claim{}, fmt.Errorf("process %d exited while being admitted: %w", r.Pid, api.ErrConflict)
@@ -391,7 +384,7 @@ func (d *Daemon) Admit(ctx context.Context, p api.Peer, r *api.AdmitRequest) (ap
 	}
 	d.index(&c)
 	d.admit(c.ID, r.Pid, tok)
-	return api.Claim{Claim: c}, nil
+	return api.ClaimOf(c), nil
 }
 
 // readCmdline reads a process's argv, bounded and made valid UTF-8 for the
@@ -409,7 +402,7 @@ func readCmdline(pid int32) []string {
 		parts = parts[:256]
 	}
 	for i, s := range parts {
-		parts[i] = trunc(strings.ToValidUTF8(s, "\uFFFD"), 4000)
+		parts[i] = api.Trunc(strings.ToValidUTF8(s, "\uFFFD"), 4000)
 	}
 	return parts
 }

@@ -213,7 +213,7 @@ func (d *Daemon) settle(ctx context.Context, id string, rq request) (api.ReportI
 	case Retire:
 		err := d.update(&c, func(x *store.Claim) {
 			x.State = store.Retired
-			x.RetiredReason = trunc(v.Result.String()+": "+v.Reason, 2000)
+			x.RetiredReason = api.Trunc(v.Result.String()+": "+v.Reason, 2000)
 			x.LastVerdict = storeVerdict(v, now)
 		})
 		return it, &actions.Outcome{Verdict: v}, err
@@ -286,7 +286,7 @@ func (d *Daemon) teardown(ctx context.Context, c *store.Claim, v verdict.Verdict
 		x.Release = rel
 		x.LastVerdict = storeVerdict(v, rel.At)
 		if state == store.Retired {
-			x.RetiredReason = trunc("not signalled: "+out.Error, 2000)
+			x.RetiredReason = api.Trunc("not signalled: "+out.Error, 2000)
 		}
 	})
 	if err == nil && out.Dead && c.Cgroup != "" && !Open(state) {
@@ -312,7 +312,7 @@ func (d *Daemon) newTeardown(grace time.Duration, principal uint32, cgroup strin
 }
 
 func storeVerdict(v verdict.Verdict, at time.Time) *store.Verdict {
-	return &store.Verdict{Result: v.Result, Reason: trunc(v.Reason, 2000), Mechanism: v.Mechanism, At: at}
+	return &store.Verdict{Result: v.Result, Reason: api.Trunc(v.Reason, 2000), Mechanism: v.Mechanism, At: at}
 }
 
 func instances(ms []actions.Member) []store.Instance {
@@ -321,7 +321,7 @@ func instances(ms []actions.Member) []store.Instance {
 		if len(out) >= 1000 {
 			break
 		}
-		out = append(out, store.Instance{Pid: m.Pid, Token: m.Token.String(), Reason: trunc(m.Reason, 500)})
+		out = append(out, store.Instance{Pid: m.Pid, Token: m.Token.String(), Reason: api.Trunc(m.Reason, 500)})
 	}
 	return out
 }
