@@ -185,8 +185,8 @@ func runKill(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *grace < 0 || *grace > 24*time.Hour {
-		return fail(exitUsage, "--grace %v: want a duration between 0 and 24h", *grace)
+	if *grace < 0 || *grace > api.MaxGrace {
+		return fail(exitUsage, "--grace %v: want a duration between 0 and %v", *grace, api.MaxGrace)
 	}
 	pid, claim, err := parseClaim(pos)
 	if err != nil {

@@ -150,24 +150,24 @@ func printJSON(env *cliEnv, v any) error {
 
 func runDaemon(ctx context.Context, env *cliEnv, args []string) error {
 	fs := newFlags("run")
-	def := daemon.DefaultConfig()
+	cfg := daemon.DefaultConfig()
 	configFile := fs.String("config", "", "JSON config file (flags win over it)")
-	stateDir := fs.String("state-dir", def.StateDir, "state directory (store, job output)")
-	sock := fs.String("socket", def.Socket, "API socket path")
-	group := fs.String("socket-group", "", "group (name or id) of the socket (mode 0660)")
-	mech := fs.String("mechanism", def.Mechanism, "event mechanism: "+strings.Join(tracker.Mechanisms, "|"))
-	logOut := fs.String("log-output", def.LogOutput, "log feed output: stdout, file:PATH, syslog[:ADDR]")
-	logSchema := fs.String("log-schema", def.LogSchema, "log feed schema: ecs|ocsf")
-	logEvents := fs.Bool("log-process-events", false, "log every fork, exec and exit")
-	grace := fs.Duration("grace", time.Duration(def.Grace), "default teardown grace period")
-	reapEvery := fs.Duration("reap-interval", time.Duration(def.ReapInterval), "how often the reaper runs on its own")
-	retainFinal := fs.Duration("retain-final", time.Duration(def.RetainFinal), "how long finished claims are kept")
-	retainOwed := fs.Duration("retain-owed", time.Duration(def.RetainOwed), "how long a job's result waits for its caller")
-	maxFinal := fs.Int("max-final", def.MaxFinal, "finished claims kept at most")
-	cg := fs.String("cgroup", def.Cgroup, "grant cgroups: auto, off, or a cgroup v2 directory")
-	gMax := fs.Int("graph-max-exited", def.GraphMaxExited, "exited processes the lineage graph keeps once no live process needs them")
-	gAge := fs.Duration("graph-max-exited-age", time.Duration(def.GraphMaxExitedAge), "how long the lineage graph keeps such exited processes")
-	metricsAddr := fs.String("metrics-listen", "", "serve Prometheus metrics on host:port or unix:/path (default off)")
+	fs.StringVar(&cfg.StateDir, "state-dir", cfg.StateDir, "state directory (store, job output)")
+	fs.StringVar(&cfg.Socket, "socket", cfg.Socket, "API socket path")
+	fs.StringVar(&cfg.SocketGroup, "socket-group", "", "group (name or id) of the socket (mode 0660)")
+	fs.StringVar(&cfg.Mechanism, "mechanism", cfg.Mechanism, "event mechanism: "+strings.Join(tracker.Mechanisms, "|"))
+	fs.StringVar(&cfg.LogOutput, "log-output", cfg.LogOutput, "log feed output: stdout, file:PATH, syslog[:ADDR]")
+	fs.StringVar(&cfg.LogSchema, "log-schema", cfg.LogSchema, "log feed schema: ecs|ocsf")
+	fs.BoolVar(&cfg.LogProcessEvents, "log-process-events", false, "log every fork, exec and exit")
+	fs.Var(&cfg.Grace, "grace", fmt.Sprintf("default teardown grace period, a `duration` of at most %v", api.MaxGrace))
+	fs.Var(&cfg.ReapInterval, "reap-interval", "how often the reaper runs on its own (a `duration`)")
+	fs.Var(&cfg.RetainFinal, "retain-final", "how long finished claims are kept (a `duration`)")
+	fs.Var(&cfg.RetainOwed, "retain-owed", "how long a job's result waits for its caller (a `duration`)")
+	fs.IntVar(&cfg.MaxFinal, "max-final", cfg.MaxFinal, "finished claims kept at most")
+	fs.StringVar(&cfg.Cgroup, "cgroup", cfg.Cgroup, "grant cgroups: auto, off, or a cgroup v2 directory")
+	fs.IntVar(&cfg.GraphMaxExited, "graph-max-exited", cfg.GraphMaxExited, "exited processes the lineage graph keeps once no live process needs them")
+	fs.Var(&cfg.GraphMaxExitedAge, "graph-max-exited-age", "how long the lineage graph keeps such exited processes (a `duration`)")
+	fs.StringVar(&cfg.MetricsListen, "metrics-listen", "", "serve Prometheus metrics on host:port or unix:/path (default off)")
 	check := fs.Bool("check-config", false, "validate the configuration (file and flags), say what is wrong, and exit")
 	pos, err := parse(fs, commands["run"], env, args)
 	if err != nil {
@@ -176,35 +176,22 @@ func runDaemon(ctx context.Context, env *cliEnv, args []string) error {
 	if len(pos) != 0 {
 		return fail(exitUsage, "unexpected arguments %q", pos)
 	}
-	cfg := def
 	if *configFile != "" {
+		// The flags were parsed into cfg before the file could be named:
+		// load the file over the defaults, then set again the flags given
+		// on the command line, which win over it.
+		given := map[string]string{}
+		fs.Visit(func(f *flag.Flag) { given[f.Name] = f.Value.String() })
+		cfg = daemon.DefaultConfig()
 		if err := daemon.LoadFile(*configFile, &cfg); err != nil {
 			return fail(exitUsage, "%v", err)
 		}
-	}
-	set := map[string]bool{}
-	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
-	apply := func(name string, fn func()) {
-		if set[name] || *configFile == "" {
-			fn()
+		for name, v := range given {
+			if err := fs.Set(name, v); err != nil {
+				return fail(exitSoftware, "setting --%s again after the config file: %v", name, err)
+			}
 		}
 	}
-	apply("state-dir", func() { cfg.StateDir = *stateDir })
-	apply("socket", func() { cfg.Socket = *sock })
-	apply("socket-group", func() { cfg.SocketGroup = *group })
-	apply("mechanism", func() { cfg.Mechanism = *mech })
-	apply("log-output", func() { cfg.LogOutput = *logOut })
-	apply("log-schema", func() { cfg.LogSchema = *logSchema })
-	apply("log-process-events", func() { cfg.LogProcessEvents = *logEvents })
-	apply("grace", func() { cfg.Grace = daemon.Duration(*grace) })
-	apply("reap-interval", func() { cfg.ReapInterval = daemon.Duration(*reapEvery) })
-	apply("retain-final", func() { cfg.RetainFinal = daemon.Duration(*retainFinal) })
-	apply("retain-owed", func() { cfg.RetainOwed = daemon.Duration(*retainOwed) })
-	apply("max-final", func() { cfg.MaxFinal = *maxFinal })
-	apply("cgroup", func() { cfg.Cgroup = *cg })
-	apply("graph-max-exited", func() { cfg.GraphMaxExited = *gMax })
-	apply("graph-max-exited-age", func() { cfg.GraphMaxExitedAge = daemon.Duration(*gAge) })
-	apply("metrics-listen", func() { cfg.MetricsListen = *metricsAddr })
 	cfg.Version = strings.TrimSpace(version)
 	if err := cfg.Validate(); err != nil {
 		return fail(exitUsage, "%v", err)

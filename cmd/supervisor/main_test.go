@@ -50,6 +50,9 @@ func TestUsageAndHelp(t *testing.T) {
 		{[]string{"verify", "1", "not-a-token"}, exitData, ""},
 		{[]string{"verify", "--bogus", "1", "x"}, exitUsage, ""},
 		{[]string{"kill", "1", "v1:t:00000000000000000000000000000000:1:-", "--grace", "-1s"}, exitUsage, ""},
+		// The daemon refuses a grace over api.MaxGrace: so does the CLI,
+		// before it asks the daemon or tears anything down itself.
+		{[]string{"kill", "1", "v1:t:00000000000000000000000000000000:1:-", "--grace", "2h"}, exitUsage, ""},
 	}
 	for _, tt := range tests {
 		code, out, _ := cli(t, tt.args...)
@@ -153,7 +156,14 @@ func TestCheckConfig(t *testing.T) {
 		{"bad mechanism", []string{"--mechanism", "pigeon"}, exitUsage, "mechanism"},
 		{"bad schema", []string{"--log-schema", "cef"}, exitUsage, "log_schema"},
 		{"bad output", []string{"--log-output", "carrier:pigeon"}, exitUsage, "log_output"},
-		{"negative grace", []string{"--config", write("bad3.json", `{"grace":"-1s"}`)}, exitUsage, "grace"},
+		{"negative grace", []string{"--config", write("bad3.json", `{"grace":"-1s"}`)}, exitUsage, "negative duration -1s"},
+		{"negative grace flag", []string{"--grace", "-1s"}, exitUsage, "grace"},
+		{"grace over the API's", []string{"--grace", "2h"}, exitUsage, "grace"},
+		{"grace over the API's in the file", []string{"--config", write("bad4.json", `{"grace":"2h"}`)}, exitUsage, "grace"},
+		{"file over defaults", []string{"--config", write("g3.json", `{"reap_interval":"1m","max_final":5}`)}, 0, `"reap_interval": "1m0s"`},
+		{"flag at its default wins", []string{"--config", write("g4.json", `{"grace":"10s"}`), "--grace", "5s"}, 0, `"grace": "5s"`},
+		{"flag without a file", []string{"--retain-owed", "48h"}, 0, `"retain_owed": "48h0m0s"`},
+		{"trailing bracket", []string{"--config", write("bad5.json", `{"grace":"10s"} ]`)}, exitUsage, "trailing data"},
 		{"relative state dir", []string{"--state-dir", "rel/dir"}, exitUsage, "state_dir"},
 		{"missing file", []string{"--config", dir + "/nope.json"}, exitUsage, "nope.json"},
 		{"metrics address", []string{"--metrics-listen", "127.0.0.1:9464"}, 0, `"metrics_listen": "127.0.0.1:9464"`},

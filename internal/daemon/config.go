@@ -1,9 +1,9 @@
 package daemon
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/procsupervisor/supervisor/internal/actions"
 	"github.com/procsupervisor/supervisor/internal/api"
+	"github.com/procsupervisor/supervisor/internal/jsonx"
 	"github.com/procsupervisor/supervisor/internal/lineage"
 	"github.com/procsupervisor/supervisor/internal/logfeed"
 	"github.com/procsupervisor/supervisor/internal/metrics"
@@ -24,26 +25,10 @@ var ErrConfig = errors.New("invalid configuration")
 // ErrUnsupported: the daemon does not run on this system.
 var ErrUnsupported = errors.New("the supervisor daemon runs on Linux only")
 
-// Duration is a time.Duration written as Go duration text ("30s") in a
-// config file.
-type Duration time.Duration
-
-// UnmarshalText implements encoding.TextUnmarshaler.
-func (d *Duration) UnmarshalText(b []byte) error {
-	v, err := time.ParseDuration(string(b))
-	if err != nil {
-		return err
-	}
-	*d = Duration(v)
-	return nil
-}
-
-// MarshalText implements encoding.TextMarshaler.
-func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
-
 // Config is what `supervisor run` takes from its flags or its config file
 // (JSON, the same keys as the flags with underscores: {"state_dir": ...}).
-// Unknown keys in the file are an error.
+// Unknown keys in the file are an error. Durations are api.Duration: Go
+// duration text in the file, a flag.Value on the command line.
 type Config struct {
 	StateDir string `json:"state_dir"`
 	Socket   string `json:"socket"`
@@ -58,25 +43,25 @@ type Config struct {
 	LogSchema        string `json:"log_schema"`
 	LogProcessEvents bool   `json:"log_process_events"`
 	// Grace is the default teardown grace period.
-	Grace Duration `json:"grace"`
+	Grace api.Duration `json:"grace"`
 	// ReapInterval is how often the reaper runs on its own (it also runs
 	// on every holder exit).
-	ReapInterval Duration `json:"reap_interval"`
+	ReapInterval api.Duration `json:"reap_interval"`
 	// RetainFinal is how long a finished claim (released, dropped, or a
 	// job whose result was picked up) stays in the store; RetainOwed is how
 	// long a job's result waits for its caller; MaxFinal caps finished
 	// claims kept (oldest dropped first).
-	RetainFinal Duration `json:"retain_final"`
-	RetainOwed  Duration `json:"retain_owed"`
-	MaxFinal    int      `json:"max_final"`
+	RetainFinal api.Duration `json:"retain_final"`
+	RetainOwed  api.Duration `json:"retain_owed"`
+	MaxFinal    int          `json:"max_final"`
 	// Cgroup is "auto" (a child of the daemon's own cgroup v2 group, found
 	// through /proc/self/mountinfo and /proc/self/cgroup), "off", or the
 	// directory under which each grant gets its cgroup.
 	Cgroup string `json:"cgroup"`
 	// GraphMaxExited and GraphMaxExitedAge bound the exited processes the
 	// lineage graph keeps once no live process needs them (count and age).
-	GraphMaxExited    int      `json:"graph_max_exited"`
-	GraphMaxExitedAge Duration `json:"graph_max_exited_age"`
+	GraphMaxExited    int          `json:"graph_max_exited"`
+	GraphMaxExitedAge api.Duration `json:"graph_max_exited_age"`
 	// MetricsListen is where Prometheus metrics are served: host:port or
 	// unix:/path. Empty (the default) serves none.
 	MetricsListen string `json:"metrics_listen"`
@@ -103,15 +88,15 @@ func DefaultConfig() Config {
 		Mechanism:    "auto",
 		LogOutput:    "stdout",
 		LogSchema:    "ecs",
-		Grace:        Duration(actions.DefaultGrace),
-		ReapInterval: Duration(DefaultReapInterval),
-		RetainFinal:  Duration(DefaultRetainFinal),
-		RetainOwed:   Duration(DefaultRetainOwed),
+		Grace:        api.Duration(actions.DefaultGrace),
+		ReapInterval: api.Duration(DefaultReapInterval),
+		RetainFinal:  api.Duration(DefaultRetainFinal),
+		RetainOwed:   api.Duration(DefaultRetainOwed),
 		MaxFinal:     DefaultMaxFinal,
 		Cgroup:       "auto",
 
 		GraphMaxExited:    lineage.DefaultMaxExited,
-		GraphMaxExitedAge: Duration(lineage.DefaultMaxExitedAge),
+		GraphMaxExitedAge: api.Duration(lineage.DefaultMaxExitedAge),
 	}
 }
 
@@ -140,15 +125,21 @@ func DefaultSocket() string {
 	return filepath.Join("/run/user", strconv.Itoa(os.Getuid()), "supervisor.sock")
 }
 
+// maxConfigBytes bounds a config file.
+const maxConfigBytes = 1 << 20
+
 // LoadFile reads a JSON config file over cfg: keys present in the file
 // replace cfg's values, absent keys leave them.
 func LoadFile(path string, cfg *Config) error {
-	b, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return fmt.Errorf("config %s: %w", path, err)
 	}
-	if len(b) > 1<<20 {
-		return fmt.Errorf("config %s: over 1 MiB: %w", path, ErrConfig)
+	defer f.Close()
+	// One byte past the bound is enough for the decoder to refuse it.
+	b, err := io.ReadAll(io.LimitReader(f, maxConfigBytes+1))
+	if err != nil {
+		return fmt.Errorf("config %s: %w", path, err)
 	}
 	if err := decodeConfig(b, cfg); err != nil {
 		return fmt.Errorf("config %s: %v: %w", path, err, ErrConfig)
@@ -156,17 +147,7 @@ func LoadFile(path string, cfg *Config) error {
 	return nil
 }
 
-func decodeConfig(b []byte, cfg *Config) error {
-	dec := json.NewDecoder(bytesReader(b))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(cfg); err != nil {
-		return err
-	}
-	if dec.More() {
-		return errors.New("trailing data after the JSON object")
-	}
-	return nil
-}
+func decodeConfig(b []byte, cfg *Config) error { return jsonx.Decode(b, maxConfigBytes, cfg) }
 
 // Validate checks the values.
 func (c *Config) Validate() error {
@@ -177,9 +158,9 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("socket %q: want an absolute path: %w", c.Socket, ErrConfig)
 	case len(c.Socket) > 107:
 		return fmt.Errorf("socket %q: longer than a unix socket path may be: %w", c.Socket, ErrConfig)
-	case c.Grace < 0 || time.Duration(c.Grace) > time.Hour:
-		return fmt.Errorf("grace %v: want 0 to 1h: %w", time.Duration(c.Grace), ErrConfig)
-	case c.ReapInterval < Duration(100*time.Millisecond):
+	case c.Grace < 0 || time.Duration(c.Grace) > api.MaxGrace:
+		return fmt.Errorf("grace %v: want 0 to %v: %w", c.Grace, api.MaxGrace, ErrConfig)
+	case c.ReapInterval < api.Duration(100*time.Millisecond):
 		return fmt.Errorf("reap_interval %v: want at least 100ms: %w", time.Duration(c.ReapInterval), ErrConfig)
 	case c.RetainFinal < 0 || c.RetainOwed < 0 || c.MaxFinal < 0:
 		return fmt.Errorf("retention bounds must not be negative: %w", ErrConfig)

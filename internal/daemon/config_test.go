@@ -1,14 +1,18 @@
 package daemon
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/procsupervisor/supervisor/internal/api"
 )
 
-func TestLoadFile(t *testing.T) {
+func TestConfigLoadFile(t *testing.T) {
 	dir := t.TempDir()
 	tests := []struct {
 		name, body string
@@ -18,6 +22,9 @@ func TestLoadFile(t *testing.T) {
 		{"unknown key", `{"state_dirr":"/x"}`, false},
 		{"bad duration", `{"grace":"soon"}`, false},
 		{"trailing", `{} {}`, false},
+		{"stray bracket", `{"grace":"2s"} ]`, false},
+		{"negative duration", `{"grace":"-1s"}`, false},
+		{"over 1 MiB", `{"state_dir":"/` + strings.Repeat("x", 1<<20) + `"}`, false},
 	}
 	for _, tt := range tests {
 		p := filepath.Join(dir, tt.name)
@@ -36,7 +43,7 @@ func TestLoadFile(t *testing.T) {
 	}
 }
 
-func TestValidate(t *testing.T) {
+func TestConfigValidate(t *testing.T) {
 	base := DefaultConfig()
 	base.StateDir, base.Socket = "/s", "/s.sock"
 	if err := base.Validate(); err != nil {
@@ -48,11 +55,40 @@ func TestValidate(t *testing.T) {
 		"tiny interval":  func(c *Config) { c.ReapInterval = 1 },
 		"bad cgroup":     func(c *Config) { c.Cgroup = "sometimes" },
 		"long socket":    func(c *Config) { c.Socket = "/" + string(make([]byte, 200)) },
+		"grace over max": func(c *Config) { c.Grace = api.Duration(api.MaxGrace + time.Nanosecond) },
+		"grace 2h":       func(c *Config) { c.Grace = api.Duration(2 * time.Hour) },
 	} {
 		c := base
 		mut(&c)
 		if err := c.Validate(); !errors.Is(err, ErrConfig) {
 			t.Errorf("%s: Validate() = %v, want ErrConfig", name, err)
+		}
+	}
+}
+
+// TestConfigGraceLimit: the config takes exactly the grace the API takes.
+func TestConfigGraceLimit(t *testing.T) {
+	c := DefaultConfig()
+	c.StateDir, c.Socket = "/s", "/s.sock"
+	c.Grace = api.Duration(api.MaxGrace)
+	if err := c.Validate(); err != nil {
+		t.Errorf("grace %v (api.MaxGrace): Validate() = %v, want nil", c.Grace, err)
+	}
+}
+
+// TestConfigDurationText: durations read and write as Go duration text.
+func TestConfigDurationText(t *testing.T) {
+	cfg := DefaultConfig()
+	if err := decodeConfig([]byte(`{"grace":"10s","retain_owed":"48h"}`), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"grace":"10s"`, `"retain_owed":"48h0m0s"`, `"reap_interval":"30s"`} {
+		if !strings.Contains(string(b), want) {
+			t.Errorf("config encodes as %s, want %s in it", b, want)
 		}
 	}
 }
