@@ -69,10 +69,6 @@ type Teardown struct {
 // DefaultGrace is the grace period when none is given.
 const DefaultGrace = 5 * time.Second
 
-// MaxGrace is the longest grace period any caller may ask for: the CLI,
-// the API and the daemon's configuration all check against it.
-const MaxGrace = time.Hour
-
 // ErrProtected is reported for a pid the supervisor never signals (init,
 // itself, its ancestors).
 var ErrProtected = errors.New("protected process")

@@ -254,6 +254,16 @@ func TestIntegrationEverySignalLogged(t *testing.T) {
 				gh.Close()
 				gone.Wait()
 			}
+			// Admission records the members the graph holds: wait until
+			// it has seen them born.
+			testenv.Eventually(t, 10*time.Second, func() bool {
+				for _, m := range members {
+					if _, ok := h.d.tr.Load().Graph().Live(m); !ok {
+						return false
+					}
+				}
+				return true
+			}, "the graph never saw the tree's members %v", members)
 			c := h.claim(t, cmd.Process.Pid, holder, time.Second)
 			out, err := p.run(c, members)
 			if err != nil {
