@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -117,13 +118,13 @@ func runToken(ctx context.Context, env *cliEnv, args []string) error {
 func verdictCode(r verdict.Result) int {
 	switch r {
 	case verdict.Owned:
-		return 0
+		return exitOwned
 	case verdict.Foreign:
-		return 1
+		return exitForeign
 	case verdict.Gone:
-		return 2
+		return exitGone
 	}
-	return 3
+	return exitUnverifiable
 }
 
 func runVerify(ctx context.Context, env *cliEnv, args []string) error {
@@ -150,7 +151,7 @@ func runVerify(ctx context.Context, env *cliEnv, args []string) error {
 	} else {
 		fmt.Fprintln(env.stdout, v.Result)
 	}
-	if c := verdictCode(v.Result); c != 0 {
+	if c := verdictCode(v.Result); c != exitOwned {
 		return silentExit(c)
 	}
 	return nil
@@ -218,7 +219,7 @@ func killVia(ctx context.Context, sock, mech string, pid int32, claim string, gr
 			return out, nil
 		}
 		var ae *api.Error
-		notHeld := errors.As(err, &ae) && (ae.Status == 403 || ae.Status == 404)
+		notHeld := errors.As(err, &ae) && (ae.Status == http.StatusForbidden || ae.Status == http.StatusNotFound)
 		if !notHeld && !errors.Is(err, api.ErrNoDaemon) {
 			return out, apiFail(err)
 		}
@@ -232,11 +233,11 @@ func killVia(ctx context.Context, sock, mech string, pid int32, claim string, gr
 func killCode(out actions.Outcome) int {
 	switch {
 	case out.Dead:
-		return 0
+		return exitKillDead
 	case !out.Acted && len(out.Unproven) == 0:
-		return 1
+		return exitKillForbidden
 	}
-	return 2
+	return exitKillSurvivors
 }
 
 func printOutcome(env *cliEnv, out actions.Outcome) {

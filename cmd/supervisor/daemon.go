@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"strings"
 	"text/tabwriter"
@@ -18,9 +19,6 @@ import (
 	"github.com/procsupervisor/supervisor/internal/store"
 	"github.com/procsupervisor/supervisor/internal/tracker"
 )
-
-// exitNoPerm: the daemon refused the caller (sysexits EX_NOPERM).
-const exitNoPerm = 77
 
 // socketEnv names the daemon's socket for the client commands.
 const socketEnv = "SUPERVISOR_SOCKET"
@@ -126,12 +124,12 @@ func apiFail(err error) error {
 		return fail(exitUnavailable, "%v", err)
 	case errors.As(err, &ae):
 		switch {
-		case ae.Status == 403:
+		case ae.Status == http.StatusForbidden:
 			return fail(exitNoPerm, "%s", ae.Message)
-		case ae.Status == 404:
+		case ae.Status == http.StatusNotFound:
 			return fail(exitNoProcess, "%s", ae.Message)
-		case ae.Status == 409:
-			return fail(3, "%s", ae.Message)
+		case ae.Status == http.StatusConflict:
+			return fail(exitUnverifiable, "%s", ae.Message)
 		case ae.Status >= 400 && ae.Status < 500:
 			return fail(exitUsage, "%s", ae.Message)
 		}
@@ -330,7 +328,7 @@ func runRelease(ctx context.Context, env *cliEnv, args []string) error {
 		fmt.Fprintln(env.stdout)
 	}
 	if res.Outcome != nil && (len(res.Outcome.Survivors) > 0 || len(res.Outcome.Unproven) > 0) {
-		return silentExit(2)
+		return silentExit(exitKillSurvivors)
 	}
 	return nil
 }

@@ -18,34 +18,6 @@ import (
 // version is set at build time with -ldflags "-X main.version=...".
 var version = "dev"
 
-// Exit codes beyond the verdict codes (0-3), after sysexits.h.
-const (
-	exitUsage       = 64 // bad arguments
-	exitData        = 65 // malformed input (a token)
-	exitNoProcess   = 66 // no such process
-	exitUnavailable = 69 // a mechanism or service cannot run here
-	exitSoftware    = 70 // internal or system error
-)
-
-// exitError carries an exit code out of a command.
-type exitError struct {
-	code int
-	err  error
-}
-
-func (e *exitError) Error() string { return e.err.Error() }
-func (e *exitError) Unwrap() error { return e.err }
-
-func fail(code int, format string, args ...any) error {
-	return &exitError{code: code, err: fmt.Errorf(format, args...)}
-}
-
-// silentExit ends the command with a code and nothing on stderr (the
-// command has already said what it had to).
-type silentExit int
-
-func (s silentExit) Error() string { return fmt.Sprintf("exit %d", int(s)) }
-
 type command struct {
 	name    string
 	summary string
@@ -79,11 +51,11 @@ func runMain(ctx context.Context, env *cliEnv, args []string) int {
 		if len(args) > 1 {
 			if c, ok := commands[args[1]]; ok {
 				commandUsage(env.stdout, c)
-				return 0
+				return exitOK
 			}
 		}
 		usage(env.stdout)
-		return 0
+		return exitOK
 	case "--version", "-version":
 		args[0] = "version"
 	}
@@ -95,14 +67,14 @@ func runMain(ctx context.Context, env *cliEnv, args []string) int {
 	}
 	err := c.run(ctx, env, args[1:])
 	if err == nil {
-		return 0
+		return exitOK
 	}
 	var s silentExit
 	if errors.As(err, &s) {
 		return int(s)
 	}
 	if errors.Is(err, flag.ErrHelp) {
-		return 0
+		return exitOK
 	}
 	fmt.Fprintf(env.stderr, "supervisor %s: %v\n", c.name, err)
 	var ee *exitError

@@ -1,0 +1,45 @@
+package main
+
+import "fmt"
+
+// Exit codes. A verdict is its own code (0-3); kill has its own three; the
+// rest follow sysexits.h. README.md documents each command's codes.
+const (
+	exitOK = 0 // the command did what it was asked
+
+	exitOwned        = 0 // verify: the claim is the process at PID
+	exitForeign      = 1 // verify: another process holds PID
+	exitGone         = 2 // verify: the claimed process has exited
+	exitUnverifiable = 3 // verify: the claim cannot be proven either way
+
+	exitKillDead      = 0 // kill: everything targeted is dead
+	exitKillForbidden = 1 // kill: the verdict forbade acting
+	exitKillSurvivors = 2 // kill, release: survivors or unproven members remain
+
+	exitUsage       = 64 // bad arguments (EX_USAGE)
+	exitData        = 65 // malformed input, a token (EX_DATAERR)
+	exitNoProcess   = 66 // no such process or claim (EX_NOINPUT)
+	exitUnavailable = 69 // a mechanism or the daemon cannot serve here (EX_UNAVAILABLE)
+	exitSoftware    = 70 // internal or system error (EX_SOFTWARE)
+	exitNoPerm      = 77 // the daemon refused the caller (EX_NOPERM)
+)
+
+// exitError carries an exit code out of a command.
+type exitError struct {
+	code int
+	err  error
+}
+
+func (e *exitError) Error() string { return e.err.Error() }
+func (e *exitError) Unwrap() error { return e.err }
+
+// fail returns an error that prints its message and exits with code.
+func fail(code int, format string, args ...any) error {
+	return &exitError{code: code, err: fmt.Errorf(format, args...)}
+}
+
+// silentExit ends the command with a code and nothing on stderr (the
+// command has already said what it had to).
+type silentExit int
+
+func (s silentExit) Error() string { return fmt.Sprintf("exit %d", int(s)) }
