@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -145,176 +144,12 @@ func (p *eventPrinter) print(ev *events.Event) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.json {
-		p.buf = appendEventJSON(p.buf[:0], ev)
+		p.buf = events.AppendJSON(p.buf[:0], ev)
 	} else {
-		p.buf = appendEventText(p.buf[:0], ev)
+		p.buf = events.AppendText(p.buf[:0], ev)
 	}
 	p.buf = append(p.buf, '\n')
 	p.w.Write(p.buf)
-}
-
-func appendEventJSON(b []byte, ev *events.Event) []byte {
-	b = append(b, `{"kind":"`...)
-	b = append(b, ev.Kind.String()...)
-	b = append(b, `","mechanism":"`...)
-	b = append(b, ev.Mechanism...)
-	b = append(b, '"')
-	if ev.Kind == events.Lost {
-		b = append(b, `,"count":`...)
-		b = strconv.AppendUint(b, ev.Count, 10)
-		return append(b, '}')
-	}
-	b = append(b, `,"pid":`...)
-	b = strconv.AppendInt(b, int64(ev.Pid), 10)
-	b = append(b, `,"ppid":`...)
-	b = strconv.AppendInt(b, int64(ev.PPid), 10)
-	b = append(b, `,"token":`...)
-	b = appendTokenJSON(b, ev.Token)
-	b = append(b, `,"parent_token":`...)
-	b = appendTokenJSON(b, ev.ParentToken)
-	b = append(b, `,"comm":`...)
-	b = appendJSONString(b, ev.Comm[:clen(ev.Comm[:])])
-	if ev.Kind == events.Exit {
-		b = append(b, `,"exit_code":`...)
-		if code, ok := ev.Exited(); ok {
-			b = strconv.AppendInt(b, int64(code), 10)
-		} else {
-			b = append(b, "null"...)
-		}
-		if sig, ok := ev.Signaled(); ok {
-			b = append(b, `,"signal":`...)
-			b = strconv.AppendInt(b, int64(sig), 10)
-		}
-	}
-	if ev.Kind == events.Exec {
-		if ev.Tid != 0 && ev.Tid != ev.Pid {
-			b = append(b, `,"tid":`...)
-			b = strconv.AppendInt(b, int64(ev.Tid), 10)
-		}
-		if ev.Exe != "" {
-			b = append(b, `,"exe":`...)
-			b = appendJSONString(b, []byte(ev.Exe))
-		}
-		if len(ev.Argv) > 0 {
-			b = append(b, `,"argv":[`...)
-			for i, a := range ev.Argv {
-				if i > 0 {
-					b = append(b, ',')
-				}
-				b = appendJSONString(b, []byte(a))
-			}
-			b = append(b, ']')
-		}
-	}
-	if ev.Inferred {
-		b = append(b, `,"inferred":true`...)
-	}
-	return append(b, '}')
-}
-
-func appendTokenJSON(b []byte, t token.Token) []byte {
-	if t.IsZero() {
-		return append(b, "null"...)
-	}
-	b = append(b, '"')
-	b = t.Append(b)
-	return append(b, '"')
-}
-
-func clen(b []byte) int {
-	for i, c := range b {
-		if c == 0 {
-			return i
-		}
-	}
-	return len(b)
-}
-
-// appendJSONString appends s as a JSON string. Bytes that are not valid
-// UTF-8 are escaped one by one as \u00XX so the line stays valid JSON.
-func appendJSONString(b, s []byte) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	for i := 0; i < len(s); {
-		c := s[i]
-		switch {
-		case c == '"' || c == '\\':
-			b = append(b, '\\', c)
-		case c < 0x20 || c == 0x7f:
-			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&15])
-		case c < 0x80:
-			b = append(b, c)
-		default:
-			r, n := decodeRune(s[i:])
-			if r < 0 {
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&15])
-				i++
-				continue
-			}
-			b = append(b, s[i:i+n]...)
-			i += n
-			continue
-		}
-		i++
-	}
-	return append(b, '"')
-}
-
-func appendEventText(b []byte, ev *events.Event) []byte {
-	pad := func(b []byte, s []byte, w int, right bool) []byte {
-		if right {
-			for i := len(s); i < w; i++ {
-				b = append(b, ' ')
-			}
-			return append(b, s...)
-		}
-		b = append(b, s...)
-		for i := len(s); i < w; i++ {
-			b = append(b, ' ')
-		}
-		return b
-	}
-	var num [12]byte
-	b = pad(b, []byte(ev.Kind.String()), 6, false)
-	b = append(b, ' ')
-	if ev.Kind == events.Lost {
-		b = append(b, "      -       -  -                "...)
-		b = append(b, "lost "...)
-		b = strconv.AppendUint(b, ev.Count, 10)
-		b = append(b, " events ("...)
-		b = append(b, ev.Mechanism...)
-		return append(b, ')')
-	}
-	b = pad(b, strconv.AppendInt(num[:0], int64(ev.Pid), 10), 7, true)
-	b = append(b, ' ')
-	b = pad(b, strconv.AppendInt(num[:0], int64(ev.PPid), 10), 7, true)
-	b = append(b, ' ', ' ')
-	b = pad(b, ev.Comm[:clen(ev.Comm[:])], 16, false)
-	b = append(b, ' ')
-	if ev.Token.IsZero() {
-		b = append(b, '-')
-	} else {
-		b = ev.Token.Append(b)
-	}
-	switch ev.Kind {
-	case events.Exit:
-		if code, ok := ev.Exited(); ok {
-			b = append(b, " exit="...)
-			b = strconv.AppendInt(b, int64(code), 10)
-		} else if sig, ok := ev.Signaled(); ok {
-			b = append(b, " signal="...)
-			b = strconv.AppendInt(b, int64(sig), 10)
-		}
-	case events.Exec:
-		if ev.Exe != "" {
-			b = append(b, ' ')
-			b = append(b, ev.Exe...)
-		}
-	}
-	if ev.Inferred {
-		b = append(b, " (inferred)"...)
-	}
-	return b
 }
 
 func runTree(ctx context.Context, env *cliEnv, args []string) error {

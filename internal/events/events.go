@@ -3,7 +3,8 @@
 // (internal/events/tracepoint), the netlink proc connector
 // (internal/events/proccon), and the polling fallback (internal/fallback).
 // Consumers never branch on which one runs; they read Mechanism from the
-// events to say what decided a verdict.
+// events to say what decided a verdict. AppendJSON and AppendText write an
+// event as one line (the CLI's event stream) without allocating.
 //
 // A Source is attached when it is opened, so events that happen while the
 // caller scans /proc are buffered, not missed (attach, scan, drain). A

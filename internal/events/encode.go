@@ -1,0 +1,200 @@
+package events
+
+import (
+	"strconv"
+	"unicode/utf8"
+
+	"github.com/procsupervisor/supervisor/internal/token"
+)
+
+// AppendJSON appends ev as one JSON object, without a newline, and returns
+// the extended buffer. The keys are kind and mechanism, then count for a
+// Lost event; otherwise pid, ppid, token and parent_token (null when zero),
+// comm, exit_code and signal for an Exit, tid, exe and argv for an Exec
+// where known, and inferred when set. Text that is not valid UTF-8 is
+// escaped byte by byte, so the object is always valid JSON. AppendJSON does
+// not allocate when b has room.
+func AppendJSON(b []byte, ev *Event) []byte {
+	b = append(b, `{"kind":"`...)
+	b = append(b, ev.Kind.String()...)
+	b = append(b, `","mechanism":"`...)
+	b = append(b, ev.Mechanism...)
+	b = append(b, '"')
+	if ev.Kind == Lost {
+		b = append(b, `,"count":`...)
+		b = strconv.AppendUint(b, ev.Count, 10)
+		return append(b, '}')
+	}
+	b = append(b, `,"pid":`...)
+	b = strconv.AppendInt(b, int64(ev.Pid), 10)
+	b = append(b, `,"ppid":`...)
+	b = strconv.AppendInt(b, int64(ev.PPid), 10)
+	b = append(b, `,"token":`...)
+	b = appendTokenJSON(b, ev.Token)
+	b = append(b, `,"parent_token":`...)
+	b = appendTokenJSON(b, ev.ParentToken)
+	b = append(b, `,"comm":`...)
+	b = appendJSONString(b, ev.Comm[:clen(ev.Comm[:])])
+	if ev.Kind == Exit {
+		b = append(b, `,"exit_code":`...)
+		if code, ok := ev.Exited(); ok {
+			b = strconv.AppendInt(b, int64(code), 10)
+		} else {
+			b = append(b, "null"...)
+		}
+		if sig, ok := ev.Signaled(); ok {
+			b = append(b, `,"signal":`...)
+			b = strconv.AppendInt(b, int64(sig), 10)
+		}
+	}
+	if ev.Kind == Exec {
+		if ev.Tid != 0 && ev.Tid != ev.Pid {
+			b = append(b, `,"tid":`...)
+			b = strconv.AppendInt(b, int64(ev.Tid), 10)
+		}
+		if ev.Exe != "" {
+			b = append(b, `,"exe":`...)
+			b = appendJSONString(b, []byte(ev.Exe))
+		}
+		if len(ev.Argv) > 0 {
+			b = append(b, `,"argv":[`...)
+			for i, a := range ev.Argv {
+				if i > 0 {
+					b = append(b, ',')
+				}
+				b = appendJSONString(b, []byte(a))
+			}
+			b = append(b, ']')
+		}
+	}
+	if ev.Inferred {
+		b = append(b, `,"inferred":true`...)
+	}
+	return append(b, '}')
+}
+
+// AppendText appends ev as one line of the CLI's event table, without a
+// newline: kind, pid, ppid and comm in fixed-width columns, then the token
+// ("-" when zero) and the detail (exit code or signal, executable,
+// "(inferred)"). A Lost event shows its count and mechanism instead. Comm and
+// Exe are written as they are; AppendText does not allocate when b has room.
+func AppendText(b []byte, ev *Event) []byte {
+	var num [12]byte
+	b = pad(b, []byte(ev.Kind.String()), 6, false)
+	b = append(b, ' ')
+	if ev.Kind == Lost {
+		b = append(b, "      -       -  -                "...)
+		b = append(b, "lost "...)
+		b = strconv.AppendUint(b, ev.Count, 10)
+		b = append(b, " events ("...)
+		b = append(b, ev.Mechanism...)
+		return append(b, ')')
+	}
+	b = pad(b, strconv.AppendInt(num[:0], int64(ev.Pid), 10), 7, true)
+	b = append(b, ' ')
+	b = pad(b, strconv.AppendInt(num[:0], int64(ev.PPid), 10), 7, true)
+	b = append(b, ' ', ' ')
+	b = pad(b, ev.Comm[:clen(ev.Comm[:])], 16, false)
+	b = append(b, ' ')
+	if ev.Token.IsZero() {
+		b = append(b, '-')
+	} else {
+		b = ev.Token.Append(b)
+	}
+	switch ev.Kind {
+	case Exit:
+		if code, ok := ev.Exited(); ok {
+			b = append(b, " exit="...)
+			b = strconv.AppendInt(b, int64(code), 10)
+		} else if sig, ok := ev.Signaled(); ok {
+			b = append(b, " signal="...)
+			b = strconv.AppendInt(b, int64(sig), 10)
+		}
+	case Exec:
+		if ev.Exe != "" {
+			b = append(b, ' ')
+			b = append(b, ev.Exe...)
+		}
+	}
+	if ev.Inferred {
+		b = append(b, " (inferred)"...)
+	}
+	return b
+}
+
+// pad appends s padded with spaces to width w: on the left when right is
+// set (right-aligned), otherwise on the right.
+func pad(b, s []byte, w int, right bool) []byte {
+	if right {
+		for i := len(s); i < w; i++ {
+			b = append(b, ' ')
+		}
+		return append(b, s...)
+	}
+	b = append(b, s...)
+	for i := len(s); i < w; i++ {
+		b = append(b, ' ')
+	}
+	return b
+}
+
+// appendTokenJSON appends t as a JSON string, or null when t is zero.
+func appendTokenJSON(b []byte, t token.Token) []byte {
+	if t.IsZero() {
+		return append(b, "null"...)
+	}
+	b = append(b, '"')
+	b = t.Append(b)
+	return append(b, '"')
+}
+
+// clen returns the length of the NUL-terminated string in b.
+func clen(b []byte) int {
+	for i, c := range b {
+		if c == 0 {
+			return i
+		}
+	}
+	return len(b)
+}
+
+// appendJSONString appends s as a JSON string. Quotes, backslashes and
+// control characters are escaped; bytes that are not valid UTF-8 are escaped
+// one by one as \u00XX, so the result is always valid JSON.
+func appendJSONString(b, s []byte) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c < 0x20 || c == 0x7f:
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&15])
+		case c < 0x80:
+			b = append(b, c)
+		default:
+			r, n := decodeRune(s[i:])
+			if r < 0 {
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&15])
+				i++
+				continue
+			}
+			b = append(b, s[i:i+n]...)
+			i += n
+			continue
+		}
+		i++
+	}
+	return append(b, '"')
+}
+
+// decodeRune returns the rune at the start of b and its length, or -1 and 1
+// when b does not start with valid UTF-8.
+func decodeRune(b []byte) (rune, int) {
+	r, n := utf8.DecodeRune(b)
+	if r == utf8.RuneError && n <= 1 {
+		return -1, 1
+	}
+	return r, n
+}

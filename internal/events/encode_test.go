@@ -1,0 +1,212 @@
+package events
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/procsupervisor/supervisor/internal/procfs"
+	"github.com/procsupervisor/supervisor/internal/token"
+)
+
+var (
+	testBoot = procfs.BootID{0xb0, 0x07, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14}
+	testTok  = token.Token{Boot: testBoot, Start: 4200, Ino: 77, Prec: token.Ticks}
+	parTok   = token.Token{Boot: testBoot, Start: 100, Prec: token.Ticks}
+)
+
+const (
+	testTokText = "v1:t:b0070102030405060708090a0b0c0d0e:4200:77"
+	parTokText  = "v1:t:b0070102030405060708090a0b0c0d0e:100:-"
+)
+
+func comm(s string) (c [16]byte) {
+	copy(c[:], s)
+	return c
+}
+
+// encodeCases are the events both encoders are tested on, with the line
+// each must write.
+var encodeCases = []struct {
+	name     string
+	ev       Event
+	wantJSON string
+	wantText string
+}{
+	{
+		name:     "fork",
+		ev:       Event{Kind: Fork, Mechanism: EBPF, Pid: 42, PPid: 1, Token: testTok, ParentToken: parTok, Comm: comm("sh")},
+		wantJSON: `{"kind":"fork","mechanism":"ebpf","pid":42,"ppid":1,"token":"` + testTokText + `","parent_token":"` + parTokText + `","comm":"sh"}`,
+		wantText: "fork        42       1  sh               " + testTokText,
+	},
+	{
+		name:     "exec with exe, argv and a foreign thread",
+		ev:       Event{Kind: Exec, Mechanism: EBPF, Pid: 42, Tid: 43, PPid: 1, Token: testTok, Comm: comm("sleep"), Exe: "/bin/sleep", Argv: []string{"sleep", "1"}},
+		wantJSON: `{"kind":"exec","mechanism":"ebpf","pid":42,"ppid":1,"token":"` + testTokText + `","parent_token":null,"comm":"sleep","tid":43,"exe":"/bin/sleep","argv":["sleep","1"]}`,
+		wantText: "exec        42       1  sleep            " + testTokText + " /bin/sleep",
+	},
+	{
+		name:     "exec by the leader",
+		ev:       Event{Kind: Exec, Mechanism: Netlink, Pid: 42, Tid: 42, Token: testTok, Comm: comm("x")},
+		wantJSON: `{"kind":"exec","mechanism":"netlink","pid":42,"ppid":0,"token":"` + testTokText + `","parent_token":null,"comm":"x"}`,
+		wantText: "exec        42       0  x                " + testTokText,
+	},
+	{
+		name:     "exit with a code",
+		ev:       Event{Kind: Exit, Mechanism: Netlink, Pid: 42, PPid: 1, Token: testTok, Comm: comm("sh"), Status: 7 << 8},
+		wantJSON: `{"kind":"exit","mechanism":"netlink","pid":42,"ppid":1,"token":"` + testTokText + `","parent_token":null,"comm":"sh","exit_code":7}`,
+		wantText: "exit        42       1  sh               " + testTokText + " exit=7",
+	},
+	{
+		name:     "exit by a signal, token unknown",
+		ev:       Event{Kind: Exit, Mechanism: Netlink, Pid: 42, Status: 9},
+		wantJSON: `{"kind":"exit","mechanism":"netlink","pid":42,"ppid":0,"token":null,"parent_token":null,"comm":"","exit_code":null,"signal":9}`,
+		wantText: "exit        42       0                   - signal=9",
+	},
+	{
+		name:     "inferred by a poller",
+		ev:       Event{Kind: Fork, Mechanism: ProcPoll, Inferred: true, Pid: 5, PPid: 4, Token: testTok, Comm: comm("p")},
+		wantJSON: `{"kind":"fork","mechanism":"proc","pid":5,"ppid":4,"token":"` + testTokText + `","parent_token":null,"comm":"p","inferred":true}`,
+		wantText: "fork         5       4  p                " + testTokText + " (inferred)",
+	},
+	{
+		name:     "lost",
+		ev:       Event{Kind: Lost, Mechanism: EBPF, Count: 12, Pid: 99},
+		wantJSON: `{"kind":"lost","mechanism":"ebpf","count":12}`,
+		wantText: "lost         -       -  -                lost 12 events (ebpf)",
+	},
+	{
+		name:     "full comm, negative pid",
+		ev:       Event{Kind: Fork, Mechanism: EBPF, Pid: -1, PPid: 2147483647, Token: testTok, Comm: comm("0123456789abcdef")},
+		wantJSON: `{"kind":"fork","mechanism":"ebpf","pid":-1,"ppid":2147483647,"token":"` + testTokText + `","parent_token":null,"comm":"0123456789abcdef"}`,
+		wantText: "fork        -1 2147483647  0123456789abcdef " + testTokText,
+	},
+	{
+		name:     "comm and exe that need escaping",
+		ev:       Event{Kind: Exec, Mechanism: EBPF, Pid: 3, Token: testTok, Comm: comm("a\"b\\\x01\xff"), Exe: "/tmp/\x7fé"},
+		wantJSON: `{"kind":"exec","mechanism":"ebpf","pid":3,"ppid":0,"token":"` + testTokText + `","parent_token":null,"comm":"a\"b\\\u0001\u00ff","exe":"/tmp/\u007fé"}`,
+		wantText: "exec         3       0  a\"b\\\x01\xff           " + testTokText + " /tmp/\x7fé",
+	},
+}
+
+func TestAppendJSON(t *testing.T) {
+	for _, c := range encodeCases {
+		t.Run(c.name, func(t *testing.T) {
+			got := string(AppendJSON([]byte("prefix "), &c.ev))
+			if want := "prefix " + c.wantJSON; got != want {
+				t.Errorf("AppendJSON(%s) = %s, want %s", c.name, got, want)
+			}
+			if !json.Valid([]byte(c.wantJSON)) {
+				t.Errorf("AppendJSON(%s) is not valid JSON", c.name)
+			}
+		})
+	}
+}
+
+func TestAppendText(t *testing.T) {
+	for _, c := range encodeCases {
+		t.Run(c.name, func(t *testing.T) {
+			if got := string(AppendText(nil, &c.ev)); got != c.wantText {
+				t.Errorf("AppendText(%s) = %q, want %q", c.name, got, c.wantText)
+			}
+		})
+	}
+}
+
+func TestAppendJSONString(t *testing.T) {
+	cases := []struct{ in, want string }{
+		{"", `""`},
+		{"plain", `"plain"`},
+		{`q"b\`, `"q\"b\\"`},
+		{"\x00\n\x1f\x7f", `"\u0000\u000a\u001f\u007f"`},
+		{"é€𝄞", `"é€𝄞"`},
+		{"\xff", `"\u00ff"`},
+		{"a\xe2\x82", `"a\u00e2\u0082"`},         // a truncated rune
+		{"\xed\xa0\x80", `"\u00ed\u00a0\u0080"`}, // a surrogate half
+		{"\xc0\xaf", `"\u00c0\u00af"`},           // an overlong encoding
+		{"€\xe2", `"€\u00e2"`},
+	}
+	for _, c := range cases {
+		if got := string(appendJSONString(nil, []byte(c.in))); got != c.want {
+			t.Errorf("appendJSONString(%q) = %s, want %s", c.in, got, c.want)
+		}
+	}
+}
+
+func TestClen(t *testing.T) {
+	cases := []struct {
+		in   []byte
+		want int
+	}{
+		{nil, 0},
+		{[]byte{0, 'a'}, 0},
+		{[]byte("ab\x00c"), 2},
+		{[]byte("abc"), 3},
+	}
+	for _, c := range cases {
+		if got := clen(c.in); got != c.want {
+			t.Errorf("clen(%q) = %d, want %d", c.in, got, c.want)
+		}
+	}
+}
+
+// TestEncodeNoAlloc pins the promise of the event stream: encoding an event
+// into a buffer with room allocates nothing.
+func TestEncodeNoAlloc(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector's instrumentation changes what allocates")
+	}
+	buf := make([]byte, 0, 4096)
+	for _, c := range encodeCases {
+		ev := c.ev
+		// A long executable path: converting it to bytes must not copy.
+		ev.Exe = strings.Repeat("/long", 20) + ev.Exe
+		for name, enc := range map[string]func([]byte, *Event) []byte{"AppendJSON": AppendJSON, "AppendText": AppendText} {
+			if n := testing.AllocsPerRun(100, func() { buf = enc(buf[:0], &ev) }); n != 0 {
+				t.Errorf("%s(%s) allocates %v times, want 0", name, c.name, n)
+			}
+		}
+	}
+}
+
+func BenchmarkAppendJSON(b *testing.B) {
+	ev := encodeCases[1].ev
+	buf := make([]byte, 0, 4096)
+	b.ReportAllocs()
+	for b.Loop() {
+		buf = AppendJSON(buf[:0], &ev)
+	}
+}
+
+// FuzzAppendJSON checks that every event encodes to valid JSON that decodes
+// back to the same kind and pid.
+func FuzzAppendJSON(f *testing.F) {
+	f.Add(uint8(Fork), int32(42), int32(1), []byte("sh"), "/bin/sh", "sh", uint32(0), uint64(0), false)
+	f.Add(uint8(Exit), int32(7), int32(0), []byte("a\"\\\x00"), "", "", uint32(9), uint64(0), true)
+	f.Add(uint8(Lost), int32(0), int32(0), []byte{}, "", "", uint32(0), uint64(3), false)
+	f.Fuzz(func(t *testing.T, kind uint8, pid, ppid int32, cm []byte, exe, arg string, status uint32, count uint64, inferred bool) {
+		ev := Event{Kind: Kind(kind), Mechanism: EBPF, Pid: pid, Tid: pid + 1, PPid: ppid, Token: testTok,
+			Comm: comm(string(cm)), Exe: exe, Argv: []string{arg, exe}, Status: status, Count: count, Inferred: inferred}
+		b := AppendJSON(nil, &ev)
+		if !json.Valid(b) {
+			t.Fatalf("AppendJSON(%+v) = %s, not valid JSON", ev, b)
+		}
+		var got struct {
+			Kind  string `json:"kind"`
+			Pid   *int32 `json:"pid"`
+			Count uint64 `json:"count"`
+		}
+		if err := json.Unmarshal(b, &got); err != nil {
+			t.Fatalf("AppendJSON(%+v) = %s: %v", ev, b, err)
+		}
+		if got.Kind != ev.Kind.String() {
+			t.Errorf("AppendJSON(%+v) kind = %q, want %q", ev, got.Kind, ev.Kind)
+		}
+		switch {
+		case ev.Kind == Lost && (got.Pid != nil || got.Count != count):
+			t.Errorf("AppendJSON(%+v) = %s, want count %d and no pid", ev, b, count)
+		case ev.Kind != Lost && (got.Pid == nil || *got.Pid != pid):
+			t.Errorf("AppendJSON(%+v) = %s, want pid %d", ev, b, pid)
+		}
+	})
+}
