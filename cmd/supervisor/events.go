@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -16,7 +15,6 @@ import (
 	"github.com/procsupervisor/supervisor/internal/events"
 	"github.com/procsupervisor/supervisor/internal/lineage"
 	"github.com/procsupervisor/supervisor/internal/procfs"
-	"github.com/procsupervisor/supervisor/internal/token"
 	"github.com/procsupervisor/supervisor/internal/tracker"
 )
 
@@ -174,7 +172,7 @@ func runTree(ctx context.Context, env *cliEnv, args []string) error {
 		nodes, err := api.NewClient(socketPath(*sock)).Tree(ctx, pid, "")
 		switch {
 		case err == nil:
-			return printTreeOf(env, "daemon", treeFromList(nodes), nil, *asJSON)
+			return printTreeOf(env, "daemon", lineage.Arrange(nodes), nil, *asJSON)
 		case !errors.Is(err, api.ErrNoDaemon):
 			return apiFail(err)
 		}
@@ -194,17 +192,16 @@ func runTree(ctx context.Context, env *cliEnv, args []string) error {
 	if !ok {
 		return fail(exitNoProcess, "no process %d in the lineage graph", pid)
 	}
-	tree := buildTree(g, root)
 	ancestors, _ := g.Ancestors(root.Pid, root.Token)
-	return printTreeOf(env, "local:"+string(t.Mechanism()), tree, nodesOf(ancestors), *asJSON)
+	return printTreeOf(env, "local:"+string(t.Mechanism()), g.Tree(root), g.TreeNodes(ancestors), *asJSON)
 }
 
-func printTreeOf(env *cliEnv, mech string, tree *treeNode, ancestors []treeNode, asJSON bool) error {
+func printTreeOf(env *cliEnv, mech string, tree *lineage.TreeNode, ancestors []lineage.TreeNode, asJSON bool) error {
 	if asJSON {
 		out := struct {
-			Mechanism string     `json:"mechanism"`
-			Ancestry  []treeNode `json:"ancestry"`
-			Tree      *treeNode  `json:"tree"`
+			Mechanism string             `json:"mechanism"`
+			Ancestry  []lineage.TreeNode `json:"ancestry"`
+			Tree      *lineage.TreeNode  `json:"tree"`
 		}{mech, ancestors, tree}
 		enc := json.NewEncoder(env.stdout)
 		enc.SetIndent("", "  ")
@@ -224,101 +221,7 @@ func printTreeOf(env *cliEnv, mech string, tree *treeNode, ancestors []treeNode,
 	return nil
 }
 
-// treeFromList arranges the daemon's flat list (the process first, then its
-// observed descendants) under their birth parents.
-func treeFromList(nodes []api.TreeNode) *treeNode {
-	if len(nodes) == 0 {
-		return &treeNode{}
-	}
-	all := make([]*treeNode, len(nodes))
-	byPid := make(map[int32]*treeNode, len(nodes))
-	for i, n := range nodes {
-		all[i] = &treeNode{Pid: n.Pid, PPid: n.PPid, Token: n.Token, Comm: n.Comm, Exited: n.Exited, BornObserved: n.Born}
-		byPid[n.Pid] = all[i]
-	}
-	for _, n := range all[1:] {
-		if p, ok := byPid[n.PPid]; ok && p != n {
-			p.Children = append(p.Children, n)
-		} else {
-			all[0].Children = append(all[0].Children, n)
-		}
-	}
-	return all[0]
-}
-
-type treeNode struct {
-	Pid          int32       `json:"pid"`
-	PPid         int32       `json:"ppid"`
-	Token        string      `json:"token"`
-	Comm         string      `json:"comm"`
-	Exited       bool        `json:"exited,omitempty"`
-	BornObserved bool        `json:"born_observed"`
-	Children     []*treeNode `json:"children,omitempty"`
-}
-
-func nodeOf(n lineage.Node) treeNode {
-	return treeNode{Pid: n.Pid, PPid: n.PPid, Token: n.Token.String(), Comm: n.CommString(),
-		Exited: !n.Live(), BornObserved: n.Flags.Has(lineage.BornObserved)}
-}
-
-func nodesOf(ns []lineage.Node) []treeNode {
-	out := make([]treeNode, 0, len(ns))
-	for _, n := range ns {
-		out = append(out, nodeOf(n))
-	}
-	return out
-}
-
-type nodeKey struct {
-	pid int32
-	tok token.Token
-}
-
-// buildTree arranges root's live descendants under their birth parents,
-// bringing in exited ancestors that link them.
-func buildTree(g *lineage.Graph, root lineage.Node) *treeNode {
-	top := nodeOf(root)
-	byKey := map[nodeKey]*treeNode{{root.Pid, root.Token}: &top}
-	desc, _ := g.Descendants(root.Pid, root.Token)
-	var pending []lineage.Node
-	for _, n := range desc {
-		tn := nodeOf(n)
-		byKey[nodeKey{n.Pid, n.Token}] = &tn
-		pending = append(pending, n)
-	}
-	for _, n := range desc {
-		if _, ok := byKey[nodeKey{n.PPid, n.ParentToken}]; ok {
-			continue
-		}
-		anc, _ := g.Ancestors(n.Pid, n.Token)
-		for _, a := range anc {
-			k := nodeKey{a.Pid, a.Token}
-			if _, ok := byKey[k]; ok {
-				break
-			}
-			tn := nodeOf(a)
-			byKey[k] = &tn
-			pending = append(pending, a)
-		}
-	}
-	for _, n := range pending {
-		child := byKey[nodeKey{n.Pid, n.Token}]
-		if parent, ok := byKey[nodeKey{n.PPid, n.ParentToken}]; ok && parent != child {
-			parent.Children = append(parent.Children, child)
-		}
-	}
-	var sortAll func(*treeNode)
-	sortAll = func(n *treeNode) {
-		sort.Slice(n.Children, func(i, j int) bool { return n.Children[i].Pid < n.Children[j].Pid })
-		for _, c := range n.Children {
-			sortAll(c)
-		}
-	}
-	sortAll(&top)
-	return &top
-}
-
-func label(n treeNode) string {
+func label(n lineage.TreeNode) string {
 	s := fmt.Sprintf("%d %s", n.Pid, n.Comm)
 	if n.Exited {
 		s += " (exited)"
@@ -326,7 +229,7 @@ func label(n treeNode) string {
 	return s
 }
 
-func printTree(w io.Writer, n *treeNode, first, rest string) {
+func printTree(w io.Writer, n *lineage.TreeNode, first, rest string) {
 	fmt.Fprintf(w, "%s%s  %s\n", first, label(*n), n.Token)
 	for i, c := range n.Children {
 		if i == len(n.Children)-1 {

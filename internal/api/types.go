@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/procsupervisor/supervisor/internal/actions"
+	"github.com/procsupervisor/supervisor/internal/lineage"
 	"github.com/procsupervisor/supervisor/internal/store"
 	"github.com/procsupervisor/supervisor/internal/verdict"
 )
@@ -304,16 +305,10 @@ type Status struct {
 	LastStoreError string `json:"last_store_error,omitempty"`
 }
 
-// TreeNode is one process of a tree.
-type TreeNode struct {
-	Pid    int32  `json:"pid"`
-	Token  string `json:"token"`
-	PPid   int32  `json:"ppid"`
-	Comm   string `json:"comm"`
-	Root   string `json:"root,omitempty"`
-	Born   bool   `json:"born_observed"`
-	Exited bool   `json:"exited,omitempty"`
-}
+// TreeNode is one process of a tree: the lineage graph's own shape, so the
+// daemon's answer and the CLI's local tree are the same. The daemon answers
+// a flat list (no Children); lineage.Arrange builds the tree.
+type TreeNode = lineage.TreeNode
 
 // ErrorBody is the body of every error response.
 type ErrorBody struct {

@@ -8,7 +8,6 @@ import (
 
 	"github.com/procsupervisor/supervisor/internal/actions"
 	"github.com/procsupervisor/supervisor/internal/api"
-	"github.com/procsupervisor/supervisor/internal/lineage"
 	"github.com/procsupervisor/supervisor/internal/store"
 	"github.com/procsupervisor/supervisor/internal/token"
 	"github.com/procsupervisor/supervisor/internal/verdict"
@@ -238,17 +237,5 @@ func (d *Daemon) Tree(ctx context.Context, p api.Peer, pid int32, tokText string
 	if err != nil {
 		return nil, fmt.Errorf("%v: %w", err, api.ErrConflict)
 	}
-	out := []api.TreeNode{treeNode(g.RootOf, w.Node)}
-	for _, n := range nodes {
-		out = append(out, treeNode(g.RootOf, n))
-	}
-	return out, nil
-}
-
-func treeNode(rootOf func(int32, token.Token) (string, bool, bool), n lineage.Node) api.TreeNode {
-	root, _, _ := rootOf(n.Pid, n.Token)
-	return api.TreeNode{
-		Pid: n.Pid, Token: n.Token.String(), PPid: n.PPid, Comm: n.CommString(), Root: root,
-		Born: n.Flags.Has(lineage.BornObserved), Exited: !n.Live(),
-	}
+	return append([]api.TreeNode{g.TreeNode(w.Node)}, g.TreeNodes(nodes)...), nil
 }
