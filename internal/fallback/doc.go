@@ -10,7 +10,8 @@
 // Inferred events carry Inferred = true, no exit status (see StatusUnknown)
 // and no time. A snapshot that fails is never an empty world: it is logged,
 // counted and delivered as an events.Lost gap, and nothing is judged from
-// it.
+// it. ReadToken and JudgeOnce take a single look, for a caller without a
+// poller (the CLI on macOS).
 //
 // Limits, which Judge and Continuity.Member enforce:
 //
