@@ -8,16 +8,16 @@ import (
 )
 
 // TreeNode is one process of a lineage tree, in the shape both the daemon's
-// API and the CLI print. Token is the token's text form, "" for a node whose
-// start time the graph never learned (a fork reported after the process was
-// gone): token.Token's text form has no spelling for the zero token.
+// API and the CLI print. Token marshals as its text form; it is zero ("")
+// for a node whose start time the graph never learned (a fork reported
+// after the process was gone).
 type TreeNode struct {
-	Pid          int32  `json:"pid"`
-	PPid         int32  `json:"ppid"`
-	Token        string `json:"token"`
-	Comm         string `json:"comm"`
-	Exited       bool   `json:"exited,omitempty"`
-	BornObserved bool   `json:"born_observed"`
+	Pid          int32       `json:"pid"`
+	PPid         int32       `json:"ppid"`
+	Token        token.Token `json:"token"`
+	Comm         string      `json:"comm"`
+	Exited       bool        `json:"exited,omitempty"`
+	BornObserved bool        `json:"born_observed"`
 	// Root is the id of the admitted root (a claim) the process belongs
 	// to, "" when none.
 	Root     string      `json:"root,omitempty"`
@@ -28,7 +28,7 @@ type TreeNode struct {
 // belongs to in g.
 func (g *Graph) TreeNode(n Node) TreeNode {
 	root, _, _ := g.RootOf(n.Pid, n.Token)
-	return TreeNode{Pid: n.Pid, PPid: n.PPid, Token: n.Token.String(), Comm: n.CommString(),
+	return TreeNode{Pid: n.Pid, PPid: n.PPid, Token: n.Token, Comm: n.CommString(),
 		Exited: !n.Live(), BornObserved: n.Flags.Has(BornObserved), Root: root}
 }
 

@@ -124,8 +124,8 @@ func TestTreeNode(t *testing.T) {
 		tok  token.Token
 		want TreeNode
 	}{
-		{10, shell, TreeNode{Pid: 10, PPid: 1, Token: shell.String(), Comm: "p10"}},
-		{11, child, TreeNode{Pid: 11, PPid: 10, Token: child.String(), Comm: "p11", Exited: true, BornObserved: true}},
+		{10, shell, TreeNode{Pid: 10, PPid: 1, Token: shell, Comm: "p10"}},
+		{11, child, TreeNode{Pid: 11, PPid: 10, Token: child, Comm: "p11", Exited: true, BornObserved: true}},
 		{12, token.Token{}, TreeNode{Pid: 12, PPid: 10, Comm: "p12", BornObserved: true}},
 	}
 	for _, c := range cases {
@@ -164,7 +164,7 @@ func TestArrange(t *testing.T) {
 }
 
 func TestArrangeKeepsTheInput(t *testing.T) {
-	flat := []TreeNode{{Pid: 10, Root: "job"}, {Pid: 11, PPid: 10, Token: "t", Comm: "c", Exited: true, BornObserved: true}}
+	flat := []TreeNode{{Pid: 10, Root: "job"}, {Pid: 11, PPid: 10, Token: tk(5, 6), Comm: "c", Exited: true, BornObserved: true}}
 	tree := Arrange(flat)
 	if len(flat[0].Children) != 0 {
 		t.Errorf("Arrange changed its input: %+v", flat[0])
@@ -177,14 +177,17 @@ func TestArrangeKeepsTheInput(t *testing.T) {
 	}
 }
 
-// TestTreeNodeJSON pins the field names the CLI and the API print.
+// TestTreeNodeJSON pins the field names the CLI and the API print, and
+// checks that the daemon's flat answer decodes to what it encoded.
 func TestTreeNodeJSON(t *testing.T) {
+	tok := tk(4200, 77)
+	text := tok.String()
 	cases := []struct {
 		n    TreeNode
 		want string
 	}{
-		{TreeNode{Pid: 10, PPid: 1, Token: "tok", Comm: "sh", BornObserved: true},
-			`{"pid":10,"ppid":1,"token":"tok","comm":"sh","born_observed":true}`},
+		{TreeNode{Pid: 10, PPid: 1, Token: tok, Comm: "sh", BornObserved: true},
+			`{"pid":10,"ppid":1,"token":"` + text + `","comm":"sh","born_observed":true}`},
 		{TreeNode{Pid: 10, Exited: true, Root: "job", Children: []*TreeNode{{Pid: 11}}},
 			`{"pid":10,"ppid":0,"token":"","comm":"","exited":true,"born_observed":false,"root":"job","children":[{"pid":11,"ppid":0,"token":"","comm":"","born_observed":false}]}`},
 	}
@@ -196,5 +199,17 @@ func TestTreeNodeJSON(t *testing.T) {
 		if got := string(b); got != c.want {
 			t.Errorf("json.Marshal(%+v) = %s, want %s", c.n, got, c.want)
 		}
+	}
+	flat := []TreeNode{{Pid: 10, Token: tok, Root: "job"}, {Pid: 11, PPid: 10, Comm: "x", Exited: true}}
+	b, err := json.Marshal(flat)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []TreeNode
+	if err := json.Unmarshal(b, &got); err != nil {
+		t.Fatalf("json.Unmarshal(%s) error %v", b, err)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(flat) {
+		t.Errorf("json.Unmarshal(%s) = %+v, want %+v", b, got, flat)
 	}
 }
