@@ -72,18 +72,21 @@ func parsePid(s string) (int32, error) {
 	return int32(v), nil
 }
 
-func parseClaim(args []string) (int32, string, error) {
+// parseClaim parses PID TOKEN: the only place the CLI turns a token's text
+// into a token.
+func parseClaim(args []string) (int32, token.Token, error) {
 	if len(args) != 2 {
-		return 0, "", fail(exitUsage, "want PID TOKEN, got %d arguments", len(args))
+		return 0, token.Token{}, fail(exitUsage, "want PID TOKEN, got %d arguments", len(args))
 	}
 	pid, err := parsePid(args[0])
 	if err != nil {
-		return 0, "", err
+		return 0, token.Token{}, err
 	}
-	if _, err := token.Parse(args[1]); err != nil {
-		return 0, "", fail(exitData, "%v", err)
+	tok, err := token.Parse(args[1])
+	if err != nil {
+		return 0, token.Token{}, fail(exitData, "%v", err)
 	}
-	return pid, args[1], nil
+	return pid, tok, nil
 }
 
 func bootID() (procfs.BootID, error) {
@@ -160,7 +163,7 @@ func runVerify(ctx context.Context, env *cliEnv, args []string) error {
 // verifyVia asks the daemon, whose graph has watched the host, when its
 // socket answers and no mechanism is forced; otherwise it judges locally.
 // The verdict's mechanism says which ("daemon:ebpf", "local:pidfd").
-func verifyVia(ctx context.Context, sock, mech string, pid int32, claim string) (verdict.Verdict, error) {
+func verifyVia(ctx context.Context, sock, mech string, pid int32, claim token.Token) (verdict.Verdict, error) {
 	if mech == "" {
 		v, err := api.NewClient(socketPath(sock)).Verify(ctx, pid, claim)
 		if err == nil {
@@ -211,7 +214,7 @@ func runKill(ctx context.Context, env *cliEnv, args []string) error {
 // graph knows members whose birth it watched long ago); when no daemon
 // answers, or it does not hold the claim, the teardown runs here with the
 // caller's own privileges, watching events while it runs.
-func killVia(ctx context.Context, sock, mech string, pid int32, claim string, grace time.Duration) (actions.Outcome, error) {
+func killVia(ctx context.Context, sock, mech string, pid int32, claim token.Token, grace time.Duration) (actions.Outcome, error) {
 	if mech == "" {
 		out, err := api.NewClient(socketPath(sock)).Kill(ctx, pid, claim, &grace)
 		if err == nil {

@@ -257,7 +257,7 @@ func runLaunch(ctx context.Context, env *cliEnv, args []string) error {
 			return fail(exitSoftware, "binding to the caller %d: %v", os.Getppid(), err)
 		}
 		req.Bind = true
-		req.Holder = &store.Instance{Pid: h.Pid(), Token: h.Token().String()}
+		req.Holder = &store.Instance{Pid: h.Pid(), Token: h.Token()}
 		h.Close()
 	}
 	c := api.NewClient(socketPath(*sock))

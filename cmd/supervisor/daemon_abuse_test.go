@@ -51,7 +51,7 @@ func TestIntegrationDaemonOtherUser(t *testing.T) {
 	if code, _, errs := d.run(t, cred, "release", mine.ID); code != exitNoPerm {
 		t.Errorf("nobody releasing root's claim: exit %d (%s), want %d", code, errs, exitNoPerm)
 	}
-	if code, _, errs := d.run(t, cred, "admit", fmt.Sprint(mine.Pid), mine.Token); code != exitNoPerm {
+	if code, _, errs := d.run(t, cred, "admit", fmt.Sprint(mine.Pid), mine.Token.String()); code != exitNoPerm {
 		t.Errorf("nobody admitting root's process: exit %d (%s), want %d", code, errs, exitNoPerm)
 	}
 	if !owned(mine.Pid, mine.Token) || d.claim(t, mine.ID).State != store.Running {

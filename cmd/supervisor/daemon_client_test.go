@@ -26,7 +26,7 @@ func TestIntegrationClientsAskTheDaemon(t *testing.T) {
 	c := d.launch(t, "--", "sh", "-c", "sleep 1000 & wait")
 	pid := strconv.Itoa(int(c.Pid))
 
-	code, out, errs := d.run(t, nil, "verify", pid, c.Token, "--json")
+	code, out, errs := d.run(t, nil, "verify", pid, c.Token.String(), "--json")
 	var v map[string]any
 	if err := json.Unmarshal([]byte(out), &v); err != nil || code != 0 {
 		t.Fatalf("verify = %d %q %s (%v)", code, out, errs, err)
@@ -40,7 +40,7 @@ func TestIntegrationClientsAskTheDaemon(t *testing.T) {
 		t.Errorf("tree = %d %s, want the daemon's tree with the sleep child", code, out)
 	}
 
-	code, out, errs = d.run(t, nil, "kill", pid, c.Token, "--grace", "1s", "--json")
+	code, out, errs = d.run(t, nil, "kill", pid, c.Token.String(), "--grace", "1s", "--json")
 	var o map[string]any
 	if err := json.Unmarshal([]byte(out), &o); err != nil || code != 0 || o["dead"] != true {
 		t.Fatalf("kill = %d %q %s (%v), want dead", code, out, errs, err)

@@ -19,6 +19,7 @@ import (
 	"github.com/procsupervisor/supervisor/internal/api"
 	"github.com/procsupervisor/supervisor/internal/store"
 	"github.com/procsupervisor/supervisor/internal/testenv"
+	"github.com/procsupervisor/supervisor/internal/token"
 	"github.com/procsupervisor/supervisor/internal/verdict"
 )
 
@@ -200,7 +201,20 @@ var judge = sync.OnceValue(func() *verdict.Judge {
 	return j
 })
 
-func owned(pid int32, tok string) bool { return judge().Judge(pid, tok).Result == verdict.Owned }
+// owned judges (pid, tok) locally; tok is a token or its text.
+func owned[T string | token.Token](pid int32, tok T) bool {
+	var t token.Token
+	switch v := any(tok).(type) {
+	case token.Token:
+		t = v
+	case string:
+		var err error
+		if t, err = token.Parse(v); err != nil {
+			return false
+		}
+	}
+	return judge().Judge(pid, t).Result == verdict.Owned
+}
 
 // holderShell starts a shell that runs the CLI's launch with
 // --bind-to-caller (so the shell is the holder) and then waits; the claim
@@ -282,7 +296,7 @@ func TestIntegrationDaemonRestart(t *testing.T) {
 		name string
 		pid  int32
 		tok  string
-	}{{"orphan root", a.Pid, a.Token}, {"double-forked grandchild", gcPid, gcTok}} {
+	}{{"orphan root", a.Pid, a.Token.String()}, {"double-forked grandchild", gcPid, gcTok}} {
 		if !testenv.Poll(5*time.Second, func() bool { return !owned(p.pid, p.tok) }) {
 			t.Errorf("%s %d still alive after the orphan's teardown", p.name, p.pid)
 		}

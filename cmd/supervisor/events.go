@@ -15,6 +15,7 @@ import (
 	"github.com/procsupervisor/supervisor/internal/events"
 	"github.com/procsupervisor/supervisor/internal/lineage"
 	"github.com/procsupervisor/supervisor/internal/procfs"
+	"github.com/procsupervisor/supervisor/internal/token"
 	"github.com/procsupervisor/supervisor/internal/tracker"
 )
 
@@ -169,7 +170,7 @@ func runTree(ctx context.Context, env *cliEnv, args []string) error {
 		}
 	}
 	if *mech == "" {
-		nodes, err := api.NewClient(socketPath(*sock)).Tree(ctx, pid, "")
+		nodes, err := api.NewClient(socketPath(*sock)).Tree(ctx, pid, token.Token{})
 		switch {
 		case err == nil:
 			return printTreeOf(env, "daemon", lineage.Arrange(nodes), nil, *asJSON)

@@ -39,7 +39,7 @@ func readToken(ctx context.Context, pid int32) (token.Token, error) {
 // judgeLocal judges the claim through a pidfd. The token check needs no
 // event source; a forced mechanism runs for the verdict, so the verdict
 // names it and uses what it observed.
-func judgeLocal(ctx context.Context, mech string, pid int32, claim string) (verdict.Verdict, error) {
+func judgeLocal(ctx context.Context, mech string, pid int32, claim token.Token) (verdict.Verdict, error) {
 	boot, err := bootID()
 	if err != nil {
 		return verdict.Verdict{}, err
@@ -57,7 +57,7 @@ func judgeLocal(ctx context.Context, mech string, pid int32, claim string) (verd
 // killLocal tears the tree down here, watching the kernel's events while it
 // runs, so that children born meanwhile are caught even when their parent
 // dies and init adopts them.
-func killLocal(ctx context.Context, mech string, pid int32, claim string, grace time.Duration) (actions.Outcome, error) {
+func killLocal(ctx context.Context, mech string, pid int32, claim token.Token, grace time.Duration) (actions.Outcome, error) {
 	boot, err := bootID()
 	if err != nil {
 		return actions.Outcome{}, err

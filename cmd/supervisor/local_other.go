@@ -21,7 +21,7 @@ func readToken(ctx context.Context, pid int32) (token.Token, error) {
 }
 
 // judgeLocal judges the claim against one snapshot, by the polling rules.
-func judgeLocal(ctx context.Context, mech string, pid int32, claim string) (verdict.Verdict, error) {
+func judgeLocal(ctx context.Context, mech string, pid int32, claim token.Token) (verdict.Verdict, error) {
 	v, err := fallback.JudgeOnce(ctx, mech, pid, claim)
 	return v, localFail(err)
 }
@@ -43,7 +43,7 @@ func localFail(err error) error {
 
 // killLocal refuses: without a pidfd, a signal is sent by pid, and nothing
 // can bind it to the judged instance. Judging is still available (verify).
-func killLocal(ctx context.Context, mech string, pid int32, claim string, grace time.Duration) (actions.Outcome, error) {
+func killLocal(ctx context.Context, mech string, pid int32, claim token.Token, grace time.Duration) (actions.Outcome, error) {
 	v, err := judgeLocal(ctx, mech, pid, claim)
 	out := actions.Outcome{Verdict: v, Signals: map[string]int{}, Mechanism: v.Mechanism,
 		Error: "not signalled: this system has no pidfd to bind a signal to the judged process; run the daemon on Linux, or act on the verdict yourself"}

@@ -11,6 +11,7 @@ import (
 	"github.com/procsupervisor/supervisor/internal/actions"
 	"github.com/procsupervisor/supervisor/internal/api"
 	"github.com/procsupervisor/supervisor/internal/store"
+	"github.com/procsupervisor/supervisor/internal/token"
 	"github.com/procsupervisor/supervisor/internal/verdict"
 )
 
@@ -22,7 +23,7 @@ func wireClaim() store.Claim {
 	at := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
 	return store.Claim{
 		ID: "g-abcdefghijkl", Kind: store.Grant, Owner: "build-42", Argv: []string{"sleep", "600"},
-		Pid: 4242, Token: "v1:t:00000000000000000000000000000000:1:-", State: store.Running,
+		Pid: 4242, Token: token.Token{Start: 1, Prec: token.Ticks}, State: store.Running,
 		CreatedAt: at, UpdatedAt: at, WallClock: time.Hour, Deadline: at.Add(time.Hour), Rev: 3,
 		LastVerdict: &store.Verdict{Result: verdict.Owned, Reason: "pidfs inode matches", Mechanism: "pidfd", At: at},
 	}

@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/procsupervisor/supervisor/internal/pidfd"
+	"github.com/procsupervisor/supervisor/internal/token"
 	"github.com/procsupervisor/supervisor/internal/verdict"
 )
 
@@ -27,7 +28,7 @@ type Finder interface {
 
 // Binder judges a claim and binds the judged instance (verdict.Judge).
 type Binder interface {
-	Bind(pid int32, claim string) (verdict.Verdict, *pidfd.Handle)
+	Bind(pid int32, claim token.Token) (verdict.Verdict, *pidfd.Handle)
 }
 
 // Options tune a Teardown. The zero Options are valid.
@@ -95,7 +96,7 @@ func New(judge Binder, finder Finder, o Options) *Teardown {
 // Run judges the claim (pid, token) and, only if it is OWNED, tears down the
 // process and the descendants its finders prove. Anything not OWNED is
 // reported and left alone.
-func (t *Teardown) Run(ctx context.Context, pid int32, claim string) Outcome {
+func (t *Teardown) Run(ctx context.Context, pid int32, claim token.Token) Outcome {
 	v, root := t.judge.Bind(pid, claim)
 	if root == nil {
 		out := t.newOutcome(v)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/procsupervisor/supervisor/internal/pidfd"
 	"github.com/procsupervisor/supervisor/internal/testenv"
+	"github.com/procsupervisor/supervisor/internal/token"
 	"github.com/procsupervisor/supervisor/internal/verdict"
 )
 
@@ -60,22 +61,22 @@ func shell(t *testing.T, script string, lines int) (*exec.Cmd, []int32) {
 	return cmd, pids
 }
 
-func claimOf(t *testing.T, j *verdict.Judge, pid int32) string {
+func claimOf(t *testing.T, j *verdict.Judge, pid int32) token.Token {
 	t.Helper()
 	h, err := pidfd.Open(pid, j.Boot)
 	if err != nil {
 		t.Fatalf("pidfd.Open(%d) = %v", pid, err)
 	}
 	defer h.Close()
-	return h.Token().String()
+	return h.Token()
 }
 
 // alive reports whether the instance claim still runs at pid.
-func alive(j *verdict.Judge, pid int32, claim string) bool {
+func alive(j *verdict.Judge, pid int32, claim token.Token) bool {
 	return j.Judge(pid, claim).Result == verdict.Owned
 }
 
-func waitGone(t *testing.T, j *verdict.Judge, pid int32, claim string) {
+func waitGone(t *testing.T, j *verdict.Judge, pid int32, claim token.Token) {
 	t.Helper()
 	if !testenv.Poll(5*time.Second, func() bool { return !alive(j, pid, claim) }) {
 		t.Errorf("pid %d still alive", pid)
@@ -90,7 +91,7 @@ func TestIntegrationStoppedTreeIsTerminated(t *testing.T) {
 	td, j := newTeardown(t, 3*time.Second)
 	cmd, pids := shell(t, `sleep 60 & echo $!; sleep 60 & echo $!; wait`, 2)
 	root := int32(cmd.Process.Pid)
-	claims := map[int32]string{root: claimOf(t, j, root)}
+	claims := map[int32]token.Token{root: claimOf(t, j, root)}
 	for _, p := range pids {
 		claims[p] = claimOf(t, j, p)
 	}
@@ -191,7 +192,7 @@ func TestIntegrationReissueAfterVerdict(t *testing.T) {
 	pid := int32(cmd.Process.Pid)
 	claim := claimOf(t, j, pid)
 	var stranger *testenv.Spawned
-	var sclaim string
+	var sclaim token.Token
 	td.afterBind = func() {
 		cmd.Process.Kill()
 		cmd.Wait()
@@ -271,7 +272,7 @@ func TestIntegrationSurvivorsReported(t *testing.T) {
 	if out.Dead || !out.Escalated {
 		t.Fatalf("Run = %+v, want escalated with a survivor", out)
 	}
-	if !slices.ContainsFunc(out.Survivors, func(m Member) bool { return m.Pid == frozen && m.Token.String() == fclaim }) {
+	if !slices.ContainsFunc(out.Survivors, func(m Member) bool { return m.Pid == frozen && m.Token == fclaim }) {
 		t.Errorf("survivors = %+v, want %d@%s", out.Survivors, frozen, fclaim)
 	}
 	write("freezer.state", "THAWED")

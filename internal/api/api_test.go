@@ -13,11 +13,12 @@ import (
 
 	"github.com/procsupervisor/supervisor/internal/actions"
 	"github.com/procsupervisor/supervisor/internal/jsonx"
+	"github.com/procsupervisor/supervisor/internal/token"
 	"github.com/procsupervisor/supervisor/internal/verdict"
 )
 
 func TestLaunchValidate(t *testing.T) {
-	tok := "v1:t:00000000000000000000000000000000:1:-"
+	tok := token.Token{Start: 1, Prec: token.Ticks}
 	long := strings.Repeat("a", MaxString+1)
 	tests := []struct {
 		name string
@@ -35,7 +36,7 @@ func TestLaunchValidate(t *testing.T) {
 		{"bound job", LaunchRequest{Argv: []string{"a"}, Detach: true, Bind: true}, false},
 		{"holder without bind", LaunchRequest{Argv: []string{"a"}, Holder: &Instance{Pid: 5, Token: tok}}, false},
 		{"holder", LaunchRequest{Argv: []string{"a"}, Bind: true, Holder: &Instance{Pid: 5, Token: tok}}, true},
-		{"holder bad token", LaunchRequest{Argv: []string{"a"}, Bind: true, Holder: &Instance{Pid: 5, Token: "x"}}, false},
+		{"holder without a token", LaunchRequest{Argv: []string{"a"}, Bind: true, Holder: &Instance{Pid: 5}}, false},
 	}
 	for _, tt := range tests {
 		err := tt.r.Validate()
@@ -112,7 +113,7 @@ func TestServerPeerAndErrors(t *testing.T) {
 	if err != nil || st.Pid != os.Getpid() {
 		t.Fatalf("Status() = %+v, %v, want the peer pid %d", st, err, os.Getpid())
 	}
-	tok := "v1:t:00000000000000000000000000000000:1:-"
+	tok := token.Token{Start: 1, Prec: token.Ticks}
 	var ae *Error
 	if _, err := c.Verify(ctx, 42, tok); !errors.As(err, &ae) || ae.Status != 500 {
 		t.Errorf("Verify(panic) = %v, want HTTP 500", err)

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/procsupervisor/supervisor/internal/actions"
+	"github.com/procsupervisor/supervisor/internal/token"
 	"github.com/procsupervisor/supervisor/internal/verdict"
 )
 
@@ -141,7 +142,7 @@ func (c *Client) Status(ctx context.Context) (Status, error) {
 }
 
 // Verify judges (pid, token) with the daemon's lineage graph behind it.
-func (c *Client) Verify(ctx context.Context, pid int32, tok string) (verdict.Verdict, error) {
+func (c *Client) Verify(ctx context.Context, pid int32, tok token.Token) (verdict.Verdict, error) {
 	var out verdict.Verdict
 	err := c.do(ctx, http.MethodPost, "/verify", &ClaimRequest{Pid: pid, Token: tok}, &out)
 	return out, err
@@ -150,7 +151,7 @@ func (c *Client) Verify(ctx context.Context, pid int32, tok string) (verdict.Ver
 // Kill tears down (pid, token) and its observed tree; the daemon refuses
 // unless the instance is a root or a recorded member of a claim the caller
 // may act on, and OWNED.
-func (c *Client) Kill(ctx context.Context, pid int32, tok string, grace *time.Duration) (actions.Outcome, error) {
+func (c *Client) Kill(ctx context.Context, pid int32, tok token.Token, grace *time.Duration) (actions.Outcome, error) {
 	r := &ClaimRequest{Pid: pid, Token: tok}
 	if grace != nil {
 		g := Duration(*grace)
@@ -163,10 +164,10 @@ func (c *Client) Kill(ctx context.Context, pid int32, tok string, grace *time.Du
 
 // Tree lists the observed descendants of pid (of the instance tok names,
 // when given), the process itself first.
-func (c *Client) Tree(ctx context.Context, pid int32, tok string) ([]TreeNode, error) {
+func (c *Client) Tree(ctx context.Context, pid int32, tok token.Token) ([]TreeNode, error) {
 	q := url.Values{"pid": {strconv.Itoa(int(pid))}}
-	if tok != "" {
-		q.Set("token", tok)
+	if !tok.IsZero() {
+		q.Set("token", tok.String())
 	}
 	var out []TreeNode
 	err := c.do(ctx, http.MethodGet, "/tree?"+q.Encode(), nil, &out)

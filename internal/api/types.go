@@ -25,6 +25,7 @@ import (
 	"github.com/procsupervisor/supervisor/internal/actions"
 	"github.com/procsupervisor/supervisor/internal/lineage"
 	"github.com/procsupervisor/supervisor/internal/store"
+	"github.com/procsupervisor/supervisor/internal/token"
 	"github.com/procsupervisor/supervisor/internal/verdict"
 )
 
@@ -104,9 +105,9 @@ type LaunchRequest struct {
 
 // AdmitRequest registers an existing process as a grant root.
 type AdmitRequest struct {
-	Pid   int32  `json:"pid"`
-	Token string `json:"token"`
-	Owner string `json:"owner,omitempty"`
+	Pid   int32       `json:"pid"`
+	Token token.Token `json:"token"`
+	Owner string      `json:"owner,omitempty"`
 }
 
 // ReleaseRequest tunes a release.
@@ -121,9 +122,9 @@ type ReapRequest struct {
 
 // ClaimRequest names a process instance (verify, kill).
 type ClaimRequest struct {
-	Pid   int32     `json:"pid"`
-	Token string    `json:"token"`
-	Grace *Duration `json:"grace,omitempty"`
+	Pid   int32       `json:"pid"`
+	Token token.Token `json:"token"`
+	Grace *Duration   `json:"grace,omitempty"`
 }
 
 // Claim is a grant or a job as the API shows it. It is its own type, not
@@ -141,9 +142,9 @@ type Claim struct {
 	Argv []string `json:"argv,omitempty"`
 	Cwd  string   `json:"cwd,omitempty"`
 	// Pid and Token name the root instance; Pid 0 means not started.
-	Pid   int32  `json:"pid"`
-	Token string `json:"token,omitempty"`
-	Pgid  int32  `json:"pgid,omitempty"`
+	Pid   int32       `json:"pid"`
+	Token token.Token `json:"token,omitzero"`
+	Pgid  int32       `json:"pgid,omitempty"`
 	// Cgroup is the path of the claim's own cgroup, if it has one.
 	Cgroup    string      `json:"cgroup,omitempty"`
 	CreatedAt time.Time   `json:"created_at"`
@@ -198,11 +199,11 @@ type Release struct {
 
 // Member is a descendant of a claim's root that the daemon saw born.
 type Member struct {
-	Pid         int32     `json:"pid"`
-	Token       string    `json:"token"`
-	Parent      int32     `json:"parent"`
-	ParentToken string    `json:"parent_token,omitempty"`
-	BornAt      time.Time `json:"born_at,omitzero"`
+	Pid         int32       `json:"pid"`
+	Token       token.Token `json:"token"`
+	Parent      int32       `json:"parent"`
+	ParentToken token.Token `json:"parent_token,omitzero"`
+	BornAt      time.Time   `json:"born_at,omitzero"`
 }
 
 // ClaimOf converts a stored claim, members included, to its wire form.

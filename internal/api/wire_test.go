@@ -17,6 +17,7 @@ import (
 
 	"github.com/procsupervisor/supervisor/internal/logfeed"
 	"github.com/procsupervisor/supervisor/internal/store"
+	"github.com/procsupervisor/supervisor/internal/token"
 	"github.com/procsupervisor/supervisor/internal/verdict"
 )
 
@@ -43,12 +44,12 @@ func storeClaim() store.Claim {
 	code := 3
 	return store.Claim{
 		ID: "g-abcdefghijkl", Kind: store.Grant, Owner: "o", UID: 1000, GID: 100,
-		Argv: []string{"sleep", "1"}, Cwd: "/", Pid: 42, Token: "t", Pgid: 42,
+		Argv: []string{"sleep", "1"}, Cwd: "/", Pid: 42, Token: token.Token{Start: 116, Prec: token.Ticks}, Pgid: 42,
 		Cgroup: "/sys/fs/cgroup/x", CreatedAt: now, State: store.Released,
 		LastVerdict: &store.Verdict{Result: verdict.Owned, Reason: "r", Mechanism: "pidfd", At: now},
-		Release:     &store.Release{Dead: true, Escalated: true, Survivors: []store.Instance{{Pid: 7, Token: "s"}}, Unproven: []store.Instance{{Pid: 1, Token: "u", Reason: "protected"}}, Ownership: verdict.Owned, At: now},
-		Members:     []store.Member{{Pid: 43, Token: "m", Parent: 42, ParentToken: "t", BornAt: now}},
-		Holder:      &store.Instance{Pid: 1, Token: "h"},
+		Release:     &store.Release{Dead: true, Escalated: true, Survivors: []store.Instance{{Pid: 7, Token: token.Token{Start: 115, Prec: token.Ticks}}}, Unproven: []store.Instance{{Pid: 1, Token: token.Token{Start: 117, Prec: token.Ticks}, Reason: "protected"}}, Ownership: verdict.Owned, At: now},
+		Members:     []store.Member{{Pid: 43, Token: token.Token{Start: 109, Prec: token.Ticks}, Parent: 42, ParentToken: token.Token{Start: 116, Prec: token.Ticks}, BornAt: now}},
+		Holder:      &store.Instance{Pid: 1, Token: token.Token{Start: 104, Prec: token.Ticks}},
 		WallClock:   time.Hour, Deadline: now.Add(time.Hour),
 		ExitCode: &code, ExitSignal: 9, EndedAt: now, OutputPath: "/o", RetiredReason: "why", FollowedUp: true,
 		Rev: 7, UpdatedAt: now,
@@ -210,7 +211,7 @@ func TestServerRefuses(t *testing.T) {
 	defer c.Close()
 	grace := 2 * time.Hour
 	var ae *Error
-	if _, err := c.Kill(context.Background(), 7, tok, &grace); !errors.As(err, &ae) || ae.Status != http.StatusBadRequest {
+	if _, err := c.Kill(context.Background(), 7, token.Token{Start: 1, Prec: token.Ticks}, &grace); !errors.As(err, &ae) || ae.Status != http.StatusBadRequest {
 		t.Errorf("Kill(grace 2h) = %v, want HTTP 400", err)
 	}
 }

@@ -155,10 +155,7 @@ func (d *Daemon) Verify(ctx context.Context, p api.Peer, r *api.ClaimRequest) (v
 // release of that claim), or a member of one, judged OWNED and bound, and
 // torn down with the caller's rights.
 func (d *Daemon) Kill(ctx context.Context, p api.Peer, r *api.ClaimRequest) (actions.Outcome, error) {
-	tok, err := token.Parse(r.Token)
-	if err != nil {
-		return actions.Outcome{}, badRequest("token: %v", err)
-	}
+	tok := r.Token
 	cs, err := d.st.List(store.Filter{})
 	if err != nil {
 		d.storeFailed("list claims", err)
@@ -213,16 +210,9 @@ func (d *Daemon) Kill(ctx context.Context, p api.Peer, r *api.ClaimRequest) (act
 }
 
 // Tree implements api.Backend.
-func (d *Daemon) Tree(ctx context.Context, p api.Peer, pid int32, tokText string) ([]api.TreeNode, error) {
+func (d *Daemon) Tree(ctx context.Context, p api.Peer, pid int32, tok token.Token) ([]api.TreeNode, error) {
 	g := d.tr.Load().Graph()
-	var tok token.Token
-	if tokText != "" {
-		t, err := token.Parse(tokText)
-		if err != nil {
-			return nil, badRequest("token: %v", err)
-		}
-		tok = t
-	} else {
+	if tok.IsZero() {
 		n, ok := g.Live(pid)
 		if !ok {
 			return nil, fmt.Errorf("no live process %d in the graph: %w", pid, api.ErrNotFound)

@@ -78,8 +78,8 @@ type claimStore interface {
 // judge is the verdict judge as the daemon uses it (*verdict.Judge, made
 // by tracker.NewJudge).
 type judge interface {
-	Judge(pid int32, claim string) verdict.Verdict
-	Bind(pid int32, claim string) (verdict.Verdict, *pidfd.Handle)
+	Judge(pid int32, claim token.Token) verdict.Verdict
+	Bind(pid int32, claim token.Token) (verdict.Verdict, *pidfd.Handle)
 }
 
 // Daemon is a running supervisor daemon.

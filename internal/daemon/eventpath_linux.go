@@ -33,8 +33,7 @@ func (d *Daemon) index(c *store.Claim) {
 		d.roots[c.Pid] = c.ID
 	}
 	if c.Holder != nil && !slices.ContainsFunc(d.holders[c.Holder.Pid], func(h held) bool { return h.id == c.ID }) {
-		tok, _ := token.Parse(c.Holder.Token)
-		d.holders[c.Holder.Pid] = append(d.holders[c.Holder.Pid], held{id: c.ID, holder: tok})
+		d.holders[c.Holder.Pid] = append(d.holders[c.Holder.Pid], held{id: c.ID, holder: c.Holder.Token})
 	}
 	if !c.Deadline.IsZero() && c.State == store.Running {
 		d.deadline[c.ID] = c.Deadline
@@ -220,12 +219,11 @@ func (d *Daemon) memberWriter(ctx context.Context) {
 }
 
 func (d *Daemon) addNote(batch map[string][]store.Member, n memberNote) {
-	claim := n.tok.String()
 	if n.tok.IsZero() {
 		d.membersDropped.Add(1)
 		return
 	}
-	v, h := d.judge.Bind(n.pid, claim)
+	v, h := d.judge.Bind(n.pid, n.tok)
 	if h == nil {
 		// Gone already (a short-lived member, the middle of a double
 		// fork): nothing to find again after a restart.
@@ -236,10 +234,7 @@ func (d *Daemon) addNote(batch map[string][]store.Member, n memberNote) {
 	}
 	tok := h.Token()
 	h.Close()
-	m := store.Member{Pid: n.pid, Token: tok.String(), Parent: n.par, BornAt: time.Unix(0, n.at)}
-	if !n.ptk.IsZero() {
-		m.ParentToken = n.ptk.String()
-	}
+	m := store.Member{Pid: n.pid, Token: tok, Parent: n.par, ParentToken: n.ptk, BornAt: time.Unix(0, n.at)}
 	batch[n.id] = append(batch[n.id], m)
 }
 
@@ -289,10 +284,7 @@ func (d *Daemon) recordEventExit(n exitNote) {
 	if err != nil || !Open(c.State) {
 		return
 	}
-	ctok, err := token.Parse(c.Token)
-	if err != nil {
-		return
-	}
+	ctok := c.Token
 	status, known := n.status, false
 	if !n.tok.IsZero() {
 		m, _ := token.Compare(ctok, n.tok)

@@ -154,7 +154,7 @@ func (h *harness) claim(t *testing.T, pid int, holder *store.Instance, wall time
 		t.Fatal(err)
 	}
 	defer ph.Close()
-	c := store.Claim{Kind: store.Grant, UID: 0, Pid: int32(pid), Token: ph.Token().String(), Holder: holder, WallClock: wall}
+	c := store.Claim{Kind: store.Grant, UID: 0, Pid: int32(pid), Token: ph.Token(), Holder: holder, WallClock: wall}
 	if err := h.st.Put(&c); err != nil {
 		t.Fatal(err)
 	}
@@ -220,7 +220,7 @@ func TestIntegrationEverySignalLogged(t *testing.T) {
 				return nil, err
 			}
 			defer mh.Close()
-			out, err := h.d.Kill(context.Background(), api.Peer{UID: 0, Pid: 1}, &api.ClaimRequest{Pid: members[1], Token: mh.Token().String()})
+			out, err := h.d.Kill(context.Background(), api.Peer{UID: 0, Pid: 1}, &api.ClaimRequest{Pid: members[1], Token: mh.Token()})
 			return &out, err
 		}},
 		{"wall clock", func(c store.Claim, _ []int32) (*actions.Outcome, error) {
@@ -250,7 +250,7 @@ func TestIntegrationEverySignalLogged(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				holder = &store.Instance{Pid: gh.Pid(), Token: gh.Token().String()}
+				holder = &store.Instance{Pid: gh.Pid(), Token: gh.Token()}
 				gh.Close()
 				gone.Wait()
 			}

@@ -160,7 +160,7 @@ func (d *Daemon) Launch(ctx context.Context, p api.Peer, r *api.LaunchRequest) (
 		if err != nil {
 			return api.Claim{}, err
 		}
-		c.Holder = &store.Instance{Pid: h.Pid(), Token: h.Token().String()}
+		c.Holder = &store.Instance{Pid: h.Pid(), Token: h.Token()}
 		h.Close()
 	}
 	env := r.Env
@@ -272,7 +272,7 @@ func (d *Daemon) Launch(ctx context.Context, p api.Peer, r *api.LaunchRequest) (
 
 	now := time.Now()
 	err = d.st.Update(c.ID, func(x *store.Claim) error {
-		x.Pid, x.Token, x.Pgid, x.Cgroup, x.OutputPath = pid, tok.String(), pid, cgPath, outPath
+		x.Pid, x.Token, x.Pgid, x.Cgroup, x.OutputPath = pid, tok, pid, cgPath, outPath
 		if x.WallClock > 0 {
 			x.Deadline = now.Add(x.WallClock)
 		}
@@ -361,10 +361,8 @@ func (d *Daemon) Admit(ctx context.Context, p api.Peer, r *api.AdmitRequest) (ap
 	}
 	for _, e := range existing {
 		if e.Pid == r.Pid && Open(e.State) {
-			if et, err := token.Parse(e.Token); err == nil {
-				if m, _ := token.Compare(et, tok); m == token.Same || m == token.Unproven {
-					return api.Claim{}, fmt.Errorf("process %d is already claimed by %s: %w", r.Pid, e.ID, api.ErrConflict)
-				}
+			if m, _ := token.Compare(e.Token, tok); m == token.Same || m == token.Unproven {
+				return api.Claim{}, fmt.Errorf("process %d is already claimed by %s: %w", r.Pid, e.ID, api.ErrConflict)
 			}
 		}
 	}
@@ -372,7 +370,7 @@ func (d *Daemon) Admit(ctx context.Context, p api.Peer, r *api.AdmitRequest) (ap
 	now := time.Now()
 	c := store.Claim{
 		Kind: store.Grant, Owner: r.Owner, UID: p.UID, GID: p.GID, Argv: argv,
-		Pid: r.Pid, Token: tok.String(), Pgid: h.Stat().PGrp,
+		Pid: r.Pid, Token: tok, Pgid: h.Stat().PGrp,
 		LastVerdict: &store.Verdict{Result: v.Result, Reason: api.Trunc(v.Reason, 1000), Mechanism: v.Mechanism, At: now},
 	}
 	if h.Exited() {

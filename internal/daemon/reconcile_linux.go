@@ -306,7 +306,7 @@ func (d *Daemon) newTeardown(grace time.Duration, principal uint32, cgroup strin
 		Principal: &principal,
 		Cgroup:    cgroup,
 		OnSignal: func(m actions.Member, sig unix.Signal, err error) {
-			d.log.Signal(logfeed.Signal{Pid: m.Pid, Token: m.Token.String(), Signal: unix.SignalName(sig), Mechanism: "pidfd", Err: err})
+			d.log.Signal(logfeed.Signal{Pid: m.Pid, Token: m.Token, Signal: unix.SignalName(sig), Mechanism: "pidfd", Err: err})
 		},
 	})
 }
@@ -321,7 +321,7 @@ func instances(ms []actions.Member) []store.Instance {
 		if len(out) >= 1000 {
 			break
 		}
-		out = append(out, store.Instance{Pid: m.Pid, Token: m.Token.String(), Reason: api.Trunc(m.Reason, 500)})
+		out = append(out, store.Instance{Pid: m.Pid, Token: m.Token, Reason: api.Trunc(m.Reason, 500)})
 	}
 	return out
 }
@@ -500,11 +500,7 @@ func (d *Daemon) drop(c store.Claim) {
 }
 
 // sameInstance reports whether a stored token names tok's instance.
-func sameInstance(stored string, tok token.Token) bool {
-	st, err := token.Parse(stored)
-	if err != nil {
-		return false
-	}
-	m, _ := token.Compare(st, tok)
+func sameInstance(stored, tok token.Token) bool {
+	m, _ := token.Compare(stored, tok)
 	return m == token.Same
 }

@@ -60,8 +60,8 @@ func readToken(ctx context.Context, s Snapshotter, pid int32) (token.Token, erro
 // JudgeOnce judges the claim (pid, claim) by Judge's rules against one look
 // at the process table, taken by mech: sysctl for "" or "auto", or ps. A
 // look that cannot be taken is an UNVERIFIABLE verdict that says why, not
-// an error. The error wraps token.ErrMalformed when claim is not a token.
-func JudgeOnce(ctx context.Context, mech string, pid int32, claim string) (verdict.Verdict, error) {
+// an error.
+func JudgeOnce(ctx context.Context, mech string, pid int32, claim token.Token) (verdict.Verdict, error) {
 	var s Snapshotter
 	switch mech {
 	case "", "auto":
@@ -74,12 +74,8 @@ func JudgeOnce(ctx context.Context, mech string, pid int32, claim string) (verdi
 
 // judgeOnce is JudgeOnce with its snapshotter; s is nil for a mechanism
 // that cannot run here.
-func judgeOnce(ctx context.Context, s Snapshotter, mech string, pid int32, claim string) (verdict.Verdict, error) {
-	v := verdict.Verdict{Pid: pid, Token: claim}
-	tok, err := token.Parse(claim)
-	if err != nil {
-		return v, err
-	}
+func judgeOnce(ctx context.Context, s Snapshotter, mech string, pid int32, tok token.Token) (verdict.Verdict, error) {
+	v := verdict.Verdict{Pid: pid, Token: tok}
 	snap, err := snapshot(ctx, s, mech)
 	if err != nil {
 		v.Result, v.Reason, v.Mechanism = verdict.Unverifiable, err.Error(), mech
@@ -88,7 +84,7 @@ func judgeOnce(ctx context.Context, s Snapshotter, mech string, pid int32, claim
 	v.Mechanism = string(snap.Mechanism)
 	v.Result, v.Reason = Judge(Claim{Pid: pid, Token: tok}, snap, nil)
 	if e := snap.Lookup(pid); e != nil && !e.Token.IsZero() {
-		v.Observed = e.Token.String()
+		v.Observed = e.Token
 	}
 	return v, nil
 }

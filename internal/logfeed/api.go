@@ -3,6 +3,7 @@ package logfeed
 import (
 	"github.com/procsupervisor/supervisor/internal/actions"
 	"github.com/procsupervisor/supervisor/internal/events"
+	"github.com/procsupervisor/supervisor/internal/token"
 	"github.com/procsupervisor/supervisor/internal/verdict"
 )
 
@@ -28,7 +29,7 @@ const MaxStackBytes = 16 << 10
 // Signal is one signal the supervisor sent (or tried to send).
 type Signal struct {
 	Pid   int32
-	Token string // the target's token text
+	Token token.Token // the target's token
 	// Signal is the signal's name, such as "SIGTERM".
 	Signal string
 	// Mechanism says how it was sent: "pidfd", "killpg", "cgroup.kill".

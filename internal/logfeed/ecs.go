@@ -14,6 +14,7 @@ import (
 	"github.com/procsupervisor/supervisor/internal/actions"
 	"github.com/procsupervisor/supervisor/internal/events"
 	"github.com/procsupervisor/supervisor/internal/procfs"
+	"github.com/procsupervisor/supervisor/internal/token"
 	"github.com/procsupervisor/supervisor/internal/verdict"
 )
 
@@ -220,10 +221,10 @@ func (x *ecs) event(c *capture, ev *events.Event) {
 }
 
 // processRef adds process.pid and process.entity_id from a claim.
-func processRef(e *zerolog.Event, pid int32, tok string) {
+func processRef(e *zerolog.Event, pid int32, tok token.Token) {
 	p := e.CreateDict().Int32("pid", pid)
-	if tok != "" {
-		p.Str("entity_id", tok)
+	if !tok.IsZero() {
+		p.Str("entity_id", tok.String())
 	}
 	e.Dict("process", p)
 }
@@ -233,8 +234,8 @@ func (x *ecs) verdict(c *capture, v *verdict.Verdict) {
 	eventObject(e, c.action, typeInfo, verdictOutcome(v.Result), v.Reason)
 	processRef(e, v.Pid, v.Token)
 	s := e.CreateDict().Str("verdict", v.Result.String()).Str("mechanism", v.Mechanism)
-	if v.Observed != "" {
-		s.Str("observed_entity_id", v.Observed)
+	if !v.Observed.IsZero() {
+		s.Str("observed_entity_id", v.Observed.String())
 	}
 	e.Dict("supervisor", s)
 	e.Msg(v.String())

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/procsupervisor/supervisor/internal/events"
+	"github.com/procsupervisor/supervisor/internal/token"
 	"github.com/procsupervisor/supervisor/internal/verdict"
 )
 
@@ -375,7 +376,8 @@ func ExampleLogger() {
 		return
 	}
 	defer l.Close(context.Background())
-	l.Verdict(verdict.Verdict{Pid: 4242, Token: "v1:t:0123456789abcdef0123456789abcdef:1234:-", Result: verdict.Gone, Reason: "exit observed", Mechanism: "netlink"})
+	tok, _ := token.Parse("v1:t:0123456789abcdef0123456789abcdef:1234:-")
+	l.Verdict(verdict.Verdict{Pid: 4242, Token: tok, Result: verdict.Gone, Reason: "exit observed", Mechanism: "netlink"})
 }
 
 // TestInternal: an internal error is one line with the message and the

@@ -137,7 +137,7 @@ func produceAll(t *testing.T, schema string) ([]map[string]any, *procEvents) {
 	}
 	l.Event(&events.Event{Kind: events.Lost, Mechanism: events.Netlink, Count: 17})
 	l.Lost(events.EBPF, 0)
-	tok := pe.child.String()
+	tok := pe.child
 	for _, r := range []verdict.Result{verdict.Owned, verdict.Foreign, verdict.Gone, verdict.Unverifiable} {
 		l.Verdict(verdict.Verdict{Pid: pe.childPid, Token: tok, Result: r, Reason: "reason for " + r.String(), Mechanism: "ebpf", Observed: tok})
 	}

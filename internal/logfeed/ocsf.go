@@ -8,6 +8,7 @@ import (
 
 	"github.com/procsupervisor/supervisor/internal/actions"
 	"github.com/procsupervisor/supervisor/internal/events"
+	"github.com/procsupervisor/supervisor/internal/token"
 	"github.com/procsupervisor/supervisor/internal/verdict"
 )
 
@@ -107,10 +108,10 @@ func (x *ocsf) selfProcess(e *zerolog.Event) {
 	e.RawJSON("process", x.selfJSON)
 }
 
-func ref(e *zerolog.Event, pid int32, tok string) *zerolog.Event {
+func ref(e *zerolog.Event, pid int32, tok token.Token) *zerolog.Event {
 	d := e.CreateDict().Int32("pid", pid)
-	if tok != "" {
-		d.Str("uid", tok)
+	if !tok.IsZero() {
+		d.Str("uid", tok.String())
 	}
 	return d
 }
@@ -206,8 +207,8 @@ func (x *ocsf) verdict(c *capture, v *verdict.Verdict) {
 	x.actorSelf(e)
 	e.Dict("process", ref(e, v.Pid, v.Token))
 	u := e.CreateDict().Str("action", c.action).Str("verdict", v.Result.String()).Str("mechanism", v.Mechanism)
-	if v.Observed != "" {
-		u.Str("observed_uid", v.Observed)
+	if !v.Observed.IsZero() {
+		u.Str("observed_uid", v.Observed.String())
 	}
 	e.Dict("unmapped", u)
 	e.Msg(v.String())

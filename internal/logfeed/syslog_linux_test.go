@@ -15,6 +15,7 @@ import (
 
 	"github.com/procsupervisor/supervisor/internal/events"
 	"github.com/procsupervisor/supervisor/internal/testenv"
+	"github.com/procsupervisor/supervisor/internal/token"
 	"github.com/procsupervisor/supervisor/internal/verdict"
 )
 
@@ -135,7 +136,8 @@ func TestSyslogRsyslog(t *testing.T) {
 				t.Fatal(err)
 			}
 			before := time.Now().Add(-time.Second)
-			l.Verdict(verdict.Verdict{Pid: 4242, Token: "v1:t:0123456789abcdef0123456789abcdef:99:-", Result: verdict.Foreign, Reason: "pid reissued: \"quoted\" and ünïcode", Mechanism: "ebpf"})
+			tok, _ := token.Parse("v1:t:0123456789abcdef0123456789abcdef:99:-")
+			l.Verdict(verdict.Verdict{Pid: 4242, Token: tok, Result: verdict.Foreign, Reason: "pid reissued: \"quoted\" and ünïcode", Mechanism: "ebpf"})
 			ev := events.Event{Kind: events.Exec, Pid: 4243, Mechanism: events.EBPF, Exe: "/bin/x", Argv: []string{"x", "a b", `c"d`}}
 			l.Event(&ev)
 			l.Lost(events.Netlink, 5)

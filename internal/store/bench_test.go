@@ -69,7 +69,7 @@ func BenchmarkAddMember(b *testing.B) {
 				}
 				for i := range ms {
 					pid++
-					ms[i] = Member{Pid: pid, Token: "v1:t:0123456789abcdef0123456789abcdef:123456:7890", Parent: 4242, BornAt: t0}
+					ms[i] = Member{Pid: pid, Token: tk("v1:t:0123456789abcdef0123456789abcdef:123456:7890"), Parent: 4242, BornAt: t0}
 				}
 				if _, err := s.AddMember(c.ID, ms...); err != nil {
 					b.Fatal(err)
@@ -103,7 +103,7 @@ func BenchmarkGet(b *testing.B) {
 	s, _ := openTemp(b, Options{})
 	c := benchClaim()
 	for i := range 16 {
-		c.Members = append(c.Members, Member{Pid: int32(100 + i), Token: "tok", Parent: 4242})
+		c.Members = append(c.Members, Member{Pid: int32(100 + i), Token: tk("tok"), Parent: 4242})
 	}
 	if err := s.Put(&c); err != nil {
 		b.Fatal(err)
@@ -129,7 +129,7 @@ func BenchmarkOpen(b *testing.B) {
 				c := benchClaim()
 				c.ID, c.Rev = NewID(Grant), 1
 				for j := range 4 {
-					c.Members = append(c.Members, Member{Pid: int32(10 + j), Token: "tok"})
+					c.Members = append(c.Members, Member{Pid: int32(10 + j), Token: tk("tok")})
 				}
 				v, err := encodeClaim(&c)
 				if err != nil {

@@ -3,6 +3,7 @@ package store
 import (
 	"crypto/rand"
 	"fmt"
+	"github.com/procsupervisor/supervisor/internal/token"
 	"slices"
 	"time"
 	"unicode/utf8"
@@ -76,19 +77,19 @@ func (s State) valid() bool { return slices.Contains(states, s) }
 // form of internal/token, opaque here), and, for one reported instead of
 // signalled, why.
 type Instance struct {
-	Pid    int32  `json:"pid"`
-	Token  string `json:"token"`
-	Reason string `json:"reason,omitempty"`
+	Pid    int32       `json:"pid"`
+	Token  token.Token `json:"token"`
+	Reason string      `json:"reason,omitempty"`
 }
 
 // Member is a descendant of a claim's root that the daemon saw born,
 // recorded when it was seen so that a restarted daemon can re-adopt it.
 type Member struct {
-	Pid         int32     `json:"pid"`
-	Token       string    `json:"token"`
-	Parent      int32     `json:"parent"`
-	ParentToken string    `json:"parent_token,omitempty"`
-	BornAt      time.Time `json:"born_at,omitzero"`
+	Pid         int32       `json:"pid"`
+	Token       token.Token `json:"token"`
+	Parent      int32       `json:"parent"`
+	ParentToken token.Token `json:"parent_token,omitzero"`
+	BornAt      time.Time   `json:"born_at,omitzero"`
 }
 
 // Verdict is the last judgement of a claim's root, as the daemon logged it.
@@ -137,9 +138,9 @@ type Claim struct {
 	Argv []string `json:"argv,omitempty"`
 	Cwd  string   `json:"cwd,omitempty"`
 	// Pid and Token name the root instance; Pid 0 means not started.
-	Pid   int32  `json:"pid"`
-	Token string `json:"token,omitempty"`
-	Pgid  int32  `json:"pgid,omitempty"`
+	Pid   int32       `json:"pid"`
+	Token token.Token `json:"token,omitzero"`
+	Pgid  int32       `json:"pgid,omitempty"`
 	// Cgroup is the path of the claim's own cgroup, if it has one.
 	Cgroup    string    `json:"cgroup,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
@@ -293,7 +294,7 @@ func (l Limits) check(c *Claim) error {
 		return fmt.Errorf("negative pid or pgid: %w", ErrInvalid)
 	}
 	for _, f := range [...]struct{ name, v string }{
-		{"owner", c.Owner}, {"cwd", c.Cwd}, {"token", c.Token}, {"cgroup", c.Cgroup},
+		{"owner", c.Owner}, {"cwd", c.Cwd}, {"cgroup", c.Cgroup},
 		{"output path", c.OutputPath}, {"retired reason", c.RetiredReason},
 	} {
 		if err := l.checkString(f.name, f.v); err != nil {
@@ -335,18 +336,16 @@ func (l Limits) check(c *Claim) error {
 			return fmt.Errorf("%d unproven (limit %d): %w", len(r.Unproven), l.MaxMembers, ErrTooLarge)
 		}
 		for _, s := range append(r.Survivors[:len(r.Survivors):len(r.Survivors)], r.Unproven...) {
-			if err := l.checkString("survivor token", s.Token); err != nil {
-				return err
-			}
 			if err := l.checkString("survivor reason", s.Reason); err != nil {
 				return err
 			}
 		}
 	}
-	if h := c.Holder; h != nil {
-		if err := l.checkString("holder token", h.Token); err != nil {
-			return err
-		}
+	if h := c.Holder; h != nil && (h.Pid <= 0 || h.Token.IsZero()) {
+		return fmt.Errorf("holder %d without a token: %w", h.Pid, ErrInvalid)
+	}
+	if c.Pid > 0 && c.Token.IsZero() {
+		return fmt.Errorf("root %d without a token: %w", c.Pid, ErrInvalid)
 	}
 	if c.WallClock < 0 {
 		return fmt.Errorf("negative wall clock: %w", ErrInvalid)
@@ -366,10 +365,10 @@ func (l Limits) checkMember(m Member) error {
 	if m.Pid <= 0 || m.Parent < 0 {
 		return fmt.Errorf("member pid %d, parent %d: %w", m.Pid, m.Parent, ErrInvalid)
 	}
-	if err := l.checkString("member token", m.Token); err != nil {
-		return err
+	if m.Token.IsZero() {
+		return fmt.Errorf("member %d without a token: %w", m.Pid, ErrInvalid)
 	}
-	return l.checkString("member parent token", m.ParentToken)
+	return nil
 }
 
 func sameMember(a, b Member) bool {

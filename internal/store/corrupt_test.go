@@ -33,7 +33,7 @@ func makeStore(t testing.TB, n int) string {
 		if err := s.Put(&c); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.AddMember(c.ID, Member{Pid: int32(5000 + i), Token: "m"}); err != nil {
+		if _, err := s.AddMember(c.ID, Member{Pid: int32(5000 + i), Token: tk("m")}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -174,7 +174,7 @@ func TestOpenCorrupt(t *testing.T) {
 		}},
 		{"member of no claim", func(t *testing.T, path string) {
 			id := NewID(Job)
-			rawEdit(t, path, putRaw("members", string(memberKey(id, 5, "t")), `{"pid":5,"token":"t","parent":0}`))
+			rawEdit(t, path, putRaw("members", string(memberKey(id, 5, tk("t"))), `{"pid":5,"token":"`+tk("t").String()+`","parent":0}`))
 		}},
 		{"member under the wrong key", func(t *testing.T, path string) {
 			rawEdit(t, path, putRaw("members", "nonsense", `{"pid":5,"token":"t","parent":0}`))

@@ -91,7 +91,7 @@ func crashWriter(path string) {
 		case len(live) > 0 && r < 60:
 			id := live[rand.IntN(len(live))]
 			pid := int32(rand.IntN(1 << 22))
-			if _, err := s.AddMember(id, Member{Pid: pid, Token: "tok", Parent: 1}); err != nil {
+			if _, err := s.AddMember(id, Member{Pid: pid, Token: tk("tok"), Parent: 1}); err != nil {
 				fail(err)
 			}
 			say("M %s %d", id, pid)
@@ -101,6 +101,7 @@ func crashWriter(path string) {
 				Owner: fmt.Sprintf("round-%s-op-%d", round, i),
 				Argv:  []string{"/bin/true", strings.Repeat("a", rand.IntN(2000))},
 				Pid:   int32(rand.IntN(1 << 22)),
+				Token: tk("root"),
 			}
 			if err := s.Put(&c); err != nil {
 				fail(err)

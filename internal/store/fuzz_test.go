@@ -83,7 +83,7 @@ func FuzzDecodeClaim(f *testing.F) {
 // FuzzDecodeMember: decoding never panics; a decoded member sits under
 // its own key.
 func FuzzDecodeMember(f *testing.F) {
-	f.Add(memberKey("g-abcdefghijkl", 42, "tok"), []byte(`{"pid":42,"token":"tok","parent":1}`))
+	f.Add(memberKey("g-abcdefghijkl", 42, tk("tok")), []byte(`{"pid":42,"token":"`+tk("tok").String()+`","parent":1}`))
 	f.Add([]byte("g-abcdefghijkl/"), []byte(`{}`))
 	f.Fuzz(func(t *testing.T, key, val []byte) {
 		id, m, err := decodeMember(key, val)

@@ -9,6 +9,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/procsupervisor/supervisor/internal/jsonx"
+	"github.com/procsupervisor/supervisor/internal/token"
 )
 
 // SchemaVersion is the layout this package reads and writes.
@@ -93,8 +94,8 @@ func encodeClaim(c *Claim) ([]byte, error) { return json.Marshal(c) }
 
 // memberKey is the claim id, "/", the pid in ten digits, "/", the token:
 // members sort by pid within their claim and (pid, token) is unique.
-func memberKey(id string, pid int32, tok string) []byte {
-	k := make([]byte, 0, len(id)+12+len(tok))
+func memberKey(id string, pid int32, tok token.Token) []byte {
+	k := make([]byte, 0, len(id)+12+80)
 	k = append(k, id...)
 	k = append(k, '/')
 	p := strconv.AppendInt(nil, int64(pid), 10)
@@ -103,7 +104,7 @@ func memberKey(id string, pid int32, tok string) []byte {
 	}
 	k = append(k, p...)
 	k = append(k, '/')
-	return append(k, tok...)
+	return tok.Append(k)
 }
 
 func memberPrefix(id string) []byte { return append([]byte(id), '/') }

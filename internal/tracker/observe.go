@@ -65,7 +65,7 @@ func (f *graphFinder) Find(members []*pidfd.Handle) ([]*pidfd.Handle, []actions.
 				continue
 			}
 			seen[n.Pid] = true
-			v, nh := f.judge.Bind(n.Pid, n.Token.String())
+			v, nh := f.judge.Bind(n.Pid, n.Token)
 			if nh != nil {
 				found = append(found, nh)
 				have[n.Pid] = true

@@ -90,12 +90,12 @@ func TestIntegrationOrphanedGrandchildIsTornDown(t *testing.T) {
 			}, "never: grandchild reparented")
 			j := &verdict.Judge{Boot: boot, Observer: tr, Mechanism: mech}
 			td := actions.New(j, tr.Finder(j), actions.Options{Grace: 2 * time.Second})
-			o := td.Run(context.Background(), root, tokenOf(t, boot, root).String())
+			o := td.Run(context.Background(), root, tokenOf(t, boot, root))
 			if !o.Dead || !slices.ContainsFunc(o.Targeted, func(m actions.Member) bool { return m.Pid == grandchild }) {
 				t.Fatalf("Run = %+v, want the reparented grandchild %d targeted and dead", o, grandchild)
 			}
 			testenv.Eventually(t, 10*time.Second, func() bool {
-				return j.Judge(grandchild, gtok.String()).Result != verdict.Owned
+				return j.Judge(grandchild, gtok).Result != verdict.Owned
 			}, "never: grandchild gone")
 		})
 	}
@@ -131,12 +131,12 @@ func TestIntegrationReissueObserved(t *testing.T) {
 					return ok && n.Token.Start == now.Start && (n.Token.Ino == 0 || n.Token.Ino == now.Ino)
 				}, "never: new generation in the graph")
 				j := &verdict.Judge{Boot: boot, Observer: tr, Mechanism: mech}
-				if v := j.Judge(pid, old.String()); v.Result != verdict.Foreign {
+				if v := j.Judge(pid, old); v.Result != verdict.Foreign {
 					t.Fatalf("Judge(old generation, full token) = %v, want FOREIGN", v)
 				}
 				coarse := old
 				coarse.Ino = 0
-				v := j.Judge(pid, coarse.String())
+				v := j.Judge(pid, coarse)
 				switch {
 				case old.Start == now.Start:
 					// Both generations started in one tick: a ticks-only

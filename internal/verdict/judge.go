@@ -64,8 +64,8 @@ func (j *Judge) mechanism() string {
 	return "pidfd"
 }
 
-// Judge returns the verdict on the claim (pid, claim token text).
-func (j *Judge) Judge(pid int32, claim string) Verdict {
+// Judge returns the verdict on the claim (pid, claim token).
+func (j *Judge) Judge(pid int32, claim token.Token) Verdict {
 	v, h := j.Bind(pid, claim)
 	if h != nil {
 		h.Close()
@@ -76,11 +76,11 @@ func (j *Judge) Judge(pid int32, claim string) Verdict {
 // Bind judges the claim and, when the verdict is Owned, returns a handle bound
 // to exactly the judged instance; the caller closes it. For any other verdict
 // the handle is nil: there is nothing the caller may signal.
-func (j *Judge) Bind(pid int32, claim string) (Verdict, *pidfd.Handle) {
+func (j *Judge) Bind(pid int32, claim token.Token) (Verdict, *pidfd.Handle) {
 	v := Verdict{Pid: pid, Token: claim, Mechanism: j.mechanism()}
-	tok, err := token.Parse(claim)
-	if err != nil {
-		return v.with(Unverifiable, "malformed token: "+err.Error()), nil
+	tok := claim
+	if tok.IsZero() {
+		return v.with(Unverifiable, "no token: a pid alone proves nothing"), nil
 	}
 	if err := pidfd.CheckPid(int64(pid)); err != nil {
 		return v.with(Unverifiable, err.Error()), nil
@@ -100,7 +100,7 @@ func (j *Judge) Bind(pid int32, claim string) (Verdict, *pidfd.Handle) {
 		return v.with(Unverifiable, "cannot inspect the process: "+err.Error()), nil
 	}
 	observed := h.Token()
-	v.Observed = observed.String()
+	v.Observed = observed
 	m, why := token.Compare(tok, observed)
 	if m == token.Unproven && tok.Prec != observed.Prec && j.Across != nil {
 		m, why = j.Across(tok, observed)

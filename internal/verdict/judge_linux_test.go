@@ -53,13 +53,13 @@ func TestIntegrationOwnedAndGone(t *testing.T) {
 	if tok.Ino == 0 {
 		testenv.Skip(t, "kernel has no pidfs inode ids")
 	}
-	v := j.Judge(int32(cmd.Process.Pid), tok.String())
+	v := j.Judge(int32(cmd.Process.Pid), tok)
 	if v.Result != Owned || v.Mechanism == "" || v.Reason == "" {
 		t.Fatalf("Judge(live child) = %+v, want OWNED with reason and mechanism", v)
 	}
 	cmd.Process.Kill()
 	cmd.Wait()
-	if v := j.Judge(int32(cmd.Process.Pid), tok.String()); v.Result != Gone {
+	if v := j.Judge(int32(cmd.Process.Pid), tok); v.Result != Gone {
 		t.Errorf("Judge(reaped child) = %+v, want GONE", v)
 	}
 }
@@ -73,11 +73,11 @@ func TestIntegrationForcedReuseIsForeign(t *testing.T) {
 		if err != nil {
 			continue
 		}
-		v := j.Judge(pid, tok.String())
+		v := j.Judge(pid, tok)
 		if v.Result != Foreign {
 			t.Fatalf("Judge(reissued pid %d) = %+v, want FOREIGN", pid, v)
 		}
-		if v.Observed == "" || v.Observed == tok.String() {
+		if v.Observed.IsZero() || v.Observed == tok {
 			t.Errorf("Observed = %q, want the stranger's token", v.Observed)
 		}
 		s.Stop()
@@ -106,7 +106,7 @@ func TestIntegrationSameTickReuse(t *testing.T) {
 			second.Stop()
 			continue
 		}
-		v := j.Judge(second.Pid, tok.String())
+		v := j.Judge(second.Pid, tok)
 		if v.Result == Owned {
 			t.Fatalf("Judge(same-tick reissue) = %+v: a stranger judged OWNED", v)
 		}
@@ -116,7 +116,7 @@ func TestIntegrationSameTickReuse(t *testing.T) {
 		// A ticks-only claim cannot tell the two apart: it must not be OWNED.
 		coarse := tok
 		coarse.Ino = 0
-		if v := j.Judge(second.Pid, coarse.String()); v.Result != Unverifiable {
+		if v := j.Judge(second.Pid, coarse); v.Result != Unverifiable {
 			t.Errorf("Judge(ticks-only claim, same-tick reissue) = %+v, want UNVERIFIABLE", v)
 		}
 		second.Stop()
@@ -171,20 +171,19 @@ func TestIntegrationEdgeCases(t *testing.T) {
 	tests := []struct {
 		name  string
 		pid   int32
-		claim string
+		claim token.Token
 		want  Result
 		why   string
 	}{
-		{"malformed", int32(os.Getpid()), "v1:nonsense", Unverifiable, "malformed"},
-		{"empty token", int32(os.Getpid()), "", Unverifiable, "malformed"},
-		{"other boot, pid live", int32(os.Getpid()), otherBoot.String(), Foreign, "another boot"},
-		{"other boot, pid free", 1<<22 - 1, otherBoot.String(), Gone, "another boot"},
-		{"pid 0", 0, self.String(), Unverifiable, "not a valid"},
-		{"negative pid", -5, self.String(), Unverifiable, "not a valid"},
-		{"huge pid", 1 << 30, self.String(), Unverifiable, "not a valid"},
-		{"pid 1 with our token", 1, self.String(), Foreign, "start time differs"},
-		{"zombie", int32(zombie.Process.Pid), ztok.String(), Gone, "zombie"},
-		{"thread id", int32(thread), self.String(), Foreign, "thread"},
+		{"no token", int32(os.Getpid()), token.Token{}, Unverifiable, "no token"},
+		{"other boot, pid live", int32(os.Getpid()), otherBoot, Foreign, "another boot"},
+		{"other boot, pid free", 1<<22 - 1, otherBoot, Gone, "another boot"},
+		{"pid 0", 0, self, Unverifiable, "not a valid"},
+		{"negative pid", -5, self, Unverifiable, "not a valid"},
+		{"huge pid", 1 << 30, self, Unverifiable, "not a valid"},
+		{"pid 1 with our token", 1, self, Foreign, "start time differs"},
+		{"zombie", int32(zombie.Process.Pid), ztok, Gone, "zombie"},
+		{"thread id", int32(thread), self, Foreign, "thread"},
 	}
 	for _, tt := range tests {
 		v := j.Judge(tt.pid, tt.claim)
@@ -196,7 +195,7 @@ func TestIntegrationEdgeCases(t *testing.T) {
 		}
 	}
 	// pid 1 judged against its own token is provably itself.
-	if v := j.Judge(1, tokenOf(t, j, 1).String()); v.Result != Owned {
+	if v := j.Judge(1, tokenOf(t, j, 1)); v.Result != Owned {
 		t.Errorf("Judge(1, token of 1) = %v, want OWNED", v)
 	}
 }
@@ -220,19 +219,19 @@ func TestIntegrationObserverProvesTicksOnlyClaim(t *testing.T) {
 	tok := tokenOf(t, j, cmd.Process.Pid)
 	tok.Ino = 0
 	pid := int32(cmd.Process.Pid)
-	if v := j.Judge(pid, tok.String()); v.Result != Unverifiable {
+	if v := j.Judge(pid, tok); v.Result != Unverifiable {
 		t.Fatalf("Judge(ticks-only, no observer) = %v, want UNVERIFIABLE", v)
 	}
 	j.Observer = fakeObserver{Observation{Known: true, Continuous: true, Mechanism: "ebpf"}}
-	if v := j.Judge(pid, tok.String()); v.Result != Owned || v.Mechanism != "ebpf" {
+	if v := j.Judge(pid, tok); v.Result != Owned || v.Mechanism != "ebpf" {
 		t.Errorf("Judge(ticks-only, continuous watch) = %v, want OWNED by ebpf", v)
 	}
 	j.Observer = fakeObserver{Observation{Known: true, Continuous: false, Mechanism: "netlink"}}
-	if v := j.Judge(pid, tok.String()); v.Result != Unverifiable {
+	if v := j.Judge(pid, tok); v.Result != Unverifiable {
 		t.Errorf("Judge(ticks-only, watch crossed a loss) = %v, want UNVERIFIABLE", v)
 	}
 	j.Observer = fakeObserver{Observation{Known: true, Exited: true, ExitedAt: time.Now(), Mechanism: "ebpf"}}
-	if v := j.Judge(pid, tok.String()); v.Result != Foreign || !strings.Contains(v.Reason, "reissued") {
+	if v := j.Judge(pid, tok); v.Result != Foreign || !strings.Contains(v.Reason, "reissued") {
 		t.Errorf("Judge(ticks-only, exit observed) = %v, want FOREIGN naming the reissue", v)
 	}
 }
@@ -258,7 +257,7 @@ func BenchmarkJudgeLive(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	claim := h.Token().String()
+	claim := h.Token()
 	h.Close()
 	b.ReportAllocs()
 	for b.Loop() {

@@ -10,7 +10,11 @@
 // token alone says (and an observed exit-then-fork names the reissue).
 package verdict
 
-import "fmt"
+import (
+	"fmt"
+
+	"github.com/procsupervisor/supervisor/internal/token"
+)
 
 // Result is the outcome of judging a claim.
 type Result uint8
@@ -58,14 +62,14 @@ func (r *Result) UnmarshalText(b []byte) error {
 
 // Verdict is the judgement of one claim.
 type Verdict struct {
-	Pid       int32  `json:"pid"`
-	Token     string `json:"token"`
-	Result    Result `json:"verdict"`
-	Reason    string `json:"reason"`
-	Mechanism string `json:"mechanism"`
+	Pid       int32       `json:"pid"`
+	Token     token.Token `json:"token"`
+	Result    Result      `json:"verdict"`
+	Reason    string      `json:"reason"`
+	Mechanism string      `json:"mechanism"`
 	// Observed is the token of the process that holds the pid now, when one
 	// does and it was read.
-	Observed string `json:"observed_token,omitempty"`
+	Observed token.Token `json:"observed_token,omitzero"`
 }
 
 // String renders the verdict for a log or a person.
