@@ -30,11 +30,6 @@ func protectedSet(extra []int32) protection {
 	return p
 }
 
-// Protect lists the pids every teardown protects: pid 1, this process and
-// its ancestors. The daemon's own pid is among them for a teardown it runs;
-// the CLI adds the daemon's pid and ancestors through Options.Protected.
-func Protect() []int32 { return slices.Clone(protectedSet(nil).pids) }
-
 // refuse says why h must not be signalled, if it must not: a protected pid,
 // the init of a pid namespace other than ours (its death kills every
 // process in that namespace, members or not), or a process the principal

@@ -51,7 +51,8 @@ type Options struct {
 	// it is a member.
 	Cgroup string
 	// Protected lists pids never signalled whatever proves them members,
-	// beyond those Protect finds (pid 1, this process and its ancestors).
+	// beyond those every teardown protects (pid 1, this process and its
+	// ancestors).
 	Protected []int32
 }
 

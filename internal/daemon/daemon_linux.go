@@ -286,6 +286,7 @@ loop:
 			d.reconcileAll(ctx, request{trigger: Pass})
 			d.retain()
 			d.expirePending()
+			tr.Graph().Expire() // on a quiet host no event expires old exits
 		case <-clock.C:
 			d.wallClock(ctx)
 		}

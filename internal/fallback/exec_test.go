@@ -107,7 +107,7 @@ cat `+rows+` 2>/dev/null`)
 		t.Fatal(err)
 	}
 	defer p.Close()
-	base := p.Latest()
+	base := p.latest()
 	tok := base.Lookup(4242).Token
 	since := base.Taken.Add(-time.Millisecond)
 
@@ -125,10 +125,10 @@ cat `+rows+` 2>/dev/null`)
 	if got := p.Stats(); got.LostReports != 1 || got.Events != 0 {
 		t.Errorf("Stats() = %+v, want 1 lost report, 0 events", got)
 	}
-	if p.Latest() != nil {
+	if p.latest() != nil {
 		t.Error("Latest() after a failed poll is not nil")
 	}
-	if r, _ := Judge(Claim{4242, tok, since}, p.Latest(), p.Continuity()); r != verdict.Unverifiable {
+	if r, _ := Judge(Claim{4242, tok, since}, p.latest(), p.Continuity()); r != verdict.Unverifiable {
 		t.Errorf("Judge after a failed poll = %v, want UNVERIFIABLE", r)
 	}
 
@@ -144,7 +144,7 @@ cat `+rows+` 2>/dev/null`)
 	if _, ok := ev.Exited(); ok {
 		t.Error("an inferred exit claims an exit code")
 	}
-	if r, _ := Judge(Claim{4242, tok, since}, p.Latest(), p.Continuity()); r != verdict.Gone {
+	if r, _ := Judge(Claim{4242, tok, since}, p.latest(), p.Continuity()); r != verdict.Gone {
 		t.Errorf("Judge after recovery = %v, want GONE", r)
 	}
 

@@ -104,7 +104,7 @@ func TestIntegrationInferredForkExit(t *testing.T) {
 			if !exit.Inferred || exit.Token != fork.Token || exit.Status != StatusUnknown {
 				t.Errorf("exit event %+v: want inferred, token %v, unknown status", exit, fork.Token)
 			}
-			if r, why := Judge(Claim{pid, fork.Token, time.Now()}, p.Latest(), p.Continuity()); r != verdict.Gone && r != verdict.Foreign {
+			if r, why := Judge(Claim{pid, fork.Token, time.Now()}, p.latest(), p.Continuity()); r != verdict.Gone && r != verdict.Foreign {
 				t.Errorf("Judge(exited child) = %v (%s), want GONE (or FOREIGN if the pid was reissued)", r, why)
 			}
 		})
@@ -121,16 +121,16 @@ func TestIntegrationContinuityOwned(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer p.Close()
-			init1 := p.Latest().Lookup(1)
+			init1 := p.latest().Lookup(1)
 			claim := Claim{Pid: 1, Token: init1.Token, Since: time.Now()}
 			// Let at least one poll happen after the claim: start a child
 			// so that the poll yields an event.
 			child := startSleep(t)
 			readUntil(t, p, func(ev *events.Event) bool { return ev.Kind == events.Fork && ev.Pid == int32(child.Process.Pid) })
-			if r, why := Judge(claim, p.Latest(), p.Continuity()); r != verdict.Owned {
+			if r, why := Judge(claim, p.latest(), p.Continuity()); r != verdict.Owned {
 				t.Errorf("Judge(pid 1, watched since the claim) = %v (%s), want OWNED", r, why)
 			}
-			if r, why := Judge(claim, p.Latest(), nil); r != verdict.Unverifiable {
+			if r, why := Judge(claim, p.latest(), nil); r != verdict.Unverifiable {
 				t.Errorf("Judge(pid 1, no continuity) = %v (%s), want UNVERIFIABLE", r, why)
 			}
 		})

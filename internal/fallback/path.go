@@ -10,11 +10,11 @@ import (
 // on macOS, whose default file systems are case-insensitive (FoldPathCase).
 // It does not apply Unicode normalisation (APFS preserves but does not
 // normalise, HFS+ stores NFD), nor resolve symbolic links.
-func SamePath(a, b string) bool { return PathsEqual(a, b, FoldPathCase) }
+func SamePath(a, b string) bool { return pathsEqual(a, b, FoldPathCase) }
 
-// PathsEqual compares two paths after cleaning, case-insensitively (Unicode
+// pathsEqual compares two paths after cleaning, case-insensitively (Unicode
 // simple folding) when fold is set.
-func PathsEqual(a, b string, fold bool) bool {
+func pathsEqual(a, b string, fold bool) bool {
 	a, b = filepath.Clean(a), filepath.Clean(b)
 	if fold {
 		return strings.EqualFold(a, b)

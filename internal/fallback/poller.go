@@ -98,8 +98,8 @@ func (p *Poller) Mechanism() events.Mechanism { return p.snap.Mechanism() }
 // Continuity returns the tracker the poller feeds, for Judge and Member.
 func (p *Poller) Continuity() *Continuity { return p.cont }
 
-// Latest returns the latest successful snapshot, nil after a failed poll.
-func (p *Poller) Latest() *Snapshot { return p.cont.Current() }
+// latest returns the latest successful snapshot, nil after a failed poll.
+func (p *Poller) latest() *Snapshot { return p.cont.Current() }
 
 // Stats returns the event counters. A failed poll counts one LostReport;
 // Lost stays 0 because the number of events missed is unknown.

@@ -232,8 +232,8 @@ func TestPathsEqual(t *testing.T) {
 		{"/tmp//x/./y", "/tmp/x/y", false, true},
 	}
 	for _, tt := range tests {
-		if got := PathsEqual(tt.a, tt.b, tt.fold); got != tt.want {
-			t.Errorf("PathsEqual(%q, %q, %v) = %v, want %v", tt.a, tt.b, tt.fold, got, tt.want)
+		if got := pathsEqual(tt.a, tt.b, tt.fold); got != tt.want {
+			t.Errorf("pathsEqual(%q, %q, %v) = %v, want %v", tt.a, tt.b, tt.fold, got, tt.want)
 		}
 	}
 	if SamePath("/A", "/a") != FoldPathCase {

@@ -153,10 +153,6 @@ func New(version string, opts Options) *Metrics {
 	return m
 }
 
-// Registry returns the registry, for a caller that exposes it elsewhere or
-// adds collectors of its own.
-func (m *Metrics) Registry() *prometheus.Registry { return m.reg }
-
 // Event counts one event read from a source. It does not allocate.
 func (m *Metrics) Event(kind events.Kind, mech events.Mechanism) {
 	m.events[kindIndex(kind)][mechIndex(mech)].Inc()
