@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -346,4 +347,85 @@ func TestIntegrationStoreErrorNotDropped(t *testing.T) {
 	if res, err := h.d.Release(context.Background(), api.Peer{UID: 0, Pid: 1}, c.ID, &api.ReleaseRequest{}); err != nil || res.Claim.State != store.Released {
 		t.Errorf("Release after the store recovered = %+v, %v; want released", res.Claim.State, err)
 	}
+}
+
+// TestIntegrationReleaseAndReconcileAgree: the cases where release and
+// the reconcile once decided differently now go through the one table.
+// A grant that never recorded its start (the daemon stopped during the
+// launch) but whose cgroup holds a process has that process torn down, by
+// a release as by a reconcile; a job found gone says its exit code is
+// unknown, whichever asked.
+func TestIntegrationReleaseAndReconcileAgree(t *testing.T) {
+	h := newHarness(t)
+	base := findCgroupBase("auto")
+	if base.dir == "" {
+		testenv.Skip(t, "no writable cgroup v2: %s", base.reason)
+	}
+	for _, trig := range []Trigger{ReleaseAsked, Startup} {
+		t.Run(trig.String(), func(t *testing.T) {
+			c := store.Claim{Kind: store.Grant}
+			if err := h.st.Put(&c); err != nil {
+				t.Fatal(err)
+			}
+			dir, fd, err := base.create(c.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			syscall.Close(fd)
+			t.Cleanup(func() { removeCgroup(dir) })
+			if err := h.st.Update(c.ID, func(x *store.Claim) error { x.Cgroup = dir; return nil }); err != nil {
+				t.Fatal(err)
+			}
+			escaped := exec.Command("sleep", "60")
+			if err := escaped.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { escaped.Process.Kill(); escaped.Wait() })
+			if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(escaped.Process.Pid)), 0); err != nil {
+				t.Fatal(err)
+			}
+			it, out, err := h.d.settle(context.Background(), c.ID, request{trigger: trig})
+			if err != nil || it.Action != TearDown.String() || out == nil || !out.Dead {
+				t.Fatalf("settle(%s) of an unstarted grant whose cgroup holds %d = %+v, %+v, %v; want it torn down", trig, escaped.Process.Pid, it, out, err)
+			}
+			got, _ := h.st.Get(c.ID)
+			if got.State != store.Released {
+				t.Errorf("state = %s, want released", got.State)
+			}
+			testenv.Eventually(t, 5*time.Second, func() bool {
+				return escaped.ProcessState != nil || escaped.Process.Signal(syscall.Signal(0)) != nil || zombie(escaped.Process.Pid)
+			}, "the process in the grant's cgroup survived")
+		})
+	}
+	for _, trig := range []Trigger{ReleaseAsked, Pass} {
+		t.Run("gone job, "+trig.String(), func(t *testing.T) {
+			gone := exec.Command("true")
+			if err := gone.Start(); err != nil {
+				t.Fatal(err)
+			}
+			gh, err := pidfd.Open(int32(gone.Process.Pid), h.boot)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tok := gh.Token()
+			gh.Close()
+			gone.Wait()
+			c := store.Claim{Kind: store.Job, Pid: int32(gone.Process.Pid), Token: tok}
+			if err := h.st.Put(&c); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := h.d.settle(context.Background(), c.ID, request{trigger: trig}); err != nil {
+				t.Fatal(err)
+			}
+			got, _ := h.st.Get(c.ID)
+			if got.State != store.Exited || !strings.Contains(got.RetiredReason, "exit code unknown") {
+				t.Errorf("gone job after %s = %s %q, want exited with the exit code unknown", trig, got.State, got.RetiredReason)
+			}
+		})
+	}
+}
+
+func zombie(pid int) bool {
+	var st procfs.Stat
+	return procfs.NewReader("/proc").ReadStat(int32(pid), &st) == nil && st.Zombie()
 }
