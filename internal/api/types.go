@@ -300,6 +300,11 @@ type Status struct {
 	Reconcile     Report                             `json:"reconcile"`
 	LogDropped    uint64                             `json:"log_lines_dropped"`
 	StoreBytes    int64                              `json:"store_bytes"`
+	// HoldersWatched counts holder processes whose pidfd the daemon
+	// watches (one descriptor each); HoldersUnwatched those it could not
+	// watch (no descriptor left), left to exit events and the reaper.
+	HoldersWatched   int    `json:"holders_watched"`
+	HoldersUnwatched uint64 `json:"holders_unwatched,omitempty"`
 	// StoreErrors counts store operations that failed since the start;
 	// LastStoreError is the latest.
 	StoreErrors    uint64 `json:"store_errors"`

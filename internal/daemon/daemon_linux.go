@@ -90,6 +90,7 @@ type Daemon struct {
 	st      claimStore
 	tr      atomic.Pointer[tracker.Tracker]
 	judge   judge
+	hw      *holderWatch // nil until run starts it
 	log     *feed
 	started time.Time
 	cg      cgroupBase
@@ -217,6 +218,14 @@ func (d *Daemon) run(ctx context.Context, ready func(Info)) error {
 	}
 	defer tr.Close()
 	d.setTracker(tr)
+	hw, err := newHolderWatch(d.boot, d.holderExited)
+	if err != nil {
+		return fmt.Errorf("holder watch: %w", err)
+	}
+	d.hw = hw
+	hwDone := make(chan struct{})
+	go func() { defer close(hwDone); hw.run() }()
+	defer func() { hw.stop(); <-hwDone; hw.close() }()
 	if d.cfg.MetricsListen != "" {
 		stop, err := d.serveMetrics(tr)
 		if err != nil {

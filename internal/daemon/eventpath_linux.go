@@ -25,18 +25,36 @@ type held struct {
 	holder token.Token
 }
 
-// index records an open claim's pids for the event path.
+// index records an open claim's pids for the event path, and has the
+// holder's pidfd watched.
 func (d *Daemon) index(c *store.Claim) {
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	if c.Pid > 0 {
 		d.roots[c.Pid] = c.ID
 	}
+	watch := false
 	if c.Holder != nil && !slices.ContainsFunc(d.holders[c.Holder.Pid], func(h held) bool { return h.id == c.ID }) {
 		d.holders[c.Holder.Pid] = append(d.holders[c.Holder.Pid], held{id: c.ID, holder: c.Holder.Token})
+		watch = true
 	}
 	if !c.Deadline.IsZero() && c.State == store.Running {
 		d.deadline[c.ID] = c.Deadline
+	}
+	d.mu.Unlock()
+	if watch && d.hw != nil {
+		d.hw.add(c.Holder.Pid, c.Holder.Token)
+	}
+}
+
+// holderExited queues a HolderExit for every grant held by (pid, tok): the
+// holder's pidfd turned readable, or was gone when it was to be watched.
+func (d *Daemon) holderExited(pid int32, tok token.Token) {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	for _, h := range d.holders[pid] {
+		if m, _ := token.Compare(h.holder, tok); m == token.Same {
+			d.queue(h.id, HolderExit)
+		}
 	}
 }
 
@@ -51,6 +69,9 @@ func (d *Daemon) unindex(c *store.Claim) {
 		out := slices.DeleteFunc(d.holders[c.Holder.Pid], func(h held) bool { return h.id == c.ID })
 		if len(out) == 0 {
 			delete(d.holders, c.Holder.Pid)
+			if d.hw != nil {
+				d.hw.remove(c.Holder.Pid)
+			}
 		} else {
 			d.holders[c.Holder.Pid] = out
 		}

@@ -150,10 +150,17 @@ func Decide(in Input) Decision {
 		}
 		return Decision{Drop, store.Dropped}
 	case verdict.Gone:
-		if in.Proven {
+		// Members the cgroup (or an earlier teardown) proves outlive the
+		// root: a grant is still running until something ends it.
+		ended := in.Trigger == ReleaseAsked || in.Trigger == WallClock ||
+			in.State == store.Releasing || in.State == store.Survivors ||
+			in.Kind == store.Grant && (in.Orphan || in.Trigger == HolderExit)
+		switch {
+		case in.Proven && ended:
 			return Decision{TearDown, store.Releasing}
-		}
-		if in.Kind == store.Job {
+		case in.Proven && in.Kind == store.Grant:
+			return Decision{Keep, in.State}
+		case in.Kind == store.Job:
 			return Decision{Finish, store.Exited}
 		}
 		return Decision{LetGo, store.Released}

@@ -56,6 +56,10 @@ func TestDecide(t *testing.T) {
 		{"gone grant", started(G, store.Running, Pass, verdict.Gone), Decision{LetGo, store.Released}},
 		{"gone grant, cgroup holds processes", Input{Kind: G, State: store.Running, Trigger: WallClock, Started: true, Root: verdict.Gone, Proven: true}, Decision{TearDown, store.Releasing}},
 		{"gone grant, survivors still owned", Input{Kind: G, State: store.Survivors, Trigger: Pass, Started: true, Root: verdict.Gone, Proven: true}, Decision{TearDown, store.Releasing}},
+		{"gone grant, cgroup holds processes, on a pass", Input{Kind: G, State: store.Running, Trigger: Pass, Started: true, Root: verdict.Gone, Proven: true}, Decision{Keep, store.Running}},
+		{"gone orphan, cgroup holds processes", Input{Kind: G, State: store.Running, Trigger: Pass, Started: true, Root: verdict.Gone, Proven: true, Orphan: true}, Decision{TearDown, store.Releasing}},
+		{"gone job, cgroup holds processes", Input{Kind: J, State: store.Running, Trigger: Pass, Started: true, Root: verdict.Gone, Proven: true}, Decision{Finish, store.Exited}},
+		{"gone job, cgroup holds processes, released", Input{Kind: J, State: store.Running, Trigger: ReleaseAsked, Started: true, Root: verdict.Gone, Proven: true}, Decision{TearDown, store.Releasing}},
 		{"gone job", started(J, store.Running, Pass, verdict.Gone), Decision{Finish, store.Exited}},
 		{"gone job after its teardown", started(J, store.Releasing, Pass, verdict.Gone), Decision{Finish, store.Exited}},
 		// UNVERIFIABLE: never signalled.
