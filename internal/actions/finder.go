@@ -11,7 +11,8 @@ import (
 
 // ProcFinder finds descendants through today's parent links in /proc. A
 // process counts as a member only when its parent, read after binding a
-// pidfd to it, is a member that is still alive afterwards. It cannot see a
+// pidfd to it, is a member that is still alive afterwards, and that parent
+// is not the init of a pid namespace (which adopts strangers). It cannot see a
 // descendant whose parent exited (the kernel reparents it to init or a
 // subreaper): observed lineage (the lineage graph) can.
 type ProcFinder struct {
@@ -40,6 +41,7 @@ func (f *ProcFinder) Find(members []*pidfd.Handle) ([]*pidfd.Handle, []Member, e
 	var st procfs.Stat
 	var found []*pidfd.Handle
 	var unproven []Member
+	nsInit := map[int32]bool{}
 	for changed := true; changed; {
 		changed = false
 		for _, pid := range pids {
@@ -51,6 +53,19 @@ func (f *ProcFinder) Find(members []*pidfd.Handle) ([]*pidfd.Handle, []Member, e
 			}
 			parent, ok := byPid[st.PPid]
 			if !ok {
+				continue
+			}
+			// The init of a pid namespace adopts the orphans of its
+			// namespace, and anything entered into it (setns) whose
+			// parent exits: being its child proves no birth.
+			if isInit, known := nsInit[st.PPid]; !known {
+				ns, err := procfs.NSpid(root, st.PPid)
+				isInit = err != nil || len(ns) > 1 && ns[len(ns)-1] == 1
+				nsInit[st.PPid] = isInit
+				if isInit {
+					continue
+				}
+			} else if isInit {
 				continue
 			}
 			h, err := pidfd.Open(pid, f.Boot)

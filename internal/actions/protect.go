@@ -31,27 +31,84 @@ func protectedSet(extra []int32) protection {
 }
 
 // refuse says why h must not be signalled, if it must not: a protected pid,
-// the init of a pid namespace other than ours (its death kills every
-// process in that namespace, members or not), or a process the principal
-// could not signal itself. Each check reads /proc after the handle was
-// bound and confirms the handle still names a live process afterwards, so
-// what was read is the bound process's.
-func (t *Teardown) refuse(h *pidfd.Handle) (string, bool) {
+// the init of a pid namespace that holds any process not proven a member
+// (its death kills every process in that namespace), or a process the
+// principal could not signal itself. members are the tree's bound members
+// so far. Each check reads /proc after the handle was bound and confirms
+// the handle still names a live process afterwards, so what was read is
+// the bound process's.
+func (t *Teardown) refuse(h *pidfd.Handle, members []*pidfd.Handle) (string, bool) {
 	if slices.Contains(t.protect.pids, h.Pid()) {
 		return "protected: init, the supervisor or one of its ancestors", true
 	}
-	if ns, err := procfs.NSpid("/proc", h.Pid()); err == nil && len(ns) > 1 && ns[len(ns)-1] == 1 {
-		return "the init of a pid namespace (pid 1 there): signalling it kills every process in that namespace", true
+	if why, ok := t.principalRefuses(h.Pid()); ok && !h.Exited() {
+		return why, true
 	}
-	if p := t.opts.Principal; p != nil && *p != 0 {
-		ids, err := procfs.ReadUIDs("/proc", h.Pid())
-		switch {
-		case h.Exited():
-			return "", false // gone: nothing will be signalled anyway
-		case err != nil:
-			return "owner unreadable: " + err.Error(), true
-		case ids.Real != *p && ids.Saved != *p:
-			return fmt.Sprintf("belongs to uid %d (real), %d (saved): uid %d may not signal it", ids.Real, ids.Saved, *p), true
+	if ns, err := procfs.NSpid("/proc", h.Pid()); err == nil && len(ns) > 1 && ns[len(ns)-1] == 1 {
+		if why, ok := t.namespaceRefuses(h, members); ok && !h.Exited() {
+			return why, true
+		}
+	}
+	return "", false
+}
+
+// principalRefuses applies the kernel's kill rule for the principal: its
+// uid must be the target's real or saved uid. Capabilities a process holds
+// inside a user namespace are not considered.
+func (t *Teardown) principalRefuses(pid int32) (string, bool) {
+	p := t.opts.Principal
+	if p == nil || *p == 0 {
+		return "", false
+	}
+	ids, err := procfs.ReadUIDs("/proc", pid)
+	switch {
+	case err != nil:
+		return "owner unreadable: " + err.Error(), true
+	case ids.Real != *p && ids.Saved != *p:
+		return fmt.Sprintf("belongs to uid %d (real), %d (saved): uid %d may not signal it", ids.Real, ids.Saved, *p), true
+	}
+	return "", false
+}
+
+// namespaceRefuses decides for h, the init of a pid namespace: signalling
+// it is a kill of every process in that namespace, so it is allowed only
+// when each of them is a member the finders prove (from h and the members
+// so far) and the principal may signal.
+func (t *Teardown) namespaceRefuses(h *pidfd.Handle, members []*pidfd.Handle) (string, bool) {
+	const why = "the init of a pid namespace that holds processes not proven members: signalling it would kill them"
+	ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", h.Pid()))
+	if err != nil {
+		return "the init of a pid namespace whose members cannot be read: " + err.Error(), true
+	}
+	pids, err := procfs.Pids("/proc")
+	if err != nil {
+		return "the init of a pid namespace whose members cannot be listed: " + err.Error(), true
+	}
+	proven := map[int32]bool{h.Pid(): true}
+	for _, m := range members {
+		proven[m.Pid()] = true
+	}
+	from := append([]*pidfd.Handle{h}, members...)
+	for _, f := range t.finders {
+		found, _, _ := f.Find(from)
+		for _, fh := range found {
+			proven[fh.Pid()] = true
+			fh.Close()
+		}
+	}
+	for _, pid := range pids {
+		if pid == h.Pid() {
+			continue
+		}
+		link, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid))
+		if err != nil || link != ns {
+			continue
+		}
+		if !proven[pid] {
+			return why + fmt.Sprintf(" (pid %d)", pid), true
+		}
+		if reason, ok := t.principalRefuses(pid); ok {
+			return "the init of a pid namespace holding a process the principal may not signal: " + reason, true
 		}
 	}
 	return "", false

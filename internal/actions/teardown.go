@@ -131,7 +131,7 @@ func (t *Teardown) RunBound(ctx context.Context, v verdict.Verdict, root *pidfd.
 		return out
 	}
 	if root != nil {
-		if why, ok := t.refuse(root); ok {
+		if why, ok := t.refuse(root, extra); ok {
 			out.Error = fmt.Sprintf("pid %d: %s: %v", root.Pid(), why, ErrProtected)
 			out.Unproven = append(out.Unproven, Member{Pid: root.Pid(), Token: root.Token(), Reason: why})
 			return out
@@ -211,7 +211,7 @@ func (t *Teardown) run(ctx context.Context, root *pidfd.Handle, extra []*pidfd.H
 // A member that fails them is reported in out.Unproven with the reason and
 // never signalled; admit closes nothing.
 func (t *Teardown) admit(tr *tree, h *pidfd.Handle, out *Outcome) bool {
-	why, refused := t.refuse(h)
+	why, refused := t.refuse(h, tr.members)
 	if !refused {
 		return true
 	}

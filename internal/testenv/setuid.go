@@ -1,0 +1,48 @@
+package testenv
+
+import (
+	_ "embed"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+)
+
+//go:embed testdata/setuid.c
+var setuidSource []byte
+
+var (
+	setuidOnce sync.Once
+	setuidPath string
+	setuidErr  error
+)
+
+// SetuidRoot returns a setuid-root program (testdata/setuid.c) in a
+// directory every user may traverse: run by any user, `hold` becomes root
+// in full and waits, `exec PATH ARGV...` runs PATH as root. It needs root
+// to make; it is built once per test binary.
+func SetuidRoot(t testing.TB) string {
+	t.Helper()
+	RequireRoot(t)
+	setuidOnce.Do(func() {
+		bin, err := compile("setuid", setuidSource)
+		if err != nil {
+			setuidErr = err
+			return
+		}
+		dir := filepath.Dir(bin)
+		if err := os.Chmod(dir, 0o755); err != nil {
+			setuidErr = err
+			return
+		}
+		if err := os.Chown(bin, 0, 0); err != nil {
+			setuidErr = err
+			return
+		}
+		setuidPath, setuidErr = bin, os.Chmod(bin, 0o755|os.ModeSetuid)
+	})
+	if setuidErr != nil {
+		Skip(t, "cannot make the setuid helper: %v", setuidErr)
+	}
+	return setuidPath
+}
