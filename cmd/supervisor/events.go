@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/procsupervisor/supervisor/internal/api"
 	"github.com/procsupervisor/supervisor/internal/events"
@@ -81,74 +79,24 @@ func runEvents(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	p := &eventPrinter{w: bufio.NewWriterSize(env.stdout, 64<<10), json: *asJSON}
-	// The source may print as soon as it runs: hold the printer until the
-	// header is written, and write no header for a source that failed.
-	p.mu.Lock()
-	t, err := startTracker(ctx, *mech, boot, p.print)
-	if err == nil && !p.json {
-		fmt.Fprintf(p.w, "%-6s %7s %7s  %-16s %s\n", "KIND", "PID", "PPID", "COMM", "TOKEN / DETAIL")
-	}
-	p.mu.Unlock()
+	w := events.NewWriter(env.stdout, *asJSON)
+	t, err := startTracker(ctx, *mech, boot, w.Write)
 	if err != nil {
+		w.Close()
 		return err
 	}
+	w.Start()
 	for _, why := range t.Tried() {
 		fmt.Fprintf(env.stderr, "supervisor events: skipped %s\n", why)
 	}
 	fmt.Fprintf(env.stderr, "supervisor events: mechanism %s\n", t.Mechanism())
-	stopFlush := p.flushEvery(100 * time.Millisecond)
 	<-ctx.Done()
 	t.Close()
-	stopFlush()
-	p.mu.Lock()
-	p.w.Flush()
-	p.mu.Unlock()
+	w.Close()
 	st := t.Stats()
 	fmt.Fprintf(env.stderr, "supervisor events: %d events, %d lost, %d decode errors (mechanism %s)\n",
 		st.Events, st.Lost, st.DecodeErrors, t.Mechanism())
 	return t.Err()
-}
-
-// eventPrinter writes events without allocating per event.
-type eventPrinter struct {
-	mu   sync.Mutex
-	w    *bufio.Writer
-	json bool
-	buf  []byte
-}
-
-func (p *eventPrinter) flushEvery(d time.Duration) (stop func()) {
-	done := make(chan struct{})
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		tick := time.NewTicker(d)
-		defer tick.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-tick.C:
-				p.mu.Lock()
-				p.w.Flush()
-				p.mu.Unlock()
-			}
-		}
-	}()
-	return func() { close(done); <-finished }
-}
-
-func (p *eventPrinter) print(ev *events.Event) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if p.json {
-		p.buf = events.AppendJSON(p.buf[:0], ev)
-	} else {
-		p.buf = events.AppendText(p.buf[:0], ev)
-	}
-	p.buf = append(p.buf, '\n')
-	p.w.Write(p.buf)
 }
 
 func runTree(ctx context.Context, env *cliEnv, args []string) error {

@@ -4,7 +4,8 @@
 // (internal/events/proccon), and the polling fallback (internal/fallback).
 // Consumers never branch on which one runs; they read Mechanism from the
 // events to say what decided a verdict. AppendJSON and AppendText write an
-// event as one line (the CLI's event stream) without allocating.
+// event as one line without allocating; Writer prints a stream of them
+// (the CLI's `events`), buffered and flushed every 100 ms.
 //
 // A Source is attached when it is opened, so events that happen while the
 // caller scans /proc are buffered, not missed (attach, scan, drain). A
