@@ -12,6 +12,7 @@ import (
 
 	"github.com/procsupervisor/supervisor/internal/actions"
 	"github.com/procsupervisor/supervisor/internal/api"
+	"github.com/procsupervisor/supervisor/internal/daemon"
 	"github.com/procsupervisor/supervisor/internal/pidfd"
 	"github.com/procsupervisor/supervisor/internal/procfs"
 	"github.com/procsupervisor/supervisor/internal/token"
@@ -165,7 +166,7 @@ func runVerify(ctx context.Context, env *cliEnv, args []string) error {
 // The verdict's mechanism says which ("daemon:ebpf", "local:pidfd").
 func verifyVia(ctx context.Context, sock, mech string, pid int32, claim token.Token) (verdict.Verdict, error) {
 	if mech == "" {
-		v, err := api.NewClient(socketPath(sock)).Verify(ctx, pid, claim)
+		v, err := api.NewClient(daemon.FindSocket(sock)).Verify(ctx, pid, claim)
 		if err == nil {
 			v.Mechanism = "daemon:" + v.Mechanism
 			return v, nil
@@ -216,7 +217,7 @@ func runKill(ctx context.Context, env *cliEnv, args []string) error {
 // caller's own privileges, watching events while it runs.
 func killVia(ctx context.Context, sock, mech string, pid int32, claim token.Token, grace time.Duration) (actions.Outcome, error) {
 	if mech == "" {
-		out, err := api.NewClient(socketPath(sock)).Kill(ctx, pid, claim, &grace)
+		out, err := api.NewClient(daemon.FindSocket(sock)).Kill(ctx, pid, claim, &grace)
 		if err == nil {
 			out.Mechanism = "daemon: " + out.Mechanism
 			return out, nil

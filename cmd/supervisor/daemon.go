@@ -20,9 +20,6 @@ import (
 	"github.com/procsupervisor/supervisor/internal/tracker"
 )
 
-// socketEnv names the daemon's socket for the client commands.
-const socketEnv = "SUPERVISOR_SOCKET"
-
 func init() {
 	register(&command{
 		name:    "run",
@@ -91,29 +88,8 @@ reported, 66 no such claim, 69 no daemon, 77 refused, 3 unverifiable.`,
 	})
 }
 
-// socketPath: --socket, then $SUPERVISOR_SOCKET, then the default.
-func socketPath(flagVal string) string {
-	if flagVal != "" {
-		return flagVal
-	}
-	if s := os.Getenv(socketEnv); s != "" {
-		return s
-	}
-	def := daemon.DefaultSocket()
-	// The packaged systemd unit puts the socket in its runtime directory.
-	if _, err := os.Stat(def); err != nil && os.Geteuid() == 0 {
-		if _, err := os.Stat(unitSocket); err == nil {
-			return unitSocket
-		}
-	}
-	return def
-}
-
-// unitSocket is where packaging/supervisor.service has the daemon listen.
-const unitSocket = "/run/supervisor/supervisor.sock"
-
 func socketFlag(fs *flag.FlagSet) *string {
-	return fs.String("socket", "", "the daemon's socket (default $"+socketEnv+", else "+daemon.DefaultSocket()+")")
+	return fs.String("socket", "", "the daemon's socket (default $"+daemon.SocketEnv+", else "+daemon.DefaultSocket()+")")
 }
 
 // apiFail maps a client error to an exit code.
@@ -260,7 +236,7 @@ func runLaunch(ctx context.Context, env *cliEnv, args []string) error {
 		req.Holder = &store.Instance{Pid: h.Pid(), Token: h.Token()}
 		h.Close()
 	}
-	c := api.NewClient(socketPath(*sock))
+	c := api.NewClient(daemon.FindSocket(*sock))
 	defer c.Close()
 	cl, err := c.Launch(ctx, req)
 	if err != nil {
@@ -281,7 +257,7 @@ func runAdmit(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	c := api.NewClient(socketPath(*sock))
+	c := api.NewClient(daemon.FindSocket(*sock))
 	defer c.Close()
 	cl, err := c.Admit(ctx, &api.AdmitRequest{Pid: pid, Token: tok, Owner: *owner})
 	if err != nil {
@@ -309,7 +285,7 @@ func runRelease(ctx context.Context, env *cliEnv, args []string) error {
 	} else if *grace != -1 {
 		return fail(exitUsage, "--grace %v: must not be negative", *grace)
 	}
-	c := api.NewClient(socketPath(*sock))
+	c := api.NewClient(daemon.FindSocket(*sock))
 	defer c.Close()
 	res, err := c.Release(ctx, pos[0], req)
 	if err != nil {
@@ -375,7 +351,7 @@ func clientFor(fs *flag.FlagSet, name string, env *cliEnv, args []string) (*api.
 	if len(pos) != 0 {
 		return nil, fail(exitUsage, "unexpected arguments %q", pos)
 	}
-	return api.NewClient(socketPath(fs.Lookup("socket").Value.String())), nil
+	return api.NewClient(daemon.FindSocket(fs.Lookup("socket").Value.String())), nil
 }
 
 // sanitize keeps control characters out of a terminal.

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/procsupervisor/supervisor/internal/api"
+	"github.com/procsupervisor/supervisor/internal/daemon"
 	"github.com/procsupervisor/supervisor/internal/events"
 	"github.com/procsupervisor/supervisor/internal/lineage"
 	"github.com/procsupervisor/supervisor/internal/procfs"
@@ -118,7 +119,7 @@ func runTree(ctx context.Context, env *cliEnv, args []string) error {
 		}
 	}
 	if *mech == "" {
-		nodes, err := api.NewClient(socketPath(*sock)).Tree(ctx, pid, token.Token{})
+		nodes, err := api.NewClient(daemon.FindSocket(*sock)).Tree(ctx, pid, token.Token{})
 		switch {
 		case err == nil:
 			return printTreeOf(env, "daemon", lineage.Arrange(nodes), nil, *asJSON)

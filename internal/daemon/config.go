@@ -125,6 +125,37 @@ func DefaultSocket() string {
 	return filepath.Join("/run/user", strconv.Itoa(os.Getuid()), "supervisor.sock")
 }
 
+// SocketEnv names the environment variable that tells clients the daemon's
+// socket.
+const SocketEnv = "SUPERVISOR_SOCKET"
+
+// UnitSocket is where the packaged systemd unit (packaging/supervisor.service)
+// has the daemon listen, in its RuntimeDirectory.
+const UnitSocket = "/run/supervisor/supervisor.sock"
+
+// FindSocket returns the socket a client should call: flagVal when set, else
+// $SUPERVISOR_SOCKET, else DefaultSocket; for root, UnitSocket when the
+// default does not exist and UnitSocket does (a daemon run by the packaged
+// unit, asked from a shell that did not set the variable).
+func FindSocket(flagVal string) string {
+	return findSocket(flagVal, os.Getenv(SocketEnv), DefaultSocket(), UnitSocket, os.Geteuid() == 0)
+}
+
+func findSocket(flagVal, env, def, unit string, root bool) string {
+	switch {
+	case flagVal != "":
+		return flagVal
+	case env != "":
+		return env
+	}
+	if _, err := os.Stat(def); err != nil && root {
+		if _, err := os.Stat(unit); err == nil {
+			return unit
+		}
+	}
+	return def
+}
+
 // maxConfigBytes bounds a config file.
 const maxConfigBytes = 1 << 20
 

@@ -108,3 +108,36 @@ func FuzzDecodeConfig(f *testing.F) {
 		}
 	})
 }
+
+func TestFindSocket(t *testing.T) {
+	dir := t.TempDir()
+	present, absent := filepath.Join(dir, "present.sock"), filepath.Join(dir, "absent.sock")
+	if err := os.WriteFile(present, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name                 string
+		flag, env, def, unit string
+		root                 bool
+		want                 string
+	}{
+		{"the flag first", "/f.sock", "/e.sock", absent, present, true, "/f.sock"},
+		{"then the environment", "", "/e.sock", absent, present, true, "/e.sock"},
+		{"then the default", "", "", present, present, true, present},
+		{"the unit's for root without a default", "", "", absent, present, true, present},
+		{"not the unit's for a user", "", "", absent, present, false, absent},
+		{"the default when neither exists", "", "", absent, filepath.Join(dir, "none"), true, absent},
+	}
+	for _, tt := range tests {
+		if got := findSocket(tt.flag, tt.env, tt.def, tt.unit, tt.root); got != tt.want {
+			t.Errorf("%s: findSocket(%q, %q, %q, %q, %v) = %q, want %q", tt.name, tt.flag, tt.env, tt.def, tt.unit, tt.root, got, tt.want)
+		}
+	}
+	t.Setenv(SocketEnv, "/from/env.sock")
+	if got := FindSocket(""); got != "/from/env.sock" {
+		t.Errorf("FindSocket(\"\") with $%s set = %q, want /from/env.sock", SocketEnv, got)
+	}
+	if got := FindSocket("/flag.sock"); got != "/flag.sock" {
+		t.Errorf("FindSocket(/flag.sock) = %q, want /flag.sock", got)
+	}
+}
