@@ -137,13 +137,11 @@ func runTree(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	defer t.Close()
-	g := t.Graph()
-	root, ok := g.Live(pid)
+	tree, ancestry, ok := t.Graph().TreeOf(pid)
 	if !ok {
 		return fail(exitNoProcess, "no process %d in the lineage graph", pid)
 	}
-	ancestors, _ := g.Ancestors(root.Pid, root.Token)
-	return printTreeOf(env, "local:"+string(t.Mechanism()), g.Tree(root), g.TreeNodes(ancestors), *asJSON)
+	return printTreeOf(env, "local:"+string(t.Mechanism()), tree, ancestry, *asJSON)
 }
 
 func printTreeOf(env *cliEnv, mech string, tree *lineage.TreeNode, ancestors []lineage.TreeNode, asJSON bool) error {

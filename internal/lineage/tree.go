@@ -83,6 +83,18 @@ func (g *Graph) Tree(root Node) *TreeNode {
 	return &top
 }
 
+// TreeOf returns the tree under the live process at pid (Tree) and its
+// birth ancestry, nearest first: what a local `supervisor tree PID` prints.
+// ok is false when no live process holds pid.
+func (g *Graph) TreeOf(pid int32) (tree *TreeNode, ancestry []TreeNode, ok bool) {
+	root, ok := g.Live(pid)
+	if !ok {
+		return nil, nil, false
+	}
+	anc, _ := g.Ancestors(root.Pid, root.Token)
+	return g.Tree(root), g.TreeNodes(anc), true
+}
+
 // Arrange builds a tree from a flat list: the first node is the root, the
 // others go under their parent by pid, or under the root when their parent
 // is not in the list. It is the inverse of the daemon's answer, which lists

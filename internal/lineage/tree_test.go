@@ -114,6 +114,30 @@ func TestTree(t *testing.T) {
 	}
 }
 
+func TestTreeOf(t *testing.T) {
+	initTok, shell, a, b := tk(1, 1), tk(100, 50), tk(200, 61), tk(201, 62)
+	g := newTestGraph(newClock(), Config{})
+	g.Seed([]events.Proc{proc(1, initTok, 0, token.Token{}), proc(10, shell, 1, initTok)})
+	apply(g, fork(11, a, 10, shell, 0), fork(12, b, 11, a, 0), fork(13, tk(202, 63), 12, b, 0), exit(11, a, 0, 0))
+	tree, anc, ok := g.TreeOf(12)
+	if !ok {
+		t.Fatal("TreeOf(12) not found")
+	}
+	var got []string
+	for _, n := range anc {
+		got = append(got, shape(&n))
+	}
+	if s, want := strings.Join(got, " "), "11x 10 1"; s != want {
+		t.Errorf("TreeOf(12) ancestry = %s, want %s (nearest first, exited marked)", s, want)
+	}
+	if s, want := shape(tree), "12 {13}"; s != want {
+		t.Errorf("TreeOf(12) tree = %s, want %s", s, want)
+	}
+	if _, _, ok := g.TreeOf(11); ok {
+		t.Error("TreeOf(11) of an exited process found, want not found")
+	}
+}
+
 func TestTreeNode(t *testing.T) {
 	g := newTestGraph(newClock(), Config{})
 	shell, child := tk(100, 50), tk(200, 61)
