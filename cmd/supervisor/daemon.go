@@ -15,7 +15,6 @@ import (
 	"github.com/procsupervisor/supervisor/internal/api"
 	"github.com/procsupervisor/supervisor/internal/daemon"
 	"github.com/procsupervisor/supervisor/internal/pidfd"
-	"github.com/procsupervisor/supervisor/internal/procfs"
 	"github.com/procsupervisor/supervisor/internal/store"
 	"github.com/procsupervisor/supervisor/internal/tracker"
 )
@@ -224,17 +223,16 @@ func runLaunch(ctx context.Context, env *cliEnv, args []string) error {
 	if *bind {
 		// The caller of this command is our parent: bind the grant to it,
 		// by its token read now through a pidfd.
-		boot, err := procfs.ReadBootID("/proc")
+		boot, err := bootID()
 		if err != nil {
-			return fail(exitUnavailable, "%v", err)
+			return err
 		}
-		h, err := pidfd.Open(int32(os.Getppid()), boot)
+		ppid := int32(os.Getppid())
+		tok, err := pidfd.ReadToken(ppid, boot)
 		if err != nil {
-			return fail(exitSoftware, "binding to the caller %d: %v", os.Getppid(), err)
+			return fail(exitSoftware, "binding to the caller %d: %v", ppid, err)
 		}
-		req.Bind = true
-		req.Holder = &store.Instance{Pid: h.Pid(), Token: h.Token()}
-		h.Close()
+		req.Bind, req.Holder = true, &store.Instance{Pid: ppid, Token: tok}
 	}
 	c := api.NewClient(daemon.FindSocket(*sock))
 	defer c.Close()

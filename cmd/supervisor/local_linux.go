@@ -12,28 +12,24 @@ import (
 	"github.com/procsupervisor/supervisor/internal/verdict"
 )
 
-// readToken binds a pidfd to pid and reads its token through it.
+// readToken reads pid's token through a pidfd bound to it.
 func readToken(ctx context.Context, pid int32) (token.Token, error) {
 	boot, err := bootID()
 	if err != nil {
 		return token.Token{}, err
 	}
-	h, err := pidfd.Open(pid, boot)
+	tok, err := pidfd.ReadToken(pid, boot)
 	switch {
 	case errors.Is(err, pidfd.ErrGone):
-		return token.Token{}, fail(exitNoProcess, "no process %d", pid)
+		return tok, fail(exitNoProcess, "%v", err)
 	case errors.Is(err, pidfd.ErrNotProcess):
-		return token.Token{}, fail(exitUsage, "%v", err)
+		return tok, fail(exitUsage, "%v", err)
 	case errors.Is(err, pidfd.ErrNotSupported):
-		return token.Token{}, fail(exitUnavailable, "not supported on this system: %v", err)
+		return tok, fail(exitUnavailable, "not supported on this system: %v", err)
 	case err != nil:
-		return token.Token{}, fail(exitSoftware, "%v", err)
+		return tok, fail(exitSoftware, "%v", err)
 	}
-	defer h.Close()
-	if h.Zombie() {
-		return token.Token{}, fail(exitNoProcess, "process %d has exited (a zombie awaiting reaping)", pid)
-	}
-	return h.Token(), nil
+	return tok, nil
 }
 
 // judgeLocal judges the claim through a pidfd. The token check needs no

@@ -12,6 +12,9 @@ package pidfd
 import (
 	"errors"
 	"fmt"
+
+	"github.com/procsupervisor/supervisor/internal/procfs"
+	"github.com/procsupervisor/supervisor/internal/token"
 )
 
 var (
@@ -53,4 +56,20 @@ func CheckPid(pid int64) error {
 		return fmt.Errorf("pid %d: %w", pid, ErrInvalidPid)
 	}
 	return nil
+}
+
+// ReadToken binds a pidfd to pid, returns the token of the process it names
+// and lets it go: `supervisor token`, and the caller a launched grant is
+// bound to. A zombie has exited and can no longer be claimed: ReadToken
+// reports it as ErrGone. Errors are Open's.
+func ReadToken(pid int32, boot procfs.BootID) (token.Token, error) {
+	h, err := Open(pid, boot)
+	if err != nil {
+		return token.Token{}, err
+	}
+	defer h.Close()
+	if h.Zombie() {
+		return token.Token{}, fmt.Errorf("pid %d has exited (a zombie awaiting reaping): %w", pid, ErrGone)
+	}
+	return h.Token(), nil
 }

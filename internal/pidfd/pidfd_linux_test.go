@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/procsupervisor/supervisor/internal/procfs"
+	"github.com/procsupervisor/supervisor/internal/testenv"
 )
 
 func TestCheckPid(t *testing.T) {
@@ -91,4 +92,38 @@ func TestOpenRefusesThreads(t *testing.T) {
 		return
 	}
 	t.Fatal("no thread besides the leader")
+}
+
+func TestReadToken(t *testing.T) {
+	boot, err := procfs.ReadBootID("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	self := int32(os.Getpid())
+	h, err := Open(self, boot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := h.Token()
+	h.Close()
+	if got, err := ReadToken(self, boot); err != nil || got != want {
+		t.Errorf("ReadToken(self) = %v, %v, want %v", got, err, want)
+	}
+	if _, err := ReadToken(0, boot); !errors.Is(err, ErrInvalidPid) {
+		t.Errorf("ReadToken(0) = %v, want ErrInvalidPid", err)
+	}
+	// A child that exited and is not reaped yet is a zombie: gone.
+	cmd := exec.Command("true")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	pid := int32(cmd.Process.Pid)
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		var st procfs.Stat
+		return procfs.NewReader("/proc").ReadStat(pid, &st) == nil && st.Zombie()
+	}, "child %d never became a zombie", pid)
+	if _, err := ReadToken(pid, boot); !errors.Is(err, ErrGone) {
+		t.Errorf("ReadToken(zombie %d) = %v, want ErrGone", pid, err)
+	}
 }
