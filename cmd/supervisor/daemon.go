@@ -124,23 +124,8 @@ func printJSON(env *cliEnv, v any) error {
 func runDaemon(ctx context.Context, env *cliEnv, args []string) error {
 	fs := newFlags("run")
 	cfg := daemon.DefaultConfig()
+	cfg.Flags(fs)
 	configFile := fs.String("config", "", "JSON config file (flags win over it)")
-	fs.StringVar(&cfg.StateDir, "state-dir", cfg.StateDir, "state directory (store, job output)")
-	fs.StringVar(&cfg.Socket, "socket", cfg.Socket, "API socket path")
-	fs.StringVar(&cfg.SocketGroup, "socket-group", "", "group (name or id) of the socket (mode 0660)")
-	fs.StringVar(&cfg.Mechanism, "mechanism", cfg.Mechanism, "event mechanism: "+strings.Join(tracker.Mechanisms, "|"))
-	fs.StringVar(&cfg.LogOutput, "log-output", cfg.LogOutput, "log feed output: stdout, file:PATH, syslog[:ADDR]")
-	fs.StringVar(&cfg.LogSchema, "log-schema", cfg.LogSchema, "log feed schema: ecs|ocsf")
-	fs.BoolVar(&cfg.LogProcessEvents, "log-process-events", false, "log every fork, exec and exit")
-	fs.Var(&cfg.Grace, "grace", fmt.Sprintf("default teardown grace period, a `duration` of at most %v", api.MaxGrace))
-	fs.Var(&cfg.ReapInterval, "reap-interval", "how often the reaper runs on its own (a `duration`)")
-	fs.Var(&cfg.RetainFinal, "retain-final", "how long finished claims are kept (a `duration`)")
-	fs.Var(&cfg.RetainOwed, "retain-owed", "how long a job's result waits for its caller (a `duration`)")
-	fs.IntVar(&cfg.MaxFinal, "max-final", cfg.MaxFinal, "finished claims kept at most")
-	fs.StringVar(&cfg.Cgroup, "cgroup", cfg.Cgroup, "grant cgroups: auto, off, or a cgroup v2 directory")
-	fs.IntVar(&cfg.GraphMaxExited, "graph-max-exited", cfg.GraphMaxExited, "exited processes the lineage graph keeps once no live process needs them")
-	fs.Var(&cfg.GraphMaxExitedAge, "graph-max-exited-age", "how long the lineage graph keeps such exited processes (a `duration`)")
-	fs.StringVar(&cfg.MetricsListen, "metrics-listen", "", "serve Prometheus metrics on host:port or unix:/path (default off)")
 	check := fs.Bool("check-config", false, "validate the configuration (file and flags), say what is wrong, and exit")
 	pos, err := parse(fs, commands["run"], env, args)
 	if err != nil {
@@ -150,19 +135,8 @@ func runDaemon(ctx context.Context, env *cliEnv, args []string) error {
 		return fail(exitUsage, "unexpected arguments %q", pos)
 	}
 	if *configFile != "" {
-		// The flags were parsed into cfg before the file could be named:
-		// load the file over the defaults, then set again the flags given
-		// on the command line, which win over it.
-		given := map[string]string{}
-		fs.Visit(func(f *flag.Flag) { given[f.Name] = f.Value.String() })
-		cfg = daemon.DefaultConfig()
-		if err := daemon.LoadFile(*configFile, &cfg); err != nil {
+		if err := cfg.LoadFileUnderFlags(*configFile, fs); err != nil {
 			return fail(exitUsage, "%v", err)
-		}
-		for name, v := range given {
-			if err := fs.Set(name, v); err != nil {
-				return fail(exitSoftware, "setting --%s again after the config file: %v", name, err)
-			}
 		}
 	}
 	cfg.Version = strings.TrimSpace(version)
@@ -174,9 +148,9 @@ func runDaemon(ctx context.Context, env *cliEnv, args []string) error {
 		return printJSON(env, cfg)
 	}
 	err = daemon.Run(ctx, cfg, func(i daemon.Info) {
+		r := i.Reconcile
 		fmt.Fprintf(env.stderr, "supervisor: serving on %s (mechanism %s; reconciled %d claims: %d readopted, %d torn down, %d foreign, %d unverifiable, %d gone, %d failed)\n",
-			i.Socket, i.Mechanism, i.Reconcile.Seen, i.Reconcile.Readopted, i.Reconcile.TornDown,
-			i.Reconcile.Foreign, i.Reconcile.Unverifiable, i.Reconcile.AlreadyGone, i.Reconcile.Failed)
+			i.Socket, i.Mechanism, r.Seen, r.Readopted, r.TornDown, r.Foreign, r.Unverifiable, r.AlreadyGone, r.Failed)
 	})
 	switch {
 	case err == nil:

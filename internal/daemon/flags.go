@@ -1,0 +1,51 @@
+package daemon
+
+import (
+	"flag"
+	"fmt"
+	"strings"
+
+	"github.com/procsupervisor/supervisor/internal/api"
+	"github.com/procsupervisor/supervisor/internal/tracker"
+)
+
+// Flags binds c's fields to fs, one flag a config key, named as the key
+// with dashes for underscores (state_dir is --state-dir), with c's values
+// as the defaults.
+func (c *Config) Flags(fs *flag.FlagSet) {
+	fs.StringVar(&c.StateDir, "state-dir", c.StateDir, "state directory (store, job output)")
+	fs.StringVar(&c.Socket, "socket", c.Socket, "API socket path")
+	fs.StringVar(&c.SocketGroup, "socket-group", c.SocketGroup, "group (name or id) of the socket (mode 0660)")
+	fs.StringVar(&c.Mechanism, "mechanism", c.Mechanism, "event mechanism: "+strings.Join(tracker.Mechanisms, "|"))
+	fs.StringVar(&c.LogOutput, "log-output", c.LogOutput, "log feed output: stdout, file:PATH, syslog[:ADDR]")
+	fs.StringVar(&c.LogSchema, "log-schema", c.LogSchema, "log feed schema: ecs|ocsf")
+	fs.BoolVar(&c.LogProcessEvents, "log-process-events", c.LogProcessEvents, "log every fork, exec and exit")
+	fs.Var(&c.Grace, "grace", fmt.Sprintf("default teardown grace period, a `duration` of at most %v", api.MaxGrace))
+	fs.Var(&c.ReapInterval, "reap-interval", "how often the reaper runs on its own (a `duration`)")
+	fs.Var(&c.RetainFinal, "retain-final", "how long finished claims are kept (a `duration`)")
+	fs.Var(&c.RetainOwed, "retain-owed", "how long a job's result waits for its caller (a `duration`)")
+	fs.IntVar(&c.MaxFinal, "max-final", c.MaxFinal, "finished claims kept at most")
+	fs.StringVar(&c.Cgroup, "cgroup", c.Cgroup, "grant cgroups: auto, off, or a cgroup v2 directory")
+	fs.IntVar(&c.GraphMaxExited, "graph-max-exited", c.GraphMaxExited, "exited processes the lineage graph keeps once no live process needs them")
+	fs.Var(&c.GraphMaxExitedAge, "graph-max-exited-age", "how long the lineage graph keeps such exited processes (a `duration`)")
+	fs.StringVar(&c.MetricsListen, "metrics-listen", c.MetricsListen, "serve Prometheus metrics on host:port or unix:/path (default off)")
+}
+
+// LoadFileUnderFlags loads the config file at path over the defaults, then
+// sets again the flags given on fs's command line, which win over the file.
+// fs has been parsed, and its flags bound to c (Flags): they were set
+// before the file could be named.
+func (c *Config) LoadFileUnderFlags(path string, fs *flag.FlagSet) error {
+	given := map[string]string{}
+	fs.Visit(func(f *flag.Flag) { given[f.Name] = f.Value.String() })
+	*c = DefaultConfig()
+	if err := LoadFile(path, c); err != nil {
+		return err
+	}
+	for name, v := range given {
+		if err := fs.Set(name, v); err != nil {
+			return fmt.Errorf("setting --%s again after the config file: %w", name, err)
+		}
+	}
+	return nil
+}
