@@ -152,17 +152,21 @@ func runDaemon(ctx context.Context, env *cliEnv, args []string) error {
 		fmt.Fprintf(env.stderr, "supervisor: serving on %s (mechanism %s; reconciled %d claims: %d readopted, %d torn down, %d foreign, %d unverifiable, %d gone, %d failed)\n",
 			i.Socket, i.Mechanism, r.Seen, r.Readopted, r.TornDown, r.Foreign, r.Unverifiable, r.AlreadyGone, r.Failed)
 	})
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, daemon.ErrAlreadyRunning):
-		return fail(exitUnavailable, "%v", err)
-	case errors.Is(err, daemon.ErrConfig), errors.Is(err, tracker.ErrUnknownMechanism):
-		return fail(exitUsage, "%v", err)
-	case errors.Is(err, daemon.ErrUnsupported):
-		return fail(exitUnavailable, "%v", err)
+	if err != nil {
+		return fail(runCode(err), "%v", err)
 	}
-	return fail(exitSoftware, "%v", err)
+	return nil
+}
+
+// runCode maps an error of daemon.Run to the exit code of `supervisor run`.
+func runCode(err error) int {
+	switch {
+	case errors.Is(err, daemon.ErrConfig), errors.Is(err, tracker.ErrUnknownMechanism):
+		return exitUsage
+	case errors.Is(err, daemon.ErrAlreadyRunning), errors.Is(err, daemon.ErrMechanism), errors.Is(err, daemon.ErrUnsupported):
+		return exitUnavailable
+	}
+	return exitSoftware
 }
 
 func runLaunch(ctx context.Context, env *cliEnv, args []string) error {

@@ -4,13 +4,17 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/procsupervisor/supervisor/internal/daemon"
 	"github.com/procsupervisor/supervisor/internal/testenv"
+	"github.com/procsupervisor/supervisor/internal/tracker"
 )
 
 // cli runs the command line in process and returns its exit code and output.
@@ -173,6 +177,29 @@ func TestCheckConfig(t *testing.T) {
 		code, out, errs := cli(t, append([]string{"run", "--check-config"}, tt.args...)...)
 		if code != tt.code || !strings.Contains(out+errs, tt.say) {
 			t.Errorf("%s: run --check-config %q = %d, %q %q; want %d mentioning %q", tt.name, tt.args, code, out, errs, tt.code, tt.say)
+		}
+	}
+}
+
+// TestRunCode maps the errors daemon.Run returns, wrapped as it wraps them,
+// to the exit codes `supervisor run --help` documents.
+func TestRunCode(t *testing.T) {
+	why := errors.New("needs CAP_BPF")
+	tests := []struct {
+		err  error
+		want int
+	}{
+		{fmt.Errorf("state_dir %q: want an absolute path: %w", "x", daemon.ErrConfig), exitUsage},
+		{fmt.Errorf("%w: %w", daemon.ErrMechanism, tracker.ErrUnknownMechanism), exitUsage},
+		{fmt.Errorf("%w: %w", daemon.ErrMechanism, why), exitUnavailable},
+		{fmt.Errorf("/var/lib/x: %w (locked)", daemon.ErrAlreadyRunning), exitUnavailable},
+		{daemon.ErrUnsupported, exitUnavailable},
+		{fmt.Errorf("%w: %w", daemon.ErrStore, why), exitSoftware},
+		{why, exitSoftware},
+	}
+	for _, tt := range tests {
+		if got := runCode(tt.err); got != tt.want {
+			t.Errorf("runCode(%v) = %d, want %d", tt.err, got, tt.want)
 		}
 	}
 }

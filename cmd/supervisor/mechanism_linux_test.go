@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"errors"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
@@ -29,5 +31,24 @@ func TestIntegrationForcedMechanismCannotRun(t *testing.T) {
 	}
 	if code, _, errs := cli(t, "events", "--mechanism", "carrier-pigeon"); code != exitUsage || !strings.Contains(errs, "unknown mechanism") {
 		t.Errorf("events --mechanism carrier-pigeon = %d %q, want %d naming the unknown mechanism", code, errs, exitUsage)
+	}
+}
+
+// TestIntegrationRunForcedMechanismCannotRun starts the daemon as a user
+// without CAP_BPF with eBPF forced: it refuses to start, saying why, and
+// exits 69 like `events` (70 was the code of any other failure).
+func TestIntegrationRunForcedMechanismCannotRun(t *testing.T) {
+	testenv.RequireRoot(t)
+	state, sock := newDirs(t)
+	os.Chmod(filepath.Dir(sock), 0o777)
+	cmd := exec.Command(binary(t), "run", "--mechanism", "ebpf", "--state-dir", state, "--socket", sock,
+		"--log-output", "file:"+filepath.Join(filepath.Dir(sock), "log.json"), "--cgroup", "off")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	err := cmd.Run()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitUnavailable || !strings.Contains(errb.String(), "CAP_BPF") {
+		t.Fatalf("run --mechanism ebpf as nobody: %v, stderr %q; want exit %d naming the missing capability", err, errb.String(), exitUnavailable)
 	}
 }

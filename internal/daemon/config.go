@@ -219,6 +219,9 @@ func (c *Config) Validate() error {
 var (
 	// ErrAlreadyRunning: another daemon holds the state directory.
 	ErrAlreadyRunning = errors.New("another supervisor daemon holds the state directory")
+	// ErrMechanism: Run's event mechanism (Config.Mechanism) cannot start
+	// on this host; the tracker's error it wraps says which and why.
+	ErrMechanism = errors.New("event mechanism cannot start")
 	// ErrStore: the store cannot be read; the daemon refuses to start.
 	ErrStore = errors.New("store cannot be read; refusing to start")
 )

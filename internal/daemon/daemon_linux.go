@@ -214,7 +214,7 @@ func (d *Daemon) run(ctx context.Context, ready func(Info)) error {
 		OnEvent: d.onEvent,
 	})
 	if err != nil {
-		return fmt.Errorf("mechanism %s: %w", d.cfg.Mechanism, err)
+		return fmt.Errorf("%w: %w", ErrMechanism, err)
 	}
 	defer tr.Close()
 	d.setTracker(tr)
