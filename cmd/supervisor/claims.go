@@ -2,9 +2,9 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -12,7 +12,6 @@ import (
 
 	"github.com/procsupervisor/supervisor/internal/actions"
 	"github.com/procsupervisor/supervisor/internal/api"
-	"github.com/procsupervisor/supervisor/internal/daemon"
 	"github.com/procsupervisor/supervisor/internal/pidfd"
 	"github.com/procsupervisor/supervisor/internal/procfs"
 	"github.com/procsupervisor/supervisor/internal/token"
@@ -20,45 +19,32 @@ import (
 )
 
 func init() {
-	register(&command{
-		name:    "token",
-		summary: "print the start token of a live process",
-		usage: `token PID
+	register("token", "print the start token of a live process", runToken,
+		`token PID
 
 Prints the start token of process PID on one line. Exit codes: 0 printed,
 64 bad arguments (not a pid, a thread id), 66 no such process (or it has
-exited), 69 not supported on this system, 70 other errors.`,
-		run: runToken,
-	})
-	register(&command{
-		name:    "verify",
-		summary: "judge a claim (PID, TOKEN): OWNED, FOREIGN, GONE or UNVERIFIABLE",
-		usage: `verify PID TOKEN [--mechanism M] [--socket PATH] [--json]
+exited), 69 not supported on this system, 70 other errors.`)
+	register("verify", "judge a claim (PID, TOKEN): OWNED, FOREIGN, GONE or UNVERIFIABLE", runVerify,
+		`verify PID TOKEN [--mechanism M] [--socket PATH] [--json]
 
-Asks the daemon when its socket answers (its lineage graph has watched the
-host); otherwise judges locally through a pidfd bound to the process that
-holds PID: its start time and pidfs inode against the token. With
---mechanism, the verdict is local and that event source runs for it. The
-mechanism in the answer says which ("daemon:ebpf", "local:pidfd"). Prints the verdict word (with --json, one object with pid, token, verdict,
-reason and mechanism). Exit codes: 0 OWNED, 1 FOREIGN, 2 GONE,
-3 UNVERIFIABLE, 64 bad arguments, 65 malformed token, 70 other errors.`,
-		run: runVerify,
-	})
-	register(&command{
-		name:    "kill",
-		summary: "tear down a claimed process and its verified descendants",
-		usage: `kill PID TOKEN [--grace DURATION] [--mechanism M] [--socket PATH] [--json]
+Prints the verdict word (--json: one object with pid, token, verdict, reason
+and mechanism). The daemon judges when its socket answers (its lineage graph
+has watched the host); otherwise, or with --mechanism (that event source then
+runs for the verdict), a pidfd bound to PID is judged here: its start time
+and pidfs inode against the token. The mechanism says which ("daemon:ebpf",
+"local:pidfd"). Exit codes: 0 OWNED, 1 FOREIGN, 2 GONE, 3 UNVERIFIABLE,
+64 bad arguments, 65 malformed token, 70 other errors.`)
+	register("kill", "tear down a claimed process and its verified descendants", runKill,
+		`kill PID TOKEN [--grace DURATION] [--mechanism M] [--socket PATH] [--json]
 
-Asks the daemon when it holds the claim; otherwise tears down locally.
-
-Judges the claim and, only if it is OWNED, stops the tree (SIGSTOP), sends
-SIGTERM and SIGCONT, waits the grace period, sends SIGKILL to what is left,
-and reports survivors. Nothing that is not proven to be the claimed process
-or its descendant is ever signalled. Exit codes: 0 everything targeted is
-dead, 1 the verdict forbade acting, 2 survivors remain, 64 bad arguments,
-65 malformed token, 70 other errors.`,
-		run: runKill,
-	})
+Judges the claim (by the daemon when it holds it, otherwise here) and, only
+if it is OWNED, stops the tree (SIGSTOP), sends SIGTERM and SIGCONT, waits the
+grace period, sends SIGKILL to what is left, and reports survivors. Nothing
+that is not proven to be the claimed process or its descendant is ever
+signalled. Exit codes: 0 everything targeted is dead, 1 the verdict forbade
+acting, 2 survivors remain, 64 bad arguments, 65 malformed token, 70 other
+errors.`)
 }
 
 // parsePid parses a process id argument, refusing what can never be one.
@@ -73,17 +59,14 @@ func parsePid(s string) (int32, error) {
 	return int32(v), nil
 }
 
-// parseClaim parses PID TOKEN: the only place the CLI turns a token's text
-// into a token.
-func parseClaim(args []string) (int32, token.Token, error) {
-	if len(args) != 2 {
-		return 0, token.Token{}, fail(exitUsage, "want PID TOKEN, got %d arguments", len(args))
-	}
-	pid, err := parsePid(args[0])
+// parseClaim parses the arguments PID TOKEN: the only place the CLI turns
+// a token's text into a token.
+func parseClaim(pos []string) (int32, token.Token, error) {
+	pid, err := parsePid(pos[0])
 	if err != nil {
 		return 0, token.Token{}, err
 	}
-	tok, err := token.Parse(args[1])
+	tok, err := token.Parse(pos[1])
 	if err != nil {
 		return 0, token.Token{}, fail(exitData, "%v", err)
 	}
@@ -99,13 +82,9 @@ func bootID() (procfs.BootID, error) {
 }
 
 func runToken(ctx context.Context, env *cliEnv, args []string) error {
-	fs := newFlags("token")
-	pos, err := parse(fs, commands["token"], env, args)
+	pos, err := parse(env, newFlags("token"), args, 1, 1, "PID")
 	if err != nil {
 		return err
-	}
-	if len(pos) != 1 {
-		return fail(exitUsage, "want PID, got %d arguments", len(pos))
 	}
 	pid, err := parsePid(pos[0])
 	if err != nil {
@@ -119,24 +98,12 @@ func runToken(ctx context.Context, env *cliEnv, args []string) error {
 	return nil
 }
 
-func verdictCode(r verdict.Result) int {
-	switch r {
-	case verdict.Owned:
-		return exitOwned
-	case verdict.Foreign:
-		return exitForeign
-	case verdict.Gone:
-		return exitGone
-	}
-	return exitUnverifiable
-}
-
 func runVerify(ctx context.Context, env *cliEnv, args []string) error {
 	fs := newFlags("verify")
 	asJSON := fs.Bool("json", false, "print the verdict as one JSON object")
 	mech := mechanismFlag(fs, "")
 	sock := socketFlag(fs)
-	pos, err := parse(fs, commands["verify"], env, args)
+	pos, err := parse(env, fs, args, 2, 2, "PID TOKEN")
 	if err != nil {
 		return err
 	}
@@ -149,16 +116,14 @@ func runVerify(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	if *asJSON {
-		if err := json.NewEncoder(env.stdout).Encode(v); err != nil {
-			return fail(exitSoftware, "%v", err)
-		}
+		err = printJSON(env, v, "")
 	} else {
 		fmt.Fprintln(env.stdout, v.Result)
 	}
-	if c := verdictCode(v.Result); c != exitOwned {
-		return silentExit(c)
+	if err == nil && v.Result != verdict.Owned {
+		err = silentExit(verdictCode(v.Result))
 	}
-	return nil
+	return err
 }
 
 // verifyVia asks the daemon, whose graph has watched the host, when its
@@ -166,7 +131,9 @@ func runVerify(ctx context.Context, env *cliEnv, args []string) error {
 // The verdict's mechanism says which ("daemon:ebpf", "local:pidfd").
 func verifyVia(ctx context.Context, sock, mech string, pid int32, claim token.Token) (verdict.Verdict, error) {
 	if mech == "" {
-		v, err := api.NewClient(daemon.FindSocket(sock)).Verify(ctx, pid, claim)
+		c := dial(sock)
+		defer c.Close()
+		v, err := c.Verify(ctx, pid, claim)
 		if err == nil {
 			v.Mechanism = "daemon:" + v.Mechanism
 			return v, nil
@@ -186,7 +153,7 @@ func runKill(ctx context.Context, env *cliEnv, args []string) error {
 	grace := fs.Duration("grace", actions.DefaultGrace, "how long the tree gets to exit after SIGTERM before SIGKILL")
 	mech := mechanismFlag(fs, "")
 	sock := socketFlag(fs)
-	pos, err := parse(fs, commands["kill"], env, args)
+	pos, err := parse(env, fs, args, 2, 2, "PID TOKEN")
 	if err != nil {
 		return err
 	}
@@ -202,13 +169,14 @@ func runKill(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	if *asJSON {
-		if err := json.NewEncoder(env.stdout).Encode(out); err != nil {
-			return fail(exitSoftware, "%v", err)
-		}
+		err = printJSON(env, out, "")
 	} else {
-		printOutcome(env, out)
+		printOutcome(env.stdout, out)
 	}
-	return silentExit(killCode(out))
+	if err == nil {
+		err = silentExit(killCode(out))
+	}
+	return err
 }
 
 // killVia asks the daemon to tear the tree down when it holds the claim (its
@@ -217,7 +185,9 @@ func runKill(ctx context.Context, env *cliEnv, args []string) error {
 // caller's own privileges, watching events while it runs.
 func killVia(ctx context.Context, sock, mech string, pid int32, claim token.Token, grace time.Duration) (actions.Outcome, error) {
 	if mech == "" {
-		out, err := api.NewClient(daemon.FindSocket(sock)).Kill(ctx, pid, claim, &grace)
+		c := dial(sock)
+		defer c.Close()
+		out, err := c.Kill(ctx, pid, claim, &grace)
 		if err == nil {
 			out.Mechanism = "daemon: " + out.Mechanism
 			return out, nil
@@ -234,28 +204,16 @@ func killVia(ctx context.Context, sock, mech string, pid int32, claim token.Toke
 	return out, err
 }
 
-func killCode(out actions.Outcome) int {
-	switch {
-	case out.Dead:
-		return exitKillDead
-	case !out.Acted && len(out.Unproven) == 0:
-		return exitKillForbidden
-	}
-	return exitKillSurvivors
-}
-
-func printOutcome(env *cliEnv, out actions.Outcome) {
-	w := env.stdout
+func printOutcome(w io.Writer, out actions.Outcome) {
 	v := out.Verdict
 	fmt.Fprintf(w, "verdict:   %s (%s; by %s)\n", v.Result, v.Reason, v.Mechanism)
 	if out.Error != "" {
 		fmt.Fprintf(w, "error:     %s\n", out.Error)
 	}
-	if !out.Acted {
-		fmt.Fprintln(w, "action:    nothing signalled")
+	if out.Acted {
+		fmt.Fprintf(w, "members:   %d (found by %s)\nescalated: %v\n", len(out.Targeted), out.Mechanism, out.Escalated)
 	} else {
-		fmt.Fprintf(w, "members:   %d (found by %s)\n", len(out.Targeted), out.Mechanism)
-		fmt.Fprintf(w, "escalated: %v\n", out.Escalated)
+		fmt.Fprintln(w, "action:    nothing signalled")
 	}
 	fmt.Fprintf(w, "dead:      %v\n", out.Dead)
 	for _, m := range out.Survivors {

@@ -3,14 +3,13 @@ package main
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"strings"
 
 	"github.com/procsupervisor/supervisor/internal/api"
-	"github.com/procsupervisor/supervisor/internal/daemon"
 	"github.com/procsupervisor/supervisor/internal/events"
 	"github.com/procsupervisor/supervisor/internal/lineage"
 	"github.com/procsupervisor/supervisor/internal/procfs"
@@ -19,37 +18,29 @@ import (
 )
 
 func init() {
-	register(&command{
-		name:    "events",
-		summary: "stream process events (fork, exec, exit, lost) as they happen",
-		usage: `events [--mechanism auto|ebpf|netlink|proc|ps] [--json]
+	register("events", "stream process events (fork, exec, exit, lost) as they happen", runEvents,
+		`events [--mechanism auto|ebpf|netlink|proc|ps] [--json]
 
 Streams process events until SIGINT or SIGTERM, then prints the totals
 (events, lost) on stderr and exits 0. With --json, one object per line:
 kind, pid, ppid, token, parent_token, comm, mechanism, exit_code (exit),
 signal (exit by a signal), exe and argv (exec, where the mechanism gives
 them), count (lost), inferred (polling). Exit codes: 0 stopped by a signal,
-64 bad arguments, 69 the mechanism cannot run here, 70 other errors.`,
-		run: runEvents,
-	})
-	register(&command{
-		name:    "tree",
-		summary: "print the process lineage as the graph knows it",
-		usage: `tree [PID] [--mechanism M] [--socket PATH] [--json]
+64 bad arguments, 69 the mechanism cannot run here, 70 other errors.`)
+	register("tree", "print the process lineage as the graph knows it", runTree,
+		`tree [PID] [--mechanism M] [--socket PATH] [--json]
 
 Prints the lineage graph like pstree: the birth ancestry of PID (exited
 ancestors marked), then its descendants through birth lineage. Without PID,
 the whole graph. Asks the daemon when its socket answers: it knows the birth
 lineage of processes init adopted long ago. A local run (no daemon, or
---mechanism) knows only what one scan of /proc shows.`,
-		run: runTree,
-	})
+--mechanism) knows only what one scan of /proc shows. Exit codes: 0 printed,
+64 bad arguments, 66 no such process, 69 the mechanism cannot run here,
+77 refused, 70 other errors.`)
 }
 
 // mechanismFlag adds --mechanism to a command's flags.
-func mechanismFlag(fs interface {
-	String(name, value, usage string) *string
-}, def string) *string {
+func mechanismFlag(fs *flag.FlagSet, def string) *string {
 	return fs.String("mechanism", def, "event mechanism: "+strings.Join(tracker.Mechanisms, "|"))
 }
 
@@ -69,12 +60,8 @@ func runEvents(ctx context.Context, env *cliEnv, args []string) error {
 	fs := newFlags("events")
 	mech := mechanismFlag(fs, "auto")
 	asJSON := fs.Bool("json", false, "one JSON object per line")
-	pos, err := parse(fs, commands["events"], env, args)
-	if err != nil {
+	if _, err := parse(env, fs, args, 0, 0, ""); err != nil {
 		return err
-	}
-	if len(pos) != 0 {
-		return fail(exitUsage, "unexpected arguments %q", pos)
 	}
 	boot, err := bootID()
 	if err != nil {
@@ -105,12 +92,9 @@ func runTree(ctx context.Context, env *cliEnv, args []string) error {
 	mech := mechanismFlag(fs, "")
 	asJSON := fs.Bool("json", false, "print the tree as JSON")
 	sock := socketFlag(fs)
-	pos, err := parse(fs, commands["tree"], env, args)
+	pos, err := parse(env, fs, args, 0, 1, "at most one PID")
 	if err != nil {
 		return err
-	}
-	if len(pos) > 1 {
-		return fail(exitUsage, "want at most one PID, got %d arguments", len(pos))
 	}
 	pid := int32(1)
 	if len(pos) == 1 {
@@ -119,10 +103,12 @@ func runTree(ctx context.Context, env *cliEnv, args []string) error {
 		}
 	}
 	if *mech == "" {
-		nodes, err := api.NewClient(daemon.FindSocket(*sock)).Tree(ctx, pid, token.Token{})
+		c := dial(*sock)
+		defer c.Close()
+		nodes, err := c.Tree(ctx, pid, token.Token{})
 		switch {
 		case err == nil:
-			return printTreeOf(env, "daemon", lineage.Arrange(nodes), nil, *asJSON)
+			return printTree(env, "daemon", lineage.Arrange(nodes), nil, *asJSON)
 		case !errors.Is(err, api.ErrNoDaemon):
 			return apiFail(err)
 		}
@@ -141,32 +127,29 @@ func runTree(ctx context.Context, env *cliEnv, args []string) error {
 	if !ok {
 		return fail(exitNoProcess, "no process %d in the lineage graph", pid)
 	}
-	return printTreeOf(env, "local:"+string(t.Mechanism()), tree, ancestry, *asJSON)
+	return printTree(env, "local:"+string(t.Mechanism()), tree, ancestry, *asJSON)
 }
 
-func printTreeOf(env *cliEnv, mech string, tree *lineage.TreeNode, ancestors []lineage.TreeNode, asJSON bool) error {
-	if asJSON {
-		out := struct {
-			Mechanism string             `json:"mechanism"`
-			Ancestry  []lineage.TreeNode `json:"ancestry"`
-			Tree      *lineage.TreeNode  `json:"tree"`
-		}{mech, ancestors, tree}
-		enc := json.NewEncoder(env.stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(out)
-	}
-	w := bufio.NewWriter(env.stdout)
-	defer w.Flush()
-	fmt.Fprintf(w, "# lineage by %s\n", mech)
-	if len(ancestors) > 0 {
-		fmt.Fprint(w, "# ancestry: ")
-		for i := len(ancestors) - 1; i >= 0; i-- {
-			fmt.Fprintf(w, "%s > ", label(ancestors[i]))
+// printTree prints the tree under its ancestry, nearest ancestor first.
+func printTree(env *cliEnv, mech string, tree *lineage.TreeNode, ancestry []lineage.TreeNode, asJSON bool) error {
+	v := struct {
+		Mechanism string             `json:"mechanism"`
+		Ancestry  []lineage.TreeNode `json:"ancestry"`
+		Tree      *lineage.TreeNode  `json:"tree"`
+	}{mech, ancestry, tree}
+	return show(env, asJSON, v, func(w io.Writer) {
+		bw := bufio.NewWriter(w)
+		defer bw.Flush()
+		fmt.Fprintf(bw, "# lineage by %s\n", mech)
+		if len(ancestry) > 0 {
+			fmt.Fprint(bw, "# ancestry: ")
+			for i := len(ancestry) - 1; i >= 0; i-- {
+				fmt.Fprintf(bw, "%s > ", label(ancestry[i]))
+			}
+			fmt.Fprintln(bw, label(*tree))
 		}
-		fmt.Fprintln(w, label(*tree))
-	}
-	printTree(w, tree, "", "")
-	return nil
+		printNode(bw, tree, "", "")
+	})
 }
 
 func label(n lineage.TreeNode) string {
@@ -177,13 +160,13 @@ func label(n lineage.TreeNode) string {
 	return s
 }
 
-func printTree(w io.Writer, n *lineage.TreeNode, first, rest string) {
+func printNode(w io.Writer, n *lineage.TreeNode, first, rest string) {
 	fmt.Fprintf(w, "%s%s  %s\n", first, label(*n), n.Token)
 	for i, c := range n.Children {
 		if i == len(n.Children)-1 {
-			printTree(w, c, rest+"└─ ", rest+"   ")
+			printNode(w, c, rest+"└─ ", rest+"   ")
 		} else {
-			printTree(w, c, rest+"├─ ", rest+"│  ")
+			printNode(w, c, rest+"├─ ", rest+"│  ")
 		}
 	}
 }

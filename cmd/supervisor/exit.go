@@ -1,6 +1,16 @@
 package main
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+	"net/http"
+
+	"github.com/procsupervisor/supervisor/internal/actions"
+	"github.com/procsupervisor/supervisor/internal/api"
+	"github.com/procsupervisor/supervisor/internal/daemon"
+	"github.com/procsupervisor/supervisor/internal/tracker"
+	"github.com/procsupervisor/supervisor/internal/verdict"
+)
 
 // Exit codes. A verdict is its own code (0-3); kill has its own three; the
 // rest follow sysexits.h. README.md documents each command's codes.
@@ -43,3 +53,54 @@ func fail(code int, format string, args ...any) error {
 type silentExit int
 
 func (s silentExit) Error() string { return fmt.Sprintf("exit %d", int(s)) }
+
+func verdictCode(r verdict.Result) int {
+	switch r {
+	case verdict.Owned:
+		return exitOwned
+	case verdict.Foreign:
+		return exitForeign
+	case verdict.Gone:
+		return exitGone
+	}
+	return exitUnverifiable
+}
+
+func killCode(out actions.Outcome) int {
+	switch {
+	case out.Dead:
+		return exitKillDead
+	case !out.Acted && len(out.Unproven) == 0:
+		return exitKillForbidden
+	}
+	return exitKillSurvivors
+}
+
+// apiFail maps an error of the daemon's client to an exit code.
+func apiFail(err error) error {
+	var ae *api.Error
+	switch {
+	case errors.Is(err, api.ErrNoDaemon):
+		return fail(exitUnavailable, "%v", err)
+	case !errors.As(err, &ae) || ae.Status < 400 || ae.Status >= 500:
+		return fail(exitSoftware, "%v", err)
+	case ae.Status == http.StatusForbidden:
+		return fail(exitNoPerm, "%s", ae.Message)
+	case ae.Status == http.StatusNotFound:
+		return fail(exitNoProcess, "%s", ae.Message)
+	case ae.Status == http.StatusConflict:
+		return fail(exitUnverifiable, "%s", ae.Message)
+	}
+	return fail(exitUsage, "%s", ae.Message)
+}
+
+// runCode maps an error of daemon.Run to the exit code of `supervisor run`.
+func runCode(err error) int {
+	switch {
+	case errors.Is(err, daemon.ErrConfig), errors.Is(err, tracker.ErrUnknownMechanism):
+		return exitUsage
+	case errors.Is(err, daemon.ErrAlreadyRunning), errors.Is(err, daemon.ErrMechanism), errors.Is(err, daemon.ErrUnsupported):
+		return exitUnavailable
+	}
+	return exitSoftware
+}

@@ -4,13 +4,15 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
-	"sort"
+	"slices"
 	"strings"
 	"syscall"
 )
@@ -32,7 +34,11 @@ type cliEnv struct {
 
 var commands = map[string]*command{}
 
-func register(c *command) { commands[c.name] = c }
+// register adds a command; usage is its synopsis, then what it does, its
+// flags' meaning and its exit codes.
+func register(name, summary string, run func(context.Context, *cliEnv, []string) error, usage string) {
+	commands[name] = &command{name: name, summary: summary, usage: usage, run: run}
+}
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -86,12 +92,7 @@ func runMain(ctx context.Context, env *cliEnv, args []string) int {
 
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "usage: supervisor COMMAND [ARGS]\n\ncommands:")
-	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
+	for _, n := range slices.Sorted(maps.Keys(commands)) {
 		fmt.Fprintf(w, "  %-8s %s\n", n, commands[n].summary)
 	}
 	fmt.Fprintln(w, "\nRun 'supervisor COMMAND --help' for a command's flags and exit codes.")
@@ -101,9 +102,18 @@ func commandUsage(w io.Writer, c *command) {
 	fmt.Fprintf(w, "usage: supervisor %s\n\n%s\n", c.usage, c.summary)
 }
 
+// newFlags returns the flag set of a command; parse finds the command by
+// the set's name.
+func newFlags(name string) *flag.FlagSet {
+	return flag.NewFlagSet(name, flag.ContinueOnError)
+}
+
 // parse parses flags that may come before, between or after positional
-// arguments, and returns the positional ones. A "--" ends flag parsing.
-func parse(fs *flag.FlagSet, c *command, env *cliEnv, args []string) ([]string, error) {
+// arguments, and returns the positional ones, min to max of them (max < 0:
+// any number); want names them in the error ("" for none). A "--" ends
+// flag parsing.
+func parse(env *cliEnv, fs *flag.FlagSet, args []string, min, max int, want string) ([]string, error) {
+	c := commands[fs.Name()]
 	fs.SetOutput(io.Discard)
 	var pos []string
 	for {
@@ -117,35 +127,50 @@ func parse(fs *flag.FlagSet, c *command, env *cliEnv, args []string) ([]string, 
 			return nil, fail(exitUsage, "%v (see 'supervisor %s --help')", err, c.name)
 		}
 		rest := fs.Args()
-		if len(rest) == 0 {
-			return pos, nil
-		}
 		// fs.Parse consumed a "--" if it saw one: everything after is
 		// positional. Otherwise rest[0] is the first positional argument.
-		if len(args) > len(rest) && args[len(args)-len(rest)-1] == "--" {
-			return append(pos, rest...), nil
+		if len(rest) == 0 || (len(args) > len(rest) && args[len(args)-len(rest)-1] == "--") {
+			pos = append(pos, rest...)
+			break
 		}
 		pos = append(pos, rest[0])
 		args = rest[1:]
 	}
+	switch {
+	case len(pos) >= min && (max < 0 || len(pos) <= max):
+		return pos, nil
+	case want == "":
+		return nil, fail(exitUsage, "unexpected arguments %q", pos)
+	}
+	return nil, fail(exitUsage, "want %s, got %d arguments", want, len(pos))
 }
 
-func newFlags(name string) *flag.FlagSet {
-	return flag.NewFlagSet(name, flag.ContinueOnError)
+// show prints v as indented JSON when asJSON is set, otherwise as text
+// writes it.
+func show(env *cliEnv, asJSON bool, v any, text func(w io.Writer)) error {
+	if !asJSON {
+		text(env.stdout)
+		return nil
+	}
+	return printJSON(env, v, "  ")
+}
+
+// printJSON prints v as JSON, on one line when indent is "".
+func printJSON(env *cliEnv, v any, indent string) error {
+	enc := json.NewEncoder(env.stdout)
+	enc.SetIndent("", indent)
+	if err := enc.Encode(v); err != nil {
+		return fail(exitSoftware, "%v", err)
+	}
+	return nil
 }
 
 func init() {
-	register(&command{
-		name:    "version",
-		summary: "print the version",
-		usage:   "version",
-		run: func(ctx context.Context, env *cliEnv, args []string) error {
-			fs := newFlags("version")
-			if _, err := parse(fs, commands["version"], env, args); err != nil {
-				return err
-			}
-			fmt.Fprintf(env.stdout, "supervisor %s\n", strings.TrimSpace(version))
-			return nil
-		},
-	})
+	register("version", "print the version", func(ctx context.Context, env *cliEnv, args []string) error {
+		if _, err := parse(env, newFlags("version"), args, 0, -1, ""); err != nil {
+			return err
+		}
+		fmt.Fprintf(env.stdout, "supervisor %s\n", strings.TrimSpace(version))
+		return nil
+	}, "version")
 }

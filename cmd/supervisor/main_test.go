@@ -57,6 +57,14 @@ func TestUsageAndHelp(t *testing.T) {
 		// The daemon refuses a grace over api.MaxGrace: so does the CLI,
 		// before it asks the daemon or tears anything down itself.
 		{[]string{"kill", "1", "v1:t:00000000000000000000000000000000:1:-", "--grace", "2h"}, exitUsage, ""},
+		// Each command checks how many arguments it got before it asks
+		// the daemon or the kernel anything.
+		{[]string{"launch", "--socket", "/nonexistent"}, exitUsage, ""},
+		{[]string{"release", "--socket", "/nonexistent"}, exitUsage, ""},
+		{[]string{"list", "x", "--socket", "/nonexistent"}, exitUsage, ""},
+		{[]string{"tree", "1", "2", "--socket", "/nonexistent"}, exitUsage, ""},
+		{[]string{"events", "x"}, exitUsage, ""},
+		{[]string{"status", "--help"}, 0, "69 no daemon"},
 	}
 	for _, tt := range tests {
 		code, out, _ := cli(t, tt.args...)
@@ -201,5 +209,17 @@ func TestRunCode(t *testing.T) {
 		if got := runCode(tt.err); got != tt.want {
 			t.Errorf("runCode(%v) = %d, want %d", tt.err, got, tt.want)
 		}
+	}
+}
+
+// TestTable aligns columns two spaces apart and keeps control characters,
+// tabs among them, out of the terminal and out of the column layout.
+func TestTable(t *testing.T) {
+	var b strings.Builder
+	table(&b, [][]string{{"ID", "OWNER", "COMMAND"}, {"g-1", "a\tb\x1b[2J", "sleep 1"}})
+	want := "ID   OWNER    COMMAND\n" +
+		"g-1  a?b?[2J  sleep 1\n"
+	if got := b.String(); got != want {
+		t.Errorf("table = %q, want %q", got, want)
 	}
 }
