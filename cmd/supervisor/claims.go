@@ -12,8 +12,8 @@ import (
 
 	"github.com/procsupervisor/supervisor/internal/actions"
 	"github.com/procsupervisor/supervisor/internal/api"
+	"github.com/procsupervisor/supervisor/internal/local"
 	"github.com/procsupervisor/supervisor/internal/pidfd"
-	"github.com/procsupervisor/supervisor/internal/procfs"
 	"github.com/procsupervisor/supervisor/internal/token"
 	"github.com/procsupervisor/supervisor/internal/verdict"
 )
@@ -73,14 +73,6 @@ func parseClaim(pos []string) (int32, token.Token, error) {
 	return pid, tok, nil
 }
 
-func bootID() (procfs.BootID, error) {
-	b, err := procfs.ReadBootID("/proc")
-	if err != nil {
-		return b, fail(exitUnavailable, "not supported on this system yet: %v", err)
-	}
-	return b, nil
-}
-
 func runToken(ctx context.Context, env *cliEnv, args []string) error {
 	pos, err := parse(env, newFlags("token"), args, 1, 1, "PID")
 	if err != nil {
@@ -90,9 +82,9 @@ func runToken(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	tok, err := readToken(ctx, pid)
+	tok, err := local.ReadToken(ctx, pid)
 	if err != nil {
-		return err
+		return localFail(err)
 	}
 	fmt.Fprintln(env.stdout, tok)
 	return nil
@@ -142,9 +134,9 @@ func verifyVia(ctx context.Context, sock, mech string, pid int32, claim token.To
 			return v, apiFail(err)
 		}
 	}
-	v, err := judgeLocal(ctx, mech, pid, claim)
+	v, err := local.Judge(ctx, mech, pid, claim)
 	v.Mechanism = "local:" + v.Mechanism
-	return v, err
+	return v, localFail(err)
 }
 
 func runKill(ctx context.Context, env *cliEnv, args []string) error {
@@ -184,9 +176,9 @@ func runKill(ctx context.Context, env *cliEnv, args []string) error {
 // answers, or it does not hold the claim, the teardown runs here with the
 // caller's own privileges, watching events while it runs.
 func killVia(ctx context.Context, sock, mech string, pid int32, claim token.Token, grace time.Duration) (actions.Outcome, error) {
+	c := dial(sock)
+	defer c.Close()
 	if mech == "" {
-		c := dial(sock)
-		defer c.Close()
 		out, err := c.Kill(ctx, pid, claim, &grace)
 		if err == nil {
 			out.Mechanism = "daemon: " + out.Mechanism
@@ -199,9 +191,15 @@ func killVia(ctx context.Context, sock, mech string, pid int32, claim token.Toke
 		}
 		mech = "auto"
 	}
-	out, err := killLocal(ctx, mech, pid, claim, grace)
+	// The running daemon (and its ancestors) is never signalled from here;
+	// it is known by its socket's peer credentials.
+	var protect []int32
+	if dpid, err := c.ServerPid(ctx); err == nil {
+		protect = append(protect, dpid)
+	}
+	out, err := local.Kill(ctx, mech, pid, claim, grace, protect)
 	out.Mechanism = "local: " + out.Mechanism
-	return out, err
+	return out, localFail(err)
 }
 
 func printOutcome(w io.Writer, out actions.Outcome) {

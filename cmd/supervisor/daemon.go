@@ -14,7 +14,7 @@ import (
 
 	"github.com/procsupervisor/supervisor/internal/api"
 	"github.com/procsupervisor/supervisor/internal/daemon"
-	"github.com/procsupervisor/supervisor/internal/pidfd"
+	"github.com/procsupervisor/supervisor/internal/local"
 	"github.com/procsupervisor/supervisor/internal/store"
 )
 
@@ -24,11 +24,7 @@ const clientExits = "Exit codes: 0 done, 64 bad arguments, 69 no daemon, 77 refu
 
 func init() {
 	register("run", "run the supervisor daemon in the foreground", runDaemon,
-		`run [--config FILE] [--state-dir DIR] [--socket PATH] [--socket-group G]
-    [--mechanism auto|ebpf|netlink|proc|ps] [--log-output OUT] [--log-schema ecs|ocsf]
-    [--grace D] [--reap-interval D] [--retain-final D] [--retain-owed D] [--max-final N]
-    [--cgroup auto|off|DIR] [--graph-max-exited N] [--graph-max-exited-age D]
-    [--metrics-listen ADDR] [--check-config]
+		`run [--config FILE] [--check-config] [FLAGS (below)]
 
 Runs the daemon until SIGTERM or SIGINT, which stop it cleanly and leave
 every process running and every claim recorded. The config file is JSON with
@@ -129,12 +125,8 @@ func runLaunch(ctx context.Context, env *cliEnv, args []string) error {
 	if *bind {
 		// The caller of this command is our parent: bind the grant to it,
 		// by its token read now through a pidfd.
-		boot, err := bootID()
-		if err != nil {
-			return err
-		}
 		ppid := int32(os.Getppid())
-		tok, err := pidfd.ReadToken(ppid, boot)
+		tok, err := local.ReadToken(ctx, ppid)
 		if err != nil {
 			return fail(exitSoftware, "binding to the caller %d: %v", ppid, err)
 		}

@@ -12,7 +12,7 @@ import (
 	"github.com/procsupervisor/supervisor/internal/api"
 	"github.com/procsupervisor/supervisor/internal/events"
 	"github.com/procsupervisor/supervisor/internal/lineage"
-	"github.com/procsupervisor/supervisor/internal/procfs"
+	"github.com/procsupervisor/supervisor/internal/local"
 	"github.com/procsupervisor/supervisor/internal/token"
 	"github.com/procsupervisor/supervisor/internal/tracker"
 )
@@ -44,18 +44,6 @@ func mechanismFlag(fs *flag.FlagSet, def string) *string {
 	return fs.String("mechanism", def, "event mechanism: "+strings.Join(tracker.Mechanisms, "|"))
 }
 
-// startTracker starts the named mechanism, mapping failures to exit codes.
-func startTracker(ctx context.Context, mech string, boot procfs.BootID, onEvent func(*events.Event)) (*tracker.Tracker, error) {
-	t, err := tracker.Start(ctx, tracker.Options{Mechanism: mech, Boot: boot, OnEvent: onEvent})
-	switch {
-	case errors.Is(err, tracker.ErrUnknownMechanism):
-		return nil, fail(exitUsage, "--mechanism: %v", err)
-	case err != nil:
-		return nil, fail(exitUnavailable, "%v", err)
-	}
-	return t, nil
-}
-
 func runEvents(ctx context.Context, env *cliEnv, args []string) error {
 	fs := newFlags("events")
 	mech := mechanismFlag(fs, "auto")
@@ -63,15 +51,11 @@ func runEvents(ctx context.Context, env *cliEnv, args []string) error {
 	if _, err := parse(env, fs, args, 0, 0, ""); err != nil {
 		return err
 	}
-	boot, err := bootID()
-	if err != nil {
-		return err
-	}
 	w := events.NewWriter(env.stdout, *asJSON)
-	t, err := startTracker(ctx, *mech, boot, w.Write)
+	t, err := local.Start(ctx, *mech, w.Write)
 	if err != nil {
 		w.Close()
-		return err
+		return localFail(err)
 	}
 	w.Start()
 	for _, why := range t.Tried() {
@@ -114,13 +98,9 @@ func runTree(ctx context.Context, env *cliEnv, args []string) error {
 		}
 		*mech = "proc"
 	}
-	boot, err := bootID()
+	t, err := local.Start(ctx, *mech, nil)
 	if err != nil {
-		return err
-	}
-	t, err := startTracker(ctx, *mech, boot, nil)
-	if err != nil {
-		return err
+		return localFail(err)
 	}
 	defer t.Close()
 	tree, ancestry, ok := t.Graph().TreeOf(pid)

@@ -8,6 +8,7 @@ import (
 	"github.com/procsupervisor/supervisor/internal/actions"
 	"github.com/procsupervisor/supervisor/internal/api"
 	"github.com/procsupervisor/supervisor/internal/daemon"
+	"github.com/procsupervisor/supervisor/internal/local"
 	"github.com/procsupervisor/supervisor/internal/tracker"
 	"github.com/procsupervisor/supervisor/internal/verdict"
 )
@@ -103,4 +104,21 @@ func runCode(err error) int {
 		return exitUnavailable
 	}
 	return exitSoftware
+}
+
+// localFail maps an error of the local path to an exit code.
+func localFail(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, tracker.ErrUnknownMechanism):
+		return fail(exitUsage, "--mechanism: %v", err)
+	case errors.Is(err, local.ErrNoProcess):
+		return fail(exitNoProcess, "%v", err)
+	case errors.Is(err, local.ErrNotProcess):
+		return fail(exitUsage, "%v", err)
+	case errors.Is(err, local.ErrUnavailable):
+		return fail(exitUnavailable, "%v", err)
+	}
+	return fail(exitSoftware, "%v", err)
 }

@@ -168,6 +168,16 @@ func TestIntegrationDaemonAncestorsProtected(t *testing.T) {
 			t.Errorf("the daemon signalled itself: %s", line)
 		}
 	}
+	// Root's CLI asked to kill the daemon itself: the daemon does not hold
+	// it, so the CLI falls back to a local teardown, which protects the
+	// daemon it finds behind the socket.
+	dtok := tokenOf(t, st.Pid)
+	d.run(t, nil, "kill", strconv.Itoa(st.Pid), dtok, "--grace", "1s")
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel2()
+	if _, err := d.client.Status(ctx2); err != nil || !alivePid(int32(st.Pid)) {
+		t.Errorf("after `kill` of the daemon's own pid the daemon stopped answering: %v", err)
+	}
 	syscall.Kill(st.Pid, syscall.SIGTERM)
 }
 

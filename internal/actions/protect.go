@@ -12,19 +12,22 @@ import (
 // protection is the set of pids a teardown never signals, found when the
 // Teardown is made: pid 1, this process, every ancestor of this process
 // (signalling the daemon's parent chain stops the daemon, or the shell or
-// service manager that runs it), and any the caller adds.
+// service manager that runs it), and any the caller adds with their
+// ancestors.
 type protection struct {
 	pids []int32
 }
 
 func protectedSet(extra []int32) protection {
-	p := protection{pids: append([]int32{1}, extra...)}
+	p := protection{pids: []int32{1}}
 	r := procfs.NewReader("/proc")
 	var st procfs.Stat
-	for pid := int32(os.Getpid()); pid > 1 && len(p.pids) < 4096; pid = st.PPid {
-		p.pids = append(p.pids, pid)
-		if r.ReadStat(pid, &st) != nil {
-			break
+	for _, start := range append([]int32{int32(os.Getpid())}, extra...) {
+		for pid := start; pid > 1 && len(p.pids) < 4096 && !slices.Contains(p.pids, pid); pid = st.PPid {
+			p.pids = append(p.pids, pid)
+			if r.ReadStat(pid, &st) != nil {
+				break
+			}
 		}
 	}
 	return p

@@ -50,9 +50,9 @@ type Options struct {
 	// daemon, entered at clone, writable by root only): every process in
 	// it is a member.
 	Cgroup string
-	// Protected lists pids never signalled whatever proves them members,
-	// beyond those every teardown protects (pid 1, this process and its
-	// ancestors).
+	// Protected lists pids never signalled, with their ancestors, whatever
+	// proves them members, beyond those every teardown protects (pid 1,
+	// this process and its ancestors): the CLI names the running daemon.
 	Protected []int32
 }
 

@@ -173,3 +173,20 @@ func (c *Client) Tree(ctx context.Context, pid int32, tok token.Token) ([]TreeNo
 	err := c.do(ctx, http.MethodGet, "/tree?"+q.Encode(), nil, &out)
 	return out, err
 }
+
+// ServerPid connects to the socket and returns the pid of the process
+// serving it, from the connection's peer credentials (SO_PEERCRED), not
+// from anything it says: a local teardown protects it.
+func (c *Client) ServerPid(ctx context.Context) (int32, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", c.socket)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %v", ErrNoDaemon, err)
+	}
+	defer conn.Close()
+	p, err := peerCred(conn)
+	if err != nil {
+		return 0, err
+	}
+	return p.Pid, nil
+}
