@@ -288,3 +288,41 @@ func admitAs(t *testing.T, d *testDaemon, pid int32) api.Claim {
 	}
 	return c
 }
+
+// TestIntegrationWallClockDoubleFork: a grant's root double-forks a sleep
+// and exits at once; its wall clock runs out 3 s later. With the grant's
+// own cgroup, the sleep is proven a member and torn down at expiry though
+// the root is long gone. Without a cgroup, nothing proves it: it is
+// reported, not signalled.
+func TestIntegrationWallClockDoubleFork(t *testing.T) {
+	testenv.RequireRoot(t)
+	for _, cg := range []string{"auto", "off"} {
+		t.Run("cgroup "+cg, func(t *testing.T) {
+			state, sock := newDirs(t)
+			d := startDaemon(t, state, sock, "--cgroup", cg)
+			pidFile := filepath.Join(t.TempDir(), "pid")
+			c := d.launch(t, "--wall-clock", "3s", "--", "sh", "-c", fmt.Sprintf("sleep 1003 & echo $! > %s; exit 0", pidFile))
+			if cg == "auto" && c.Cgroup == "" {
+				testenv.Skip(t, "no grant cgroup on this host")
+			}
+			spid, stok := readPid(t, pidFile)
+			t.Cleanup(func() { syscall.Kill(int(spid), syscall.SIGKILL) })
+			var got api.Claim
+			testenv.Eventually(t, 30*time.Second, func() bool {
+				got = d.claim(t, c.ID)
+				return got.State == store.Released
+			}, "grant %s with a 3 s wall clock not released", c.ID)
+			if cg == "auto" {
+				testenv.Eventually(t, 10*time.Second, func() bool { return !owned(spid, stok) },
+					"the double-forked sleep %d in the grant's cgroup outlived the wall clock", spid)
+				return
+			}
+			if !owned(spid, stok) {
+				t.Errorf("the double-forked sleep %d was signalled without a cgroup to prove it a member", spid)
+			}
+			if got.Release == nil || !slices.ContainsFunc(got.Release.Unproven, func(i api.Instance) bool { return i.Pid == spid }) {
+				t.Errorf("release %+v: want %d reported unproven", got.Release, spid)
+			}
+		})
+	}
+}

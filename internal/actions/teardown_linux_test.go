@@ -5,7 +5,6 @@ import (
 	"context"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -241,31 +240,12 @@ func TestIntegrationGoneLeaderLiveGroupIsReported(t *testing.T) {
 // freezer, where even SIGKILL waits until it is thawed.
 func TestIntegrationSurvivorsReported(t *testing.T) {
 	testenv.RequireRoot(t)
-	freezer := mountOf(t, "freezer")
 	td, j := newTeardown(t, 100*time.Millisecond)
 	td.opts.KillWait = 300 * time.Millisecond
 	cmd, pids := shell(t, `sleep 60 & echo $!; wait`, 1)
 	root := int32(cmd.Process.Pid)
 	frozen := pids[0]
-	dir := filepath.Join(freezer, "supervisor-test-"+strconv.Itoa(os.Getpid()))
-	if err := os.Mkdir(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		os.WriteFile(filepath.Join(dir, "freezer.state"), []byte("THAWED"), 0)
-		// The cgroup can be removed once its thawed member has died.
-		var err error
-		if !testenv.Poll(5*time.Second, func() bool { err = os.Remove(dir); return err == nil }) {
-			t.Errorf("cgroup %s left behind: %v", dir, err)
-		}
-	})
-	write := func(f, s string) {
-		if err := os.WriteFile(filepath.Join(dir, f), []byte(s), 0); err != nil {
-			t.Fatalf("write %s: %v", f, err)
-		}
-	}
-	write("cgroup.procs", strconv.Itoa(int(frozen)))
-	write("freezer.state", "FROZEN")
+	thaw := testenv.Freeze(t, frozen)
 	fclaim := claimOf(t, j, frozen)
 
 	out := td.Run(context.Background(), root, claimOf(t, j, root))
@@ -275,29 +255,8 @@ func TestIntegrationSurvivorsReported(t *testing.T) {
 	if !slices.ContainsFunc(out.Survivors, func(m Member) bool { return m.Pid == frozen && m.Token == fclaim }) {
 		t.Errorf("survivors = %+v, want %d@%s", out.Survivors, frozen, fclaim)
 	}
-	write("freezer.state", "THAWED")
+	thaw()
 	waitGone(t, j, frozen, fclaim)
-}
-
-// mountOf finds a cgroup v1 hierarchy with the controller in mountinfo.
-func mountOf(t *testing.T, controller string) string {
-	t.Helper()
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		pre, post, ok := strings.Cut(line, " - ")
-		if !ok {
-			continue
-		}
-		f, pf := strings.Fields(pre), strings.Fields(post)
-		if len(f) > 4 && len(pf) > 2 && pf[0] == "cgroup" && slices.Contains(strings.Split(pf[2], ","), controller) {
-			return f[4]
-		}
-	}
-	testenv.Skip(t, "no cgroup v1 %s hierarchy mounted", controller)
-	return ""
 }
 
 func TestRunBoundRefusesWithoutOwned(t *testing.T) {

@@ -4,6 +4,7 @@ import (
 	"os"
 	"strconv"
 	"syscall"
+	"time"
 
 	"github.com/procsupervisor/supervisor/internal/procfs"
 	"github.com/procsupervisor/supervisor/internal/store"
@@ -14,6 +15,10 @@ import (
 // whose exit status gives a job its code, and processes reparented to the
 // daemon as child subreaper. (Claim reconciliation, which the API calls
 // "reap", is reconcile_linux.go.)
+
+// exitEventGrace is how long a grant root's reaped exit waits for its exit
+// event before the pass is queued anyway.
+const exitEventGrace = 200 * time.Millisecond
 
 // waitChildren reaps the daemon's exited children: launched roots and
 // processes reparented to it as subreaper.
@@ -53,7 +58,10 @@ func (d *Daemon) waitChildren() {
 			if c.Kind == store.Job {
 				d.finishJob(&c, r.ws, true)
 			} else {
-				d.queue(c.ID, Pass)
+				// The root's exit event queues the pass once the graph
+				// holds everything before it; this is the backstop for
+				// an event the source lost.
+				time.AfterFunc(exitEventGrace, func() { d.queue(c.ID, Pass) })
 			}
 		}
 		l.Unlock()

@@ -294,10 +294,6 @@ func (d *Daemon) recordEventExit(n exitNote) {
 	if !ok {
 		return
 	}
-	if child {
-		// The wait4 reaper records it, from the kernel's own status.
-		return
-	}
 	l := d.claimLock(id)
 	l.Lock()
 	defer l.Unlock()
@@ -322,9 +318,13 @@ func (d *Daemon) recordEventExit(n exitNote) {
 	if !known {
 		return
 	}
-	if c.Kind == store.Grant {
+	switch {
+	case c.Kind == store.Grant:
+		// The graph has applied every event before this exit, the forks
+		// of the root's children included: the pass sees them all.
 		d.queue(c.ID, Pass)
-		return
+	case !child:
+		// A launched job's status comes from wait4 (children_linux.go).
+		d.finishJob(&c, syscall.WaitStatus(status), true)
 	}
-	d.finishJob(&c, syscall.WaitStatus(status), true)
 }

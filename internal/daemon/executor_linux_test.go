@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -26,6 +27,8 @@ import (
 	"github.com/procsupervisor/supervisor/internal/store"
 	"github.com/procsupervisor/supervisor/internal/testenv"
 	"github.com/procsupervisor/supervisor/internal/tracker"
+	"github.com/procsupervisor/supervisor/internal/verdict"
+	"golang.org/x/sys/unix"
 )
 
 // failingStore is a real store whose writes fail on demand.
@@ -428,4 +431,88 @@ func TestIntegrationReleaseAndReconcileAgree(t *testing.T) {
 func zombie(pid int) bool {
 	var st procfs.Stat
 	return procfs.NewReader("/proc").ReadStat(int32(pid), &st) == nil && st.Zombie()
+}
+
+// TestIntegrationSurvivorsKeepClaimOpen: a teardown whose member survives
+// SIGKILL (frozen) has failed: the claim stays open in state survivors,
+// listing the survivor by (pid, token), and a later pass, once the member
+// is thawed, tears it down and closes the claim. Before, such a claim was
+// counted torn down, closed as released, and never looked at again.
+func TestIntegrationSurvivorsKeepClaimOpen(t *testing.T) {
+	h := newHarness(t)
+	cmd, members := tree(t)
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		_, ok := h.d.tr.Load().Graph().Live(members[0])
+		return ok
+	}, "the graph never saw the tree")
+	c := h.claim(t, cmd.Process.Pid, nil, 0)
+	frozen := members[0]
+	thaw := testenv.Freeze(t, frozen)
+
+	rep := h.d.reconcileAll(context.Background(), request{trigger: ReleaseAsked})
+	if rep.Failed != 1 || rep.TornDown != 0 {
+		t.Errorf("report %+v: want the teardown counted failed", rep)
+	}
+	got, err := h.st.Get(c.ID)
+	if err != nil || got.State != store.Survivors || got.Release == nil ||
+		!slices.ContainsFunc(got.Release.Survivors, func(s store.Instance) bool { return s.Pid == frozen && !s.Token.IsZero() }) {
+		t.Fatalf("claim after a teardown with a frozen survivor = %s %+v, %v; want state survivors listing %d", got.State, got.Release, err, frozen)
+	}
+	thaw()
+	it, out, err := h.d.settle(context.Background(), c.ID, request{trigger: Pass})
+	if err != nil || it.Action != TearDown.String() || out == nil || !out.Dead {
+		t.Fatalf("pass after the thaw = %+v, %+v, %v; want the survivor torn down", it, out, err)
+	}
+	if got, _ := h.st.Get(c.ID); got.State != store.Released {
+		t.Errorf("state after the survivor went = %s, want released", got.State)
+	}
+}
+
+// TestIntegrationHiddenRootUnverifiable: the daemon's view of /proc lacks
+// the entry of a live root (a bind mount over it, in the mount namespace
+// the judging thread sees). The pidfd says the process lives, so it is
+// UNVERIFIABLE: kept, reported, never signalled. Before, it was GONE and
+// the grant released while its process ran on.
+func TestIntegrationHiddenRootUnverifiable(t *testing.T) {
+	h := newHarness(t)
+	cmd, _ := tree(t)
+	c := h.claim(t, cmd.Process.Pid, nil, 0)
+	empty := t.TempDir()
+	type result struct {
+		it  api.ReportItem
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		// A mount namespace of this thread alone: the thread is never
+		// given back to the runtime, so it dies with the goroutine.
+		runtime.LockOSThread()
+		if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+			done <- result{err: err}
+			return
+		}
+		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+			done <- result{err: err}
+			return
+		}
+		if err := unix.Mount(empty, "/proc/"+strconv.Itoa(cmd.Process.Pid), "", unix.MS_BIND, ""); err != nil {
+			done <- result{err: err}
+			return
+		}
+		it, _, err := h.d.settle(context.Background(), c.ID, request{trigger: ReleaseAsked})
+		done <- result{it, err}
+	}()
+	r := <-done
+	if r.it.ID == "" && r.err != nil {
+		t.Fatalf("hiding the root's /proc entry: %v", r.err)
+	}
+	if !errors.Is(r.err, api.ErrConflict) || r.it.Verdict != verdict.Unverifiable || !strings.Contains(r.it.Reason, "cannot be read") {
+		t.Errorf("release of a root whose /proc entry is hidden = %+v, %v; want UNVERIFIABLE and refused", r.it, r.err)
+	}
+	if got, _ := h.st.Get(c.ID); got.State != store.Unverifiable {
+		t.Errorf("state = %s, want unverifiable (kept)", got.State)
+	}
+	if err := cmd.Process.Signal(syscall.Signal(0)); err != nil || zombie(cmd.Process.Pid) {
+		t.Error("the hidden root was signalled")
+	}
 }

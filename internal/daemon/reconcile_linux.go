@@ -246,7 +246,18 @@ func (d *Daemon) orphanedMembers(c *store.Claim) (proven []*pidfd.Handle, unprov
 	for _, h := range d.recordedMembers(c, skip) {
 		unproven = append(unproven, actions.Member{Pid: h.Pid(), Token: h.Token(),
 			Reason: "recorded member alive under a gone root: reported, not signalled"})
+		skip[h.Pid()] = true
 		h.Close()
+	}
+	// Descendants the graph saw born but the member writer has not
+	// recorded yet (the root exited at once) are reported the same way.
+	if nodes, err := d.tr.Load().Graph().Descendants(c.Pid, c.Token); err == nil {
+		for _, n := range nodes {
+			if n.Live() && !skip[n.Pid] {
+				unproven = append(unproven, actions.Member{Pid: n.Pid, Token: n.Token,
+					Reason: "born under a root now gone: reported, not signalled"})
+			}
+		}
 	}
 	return proven, unproven, ok || len(proven) > 0
 }
