@@ -303,7 +303,13 @@ func runStatus(ctx context.Context, env *cliEnv, args []string) error {
 		if cg == "" {
 			cg = "none (" + st.CgroupReason + ")"
 		}
-		fmt.Fprintf(w, "cgroups: %s\nreconcile at start: ", cg)
+		fmt.Fprintf(w, "cgroups: %s\nholders watched %d, store errors %d, poll failures %d\n", cg, st.HoldersWatched, st.StoreErrors, st.PollFailures)
+		for _, e := range []string{st.LastStoreError, st.LastPollError} {
+			if e != "" {
+				fmt.Fprintf(w, "  last: %s\n", e)
+			}
+		}
+		fmt.Fprint(w, "reconcile at start: ")
 		printReport(w, st.Reconcile)
 	})
 }

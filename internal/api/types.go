@@ -300,6 +300,10 @@ type Status struct {
 	Reconcile     Report                             `json:"reconcile"`
 	LogDropped    uint64                             `json:"log_lines_dropped"`
 	StoreBytes    int64                              `json:"store_bytes"`
+	// PollFailures counts failed polls of a polling mechanism (each one a
+	// gap in continuity); LastPollError says why the latest failed.
+	PollFailures  uint64 `json:"poll_failures,omitempty"`
+	LastPollError string `json:"last_poll_error,omitempty"`
 	// HoldersWatched counts holder processes whose pidfd the daemon
 	// watches (one descriptor each); HoldersUnwatched those it could not
 	// watch (no descriptor left), left to exit events and the reaper.

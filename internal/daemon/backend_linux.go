@@ -126,6 +126,9 @@ func (d *Daemon) Status(ctx context.Context, p api.Peer) (api.Status, error) {
 		MembersQueued: d.membersRecorded.Load(), MembersLost: d.membersDropped.Load(),
 		StoreErrors: d.storeErrors.Load(),
 	}
+	if ps, ok := tr.Polls(); ok {
+		st.PollFailures, st.LastPollError = ps.Failures, ps.LastError
+	}
 	if d.hw != nil {
 		st.HoldersWatched, st.HoldersUnwatched = d.hw.stats()
 	}

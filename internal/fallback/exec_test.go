@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -119,8 +120,8 @@ cat `+rows+` 2>/dev/null`)
 	if ev.Kind != events.Lost || ev.Mechanism != events.PSPoll {
 		t.Fatalf("Read after a failed ps = %v from %q, want a lost event from ps", ev.Kind, ev.Mechanism)
 	}
-	if got := p.Polls(); got.Failures != 1 || got.Polls != 2 {
-		t.Errorf("Polls() = %+v, want 2 polls, 1 failure", got)
+	if got := p.Polls(); got.Failures != 1 || got.Polls != 2 || !strings.Contains(got.LastError, "exit status 3") {
+		t.Errorf("Polls() = %+v, want 2 polls, 1 failure saying ps exited 3", got)
 	}
 	if got := p.Stats(); got.LostReports != 1 || got.Events != 0 {
 		t.Errorf("Stats() = %+v, want 1 lost report, 0 events", got)

@@ -31,8 +31,9 @@ type PollerOptions struct {
 
 // PollStats counts polls.
 type PollStats struct {
-	Polls    uint64 // snapshots attempted
-	Failures uint64 // snapshots that failed (each delivered as a Lost gap)
+	Polls     uint64 // snapshots attempted
+	Failures  uint64 // snapshots that failed (each delivered as a Lost gap)
+	LastError string // why the latest failed snapshot failed
 }
 
 // Poller is an events.Source that infers Fork and Exit events from the
@@ -146,6 +147,7 @@ func (p *Poller) Read(ev *events.Event) error {
 			}
 			p.mu.Lock()
 			p.polls.Failures++
+			p.polls.LastError = err.Error()
 			p.stats.LostReports++
 			p.mu.Unlock()
 			p.log.Error().Err(err).Str("mechanism", string(p.snap.Mechanism())).

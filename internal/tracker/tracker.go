@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 
 	"github.com/procsupervisor/supervisor/internal/events"
+	"github.com/procsupervisor/supervisor/internal/fallback"
 	"github.com/procsupervisor/supervisor/internal/lineage"
 	"github.com/procsupervisor/supervisor/internal/procfs"
 )
@@ -176,6 +177,15 @@ func (t *Tracker) Tried() []string { return t.tried }
 
 // Stats returns the source's counters.
 func (t *Tracker) Stats() events.Stats { return t.src.Stats() }
+
+// Polls returns the poll counters of a polling mechanism; ok is false for
+// the kernel sources, which do not poll.
+func (t *Tracker) Polls() (st fallback.PollStats, ok bool) {
+	if p, isPoller := t.src.(*fallback.Poller); isPoller {
+		return p.Polls(), true
+	}
+	return st, false
+}
 
 // Resyncs counts resyncs after losses.
 func (t *Tracker) Resyncs() uint64 { return t.resyncs.Load() }
