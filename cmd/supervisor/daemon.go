@@ -34,7 +34,7 @@ the flags' names, underscores for dashes ({"state_dir": "/var/lib/x",
 state directory or the mechanism cannot run, 70 other errors (an unreadable
 store: the daemon refuses to start).`)
 	register("launch", "start a process under the daemon (a grant, or with --detach a job)", runLaunch,
-		`launch [--owner O] [--detach] [--wall-clock D] [--bind-to-caller] [--cwd DIR] [--socket PATH] -- ARGV...
+		`launch [--owner O] [--detach] [--wall-clock D] [--bind-to-caller] [--no-new-privs] [--cwd DIR] [--socket PATH] -- ARGV...
 
 Prints the claim as JSON (id, pid, token, kind grant|job ...). --bind-to-caller
 binds the grant to the process that ran this command: when it exits, the
@@ -108,6 +108,7 @@ func runLaunch(ctx context.Context, env *cliEnv, args []string) error {
 	wall := fs.Duration("wall-clock", 0, "tear the grant (or job) down after this long")
 	bind := fs.Bool("bind-to-caller", false, "bind the grant to the process that ran this command")
 	cwd := fs.String("cwd", "", "working directory (default: this command's)")
+	nnp := fs.Bool("no-new-privs", false, "no setuid program the workload runs gains privileges")
 	sock := socketFlag(fs)
 	argv, err := parse(env, fs, args, 1, -1, "-- ARGV...")
 	switch {
@@ -121,7 +122,7 @@ func runLaunch(ctx context.Context, env *cliEnv, args []string) error {
 	if *cwd == "" {
 		*cwd, _ = os.Getwd()
 	}
-	req := &api.LaunchRequest{Argv: argv, Cwd: *cwd, Env: os.Environ(), Owner: *owner, Detach: *detach, WallClock: api.Duration(*wall)}
+	req := &api.LaunchRequest{Argv: argv, Cwd: *cwd, Env: os.Environ(), Owner: *owner, Detach: *detach, WallClock: api.Duration(*wall), NoNewPrivs: *nnp}
 	if *bind {
 		// The caller of this command is our parent: bind the grant to it,
 		// by its token read now through a pidfd.

@@ -15,6 +15,8 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+
+	"github.com/procsupervisor/supervisor/internal/spawn"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -41,6 +43,7 @@ func register(name, summary string, run func(context.Context, *cliEnv, []string)
 }
 
 func main() {
+	spawn.Main() // the daemon's workload shim never gets past this
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := runMain(ctx, &cliEnv{stdout: os.Stdout, stderr: os.Stderr}, os.Args[1:])
 	stop()

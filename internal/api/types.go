@@ -98,7 +98,11 @@ type LaunchRequest struct {
 	// Holder, with Bind, names the holder explicitly (the CLI names its
 	// own parent). It must verify now and belong to the caller's uid.
 	Holder *Instance `json:"holder,omitempty"`
-	// UID and GID run the process as another user; only root may ask.
+	// NoNewPrivs sets no_new_privs on the workload: no setuid program it
+	// runs gains privileges.
+	NoNewPrivs bool `json:"no_new_privs,omitempty"`
+	// UID and GID run the process as another user; only root may ask. A
+	// UID without a GID takes the user's groups from the user database.
 	UID *uint32 `json:"uid,omitempty"`
 	GID *uint32 `json:"gid,omitempty"`
 }
@@ -156,8 +160,11 @@ type Claim struct {
 	Holder *Instance `json:"holder,omitempty"`
 	// WallClock is the limit given at launch (0: none); Deadline is when
 	// it runs out.
-	WallClock Duration  `json:"wall_clock,omitzero"`
-	Deadline  time.Time `json:"deadline,omitzero"`
+	WallClock Duration `json:"wall_clock,omitzero"`
+	// Limits are the resource limits the workload got lower than the
+	// daemon's own, from its caller's.
+	Limits   []Limit   `json:"limits,omitempty"`
+	Deadline time.Time `json:"deadline,omitzero"`
 
 	// A job's result: ExitCode or ExitSignal once it ended, its output
 	// file, why it was retired; FollowedUp once its caller picked it up.
@@ -173,6 +180,10 @@ type Claim struct {
 	// Members are the descendants of the root the daemon saw born.
 	Members []Member `json:"members,omitempty"`
 }
+
+// Limit is one resource limit of a workload, by name (nofile, nproc,
+// memlock, core ...); 18446744073709551615 is unlimited.
+type Limit = store.Limit
 
 // Judgement is the last verdict on a claim's root.
 type Judgement struct {
@@ -217,7 +228,7 @@ func ClaimOf(c store.Claim) Claim {
 		WallClock: Duration(c.WallClock), Deadline: c.Deadline,
 		ExitSignal: c.ExitSignal, EndedAt: c.EndedAt, OutputPath: c.OutputPath,
 		RetiredReason: c.RetiredReason, FollowedUp: c.FollowedUp,
-		UpdatedAt: c.UpdatedAt,
+		UpdatedAt: c.UpdatedAt, Limits: slices.Clone(c.Limits),
 	}
 	if v := c.LastVerdict; v != nil {
 		w.LastVerdict = &Judgement{Result: v.Result, Reason: v.Reason, Mechanism: v.Mechanism, At: v.At}

@@ -18,6 +18,16 @@ import (
 
 func may(p api.Peer, c *store.Claim) bool { return p.Root() || c.UID == p.UID }
 
+// serves refuses every caller of another uid when the daemon is not root:
+// it could only act for them with its own rights, and what it started
+// would run as its own user.
+func (d *Daemon) serves(p api.Peer) error {
+	if euid := uint32(os.Geteuid()); euid != 0 && p.UID != euid {
+		return forbidden("this daemon runs as uid %d and acts for uid %d only (run it as root to serve other users)", euid, euid)
+	}
+	return nil
+}
+
 func grace(r *api.Duration) time.Duration {
 	if r == nil {
 		return 0 // the configured grace
@@ -27,6 +37,9 @@ func grace(r *api.Duration) time.Duration {
 
 // Release implements api.Backend.
 func (d *Daemon) Release(ctx context.Context, p api.Peer, id string, r *api.ReleaseRequest) (api.ReleaseResponse, error) {
+	if err := d.serves(p); err != nil {
+		return api.ReleaseResponse{}, err
+	}
 	c, err := d.st.Get(id)
 	if err != nil {
 		return api.ReleaseResponse{}, storeErr(err)
@@ -51,6 +64,9 @@ func (d *Daemon) view(c store.Claim) api.Claim {
 
 // List implements api.Backend.
 func (d *Daemon) List(ctx context.Context, p api.Peer) ([]api.Claim, error) {
+	if err := d.serves(p); err != nil {
+		return nil, err
+	}
 	f := store.Filter{}
 	if !p.Root() {
 		uid := p.UID
@@ -71,6 +87,9 @@ func (d *Daemon) List(ctx context.Context, p api.Peer) ([]api.Claim, error) {
 // Get implements api.Backend. A job's result picked up by its caller is no
 // longer owed.
 func (d *Daemon) Get(ctx context.Context, p api.Peer, id string) (api.Claim, error) {
+	if err := d.serves(p); err != nil {
+		return api.Claim{}, err
+	}
 	c, err := d.st.Get(id)
 	if err != nil {
 		return api.Claim{}, storeErr(err)
@@ -91,6 +110,9 @@ func (d *Daemon) Get(ctx context.Context, p api.Peer, id string) (api.Claim, err
 // Reap implements api.Backend. Only root runs the reaper (it acts on every
 // claim); a dry run is open to all and shows only the caller's claims.
 func (d *Daemon) Reap(ctx context.Context, p api.Peer, r *api.ReapRequest) (api.Report, error) {
+	if err := d.serves(p); err != nil {
+		return api.Report{}, err
+	}
 	if !p.Root() && !r.DryRun {
 		return api.Report{}, forbidden("only root runs the reaper")
 	}
@@ -118,6 +140,9 @@ func (d *Daemon) Reap(ctx context.Context, p api.Peer, r *api.ReapRequest) (api.
 
 // Status implements api.Backend.
 func (d *Daemon) Status(ctx context.Context, p api.Peer) (api.Status, error) {
+	if err := d.serves(p); err != nil {
+		return api.Status{}, err
+	}
 	tr := d.tr.Load()
 	st := api.Status{
 		Version: d.cfg.Version, Pid: os.Getpid(), Mechanism: string(tr.Mechanism()),
@@ -153,6 +178,9 @@ func (d *Daemon) Status(ctx context.Context, p api.Peer) (api.Status, error) {
 
 // Verify implements api.Backend: anyone may ask; a verdict signals nothing.
 func (d *Daemon) Verify(ctx context.Context, p api.Peer, r *api.ClaimRequest) (verdict.Verdict, error) {
+	if err := d.serves(p); err != nil {
+		return verdict.Verdict{}, err
+	}
 	return d.judge.Judge(r.Pid, r.Token), nil
 }
 
@@ -161,6 +189,9 @@ func (d *Daemon) Verify(ctx context.Context, p api.Peer, r *api.ClaimRequest) (v
 // release of that claim), or a member of one, judged OWNED and bound, and
 // torn down with the caller's rights.
 func (d *Daemon) Kill(ctx context.Context, p api.Peer, r *api.ClaimRequest) (actions.Outcome, error) {
+	if err := d.serves(p); err != nil {
+		return actions.Outcome{}, err
+	}
 	tok := r.Token
 	cs, err := d.st.List(store.Filter{})
 	if err != nil {
@@ -217,6 +248,9 @@ func (d *Daemon) Kill(ctx context.Context, p api.Peer, r *api.ClaimRequest) (act
 
 // Tree implements api.Backend.
 func (d *Daemon) Tree(ctx context.Context, p api.Peer, pid int32, tok token.Token) ([]api.TreeNode, error) {
+	if err := d.serves(p); err != nil {
+		return nil, err
+	}
 	g := d.tr.Load().Graph()
 	if tok.IsZero() {
 		n, ok := g.Live(pid)

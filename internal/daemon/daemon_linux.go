@@ -132,6 +132,11 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	// Descriptors this process inherited open across exec would leak into
+	// every child it starts: close them at exec.
+	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		return fmt.Errorf("close_range: %w", err)
+	}
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return fmt.Errorf("state dir: %w", err)
 	}
@@ -234,7 +239,11 @@ func (d *Daemon) run(ctx context.Context, ready func(Info)) error {
 		defer stop()
 	}
 	d.cg = findCgroupBase(d.cfg.Cgroup)
-	d.log.Service(logfeed.Service{Mechanism: tr.Mechanism(), Reason: "started; cgroup: " + d.cg.describe()})
+	why := "started; cgroup: " + d.cg.describe()
+	if euid := os.Geteuid(); euid != 0 && d.cfg.SocketGroup != "" {
+		why += fmt.Sprintf("; socket group %s given, but the daemon runs as uid %d: requests of any other uid are refused", d.cfg.SocketGroup, euid)
+	}
+	d.log.Service(logfeed.Service{Mechanism: tr.Mechanism(), Reason: why})
 
 	// Workers: the member writer and the exit recorder. They end when
 	// wctx ends, after the server has stopped.

@@ -16,6 +16,7 @@ import (
 	"github.com/procsupervisor/supervisor/internal/api"
 	"github.com/procsupervisor/supervisor/internal/pidfd"
 	"github.com/procsupervisor/supervisor/internal/procfs"
+	"github.com/procsupervisor/supervisor/internal/spawn"
 	"github.com/procsupervisor/supervisor/internal/store"
 	"github.com/procsupervisor/supervisor/internal/token"
 	"github.com/procsupervisor/supervisor/internal/verdict"
@@ -75,29 +76,6 @@ func ownsProcess(p api.Peer, h *pidfd.Handle) bool {
 	return err == nil && uid == p.UID && !h.Exited()
 }
 
-// lookPath resolves a program name against the request's PATH.
-func lookPath(name string, env []string) (string, error) {
-	if strings.Contains(name, "/") {
-		return name, nil
-	}
-	path := defaultPath
-	for _, e := range env {
-		if v, ok := strings.CutPrefix(e, "PATH="); ok {
-			path = v
-		}
-	}
-	for _, dir := range filepath.SplitList(path) {
-		if dir == "" || !filepath.IsAbs(dir) {
-			continue
-		}
-		p := filepath.Join(dir, name)
-		if fi, err := os.Stat(p); err == nil && fi.Mode().IsRegular() && fi.Mode()&0o111 != 0 {
-			return p, nil
-		}
-	}
-	return "", badRequest("%q not found in PATH", name)
-}
-
 // tokenFromPidfd reads the token of the process a spawn's pidfd names: the
 // pidfs inode of the fd itself, the start ticks of /proc/PID/stat, and a
 // signal 0 through the fd afterwards to confirm the stat was that
@@ -128,32 +106,31 @@ func tokenFromPidfd(fd int, pid int32, boot procfs.BootID) (token.Token, error) 
 	return token.Token{Boot: boot, Start: st.StartTime, Ino: ino, Prec: token.Ticks}, nil
 }
 
-// Launch implements api.Backend.
+// Launch implements api.Backend. The workload runs as its caller would
+// (creds_linux.go): the caller's uid and groups, the lower of its and the
+// daemon's resource limits, a session of its own, descriptors 0-2 only,
+// argv[0] found with its own rights (internal/spawn). The claim's lock is
+// held from before the claim is stored until the process is recorded, so
+// no reaper pass can settle it in between.
 func (d *Daemon) Launch(ctx context.Context, p api.Peer, r *api.LaunchRequest) (api.Claim, error) {
-	uid, gid := p.UID, p.GID
-	var groups []uint32
-	if r.UID != nil || r.GID != nil {
-		if !p.Root() && ((r.UID != nil && *r.UID != p.UID) || (r.GID != nil && *r.GID != p.GID)) {
-			return api.Claim{}, forbidden("only root may launch as another user")
-		}
-		if r.UID != nil {
-			uid = *r.UID
-		}
-		if r.GID != nil {
-			gid = *r.GID
-		}
-	} else if !p.Root() {
-		if pu, gs, err := procIDs(p.Pid); err == nil && pu == p.UID {
-			groups = gs
-		}
+	if err := d.serves(p); err != nil {
+		return api.Claim{}, err
+	}
+	id, err := workloadIdentity(p, r)
+	if err != nil {
+		return api.Claim{}, err
+	}
+	limits, clamped, err := workloadLimits(p.Pid, d.boot)
+	if err != nil {
+		return api.Claim{}, err
 	}
 	kind := store.Grant
 	if r.Detach {
 		kind = store.Job
 	}
 	c := store.Claim{
-		Kind: kind, Owner: r.Owner, UID: p.UID, GID: p.GID,
-		Argv: r.Argv, Cwd: r.Cwd, WallClock: time.Duration(r.WallClock),
+		ID: store.NewID(kind), Kind: kind, Owner: r.Owner, UID: p.UID, GID: p.GID,
+		Argv: r.Argv, Cwd: r.Cwd, WallClock: time.Duration(r.WallClock), Limits: clamped,
 	}
 	if r.Bind {
 		h, err := d.holder(p, r.Holder)
@@ -167,17 +144,19 @@ func (d *Daemon) Launch(ctx context.Context, p api.Peer, r *api.LaunchRequest) (
 	if len(env) == 0 {
 		env = []string{"PATH=" + defaultPath}
 	}
-	prog, err := lookPath(r.Argv[0], env)
-	if err != nil {
-		return api.Claim{}, err
-	}
-	if err := d.st.Put(&c); err != nil {
-		d.storeFailed("record claim", err)
-		return api.Claim{}, storeErr(err)
+	path := defaultPath
+	for _, e := range env {
+		if v, ok := strings.CutPrefix(e, "PATH="); ok {
+			path = v
+		}
 	}
 	l := d.claimLock(c.ID)
 	l.Lock()
 	defer l.Unlock()
+	if err := d.st.Put(&c); err != nil {
+		d.storeFailed("record claim", err)
+		return api.Claim{}, storeErr(err)
+	}
 
 	fail := func(err error) (api.Claim, error) {
 		now := d.now()
@@ -209,70 +188,75 @@ func (d *Daemon) Launch(ctx context.Context, p api.Peer, r *api.LaunchRequest) (
 			return fail(err)
 		}
 		defer f.Close()
-		f.Chown(int(uid), int(gid))
+		f.Chown(int(id.uid), int(id.gid))
 		out, errf = f, f
 	}
 
-	attr := &syscall.SysProcAttr{Setpgid: true}
-	if uid != 0 || gid != 0 || os.Geteuid() != 0 {
-		if os.Geteuid() == 0 {
-			attr.Credential = &syscall.Credential{Uid: uid, Gid: gid, Groups: groups}
-			if groups == nil {
-				attr.Credential.Groups = []uint32{gid}
+	attr := spawn.Attr{Dir: r.Cwd, Files: [3]*os.File{devnull, out, errf}, CgroupFD: -1}
+	if os.Geteuid() == 0 && (id.uid != 0 || id.gid != 0) {
+		attr.Cred = &syscall.Credential{Uid: id.uid, Gid: id.gid, Groups: id.groups}
+		if id.groups == nil {
+			attr.Cred.Groups = []uint32{id.gid}
+		}
+	}
+	cgPath, cgFd, cgErr := d.cg.create(c.ID)
+	cgReason := ""
+	if cgErr != nil {
+		cgReason, cgPath = cgErr.Error(), ""
+	} else {
+		defer unix.Close(cgFd)
+		attr.CgroupFD = cgFd
+	}
+	spec := spawn.Spec{Argv: r.Argv, Env: env, Path: path, Limits: limits, NoNewPrivs: r.NoNewPrivs}
+	var tok token.Token
+	start := func() (spawn.Process, error) {
+		// The reaper waits until the child is known and its token read.
+		d.reapMu.Lock()
+		locked := true
+		defer func() {
+			if locked {
+				d.reapMu.Unlock()
 			}
-		}
+		}()
+		return spawn.Start(spec, attr, func(sp spawn.Process) error {
+			var terr error
+			tok, terr = tokenFromPidfd(sp.Pidfd, sp.Pid, d.boot)
+			d.mu.Lock()
+			d.children[sp.Pid] = c.ID
+			d.mu.Unlock()
+			d.reapMu.Unlock()
+			locked = false
+			if terr != nil {
+				return fmt.Errorf("reading the new process's token: %w", terr)
+			}
+			return nil
+		})
 	}
-	var cgPath, cgReason string
-	cgFd := -1
-	if kind == store.Grant || kind == store.Job {
-		cgPath, cgFd, err = d.cg.create(c.ID)
-		if err != nil {
-			cgReason = err.Error()
-			cgPath = ""
-		} else {
-			defer unix.Close(cgFd)
-			attr.UseCgroupFD = true
-			attr.CgroupFD = cgFd
-		}
-	}
-	var pfd int = -1
-	attr.PidFD = &pfd
-	pa := &os.ProcAttr{Dir: r.Cwd, Env: env, Files: []*os.File{devnull, out, errf}, Sys: attr}
-
-	d.reapMu.Lock()
-	proc, err := os.StartProcess(prog, r.Argv, pa)
-	if err != nil && attr.UseCgroupFD {
-		// The cgroup refused us (a controller, a permission): go without.
+	sp, err := start()
+	if err != nil && sp.Pid == 0 && attr.CgroupFD >= 0 {
+		// The cgroup refused the fork (a controller, a permission): go
+		// without it.
 		cgReason = "clone into cgroup: " + err.Error()
 		os.Remove(cgPath)
-		cgPath = ""
-		attr.UseCgroupFD, attr.CgroupFD = false, 0
-		pfd = -1
-		proc, err = os.StartProcess(prog, r.Argv, pa)
+		cgPath, attr.CgroupFD = "", -1
+		sp, err = start()
+	}
+	if sp.Pidfd >= 0 && sp.Pid != 0 {
+		defer unix.Close(sp.Pidfd)
 	}
 	if err != nil {
-		d.reapMu.Unlock()
 		if cgPath != "" {
-			os.Remove(cgPath)
+			go removeCgroup(cgPath)
 		}
-		return fail(badRequest("start %s: %v", r.Argv[0], err))
-	}
-	pid := int32(proc.Pid)
-	tok, terr := tokenFromPidfd(pfd, pid, d.boot)
-	d.mu.Lock()
-	d.children[pid] = c.ID
-	d.mu.Unlock()
-	d.reapMu.Unlock()
-	proc.Release()
-	if terr != nil {
-		unix.PidfdSendSignal(pfd, unix.SIGKILL, nil, 0)
-		unix.Close(pfd)
-		return fail(fmt.Errorf("reading the new process's token: %w", terr))
+		if errors.Is(err, spawn.ErrExec) {
+			return fail(badRequest("%v", err))
+		}
+		return fail(fmt.Errorf("start %s: %w", r.Argv[0], err))
 	}
 
-	now := time.Now()
-	err = d.st.Update(c.ID, func(x *store.Claim) error {
-		x.Pid, x.Token, x.Pgid, x.Cgroup, x.OutputPath = pid, tok, pid, cgPath, outPath
+	now := d.now()
+	if err := d.update(&c, func(x *store.Claim) {
+		x.Pid, x.Token, x.Pgid, x.Cgroup, x.OutputPath = sp.Pid, tok, sp.Pid, cgPath, outPath
 		if x.WallClock > 0 {
 			x.Deadline = now.Add(x.WallClock)
 		}
@@ -281,22 +265,12 @@ func (d *Daemon) Launch(ctx context.Context, p api.Peer, r *api.LaunchRequest) (
 			reason += "; no cgroup: " + cgReason
 		}
 		x.LastVerdict = &store.Verdict{Result: verdict.Owned, Reason: api.Trunc(reason, 1000), Mechanism: "pidfd", At: now}
-		return nil
-	})
-	if err != nil {
+	}); err != nil {
 		// A process the store does not know must not outlive this call.
-		d.storeFailed("record started claim "+c.ID, err)
-		unix.PidfdSendSignal(pfd, unix.SIGKILL, nil, 0)
-		unix.Close(pfd)
-		return fail(storeErr(err))
+		unix.PidfdSendSignal(sp.Pidfd, unix.SIGKILL, nil, 0)
+		return api.Claim{}, err
 	}
-	unix.Close(pfd)
-	c, err = d.st.Get(c.ID)
-	if err != nil {
-		return api.Claim{}, storeErr(err)
-	}
-	d.index(&c)
-	d.admit(c.ID, pid, tok)
+	d.admit(c.ID, sp.Pid, tok)
 	return api.ClaimOf(c), nil
 }
 
@@ -342,6 +316,9 @@ func storeErr(err error) error {
 
 // Admit implements api.Backend.
 func (d *Daemon) Admit(ctx context.Context, p api.Peer, r *api.AdmitRequest) (api.Claim, error) {
+	if err := d.serves(p); err != nil {
+		return api.Claim{}, err
+	}
 	v, h := d.judge.Bind(r.Pid, r.Token)
 	d.log.Verdict(v)
 	if h == nil {

@@ -197,3 +197,62 @@ func ParseStatusNSpid(b []byte) ([]int32, error) {
 	}
 	return out, nil
 }
+
+// limitNames are the rows of /proc/PID/limits, indexed by RLIMIT_*.
+var limitNames = [...]string{"Max cpu time", "Max file size", "Max data size", "Max stack size",
+	"Max core file size", "Max resident set", "Max processes", "Max open files", "Max locked memory",
+	"Max address space", "Max file locks", "Max pending signals", "Max msgqueue size",
+	"Max nice priority", "Max realtime priority", "Max realtime timeout"}
+
+// Unlimited is a limit without bound (RLIM_INFINITY).
+const Unlimited = ^uint64(0)
+
+// Limits are a process's resource limits, soft and hard, indexed by
+// RLIMIT_*.
+type Limits [len(limitNames)][2]uint64
+
+// ReadLimits reads root/PID/limits, which any user may read (prlimit of
+// another user's process needs CAP_SYS_RESOURCE).
+func ReadLimits(root string, pid int32) (Limits, error) {
+	b, err := os.ReadFile(root + "/" + strconv.Itoa(int(pid)) + "/limits")
+	if err != nil {
+		return Limits{}, err
+	}
+	return ParseLimits(b)
+}
+
+// ParseLimits parses a /proc/PID/limits file. Every limit must be there.
+func ParseLimits(b []byte) (Limits, error) {
+	var out Limits
+	var seen [len(limitNames)]bool
+	for _, line := range bytes.Split(b, []byte("\n")) {
+		for i, name := range limitNames {
+			rest, ok := bytes.CutPrefix(line, []byte(name+" "))
+			if !ok {
+				continue
+			}
+			f := bytes.Fields(rest)
+			if len(f) < 2 {
+				return out, fmt.Errorf("limits: short %q line: %w", name, ErrMalformed)
+			}
+			for j := range 2 {
+				if string(f[j]) == "unlimited" {
+					out[i][j] = Unlimited
+					continue
+				}
+				v, err := strconv.ParseUint(string(f[j]), 10, 64)
+				if err != nil {
+					return out, fmt.Errorf("limits: bad %s %q: %w", name, f[j], ErrMalformed)
+				}
+				out[i][j] = v
+			}
+			seen[i] = true
+		}
+	}
+	for i, ok := range seen {
+		if !ok {
+			return out, fmt.Errorf("limits: no %q line: %w", limitNames[i], ErrMalformed)
+		}
+	}
+	return out, nil
+}

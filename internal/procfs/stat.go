@@ -27,6 +27,7 @@ type Stat struct {
 	PPid      int32
 	PGrp      int32
 	Session   int32
+	TTY       int32  // the controlling terminal's device number, 0 for none
 	StartTime uint64 // clock ticks since boot (field 22)
 }
 
@@ -78,7 +79,7 @@ func ParseStat(b []byte, st *Stat) error {
 				return fmt.Errorf("stat: bad state %q: %w", tok, ErrMalformed)
 			}
 			st.State = tok[0]
-		case 4, 5, 6:
+		case 4, 5, 6, 7:
 			v, ok := atoi32(tok)
 			if !ok {
 				return fmt.Errorf("stat: bad field %d: %w", field, ErrMalformed)
@@ -90,6 +91,8 @@ func ParseStat(b []byte, st *Stat) error {
 				st.PGrp = v
 			case 6:
 				st.Session = v
+			case 7:
+				st.TTY = v
 			}
 		case 22:
 			v, err := strconv.ParseUint(string(tok), 10, 64)

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -116,7 +117,11 @@ func FuzzParseLines(f *testing.F) {
 	f.Add([]byte("cpu  1 2 3\nbtime 1764432384\nprocesses 9\n"))
 	f.Add([]byte("btime -1\nTgid: x"))
 	f.Add([]byte("Uid:\t1001\t0\t1001\t0\nNSpid:\t4242\t1\n"))
+	f.Add([]byte("Max core file size        0                    unlimited            bytes\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
+		if _, err := ParseLimits(b); err != nil && !errors.Is(err, ErrMalformed) {
+			t.Fatalf("ParseLimits error %v does not wrap ErrMalformed", err)
+		}
 		if _, err := ParseStatusUIDs(b); err != nil && !errors.Is(err, ErrMalformed) {
 			t.Fatalf("ParseStatusUIDs error %v does not wrap ErrMalformed", err)
 		}
@@ -157,5 +162,22 @@ func TestParseStatusIDs(t *testing.T) {
 	self, err := ReadUIDs("/proc", int32(os.Getpid()))
 	if err != nil || self.Real != uint32(os.Getuid()) {
 		t.Errorf("ReadUIDs(self) = %+v, %v, want real uid %d", self, err, os.Getuid())
+	}
+}
+
+func TestReadLimits(t *testing.T) {
+	l, err := ReadLimits("/proc", int32(os.Getpid()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var want syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &want); err != nil {
+		t.Fatal(err)
+	}
+	if got := l[syscall.RLIMIT_NOFILE]; got[0] != want.Cur || got[1] != want.Max {
+		t.Errorf("ReadLimits nofile = %v, want %d %d", got, want.Cur, want.Max)
+	}
+	if _, err := ParseLimits([]byte("Max cpu time unlimited unlimited seconds\n")); !errors.Is(err, ErrMalformed) {
+		t.Errorf("ParseLimits of one line = %v, want ErrMalformed", err)
 	}
 }

@@ -92,6 +92,14 @@ type Member struct {
 	BornAt      time.Time   `json:"born_at,omitzero"`
 }
 
+// Limit is a resource limit a workload got lower than the daemon's own
+// (its caller's); RLIM_INFINITY is the largest uint64.
+type Limit struct {
+	Name string `json:"name"`
+	Soft uint64 `json:"soft"`
+	Hard uint64 `json:"hard"`
+}
+
 // Verdict is the last judgement of a claim's root, as the daemon logged it.
 type Verdict struct {
 	// Result is persisted in its word form (OWNED, FOREIGN, GONE,
@@ -153,6 +161,9 @@ type Claim struct {
 	Members []Member `json:"-"`
 	// Holder is the process a grant is bound to; nil when unbound.
 	Holder *Instance `json:"holder,omitempty"`
+	// Limits are the resource limits the workload got lower than the
+	// daemon's, from its caller's.
+	Limits []Limit `json:"limits,omitempty"`
 	// WallClock is the grant's time limit (0 = none); Deadline is when
 	// it runs out.
 	WallClock time.Duration `json:"wall_clock,omitzero"`
@@ -346,6 +357,14 @@ func (l Limits) check(c *Claim) error {
 	}
 	if c.Pid > 0 && c.Token.IsZero() {
 		return fmt.Errorf("root %d without a token: %w", c.Pid, ErrInvalid)
+	}
+	if len(c.Limits) > 16 {
+		return fmt.Errorf("%d resource limits (at most 16): %w", len(c.Limits), ErrInvalid)
+	}
+	for _, lim := range c.Limits {
+		if err := l.checkString("limit name", lim.Name); err != nil {
+			return err
+		}
 	}
 	if c.WallClock < 0 {
 		return fmt.Errorf("negative wall clock: %w", ErrInvalid)

@@ -1,0 +1,228 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/procsupervisor/supervisor/internal/api"
+	"github.com/procsupervisor/supervisor/internal/procfs"
+	"github.com/procsupervisor/supervisor/internal/testenv"
+)
+
+// These tests check that a workload is its caller's, not the daemon's: its
+// own session with no terminal, descriptors 0-2 only, the caller's groups
+// and limits, argv[0] found with the caller's rights, and a daemon that is
+// not root serving nobody but its own user.
+
+// startDaemonWith starts the daemon through wrap (the command line before
+// the daemon's own: "script", a setuid wrapper...), with extra descriptors,
+// and returns a client and the daemon's pid; cleanup stops it.
+func startDaemonWith(t *testing.T, cred *syscall.Credential, extra []*os.File, wrap []string, flags ...string) (*testDaemon, int) {
+	t.Helper()
+	state, sock := newDirs(t)
+	if cred != nil {
+		os.Chown(filepath.Dir(sock), int(cred.Uid), int(cred.Gid))
+	}
+	args := append([]string{binary(t), "run", "--state-dir", state, "--socket", sock,
+		"--log-output", "file:" + filepath.Join(filepath.Dir(sock), "log.json"), "--grace", "1s"}, flags...)
+	if len(wrap) > 0 {
+		args = append(wrap, strings.Join(args, " "), "/dev/null")
+	}
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.ExtraFiles = extra
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred, Setpgid: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	d := &testDaemon{t: t, state: state, sock: sock, client: api.NewClient(sock), done: make(chan struct{})}
+	// Up once it answers, even with a refusal (a daemon not root refuses
+	// root); its pid comes from the socket's peer credentials.
+	var pid int32
+	testenv.EventuallyNil(t, 20*time.Second, func() (err error) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		if _, err = d.client.Status(ctx); err != nil && !strings.Contains(err.Error(), "HTTP 403") {
+			return err
+		}
+		pid, err = d.client.ServerPid(ctx)
+		return err
+	}, "daemon %v never answered", args)
+	t.Cleanup(func() {
+		syscall.Kill(int(pid), syscall.SIGTERM)
+		testenv.Poll(10*time.Second, func() bool { return !alivePid(pid) })
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		cmd.Wait()
+	})
+	return d, int(pid)
+}
+
+// TestIntegrationWorkloadIsolated: the daemon runs with a controlling
+// terminal (under script) and an inherited descriptor 3. A workload must
+// get neither: it runs in a session of its own, without a terminal, with
+// descriptors 0, 1 and 2 only. Before, a job could open /dev/tty, take the
+// terminal's foreground and read root's keystrokes.
+func TestIntegrationWorkloadIsolated(t *testing.T) {
+	testenv.RequireRoot(t)
+	leak, err := os.Open("/etc/hostname")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer leak.Close()
+	d, dpid := startDaemonWith(t, nil, []*os.File{leak}, []string{"script", "-qec"})
+	var st procfs.Stat
+	if err := procfs.NewReader("/proc").ReadStat(int32(dpid), &st); err != nil || st.TTY == 0 {
+		t.Fatalf("the daemon under script has no terminal (tty %d, %v): the test proves nothing", st.TTY, err)
+	}
+	job := d.launch(t, "--detach", "--", "sh", "-c", "if (exec 3</dev/tty) 2>/dev/null; then echo has-tty; else echo no-tty; fi; ls /proc/self/fd")
+	grant := d.launch(t, "--", "sleep", "100")
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		b, _ := os.ReadFile(job.OutputPath)
+		return strings.Count(string(b), "\n") >= 2
+	}, "job wrote nothing")
+	b, _ := os.ReadFile(job.OutputPath)
+	out := string(b)
+	if !strings.HasPrefix(out, "no-tty\n") {
+		t.Errorf("a workload opened the daemon's terminal: %q", out)
+	}
+	// ls lists its own fds: 0, 1, 2 and the one it opened on the directory.
+	if fds := strings.Fields(strings.SplitN(out, "\n", 2)[1]); len(fds) > 4 {
+		t.Errorf("workload descriptors %v: want 0, 1, 2 (and ls's own)", fds)
+	}
+	if err := procfs.NewReader("/proc").ReadStat(grant.Pid, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Session != grant.Pid || st.TTY != 0 {
+		t.Errorf("grant root %d: session %d, tty %d; want a session of its own and no terminal", grant.Pid, st.Session, st.TTY)
+	}
+	ents, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", grant.Pid))
+	if err != nil || len(ents) != 3 {
+		t.Errorf("grant root has %d descriptors (%v), want 3", len(ents), err)
+	}
+}
+
+// TestIntegrationWorkloadIdentityAndLimits: root asking for a uid without
+// a gid gets the user's own group and groups, never root's; a uid the user
+// database does not know needs a gid. A caller's lowered resource limits
+// bind its workload, and the claim records them.
+func TestIntegrationWorkloadIdentityAndLimits(t *testing.T) {
+	testenv.RequireRoot(t)
+	state, sock := newDirs(t)
+	d := startDaemon(t, state, sock, "--socket-group", fmt.Sprint(nobody))
+	uid := uint32(nobody)
+	c, err := d.client.Launch(context.Background(), &api.LaunchRequest{Argv: []string{"sleep", "100"}, Cwd: "/", UID: &uid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(status), "\n") {
+		f := strings.Fields(line)
+		switch {
+		case len(f) == 5 && f[0] == "Gid:" && f[1] != fmt.Sprint(nobody):
+			t.Errorf("uid %d without a gid runs with %q, want its primary group %d", nobody, line, nobody)
+		case len(f) > 0 && f[0] == "Groups:" && strings.Contains(" "+strings.Join(f[1:], " ")+" ", " 0 "):
+			t.Errorf("uid %d without a gid runs with root's group: %q", nobody, line)
+		}
+	}
+	unknown := uint32(4242424)
+	if _, err := d.client.Launch(context.Background(), &api.LaunchRequest{Argv: []string{"true"}, Cwd: "/", UID: &unknown}); err == nil || !strings.Contains(err.Error(), "give its gid") {
+		t.Errorf("launch as a uid the user database lacks = %v, want a refusal asking for its gid", err)
+	}
+
+	script := fmt.Sprintf("ulimit -c 0; ulimit -l 64; ulimit -p 200; exec %s launch --detach -- sleep 100", binary(t))
+	cmd := exec.Command("sh", "-c", script)
+	cmd.Env = append(os.Environ(), "SUPERVISOR_SOCKET="+sock)
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: asNobody}
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("launch with lowered limits: %v", err)
+	}
+	var job api.Claim
+	if err := json.Unmarshal(out, &job); err != nil {
+		t.Fatal(err)
+	}
+	limits, err := os.ReadFile(fmt.Sprintf("/proc/%d/limits", job.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string]string{"Max core file size": "0", "Max locked memory": "65536", "Max processes": "200"} {
+		for _, line := range strings.Split(string(limits), "\n") {
+			if strings.HasPrefix(line, name) {
+				if f := strings.Fields(strings.TrimPrefix(line, name)); len(f) < 2 || f[0] != want {
+					t.Errorf("job's %s = %q, want its caller's %s", name, line, want)
+				}
+			}
+		}
+	}
+	recorded := map[string]uint64{}
+	for _, l := range job.Limits {
+		recorded[l.Name] = l.Soft
+	}
+	if recorded["core"] != 0 || recorded["memlock"] != 65536 || recorded["nproc"] != 200 {
+		t.Errorf("claim records limits %+v, want core 0, memlock 65536, nproc 200", job.Limits)
+	}
+}
+
+// TestIntegrationLaunchPathOracle: argv[0] is found with the caller's own
+// rights, so a program in a directory only root can search is "not found"
+// to nobody exactly like one that exists nowhere; an exec that fails is
+// reported as one.
+func TestIntegrationLaunchPathOracle(t *testing.T) {
+	testenv.RequireRoot(t)
+	state, sock := newDirs(t)
+	d := startDaemon(t, state, sock, "--socket-group", fmt.Sprint(nobody))
+	secret := t.TempDir()
+	os.Chmod(secret, 0o700)
+	if err := os.WriteFile(filepath.Join(secret, "hidden-tool"), []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	try := func(name string) string {
+		cmd := exec.Command(binary(t), "launch", "--", name)
+		cmd.Env = []string{"SUPERVISOR_SOCKET=" + sock, "PATH=" + secret + ":/usr/bin:/bin"}
+		cmd.Dir = "/"
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: asNobody}
+		out, _ := cmd.CombinedOutput()
+		return strings.ReplaceAll(string(out), name, "NAME")
+	}
+	hidden, absent := try("hidden-tool"), try("absent-tool")
+	if hidden != absent || !strings.Contains(hidden, "not found") {
+		t.Errorf("launch of a program only root can find says %q, of one that is nowhere %q: want the same not found", hidden, absent)
+	}
+	if _, err := d.client.Launch(context.Background(), &api.LaunchRequest{Argv: []string{"/etc/hostname"}, Cwd: "/"}); err == nil || !strings.Contains(err.Error(), "exec failed") {
+		t.Errorf("launch of a file that is not executable = %v, want exec failed", err)
+	}
+}
+
+// TestIntegrationNonRootDaemonServesOnlyItsUser: a daemon running as
+// nobody would run any caller's workload as nobody, so it refuses every
+// other uid (root here) and serves nobody.
+func TestIntegrationNonRootDaemonServesOnlyItsUser(t *testing.T) {
+	testenv.RequireRoot(t)
+	d, _ := startDaemonWith(t, asNobody, nil, nil, "--mechanism", "proc", "--cgroup", "off")
+	if _, err := d.client.Launch(context.Background(), &api.LaunchRequest{Argv: []string{"sleep", "100"}, Cwd: "/"}); err == nil || !strings.Contains(err.Error(), "acts for uid") {
+		t.Errorf("root's launch through nobody's daemon = %v, want refused", err)
+	}
+	code, out, errs := d.run(t, asNobody, "launch", "--", "sleep", "100")
+	if code != 0 {
+		t.Fatalf("nobody's launch through its own daemon: exit %d: %s", code, errs)
+	}
+	var c api.Claim
+	if err := json.Unmarshal([]byte(out), &c); err != nil {
+		t.Fatal(err)
+	}
+	if ids, err := procfs.ReadUIDs("/proc", c.Pid); err != nil || ids.Real != nobody {
+		t.Errorf("nobody's workload runs as %+v, %v", ids, err)
+	}
+	d.run(t, asNobody, "release", "--grace", "0s", c.ID)
+}

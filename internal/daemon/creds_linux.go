@@ -1,0 +1,111 @@
+package daemon
+
+import (
+	"fmt"
+	"os/user"
+	"strconv"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/procsupervisor/supervisor/internal/api"
+	"github.com/procsupervisor/supervisor/internal/pidfd"
+	"github.com/procsupervisor/supervisor/internal/procfs"
+	"github.com/procsupervisor/supervisor/internal/spawn"
+	"github.com/procsupervisor/supervisor/internal/store"
+)
+
+// This file decides as whom, and within which limits, a workload runs:
+// its caller's uid, groups and resource limits, never the daemon's.
+
+// identity is the workload's uid, gid and supplementary groups.
+type identity struct {
+	uid, gid uint32
+	groups   []uint32
+}
+
+// workloadIdentity resolves who runs a launch. A non-root caller's
+// workload runs as the caller, with the groups its process has now; only
+// root may name another uid or gid. A uid without a gid takes the user's
+// primary group and supplementary groups from the user database, and a uid
+// the database does not know needs an explicit gid.
+func workloadIdentity(p api.Peer, r *api.LaunchRequest) (identity, error) {
+	if r.UID == nil && r.GID == nil {
+		id := identity{uid: p.UID, gid: p.GID}
+		if pu, gs, err := procIDs(p.Pid); err == nil && pu == p.UID {
+			id.groups = gs
+		}
+		return id, nil
+	}
+	if !p.Root() && ((r.UID != nil && *r.UID != p.UID) || (r.GID != nil && *r.GID != p.GID)) {
+		return identity{}, forbidden("only root may launch as another user")
+	}
+	id := identity{uid: p.UID, gid: p.GID}
+	if r.UID != nil {
+		id.uid = *r.UID
+	}
+	if r.GID != nil {
+		id.gid = *r.GID
+		id.groups = []uint32{id.gid}
+		return id, nil
+	}
+	u, err := user.LookupId(strconv.FormatUint(uint64(id.uid), 10))
+	if err != nil {
+		return identity{}, badRequest("uid %d is not in the user database (%v): give its gid", id.uid, err)
+	}
+	gid, err := strconv.ParseUint(u.Gid, 10, 32)
+	if err != nil {
+		return identity{}, badRequest("uid %d has primary group %q: give its gid", id.uid, u.Gid)
+	}
+	id.gid = uint32(gid)
+	gs, err := u.GroupIds()
+	if err != nil {
+		return identity{}, badRequest("groups of uid %d: %v: give its gid", id.uid, err)
+	}
+	for _, g := range gs {
+		if v, err := strconv.ParseUint(g, 10, 32); err == nil {
+			id.groups = append(id.groups, uint32(v))
+		}
+	}
+	return id, nil
+}
+
+// rlimitNames names the resource limits, indexed by RLIMIT_*.
+var rlimitNames = [...]string{"cpu", "fsize", "data", "stack", "core", "rss", "nproc", "nofile",
+	"memlock", "as", "locks", "sigpending", "msgqueue", "nice", "rtprio", "rttime"}
+
+// workloadLimits returns, limit by limit, the lower of the caller's (read
+// now from its /proc/PID/limits: root here lacks CAP_SYS_RESOURCE, which
+// prlimit of another user's process needs) and the daemon's own, and the
+// limits where the caller's was the lower, to record on the claim. The
+// caller is bound first and found alive after the read, so the limits
+// read were its own; a caller that cannot be read gets the daemon's.
+func workloadLimits(callerPid int32, boot procfs.BootID) ([]spawn.Limit, []store.Limit, error) {
+	var theirs procfs.Limits
+	known := false
+	if callerPid > 0 {
+		if h, err := pidfd.Open(callerPid, boot); err == nil {
+			l, err := procfs.ReadLimits("/proc", callerPid)
+			known = err == nil && !h.Exited()
+			theirs = l
+			h.Close()
+		}
+	}
+	var out []spawn.Limit
+	var clamped []store.Limit
+	for res, name := range rlimitNames {
+		var own unix.Rlimit
+		if err := unix.Getrlimit(res, &own); err != nil {
+			return nil, nil, fmt.Errorf("getrlimit %s: %w", name, err)
+		}
+		l := spawn.Limit{Resource: res, Soft: own.Cur, Hard: own.Max}
+		if known {
+			l.Hard = min(l.Hard, theirs[res][1])
+			l.Soft = min(l.Soft, theirs[res][0], l.Hard)
+			if l.Soft != own.Cur || l.Hard != own.Max {
+				clamped = append(clamped, store.Limit{Name: name, Soft: l.Soft, Hard: l.Hard})
+			}
+		}
+		out = append(out, l)
+	}
+	return out, clamped, nil
+}

@@ -1,0 +1,161 @@
+package spawn
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Attr is how the shim is forked: the workload's working directory,
+// standard descriptors, credentials, and cgroup.
+type Attr struct {
+	Dir   string
+	Files [3]*os.File
+	// Cred, when set, are the workload's credentials (the daemon is root).
+	Cred *syscall.Credential
+	// CgroupFD, when >= 0, is a cgroup directory to start in.
+	CgroupFD int
+}
+
+// Process is a started workload.
+type Process struct {
+	Pid int32
+	// Pidfd names the process from its fork; the caller closes it.
+	Pidfd int
+}
+
+// execTimeout bounds the wait for the shim to exec.
+const execTimeout = 10 * time.Second
+
+// Start forks the shim as the workload and hands it spec. started, when
+// not nil, runs once the process exists and before the shim is told to go
+// on (the daemon reads its token from the pidfd there). It returns when
+// the workload has been exec'd, with an *ExecError when the exec failed
+// (the process has exited then; the caller reaps it). A cgroup that refuses
+// the fork is an error wrapping the fork's, so the caller can retry without.
+func Start(spec Spec, attr Attr, started func(Process) error) (Process, error) {
+	body, err := json.Marshal(spec)
+	if err != nil {
+		return Process{}, fmt.Errorf("spawn spec: %w", err)
+	}
+	specR, specW, err := os.Pipe()
+	if err != nil {
+		return Process{}, err
+	}
+	defer specR.Close()
+	defer specW.Close()
+	statR, statW, err := os.Pipe()
+	if err != nil {
+		return Process{}, err
+	}
+	defer statR.Close()
+	defer statW.Close()
+
+	pidfd := -1
+	sys := &syscall.SysProcAttr{Setsid: true, PidFD: &pidfd, Credential: attr.Cred}
+	if attr.CgroupFD >= 0 {
+		sys.UseCgroupFD, sys.CgroupFD = true, attr.CgroupFD
+	}
+	files := []*os.File{attr.Files[0], attr.Files[1], attr.Files[2], specR, statW}
+	proc, err := os.StartProcess("/proc/self/exe", []string{ShimName}, &os.ProcAttr{Dir: attr.Dir, Env: []string{}, Files: files, Sys: sys})
+	if err != nil {
+		return Process{}, fmt.Errorf("fork: %w", err)
+	}
+	p := Process{Pid: int32(proc.Pid), Pidfd: pidfd}
+	proc.Release()
+	specR.Close()
+	statW.Close()
+	if started != nil {
+		if err := started(p); err != nil {
+			unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0)
+			return p, err
+		}
+	}
+	if _, err := specW.Write(body); err != nil {
+		return p, fmt.Errorf("spawn spec: %w", err)
+	}
+	specW.Close()
+	statR.SetReadDeadline(time.Now().Add(execTimeout))
+	msg, err := io.ReadAll(io.LimitReader(statR, 4096))
+	switch {
+	case err != nil:
+		unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0)
+		return p, fmt.Errorf("waiting for the exec: %w", err)
+	case len(msg) > 0:
+		return p, &ExecError{Reason: string(msg)}
+	}
+	return p, nil
+}
+
+// Main becomes the shim when this process was started as one (argv[0] is
+// ShimName and nothing follows); otherwise it returns at once. It never
+// returns as the shim: it execs the workload or exits 127.
+func Main() {
+	if len(os.Args) != 1 || os.Args[0] != ShimName {
+		return
+	}
+	// Per-thread state (no_new_privs) must be on the thread that execs.
+	runtime.LockOSThread()
+	status := os.NewFile(4, "status")
+	fail := func(format string, args ...any) {
+		fmt.Fprintf(status, format, args...)
+		os.Exit(127)
+	}
+	// Everything above 2 closes at exec: the spec and status pipes, and
+	// whatever else this process holds.
+	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
+		fail("close_range: %v", err)
+	}
+	b, err := io.ReadAll(io.LimitReader(os.NewFile(3, "spec"), 4<<20))
+	if err != nil {
+		fail("reading the spec: %v", err)
+	}
+	var spec Spec
+	if err := json.Unmarshal(b, &spec); err != nil || len(spec.Argv) == 0 {
+		fail("bad spec: %v", err)
+	}
+	for _, l := range spec.Limits {
+		if err := unix.Setrlimit(l.Resource, &unix.Rlimit{Cur: l.Soft, Max: l.Hard}); err != nil {
+			fail("setrlimit %d: %v", l.Resource, err)
+		}
+	}
+	if spec.NoNewPrivs {
+		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+			fail("no_new_privs: %v", err)
+		}
+	}
+	path, err := resolve(spec.Argv[0], spec.Path)
+	if err != nil {
+		fail("%v", err)
+	}
+	err = unix.Exec(path, spec.Argv, spec.Env)
+	fail("%s: %v", spec.Argv[0], err)
+}
+
+// resolve finds name on path with this process's own rights: a directory
+// it cannot search yields nothing, as for a name that is nowhere.
+func resolve(name, path string) (string, error) {
+	if strings.Contains(name, "/") {
+		return name, nil
+	}
+	for _, dir := range filepath.SplitList(path) {
+		if dir == "" || !filepath.IsAbs(dir) {
+			continue
+		}
+		p := filepath.Join(dir, name)
+		var st unix.Stat_t
+		if unix.Stat(p, &st) == nil && st.Mode&unix.S_IFMT == unix.S_IFREG && unix.Access(p, unix.X_OK) == nil {
+			return p, nil
+		}
+	}
+	return "", errors.New(name + ": not found in PATH")
+}
