@@ -192,8 +192,12 @@ func (t *Teardown) run(ctx context.Context, root *pidfd.Handle, extra []*pidfd.H
 	t.signalAll(tr.members, unix.SIGCONT, out)
 	// 3. Grace, catching children born meanwhile.
 	t.waitTree(ctx, tr, t.opts.Grace, out, unix.SIGTERM)
-	// 4. KILL what is left, and anything born since.
-	if alive := live(tr.members); len(alive) > 0 {
+	// 4. KILL what is left, and anything born since, unless the caller
+	//    stopped the teardown (a daemon stopping, Ctrl-C): then nothing
+	//    more is sent, and what lives is reported.
+	if ctx.Err() != nil {
+		out.Error = "stopped before the grace period ended: nothing more was sent"
+	} else if alive := live(tr.members); len(alive) > 0 {
 		out.Escalated = true
 		t.signalAll(alive, unix.SIGKILL, out)
 		t.waitTree(context.WithoutCancel(ctx), tr, t.opts.KillWait, out, unix.SIGKILL)

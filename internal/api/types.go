@@ -160,11 +160,14 @@ type Claim struct {
 	Holder *Instance `json:"holder,omitempty"`
 	// WallClock is the limit given at launch (0: none); Deadline is when
 	// it runs out.
-	WallClock Duration `json:"wall_clock,omitzero"`
+	WallClock Duration  `json:"wall_clock,omitzero"`
+	Deadline  time.Time `json:"deadline,omitzero"`
 	// Limits are the resource limits the workload got lower than the
 	// daemon's own, from its caller's.
-	Limits   []Limit   `json:"limits,omitempty"`
-	Deadline time.Time `json:"deadline,omitzero"`
+	Limits []Limit `json:"limits,omitempty"`
+	// GraceUntil, while a teardown is in progress (releasing), is when
+	// its grace period ends.
+	GraceUntil time.Time `json:"grace_until,omitzero"`
 
 	// A job's result: ExitCode or ExitSignal once it ended, its output
 	// file, why it was retired; FollowedUp once its caller picked it up.
@@ -228,7 +231,7 @@ func ClaimOf(c store.Claim) Claim {
 		WallClock: Duration(c.WallClock), Deadline: c.Deadline,
 		ExitSignal: c.ExitSignal, EndedAt: c.EndedAt, OutputPath: c.OutputPath,
 		RetiredReason: c.RetiredReason, FollowedUp: c.FollowedUp,
-		UpdatedAt: c.UpdatedAt, Limits: slices.Clone(c.Limits),
+		UpdatedAt: c.UpdatedAt, Limits: slices.Clone(c.Limits), GraceUntil: c.GraceUntil,
 	}
 	if v := c.LastVerdict; v != nil {
 		w.LastVerdict = &Judgement{Result: v.Result, Reason: v.Reason, Mechanism: v.Mechanism, At: v.At}

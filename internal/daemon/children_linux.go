@@ -50,9 +50,9 @@ func (d *Daemon) waitChildren() {
 		}
 	}
 	d.reapMu.Unlock()
+	// No claim lock: a teardown's worker may hold it for its whole grace,
+	// and this runs on the main loop. The store's transactions decide.
 	for _, r := range done {
-		l := d.claimLock(r.id)
-		l.Lock()
 		c, err := d.st.Get(r.id)
 		if err == nil && Open(c.State) && c.Pid == r.pid {
 			if c.Kind == store.Job {
@@ -64,7 +64,6 @@ func (d *Daemon) waitChildren() {
 				time.AfterFunc(exitEventGrace, func() { d.queue(c.ID, Pass) })
 			}
 		}
-		l.Unlock()
 	}
 }
 

@@ -91,6 +91,7 @@ type Daemon struct {
 	tr      atomic.Pointer[tracker.Tracker]
 	judge   judge
 	hw      *holderWatch // nil until run starts it
+	work    *workers
 	log     *feed
 	started time.Time
 	cg      cgroupBase
@@ -186,6 +187,7 @@ func newDaemon(cfg Config, boot procfs.BootID, st claimStore, log *feed, now fun
 		exitQ:    make(chan exitNote, noteQueue),
 		checkQ:   make(chan check, noteQueue),
 		now:      now,
+		work:     newWorkers(),
 	}
 }
 
@@ -255,7 +257,7 @@ func (d *Daemon) run(ctx context.Context, ready func(Info)) error {
 	defer func() { wcancel(); wg.Wait() }()
 
 	d.waitChildren()
-	rep := d.reconcileAll(ctx, request{trigger: Startup})
+	rep := d.reconcileAll(ctx, request{trigger: Startup, async: true})
 	d.repMu.Lock()
 	d.reconcile = rep
 	d.repMu.Unlock()
@@ -301,7 +303,7 @@ loop:
 			d.settleQueued(ctx, c)
 		case <-reap.C:
 			d.waitChildren()
-			d.reconcileAll(ctx, request{trigger: Pass})
+			d.reconcileAll(ctx, request{trigger: Pass, async: true})
 			d.retain()
 			d.expirePending()
 			tr.Graph().Expire() // on a quiet host no event expires old exits
@@ -309,6 +311,9 @@ loop:
 			d.wallClock(ctx)
 		}
 	}
+	// Teardowns in progress send nothing more (their claims stay
+	// releasing, resumed by the next start), then requests end.
+	d.work.stop()
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	srv.Shutdown(sctx)
 	cancel()
@@ -368,7 +373,7 @@ func (d *Daemon) settleQueued(ctx context.Context, first check) {
 		break
 	}
 	for id, trig := range checks {
-		d.settle(ctx, id, request{trigger: trig})
+		d.settle(ctx, id, request{trigger: trig, async: true})
 	}
 }
 

@@ -294,9 +294,8 @@ func (d *Daemon) recordEventExit(n exitNote) {
 	if !ok {
 		return
 	}
-	l := d.claimLock(id)
-	l.Lock()
-	defer l.Unlock()
+	// No claim lock (a teardown's worker may hold it): finishJob's write
+	// is conditional on the claim still being open.
 	c, err := d.st.Get(id)
 	if err != nil || !Open(c.State) {
 		return

@@ -37,6 +37,9 @@ type request struct {
 	// principal is the uid a teardown acts for, when not the claim's own
 	// (a kill asked by another root caller is still root's).
 	principal *uint32
+	// async: the caller (the main loop) does not wait for a teardown, and
+	// skips a claim whose teardown is in progress instead of waiting.
+	async bool
 }
 
 // reconcileAll applies the table to every open claim.
@@ -101,9 +104,25 @@ func count(rep *api.Report, it api.ReportItem, err error, trig Trigger) {
 // claim's lock. The outcome is set when a teardown ran. The error is
 // api.ErrConflict for a refused release, or a store failure.
 func (d *Daemon) settle(ctx context.Context, id string, rq request) (api.ReportItem, *actions.Outcome, error) {
+	if w := d.work.get(id); w != nil {
+		if rq.async || rq.dryRun {
+			return api.ReportItem{ID: id, Action: Keep.String(), Reason: "a teardown is in progress"}, nil, nil
+		}
+		return w.wait(ctx)
+	}
 	l := d.claimLock(id)
-	l.Lock()
-	defer l.Unlock()
+	if !rq.async {
+		l.Lock()
+	} else if !l.TryLock() {
+		// A launch or a teardown holds it: the next pass looks again.
+		return api.ReportItem{ID: id, Action: Keep.String(), Reason: "busy"}, nil, nil
+	}
+	handed := false // the claim's lock goes to a teardown's worker
+	defer func() {
+		if !handed {
+			l.Unlock()
+		}
+	}()
 	c, err := d.st.Get(id)
 	if err != nil {
 		d.storeFailed("read claim "+id, err)
@@ -128,9 +147,11 @@ func (d *Daemon) settle(ctx context.Context, id string, rq request) (api.ReportI
 			}
 		}
 		v, root = d.judge.Bind(c.Pid, c.Token)
-		if root != nil {
-			defer root.Close()
-		}
+		defer func() {
+			if root != nil { // nil once a worker owns it
+				root.Close()
+			}
+		}()
 		d.log.Verdict(v)
 		in.Root = v.Result
 	} else {
@@ -179,14 +200,39 @@ func (d *Daemon) settle(ctx context.Context, id string, rq request) (api.ReportI
 		d.index(&c)
 		return it, nil, nil
 	case TearDown:
-		out, err := d.teardown(ctx, &c, v, root, members, rq)
-		it.Members = len(out.Targeted)
-		it.Unproven = out.Unproven
-		it.Failed = !out.Dead
-		if out.Error != "" {
-			it.Reason += "; " + out.Error
+		grace := d.graceFor(&c, rq)
+		if err := d.update(&c, func(x *store.Claim) {
+			x.State = store.Releasing
+			x.GraceUntil = now.Add(grace)
+			x.LastVerdict = storeVerdict(v, now)
+		}); err != nil {
+			return it, nil, err
 		}
-		return it, &out, err
+		rootH, extra := root, members
+		root, members = nil, nil
+		handed = true
+		w := d.work.start(c.ID, func(wctx context.Context) (api.ReportItem, actions.Outcome, error) {
+			defer l.Unlock()
+			defer func() {
+				for _, h := range append(extra, rootH) {
+					if h != nil {
+						h.Close()
+					}
+				}
+			}()
+			out, err := d.teardown(wctx, &c, v, rootH, extra, rq, grace)
+			it := it
+			it.Members, it.Unproven, it.Failed = len(out.Targeted), out.Unproven, !out.Dead
+			if out.Error != "" {
+				it.Reason += "; " + out.Error
+			}
+			return it, out, err
+		})
+		if rq.async {
+			it.Reason += "; teardown started"
+			return it, nil, nil
+		}
+		return w.wait(ctx)
 	case Drop, Hold, Refuse:
 		if err := d.write(&c, dec.State, v, nil); err != nil {
 			return it, nil, err
@@ -204,7 +250,7 @@ func (d *Daemon) settle(ctx context.Context, id string, rq request) (api.ReportI
 			return it, nil, err
 		}
 		if c.Cgroup != "" && len(unproven) == 0 {
-			removeCgroup(c.Cgroup)
+			go removeCgroup(c.Cgroup) // it may wait for exiting members
 		}
 		return it, &actions.Outcome{Verdict: v, Dead: rel.Dead, Unproven: unproven}, nil
 	case Finish:
@@ -264,13 +310,12 @@ func (d *Daemon) orphanedMembers(c *store.Claim) (proven []*pidfd.Handle, unprov
 
 // teardown tears down a claim's proven members: the OWNED root (nil when
 // it is gone) with the members the tracker's lineage finds, the grant's
-// cgroup, and extra members the caller bound. The outcome decides the
-// claim's state (table.go afterTeardown). Caller holds the claim lock and
-// keeps root and extra.
-func (d *Daemon) teardown(ctx context.Context, c *store.Claim, v verdict.Verdict, root *pidfd.Handle, extra []*pidfd.Handle, rq request) (actions.Outcome, error) {
-	if err := d.write(c, store.Releasing, v, nil); err != nil {
-		return actions.Outcome{Verdict: v, Signals: map[string]int{}, Error: err.Error()}, err
-	}
+// cgroup, and extra members the caller bound. It runs in the claim's
+// worker, which holds the claim's lock; the caller keeps root and extra.
+// The outcome decides the claim's state (table.go afterTeardown), unless
+// the daemon is stopping (ctx ended): then nothing more is sent and the
+// claim stays releasing, its grace deadline stored, for the next start.
+func (d *Daemon) teardown(ctx context.Context, c *store.Claim, v verdict.Verdict, root *pidfd.Handle, extra []*pidfd.Handle, rq request, grace time.Duration) (actions.Outcome, error) {
 	if root != nil {
 		extra = append(extra, d.recordedMembers(c, map[int32]bool{root.Pid(): true})...)
 	}
@@ -278,9 +323,12 @@ func (d *Daemon) teardown(ctx context.Context, c *store.Claim, v verdict.Verdict
 	if rq.principal != nil {
 		principal = *rq.principal
 	}
-	td := d.newTeardown(rq.grace, principal, c.Cgroup)
+	td := d.newTeardown(grace, principal, c.Cgroup)
 	out := td.RunBound(ctx, v, root, extra)
 	d.log.Teardown(out)
+	if ctx.Err() != nil {
+		return out, nil
+	}
 	rel := &store.Release{Dead: out.Dead, Escalated: out.Escalated, Ownership: out.Verdict.Result,
 		Survivors: instances(out.Survivors), Unproven: instances(out.Unproven), At: d.now()}
 	state := afterTeardown(c.Kind, !out.Dead)
@@ -293,17 +341,32 @@ func (d *Daemon) teardown(ctx context.Context, c *store.Claim, v verdict.Verdict
 		}
 	}
 	err := d.update(c, func(x *store.Claim) {
+		x.Release, x.GraceUntil = rel, time.Time{}
+		if x.State != store.Releasing {
+			return // moved on meanwhile (a job's exit was recorded)
+		}
 		x.State = state
-		x.Release = rel
 		x.LastVerdict = storeVerdict(v, rel.At)
 		if state == store.Retired {
 			x.RetiredReason = api.Trunc("not signalled: "+out.Error, 2000)
 		}
 	})
-	if err == nil && out.Dead && c.Cgroup != "" && !Open(state) {
+	if err == nil && out.Dead && c.Cgroup != "" && !Open(c.State) {
 		removeCgroup(c.Cgroup)
 	}
 	return out, err
+}
+
+// graceFor is a teardown's grace: the request's, else what remains of one
+// a stopped daemon left in progress, else the configured one.
+func (d *Daemon) graceFor(c *store.Claim, rq request) time.Duration {
+	switch {
+	case rq.grace > 0:
+		return rq.grace
+	case c.State == store.Releasing && !c.GraceUntil.IsZero():
+		return max(c.GraceUntil.Sub(d.now()), time.Millisecond)
+	}
+	return time.Duration(d.cfg.Grace)
 }
 
 // newTeardown is the one place a daemon teardown is made: every signal it
@@ -466,7 +529,7 @@ func (d *Daemon) wallClock(ctx context.Context) {
 	d.mu.Unlock()
 	sort.Strings(due)
 	for _, id := range due {
-		d.settle(ctx, id, request{trigger: WallClock})
+		d.settle(ctx, id, request{trigger: WallClock, async: true})
 	}
 }
 

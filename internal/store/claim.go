@@ -161,6 +161,10 @@ type Claim struct {
 	Members []Member `json:"-"`
 	// Holder is the process a grant is bound to; nil when unbound.
 	Holder *Instance `json:"holder,omitempty"`
+	// GraceUntil, while a teardown is in progress (state releasing), is
+	// when its grace period ends: a restarted daemon resumes it with what
+	// remains.
+	GraceUntil time.Time `json:"grace_until,omitzero"`
 	// Limits are the resource limits the workload got lower than the
 	// daemon's, from its caller's.
 	Limits []Limit `json:"limits,omitempty"`

@@ -1,0 +1,58 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/procsupervisor/supervisor/internal/api"
+	"github.com/procsupervisor/supervisor/internal/store"
+	"github.com/procsupervisor/supervisor/internal/testenv"
+)
+
+// TestIntegrationNoStall: a release of a TERM-ignoring grant with a long
+// grace runs in a worker of the daemon's. The client that asked gives up
+// after 2 s: the teardown goes on (no SIGKILL before the grace; the claim
+// shows releasing). Meanwhile another grant's wall clock fires, and the
+// daemon stops promptly on SIGTERM, leaving the release in progress, which
+// the next start resumes with the grace that remains. Before, the release
+// held the main loop for its whole grace, and the grace died with the
+// client.
+func TestIntegrationNoStall(t *testing.T) {
+	testenv.RequireRoot(t)
+	state, sock := newDirs(t)
+	d := startDaemon(t, state, sock)
+	ready := filepath.Join(t.TempDir(), "ready")
+	stubborn := d.launch(t, "--", "sh", "-c", `trap "" TERM; touch `+ready+`; while :; do sleep 1; done`)
+	testenv.Eventually(t, 10*time.Second, func() bool { _, err := os.Stat(ready); return err == nil }, "the grant never set its trap")
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	g := api.Duration(12 * time.Second)
+	res, err := d.client.Release(ctx, stubborn.ID, &api.ReleaseRequest{Grace: &g})
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("release with a 12 s grace answered within 2 s: %+v %+v, %v", res.Claim, res.Outcome, err)
+	}
+	if got := d.claim(t, stubborn.ID); got.State != store.Releasing || got.GraceUntil.IsZero() {
+		t.Errorf("after the client left: state %s, grace until %v; want releasing with its deadline", got.State, got.GraceUntil)
+	}
+	if !owned(stubborn.Pid, stubborn.Token) {
+		t.Fatal("the TERM-ignoring root was killed when its client left, before its grace ended")
+	}
+
+	timed := d.launch(t, "--wall-clock", "2s", "--", "sleep", "1000")
+	testenv.Eventually(t, 20*time.Second, func() bool { return !owned(timed.Pid, timed.Token) },
+		"a 2 s wall clock did not fire while another claim was in its grace")
+
+	d.term() // fails the test if the daemon does not stop
+	if !owned(stubborn.Pid, stubborn.Token) {
+		t.Fatal("the stopping daemon sent more to a teardown in progress")
+	}
+	d = startDaemon(t, state, sock)
+	testenv.Eventually(t, 40*time.Second, func() bool {
+		return !owned(stubborn.Pid, stubborn.Token) && d.claim(t, stubborn.ID).State == store.Released
+	}, "the release left in progress was not resumed after the restart")
+}
