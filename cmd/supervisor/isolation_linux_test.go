@@ -226,3 +226,43 @@ func TestIntegrationNonRootDaemonServesOnlyItsUser(t *testing.T) {
 	}
 	d.run(t, asNobody, "release", "--grace", "0s", c.ID)
 }
+
+// TestIntegrationEveryChildReaped: a job's children made with CLONE_PARENT
+// are the daemon's children; it reaps them whatever the mechanism. Before,
+// under netlink and /proc polling, they stayed zombies (a user could fill
+// the pid space with them).
+func TestIntegrationEveryChildReaped(t *testing.T) {
+	testenv.RequireRoot(t)
+	helper := testenv.CloneParent(t)
+	for _, mech := range []string{"netlink", "proc"} {
+		t.Run(mech, func(t *testing.T) {
+			state, sock := newDirs(t)
+			d := startDaemon(t, state, sock, "--mechanism", mech)
+			st, err := d.client.Status(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			job := d.launch(t, "--detach", "--", helper, "5")
+			testenv.Eventually(t, 10*time.Second, func() bool {
+				b, _ := os.ReadFile(job.OutputPath)
+				return strings.Contains(string(b), "made 5")
+			}, "the helper made no CLONE_PARENT children")
+			testenv.Eventually(t, 20*time.Second, func() bool { return zombiesOf(int32(st.Pid)) == 0 },
+				"the daemon (%s) left %d zombie children", mech, zombiesOf(int32(st.Pid)))
+		})
+	}
+}
+
+// zombiesOf counts the zombie children of pid.
+func zombiesOf(pid int32) int {
+	pids, _ := procfs.Pids("/proc")
+	r := procfs.NewReader("/proc")
+	var st procfs.Stat
+	n := 0
+	for _, p := range pids {
+		if r.ReadStat(p, &st) == nil && st.PPid == pid && st.Zombie() {
+			n++
+		}
+	}
+	return n
+}

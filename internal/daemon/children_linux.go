@@ -6,9 +6,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/procsupervisor/supervisor/internal/events"
 	"github.com/procsupervisor/supervisor/internal/procfs"
 	"github.com/procsupervisor/supervisor/internal/store"
-	"github.com/procsupervisor/supervisor/internal/token"
 )
 
 // This file reaps the daemon's own children with wait4: launched roots,
@@ -20,8 +20,8 @@ import (
 // event before the pass is queued anyway.
 const exitEventGrace = 200 * time.Millisecond
 
-// waitChildren reaps the daemon's exited children: launched roots and
-// processes reparented to it as subreaper.
+// waitChildren reaps the daemon's exited children: launched roots, whose
+// status it records, and every other zombie child it has (see adopted).
 func (d *Daemon) waitChildren() {
 	type reaped struct {
 		pid int32
@@ -67,26 +67,22 @@ func (d *Daemon) waitChildren() {
 	}
 }
 
-// adopted reports whether a zombie child of the daemon is one it may reap:
-// anything the daemon did not fork itself (a process reparented to it as
-// subreaper). Processes the daemon forked for other reasons (a ps poller)
-// are left to their own Wait.
+// adopted reports whether a zombie child of the daemon, not one it
+// launched, is one it reaps: every zombie child (processes reparented to
+// it as subreaper, children a job made with CLONE_PARENT), but for the
+// ps processes its own ps poller forks and waits for itself. Limit: under
+// the ps mechanism, a zombie another process named "ps" is left to init
+// when the daemon stops.
 func (d *Daemon) adopted(pid int32) bool {
-	tr := d.tr.Load()
-	if tr == nil {
-		return true
-	}
 	var st procfs.Stat
 	r := procfs.Reader{Root: "/proc"}
 	if err := r.ReadStat(pid, &st); err != nil || !st.Zombie() {
 		return false
 	}
-	tok := token.Token{Boot: d.boot, Start: st.StartTime, Prec: token.Ticks}
-	n, _, ok := tr.Graph().Find(pid, tok)
-	if !ok {
-		return true // a child the graph never saw being forked
+	if tr := d.tr.Load(); tr != nil && tr.Mechanism() == events.PSPoll && st.CommString() == "ps" {
+		return false
 	}
-	return n.PPid != d.self
+	return true
 }
 
 // childPids lists the daemon's children (zombies included) from

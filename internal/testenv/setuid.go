@@ -46,3 +46,23 @@ func SetuidRoot(t testing.TB) string {
 	}
 	return setuidPath
 }
+
+//go:embed testdata/cloneparent.c
+var cloneParentSource []byte
+
+var (
+	cloneParentOnce sync.Once
+	cloneParentPath string
+	cloneParentErr  error
+)
+
+// CloneParent returns a program that makes N children with CLONE_PARENT
+// (children of its own parent), which exit at once, and then waits.
+func CloneParent(t testing.TB) string {
+	t.Helper()
+	cloneParentOnce.Do(func() { cloneParentPath, cloneParentErr = compile("cloneparent", cloneParentSource) })
+	if cloneParentErr != nil {
+		Skip(t, "cannot build the CLONE_PARENT helper: %v", cloneParentErr)
+	}
+	return cloneParentPath
+}
