@@ -266,3 +266,50 @@ func zombiesOf(pid int32) int {
 	}
 	return n
 }
+
+// TestIntegrationQuotas: one user cannot fill the store: its live claims
+// and stored bytes are capped (a 429, not a store failure), its failed
+// launches are kept only up to a small bound, and root's launch still
+// works throughout.
+func TestIntegrationQuotas(t *testing.T) {
+	testenv.RequireRoot(t)
+	state, sock := newDirs(t)
+	d := startDaemon(t, state, sock, "--socket-group", fmt.Sprint(nobody),
+		"--quota-claims", "3", "--quota-bytes", "4096", "--quota-failed", "4")
+	for i := range 3 {
+		if code, _, errs := d.run(t, asNobody, "launch", "--", "sleep", "100"); code != 0 {
+			t.Fatalf("nobody's launch %d within quota: exit %d: %s", i, code, errs)
+		}
+	}
+	if code, _, errs := d.run(t, asNobody, "launch", "--", "sleep", "100"); code == 0 || !strings.Contains(errs, "quota") {
+		t.Errorf("nobody's 4th live claim: exit %d %q, want refused over quota", code, errs)
+	}
+	for i := range 20 {
+		d.run(t, asNobody, "launch", "--", "/nonexistent/tool-"+fmt.Sprint(i))
+	}
+	list, err := d.client.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	failed := 0
+	for _, c := range list {
+		if c.UID == nobody && c.Pid == 0 {
+			failed++
+		}
+	}
+	if failed > 4 {
+		t.Errorf("%d of nobody's failed launches kept, want at most 4", failed)
+	}
+	for _, c := range list {
+		if c.UID == nobody && c.Pid != 0 {
+			d.run(t, asNobody, "release", "--grace", "0s", c.ID)
+		}
+	}
+	big := strings.Repeat("x", 2000)
+	if code, _, errs := d.run(t, asNobody, "launch", "--", "true", big, big, big); code == 0 || !strings.Contains(errs, "quota") {
+		t.Errorf("nobody's claim past its byte quota: exit %d %q, want refused", code, errs)
+	}
+	if _, err := d.client.Launch(context.Background(), &api.LaunchRequest{Argv: []string{"sleep", "100"}, Cwd: "/"}); err != nil {
+		t.Errorf("root's launch while nobody is at its quotas: %v", err)
+	}
+}

@@ -31,6 +31,7 @@ var (
 	ErrNotFound    = errors.New("not found")           // 404
 	ErrConflict    = errors.New("conflict")            // 409
 	ErrUnavailable = errors.New("service unavailable") // 503
+	ErrQuota       = errors.New("over quota")          // 429
 )
 
 // Peer is the process at the other end of a connection, from SO_PEERCRED.
@@ -204,6 +205,8 @@ func writeErr(w http.ResponseWriter, err error) {
 		code = http.StatusConflict
 	case errors.Is(err, ErrUnavailable):
 		code = http.StatusServiceUnavailable
+	case errors.Is(err, ErrQuota):
+		code = http.StatusTooManyRequests
 	}
 	writeError(w, code, err.Error())
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/procsupervisor/supervisor/internal/actions"
@@ -192,37 +194,31 @@ func (d *Daemon) Kill(ctx context.Context, p api.Peer, r *api.ClaimRequest) (act
 	if err := d.serves(p); err != nil {
 		return actions.Outcome{}, err
 	}
+	// The index finds a root in memory; a member is the graph's, or, for
+	// one it no longer knows, recorded on one of the caller's claims.
 	tok := r.Token
-	cs, err := d.st.List(store.Filter{})
-	if err != nil {
-		d.storeFailed("list claims", err)
-		return actions.Outcome{}, err
-	}
+	roots, mine := d.claims.find(r.Pid, tok, p.UID, p.Root())
 	var held *store.Claim
 	isRoot := false
-	for i := range cs {
-		c := &cs[i]
-		if !Open(c.State) || !may(p, c) {
-			continue
+	if len(roots) > 0 {
+		if c, err := d.st.Get(roots[0]); err == nil && may(p, &c) {
+			held, isRoot = &c, true
 		}
-		if c.Pid == r.Pid && sameInstance(c.Token, tok) {
-			held, isRoot = c, true
-			break
-		}
-		for _, m := range c.Members {
-			if m.Pid == r.Pid && sameInstance(m.Token, tok) {
-				held = c
-				break
+	}
+	if held == nil {
+		if root, _, ok := d.tr.Load().Graph().RootOf(r.Pid, tok); ok && slices.Contains(mine, root) {
+			if c, err := d.st.Get(root); err == nil {
+				held = &c
 			}
 		}
-		if held == nil {
-			// A member the graph attributes to the claim's root.
-			if root, _, ok := d.tr.Load().Graph().RootOf(r.Pid, tok); ok && root == c.ID {
-				held = c
-			}
-		}
+	}
+	for _, id := range mine {
 		if held != nil {
 			break
+		}
+		c, err := d.st.Get(id)
+		if err == nil && slices.ContainsFunc(c.Members, func(m store.Member) bool { return m.Pid == r.Pid && sameInstance(m.Token, tok) }) {
+			held = &c
 		}
 	}
 	if held == nil {
@@ -240,10 +236,18 @@ func (d *Daemon) Kill(ctx context.Context, p api.Peer, r *api.ClaimRequest) (act
 	if h == nil {
 		return actions.Outcome{Verdict: v}, nil
 	}
-	defer h.Close()
-	out := d.newTeardown(grace(r.Grace), p.UID, "").RunBound(ctx, v, h, nil)
-	d.log.Teardown(out)
-	return out, nil
+	// A worker of the daemon's runs it: the grace outlives the client.
+	w := d.work.start("kill:"+strconv.Itoa(int(r.Pid))+"@"+r.Token.String(), func(wctx context.Context) (api.ReportItem, actions.Outcome, error) {
+		defer h.Close()
+		out := d.newTeardown(grace(r.Grace), p.UID, "").RunBound(wctx, v, h, nil)
+		d.log.Teardown(out)
+		return api.ReportItem{}, out, nil
+	})
+	_, out, err := w.wait(ctx)
+	if out == nil {
+		return actions.Outcome{Verdict: v}, err
+	}
+	return *out, err
 }
 
 // Tree implements api.Backend.

@@ -65,6 +65,12 @@ type Config struct {
 	// MetricsListen is where Prometheus metrics are served: host:port or
 	// unix:/path. Empty (the default) serves none.
 	MetricsListen string `json:"metrics_listen"`
+	// Quotas of each uid but root: live claims and the bytes its claims
+	// store (argv, cwd, owner, members), 0 for no limit; and how many of
+	// its failed launches are kept (older ones are deleted; 0 keeps none).
+	QuotaClaims int   `json:"quota_claims"`
+	QuotaBytes  int64 `json:"quota_bytes"`
+	QuotaFailed int   `json:"quota_failed"`
 
 	// Version is logged and served; not from the file.
 	Version string `json:"-"`
@@ -76,6 +82,9 @@ const (
 	DefaultRetainFinal  = 7 * 24 * time.Hour
 	DefaultRetainOwed   = 30 * 24 * time.Hour
 	DefaultMaxFinal     = 10000
+	DefaultQuotaClaims  = 1000
+	DefaultQuotaBytes   = 16 << 20
+	DefaultQuotaFailed  = 16
 )
 
 // DefaultConfig returns the defaults for the user running the daemon: as
@@ -94,6 +103,9 @@ func DefaultConfig() Config {
 		RetainOwed:   api.Duration(DefaultRetainOwed),
 		MaxFinal:     DefaultMaxFinal,
 		Cgroup:       "auto",
+		QuotaClaims:  DefaultQuotaClaims,
+		QuotaBytes:   DefaultQuotaBytes,
+		QuotaFailed:  DefaultQuotaFailed,
 
 		GraphMaxExited:    lineage.DefaultMaxExited,
 		GraphMaxExitedAge: api.Duration(lineage.DefaultMaxExitedAge),
@@ -201,6 +213,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("mechanism %q: want one of %v: %w", c.Mechanism, tracker.Mechanisms, ErrConfig)
 	case c.LogSchema != logfeed.SchemaECS && c.LogSchema != logfeed.SchemaOCSF:
 		return fmt.Errorf("log_schema %q: want %s or %s: %w", c.LogSchema, logfeed.SchemaECS, logfeed.SchemaOCSF, ErrConfig)
+	case c.QuotaClaims < 0 || c.QuotaBytes < 0 || c.QuotaFailed < 0:
+		return fmt.Errorf("quotas must not be negative: %w", ErrConfig)
 	case c.GraphMaxExited < 0 || c.GraphMaxExitedAge < 0:
 		return fmt.Errorf("graph retention bounds must not be negative: %w", ErrConfig)
 	}

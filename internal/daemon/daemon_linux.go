@@ -92,6 +92,7 @@ type Daemon struct {
 	judge   judge
 	hw      *holderWatch // nil until run starts it
 	work    *workers
+	claims  *claimIndex
 	log     *feed
 	started time.Time
 	cg      cgroupBase
@@ -188,6 +189,7 @@ func newDaemon(cfg Config, boot procfs.BootID, st claimStore, log *feed, now fun
 		checkQ:   make(chan check, noteQueue),
 		now:      now,
 		work:     newWorkers(),
+		claims:   newClaimIndex(),
 	}
 }
 
@@ -257,6 +259,9 @@ func (d *Daemon) run(ctx context.Context, ready func(Info)) error {
 	defer func() { wcancel(); wg.Wait() }()
 
 	d.waitChildren()
+	if err := d.loadIndex(); err != nil {
+		return err
+	}
 	rep := d.reconcileAll(ctx, request{trigger: Startup, async: true})
 	d.repMu.Lock()
 	d.reconcile = rep
@@ -434,4 +439,16 @@ func (d *Daemon) listen() (net.Listener, error) {
 func (d *Daemon) claimLock(id string) *sync.Mutex {
 	m, _ := d.locks.LoadOrStore(id, &sync.Mutex{})
 	return m.(*sync.Mutex)
+}
+
+// loadIndex fills the in-memory claim index from the store.
+func (d *Daemon) loadIndex() error {
+	cs, err := d.st.List(store.Filter{})
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrStore, err)
+	}
+	for i := range cs {
+		d.claims.set(&cs[i])
+	}
+	return nil
 }

@@ -29,6 +29,9 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.GraphMaxExited, "graph-max-exited", c.GraphMaxExited, "exited processes the lineage graph keeps once no live process needs them")
 	fs.Var(&c.GraphMaxExitedAge, "graph-max-exited-age", "how long the lineage graph keeps such exited processes (a `duration`)")
 	fs.StringVar(&c.MetricsListen, "metrics-listen", c.MetricsListen, "serve Prometheus metrics on host:port or unix:/path (default off)")
+	fs.IntVar(&c.QuotaClaims, "quota-claims", c.QuotaClaims, "live claims each uid but root may hold (0: no limit)")
+	fs.Int64Var(&c.QuotaBytes, "quota-bytes", c.QuotaBytes, "bytes each uid's claims may store (0: no limit)")
+	fs.IntVar(&c.QuotaFailed, "quota-failed", c.QuotaFailed, "failed launches kept per uid; older ones are deleted (0: none kept)")
 }
 
 // LoadFileUnderFlags loads the config file at path over the defaults, then

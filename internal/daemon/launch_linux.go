@@ -150,6 +150,9 @@ func (d *Daemon) Launch(ctx context.Context, p api.Peer, r *api.LaunchRequest) (
 			path = v
 		}
 	}
+	if err := d.quota(p, &c); err != nil {
+		return api.Claim{}, err
+	}
 	l := d.claimLock(c.ID)
 	l.Lock()
 	defer l.Unlock()
@@ -157,16 +160,18 @@ func (d *Daemon) Launch(ctx context.Context, p api.Peer, r *api.LaunchRequest) (
 		d.storeFailed("record claim", err)
 		return api.Claim{}, storeErr(err)
 	}
+	d.claims.set(&c)
 
 	fail := func(err error) (api.Claim, error) {
 		now := d.now()
 		if werr := d.update(&c, func(x *store.Claim) {
 			x.State = store.Released
 			x.Release = &store.Release{Dead: true, At: now}
-			x.LastVerdict = &store.Verdict{Result: verdict.Gone, Reason: api.Trunc("launch failed: "+err.Error(), 1000), At: now}
+			x.LastVerdict = &store.Verdict{Result: verdict.Gone, Reason: api.Trunc(launchFailed+err.Error(), 1000), At: now}
 		}); werr != nil {
 			return api.Claim{}, fmt.Errorf("%w; and %w", err, werr)
 		}
+		d.pruneFailed(p.UID)
 		return api.Claim{}, err
 	}
 
@@ -353,10 +358,14 @@ func (d *Daemon) Admit(ctx context.Context, p api.Peer, r *api.AdmitRequest) (ap
 	if h.Exited() {
 		return api.Claim{}, fmt.Errorf("process %d exited while being admitted: %w", r.Pid, api.ErrConflict)
 	}
+	if err := d.quota(p, &c); err != nil {
+		return api.Claim{}, err
+	}
 	if err := d.st.Put(&c); err != nil {
 		d.storeFailed("record claim", err)
 		return api.Claim{}, storeErr(err)
 	}
+	d.claims.set(&c)
 	d.index(&c)
 	d.admit(c.ID, r.Pid, tok)
 	return api.ClaimOf(c), nil
@@ -380,4 +389,37 @@ func readCmdline(pid int32) []string {
 		parts[i] = api.Trunc(strings.ToValidUTF8(s, "\uFFFD"), 4000)
 	}
 	return parts
+}
+
+// launchFailed starts the reason of a launch that failed; the index counts
+// such claims against QuotaFailed.
+const launchFailed = "launch failed: "
+
+// quota refuses a claim that would take a uid but root past its quotas:
+// live claims and stored bytes. Over quota is a 429, never a store failure
+// that would refuse everyone's writes.
+func (d *Daemon) quota(p api.Peer, c *store.Claim) error {
+	if p.Root() {
+		return nil
+	}
+	open, bytes, _ := d.claims.usage(p.UID)
+	switch {
+	case d.cfg.QuotaClaims > 0 && open >= d.cfg.QuotaClaims:
+		return fmt.Errorf("uid %d holds %d live claims (quota %d): %w", p.UID, open, d.cfg.QuotaClaims, api.ErrQuota)
+	case d.cfg.QuotaBytes > 0 && bytes+claimBytes(c) > d.cfg.QuotaBytes:
+		return fmt.Errorf("uid %d's claims store %d bytes; this one would take it past its quota of %d: %w", p.UID, bytes, d.cfg.QuotaBytes, api.ErrQuota)
+	}
+	return nil
+}
+
+// pruneFailed deletes uid's oldest failed launches beyond QuotaFailed.
+func (d *Daemon) pruneFailed(uid uint32) {
+	_, _, failed := d.claims.usage(uid)
+	for len(failed) > d.cfg.QuotaFailed {
+		c, err := d.st.Get(failed[0])
+		if err == nil {
+			d.drop(c)
+		}
+		failed = failed[1:]
+	}
 }

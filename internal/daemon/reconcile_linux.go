@@ -428,6 +428,7 @@ func (d *Daemon) update(c *store.Claim, f func(x *store.Claim)) error {
 		return fmt.Errorf("claim %s not updated: %w", c.ID, storeErr(err))
 	}
 	*c = fresh
+	d.claims.set(c)
 	if Open(c.State) {
 		d.index(c)
 	} else {
@@ -567,6 +568,7 @@ func (d *Daemon) drop(c store.Claim) {
 		d.storeFailed("delete claim "+c.ID, err)
 		return
 	}
+	d.claims.del(c.ID)
 	if c.OutputPath != "" {
 		os.Remove(c.OutputPath)
 	}
