@@ -162,6 +162,7 @@ func (h *harness) claim(t *testing.T, pid int, holder *store.Instance, wall time
 	if err := h.st.Put(&c); err != nil {
 		t.Fatal(err)
 	}
+	h.d.claims.set(&c)
 	h.d.index(&c)
 	h.d.admit(c.ID, c.Pid, ph.Token())
 	return c
