@@ -83,6 +83,8 @@ func apiFail(err error) error {
 	switch {
 	case errors.Is(err, api.ErrNoDaemon):
 		return fail(exitUnavailable, "%v", err)
+	case errors.Is(err, api.ErrSocketDenied):
+		return fail(exitNoPerm, "%v", err)
 	case !errors.As(err, &ae) || ae.Status < 400 || ae.Status >= 500:
 		return fail(exitSoftware, "%v", err)
 	case ae.Status == http.StatusForbidden:

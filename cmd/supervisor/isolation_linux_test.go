@@ -313,3 +313,36 @@ func TestIntegrationQuotas(t *testing.T) {
 		t.Errorf("root's launch while nobody is at its quotas: %v", err)
 	}
 }
+
+// TestIntegrationRefusalsAreSaid: a user the daemon's socket refuses is
+// told so (and about --socket-group), with no local teardown behind its
+// back; a local kill of another user's process says it is not permitted
+// instead of reporting a survivor after a grace period.
+func TestIntegrationRefusalsAreSaid(t *testing.T) {
+	testenv.RequireRoot(t)
+	state, sock := newDirs(t)
+	startDaemon(t, state, sock) // no --socket-group: root only
+	victim := testenv.Start(t, "sleep", "100")
+	tok := tokenOf(t, victim.Process.Pid)
+	run := func(sockPath string) (int, string) {
+		cmd := exec.Command(binary(t), "kill", fmt.Sprint(victim.Process.Pid), tok, "--grace", "30s")
+		cmd.Env = append(os.Environ(), "SUPERVISOR_SOCKET="+sockPath)
+		cmd.Dir = "/"
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: asNobody}
+		out, err := cmd.CombinedOutput()
+		code := 0
+		if ee, ok := err.(*exec.ExitError); ok {
+			code = ee.ExitCode()
+		}
+		return code, string(out)
+	}
+	if code, out := run(sock); code != exitNoPerm || !strings.Contains(out, "socket-group") {
+		t.Errorf("nobody's kill through a socket it may not use: exit %d %q, want %d naming --socket-group", code, out, exitNoPerm)
+	}
+	if code, out := run(filepath.Join(t.TempDir(), "none.sock")); code != exitForeign || !strings.Contains(out, "not permitted") {
+		t.Errorf("nobody's local kill of root's process: exit %d %q, want %d saying it is not permitted", code, out, exitForeign)
+	}
+	if !owned(int32(victim.Process.Pid), tok) {
+		t.Error("root's process was signalled for nobody")
+	}
+}

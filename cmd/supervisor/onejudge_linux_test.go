@@ -102,8 +102,8 @@ func TestIntegrationOneJudge(t *testing.T) {
 		}
 	}
 	// The case that disagreed: FOREIGN both ways.
-	if code, out, _ := d.run(t, nil, "verify", strconv.Itoa(lpid), claims[4].tok); code != 1 {
-		t.Errorf("verify of a seconds claim 100 s off through the daemon = %d %q, want 1 FOREIGN", code, out)
+	if code, out, _ := d.run(t, nil, "verify", strconv.Itoa(lpid), claims[4].tok); code != exitForeign {
+		t.Errorf("verify of a seconds claim 100 s off through the daemon = %d %q, want %d FOREIGN", code, out, exitForeign)
 	}
 }
 

@@ -131,6 +131,12 @@ func (t *Teardown) RunBound(ctx context.Context, v verdict.Verdict, root *pidfd.
 		return out
 	}
 	if root != nil {
+		// A caller acting with its own rights (the CLI) that may not
+		// signal the root is told so, not shown a teardown that failed.
+		if err := root.Signal(0); errors.Is(err, unix.EPERM) {
+			out.Error = fmt.Sprintf("not permitted to signal pid %d (it belongs to another user): nothing was signalled", root.Pid())
+			return out
+		}
 		if why, ok := t.refuse(root, extra); ok {
 			out.Error = fmt.Sprintf("pid %d: %s: %v", root.Pid(), why, ErrProtected)
 			out.Unproven = append(out.Unproven, Member{Pid: root.Pid(), Token: root.Token(), Reason: why})

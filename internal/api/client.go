@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"net/url"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/procsupervisor/supervisor/internal/actions"
@@ -20,6 +21,10 @@ import (
 
 // ErrNoDaemon wraps a failure to reach the daemon's socket.
 var ErrNoDaemon = errors.New("supervisor daemon not reachable")
+
+// ErrSocketDenied wraps a socket this user may not connect to: a daemon
+// is there, and refused; it is not ErrNoDaemon.
+var ErrSocketDenied = errors.New("not allowed to use the daemon's socket (its group is set by the daemon's --socket-group; ask to be a member)")
 
 // Client calls the API over a Unix socket.
 type Client struct {
@@ -68,6 +73,9 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 	if err != nil {
 		var op *net.OpError
 		if errors.As(err, &op) && op.Op == "dial" {
+			if errors.Is(op.Err, syscall.EACCES) || errors.Is(op.Err, syscall.EPERM) {
+				return fmt.Errorf("%s: %w", c.socket, ErrSocketDenied)
+			}
 			return fmt.Errorf("%s: %w: %v", c.socket, ErrNoDaemon, op.Err)
 		}
 		return fmt.Errorf("%s %s: %w", method, path, err)
