@@ -289,8 +289,10 @@ func TestIntegrationDaemonRestart(t *testing.T) {
 	holderA.Wait()
 	d = startDaemon(t, state, sock)
 
-	if got := d.claim(t, a.ID); got.State != store.Released {
-		t.Errorf("orphan %s state = %s, want released", a.ID, got.State)
+	// The reconcile before serving starts the orphan's teardown in a
+	// worker; the daemon serves meanwhile.
+	if !testenv.Poll(15*time.Second, func() bool { return d.claim(t, a.ID).State == store.Released }) {
+		t.Errorf("orphan %s state = %s, want released", a.ID, d.claim(t, a.ID).State)
 	}
 	for _, p := range []struct {
 		name string
