@@ -82,18 +82,23 @@ func (fakeBackend) Kill(ctx context.Context, p Peer, r *ClaimRequest) (actions.O
 func serve(t *testing.T, b Backend, onPanic func(string, []byte)) string {
 	t.Helper()
 	sock := filepath.Join(t.TempDir(), "s")
+	serveOn(t, sock, NewServer(b, onPanic))
+	return sock
+}
+
+// serveOn runs s on a Unix socket at sock until the test ends.
+func serveOn(t *testing.T, sock string, s *Server) {
+	t.Helper()
 	l, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := NewServer(b, onPanic)
 	go s.Serve(l)
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		s.Shutdown(ctx)
 	})
-	return sock
 }
 
 // TestServerPeerAndErrors runs the server on a real Unix socket: the peer

@@ -39,8 +39,11 @@ func NewClient(socket string) *Client {
 			var d net.Dialer
 			return d.DialContext(ctx, "unix", socket)
 		},
-		MaxIdleConns:    4,
-		IdleConnTimeout: 30 * time.Second,
+		MaxIdleConns: 4,
+		// Under the server's idle timeout (DefaultLimits), so that the
+		// client drops a connection before the server closes it under a
+		// request it is sending.
+		IdleConnTimeout: 5 * time.Second,
 	}
 	return &Client{socket: socket, hc: &http.Client{Transport: tr}}
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"runtime/debug"
@@ -58,7 +59,10 @@ type Backend interface {
 	Tree(ctx context.Context, p Peer, pid int32, tok token.Token) ([]TreeNode, error)
 }
 
-type peerKey struct{}
+type (
+	peerKey struct{}
+	connKey struct{}
+)
 
 // PeerOf returns the peer stored in ctx by the server's ConnContext hook.
 func PeerOf(ctx context.Context) (Peer, bool) {
@@ -68,30 +72,52 @@ func PeerOf(ctx context.Context) (Peer, bool) {
 
 // Server serves the API for a Backend.
 type Server struct {
-	b   Backend
-	srv *http.Server
-	// MaxConns caps connections served at once (MaxConnections when 0);
-	// more wait in the listen backlog.
-	maxConns int
-	onPanic  func(msg string, stack []byte)
+	b       Backend
+	srv     *http.Server
+	lim     Limits
+	onPanic func(msg string, stack []byte)
+
+	mu   sync.Mutex
+	reqs map[uint32]*reqUser // request accounting of non-root uids
 }
+
+// reqUser is one uid's token bucket and long-lived requests in flight.
+type reqUser struct {
+	tokens float64
+	at     time.Time
+	long   int
+}
+
+// An Option configures a Server.
+type Option func(*Server)
+
+// WithLimits sets the server's fairness limits; a zero field keeps its
+// default (DefaultLimits).
+func WithLimits(l Limits) Option { return func(s *Server) { s.lim = l.withDefaults() } }
 
 // NewServer returns a Server for b. A handler that panics answers 500 and
 // the server goes on; onPanic, unless nil, is then called with what
 // panicked (the request's method and path and the panic value, bounded)
 // and the goroutine's stack, so that the daemon can log it.
-func NewServer(b Backend, onPanic func(msg string, stack []byte)) *Server {
-	s := &Server{b: b, maxConns: MaxConnections, onPanic: onPanic}
+func NewServer(b Backend, onPanic func(msg string, stack []byte), opts ...Option) *Server {
+	s := &Server{b: b, lim: DefaultLimits, onPanic: onPanic, reqs: map[uint32]*reqUser{}}
+	for _, o := range opts {
+		o(s)
+	}
 	s.srv = &http.Server{
 		Handler:           s.Handler(),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       15 * time.Second,
-		WriteTimeout:      MaxGrace + 2*time.Minute,
-		IdleTimeout:       time.Minute,
+		WriteTimeout:      time.Duration(s.lim.RequestTimeout),
+		IdleTimeout:       time.Duration(s.lim.IdleTimeout),
 		MaxHeaderBytes:    16 << 10,
 		ConnContext: func(ctx context.Context, c net.Conn) context.Context {
-			if lc, ok := c.(*limitConn); ok {
-				c = lc.Conn
+			if gc, ok := c.(*gateConn); ok {
+				ctx = context.WithValue(ctx, connKey{}, gc)
+				if gc.hasPeer {
+					ctx = context.WithValue(ctx, peerKey{}, gc.peer)
+				}
+				return ctx
 			}
 			if p, err := peerCred(c); err == nil {
 				return context.WithValue(ctx, peerKey{}, p)
@@ -103,32 +129,62 @@ func NewServer(b Backend, onPanic func(msg string, stack []byte)) *Server {
 	return s
 }
 
-// Serve accepts connections on l until Shutdown. It returns
-// http.ErrServerClosed after a Shutdown.
+// Serve accepts connections on l until Shutdown, each one at once: the
+// server's gate (fair.go) then serves it, lets it wait for a slot of its
+// uid, or refuses it. It returns http.ErrServerClosed after a Shutdown.
 func (s *Server) Serve(l net.Listener) error {
-	return s.srv.Serve(&limitListener{Listener: l, sem: make(chan struct{}, s.maxConns)})
+	g := newGate(l, s.lim)
+	go g.loop() // ends when the listener closes: Shutdown, or Serve's end
+	return s.srv.Serve(g)
 }
 
 // Shutdown stops accepting and waits for requests in flight, until ctx ends.
 func (s *Server) Shutdown(ctx context.Context) error { return s.srv.Shutdown(ctx) }
 
-// Handler returns the API's handler (without the connection cap).
+// Handler returns the API's handler: the request rate and long-lived
+// requests are capped here, connections by Serve.
 func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+Version+"/launch", call(http.StatusCreated, s.b.Launch))
 	mux.HandleFunc("POST "+Version+"/admit", call(http.StatusCreated, s.b.Admit))
-	mux.HandleFunc("POST "+Version+"/claims/{id}/release", s.release)
+	mux.HandleFunc("POST "+Version+"/claims/{id}/release", s.longLived(s.release))
 	mux.HandleFunc("GET "+Version+"/claims", s.list)
 	mux.HandleFunc("GET "+Version+"/claims/{id}", s.get)
 	mux.HandleFunc("POST "+Version+"/reap", s.reap)
 	mux.HandleFunc("GET "+Version+"/status", s.status)
 	mux.HandleFunc("POST "+Version+"/verify", call(http.StatusOK, s.b.Verify))
-	mux.HandleFunc("POST "+Version+"/kill", call(http.StatusOK, s.b.Kill))
+	mux.HandleFunc("POST "+Version+"/kill", s.longLived(call(http.StatusOK, s.b.Kill)))
 	mux.HandleFunc("GET "+Version+"/tree", s.tree)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such endpoint: "+r.Method+" "+Trunc(r.URL.Path, 200))
 	})
-	return s.recoverer(mux)
+	return s.recoverer(s.admit(mux))
+}
+
+// admit answers a request on a connection the gate refused (503), one
+// without peer credentials (403), and one over its uid's rate (429), and
+// passes the others to h.
+func (s *Server) admit(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if gc, ok := r.Context().Value(connKey{}).(*gateConn); ok && gc.refuse != "" {
+			w.Header().Set("Connection", "close")
+			w.Header().Set("Retry-After", "1")
+			writeError(w, http.StatusServiceUnavailable, gc.refuse)
+			return
+		}
+		p, ok := PeerOf(r.Context())
+		if !ok {
+			writeError(w, http.StatusForbidden, "peer credentials unavailable")
+			return
+		}
+		if wait, ok := s.take(p, time.Now()); !ok {
+			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
+			writeError(w, http.StatusTooManyRequests, fmt.Sprintf("rate limit: uid %d is over %g requests a second (%d at once); retry in %v",
+				p.UID, s.lim.Rate, s.lim.Burst, wait.Round(time.Millisecond)))
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // maxPanicText bounds the panic message handed to onPanic and the client.
@@ -148,10 +204,6 @@ func (s *Server) recoverer(h http.Handler) http.Handler {
 				writeError(w, http.StatusInternalServerError, Trunc(fmt.Sprintf("internal error: %v", v), maxPanicText))
 			}
 		}()
-		if _, ok := PeerOf(r.Context()); !ok {
-			writeError(w, http.StatusForbidden, "peer credentials unavailable")
-			return
-		}
 		h.ServeHTTP(w, r)
 	})
 }
@@ -485,30 +537,76 @@ func (r *ClaimRequest) Validate() error {
 	return nil
 }
 
-// limitListener caps the connections open at once.
-type limitListener struct {
-	net.Listener
-	sem chan struct{}
-}
+// maxReqUsers is how many uids' request accounting is kept before the
+// entries of uids at rest (a full bucket, nothing in flight) are dropped.
+const maxReqUsers = 1024
 
-func (l *limitListener) Accept() (net.Conn, error) {
-	l.sem <- struct{}{}
-	c, err := l.Listener.Accept()
-	if err != nil {
-		<-l.sem
-		return nil, err
+// reqUser returns the request accounting of uid, made with a full bucket
+// when there is none. s.mu is held.
+func (s *Server) reqUser(uid uint32, now time.Time) *reqUser {
+	if u := s.reqs[uid]; u != nil {
+		return u
 	}
-	return &limitConn{Conn: c, release: func() { <-l.sem }}, nil
+	burst := float64(s.lim.Burst)
+	if len(s.reqs) >= maxReqUsers {
+		for k, x := range s.reqs {
+			if x.long == 0 && x.tokens+now.Sub(x.at).Seconds()*s.lim.Rate >= burst {
+				delete(s.reqs, k)
+			}
+		}
+	}
+	u := &reqUser{tokens: burst, at: now}
+	s.reqs[uid] = u
+	return u
 }
 
-type limitConn struct {
-	net.Conn
-	once    sync.Once
-	release func()
+// take takes a token from p's bucket, or says how long until there is one.
+// Root is not rate-capped.
+func (s *Server) take(p Peer, now time.Time) (time.Duration, bool) {
+	if p.Root() {
+		return 0, true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	u := s.reqUser(p.UID, now)
+	u.tokens = min(float64(s.lim.Burst), u.tokens+max(now.Sub(u.at), 0).Seconds()*s.lim.Rate)
+	u.at = now
+	if u.tokens >= 1 {
+		u.tokens--
+		return 0, true
+	}
+	return time.Duration((1 - u.tokens) / s.lim.Rate * float64(time.Second)), false
 }
 
-func (c *limitConn) Close() error {
-	err := c.Conn.Close()
-	c.once.Do(c.release)
-	return err
+// longLived marks h as a long-lived request: a release or a kill waits out
+// a grace period (up to MaxGrace), as any future wait, watch or event
+// stream would. It may write its answer for MaxGrace longer than a short
+// request, and a non-root uid has at most UserLong of them in flight; over
+// that, 429 at once. A streaming endpoint must also write a heartbeat at
+// least every IdleTimeout/2, so that its client and any proxy see it live.
+func (s *Server) longLived(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		p := peer(r)
+		if !p.Root() {
+			s.mu.Lock()
+			u := s.reqUser(p.UID, time.Now())
+			if u.long >= s.lim.UserLong {
+				n := u.long
+				s.mu.Unlock()
+				w.Header().Set("Retry-After", "1")
+				writeError(w, http.StatusTooManyRequests, fmt.Sprintf("uid %d has %d long-lived requests (release, kill) in flight (cap %d)", p.UID, n, s.lim.UserLong))
+				return
+			}
+			u.long++
+			s.mu.Unlock()
+			defer func() {
+				s.mu.Lock()
+				u.long--
+				s.mu.Unlock()
+			}()
+		}
+		// Not every ResponseWriter has a deadline (a test's recorder).
+		_ = http.NewResponseController(w).SetWriteDeadline(time.Now().Add(MaxGrace + time.Duration(s.lim.RequestTimeout)))
+		h(w, r)
+	}
 }

@@ -6,8 +6,22 @@
 //
 // The server defends itself: request bodies are capped (http.MaxBytesReader),
 // every field is bounded, unknown fields are refused, a panic in a handler
-// answers 500 instead of ending the daemon, connections are capped and time
-// out. Errors are 4xx or 5xx with a JSON body {"error": "..."}.
+// answers 500 instead of ending the daemon. Errors are 4xx or 5xx with a
+// JSON body {"error": "..."}.
+//
+// It shares itself fairly between uids (Limits, DefaultLimits). Every
+// connection is accepted at once and its uid read (SO_PEERCRED); a
+// non-root uid is served on at most 16 connections, all of them together
+// on 256, and root on 64 of its own that no other uid can take. A
+// connection over its cap waits for a slot of its own uid (5 s; root 1 min)
+// and is then answered 503 with a JSON error; while as many wait already, it
+// is answered 503 at once, and while as many wait for that answer, closed.
+// An idle keep-alive connection is closed after 10 s. A non-root uid makes
+// at most 100 requests a second over time, 200 at once (429 beyond, with
+// Retry-After). Long-lived requests (release and kill, which wait out a
+// grace period) are capped at 4 a uid (429) and may answer for up to
+// MaxGrace longer than the 2 minutes of a short one. So one uid makes
+// another wait at most ConnWait, for a shared slot.
 //
 // The Client speaks the same types; cmd/supervisor uses it, and anything that
 // can speak HTTP on a Unix socket (curl --unix-socket) can too.
@@ -35,16 +49,15 @@ const Version = "/v1"
 // Bounds on requests. The store has its own (store.Limits); these keep a
 // request from costing the daemon more than a bounded amount before that.
 const (
-	MaxBodyBytes   = 256 << 10
-	MaxArgs        = 1024
-	MaxArgvBytes   = 32 << 10
-	MaxEnv         = 1024
-	MaxEnvBytes    = 64 << 10
-	MaxString      = 4096
-	MaxOwner       = 256
-	MaxWallClock   = 365 * 24 * time.Hour
-	MaxGrace       = time.Hour
-	MaxConnections = 64
+	MaxBodyBytes = 256 << 10
+	MaxArgs      = 1024
+	MaxArgvBytes = 32 << 10
+	MaxEnv       = 1024
+	MaxEnvBytes  = 64 << 10
+	MaxString    = 4096
+	MaxOwner     = 256
+	MaxWallClock = 365 * 24 * time.Hour
+	MaxGrace     = time.Hour
 )
 
 // Duration is a time.Duration that travels as Go duration text ("1m30s")

@@ -1,0 +1,271 @@
+package api
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/procsupervisor/supervisor/internal/testenv"
+)
+
+// The fairness tests connect as other users: SO_PEERCRED names the process
+// that connected, so each user is a copy of this test binary run with that
+// uid (helperEnv selects the helper instead of the tests).
+const (
+	helperEnv = "SUPERVISOR_API_TEST_HELPER"
+	nobody    = 65534
+	// other is a second unprivileged uid; the kernel needs no user
+	// database entry for it.
+	other = 65533
+)
+
+func TestMain(m *testing.M) {
+	if mode := os.Getenv(helperEnv); mode != "" {
+		os.Exit(helper(mode, os.Args[len(os.Args)-2], os.Args[len(os.Args)-1]))
+	}
+	os.Exit(m.Run())
+}
+
+// request sends one GET /v1/status on conn and reads the answer: "200",
+// "503 <error>", ..., or "closed" when the server closed the connection
+// without an answer.
+func request(conn net.Conn, br *bufio.Reader) string {
+	if _, err := io.WriteString(conn, "GET /v1/status HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		return "closed"
+	}
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		var ne net.Error
+		if errors.As(err, &ne) && ne.Timeout() {
+			return "hung"
+		}
+		return "closed"
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode == http.StatusOK {
+		return "200"
+	}
+	return fmt.Sprintf("%d %s", resp.StatusCode, strings.TrimSpace(string(b)))
+}
+
+// helperDeadline bounds every read of a helper: an answer that does not
+// come by then is a hang, reported as "hung".
+const helperDeadline = 30 * time.Second
+
+// helper runs as another user. Modes, with the socket and a count n:
+//   - hold: open n connections at once, one request on each, print one
+//     line per answer, then keep the connections until stdin closes;
+//   - get: n requests one after the other on one keep-alive connection,
+//     one line each;
+//   - slow: open n connections, send half a request on each, print
+//     "ready" and keep them until stdin closes.
+func helper(mode, sock, count string) int {
+	n, _ := strconv.Atoi(count)
+	dial := func() (net.Conn, *bufio.Reader, error) {
+		c, err := net.Dial("unix", sock)
+		if err != nil {
+			return nil, nil, err
+		}
+		c.SetDeadline(time.Now().Add(helperDeadline))
+		return c, bufio.NewReader(c), nil
+	}
+	switch mode {
+	case "hold":
+		lines := make([]string, n)
+		var wg sync.WaitGroup
+		for i := range n {
+			wg.Go(func() {
+				c, br, err := dial()
+				if err != nil {
+					lines[i] = "dial " + err.Error()
+					return
+				}
+				lines[i] = request(c, br) // c stays open until the helper ends
+			})
+		}
+		wg.Wait()
+		fmt.Println(strings.Join(lines, "\n"))
+	case "get":
+		c, br, err := dial()
+		if err != nil {
+			fmt.Println("dial", err)
+			return 1
+		}
+		for range n {
+			fmt.Println(request(c, br))
+		}
+		return 0
+	case "slow":
+		for range n {
+			c, _, err := dial()
+			if err != nil {
+				fmt.Println("dial", err)
+				return 1
+			}
+			io.WriteString(c, "GET /v1/status HTTP/1.1\r\nHo")
+		}
+		fmt.Println("ready")
+	default:
+		return 2
+	}
+	os.Stdout.Close()
+	io.Copy(io.Discard, os.Stdin)
+	return 0
+}
+
+// fairEnv is a server on a socket every user may reach, and a copy of
+// the test binary every user may run.
+type fairEnv struct {
+	sock, bin string
+}
+
+func newFairEnv(t *testing.T, lim Limits) *fairEnv {
+	t.Helper()
+	testenv.RequireRoot(t)
+	dir, err := os.MkdirTemp("", "apifair")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	self, err := os.ReadFile("/proc/self/exe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &fairEnv{sock: filepath.Join(dir, "s"), bin: filepath.Join(dir, "helper")}
+	if err := os.WriteFile(e.bin, self, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	serveOn(t, e.sock, NewServer(fakeBackend{}, nil, WithLimits(lim)))
+	if err := os.Chmod(e.sock, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// run runs the helper as uid and returns its output lines. For hold and
+// slow, the helper keeps its connections until the test ends.
+func (e *fairEnv) run(t *testing.T, uid uint32, mode string, n int) []string {
+	t.Helper()
+	cmd := exec.Command(e.bin, mode, e.sock, strconv.Itoa(n))
+	cmd.Env = append(os.Environ(), helperEnv+"="+mode)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stdin.Close(); cmd.Wait() })
+	b, err := io.ReadAll(stdout) // the helper closes its stdout once done
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Split(strings.TrimSpace(string(b)), "\n")
+}
+
+// tally counts answers by their first word ("200", "503", "closed", ...).
+func tally(lines []string) map[string]int {
+	n := map[string]int{}
+	for _, l := range lines {
+		n[strings.Fields(l + " ")[0]]++
+	}
+	return n
+}
+
+// askAsRoot asks for the status from this process (root).
+func askAsRoot(t *testing.T, sock string) {
+	t.Helper()
+	c := NewClient(sock)
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), helperDeadline)
+	defer cancel()
+	if _, err := c.Status(ctx); err != nil {
+		t.Errorf("root's Status() = %v, want an answer", err)
+	}
+}
+
+// TestIntegrationFairIdleConnections: one user holding 64+ idle keep-alive
+// connections (a long idle timeout, so they stay) is served on its cap and
+// refused beyond it, with a 503 or a close, never left hanging; root and
+// another user are still answered.
+func TestIntegrationFairIdleConnections(t *testing.T) {
+	lim := Limits{UserConns: 4, IdleTimeout: Duration(time.Hour), ConnWait: Duration(10 * time.Millisecond)}
+	e := newFairEnv(t, lim)
+	const n = 70
+	lines := e.run(t, nobody, "hold", n)
+	got := tally(lines)
+	if got["200"] != lim.UserConns || got["200"]+got["503"]+got["closed"] != n || got["503"] == 0 {
+		t.Errorf("%d connections of one user: answers %v, want %d served, the rest 503 or closed, some 503", n, got, lim.UserConns)
+	}
+	for _, l := range lines {
+		if strings.HasPrefix(l, "503") && !strings.Contains(l, `{"error":"too many connections: uid 65534 has 4 connections open (cap 4)`) {
+			t.Errorf("refusal %q, want the JSON error naming the uid and its cap", l)
+		}
+	}
+	askAsRoot(t, e.sock)
+	if got := e.run(t, other, "get", 3); strings.Join(got, " ") != "200 200 200" {
+		t.Errorf("another user's requests while one holds its cap: %q, want three 200", got)
+	}
+}
+
+// TestIntegrationFairRate: a user over the rate cap gets 429 with a JSON
+// error and Retry-After; another user, and root, do not.
+func TestIntegrationFairRate(t *testing.T) {
+	// A bucket that refills once in 1000 s: exactly Burst requests pass.
+	lim := Limits{Rate: 0.001, Burst: 5}
+	e := newFairEnv(t, lim)
+	lines := e.run(t, nobody, "get", 8)
+	if got := tally(lines); got["200"] != 5 || got["429"] != 3 {
+		t.Errorf("8 requests with a burst of 5: %q, want 5 × 200 then 3 × 429", lines)
+	}
+	if l := lines[len(lines)-1]; !strings.Contains(l, `{"error":"rate limit: uid 65534 is over 0.001 requests a second (5 at once)`) {
+		t.Errorf("429 body %q, want the JSON error with the uid and the limit", l)
+	}
+	if got := e.run(t, other, "get", 3); strings.Join(got, " ") != "200 200 200" {
+		t.Errorf("another user's requests: %q, want three 200", got)
+	}
+	for range 10 {
+		askAsRoot(t, e.sock)
+	}
+}
+
+// TestIntegrationFairSlowClient: a user whose connections send half a
+// request each (slowloris), more than it may hold, blocks nobody else; its
+// own next connection is refused (503 or closed) or served once a slot
+// frees, never left hanging.
+func TestIntegrationFairSlowClient(t *testing.T) {
+	lim := Limits{UserConns: 4, ConnWait: Duration(10 * time.Millisecond)}
+	e := newFairEnv(t, lim)
+	if got := e.run(t, nobody, "slow", 3*lim.UserConns+2); len(got) != 1 || got[0] != "ready" {
+		t.Fatalf("slow helper: %q", got)
+	}
+	askAsRoot(t, e.sock)
+	if got := e.run(t, other, "get", 2); strings.Join(got, " ") != "200 200" {
+		t.Errorf("another user's requests beside a slow one: %q, want two 200", got)
+	}
+	if got := e.run(t, nobody, "get", 1); got[0] == "hung" || strings.HasPrefix(got[0], "dial") {
+		t.Errorf("the slow user's own next request: %q, want an answer or a close", got)
+	}
+}
