@@ -57,17 +57,37 @@ func (c *Client) Close() { c.hc.CloseIdleConnections() }
 // do sends a request; out receives the JSON answer. Errors: *Error for an
 // answer with an error status, ErrNoDaemon when the socket cannot be reached.
 func (c *Client) do(ctx context.Context, method, path string, in, out any) error {
+	resp, err := c.send(ctx, method, path, in)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return fmt.Errorf("%s %s: reading answer: %w", method, path, err)
+	}
+	if out != nil {
+		if err := json.Unmarshal(b, out); err != nil {
+			return fmt.Errorf("%s %s: decoding answer: %w", method, path, err)
+		}
+	}
+	return nil
+}
+
+// send sends a request and returns a successful answer, whose body the
+// caller closes. Errors as do's.
+func (c *Client) send(ctx context.Context, method, path string, in any) (*http.Response, error) {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
 		if err != nil {
-			return fmt.Errorf("encode request: %w", err)
+			return nil, fmt.Errorf("encode request: %w", err)
 		}
 		body = bytes.NewReader(b)
 	}
 	req, err := http.NewRequestWithContext(ctx, method, "http://supervisor"+Version+path, body)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
@@ -77,30 +97,22 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 		var op *net.OpError
 		if errors.As(err, &op) && op.Op == "dial" {
 			if errors.Is(op.Err, syscall.EACCES) || errors.Is(op.Err, syscall.EPERM) {
-				return fmt.Errorf("%s: %w", c.socket, ErrSocketDenied)
+				return nil, fmt.Errorf("%s: %w", c.socket, ErrSocketDenied)
 			}
-			return fmt.Errorf("%s: %w: %v", c.socket, ErrNoDaemon, op.Err)
+			return nil, fmt.Errorf("%s: %w: %v", c.socket, ErrNoDaemon, op.Err)
 		}
-		return fmt.Errorf("%s %s: %w", method, path, err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return fmt.Errorf("%s %s: reading answer: %w", method, path, err)
+		return nil, fmt.Errorf("%s %s: %w", method, path, err)
 	}
 	if resp.StatusCode >= 300 {
+		defer resp.Body.Close()
 		var eb ErrorBody
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, MaxBodyBytes))
 		if json.Unmarshal(b, &eb) != nil || eb.Error == "" {
 			eb.Error = http.StatusText(resp.StatusCode)
 		}
-		return &Error{Status: resp.StatusCode, Message: eb.Error}
+		return nil, &Error{Status: resp.StatusCode, Message: eb.Error}
 	}
-	if out != nil {
-		if err := json.Unmarshal(b, out); err != nil {
-			return fmt.Errorf("%s %s: decoding answer: %w", method, path, err)
-		}
-	}
-	return nil
+	return resp, nil
 }
 
 // Launch starts a process under the daemon.
@@ -183,6 +195,28 @@ func (c *Client) Tree(ctx context.Context, pid int32, tok token.Token) ([]TreeNo
 	var out []TreeNode
 	err := c.do(ctx, http.MethodGet, "/tree?"+q.Encode(), nil, &out)
 	return out, err
+}
+
+// Output reads at most length bytes (capped at MaxOutputRead) of a job's
+// output from offset, and the output's total size; an offset at or past
+// the end reads no bytes. Only the claim's uid and root may read it.
+func (c *Client) Output(ctx context.Context, id string, offset, length int64) (Output, error) {
+	q := url.Values{"offset": {strconv.FormatInt(offset, 10)}, "length": {strconv.FormatInt(length, 10)}}
+	path := "/claims/" + url.PathEscape(id) + "/output?" + q.Encode()
+	resp, err := c.send(ctx, http.MethodGet, path, nil)
+	if err != nil {
+		return Output{}, err
+	}
+	defer resp.Body.Close()
+	size, err := strconv.ParseInt(resp.Header.Get(OutputSizeHeader), 10, 64)
+	if err != nil {
+		return Output{}, fmt.Errorf("GET %s: %s: %w", path, OutputSizeHeader, err)
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxOutputRead))
+	if err != nil {
+		return Output{}, fmt.Errorf("GET %s: reading answer: %w", path, err)
+	}
+	return Output{Data: b, Size: size}, nil
 }
 
 // ServerPid connects to the socket and returns the pid of the process

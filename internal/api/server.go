@@ -57,6 +57,9 @@ type Backend interface {
 	Verify(ctx context.Context, p Peer, r *ClaimRequest) (verdict.Verdict, error)
 	Kill(ctx context.Context, p Peer, r *ClaimRequest) (actions.Outcome, error)
 	Tree(ctx context.Context, p Peer, pid int32, tok token.Token) ([]TreeNode, error)
+	// Output reads at most length bytes (length is 1 to MaxOutputRead) of
+	// the output of claim id from offset (not negative).
+	Output(ctx context.Context, p Peer, id string, offset, length int64) (Output, error)
 }
 
 type (
@@ -150,6 +153,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST "+Version+"/claims/{id}/release", s.longLived(s.release))
 	mux.HandleFunc("GET "+Version+"/claims", s.list)
 	mux.HandleFunc("GET "+Version+"/claims/{id}", s.get)
+	mux.HandleFunc("GET "+Version+"/claims/{id}/output", s.output)
 	mux.HandleFunc("POST "+Version+"/reap", s.reap)
 	mux.HandleFunc("GET "+Version+"/status", s.status)
 	mux.HandleFunc("POST "+Version+"/verify", call(http.StatusOK, s.b.Verify))
@@ -366,6 +370,49 @@ func (s *Server) get(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, c)
+}
+
+// output answers the bytes of a job's output: offset (default 0) and
+// length (default and cap MaxOutputRead) from the query; an offset at or
+// past the end answers no bytes. The total size is in OutputSizeHeader.
+func (s *Server) output(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	if err := validID(id); err != nil {
+		writeErr(w, err)
+		return
+	}
+	q := r.URL.Query()
+	num := func(name string, def int64) (int64, bool) {
+		v := q.Get(name)
+		if v == "" {
+			return def, true
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			writeError(w, http.StatusBadRequest, name+": want a number of bytes, not negative")
+			return 0, false
+		}
+		return n, true
+	}
+	offset, ok := num("offset", 0)
+	if !ok {
+		return
+	}
+	length, ok := num("length", MaxOutputRead)
+	if !ok {
+		return
+	}
+	length = min(max(length, 1), MaxOutputRead)
+	out, err := s.b.Output(r.Context(), peer(r), id, offset, length)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set(OutputSizeHeader, strconv.FormatInt(out.Size, 10))
+	w.Header().Set("Content-Length", strconv.Itoa(len(out.Data)))
+	w.WriteHeader(http.StatusOK)
+	_, _ = w.Write(out.Data)
 }
 
 func (s *Server) reap(w http.ResponseWriter, r *http.Request) {

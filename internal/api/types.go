@@ -58,7 +58,13 @@ const (
 	MaxOwner     = 256
 	MaxWallClock = 365 * 24 * time.Hour
 	MaxGrace     = time.Hour
+	// MaxOutputRead bounds one read of a job's output.
+	MaxOutputRead = 1 << 20
 )
+
+// OutputSizeHeader is the header of an output answer that carries the
+// output file's total size, in bytes, when it was read.
+const OutputSizeHeader = "Supervisor-Output-Size"
 
 // Duration is a time.Duration that travels as Go duration text ("1m30s")
 // both ways: in requests, in answers, in the daemon's config file, and on
@@ -346,6 +352,15 @@ type Status struct {
 // daemon's answer and the CLI's local tree are the same. The daemon answers
 // a flat list (no Children); lineage.Arrange builds the tree.
 type TreeNode = lineage.TreeNode
+
+// Output is one read of a job's output file (its stdout and stderr): the
+// bytes from the offset asked, at most MaxOutputRead, and the file's size
+// when it was read. On the wire it is the bytes themselves
+// (application/octet-stream), with the size in OutputSizeHeader.
+type Output struct {
+	Data []byte
+	Size int64
+}
 
 // ErrorBody is the body of every error response.
 type ErrorBody struct {

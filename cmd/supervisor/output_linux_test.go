@@ -1,0 +1,72 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/procsupervisor/supervisor/internal/api"
+	"github.com/procsupervisor/supervisor/internal/testenv"
+)
+
+// TestIntegrationOutputForItsOwner: a job nobody launched prints; nobody
+// reads its output through the daemon (whole, and from an offset), root
+// reads it too, another user is told there is no such claim, and an
+// output file replaced by a symbolic link is not followed.
+func TestIntegrationOutputForItsOwner(t *testing.T) {
+	testenv.RequireRoot(t)
+	t.Parallel()
+	state, sock := newDirs(t)
+	d := startDaemon(t, state, sock, "--socket-group", fmt.Sprint(nobody))
+	owner := &syscall.Credential{Uid: nobody, Gid: nobody}
+	// Another uid in the socket's group (the kernel needs no user entry).
+	stranger := &syscall.Credential{Uid: nobody - 1, Gid: nobody}
+
+	code, out, errs := d.run(t, owner, "launch", "--detach", "--cwd", "/", "--", "sh", "-c", "echo hello from $(id -u); echo to stderr >&2")
+	if code != 0 {
+		t.Fatalf("launch as nobody: exit %d: %s", code, errs)
+	}
+	var job api.Claim
+	if err := json.Unmarshal([]byte(out), &job); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("hello from %d\nto stderr\n", nobody)
+	testenv.Eventually(t, 20*time.Second, func() bool {
+		code, out, _ = d.run(t, owner, "output", job.ID)
+		return code == 0 && out == want
+	}, "nobody's output of its job: exit %d %q, want %q", code, out, want)
+
+	if code, out, errs := d.run(t, owner, "output", "--offset", "6", job.ID); code != 0 || out != want[6:] {
+		t.Errorf("output --offset 6 = %d %q %q, want %q", code, out, errs, want[6:])
+	}
+	if code, out, errs := d.run(t, owner, "output", "--offset", "1000", job.ID); code != 0 || out != "" {
+		t.Errorf("output past the end = %d %q %q, want nothing", code, out, errs)
+	}
+	if code, out, errs := d.run(t, nil, "output", job.ID); code != 0 || out != want {
+		t.Errorf("root's output = %d %q %q, want %q", code, out, errs, want)
+	}
+	if code, out, errs := d.run(t, stranger, "output", job.ID); code != exitNoProcess || out != "" || !strings.Contains(errs, "not found") {
+		t.Errorf("another user's output = %d %q %q, want exit %d, not found", code, out, errs, exitNoProcess)
+	}
+
+	// The file is the job's: if it becomes a link to a file the owner may
+	// not read, the daemon does not follow it.
+	secret := "root only\n"
+	sf := d.state + "/secret"
+	if err := os.WriteFile(sf, []byte(secret), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(job.OutputPath); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(sf, job.OutputPath); err != nil {
+		t.Fatal(err)
+	}
+	if code, out, errs := d.run(t, owner, "output", job.ID); code == 0 || strings.Contains(out, "root only") {
+		t.Errorf("output through a symbolic link = %d %q %q, want refused", code, out, errs)
+	}
+}

@@ -1,0 +1,64 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/procsupervisor/supervisor/internal/api"
+)
+
+// Output implements api.Backend: a bounded read of a job's output file for
+// the claim's uid and root (to anyone else the claim does not exist, as in
+// Get). The file is the one the stored claim names, and only if it lies in
+// the daemon's jobs directory; it is opened without following a symbolic
+// link and without blocking (a FIFO would), and must be a regular file.
+// The job owns the file and may truncate it: a read that finds less than
+// the size it saw answers the bytes there were.
+func (d *Daemon) Output(ctx context.Context, p api.Peer, id string, offset, length int64) (api.Output, error) {
+	c, err := d.st.Get(id)
+	if err != nil {
+		return api.Output{}, storeErr(err)
+	}
+	if !may(p, &c) {
+		return api.Output{}, fmt.Errorf("claim %s: %w", id, api.ErrNotFound)
+	}
+	if c.OutputPath == "" {
+		return api.Output{}, fmt.Errorf("claim %s keeps no output (a job does): %w", id, api.ErrNotFound)
+	}
+	jobs := filepath.Join(d.cfg.StateDir, "jobs")
+	if filepath.Dir(filepath.Clean(c.OutputPath)) != filepath.Clean(jobs) {
+		return api.Output{}, fmt.Errorf("claim %s: output path %q is not in %s", id, c.OutputPath, jobs)
+	}
+	f, err := os.OpenFile(c.OutputPath, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	if errors.Is(err, fs.ErrNotExist) {
+		return api.Output{}, fmt.Errorf("claim %s: its output is gone: %w", id, api.ErrNotFound)
+	}
+	if err != nil {
+		return api.Output{}, fmt.Errorf("claim %s: %w", id, err)
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return api.Output{}, fmt.Errorf("claim %s: %w", id, err)
+	}
+	if !st.Mode().IsRegular() {
+		return api.Output{}, fmt.Errorf("claim %s: output %s is a %v, not a file", id, c.OutputPath, st.Mode().Type())
+	}
+	size := st.Size()
+	if offset >= size {
+		return api.Output{Size: size}, nil
+	}
+	buf := make([]byte, min(length, size-offset, api.MaxOutputRead))
+	n, err := f.ReadAt(buf, offset)
+	if err != nil && !errors.Is(err, io.EOF) {
+		return api.Output{}, fmt.Errorf("claim %s: reading output: %w", id, err)
+	}
+	return api.Output{Data: buf[:n], Size: size}, nil
+}
