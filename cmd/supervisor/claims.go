@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"strconv"
 	"strings"
@@ -16,6 +15,7 @@ import (
 	"github.com/procsupervisor/supervisor/internal/pidfd"
 	"github.com/procsupervisor/supervisor/internal/token"
 	"github.com/procsupervisor/supervisor/internal/verdict"
+	"github.com/procsupervisor/supervisor/internal/view"
 )
 
 func init() {
@@ -163,7 +163,7 @@ func runKill(ctx context.Context, env *cliEnv, args []string) error {
 	if *asJSON {
 		err = printJSON(env, out, "")
 	} else {
-		printOutcome(env.stdout, out)
+		view.Outcome(env.stdout, out)
 	}
 	if err == nil {
 		err = silentExit(killCode(out))
@@ -200,24 +200,4 @@ func killVia(ctx context.Context, sock, mech string, pid int32, claim token.Toke
 	out, err := local.Kill(ctx, mech, pid, claim, grace, protect)
 	out.Mechanism = "local: " + out.Mechanism
 	return out, localFail(err)
-}
-
-func printOutcome(w io.Writer, out actions.Outcome) {
-	v := out.Verdict
-	fmt.Fprintf(w, "verdict:   %s (%s; by %s)\n", v.Result, v.Reason, v.Mechanism)
-	if out.Error != "" {
-		fmt.Fprintf(w, "error:     %s\n", out.Error)
-	}
-	if out.Acted {
-		fmt.Fprintf(w, "members:   %d (found by %s)\nescalated: %v\n", len(out.Targeted), out.Mechanism, out.Escalated)
-	} else {
-		fmt.Fprintln(w, "action:    nothing signalled")
-	}
-	fmt.Fprintf(w, "dead:      %v\n", out.Dead)
-	for _, m := range out.Survivors {
-		fmt.Fprintf(w, "survivor:  %d %s\n", m.Pid, m.Token)
-	}
-	for _, m := range out.Unproven {
-		fmt.Fprintf(w, "unproven:  %d %s (reported, not signalled)\n", m.Pid, m.Token)
-	}
 }

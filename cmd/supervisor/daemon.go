@@ -5,17 +5,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"maps"
 	"os"
-	"slices"
 	"strings"
-	"text/tabwriter"
-	"time"
 
 	"github.com/procsupervisor/supervisor/internal/api"
 	"github.com/procsupervisor/supervisor/internal/daemon"
 	"github.com/procsupervisor/supervisor/internal/local"
 	"github.com/procsupervisor/supervisor/internal/store"
+	"github.com/procsupervisor/supervisor/internal/view"
 )
 
 // clientExits documents the exit codes of the commands that only ask the
@@ -186,14 +183,7 @@ func runRelease(ctx context.Context, env *cliEnv, args []string) error {
 		return apiFail(err)
 	}
 	out := res.Outcome
-	err = show(env, *asJSON, res, func(w io.Writer) {
-		fmt.Fprintf(w, "%s %s", res.Claim.ID, res.Claim.State)
-		if out != nil {
-			fmt.Fprintf(w, " (%s: %s; %d targeted, %d survivors, %d unproven)",
-				out.Verdict.Result, out.Verdict.Reason, len(out.Targeted), len(out.Survivors), len(out.Unproven))
-		}
-		fmt.Fprintln(w)
-	})
+	err = show(env, *asJSON, res, func(w io.Writer) { view.Release(w, res) })
 	if err == nil && out != nil && (len(out.Survivors) > 0 || len(out.Unproven) > 0) {
 		err = silentExit(exitKillSurvivors)
 	}
@@ -213,44 +203,7 @@ func runList(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return apiFail(err)
 	}
-	return show(env, *asJSON, cs, func(w io.Writer) {
-		rows := [][]string{{"ID", "KIND", "STATE", "PID", "VERDICT", "OWNER", "COMMAND"}}
-		for _, cl := range cs {
-			v := "-"
-			if cl.LastVerdict != nil {
-				v = cl.LastVerdict.Result.String()
-			}
-			cmd := strings.Join(cl.Argv, " ")
-			if len(cmd) > 60 {
-				cmd = cmd[:60] + "..."
-			}
-			rows = append(rows, []string{cl.ID, string(cl.Kind), string(cl.State), fmt.Sprint(cl.Pid), v, cl.Owner, cmd})
-		}
-		table(w, rows)
-	})
-}
-
-// table writes rows of cells in columns two spaces apart, each cell
-// sanitized.
-func table(w io.Writer, rows [][]string) {
-	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
-	for _, row := range rows {
-		for i, cell := range row {
-			row[i] = sanitize(cell)
-		}
-		fmt.Fprintln(tw, strings.Join(row, "\t"))
-	}
-	tw.Flush()
-}
-
-// sanitize keeps control characters out of a terminal.
-func sanitize(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f {
-			return '?'
-		}
-		return r
-	}, s)
+	return show(env, *asJSON, cs, func(w io.Writer) { view.Claims(w, cs) })
 }
 
 func runReap(ctx context.Context, env *cliEnv, args []string) error {
@@ -267,15 +220,7 @@ func runReap(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return apiFail(err)
 	}
-	return show(env, *asJSON, rep, func(w io.Writer) { printReport(w, rep) })
-}
-
-func printReport(w io.Writer, r api.Report) {
-	fmt.Fprintf(w, "seen %d, readopted %d, torn down %d, foreign %d, unverifiable %d, already gone %d, failed %d\n",
-		r.Seen, r.Readopted, r.TornDown, r.Foreign, r.Unverifiable, r.AlreadyGone, r.Failed)
-	for _, it := range r.Items {
-		fmt.Fprintf(w, "  %s %s %s: %s\n", it.ID, it.Verdict, it.Action, sanitize(it.Reason))
-	}
+	return show(env, *asJSON, rep, func(w io.Writer) { view.Report(w, rep) })
 }
 
 func runStatus(ctx context.Context, env *cliEnv, args []string) error {
@@ -291,26 +236,5 @@ func runStatus(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return apiFail(err)
 	}
-	return show(env, *asJSON, st, func(w io.Writer) {
-		fmt.Fprintf(w, "pid %d, version %s, mechanism %s, up %s\nclaims %d (members %d), events %d, lost events %d, resyncs %d, members dropped %d\n",
-			st.Pid, st.Version, st.Mechanism, time.Duration(st.UptimeSeconds)*time.Second,
-			st.Claims, st.Members, st.Events, st.LostEvents, st.Resyncs, st.MembersLost)
-		for _, k := range slices.Sorted(maps.Keys(st.Counts)) {
-			for _, s := range slices.Sorted(maps.Keys(st.Counts[k])) {
-				fmt.Fprintf(w, "  %s %s: %d\n", k, s, st.Counts[k][s])
-			}
-		}
-		cg := st.Cgroup
-		if cg == "" {
-			cg = "none (" + st.CgroupReason + ")"
-		}
-		fmt.Fprintf(w, "cgroups: %s\nholders watched %d, store errors %d, poll failures %d\n", cg, st.HoldersWatched, st.StoreErrors, st.PollFailures)
-		for _, e := range []string{st.LastStoreError, st.LastPollError} {
-			if e != "" {
-				fmt.Fprintf(w, "  last: %s\n", e)
-			}
-		}
-		fmt.Fprint(w, "reconcile at start: ")
-		printReport(w, st.Reconcile)
-	})
+	return show(env, *asJSON, st, func(w io.Writer) { view.Status(w, st) })
 }

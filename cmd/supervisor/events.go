@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"flag"
@@ -15,6 +14,7 @@ import (
 	"github.com/procsupervisor/supervisor/internal/local"
 	"github.com/procsupervisor/supervisor/internal/token"
 	"github.com/procsupervisor/supervisor/internal/tracker"
+	"github.com/procsupervisor/supervisor/internal/view"
 )
 
 func init() {
@@ -117,36 +117,5 @@ func printTree(env *cliEnv, mech string, tree *lineage.TreeNode, ancestry []line
 		Ancestry  []lineage.TreeNode `json:"ancestry"`
 		Tree      *lineage.TreeNode  `json:"tree"`
 	}{mech, ancestry, tree}
-	return show(env, asJSON, v, func(w io.Writer) {
-		bw := bufio.NewWriter(w)
-		defer bw.Flush()
-		fmt.Fprintf(bw, "# lineage by %s\n", mech)
-		if len(ancestry) > 0 {
-			fmt.Fprint(bw, "# ancestry: ")
-			for i := len(ancestry) - 1; i >= 0; i-- {
-				fmt.Fprintf(bw, "%s > ", label(ancestry[i]))
-			}
-			fmt.Fprintln(bw, label(*tree))
-		}
-		printNode(bw, tree, "", "")
-	})
-}
-
-func label(n lineage.TreeNode) string {
-	s := fmt.Sprintf("%d %s", n.Pid, n.Comm)
-	if n.Exited {
-		s += " (exited)"
-	}
-	return s
-}
-
-func printNode(w io.Writer, n *lineage.TreeNode, first, rest string) {
-	fmt.Fprintf(w, "%s%s  %s\n", first, label(*n), n.Token)
-	for i, c := range n.Children {
-		if i == len(n.Children)-1 {
-			printNode(w, c, rest+"└─ ", rest+"   ")
-		} else {
-			printNode(w, c, rest+"├─ ", rest+"│  ")
-		}
-	}
+	return show(env, asJSON, v, func(w io.Writer) { view.Tree(w, mech, tree, ancestry) })
 }

@@ -211,15 +211,3 @@ func TestRunCode(t *testing.T) {
 		}
 	}
 }
-
-// TestTable aligns columns two spaces apart and keeps control characters,
-// tabs among them, out of the terminal and out of the column layout.
-func TestTable(t *testing.T) {
-	var b strings.Builder
-	table(&b, [][]string{{"ID", "OWNER", "COMMAND"}, {"g-1", "a\tb\x1b[2J", "sleep 1"}})
-	want := "ID   OWNER    COMMAND\n" +
-		"g-1  a?b?[2J  sleep 1\n"
-	if got := b.String(); got != want {
-		t.Errorf("table = %q, want %q", got, want)
-	}
-}

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-
-	"github.com/procsupervisor/supervisor/internal/api"
 )
 
 func init() {
@@ -29,23 +27,8 @@ func runOutput(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	c := dial(*sock)
 	defer c.Close()
-	// The end is the size at the first read: a job still writing does not
-	// keep the command going.
-	end := int64(-1)
-	for off := *offset; ; {
-		o, err := c.Output(ctx, pos[0], off, api.MaxOutputRead)
-		if err != nil {
-			return apiFail(err)
-		}
-		if end < 0 {
-			end = o.Size
-		}
-		if _, err := env.stdout.Write(o.Data); err != nil {
-			return fail(exitSoftware, "%v", err)
-		}
-		off += int64(len(o.Data))
-		if len(o.Data) == 0 || off >= end {
-			return nil
-		}
+	if err := c.CopyOutput(ctx, pos[0], *offset, env.stdout); err != nil {
+		return apiFail(err)
 	}
+	return nil
 }

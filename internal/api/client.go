@@ -219,6 +219,29 @@ func (c *Client) Output(ctx context.Context, id string, offset, length int64) (O
 	return Output{Data: b, Size: size}, nil
 }
 
+// CopyOutput writes a job's output to w from byte offset to its end as it
+// is at the first read (a job still writing does not keep the copy
+// going), in reads of at most MaxOutputRead.
+func (c *Client) CopyOutput(ctx context.Context, id string, offset int64, w io.Writer) error {
+	end := int64(-1)
+	for {
+		o, err := c.Output(ctx, id, offset, MaxOutputRead)
+		if err != nil {
+			return err
+		}
+		if end < 0 {
+			end = o.Size
+		}
+		if _, err := w.Write(o.Data); err != nil {
+			return fmt.Errorf("writing output: %w", err)
+		}
+		offset += int64(len(o.Data))
+		if len(o.Data) == 0 || offset >= end {
+			return nil
+		}
+	}
+}
+
 // ServerPid connects to the socket and returns the pid of the process
 // serving it, from the connection's peer credentials (SO_PEERCRED), not
 // from anything it says: a local teardown protects it.

@@ -1,0 +1,160 @@
+// Package view renders what the daemon and the local path answer for a
+// person at a terminal: claims, reports, status, teardown outcomes and
+// lineage trees. Every string that came from a process or a user (a
+// command line, an owner label, a comm, a reason) goes through Sanitize
+// here, in one place, so that no view writes a terminal escape a workload
+// chose. JSON output does not come through here: it escapes on its own.
+package view
+
+import (
+	"bufio"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/procsupervisor/supervisor/internal/actions"
+	"github.com/procsupervisor/supervisor/internal/api"
+	"github.com/procsupervisor/supervisor/internal/lineage"
+)
+
+// Sanitize replaces control characters (ESC among them) with '?'.
+func Sanitize(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+			return '?'
+		}
+		return r
+	}, s)
+}
+
+// table writes rows of cells in columns two spaces apart, each sanitized.
+func table(w io.Writer, rows [][]string) {
+	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	for _, row := range rows {
+		for i, cell := range row {
+			row[i] = Sanitize(cell)
+		}
+		fmt.Fprintln(tw, strings.Join(row, "\t"))
+	}
+	tw.Flush()
+}
+
+// Claims lists claims, one a row.
+func Claims(w io.Writer, cs []api.Claim) {
+	rows := [][]string{{"ID", "KIND", "STATE", "PID", "VERDICT", "OWNER", "COMMAND"}}
+	for _, cl := range cs {
+		v := "-"
+		if cl.LastVerdict != nil {
+			v = cl.LastVerdict.Result.String()
+		}
+		cmd := strings.Join(cl.Argv, " ")
+		if len(cmd) > 60 {
+			cmd = cmd[:60] + "..."
+		}
+		rows = append(rows, []string{cl.ID, string(cl.Kind), string(cl.State), fmt.Sprint(cl.Pid), v, cl.Owner, cmd})
+	}
+	table(w, rows)
+}
+
+// Report prints a reconcile or reaper report.
+func Report(w io.Writer, r api.Report) {
+	fmt.Fprintf(w, "seen %d, readopted %d, torn down %d, foreign %d, unverifiable %d, already gone %d, failed %d\n",
+		r.Seen, r.Readopted, r.TornDown, r.Foreign, r.Unverifiable, r.AlreadyGone, r.Failed)
+	for _, it := range r.Items {
+		fmt.Fprintf(w, "  %s %s %s: %s\n", it.ID, it.Verdict, it.Action, Sanitize(it.Reason))
+	}
+}
+
+// Status prints the daemon's status.
+func Status(w io.Writer, st api.Status) {
+	fmt.Fprintf(w, "pid %d, version %s, mechanism %s, up %s\nclaims %d (members %d), events %d, lost events %d, resyncs %d, members dropped %d\n",
+		st.Pid, Sanitize(st.Version), st.Mechanism, time.Duration(st.UptimeSeconds)*time.Second,
+		st.Claims, st.Members, st.Events, st.LostEvents, st.Resyncs, st.MembersLost)
+	for _, k := range slices.Sorted(maps.Keys(st.Counts)) {
+		for _, s := range slices.Sorted(maps.Keys(st.Counts[k])) {
+			fmt.Fprintf(w, "  %s %s: %d\n", k, s, st.Counts[k][s])
+		}
+	}
+	cg := st.Cgroup
+	if cg == "" {
+		cg = "none (" + st.CgroupReason + ")"
+	}
+	fmt.Fprintf(w, "cgroups: %s\nholders watched %d, store errors %d, poll failures %d\n", Sanitize(cg), st.HoldersWatched, st.StoreErrors, st.PollFailures)
+	for _, e := range []string{st.LastStoreError, st.LastPollError} {
+		if e != "" {
+			fmt.Fprintf(w, "  last: %s\n", Sanitize(e))
+		}
+	}
+	fmt.Fprint(w, "reconcile at start: ")
+	Report(w, st.Reconcile)
+}
+
+// Release prints a released claim and the teardown that released it.
+func Release(w io.Writer, res api.ReleaseResponse) {
+	fmt.Fprintf(w, "%s %s", res.Claim.ID, res.Claim.State)
+	if out := res.Outcome; out != nil {
+		fmt.Fprintf(w, " (%s: %s; %d targeted, %d survivors, %d unproven)",
+			out.Verdict.Result, Sanitize(out.Verdict.Reason), len(out.Targeted), len(out.Survivors), len(out.Unproven))
+	}
+	fmt.Fprintln(w)
+}
+
+// Outcome prints a teardown's outcome.
+func Outcome(w io.Writer, out actions.Outcome) {
+	v := out.Verdict
+	fmt.Fprintf(w, "verdict:   %s (%s; by %s)\n", v.Result, Sanitize(v.Reason), v.Mechanism)
+	if out.Error != "" {
+		fmt.Fprintf(w, "error:     %s\n", Sanitize(out.Error))
+	}
+	if out.Acted {
+		fmt.Fprintf(w, "members:   %d (found by %s)\nescalated: %v\n", len(out.Targeted), out.Mechanism, out.Escalated)
+	} else {
+		fmt.Fprintln(w, "action:    nothing signalled")
+	}
+	fmt.Fprintf(w, "dead:      %v\n", out.Dead)
+	for _, m := range out.Survivors {
+		fmt.Fprintf(w, "survivor:  %d %s\n", m.Pid, m.Token)
+	}
+	for _, m := range out.Unproven {
+		fmt.Fprintf(w, "unproven:  %d %s (reported, not signalled: %s)\n", m.Pid, m.Token, Sanitize(m.Reason))
+	}
+}
+
+// Tree prints a lineage tree like pstree under its ancestry (nearest
+// ancestor first in ancestry), saying which mechanism knows it.
+func Tree(w io.Writer, mech string, tree *lineage.TreeNode, ancestry []lineage.TreeNode) {
+	bw := bufio.NewWriter(w)
+	defer bw.Flush()
+	fmt.Fprintf(bw, "# lineage by %s\n", mech)
+	if len(ancestry) > 0 {
+		fmt.Fprint(bw, "# ancestry: ")
+		for i := len(ancestry) - 1; i >= 0; i-- {
+			fmt.Fprintf(bw, "%s > ", label(ancestry[i]))
+		}
+		fmt.Fprintln(bw, label(*tree))
+	}
+	node(bw, tree, "", "")
+}
+
+func label(n lineage.TreeNode) string {
+	s := fmt.Sprintf("%d %s", n.Pid, Sanitize(n.Comm))
+	if n.Exited {
+		s += " (exited)"
+	}
+	return s
+}
+
+func node(w io.Writer, n *lineage.TreeNode, first, rest string) {
+	fmt.Fprintf(w, "%s%s  %s\n", first, label(*n), n.Token)
+	for i, c := range n.Children {
+		if i == len(n.Children)-1 {
+			node(w, c, rest+"└─ ", rest+"   ")
+		} else {
+			node(w, c, rest+"├─ ", rest+"│  ")
+		}
+	}
+}

@@ -1,0 +1,44 @@
+package view
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/procsupervisor/supervisor/internal/actions"
+	"github.com/procsupervisor/supervisor/internal/api"
+	"github.com/procsupervisor/supervisor/internal/lineage"
+	"github.com/procsupervisor/supervisor/internal/verdict"
+)
+
+// TestTable aligns columns two spaces apart and keeps control characters,
+// tabs among them, out of the terminal and out of the column layout.
+func TestTable(t *testing.T) {
+	var b strings.Builder
+	table(&b, [][]string{{"ID", "OWNER", "COMMAND"}, {"g-1", "a\tb\x1b[2J", "sleep 1"}})
+	want := "ID   OWNER    COMMAND\n" +
+		"g-1  a?b?[2J  sleep 1\n"
+	if got := b.String(); got != want {
+		t.Errorf("table = %q, want %q", got, want)
+	}
+}
+
+// TestNoEscapes: a workload's or a user's strings (owner, argv, comm,
+// reasons) reach no terminal raw, in any view.
+func TestNoEscapes(t *testing.T) {
+	const esc = "\x1b[41mred\u009b2J"
+	var b strings.Builder
+	Claims(&b, []api.Claim{{ID: "g-1", Owner: esc, Argv: []string{esc}}})
+	Report(&b, api.Report{Items: []api.ReportItem{{ID: "g-1", Reason: esc}}})
+	Status(&b, api.Status{Version: esc, LastStoreError: esc, Reconcile: api.Report{Items: []api.ReportItem{{Reason: esc}}}})
+	Outcome(&b, actions.Outcome{Verdict: verdict.Verdict{Reason: esc}, Error: esc, Unproven: []actions.Member{{Pid: 7, Reason: esc}}})
+	Release(&b, api.ReleaseResponse{Outcome: &actions.Outcome{Verdict: verdict.Verdict{Reason: esc}}})
+	child := &lineage.TreeNode{Pid: 2, Comm: esc}
+	Tree(&b, "proc", &lineage.TreeNode{Pid: 1, Comm: esc, Children: []*lineage.TreeNode{child}}, []lineage.TreeNode{{Pid: 0, Comm: esc}})
+	out := b.String()
+	if strings.ContainsAny(out, "\x1b\u009b") {
+		t.Errorf("a view wrote a terminal escape:\n%q", out)
+	}
+	if strings.Count(out, "?[41mred?2J") < 10 {
+		t.Errorf("the sanitized strings are missing from the views:\n%s", out)
+	}
+}
