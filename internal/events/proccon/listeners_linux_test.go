@@ -73,7 +73,7 @@ func TestIntegrationStormThreeListeners(t *testing.T) {
 	testenv.Start(t, "sh", "-c", "while :; do :; done") // the busy core
 	type tally struct {
 		forks, exits, lost int
-		children        map[int32]int
+		children           map[int32]int
 	}
 	tallies := make([]tally, listeners)
 	var wpids sync.Map // worker pid -> true, set before the storm starts
