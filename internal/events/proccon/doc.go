@@ -47,8 +47,8 @@
 // Exit tokens are zero (the instance is gone); Time (boot-time ns) lets the
 // lineage graph attribute the exit to the right generation.
 //
-// Receiving: one recvmmsg(2) takes up to 64 datagrams. While messages keep
-// coming, Read naps 5 ms between receives instead of being woken by the
+// Receiving: one recvmmsg(2) takes up to 64 datagrams. While they come 16
+// or more at a time, Read naps 5 ms between receives instead of being woken by the
 // kernel for each message; once a nap finds the queue empty it waits in the
 // runtime's poller. Close ends either wait at once.
 //

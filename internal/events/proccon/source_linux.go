@@ -46,6 +46,9 @@ const (
 	// waiting reader for every message, and those wake-ups, not the
 	// messages, were most of the CPU per event.
 	napFor = 5 * time.Millisecond
+	// busyBatch is the batch size from which Read naps instead of waiting
+	// to be woken.
+	busyBatch = 16
 )
 
 // Source delivers process events from the netlink proc connector. It is
@@ -506,7 +509,10 @@ func (s *Source) receive(wait bool) error {
 		if s.bn == 0 {
 			return unix.EAGAIN
 		}
-		s.busy = true
+		// Only a full-ish batch means a storm: under light traffic Read
+		// is woken at once, so a short-lived child's fork is still read
+		// while the child lives and keeps its token.
+		s.busy = s.bn >= busyBatch
 	}
 	i := s.bi
 	s.bi++
