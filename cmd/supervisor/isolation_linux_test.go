@@ -346,3 +346,50 @@ func TestIntegrationRefusalsAreSaid(t *testing.T) {
 		t.Error("root's process was signalled for nobody")
 	}
 }
+
+// TestIntegrationListPages: the claim list comes in pages (a limit and a
+// cursor) with filters, and a non-root caller sees only its own claims
+// whatever it asks.
+func TestIntegrationListPages(t *testing.T) {
+	testenv.RequireRoot(t)
+	state, sock := newDirs(t)
+	d := startDaemon(t, state, sock, "--socket-group", fmt.Sprint(nobody))
+	for i := range 5 {
+		d.launch(t, "--owner", fmt.Sprintf("o%d", i%2), "--", "sleep", "100")
+	}
+	ctx := context.Background()
+	var all []api.Claim
+	q := api.ListQuery{Limit: 2}
+	pages := 0
+	for {
+		page, next, err := d.client.ListPage(ctx, q)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pages++
+		if len(page) > 2 {
+			t.Fatalf("page of %d claims, limit 2", len(page))
+		}
+		all = append(all, page...)
+		if next == "" {
+			break
+		}
+		q.After = next
+	}
+	if len(all) != 5 || pages != 3 {
+		t.Errorf("paged through %d claims in %d pages, want 5 in 3", len(all), pages)
+	}
+	for i := 1; i < len(all); i++ {
+		if all[i-1].ID >= all[i].ID {
+			t.Errorf("claims out of id order: %s before %s", all[i-1].ID, all[i].ID)
+		}
+	}
+	o1, _, err := d.client.ListPage(ctx, api.ListQuery{Owner: "o1", State: "running"})
+	if err != nil || len(o1) != 2 {
+		t.Errorf("owner o1, running: %d claims, %v; want 2", len(o1), err)
+	}
+	code, out, errs := d.run(t, asNobody, "list", "--json")
+	if code != 0 || strings.TrimSpace(out) != "[]" {
+		t.Errorf("nobody's list: exit %d %q %s, want an empty list", code, out, errs)
+	}
+}

@@ -33,8 +33,8 @@ func (wireBackend) Launch(context.Context, api.Peer, *api.LaunchRequest) (api.Cl
 	return api.ClaimOf(wireClaim()), nil
 }
 
-func (wireBackend) List(context.Context, api.Peer) ([]api.Claim, error) {
-	return []api.Claim{api.ClaimOf(wireClaim())}, nil
+func (wireBackend) List(context.Context, api.Peer, api.ListQuery) ([]api.Claim, string, error) {
+	return []api.Claim{api.ClaimOf(wireClaim())}, "", nil
 }
 
 func (wireBackend) Release(_ context.Context, _ api.Peer, id string, _ *api.ReleaseRequest) (api.ReleaseResponse, error) {

@@ -33,39 +33,32 @@ func (f *ProcFinder) Find(members []*pidfd.Handle) ([]*pidfd.Handle, []Member, e
 	for _, h := range members {
 		byPid[h.Pid()] = h
 	}
-	pids, err := procfs.Pids(root)
-	if err != nil {
-		return nil, nil, err
-	}
+	// Walk down from the members through their children lists: the cost
+	// follows the tree, not the host's process count.
 	r := procfs.NewReader(root)
 	var st procfs.Stat
 	var found []*pidfd.Handle
 	var unproven []Member
-	nsInit := map[int32]bool{}
-	for changed := true; changed; {
-		changed = false
-		for _, pid := range pids {
+	work := make([]*pidfd.Handle, 0, len(members))
+	work = append(work, members...)
+	for len(work) > 0 {
+		parent := work[len(work)-1]
+		work = work[:len(work)-1]
+		kids, err := procfs.Children(root, parent.Pid())
+		if err != nil || len(kids) == 0 {
+			continue
+		}
+		// The init of a pid namespace adopts the orphans of its namespace,
+		// and anything entered into it (setns) whose parent exits: being
+		// its child proves no birth.
+		if ns, err := procfs.NSpid(root, parent.Pid()); err != nil || len(ns) > 1 && ns[len(ns)-1] == 1 {
+			continue
+		}
+		for _, pid := range kids {
 			if _, ok := byPid[pid]; ok {
 				continue
 			}
-			if err := r.ReadStat(pid, &st); err != nil {
-				continue
-			}
-			parent, ok := byPid[st.PPid]
-			if !ok {
-				continue
-			}
-			// The init of a pid namespace adopts the orphans of its
-			// namespace, and anything entered into it (setns) whose
-			// parent exits: being its child proves no birth.
-			if isInit, known := nsInit[st.PPid]; !known {
-				ns, err := procfs.NSpid(root, st.PPid)
-				isInit = err != nil || len(ns) > 1 && ns[len(ns)-1] == 1
-				nsInit[st.PPid] = isInit
-				if isInit {
-					continue
-				}
-			} else if isInit {
+			if err := r.ReadStat(pid, &st); err != nil || st.PPid != parent.Pid() {
 				continue
 			}
 			h, err := pidfd.Open(pid, f.Boot)
@@ -75,15 +68,16 @@ func (f *ProcFinder) Find(members []*pidfd.Handle) ([]*pidfd.Handle, []Member, e
 				}
 				continue
 			}
-			// The stat read through the binding names the parent; the parent
-			// still alive afterwards means that pid was our member throughout.
+			// The stat read through the binding names the parent; the
+			// parent still alive afterwards means that pid was our member
+			// throughout.
 			if h.Stat().PPid != parent.Pid() || parent.Exited() {
 				h.Close()
 				continue
 			}
 			byPid[pid] = h
 			found = append(found, h)
-			changed = true
+			work = append(work, h)
 		}
 	}
 	return found, unproven, nil

@@ -138,9 +138,46 @@ func (c *Client) Release(ctx context.Context, id string, r *ReleaseRequest) (Rel
 
 // List returns the claims the caller may see.
 func (c *Client) List(ctx context.Context) ([]Claim, error) {
+	all := []Claim{}
+	q := ListQuery{}
+	for {
+		page, next, err := c.ListPage(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, page...)
+		if next == "" {
+			return all, nil
+		}
+		q.After = next
+	}
+}
+
+// ListPage returns one page of claims and the cursor of the next ("" on
+// the last page).
+func (c *Client) ListPage(ctx context.Context, q ListQuery) ([]Claim, string, error) {
+	v := url.Values{}
+	for k, s := range map[string]string{"after": q.After, "owner": q.Owner, "state": q.State} {
+		if s != "" {
+			v.Set(k, s)
+		}
+	}
+	if q.Limit > 0 {
+		v.Set("limit", strconv.Itoa(q.Limit))
+	}
+	if q.UID != nil {
+		v.Set("uid", strconv.FormatUint(uint64(*q.UID), 10))
+	}
+	resp, err := c.send(ctx, http.MethodGet, "/claims?"+v.Encode(), nil)
+	if err != nil {
+		return nil, "", err
+	}
+	defer resp.Body.Close()
 	var out []Claim
-	err := c.do(ctx, http.MethodGet, "/claims", nil, &out)
-	return out, err
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(&out); err != nil {
+		return nil, "", fmt.Errorf("GET /claims: %w", err)
+	}
+	return out, resp.Header.Get(NextCursorHeader), nil
 }
 
 // Get returns one claim.

@@ -10,6 +10,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"net/url"
 	"runtime/debug"
 	"strconv"
 	"strings"
@@ -50,7 +51,9 @@ type Backend interface {
 	Launch(ctx context.Context, p Peer, r *LaunchRequest) (Claim, error)
 	Admit(ctx context.Context, p Peer, r *AdmitRequest) (Claim, error)
 	Release(ctx context.Context, p Peer, id string, r *ReleaseRequest) (ReleaseResponse, error)
-	List(ctx context.Context, p Peer) ([]Claim, error)
+	// List returns a page of claims and the cursor of the next page ("" on
+	// the last).
+	List(ctx context.Context, p Peer, q ListQuery) ([]Claim, string, error)
 	Get(ctx context.Context, p Peer, id string) (Claim, error)
 	Reap(ctx context.Context, p Peer, r *ReapRequest) (Report, error)
 	Status(ctx context.Context, p Peer) (Status, error)
@@ -347,7 +350,12 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {
-	cs, err := s.b.List(r.Context(), peer(r))
+	q, err := listQuery(r.URL.Query())
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	cs, next, err := s.b.List(r.Context(), peer(r), q)
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -355,7 +363,39 @@ func (s *Server) list(w http.ResponseWriter, r *http.Request) {
 	if cs == nil {
 		cs = []Claim{}
 	}
+	if next != "" {
+		w.Header().Set(NextCursorHeader, next)
+	}
 	writeJSON(w, http.StatusOK, cs)
+}
+
+// listQuery reads and checks the query of GET /claims.
+func listQuery(v url.Values) (ListQuery, error) {
+	q := ListQuery{After: v.Get("after"), Owner: v.Get("owner"), State: v.Get("state"), Limit: MaxListLimit}
+	if q.After != "" {
+		if err := validID(q.After); err != nil {
+			return q, err
+		}
+	}
+	if len(q.Owner) > MaxOwner || len(q.State) > 32 {
+		return q, bad("owner or state filter too long")
+	}
+	if l := v.Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 1 || n > MaxListLimit {
+			return q, bad("limit %q: want 1 to %d", l, MaxListLimit)
+		}
+		q.Limit = n
+	}
+	if u := v.Get("uid"); u != "" {
+		n, err := strconv.ParseUint(u, 10, 32)
+		if err != nil {
+			return q, bad("uid %q: want a number", u)
+		}
+		uid := uint32(n)
+		q.UID = &uid
+	}
+	return q, nil
 }
 
 func (s *Server) get(w http.ResponseWriter, r *http.Request) {

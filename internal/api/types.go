@@ -138,6 +138,24 @@ type ReleaseRequest struct {
 	Grace *Duration `json:"grace,omitempty"`
 }
 
+// ListQuery selects a page of claims: those after the cursor After (a
+// claim id; claims come in id order), at most Limit (MaxListLimit when 0),
+// filtered by owner, state and uid (another uid's claims only for root).
+type ListQuery struct {
+	After string
+	Limit int
+	Owner string
+	State string
+	UID   *uint32
+}
+
+// MaxListLimit bounds a page of claims.
+const MaxListLimit = 1000
+
+// NextCursorHeader carries the cursor of the next page of claims; absent
+// on the last page.
+const NextCursorHeader = "Supervisor-Next-Cursor"
+
 // ReapRequest runs the reaper once.
 type ReapRequest struct {
 	DryRun bool `json:"dry_run,omitempty"`

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -64,26 +65,30 @@ func (d *Daemon) view(c store.Claim) api.Claim {
 	return api.ClaimOf(c)
 }
 
-// List implements api.Backend.
-func (d *Daemon) List(ctx context.Context, p api.Peer) ([]api.Claim, error) {
+// List implements api.Backend: a page from the in-memory index, so its
+// cost follows the page, not the number of claims.
+func (d *Daemon) List(ctx context.Context, p api.Peer, q api.ListQuery) ([]api.Claim, string, error) {
 	if err := d.serves(p); err != nil {
-		return nil, err
+		return nil, "", err
 	}
-	f := store.Filter{}
+	var only *uint32
 	if !p.Root() {
-		uid := p.UID
-		f.UID = &uid
+		only = &p.UID
 	}
-	cs, err := d.st.List(f)
-	if err != nil {
-		d.storeFailed("list claims", err)
-		return nil, err
-	}
-	out := make([]api.Claim, 0, len(cs))
-	for _, c := range cs {
+	ids, next := d.claims.page(q, only)
+	out := make([]api.Claim, 0, len(ids))
+	for _, id := range ids {
+		c, err := d.st.Get(id)
+		if errors.Is(err, store.ErrNotFound) {
+			continue // deleted meanwhile
+		}
+		if err != nil {
+			d.storeFailed("read claim "+id, err)
+			return nil, "", err
+		}
 		out = append(out, d.view(c))
 	}
-	return out, nil
+	return out, next, nil
 }
 
 // Get implements api.Backend. A job's result picked up by its caller is no

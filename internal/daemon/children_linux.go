@@ -1,8 +1,6 @@
 package daemon
 
 import (
-	"os"
-	"strconv"
 	"syscall"
 	"time"
 
@@ -85,34 +83,8 @@ func (d *Daemon) adopted(pid int32) bool {
 	return true
 }
 
-// childPids lists the daemon's children (zombies included) from
-// /proc/self/task/*/children.
+// childPids lists the daemon's children (zombies included).
 func (d *Daemon) childPids() []int32 {
-	tasks, err := os.ReadDir("/proc/self/task")
-	if err != nil {
-		return nil
-	}
-	var out []int32
-	for _, t := range tasks {
-		b, err := os.ReadFile("/proc/self/task/" + t.Name() + "/children")
-		if err != nil {
-			continue
-		}
-		start := -1
-		for i := 0; i <= len(b); i++ {
-			if i < len(b) && b[i] >= '0' && b[i] <= '9' {
-				if start < 0 {
-					start = i
-				}
-				continue
-			}
-			if start >= 0 {
-				if v, err := strconv.Atoi(string(b[start:i])); err == nil {
-					out = append(out, int32(v))
-				}
-				start = -1
-			}
-		}
-	}
-	return out
+	kids, _ := procfs.Children("/proc", d.self)
+	return kids
 }

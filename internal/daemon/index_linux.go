@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/procsupervisor/supervisor/internal/api"
 	"github.com/procsupervisor/supervisor/internal/store"
 	"github.com/procsupervisor/supervisor/internal/token"
 )
@@ -22,6 +23,7 @@ type claimIndex struct {
 
 type claimMeta struct {
 	uid    uint32
+	owner  string
 	state  store.State
 	pid    int32
 	tok    token.Token
@@ -45,7 +47,7 @@ func (x *claimIndex) set(c *store.Claim) {
 	failed := c.State == store.Released && c.Pid == 0 && c.LastVerdict != nil &&
 		strings.HasPrefix(c.LastVerdict.Reason, launchFailed)
 	x.mu.Lock()
-	x.byID[c.ID] = claimMeta{uid: c.UID, state: c.State, pid: c.Pid, tok: c.Token,
+	x.byID[c.ID] = claimMeta{uid: c.UID, owner: c.Owner, state: c.State, pid: c.Pid, tok: c.Token,
 		bytes: claimBytes(c), failed: failed, at: c.UpdatedAt}
 	x.mu.Unlock()
 }
@@ -100,4 +102,29 @@ func (x *claimIndex) find(pid int32, tok token.Token, uid uint32, all bool) (roo
 		}
 	}
 	return roots, mine
+}
+
+// page returns the ids of a page of claims matching q, in id order after
+// q.After, and the cursor of the next page ("" on the last). uid, when not
+// nil, restricts it to that uid's claims.
+func (x *claimIndex) page(q api.ListQuery, uid *uint32) (ids []string, next string) {
+	x.mu.RLock()
+	for id, m := range x.byID {
+		switch {
+		case id <= q.After && q.After != "",
+			uid != nil && m.uid != *uid,
+			q.UID != nil && m.uid != *q.UID,
+			q.Owner != "" && m.owner != q.Owner,
+			q.State != "" && string(m.state) != q.State:
+			continue
+		}
+		ids = append(ids, id)
+	}
+	x.mu.RUnlock()
+	slices.Sort(ids)
+	if q.Limit > 0 && len(ids) > q.Limit {
+		ids = ids[:q.Limit]
+		next = ids[len(ids)-1]
+	}
+	return ids, next
 }

@@ -256,3 +256,27 @@ func ParseLimits(b []byte) (Limits, error) {
 	}
 	return out, nil
 }
+
+// Children lists the children of pid, from root/PID/task/*/children (each
+// thread's children; the kernel lists a child under the thread that
+// forked it).
+func Children(root string, pid int32) ([]int32, error) {
+	dir := root + "/" + strconv.Itoa(int(pid)) + "/task"
+	tasks, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []int32
+	for _, t := range tasks {
+		b, err := os.ReadFile(dir + "/" + t.Name() + "/children")
+		if err != nil {
+			continue
+		}
+		for _, f := range bytes.Fields(b) {
+			if v, ok := atoi32(f); ok && v > 0 {
+				out = append(out, v)
+			}
+		}
+	}
+	return out, nil
+}

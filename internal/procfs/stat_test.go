@@ -3,6 +3,8 @@ package procfs
 import (
 	"errors"
 	"os"
+	"os/exec"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -179,5 +181,17 @@ func TestReadLimits(t *testing.T) {
 	}
 	if _, err := ParseLimits([]byte("Max cpu time unlimited unlimited seconds\n")); !errors.Is(err, ErrMalformed) {
 		t.Errorf("ParseLimits of one line = %v, want ErrMalformed", err)
+	}
+}
+
+func TestChildren(t *testing.T) {
+	cmd := exec.Command("sleep", "10")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	kids, err := Children("/proc", int32(os.Getpid()))
+	if err != nil || !slices.Contains(kids, int32(cmd.Process.Pid)) {
+		t.Errorf("Children(self) = %v, %v, want it to hold %d", kids, err, cmd.Process.Pid)
 	}
 }
