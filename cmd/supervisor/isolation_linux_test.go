@@ -7,12 +7,15 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/procsupervisor/supervisor/internal/api"
+	"github.com/procsupervisor/supervisor/internal/daemon"
 	"github.com/procsupervisor/supervisor/internal/procfs"
 	"github.com/procsupervisor/supervisor/internal/testenv"
 )
@@ -391,5 +394,99 @@ func TestIntegrationListPages(t *testing.T) {
 	code, out, errs := d.run(t, asNobody, "list", "--json")
 	if code != 0 || strings.TrimSpace(out) != "[]" {
 		t.Errorf("nobody's list: exit %d %q %s, want an empty list", code, out, errs)
+	}
+}
+
+// failLaunchEnv makes the test binary launch N programs that do not exist
+// through the socket, 8 at a time, as whoever runs it.
+const failLaunchEnv = "SUPERVISOR_TEST_FAIL_LAUNCHES"
+
+func init() {
+	v := os.Getenv(failLaunchEnv)
+	if v == "" {
+		return
+	}
+	sock, n, _ := strings.Cut(v, ",")
+	count, _ := strconv.Atoi(n)
+	var wg sync.WaitGroup
+	next := make(chan int)
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			c := api.NewClient(sock)
+			defer c.Close()
+			for i := range next {
+				argv := []string{"/nonexistent/tool-" + strconv.Itoa(i), strings.Repeat("x", 4000)}
+				c.Launch(context.Background(), &api.LaunchRequest{Argv: argv, Cwd: "/"})
+			}
+		}()
+	}
+	for i := range count {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	os.Exit(0)
+}
+
+// TestIntegrationFailedLaunchFlood: one user's 5,000 failing launches (4 KB
+// of argv each) keep the store bounded, and root's launch works meanwhile.
+// Before, every failed launch was kept with its argv, and a minute of it
+// filled the store for everyone.
+func TestIntegrationFailedLaunchFlood(t *testing.T) {
+	testenv.RequireRoot(t)
+	state, sock := newDirs(t)
+	d := startDaemon(t, state, sock, "--socket-group", fmt.Sprint(nobody), "--rate-per-uid", "100000", "--burst-per-uid", "100000")
+	// A copy of this test binary nobody may run floods as nobody.
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	self, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	exe := filepath.Join(dir, "flood")
+	if err := os.WriteFile(exe, self, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	flood := exec.Command(exe, "-test.run=^$")
+	flood.Env = append(os.Environ(), failLaunchEnv+"="+sock+",5000")
+	flood.SysProcAttr = &syscall.SysProcAttr{Credential: asNobody}
+	flood.Dir = "/"
+	if err := flood.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- flood.Wait() }()
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		cs, err := d.client.List(context.Background())
+		return err == nil && len(cs) > 0
+	}, "the flood never started")
+	if _, err := d.client.Launch(context.Background(), &api.LaunchRequest{Argv: []string{"sleep", "100"}, Cwd: "/"}); err != nil {
+		t.Errorf("root's launch during the flood: %v", err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("flood: %v", err)
+		}
+	case <-time.After(10 * time.Minute):
+		t.Fatal("the flood did not end")
+	}
+	cs, err := d.client.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	kept := 0
+	for _, c := range cs {
+		if c.UID == nobody {
+			kept++
+		}
+	}
+	if kept > daemon.DefaultQuotaFailed {
+		t.Errorf("%d of nobody's failed launches kept, want at most %d", kept, daemon.DefaultQuotaFailed)
+	}
+	if fi, err := os.Stat(filepath.Join(state, "claims.db")); err != nil || fi.Size() > 32<<20 {
+		t.Errorf("store after the flood: %v bytes, %v; want it bounded", fi.Size(), err)
 	}
 }

@@ -71,6 +71,13 @@ type Config struct {
 	QuotaClaims int   `json:"quota_claims"`
 	QuotaBytes  int64 `json:"quota_bytes"`
 	QuotaFailed int   `json:"quota_failed"`
+	// Fairness of the API to each uid but root (internal/api Limits):
+	// connections served at once, requests a second and at once, and
+	// long-lived requests (a release or kill waiting out its grace).
+	ConnsPerUID int     `json:"conns_per_uid"`
+	RatePerUID  float64 `json:"rate_per_uid"`
+	BurstPerUID int     `json:"burst_per_uid"`
+	LongPerUID  int     `json:"long_per_uid"`
 
 	// Version is logged and served; not from the file.
 	Version string `json:"-"`
@@ -106,6 +113,10 @@ func DefaultConfig() Config {
 		QuotaClaims:  DefaultQuotaClaims,
 		QuotaBytes:   DefaultQuotaBytes,
 		QuotaFailed:  DefaultQuotaFailed,
+		ConnsPerUID:  api.DefaultLimits.UserConns,
+		RatePerUID:   api.DefaultLimits.Rate,
+		BurstPerUID:  api.DefaultLimits.Burst,
+		LongPerUID:   api.DefaultLimits.UserLong,
 
 		GraphMaxExited:    lineage.DefaultMaxExited,
 		GraphMaxExitedAge: api.Duration(lineage.DefaultMaxExitedAge),
@@ -215,6 +226,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("log_schema %q: want %s or %s: %w", c.LogSchema, logfeed.SchemaECS, logfeed.SchemaOCSF, ErrConfig)
 	case c.QuotaClaims < 0 || c.QuotaBytes < 0 || c.QuotaFailed < 0:
 		return fmt.Errorf("quotas must not be negative: %w", ErrConfig)
+	case c.ConnsPerUID < 1 || c.RatePerUID <= 0 || c.BurstPerUID < 1 || c.LongPerUID < 1:
+		return fmt.Errorf("conns_per_uid, rate_per_uid, burst_per_uid and long_per_uid must be positive: %w", ErrConfig)
 	case c.GraphMaxExited < 0 || c.GraphMaxExitedAge < 0:
 		return fmt.Errorf("graph retention bounds must not be negative: %w", ErrConfig)
 	}
@@ -245,4 +258,11 @@ type Info struct {
 	Socket    string
 	Mechanism string
 	Reconcile api.Report
+}
+
+// APILimits are the API server's limits this configuration sets.
+func (c *Config) APILimits() api.Limits {
+	l := api.DefaultLimits
+	l.UserConns, l.Rate, l.Burst, l.UserLong = c.ConnsPerUID, c.RatePerUID, c.BurstPerUID, c.LongPerUID
+	return l
 }

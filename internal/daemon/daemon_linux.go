@@ -276,7 +276,7 @@ func (d *Daemon) run(ctx context.Context, ready func(Info)) error {
 	if err != nil {
 		return err
 	}
-	srv := api.NewServer(d, d.log.Internal)
+	srv := api.NewServer(d, d.log.Internal, api.WithLimits(d.cfg.APILimits()))
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
 	if ready != nil {
