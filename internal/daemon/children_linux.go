@@ -3,10 +3,12 @@ package daemon
 import (
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/procsupervisor/supervisor/internal/events"
 	"github.com/procsupervisor/supervisor/internal/procfs"
 	"github.com/procsupervisor/supervisor/internal/store"
+	"golang.org/x/sys/unix"
 )
 
 // This file reaps the daemon's own children with wait4: launched roots,
@@ -28,17 +30,25 @@ func (d *Daemon) waitChildren() {
 	}
 	var done []reaped
 	d.reapMu.Lock()
-	for _, pid := range d.childPids() {
+	// waitid(P_ALL, WNOWAIT) names an exited child without reaping it: the
+	// cost follows the children that exited, not the thousands running.
+	// One the daemon must not reap (its ps poller's) ends the loop; it is
+	// reaped by its own Wait, and the rest on the next SIGCHLD.
+	for {
+		pid, err := exitedChild()
+		if err != nil || pid <= 0 {
+			break
+		}
 		d.mu.RLock()
 		id, launched := d.children[pid]
 		d.mu.RUnlock()
 		if !launched && !d.adopted(pid) {
-			continue
+			break
 		}
 		var ws syscall.WaitStatus
 		got, err := syscall.Wait4(int(pid), &ws, syscall.WNOHANG, nil)
 		if err != nil || got != int(pid) {
-			continue
+			break // reaped meanwhile by its own Wait; the next SIGCHLD goes on
 		}
 		if launched {
 			d.mu.Lock()
@@ -83,8 +93,22 @@ func (d *Daemon) adopted(pid int32) bool {
 	return true
 }
 
-// childPids lists the daemon's children (zombies included).
-func (d *Daemon) childPids() []int32 {
-	kids, _ := procfs.Children("/proc", d.self)
-	return kids
+// siginfo is the part of the kernel's siginfo_t that waitid fills for a
+// child: si_pid follows three ints and padding on 64-bit Linux.
+type siginfo struct {
+	signo, errno, code, _ int32
+	pid                   int32
+	_                     [108]byte
+}
+
+// exitedChild returns an exited child of this process, leaving it
+// unreaped, or 0 when none has exited.
+func exitedChild() (int32, error) {
+	var si siginfo
+	_, _, e := unix.Syscall6(unix.SYS_WAITID, unix.P_ALL, 0, uintptr(unsafe.Pointer(&si)),
+		unix.WEXITED|unix.WNOHANG|unix.WNOWAIT, 0, 0)
+	if e != 0 {
+		return 0, e
+	}
+	return si.pid, nil
 }
