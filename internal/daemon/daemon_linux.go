@@ -9,6 +9,7 @@ import (
 	"os/signal"
 	"os/user"
 	"path/filepath"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -28,6 +29,9 @@ import (
 	"github.com/procsupervisor/supervisor/internal/tracker"
 	"github.com/procsupervisor/supervisor/internal/verdict"
 )
+
+// softMemoryLimit is the collector's target ceiling (runtime/debug).
+const softMemoryLimit = 40 << 20
 
 // Queue bounds.
 const (
@@ -133,6 +137,12 @@ type Daemon struct {
 func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	if err := cfg.Validate(); err != nil {
 		return err
+	}
+	// A soft memory limit (unless GOMEMLIMIT sets one) has the collector
+	// return garbage before the heap grows into it: a daemon that lives
+	// for months should not keep the peak of a burst of launches.
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(softMemoryLimit)
 	}
 	// Descriptors this process inherited open across exec would leak into
 	// every child it starts: close them at exec.
