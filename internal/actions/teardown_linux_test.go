@@ -1,12 +1,10 @@
 package actions
 
 import (
-	"bufio"
 	"context"
 	"os"
 	"os/exec"
 	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -25,39 +23,6 @@ func newTeardown(t *testing.T, grace time.Duration) (*Teardown, *verdict.Judge) 
 		t.Fatal(err)
 	}
 	return New(j, &ProcFinder{Boot: j.Boot}, Options{Grace: grace, KillWait: 2 * time.Second}), j
-}
-
-// shell starts sh -c script in its own process group and returns it with
-// the pids the script prints, one per line, before it goes on.
-func shell(t *testing.T, script string, lines int) (*exec.Cmd, []int32) {
-	t.Helper()
-	cmd := exec.Command("sh", "-c", script)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
-		cmd.Wait()
-	})
-	r := bufio.NewReader(out)
-	var pids []int32
-	for i := 0; i < lines; i++ {
-		line, err := r.ReadString('\n')
-		if err != nil {
-			t.Fatalf("reading pid %d of %q: %v", i, script, err)
-		}
-		p, err := strconv.Atoi(strings.TrimSpace(line))
-		if err != nil {
-			t.Fatalf("script printed %q, want a pid", line)
-		}
-		pids = append(pids, int32(p))
-	}
-	return cmd, pids
 }
 
 func claimOf(t *testing.T, j *verdict.Judge, pid int32) token.Token {
@@ -88,7 +53,7 @@ func targeted(out Outcome, pid int32) bool {
 
 func TestIntegrationStoppedTreeIsTerminated(t *testing.T) {
 	td, j := newTeardown(t, 3*time.Second)
-	cmd, pids := shell(t, `sleep 60 & echo $!; sleep 60 & echo $!; wait`, 2)
+	cmd, pids := testenv.Shell(t, `sleep 60 & echo $!; sleep 60 & echo $!; wait`, 2)
 	root := int32(cmd.Process.Pid)
 	claims := map[int32]token.Token{root: claimOf(t, j, root)}
 	for _, p := range pids {
@@ -119,7 +84,7 @@ func TestIntegrationStoppedTreeIsTerminated(t *testing.T) {
 
 func TestIntegrationTermIgnoredIsEscalated(t *testing.T) {
 	td, j := newTeardown(t, 200*time.Millisecond)
-	cmd, pids := shell(t, `trap "" TERM; sleep 60 & echo $!; wait`, 1)
+	cmd, pids := testenv.Shell(t, `trap "" TERM; sleep 60 & echo $!; wait`, 1)
 	root := int32(cmd.Process.Pid)
 	claim := claimOf(t, j, root)
 	child := claimOf(t, j, pids[0])
@@ -133,7 +98,7 @@ func TestIntegrationTermIgnoredIsEscalated(t *testing.T) {
 func TestIntegrationSetsidGrandchildIsFound(t *testing.T) {
 	td, j := newTeardown(t, 2*time.Second)
 	// root -> child (setsid, own session and group) -> grandchild
-	cmd, pids := shell(t, `setsid sh -c 'echo $$; sleep 60 & echo $!; wait' & wait`, 2)
+	cmd, pids := testenv.Shell(t, `setsid sh -c 'echo $$; sleep 60 & echo $!; wait' & wait`, 2)
 	root := int32(cmd.Process.Pid)
 	gclaim := claimOf(t, j, pids[1])
 	out := td.Run(context.Background(), root, claimOf(t, j, root))
@@ -219,7 +184,7 @@ func TestIntegrationReissueAfterVerdict(t *testing.T) {
 
 func TestIntegrationGoneLeaderLiveGroupIsReported(t *testing.T) {
 	td, j := newTeardown(t, time.Second)
-	cmd, pids := shell(t, `sleep 60 & echo $!`, 1)
+	cmd, pids := testenv.Shell(t, `sleep 60 & echo $!`, 1)
 	leader := int32(cmd.Process.Pid)
 	claim := claimOf(t, j, leader)
 	child := claimOf(t, j, pids[0])
@@ -242,7 +207,7 @@ func TestIntegrationSurvivorsReported(t *testing.T) {
 	testenv.RequireRoot(t)
 	td, j := newTeardown(t, 100*time.Millisecond)
 	td.opts.KillWait = 300 * time.Millisecond
-	cmd, pids := shell(t, `sleep 60 & echo $!; wait`, 1)
+	cmd, pids := testenv.Shell(t, `sleep 60 & echo $!; wait`, 1)
 	root := int32(cmd.Process.Pid)
 	frozen := pids[0]
 	thaw := testenv.Freeze(t, frozen)

@@ -127,27 +127,7 @@ func newHarness(t *testing.T) *harness {
 // with the children's pids.
 func tree(t *testing.T) (*exec.Cmd, []int32) {
 	t.Helper()
-	cmd := exec.Command("sh", "-c", `sleep 60 & echo $!; sh -c 'trap "" TERM; echo $$; while :; do sleep 1; done' & wait`)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); cmd.Wait() })
-	r := bufio.NewReader(stdout)
-	var pids []int32
-	for range 2 {
-		line, err := r.ReadString('\n')
-		if err != nil {
-			t.Fatal(err)
-		}
-		p, _ := strconv.Atoi(strings.TrimSpace(line))
-		pids = append(pids, int32(p))
-	}
-	return cmd, pids
+	return testenv.Shell(t, `sleep 60 & echo $!; sh -c 'trap "" TERM; echo $$; while :; do sleep 1; done' & wait`, 2)
 }
 
 // claim stores a running grant for pid, held by holder when not nil.

@@ -1,7 +1,6 @@
 package local
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"os"
@@ -55,27 +54,7 @@ func TestIntegrationKillProtects(t *testing.T) {
 	testenv.RequireRoot(t)
 	ctx := context.Background()
 	tree := func() (*exec.Cmd, []int32) {
-		cmd := exec.Command("sh", "-c", "sleep 60 & echo $!; sleep 60 & echo $!; wait")
-		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); cmd.Wait() })
-		r := bufio.NewReader(out)
-		var kids []int32
-		for range 2 {
-			line, err := r.ReadString('\n')
-			if err != nil {
-				t.Fatal(err)
-			}
-			p, _ := strconv.Atoi(strings.TrimSpace(line))
-			kids = append(kids, int32(p))
-		}
-		return cmd, kids
+		return testenv.Shell(t, "sleep 60 & echo $!; sleep 60 & echo $!; wait", 2)
 	}
 
 	// A protected pid outside the tree changes nothing.

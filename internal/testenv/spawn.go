@@ -195,3 +195,37 @@ func Start(t testing.TB, argv ...string) *exec.Cmd {
 	})
 	return cmd
 }
+
+// Shell starts `sh -c script` in its own process group and returns it
+// with the pids the script prints, one a line, before it goes on; cleanup
+// kills the group.
+func Shell(t testing.TB, script string, lines int) (*exec.Cmd, []int32) {
+	t.Helper()
+	cmd := exec.Command("sh", "-c", script)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		cmd.Wait()
+	})
+	r := bufio.NewReader(out)
+	var pids []int32
+	for i := 0; i < lines; i++ {
+		line, err := r.ReadString('\n')
+		if err != nil {
+			t.Fatalf("reading pid %d of %q: %v", i, script, err)
+		}
+		p, err := strconv.Atoi(strings.TrimSpace(line))
+		if err != nil {
+			t.Fatalf("script printed %q, want a pid", line)
+		}
+		pids = append(pids, int32(p))
+	}
+	return cmd, pids
+}
