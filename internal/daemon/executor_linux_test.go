@@ -509,3 +509,42 @@ func zombieOrGone(pid int32) bool {
 	var st procfs.Stat
 	return procfs.NewReader("/proc").ReadStat(pid, &st) != nil || st.Zombie()
 }
+
+// TestIntegrationQuietPasses: a periodic pass over a running claim whose
+// verdict has not changed logs nothing; a release logs its verdict.
+// Before, every running claim's verdict was logged every 30 s.
+func TestIntegrationQuietPasses(t *testing.T) {
+	h := newHarness(t)
+	cmd, _ := tree(t)
+	c := h.claim(t, cmd.Process.Pid, nil, 0)
+	if err := h.st.Update(c.ID, func(x *store.Claim) error {
+		x.LastVerdict = &store.Verdict{Result: verdict.Owned, Reason: "launched"}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	verdicts := func() int {
+		h.lg.Flush(context.Background())
+		n := 0
+		for _, l := range h.lines(t) {
+			if ev, _ := l["event"].(map[string]any); ev["action"] == logfeed.ActionVerdict {
+				n++
+			}
+		}
+		return n
+	}
+	for range 3 {
+		if _, _, err := h.d.settle(context.Background(), c.ID, request{trigger: Pass}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := verdicts(); n != 0 {
+		t.Errorf("3 passes over an unchanged OWNED claim logged %d verdicts, want 0", n)
+	}
+	if _, _, err := h.d.settle(context.Background(), c.ID, request{trigger: ReleaseAsked}); err != nil {
+		t.Fatal(err)
+	}
+	if n := verdicts(); n != 1 {
+		t.Errorf("a release logged %d verdicts, want 1", n)
+	}
+}

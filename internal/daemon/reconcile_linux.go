@@ -152,7 +152,11 @@ func (d *Daemon) settle(ctx context.Context, id string, rq request) (api.ReportI
 				root.Close()
 			}
 		}()
-		d.log.Verdict(v)
+		// A periodic pass logs a verdict only when it changed: a quiet
+		// host makes a quiet feed.
+		if rq.trigger != Pass || c.LastVerdict == nil || c.LastVerdict.Result != v.Result {
+			d.log.Verdict(v)
+		}
 		in.Root = v.Result
 	} else {
 		v = verdict.Verdict{Result: verdict.Gone, Reason: "never recorded as started (the daemon stopped during its launch)", Mechanism: string(d.tr.Load().Mechanism())}
