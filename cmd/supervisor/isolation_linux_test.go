@@ -490,3 +490,74 @@ func TestIntegrationFailedLaunchFlood(t *testing.T) {
 		t.Errorf("store after the flood: %v bytes, %v; want it bounded", fi.Size(), err)
 	}
 }
+
+// TestIntegrationAuditTrail replays a short session and checks that each
+// request that changes something left one line naming who asked (uid and
+// pid from the socket), the claim, and what came of it, refusals included.
+func TestIntegrationAuditTrail(t *testing.T) {
+	testenv.RequireRoot(t)
+	state, sock := newDirs(t)
+	d := startDaemon(t, state, sock, "--socket-group", fmt.Sprint(nobody))
+	code, out, errs := d.run(t, asNobody, "launch", "--owner", "audit-me", "--", "sleep", "100")
+	if code != 0 {
+		t.Fatalf("nobody's launch: exit %d: %s", code, errs)
+	}
+	var mine api.Claim
+	if err := json.Unmarshal([]byte(out), &mine); err != nil {
+		t.Fatal(err)
+	}
+	roots := d.launch(t, "--", "sleep", "100")
+	d.run(t, asNobody, "release", roots.ID) // refused: root's claim
+	d.run(t, asNobody, "release", "--grace", "0s", mine.ID)
+	d.run(t, nil, "kill", fmt.Sprint(roots.Pid), roots.Token.String(), "--grace", "0s")
+	d.run(t, nil, "reap")
+
+	type line struct {
+		Event struct{ Action, Outcome string }
+		User  struct{ ID string }
+		Super struct {
+			Requester struct{ Pid int32 }
+			Claim     struct{ ID, Owner string }
+		} `json:"supervisor"`
+		Process struct {
+			Args []string
+			User struct{ ID string }
+		}
+	}
+	want := []struct {
+		action, outcome, uid, claim string
+	}{
+		{"launch_requested", "success", fmt.Sprint(nobody), mine.ID},
+		{"launch_requested", "success", "0", roots.ID},
+		{"release_requested", "failure", fmt.Sprint(nobody), roots.ID},
+		{"release_requested", "success", fmt.Sprint(nobody), mine.ID},
+		{"kill_requested", "success", "0", roots.ID},
+		{"reap_requested", "success", "0", ""},
+	}
+	testenv.EventuallyNil(t, 10*time.Second, func() error {
+		b, err := os.ReadFile(filepath.Join(filepath.Dir(sock), "log.json"))
+		if err != nil {
+			return err
+		}
+		var got []line
+		for _, l := range strings.Split(string(b), "\n") {
+			var x line
+			if json.Unmarshal([]byte(l), &x) == nil && strings.HasSuffix(x.Event.Action, "_requested") {
+				got = append(got, x)
+			}
+		}
+		if len(got) != len(want) {
+			return fmt.Errorf("%d request lines, want %d: %+v", len(got), len(want), got)
+		}
+		for i, w := range want {
+			g := got[i]
+			if g.Event.Action != w.action || g.Event.Outcome != w.outcome || g.User.ID != w.uid || g.Super.Claim.ID != w.claim || g.Super.Requester.Pid == 0 {
+				return fmt.Errorf("line %d = %+v, want %s %s by uid %s on %q with the requester's pid", i, g, w.action, w.outcome, w.uid, w.claim)
+			}
+		}
+		if got[0].Process.User.ID != fmt.Sprint(nobody) || got[0].Super.Claim.Owner != "audit-me" || len(got[0].Process.Args) != 2 {
+			return fmt.Errorf("nobody's launch line %+v: want its argv, owner and the uid it runs as", got[0])
+		}
+		return nil
+	}, "the audit trail is not the session's")
+}

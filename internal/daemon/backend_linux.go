@@ -11,6 +11,7 @@ import (
 
 	"github.com/procsupervisor/supervisor/internal/actions"
 	"github.com/procsupervisor/supervisor/internal/api"
+	"github.com/procsupervisor/supervisor/internal/logfeed"
 	"github.com/procsupervisor/supervisor/internal/store"
 	"github.com/procsupervisor/supervisor/internal/token"
 	"github.com/procsupervisor/supervisor/internal/verdict"
@@ -39,7 +40,11 @@ func grace(r *api.Duration) time.Duration {
 }
 
 // Release implements api.Backend.
-func (d *Daemon) Release(ctx context.Context, p api.Peer, id string, r *api.ReleaseRequest) (api.ReleaseResponse, error) {
+func (d *Daemon) Release(ctx context.Context, p api.Peer, id string, r *api.ReleaseRequest) (res api.ReleaseResponse, err error) {
+	defer func() {
+		d.log.Request(logfeed.Request{Action: logfeed.ActionReleaseRequested, UID: p.UID, GID: p.GID, Pid: p.Pid,
+			ClaimID: id, Owner: res.Claim.Owner, Kind: string(res.Claim.Kind), Target: res.Claim.Pid, TargetTok: res.Claim.Token, Err: err})
+	}()
 	if err := d.serves(p); err != nil {
 		return api.ReleaseResponse{}, err
 	}
@@ -116,7 +121,12 @@ func (d *Daemon) Get(ctx context.Context, p api.Peer, id string) (api.Claim, err
 
 // Reap implements api.Backend. Only root runs the reaper (it acts on every
 // claim); a dry run is open to all and shows only the caller's claims.
-func (d *Daemon) Reap(ctx context.Context, p api.Peer, r *api.ReapRequest) (api.Report, error) {
+func (d *Daemon) Reap(ctx context.Context, p api.Peer, r *api.ReapRequest) (rep api.Report, err error) {
+	if !r.DryRun {
+		defer func() {
+			d.log.Request(logfeed.Request{Action: logfeed.ActionReapRequested, UID: p.UID, GID: p.GID, Pid: p.Pid, Err: err})
+		}()
+	}
 	if err := d.serves(p); err != nil {
 		return api.Report{}, err
 	}
@@ -124,7 +134,7 @@ func (d *Daemon) Reap(ctx context.Context, p api.Peer, r *api.ReapRequest) (api.
 		return api.Report{}, forbidden("only root runs the reaper")
 	}
 	d.waitChildren()
-	rep := d.reconcileAll(ctx, request{trigger: Pass, dryRun: r.DryRun})
+	rep = d.reconcileAll(ctx, request{trigger: Pass, dryRun: r.DryRun})
 	if !p.Root() {
 		cs, err := d.st.List(store.Filter{UID: &p.UID})
 		if err != nil {
@@ -195,7 +205,16 @@ func (d *Daemon) Verify(ctx context.Context, p api.Peer, r *api.ClaimRequest) (v
 // holds for the caller: the root of a claim the caller may act on (a
 // release of that claim), or a member of one, judged OWNED and bound, and
 // torn down with the caller's rights.
-func (d *Daemon) Kill(ctx context.Context, p api.Peer, r *api.ClaimRequest) (actions.Outcome, error) {
+func (d *Daemon) Kill(ctx context.Context, p api.Peer, r *api.ClaimRequest) (out actions.Outcome, err error) {
+	var held *store.Claim
+	defer func() {
+		req := logfeed.Request{Action: logfeed.ActionKillRequested, UID: p.UID, GID: p.GID, Pid: p.Pid,
+			Target: r.Pid, TargetTok: r.Token, Err: err}
+		if held != nil {
+			req.ClaimID, req.Owner, req.Kind = held.ID, held.Owner, string(held.Kind)
+		}
+		d.log.Request(req)
+	}()
 	if err := d.serves(p); err != nil {
 		return actions.Outcome{}, err
 	}
@@ -203,7 +222,6 @@ func (d *Daemon) Kill(ctx context.Context, p api.Peer, r *api.ClaimRequest) (act
 	// one it no longer knows, recorded on one of the caller's claims.
 	tok := r.Token
 	roots, mine := d.claims.find(r.Pid, tok, p.UID, p.Root())
-	var held *store.Claim
 	isRoot := false
 	if len(roots) > 0 {
 		if c, err := d.st.Get(roots[0]); err == nil && may(p, &c) {
@@ -248,11 +266,11 @@ func (d *Daemon) Kill(ctx context.Context, p api.Peer, r *api.ClaimRequest) (act
 		d.log.Teardown(out)
 		return api.ReportItem{}, out, nil
 	})
-	_, out, err := w.wait(ctx)
-	if out == nil {
+	_, o, err := w.wait(ctx)
+	if o == nil {
 		return actions.Outcome{Verdict: v}, err
 	}
-	return *out, err
+	return *o, err
 }
 
 // Tree implements api.Backend.

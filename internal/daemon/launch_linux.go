@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/procsupervisor/supervisor/internal/api"
+	"github.com/procsupervisor/supervisor/internal/logfeed"
 	"github.com/procsupervisor/supervisor/internal/pidfd"
 	"github.com/procsupervisor/supervisor/internal/procfs"
 	"github.com/procsupervisor/supervisor/internal/spawn"
@@ -112,7 +113,14 @@ func tokenFromPidfd(fd int, pid int32, boot procfs.BootID) (token.Token, error) 
 // argv[0] found with its own rights (internal/spawn). The claim's lock is
 // held from before the claim is stored until the process is recorded, so
 // no reaper pass can settle it in between.
-func (d *Daemon) Launch(ctx context.Context, p api.Peer, r *api.LaunchRequest) (api.Claim, error) {
+func (d *Daemon) Launch(ctx context.Context, p api.Peer, r *api.LaunchRequest) (cl api.Claim, err error) {
+	var runAs *uint32
+	var claimID string
+	defer func() {
+		d.log.Request(logfeed.Request{Action: logfeed.ActionLaunchRequested, UID: p.UID, GID: p.GID, Pid: p.Pid,
+			ClaimID: claimID, Owner: r.Owner, Kind: string(kindOf(r.Detach)), Argv: r.Argv, RunAs: runAs,
+			Target: cl.Pid, TargetTok: cl.Token, Err: err})
+	}()
 	if err := d.serves(p); err != nil {
 		return api.Claim{}, err
 	}
@@ -120,18 +128,17 @@ func (d *Daemon) Launch(ctx context.Context, p api.Peer, r *api.LaunchRequest) (
 	if err != nil {
 		return api.Claim{}, err
 	}
+	runAs = &id.uid
 	limits, clamped, err := workloadLimits(p.Pid, d.boot)
 	if err != nil {
 		return api.Claim{}, err
 	}
-	kind := store.Grant
-	if r.Detach {
-		kind = store.Job
-	}
+	kind := kindOf(r.Detach)
 	c := store.Claim{
 		ID: store.NewID(kind), Kind: kind, Owner: r.Owner, UID: p.UID, GID: p.GID,
 		Argv: r.Argv, Cwd: r.Cwd, WallClock: time.Duration(r.WallClock), Limits: clamped,
 	}
+	claimID = c.ID
 	if r.Bind {
 		h, err := d.holder(p, r.Holder)
 		if err != nil {
@@ -320,7 +327,11 @@ func storeErr(err error) error {
 }
 
 // Admit implements api.Backend.
-func (d *Daemon) Admit(ctx context.Context, p api.Peer, r *api.AdmitRequest) (api.Claim, error) {
+func (d *Daemon) Admit(ctx context.Context, p api.Peer, r *api.AdmitRequest) (cl api.Claim, err error) {
+	defer func() {
+		d.log.Request(logfeed.Request{Action: logfeed.ActionAdmitRequested, UID: p.UID, GID: p.GID, Pid: p.Pid,
+			ClaimID: cl.ID, Owner: r.Owner, Kind: string(store.Grant), Target: r.Pid, TargetTok: r.Token, Err: err})
+	}()
 	if err := d.serves(p); err != nil {
 		return api.Claim{}, err
 	}
@@ -422,4 +433,11 @@ func (d *Daemon) pruneFailed(uid uint32) {
 		}
 		failed = failed[1:]
 	}
+}
+
+func kindOf(detach bool) store.Kind {
+	if detach {
+		return store.Job
+	}
+	return store.Grant
 }

@@ -21,7 +21,34 @@ const (
 	ActionSupervisorStarted = "supervisor_started"
 	ActionSupervisorStopped = "supervisor_stopped"
 	ActionInternalError     = "internal_error"
+
+	// Requests to the daemon that change something (Logger.Request).
+	ActionLaunchRequested  = "launch_requested"
+	ActionAdmitRequested   = "admit_requested"
+	ActionReleaseRequested = "release_requested"
+	ActionKillRequested    = "kill_requested"
+	ActionReapRequested    = "reap_requested"
 )
+
+// Request is one API request that changes something, for the audit trail:
+// who asked (from SO_PEERCRED), for which claim, to run what as whom, and
+// what came of it.
+type Request struct {
+	Action   string // one of the Action*Requested
+	UID, GID uint32 // the requester's
+	Pid      int32  // the requester's
+	ClaimID  string
+	Owner    string
+	Kind     string
+	Argv     []string
+	// RunAs is the uid the workload runs as (launch), when known.
+	RunAs *uint32
+	// Target is the instance a kill names.
+	Target    int32
+	TargetTok token.Token
+	// Err is the refusal or failure; nil when the request was carried out.
+	Err error
+}
 
 // MaxStackBytes bounds the stack trace of an internal error line.
 const MaxStackBytes = 16 << 10
@@ -145,6 +172,18 @@ func (l *Logger) Service(s Service) {
 	}
 	c := l.get(action, sevNotice)
 	l.enc.service(c, &s)
+	l.put(c)
+}
+
+// Request logs one API request that changes something, carried out or
+// refused: the audit trail of who asked root to do what.
+func (l *Logger) Request(r Request) {
+	sev := sevNotice
+	if r.Err != nil {
+		sev = sevWarning
+	}
+	c := l.get(r.Action, sev)
+	l.enc.request(c, &r)
 	l.put(c)
 }
 

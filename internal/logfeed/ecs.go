@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"os"
 	"slices"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -334,6 +335,43 @@ func (x *ecs) service(c *capture, sv *Service) {
 	e := x.begin(c, time.Now())
 	eventObject(e, c.action, nil, "", sv.Reason)
 	e.Dict("supervisor", e.CreateDict().Str("mechanism", string(sv.Mechanism)).Int("pid", x.h.pid))
+	e.Send()
+}
+
+func (x *ecs) request(c *capture, r *Request) {
+	e := x.begin(c, time.Now())
+	outcome, reason := outcomeSuccess, ""
+	if r.Err != nil {
+		outcome, reason = outcomeFailure, r.Err.Error()
+	}
+	types := typeChange
+	if r.Action == ActionLaunchRequested {
+		types = typeStart
+	}
+	eventObject(e, c.action, types, outcome, reason)
+	e.Dict("user", e.CreateDict().Str("id", strconv.FormatUint(uint64(r.UID), 10)).
+		Dict("group", e.CreateDict().Str("id", strconv.FormatUint(uint64(r.GID), 10))))
+	if len(r.Argv) > 0 || r.RunAs != nil || r.Target != 0 {
+		p := e.CreateDict()
+		if r.Target != 0 {
+			p.Int32("pid", r.Target)
+			if !r.TargetTok.IsZero() {
+				p.Str("entity_id", r.TargetTok.String())
+			}
+		}
+		if len(r.Argv) > 0 {
+			p.Strs("args", r.Argv)
+		}
+		if r.RunAs != nil {
+			p.Dict("user", e.CreateDict().Str("id", strconv.FormatUint(uint64(*r.RunAs), 10)))
+		}
+		e.Dict("process", p)
+	}
+	sv := e.CreateDict().Dict("requester", e.CreateDict().Int32("pid", r.Pid))
+	if r.ClaimID != "" {
+		sv.Dict("claim", e.CreateDict().Str("id", r.ClaimID).Str("owner", r.Owner).Str("kind", r.Kind))
+	}
+	e.Dict("supervisor", sv)
 	e.Send()
 }
 

@@ -120,7 +120,8 @@ var allActions = []string{
 	ActionProcessStarted, ActionProcessExec, ActionProcessEnded, ActionVerdict,
 	ActionSignalSent, ActionTeardown, ActionReconcile, ActionEventsLost,
 	ActionLogLinesDropped, ActionSupervisorStarted, ActionSupervisorStopped,
-	ActionInternalError,
+	ActionInternalError, ActionLaunchRequested, ActionAdmitRequested, ActionReleaseRequested,
+	ActionKillRequested, ActionReapRequested,
 }
 
 // produceAll logs one or more lines of every kind: process events of real
@@ -152,6 +153,15 @@ func produceAll(t *testing.T, schema string) ([]map[string]any, *procEvents) {
 	fv := v
 	fv.Result, fv.Reason = verdict.Foreign, "pid reissued"
 	l.Teardown(actions.Outcome{Verdict: fv, Mechanism: "lineage"})
+	runAs := uint32(1001)
+	l.Request(Request{Action: ActionLaunchRequested, UID: 1001, GID: 1001, Pid: 4000, ClaimID: "g-abcdefghijkl", Owner: "ci", Kind: "grant",
+		Argv: []string{"sleep", "60"}, RunAs: &runAs})
+	l.Request(Request{Action: ActionAdmitRequested, UID: 1001, GID: 1001, Pid: 4000, ClaimID: "g-abcdefghijkm", Owner: "ci", Kind: "grant",
+		Target: pe.childPid, TargetTok: pe.child})
+	l.Request(Request{Action: ActionReleaseRequested, UID: 0, GID: 0, Pid: 4002, ClaimID: "g-abcdefghijkl", Owner: "ci", Kind: "grant"})
+	l.Request(Request{Action: ActionReapRequested, UID: 0, GID: 0, Pid: 4002})
+	l.Request(Request{Action: ActionKillRequested, UID: 1002, GID: 1002, Pid: 4001, Target: pe.childPid, TargetTok: pe.child,
+		Err: errors.New("not held by the supervisor for this caller")})
 	l.Reconcile(Reconcile{Seen: 9, Readopted: 2, TornDown: 1, Foreign: 1, Unverifiable: 3, AlreadyGone: 1, Failed: 1, Mechanism: "ebpf"})
 	l.Internal("panic serving POST /v1/verify: boom", []byte("goroutine 7 [running]:\nmain.main()\n"))
 	l.Service(Service{Stopping: true, Mechanism: events.EBPF, Reason: "SIGTERM"})

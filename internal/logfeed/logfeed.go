@@ -138,6 +138,7 @@ type encoder interface {
 	dropped(c *capture, count uint64)
 	service(c *capture, s *Service)
 	internal(c *capture, msg string, stack []byte)
+	request(c *capture, r *Request)
 }
 
 // New builds a Logger and starts its drain goroutine. Errors wrap ErrConfig

@@ -2,6 +2,8 @@ package logfeed
 
 import (
 	"path"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rs/zerolog"
@@ -238,6 +240,41 @@ func (x *ocsf) signal(c *capture, sg *Signal) {
 	x.actorSelf(e)
 	e.Dict("process", ref(e, sg.Pid, sg.Token))
 	e.Dict("unmapped", e.CreateDict().Str("action", c.action).Str("signal", sg.Signal).Str("mechanism", sg.Mechanism))
+	e.Send()
+}
+
+func (x *ocsf) request(c *capture, r *Request) {
+	activity, outcome := ocsfOther, outcomeSuccess
+	if r.Action == ActionLaunchRequested {
+		activity = ocsfLaunch
+	}
+	if r.Err != nil {
+		outcome = outcomeFailure
+	}
+	e := x.begin(c, time.Now(), activity, outcome)
+	if r.Err != nil {
+		e.Str("status_detail", r.Err.Error())
+	}
+	e.Dict("actor", e.CreateDict().Dict("user", e.CreateDict().Str("uid", strconv.FormatUint(uint64(r.UID), 10))).
+		Dict("process", e.CreateDict().Int32("pid", r.Pid)))
+	p := e.CreateDict().Int32("pid", r.Target) // 0: no process (yet)
+	if r.Target != 0 {
+		if !r.TargetTok.IsZero() {
+			p.Str("uid", r.TargetTok.String())
+		}
+	}
+	if len(r.Argv) > 0 {
+		p.Str("cmd_line", strings.Join(r.Argv, " "))
+	}
+	if r.RunAs != nil {
+		p.Dict("user", e.CreateDict().Str("uid", strconv.FormatUint(uint64(*r.RunAs), 10)))
+	}
+	e.Dict("process", p)
+	u := e.CreateDict().Str("action", c.action)
+	if r.ClaimID != "" {
+		u.Str("claim_id", r.ClaimID).Str("claim_owner", r.Owner).Str("claim_kind", r.Kind)
+	}
+	e.Dict("unmapped", u)
 	e.Send()
 }
 
