@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os/exec"
 	"strings"
 	"sync"
@@ -30,9 +31,23 @@ func TestIntegrationEventsStream(t *testing.T) {
 			// The stream names its mechanism once attached and scanned.
 			testenv.Eventually(t, 30*time.Second, func() bool { return strings.Contains(errb.String(), "mechanism "+mech) },
 				"events never started: %s", errb)
-			child := exec.Command("/bin/sh", "-c", "exit 7")
-			child.Run()
+			// The child lives until its fork line is out: netlink reads a
+			// token from /proc, which a process already gone no longer
+			// has (a load elsewhere can delay the read that long).
+			child := exec.Command("/bin/sh", "-c", "read x; exit 7")
+			stdin, err := child.StdinPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := child.Start(); err != nil {
+				t.Fatal(err)
+			}
 			pid := child.Process.Pid
+			testenv.Eventually(t, 30*time.Second, func() bool {
+				return strings.Contains(out.String(), fmt.Sprintf(`"kind":"fork","mechanism":"%s","pid":%d,`, mech, pid))
+			}, "no fork line for child %d in:\n%s", pid, out)
+			stdin.Close()
+			child.Wait()
 			// The child's exit line comes last of its lines (for netlink,
 			// after the reader's straggler poll).
 			testenv.Eventually(t, 30*time.Second, func() bool { return printedExit(out.String(), pid) },
