@@ -216,3 +216,28 @@ func count(ns []lineage.Node, pid int32) int {
 	}
 	return c
 }
+
+// Cancelling the context stops a netlink tracker promptly even when the
+// kernel sends nothing more: the stop never waits for a process event.
+func TestIntegrationNetlinkStopsOnCancel(t *testing.T) {
+	testenv.RequireRoot(t)
+	boot, err := procfs.ReadBootID("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	tr, err := Start(ctx, Options{Mechanism: "netlink", Boot: boot})
+	if err != nil {
+		testenv.Skip(t, "mechanism netlink: %v", err)
+	}
+	cancel()
+	select {
+	case <-tr.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("tracker still draining 10 s after its context ended")
+	}
+	if err := tr.Err(); err != nil {
+		t.Errorf("Err() = %v, want nil after a cancel", err)
+	}
+}

@@ -6,8 +6,8 @@
 //
 // Trust: a message is accepted only from the kernel. mdlayher/netlink's
 // Receive does not expose the sender's address, so the source reads the
-// socket itself through Conn.SyscallConn with recvfrom(2) into a reused
-// buffer (which also keeps the hot path free of allocations) and requires
+// socket itself through Conn.SyscallConn with recvmmsg(2) into reused
+// buffers (which also keeps the hot path free of allocations) and requires
 // sender port id 0; it also requires nlmsg_pid 0, type NLMSG_DONE and the
 // connector id CN_IDX_PROC/CN_VAL_PROC. Only a CAP_NET_ADMIN process can
 // send to a connector socket at all. Anything else is counted as a decode
@@ -25,21 +25,32 @@
 // newcomer, which a later comparison with a claim's token exposes.
 //
 // Threads: the connector reports every thread's creation and exit. Forks
-// with child pid != tgid are dropped. An exit is reported once per process:
-// when the exit of one of its threads is handled, /proc tells whether the
-// thread group is dead (the tgid is gone, is held by a process started
-// after the event, or is a zombie leader with no other thread). The report
-// is held until the socket queue has been drained or a later event (sent
-// after the group was seen dead) or a fork at the same tgid arrives, so it
-// carries the time and status of the group's last thread exit; exit events
-// of the same generation handled later are recognised (no fork of the tgid
-// in between) and dropped. Limits: if the tgid is reissued within a clock
-// tick of the last thread's exit, that exit can be missed (the newcomer's
-// fork still tells the lineage graph that the old instance is gone); the
-// records that recognise stragglers are kept for a minute of event time and
-// dropped after a loss, so a straggler handled later than that can repeat
-// an exit. Exit tokens are zero (the instance is gone); Time (boot-time ns)
-// lets the lineage graph attribute the exit to the right generation.
+// with child pid != tgid are not processes. For a process whose fork it saw
+// the source counts threads (the kernel sends a thread's creation before
+// the thread runs), and delivers the exit with the message of the last
+// one: no /proc read, no wait. If the group had threads, /proc is asked
+// once at the end, and a group it proves alive (a creation the kernel
+// failed to send) is forgotten. Counts are dropped at a loss.
+//
+// A process that predates the source (or crossed a loss) is judged the old
+// way: when one of its threads exits, /proc tells whether the thread group
+// is dead (the tgid is gone, is held by a process started after the event,
+// or is a zombie leader with no other thread). The report is held until the
+// socket queue has been drained or a later event (sent after the group was
+// seen dead) or a fork at the same tgid arrives, so it carries the time and
+// status of the group's last thread exit; exit events of the same
+// generation handled later are recognised (no fork of the tgid in between)
+// and dropped. Limits of that path: if the tgid is reissued within a clock
+// tick of the last thread's exit, that exit can be missed; the records that
+// recognise stragglers are kept for a minute of event time and dropped
+// after a loss, so a straggler handled later than that can repeat an exit.
+// Exit tokens are zero (the instance is gone); Time (boot-time ns) lets the
+// lineage graph attribute the exit to the right generation.
+//
+// Receiving: one recvmmsg(2) takes up to 64 datagrams. While they come 16
+// or more at a time, Read naps 5 ms between receives instead of being woken by the
+// kernel for each message; once a nap finds the queue empty it waits in the
+// runtime's poller. Close ends either wait at once.
 //
 // Loss: when the socket buffer overflows, the kernel fails one receive with
 // ENOBUFS and then drops every message until the queue is drained. Read

@@ -353,6 +353,75 @@ func TestReplay(t *testing.T) {
 			rawEvent{what: 0x200, data: [6]uint32{100, 100}}, // PROC_EVENT_COMM
 		)},
 	}, {
+		// The orders that lost exits: the exit of an observed child is
+		// handled when /proc no longer describes it truthfully (here it
+		// still shows the child running, as a stale or failed read would
+		// leave it), behind a backlog of messages sent earlier. A counted
+		// group needs no /proc and no hold: each exit goes out at once.
+		name:  "an observed child's exit is counted, whatever /proc says",
+		procs: tableProber{100: proc(100, 1, 'S', 500, 1, 0, ""), 101: proc(101, 1, 'S', 500, 1, 0, "")},
+		now:   1,
+		dgrams: []datagram{dg(
+			fork(5*sec, 1, 100, 100),
+			fork(5*sec+10, 1, 101, 101),
+			exitEv(5*sec+20, 100, 100, 0, 0), // parent 0: reaped before the kernel sent it
+			fork(5*sec+15, 7, 300, 300),      // sent earlier, from another CPU
+			exitEv(5*sec+30, 101, 101, 1<<8, 1),
+		)},
+		want: []events.Event{
+			{Kind: events.Fork, Mechanism: nl, Pid: 100, PPid: 1, Token: tok(500, 0), Time: 5 * sec},
+			{Kind: events.Fork, Mechanism: nl, Pid: 101, PPid: 1, Token: tok(500, 0), Time: 5*sec + 10},
+			{Kind: events.Exit, Mechanism: nl, Pid: 100, Time: 5*sec + 20},
+			{Kind: events.Fork, Mechanism: nl, Pid: 300, PPid: 7, Time: 5*sec + 15},
+			{Kind: events.Exit, Mechanism: nl, Pid: 101, PPid: 1, Status: 1 << 8, Time: 5*sec + 30},
+		},
+		stats: events.Stats{Events: 5},
+	}, {
+		name: "an observed group exits with its last thread",
+		dgrams: []datagram{dg(
+			fork(5*sec, 1, 100, 100),
+			fork(5*sec+10, 1, 101, 100),
+			fork(5*sec+20, 1, 102, 100),
+			exitEv(6*sec, 100, 100, 2<<8, 1), // the leader first
+			exitEv(6*sec+10, 102, 100, 2<<8, 1),
+			exitEv(6*sec+20, 101, 100, 2<<8, 1),
+			exitEv(6*sec+20, 101, 100, 2<<8, 1), // a duplicate
+		)},
+		want: []events.Event{
+			{Kind: events.Fork, Mechanism: nl, Pid: 100, PPid: 1, Time: 5 * sec},
+			{Kind: events.Exit, Mechanism: nl, Pid: 100, Tid: 101, PPid: 1, Status: 2 << 8, Time: 6*sec + 20},
+		},
+		stats: events.Stats{Events: 2},
+	}, {
+		name: "an observed group that /proc proves alive at count zero is not reported",
+		// A thread creation the kernel never sent: the count ends early.
+		procs: tableProber{100: proc(100, 1, 'S', 500, 2, 0, "app")},
+		dgrams: []datagram{dg(
+			fork(5*sec, 1, 100, 100),
+			fork(5*sec+10, 1, 101, 100),
+			exitEv(6*sec, 101, 100, 0, 1),
+			exitEv(6*sec+10, 100, 100, 0, 1),
+		)},
+		want: []events.Event{
+			{Kind: events.Fork, Mechanism: nl, Pid: 100, PPid: 1, Token: tok(500, 0), Comm: comm("app"), Time: 5 * sec},
+		},
+		stats: events.Stats{Events: 1},
+	}, {
+		name: "counts do not cross a loss",
+		// After the overflow the group is unobserved: /proc decides, and
+		// here it shows the process alive, so no exit is invented.
+		procs: tableProber{100: proc(100, 1, 'S', 500, 1, 0, "app")},
+		dgrams: []datagram{
+			dg(fork(5*sec, 1, 100, 100)),
+			{err: unix.ENOBUFS},
+			dg(exitEv(6*sec, 100, 100, 0, 1)),
+		},
+		want: []events.Event{
+			{Kind: events.Fork, Mechanism: nl, Pid: 100, PPid: 1, Token: tok(500, 0), Comm: comm("app"), Time: 5 * sec},
+			{Kind: events.Lost, Mechanism: nl},
+		},
+		stats: events.Stats{Events: 1, Lost: 1, LostReports: 1},
+	}, {
 		name: "overflow delivers one Lost event and reading goes on",
 		dgrams: []datagram{
 			dg(fork(5*sec, 1, 100, 100)),

@@ -34,6 +34,21 @@ const (
 	// process; pruneAt is the map size at which old records are pruned.
 	exitHorizon = uint64(60 * time.Second)
 	pruneAt     = 1024
+	// batch is how many datagrams one recvmmsg(2) takes, each in a slot of
+	// slotLen bytes (a proc connector datagram is 76 bytes; a longer one is
+	// truncated and counted as a decode error).
+	batch   = 64
+	slotLen = 256
+	// napFor is how long Read sleeps, instead of waiting in the poller to
+	// be woken for every message, after a receive found the queue empty
+	// while messages keep coming; a nap that finds nothing queued ends the
+	// busy stretch and Read waits in the poller again. The kernel wakes a
+	// waiting reader for every message, and those wake-ups, not the
+	// messages, were most of the CPU per event.
+	napFor = 5 * time.Millisecond
+	// busyBatch is the batch size from which Read naps instead of waiting
+	// to be woken.
+	busyBatch = 16
 )
 
 // Source delivers process events from the netlink proc connector. It is
@@ -47,20 +62,28 @@ type Source struct {
 	offset int64 // CLOCK_BOOTTIME - CLOCK_MONOTONIC in ns, measured at New
 
 	closed atomic.Bool
+	stop   chan struct{} // closed by Close: ends a nap
+	timer  *time.Timer   // the nap's timer, owned by the Read goroutine
 
 	// Counters for Stats.
 	nEvents, nLost, nLostReports, nDecodeErrors atomic.Uint64
 
 	// Receive state, owned by the Read goroutine.
-	buf         []byte // one datagram
-	n, off      int    // buf[off:n] holds messages not yet decoded
-	fromKernel  bool   // the datagram in buf was sent by port 0
-	from        unix.RawSockaddrNetlink
-	fromLen     uint32
-	rn          int
-	rerr        unix.Errno
-	readFn      func(fd uintptr) bool
-	wait        bool   // recvfrom blocks (through the poller) on an empty queue
+	buf        []byte // the current datagram
+	n, off     int    // buf[off:n] holds messages not yet decoded
+	fromKernel bool   // the datagram in buf was sent by port 0
+	rn         int
+	rerr       unix.Errno
+	readFn     func(fd uintptr) bool
+	wait       bool // recvmmsg blocks (through the poller) on an empty queue
+	busy       bool // messages came during the last nap: nap again when drained
+	// The batch of datagrams the last recvmmsg returned: bn of them, the
+	// next at bi; slots, iov, names and hdrs are its reused buffers.
+	bi, bn      int
+	slots       []byte
+	iov         []unix.Iovec
+	names       []unix.RawSockaddrNetlink
+	hdrs        []unix.Mmsghdr
 	drops       uint32 // socket drop counter (SO_MEMINFO) at the last loss
 	lossPending bool   // ENOBUFS seen, Lost not yet delivered
 	replay      []byte // marshalled messages on the replay path
@@ -69,11 +92,22 @@ type Source struct {
 	raw        rawEvent
 	pi         procInfo
 	exits      map[int32]exitMark
+	pruneLimit int // size of exits at which markExit prunes it next
+	groups     map[int32]group
 	pending    []pendingExit
 	now        func() uint64 // CLOCK_MONOTONIC ns; replay tests set their own
 	newest     uint64        // newest event timestamp seen
 	recent     [16]eventKey
 	recentNext int
+}
+
+// group is a thread group whose birth the source observed: it has seen the
+// creation and the exit of each of its threads since, so it knows when the
+// last one exits without asking /proc.
+type group struct {
+	born     uint64 // event time of its fork
+	threads  int32  // live threads: the leader, plus threads created, less threads exited
+	threaded bool   // a thread was created in it
 }
 
 // exitMark remembers the exit reported for a thread group, so the exit
@@ -151,17 +185,33 @@ func New(boot procfs.BootID) (*Source, error) {
 // table prober and a fixed clock offset.
 func newSource(c *netlink.Conn, boot procfs.BootID, p prober, offset int64) *Source {
 	s := &Source{
-		conn:   c,
-		boot:   boot,
-		probe:  p,
-		offset: offset,
-		buf:    make([]byte, 16<<10),
-		exits:  make(map[int32]exitMark),
+		conn:       c,
+		boot:       boot,
+		probe:      p,
+		offset:     offset,
+		stop:       make(chan struct{}),
+		timer:      time.NewTimer(time.Hour),
+		exits:      make(map[int32]exitMark),
+		pruneLimit: pruneAt,
+		groups:     make(map[int32]group),
 	}
+	s.timer.Stop()
 	s.now = monotonicNow
 	if rc, err := c.SyscallConn(); err == nil {
 		s.rc = rc
-		s.readFn = s.recvfrom
+		s.readFn = s.recvmmsg
+		s.slots = make([]byte, batch*slotLen)
+		s.iov = make([]unix.Iovec, batch)
+		s.names = make([]unix.RawSockaddrNetlink, batch)
+		s.hdrs = make([]unix.Mmsghdr, batch)
+		for i := range s.hdrs {
+			s.iov[i].Base = &s.slots[i*slotLen]
+			s.iov[i].SetLen(slotLen)
+			h := &s.hdrs[i].Hdr
+			h.Name = (*byte)(unsafe.Pointer(&s.names[i]))
+			h.Iov = &s.iov[i]
+			h.SetIovlen(1)
+		}
 	}
 	return s
 }
@@ -288,11 +338,14 @@ func (s *Source) Stats() events.Stats {
 }
 
 // Close unsubscribes (PROC_CN_MCAST_IGNORE, best effort) and closes the
-// socket. A Read blocked in another goroutine returns events.ErrClosed.
+// socket. A Read in another goroutine returns events.ErrClosed at once,
+// whether it waits for a message (closing the socket wakes it) or naps
+// (Close ends the nap); no further kernel message is needed.
 func (s *Source) Close() error {
 	if !s.closed.CompareAndSwap(false, true) {
 		return nil
 	}
+	close(s.stop)
 	_ = s.control(mcastIgnore, s.conn.PID(), 0)
 	if err := s.conn.Close(); err != nil {
 		return fmt.Errorf("proc connector: close: %w", err)
@@ -335,35 +388,67 @@ func (s *Source) Read(ev *events.Event) error {
 			}
 			continue
 		}
-		err := s.receive(len(s.pending) == 0 && !s.lossPending)
+		err := s.receive(false)
 		switch {
 		case err == nil:
+			continue
 		case s.closed.Load():
 			return events.ErrClosed
-		case errors.Is(err, unix.EAGAIN):
-			// The queue is drained: a loss is over, and the exit events
-			// of every thread of a dead group have been seen.
-			if s.lossPending {
-				s.lost(ev)
-				return nil
-			}
-			if left := s.holdLeft(); left > 0 && s.rc != nil {
-				// The queue looks drained, but the last thread's exit may
-				// still be on its way from another CPU: wait a little for
-				// it before the process's exit goes out with an earlier
-				// thread's status.
-				s.pollReadable(left)
-				continue
-			}
-			if s.flush(ev, -1) {
-				s.nEvents.Add(1)
-				return nil
-			}
 		case errors.Is(err, unix.ENOBUFS):
+			// Messages read from here until the queue is drained may lie
+			// on either side of the gap: thread counts cannot be trusted
+			// across it.
 			s.lossPending = true
-		default:
+			clear(s.groups)
+			continue
+		case !errors.Is(err, unix.EAGAIN):
 			return fmt.Errorf("proc connector: receive: %w", err)
 		}
+		// The queue is drained: a loss is over, and the exit events of
+		// every thread of a dead group have been seen.
+		if s.lossPending {
+			s.lost(ev)
+			return nil
+		}
+		if left := s.holdLeft(); left > 0 && s.rc != nil {
+			// The last thread's exit may still be on its way from another
+			// CPU: wait a little for it before the process's exit goes out
+			// with an earlier thread's status.
+			s.nap(min(left, napFor))
+			continue
+		}
+		if s.flush(ev, -1) {
+			s.nEvents.Add(1)
+			return nil
+		}
+		if s.busy && s.rc != nil {
+			// Messages keep coming: let them gather instead of being
+			// woken for each.
+			s.busy = false
+			s.nap(napFor)
+			continue
+		}
+		if err := s.receive(true); err != nil {
+			if s.closed.Load() {
+				return events.ErrClosed
+			}
+			if errors.Is(err, unix.ENOBUFS) {
+				s.lossPending = true
+				clear(s.groups)
+				continue
+			}
+			return fmt.Errorf("proc connector: receive: %w", err)
+		}
+	}
+}
+
+// nap sleeps for d or until Close.
+func (s *Source) nap(d time.Duration) {
+	s.timer.Reset(d)
+	select {
+	case <-s.timer.C:
+	case <-s.stop:
+		s.timer.Stop()
 	}
 }
 
@@ -400,17 +485,10 @@ func (s *Source) holdLeft() time.Duration {
 	return time.Duration(int64(oldest) + int64(exitHold) - int64(s.now()))
 }
 
-// pollReadable waits up to d for the socket to have a message (or for
-// Close, which makes the poll return).
-func (s *Source) pollReadable(d time.Duration) {
-	_ = s.rc.Control(func(fd uintptr) {
-		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-		_, _ = unix.Poll(fds, int(d/time.Millisecond)+1)
-	})
-}
-
-// receive reads the next datagram into s.buf. Without wait it returns
-// EAGAIN when the socket queue is empty.
+// receive makes the next datagram current (s.buf[:s.n]): the next of the
+// batch already received, else the first of a new batch. Without wait it
+// returns EAGAIN when the socket queue is empty; with wait it blocks in the
+// runtime's poller, which Close wakes.
 func (s *Source) receive(wait bool) error {
 	s.n, s.off = 0, 0
 	if s.rc == nil {
@@ -419,31 +497,49 @@ func (s *Source) receive(wait bool) error {
 		}
 		return s.receiveMessages()
 	}
-	s.rn, s.rerr, s.wait = 0, 0, wait
-	if err := s.rc.Read(s.readFn); err != nil {
-		return err
+	if s.bi >= s.bn {
+		s.bi, s.bn, s.rerr, s.wait = 0, 0, 0, wait
+		if err := s.rc.Read(s.readFn); err != nil {
+			return err
+		}
+		if s.rerr != 0 {
+			return s.rerr
+		}
+		s.bn = s.rn
+		if s.bn == 0 {
+			return unix.EAGAIN
+		}
+		// Only a full-ish batch means a storm: under light traffic Read
+		// is woken at once, so a short-lived child's fork is still read
+		// while the child lives and keeps its token.
+		s.busy = s.bn >= busyBatch
 	}
-	if s.rerr != 0 {
-		return s.rerr
-	}
-	if s.rn > len(s.buf) {
-		// MSG_TRUNC: the datagram did not fit; nothing in it can be trusted.
+	i := s.bi
+	s.bi++
+	h := &s.hdrs[i]
+	s.buf = s.slots[i*slotLen : (i+1)*slotLen]
+	if h.Hdr.Flags&unix.MSG_TRUNC != 0 || int(h.Len) > slotLen {
+		// The datagram did not fit; nothing in it can be trusted.
 		s.nDecodeErrors.Add(1)
 		return nil
 	}
-	s.n = s.rn
-	s.fromKernel = s.from.Family == unix.AF_NETLINK && s.from.Pid == 0
+	s.n = int(h.Len)
+	s.fromKernel = s.names[i].Family == unix.AF_NETLINK && s.names[i].Pid == 0
 	return nil
 }
 
-// recvfrom is the syscall.RawConn read function: one recvfrom(2) into s.buf
-// with the sender's address, without allocating.
-func (s *Source) recvfrom(fd uintptr) bool {
+// recvmmsg is the syscall.RawConn read function: one recvmmsg(2) of up to
+// batch datagrams into the reused slots, with their senders' addresses,
+// without allocating.
+func (s *Source) recvmmsg(fd uintptr) bool {
+	for i := range s.hdrs {
+		s.hdrs[i].Hdr.Namelen = unix.SizeofSockaddrNetlink
+		s.hdrs[i].Hdr.Flags = 0
+		s.hdrs[i].Len = 0
+	}
 	for {
-		s.fromLen = unix.SizeofSockaddrNetlink
-		n, _, errno := unix.Syscall6(unix.SYS_RECVFROM, fd,
-			uintptr(unsafe.Pointer(&s.buf[0])), uintptr(len(s.buf)), unix.MSG_TRUNC,
-			uintptr(unsafe.Pointer(&s.from)), uintptr(unsafe.Pointer(&s.fromLen)))
+		n, _, errno := unix.Syscall6(unix.SYS_RECVMMSG, fd,
+			uintptr(unsafe.Pointer(&s.hdrs[0])), uintptr(len(s.hdrs)), unix.MSG_DONTWAIT, 0, 0)
 		switch errno {
 		case 0:
 			s.rn = int(n)
@@ -479,10 +575,8 @@ func (s *Source) receiveMessages() error {
 		}
 		s.replay = append(s.replay, b...)
 	}
-	if len(s.replay) > len(s.buf) {
-		s.buf = make([]byte, len(s.replay))
-	}
-	s.n = copy(s.buf, s.replay)
+	s.buf = append(s.buf[:0], s.replay...)
+	s.n = len(s.buf)
 	s.fromKernel = true
 	return nil
 }
@@ -522,17 +616,26 @@ func (s *Source) handle(r *rawEvent, ev *events.Event) bool {
 	case whatFork:
 		child, tgid := int32(r.data[forkChildPid]), int32(r.data[forkChildTgid])
 		parent := int32(r.data[forkParentTgid])
-		if child != tgid {
-			return false // a new thread, not a new process
-		}
-		if child <= 0 || parent < 0 {
+		if child <= 0 || tgid <= 0 || parent < 0 {
 			s.nDecodeErrors.Add(1)
 			return false
 		}
 		if s.duplicate(r.what, child, r.ts) {
 			return false
 		}
+		if child != tgid {
+			// A new thread, not a new process; counted in its group.
+			if g, ok := s.groups[tgid]; ok {
+				g.threads++
+				g.threaded = true
+				s.groups[tgid] = g
+			}
+			return false
+		}
 		s.noteBirth(child, r.ts)
+		if !s.lossPending {
+			s.groups[child] = group{born: r.ts, threads: 1}
+		}
 		*ev = events.Event{Kind: events.Fork, Mechanism: events.Netlink, Pid: child, PPid: parent, Time: s.bootNs(r.ts)}
 		s.identify(ev, parent, r.ts)
 		return true
@@ -557,6 +660,9 @@ func (s *Source) handle(r *rawEvent, ev *events.Event) bool {
 			s.nDecodeErrors.Add(1)
 			return false
 		}
+		if g, ok := s.groups[tgid]; ok && r.ts >= g.born {
+			return s.groupExit(tgid, pid, g, r, ev)
+		}
 		if !s.groupDead(tgid, r.ts) || s.delivered(tgid, r.ts) {
 			return false
 		}
@@ -564,6 +670,52 @@ func (s *Source) handle(r *rawEvent, ev *events.Event) bool {
 		return false
 	}
 	return false // PROC_EVENT_NONE (acks) and kinds the source does not use
+}
+
+// groupExit counts the exit of thread pid in the observed group tgid and
+// fills ev with the process's exit when it was the last thread. The count
+// needs no /proc read and no wait: the kernel sends a thread's creation
+// before the thread runs, so each exit comes after the creation it undoes.
+// Only a group that had other threads is checked against /proc when its
+// count ends, in case the kernel failed to send a creation: if the group
+// is provably still alive it is forgotten and its later exit is found
+// the way an unobserved group's is.
+func (s *Source) groupExit(tgid, pid int32, g group, r *rawEvent, ev *events.Event) bool {
+	if s.duplicate(r.what, pid, r.ts) {
+		return false
+	}
+	g.threads--
+	if g.threads > 0 {
+		s.groups[tgid] = g
+		return false
+	}
+	delete(s.groups, tgid)
+	if g.threaded && s.groupAlive(tgid, r.ts) {
+		return false
+	}
+	s.markExit(tgid, r.ts)
+	*ev = events.Event{
+		Kind: events.Exit, Mechanism: events.Netlink, Pid: tgid,
+		PPid: int32(r.data[exitPTgid]), Status: r.data[exitCode], Time: s.bootNs(r.ts),
+	}
+	if pid != tgid {
+		ev.Tid = pid
+	}
+	return true
+}
+
+// groupAlive reports whether /proc proves that the thread group tgid still
+// has a live thread after one of its threads exited at ts: the same
+// instance (started no later than the event) that is not a zombie leader
+// without other threads. A failed read proves nothing.
+func (s *Source) groupAlive(tgid int32, ts uint64) bool {
+	if err := s.probe.stat(tgid, &s.pi); err != nil {
+		return false
+	}
+	if s.pi.Stat.StartTime > s.ticks(ts)+1 {
+		return false
+	}
+	return !(s.pi.Threads <= 1 && s.pi.Stat.Zombie())
 }
 
 // identify fills ev's Token, Comm (and PPid for exec) from the process now
@@ -622,12 +774,15 @@ func (s *Source) delivered(tgid int32, ts uint64) bool {
 
 // markExit records the delivered exit of tgid at ts.
 func (s *Source) markExit(tgid int32, ts uint64) {
-	if len(s.exits) >= pruneAt {
+	if len(s.exits) >= s.pruneLimit {
 		for pid, m := range s.exits {
 			if m.reported+exitHorizon < s.newest {
 				delete(s.exits, pid)
 			}
 		}
+		// Prune again only once the map has grown by as much again, so
+		// a minute of busy host does not cost a map walk per exit.
+		s.pruneLimit = max(pruneAt, 2*len(s.exits))
 	}
 	s.exits[tgid] = exitMark{reported: ts}
 }

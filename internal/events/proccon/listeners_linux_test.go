@@ -1,0 +1,158 @@
+package proccon
+
+import (
+	"errors"
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+
+	"github.com/procsupervisor/supervisor/internal/events"
+	"github.com/procsupervisor/supervisor/internal/testenv"
+)
+
+// A stop must not wait for the next kernel message. The source here reads
+// a real connector socket that never joined the group, so no message can
+// ever arrive: Read blocks in the poller, and only Close can end it. The
+// same holds while Read naps between busy receives.
+func TestIntegrationCloseWithoutAnyMessage(t *testing.T) {
+	testenv.RequireRoot(t)
+	for _, napping := range []bool{false, true} {
+		t.Run(fmt.Sprintf("napping=%v", napping), func(t *testing.T) {
+			c, err := netlink.Dial(unix.NETLINK_CONNECTOR, nil)
+			if err != nil {
+				testenv.Skip(t, "netlink connector: %v", err)
+			}
+			s := newSource(c, testBoot, tableProber{}, 0)
+			s.busy = napping
+			errc := make(chan error, 1)
+			go func() {
+				var ev events.Event
+				errc <- s.Read(&ev)
+			}()
+			// Give Read time to block (not a synchronisation: Close must
+			// work whenever it comes).
+			select {
+			case err := <-errc:
+				t.Fatalf("Read returned before Close: %v", err)
+			case <-time.After(50 * time.Millisecond):
+			}
+			start := time.Now()
+			if err := s.Close(); err != nil {
+				t.Fatalf("Close: %v", err)
+			}
+			select {
+			case err := <-errc:
+				if !errors.Is(err, events.ErrClosed) {
+					t.Errorf("Read after Close = %v, want ErrClosed", err)
+				}
+				t.Logf("Read returned %v after Close", time.Since(start))
+			case <-time.After(10 * time.Second):
+				t.Fatal("Read still blocked 10 s after Close")
+			}
+		})
+	}
+}
+
+// Three listeners watch one fork storm while another process keeps a core
+// busy: each must deliver the fork and the exit of every storm child, or
+// report a loss that covers what it missed. Deadlines are generous and
+// nothing is timed.
+func TestIntegrationStormThreeListeners(t *testing.T) {
+	const listeners, workers, perWorker = 3, 2, 3000
+	srcs := make([]*Source, listeners)
+	for i := range srcs {
+		srcs[i], _ = openSource(t)
+	}
+	testenv.Start(t, "sh", "-c", "while :; do :; done") // the busy core
+	type tally struct {
+		forks, exits, lost int
+		children           map[int32]int
+	}
+	tallies := make([]tally, listeners)
+	var wpids sync.Map // worker pid -> true, set before the storm starts
+	var wg sync.WaitGroup
+	gate := make(chan struct{})
+	for i, s := range srcs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			<-gate
+			tl := tally{children: map[int32]int{}}
+			done := 0
+			var ev events.Event
+			for done < workers {
+				if err := s.Read(&ev); err != nil {
+					t.Errorf("listener %d: Read: %v", i, err)
+					break
+				}
+				switch ev.Kind {
+				case events.Lost:
+					tl.lost += int(max(ev.Count, 1))
+				case events.Fork:
+					if _, ok := wpids.Load(ev.PPid); ok {
+						tl.forks++
+						tl.children[ev.Pid]++
+					}
+				case events.Exit:
+					if _, ok := wpids.Load(ev.Pid); ok {
+						done++
+					} else if tl.children[ev.Pid] > 0 {
+						tl.children[ev.Pid]--
+						tl.exits++
+					}
+				}
+			}
+			tallies[i] = tl
+		}()
+	}
+	// Each worker is a shell whose subshells fork without exec: a storm
+	// without a compiler.
+	script := "i=0; read go; while [ $i -lt " + strconv.Itoa(perWorker) + " ]; do (exit 0) & wait $!; i=$((i+1)); done"
+	var ws []*exec.Cmd
+	var starts []func()
+	for range workers {
+		cmd := exec.Command("sh", "-c", script)
+		in, err := cmd.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cmd.Start(); err != nil {
+			t.Fatal(err)
+		}
+		wpids.Store(int32(cmd.Process.Pid), true)
+		ws = append(ws, cmd)
+		starts = append(starts, func() { in.Write([]byte("go\n")); in.Close() })
+	}
+	close(gate)
+	for _, f := range starts {
+		f()
+	}
+	for _, cmd := range ws {
+		if err := cmd.Wait(); err != nil {
+			t.Fatalf("storm worker: %v", err)
+		}
+	}
+	wg.Wait()
+	for i, tl := range tallies {
+		want := workers * perWorker
+		missing := 2*want - tl.forks - tl.exits
+		t.Logf("listener %d: %d forks, %d exits of %d children, %d lost", i, tl.forks, tl.exits, want, tl.lost)
+		if missing > tl.lost {
+			var left []string
+			for pid, n := range tl.children {
+				if n > 0 && len(left) < 10 {
+					left = append(left, strconv.Itoa(int(pid)))
+				}
+			}
+			t.Errorf("listener %d: %d storm events missing, %d reported lost (children without exit: %s)",
+				i, missing, tl.lost, strings.Join(left, " "))
+		}
+	}
+}
