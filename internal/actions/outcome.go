@@ -7,11 +7,7 @@ import (
 
 // Member is a process by identity, (pid, token), and, when it was reported
 // instead of signalled, why.
-type Member struct {
-	Pid    int32       `json:"pid"`
-	Token  token.Token `json:"token"`
-	Reason string      `json:"reason,omitempty"`
-}
+type Member = token.Instance
 
 // Outcome reports a teardown.
 type Outcome struct {

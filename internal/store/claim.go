@@ -73,14 +73,9 @@ func Kinds() []Kind { return []Kind{Grant, Job} }
 
 func (s State) valid() bool { return slices.Contains(states, s) }
 
-// Instance is one process instance: a pid and its start token (the text
-// form of internal/token, opaque here), and, for one reported instead of
-// signalled, why.
-type Instance struct {
-	Pid    int32       `json:"pid"`
-	Token  token.Token `json:"token"`
-	Reason string      `json:"reason,omitempty"`
-}
+// Instance is one process instance, (pid, token), and, for one reported
+// instead of signalled, why.
+type Instance = token.Instance
 
 // Member is a descendant of a claim's root that the daemon saw born,
 // recorded when it was seen so that a restarted daemon can re-adopt it.

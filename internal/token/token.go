@@ -227,3 +227,13 @@ func Compare(claim, observed Token) (Match, string) {
 		return Unproven, "start time matches to the second, which does not rule out a reissue within the same second"
 	}
 }
+
+// Instance is one process instance by identity, (pid, token): the one
+// instance type of the project (actions.Member, store.Instance and
+// api.Instance are this type). Reason, when set, says why the instance was
+// reported instead of acted on.
+type Instance struct {
+	Pid    int32  `json:"pid"`
+	Token  Token  `json:"token"`
+	Reason string `json:"reason,omitempty"`
+}
