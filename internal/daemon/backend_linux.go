@@ -255,15 +255,15 @@ func (d *Daemon) Kill(ctx context.Context, p api.Peer, r *api.ClaimRequest) (out
 		return *out, err
 	}
 	v, h := d.judge.Bind(r.Pid, r.Token)
-	d.log.Verdict(v)
+	d.log.VerdictFor(held.ID, v)
 	if h == nil {
 		return actions.Outcome{Verdict: v}, nil
 	}
 	// A worker of the daemon's runs it: the grace outlives the client.
 	w := d.work.start("kill:"+strconv.Itoa(int(r.Pid))+"@"+r.Token.String(), func(wctx context.Context) (api.ReportItem, actions.Outcome, error) {
 		defer h.Close()
-		out := d.newTeardown(grace(r.Grace), p.UID, "").RunBound(wctx, v, h, nil)
-		d.log.Teardown(out)
+		out := d.newTeardown(grace(r.Grace), p.UID, "", held.ID).RunBound(wctx, v, h, nil)
+		d.log.TeardownFor(held.ID, out)
 		return api.ReportItem{}, out, nil
 	})
 	_, o, err := w.wait(ctx)

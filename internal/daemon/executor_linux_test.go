@@ -163,6 +163,11 @@ func (h *harness) signalLines(t *testing.T, pids map[int32]bool) int {
 		}
 		if pid, ok := proc["pid"].(float64); ok && pids[int32(pid)] {
 			n++
+			sv, _ := l["supervisor"].(map[string]any)
+			claim, _ := sv["claim"].(map[string]any)
+			if claim["id"] == nil || claim["id"] == "" {
+				t.Errorf("signal line without supervisor.claim.id: %v", l)
+			}
 		}
 	}
 	return n

@@ -31,8 +31,11 @@ func (f *feed) Event(ev *events.Event) {
 }
 
 // Verdict logs and counts a verdict.
-func (f *feed) Verdict(v verdict.Verdict) {
-	f.Logger.Verdict(v)
+func (f *feed) Verdict(v verdict.Verdict) { f.VerdictFor("", v) }
+
+// VerdictFor logs and counts a verdict on a claim's root.
+func (f *feed) VerdictFor(claimID string, v verdict.Verdict) {
+	f.Logger.VerdictFor(claimID, v)
 	if f.m != nil {
 		f.m.Verdict(v.Result)
 	}
@@ -47,8 +50,11 @@ func (f *feed) Signal(s logfeed.Signal) {
 }
 
 // Teardown logs a teardown and, when it acted, counts its outcome.
-func (f *feed) Teardown(o actions.Outcome) {
-	f.Logger.Teardown(o)
+func (f *feed) Teardown(o actions.Outcome) { f.TeardownFor("", o) }
+
+// TeardownFor logs a claim's teardown and, when it acted, counts it.
+func (f *feed) TeardownFor(claimID string, o actions.Outcome) {
+	f.Logger.TeardownFor(claimID, o)
 	if f.m != nil && o.Acted {
 		f.m.Teardown(o.Dead, o.Escalated)
 	}

@@ -155,7 +155,7 @@ func (d *Daemon) settle(ctx context.Context, id string, rq request) (api.ReportI
 		// A periodic pass logs a verdict only when it changed: a quiet
 		// host makes a quiet feed.
 		if rq.trigger != Pass || c.LastVerdict == nil || c.LastVerdict.Result != v.Result {
-			d.log.Verdict(v)
+			d.log.VerdictFor(c.ID, v)
 		}
 		in.Root = v.Result
 	} else {
@@ -327,9 +327,9 @@ func (d *Daemon) teardown(ctx context.Context, c *store.Claim, v verdict.Verdict
 	if rq.principal != nil {
 		principal = *rq.principal
 	}
-	td := d.newTeardown(grace, principal, c.Cgroup)
+	td := d.newTeardown(grace, principal, c.Cgroup, c.ID)
 	out := td.RunBound(ctx, v, root, extra)
-	d.log.Teardown(out)
+	d.log.TeardownFor(c.ID, out)
 	if ctx.Err() != nil {
 		return out, nil
 	}
@@ -375,7 +375,7 @@ func (d *Daemon) graceFor(c *store.Claim, rq request) time.Duration {
 
 // newTeardown is the one place a daemon teardown is made: every signal it
 // sends or is refused is one signal_sent line in the feed.
-func (d *Daemon) newTeardown(grace time.Duration, principal uint32, cgroup string) *actions.Teardown {
+func (d *Daemon) newTeardown(grace time.Duration, principal uint32, cgroup, claimID string) *actions.Teardown {
 	if grace <= 0 {
 		grace = time.Duration(d.cfg.Grace)
 	}
@@ -384,7 +384,7 @@ func (d *Daemon) newTeardown(grace time.Duration, principal uint32, cgroup strin
 		Principal: &principal,
 		Cgroup:    cgroup,
 		OnSignal: func(m actions.Member, sig unix.Signal, err error) {
-			d.log.Signal(logfeed.Signal{Pid: m.Pid, Token: m.Token, Signal: unix.SignalName(sig), Mechanism: "pidfd", Err: err})
+			d.log.Signal(logfeed.Signal{Pid: m.Pid, Token: m.Token, Signal: unix.SignalName(sig), Mechanism: "pidfd", Err: err, ClaimID: claimID})
 		},
 	})
 }

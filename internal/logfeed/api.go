@@ -63,6 +63,8 @@ type Signal struct {
 	Mechanism string
 	// Err is nil when the kernel accepted the signal.
 	Err error
+	// ClaimID is the claim the signal was sent for, if any.
+	ClaimID string
 }
 
 // Reconcile counts what a reconcile of the stored claims found and did.
@@ -114,12 +116,16 @@ func (l *Logger) Event(ev *events.Event) {
 }
 
 // Verdict logs a verdict.
-func (l *Logger) Verdict(v verdict.Verdict) {
+func (l *Logger) Verdict(v verdict.Verdict) { l.VerdictFor("", v) }
+
+// VerdictFor logs a verdict on a claim's root (supervisor.claim.id).
+func (l *Logger) VerdictFor(claimID string, v verdict.Verdict) {
 	sev := sevInfo
 	if v.Result == verdict.Foreign || v.Result == verdict.Unverifiable {
 		sev = sevNotice
 	}
 	c := l.get(ActionVerdict, sev)
+	c.claim = claimID
 	l.enc.verdict(c, &v)
 	l.put(c)
 }
@@ -131,17 +137,22 @@ func (l *Logger) Signal(s Signal) {
 		sev = sevWarning
 	}
 	c := l.get(ActionSignalSent, sev)
+	c.claim = s.ClaimID
 	l.enc.signal(c, &s)
 	l.put(c)
 }
 
 // Teardown logs the outcome of a tree teardown.
-func (l *Logger) Teardown(o actions.Outcome) {
+func (l *Logger) Teardown(o actions.Outcome) { l.TeardownFor("", o) }
+
+// TeardownFor logs the outcome of a claim's teardown (supervisor.claim.id).
+func (l *Logger) TeardownFor(claimID string, o actions.Outcome) {
 	sev := sevInfo
 	if teardownOutcome(&o) == outcomeFailure {
 		sev = sevWarning
 	}
 	c := l.get(ActionTeardown, sev)
+	c.claim = claimID
 	l.enc.teardown(c, &o)
 	l.put(c)
 }

@@ -238,6 +238,7 @@ func (x *ecs) verdict(c *capture, v *verdict.Verdict) {
 	if !v.Observed.IsZero() {
 		s.Str("observed_entity_id", v.Observed.String())
 	}
+	claimRef(e, s, c.claim)
 	e.Dict("supervisor", s)
 	e.Msg(v.String())
 }
@@ -253,7 +254,9 @@ func (x *ecs) signal(c *capture, sg *Signal) {
 	if sg.Err != nil {
 		e.Dict("error", e.CreateDict().Str("message", sg.Err.Error()))
 	}
-	e.Dict("supervisor", e.CreateDict().Str("signal", sg.Signal).Str("mechanism", sg.Mechanism))
+	s := e.CreateDict().Str("signal", sg.Signal).Str("mechanism", sg.Mechanism)
+	claimRef(e, s, c.claim)
+	e.Dict("supervisor", s)
 	e.Send()
 }
 
@@ -294,6 +297,7 @@ func (x *ecs) teardown(c *capture, o *actions.Outcome) {
 	if len(o.Signals) > 0 {
 		s.Dict("signals", signalCounts(e, o.Signals))
 	}
+	claimRef(e, s, c.claim)
 	e.Dict("supervisor", s)
 	e.Send()
 }
@@ -396,4 +400,11 @@ func signalCounts(e *zerolog.Event, m map[string]int) *zerolog.Event {
 		d.Int(n, m[n])
 	}
 	return d
+}
+
+// claimRef adds supervisor.claim.id when the line is for a claim.
+func claimRef(e *zerolog.Event, s *zerolog.Event, claim string) {
+	if claim != "" {
+		s.Dict("claim", e.CreateDict().Str("id", claim))
+	}
 }

@@ -404,3 +404,26 @@ func TestInternal(t *testing.T) {
 		}
 	}
 }
+
+// TestClaimOnLines: verdict, signal and teardown lines for a claim name it
+// (ECS supervisor.claim.id, OCSF unmapped.claim_id).
+func TestClaimOnLines(t *testing.T) {
+	for schema, field := range map[string]string{SchemaECS: "supervisor.claim.id", SchemaOCSF: "unmapped.claim_id"} {
+		lines, _ := produceAll(t, schema)
+		seen := map[string]bool{}
+		for _, line := range lines {
+			if getString(line, field) == "g-abcdefghijkl" {
+				action := getString(line, "event.action")
+				if schema == SchemaOCSF {
+					action = getString(line, "unmapped.action")
+				}
+				seen[action] = true
+			}
+		}
+		for _, a := range []string{ActionVerdict, ActionSignalSent, ActionTeardown} {
+			if !seen[a] {
+				t.Errorf("%s: no %s line names its claim in %s", schema, a, field)
+			}
+		}
+	}
+}

@@ -142,11 +142,12 @@ func produceAll(t *testing.T, schema string) ([]map[string]any, *procEvents) {
 	for _, r := range []verdict.Result{verdict.Owned, verdict.Foreign, verdict.Gone, verdict.Unverifiable} {
 		l.Verdict(verdict.Verdict{Pid: pe.childPid, Token: tok, Result: r, Reason: "reason for " + r.String(), Mechanism: "ebpf", Observed: tok})
 	}
-	l.Signal(Signal{Pid: pe.childPid, Token: tok, Signal: "SIGTERM", Mechanism: "pidfd"})
+	l.Signal(Signal{Pid: pe.childPid, Token: tok, Signal: "SIGTERM", Mechanism: "pidfd", ClaimID: "g-abcdefghijkl"})
+	l.VerdictFor("g-abcdefghijkl", verdict.Verdict{Pid: pe.childPid, Token: tok, Result: verdict.Owned, Reason: "claim root", Mechanism: "ebpf"})
 	l.Signal(Signal{Pid: pe.childPid, Token: tok, Signal: "SIGSTOP", Mechanism: "pidfd", Err: errors.New("no such process")})
 	v := verdict.Verdict{Pid: pe.childPid, Token: tok, Result: verdict.Owned, Reason: "pidfs inode matches", Mechanism: "ebpf"}
 	m := actions.Member{Pid: pe.childPid, Token: pe.child}
-	l.Teardown(actions.Outcome{Verdict: v, Acted: true, Dead: true, Escalated: true, Targeted: []actions.Member{m},
+	l.TeardownFor("g-abcdefghijkl", actions.Outcome{Verdict: v, Acted: true, Dead: true, Escalated: true, Targeted: []actions.Member{m},
 		Signals: map[string]int{"SIGTERM": 1, "SIGCONT": 1, "SIGKILL": 1}, Mechanism: "lineage+cgroup.freeze"})
 	l.Teardown(actions.Outcome{Verdict: v, Acted: true, Targeted: []actions.Member{m}, Survivors: []actions.Member{m},
 		Unproven: []actions.Member{{Pid: 1, Token: token.Token{Start: 1, Prec: token.Ticks}, Reason: "protected"}}, Mechanism: "proc", Error: "survivor after SIGKILL"})

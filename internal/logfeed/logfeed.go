@@ -240,6 +240,7 @@ type capture struct {
 	dst     []byte
 	direct  bool   // append to dst instead of queueing
 	scratch []byte // reused by encoders (OCSF cmd_line)
+	claim   string // the claim a verdict, signal or teardown line is for
 }
 
 // Write implements io.Writer for zerolog.
@@ -258,7 +259,7 @@ func (c *capture) WriteLevel(_ zerolog.Level, p []byte) (int, error) { return c.
 
 func (l *Logger) get(action string, sev severity) *capture {
 	c := l.pool.Get().(*capture)
-	c.action, c.sev = action, sev
+	c.action, c.sev, c.claim = action, sev, ""
 	return c
 }
 

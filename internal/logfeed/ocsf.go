@@ -212,6 +212,9 @@ func (x *ocsf) verdict(c *capture, v *verdict.Verdict) {
 	if !v.Observed.IsZero() {
 		u.Str("observed_uid", v.Observed.String())
 	}
+	if c.claim != "" {
+		u.Str("claim_id", c.claim)
+	}
 	e.Dict("unmapped", u)
 	e.Msg(v.String())
 }
@@ -239,7 +242,11 @@ func (x *ocsf) signal(c *capture, sg *Signal) {
 	}
 	x.actorSelf(e)
 	e.Dict("process", ref(e, sg.Pid, sg.Token))
-	e.Dict("unmapped", e.CreateDict().Str("action", c.action).Str("signal", sg.Signal).Str("mechanism", sg.Mechanism))
+	u := e.CreateDict().Str("action", c.action).Str("signal", sg.Signal).Str("mechanism", sg.Mechanism)
+	if c.claim != "" {
+		u.Str("claim_id", c.claim)
+	}
+	e.Dict("unmapped", u)
 	e.Send()
 }
 
@@ -316,6 +323,9 @@ func (x *ocsf) teardown(c *capture, o *actions.Outcome) {
 	}
 	if len(o.Signals) > 0 {
 		u.Dict("signals", signalCounts(e, o.Signals))
+	}
+	if c.claim != "" {
+		u.Str("claim_id", c.claim)
 	}
 	e.Dict("unmapped", u)
 	e.Send()
