@@ -561,3 +561,59 @@ func TestIntegrationAuditTrail(t *testing.T) {
 		return nil
 	}, "the audit trail is not the session's")
 }
+
+// TestIntegrationClaimLines: what happens to a claim reaches the feed: a
+// job's exit with its code, a wall clock running out, and every state
+// change from and to.
+func TestIntegrationClaimLines(t *testing.T) {
+	testenv.RequireRoot(t)
+	state, sock := newDirs(t)
+	d := startDaemon(t, state, sock)
+	job := d.launch(t, "--detach", "--", "sh", "-c", "exit 3")
+	timed := d.launch(t, "--wall-clock", "1s", "--", "sleep", "100")
+	type line struct {
+		Event   struct{ Action string }
+		Process struct {
+			ExitCode *int `json:"exit_code"`
+		}
+		Super struct {
+			Claim struct {
+				ID, State     string
+				PreviousState string `json:"previous_state"`
+			} `json:"claim"`
+		} `json:"supervisor"`
+	}
+	testenv.EventuallyNil(t, 20*time.Second, func() error {
+		b, err := os.ReadFile(filepath.Join(filepath.Dir(sock), "log.json"))
+		if err != nil {
+			return err
+		}
+		var exited, expired bool
+		changes := map[string][]string{}
+		for _, l := range strings.Split(string(b), "\n") {
+			var x line
+			if json.Unmarshal([]byte(l), &x) != nil {
+				continue
+			}
+			c := x.Super.Claim
+			switch x.Event.Action {
+			case "job_exited":
+				exited = exited || c.ID == job.ID && x.Process.ExitCode != nil && *x.Process.ExitCode == 3
+			case "wall_clock_expired":
+				expired = expired || c.ID == timed.ID
+			case "claim_state_changed":
+				changes[c.ID] = append(changes[c.ID], c.PreviousState+">"+c.State)
+			}
+		}
+		if !exited || !expired {
+			return fmt.Errorf("job_exited with code 3: %v; wall_clock_expired: %v", exited, expired)
+		}
+		if got := strings.Join(changes[timed.ID], " "); !strings.Contains(got, "running>releasing") || !strings.Contains(got, "releasing>released") {
+			return fmt.Errorf("state changes of %s: %q, want running>releasing and releasing>released", timed.ID, got)
+		}
+		if got := strings.Join(changes[job.ID], " "); !strings.Contains(got, "running>exited") {
+			return fmt.Errorf("state changes of %s: %q, want running>exited", job.ID, got)
+		}
+		return nil
+	}, "claim lines missing")
+}

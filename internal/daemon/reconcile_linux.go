@@ -161,6 +161,18 @@ func (d *Daemon) settle(ctx context.Context, id string, rq request) (api.ReportI
 	} else {
 		v = verdict.Verdict{Result: verdict.Gone, Reason: "never recorded as started (the daemon stopped during its launch)", Mechanism: string(d.tr.Load().Mechanism())}
 	}
+	switch rq.trigger {
+	case WallClock:
+		ev := claimEvent(logfeed.ActionWallClock, &c)
+		ev.Reason = "wall clock of " + c.WallClock.String() + " exceeded"
+		d.log.Claim(ev)
+	case HolderExit:
+		if c.Holder != nil {
+			ev := claimEvent(logfeed.ActionHolderExited, &c)
+			ev.Pid, ev.Token = c.Holder.Pid, c.Holder.Token
+			d.log.Claim(ev)
+		}
+	}
 	it.Orphan = in.Orphan
 	it.Verdict, it.Reason = v.Result, v.Reason
 	if why != "" {
@@ -422,7 +434,9 @@ func (d *Daemon) write(c *store.Claim, s store.State, v verdict.Verdict, rel *st
 // (status store_errors) and returned.
 func (d *Daemon) update(c *store.Claim, f func(x *store.Claim)) error {
 	var fresh store.Claim
+	var prev store.State
 	err := d.st.Update(c.ID, func(x *store.Claim) error {
+		prev = x.State
 		f(x)
 		fresh = *x
 		return nil
@@ -432,6 +446,14 @@ func (d *Daemon) update(c *store.Claim, f func(x *store.Claim)) error {
 		return fmt.Errorf("claim %s not updated: %w", c.ID, storeErr(err))
 	}
 	*c = fresh
+	if c.State != prev {
+		ev := claimEvent(logfeed.ActionClaimState, c)
+		ev.From, ev.State = string(prev), string(c.State)
+		if c.LastVerdict != nil {
+			ev.Reason = c.LastVerdict.Reason
+		}
+		d.log.Claim(ev)
+	}
 	d.claims.set(c)
 	if Open(c.State) {
 		d.index(c)
@@ -501,6 +523,14 @@ func (d *Daemon) recordedMembers(c *store.Claim, skip map[int32]bool) []*pidfd.H
 // before, the claim says the exit code is unknown.
 func (d *Daemon) finishJob(c *store.Claim, ws syscall.WaitStatus, known bool) error {
 	now := d.now()
+	was := c.State
+	defer func() {
+		if Open(was) && c.State == store.Exited {
+			ev := claimEvent(logfeed.ActionJobExited, c)
+			ev.ExitCode, ev.Signal, ev.Reason = c.ExitCode, c.ExitSignal, c.RetiredReason
+			d.log.Claim(ev)
+		}
+	}()
 	return d.update(c, func(x *store.Claim) {
 		if !Open(x.State) {
 			return
@@ -583,4 +613,9 @@ func (d *Daemon) drop(c store.Claim) {
 func sameInstance(stored, tok token.Token) bool {
 	m, _ := token.Compare(stored, tok)
 	return m == token.Same
+}
+
+// claimEvent is the log feed's view of a claim, for its lines.
+func claimEvent(action string, c *store.Claim) logfeed.ClaimEvent {
+	return logfeed.ClaimEvent{Action: action, ClaimID: c.ID, Owner: c.Owner, Kind: string(c.Kind), UID: c.UID, Pid: c.Pid, Token: c.Token}
 }

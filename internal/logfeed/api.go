@@ -28,7 +28,32 @@ const (
 	ActionReleaseRequested = "release_requested"
 	ActionKillRequested    = "kill_requested"
 	ActionReapRequested    = "reap_requested"
+
+	// What happens to a claim (Logger.Claim).
+	ActionClaimState   = "claim_state_changed"
+	ActionWallClock    = "wall_clock_expired"
+	ActionHolderExited = "holder_exited"
+	ActionJobExited    = "job_exited"
 )
+
+// ClaimEvent is something that happened to a claim: a state change, its
+// wall clock running out, its holder exiting, its job exiting.
+type ClaimEvent struct {
+	Action  string // one of ActionClaimState ... ActionJobExited
+	ClaimID string
+	Owner   string
+	Kind    string
+	UID     uint32 // the claim's owner uid
+	// From and State are the states before and after (a state change).
+	From, State string
+	Reason      string
+	// Pid and Token name the process concerned (the root, or the holder).
+	Pid   int32
+	Token token.Token
+	// ExitCode or Signal, for a job's exit, when known.
+	ExitCode *int
+	Signal   int
+}
 
 // Request is one API request that changes something, for the audit trail:
 // who asked (from SO_PEERCRED), for which claim, to run what as whom, and
@@ -195,6 +220,14 @@ func (l *Logger) Request(r Request) {
 	}
 	c := l.get(r.Action, sev)
 	l.enc.request(c, &r)
+	l.put(c)
+}
+
+// Claim logs something that happened to a claim.
+func (l *Logger) Claim(ev ClaimEvent) {
+	c := l.get(ev.Action, sevNotice)
+	c.claim = ev.ClaimID
+	l.enc.claim(c, &ev)
 	l.put(c)
 }
 

@@ -408,3 +408,39 @@ func claimRef(e *zerolog.Event, s *zerolog.Event, claim string) {
 		s.Dict("claim", e.CreateDict().Str("id", claim))
 	}
 }
+
+func (x *ecs) claim(c *capture, ev *ClaimEvent) {
+	e := x.begin(c, time.Now())
+	types := typeChange
+	if ev.Action == ActionJobExited {
+		types = typeEnd
+	}
+	eventObject(e, c.action, types, "", ev.Reason)
+	if ev.Pid != 0 || ev.ExitCode != nil {
+		p := e.CreateDict()
+		if ev.Pid != 0 {
+			p.Int32("pid", ev.Pid)
+		}
+		if !ev.Token.IsZero() {
+			p.Str("entity_id", ev.Token.String())
+		}
+		if ev.ExitCode != nil {
+			p.Int("exit_code", *ev.ExitCode)
+		}
+		e.Dict("process", p)
+	}
+	e.Dict("user", e.CreateDict().Str("id", strconv.FormatUint(uint64(ev.UID), 10)))
+	cl := e.CreateDict().Str("id", ev.ClaimID).Str("owner", ev.Owner).Str("kind", ev.Kind)
+	if ev.State != "" {
+		cl.Str("state", ev.State)
+	}
+	if ev.From != "" {
+		cl.Str("previous_state", ev.From)
+	}
+	s := e.CreateDict().Dict("claim", cl)
+	if ev.Signal != 0 {
+		s.Int("exit_signal", ev.Signal)
+	}
+	e.Dict("supervisor", s)
+	e.Send()
+}

@@ -121,7 +121,7 @@ var allActions = []string{
 	ActionSignalSent, ActionTeardown, ActionReconcile, ActionEventsLost,
 	ActionLogLinesDropped, ActionSupervisorStarted, ActionSupervisorStopped,
 	ActionInternalError, ActionLaunchRequested, ActionAdmitRequested, ActionReleaseRequested,
-	ActionKillRequested, ActionReapRequested,
+	ActionKillRequested, ActionReapRequested, ActionClaimState, ActionWallClock, ActionHolderExited, ActionJobExited,
 }
 
 // produceAll logs one or more lines of every kind: process events of real
@@ -163,6 +163,11 @@ func produceAll(t *testing.T, schema string) ([]map[string]any, *procEvents) {
 	l.Request(Request{Action: ActionReapRequested, UID: 0, GID: 0, Pid: 4002})
 	l.Request(Request{Action: ActionKillRequested, UID: 1002, GID: 1002, Pid: 4001, Target: pe.childPid, TargetTok: pe.child,
 		Err: errors.New("not held by the supervisor for this caller")})
+	three := 3
+	l.Claim(ClaimEvent{Action: ActionClaimState, ClaimID: "g-abcdefghijkl", Owner: "ci", Kind: "grant", UID: 1001, From: "running", State: "releasing", Pid: pe.childPid, Token: pe.child})
+	l.Claim(ClaimEvent{Action: ActionWallClock, ClaimID: "g-abcdefghijkl", Owner: "ci", Kind: "grant", UID: 1001, Reason: "wall clock of 3s exceeded", Pid: pe.childPid, Token: pe.child})
+	l.Claim(ClaimEvent{Action: ActionHolderExited, ClaimID: "g-abcdefghijkl", Owner: "ci", Kind: "grant", UID: 1001, Pid: 4000, Token: pe.child})
+	l.Claim(ClaimEvent{Action: ActionJobExited, ClaimID: "j-abcdefghijkl", Owner: "ci", Kind: "job", UID: 1001, Pid: pe.childPid, ExitCode: &three})
 	l.Reconcile(Reconcile{Seen: 9, Readopted: 2, TornDown: 1, Foreign: 1, Unverifiable: 3, AlreadyGone: 1, Failed: 1, Mechanism: "ebpf"})
 	l.Internal("panic serving POST /v1/verify: boom", []byte("goroutine 7 [running]:\nmain.main()\n"))
 	l.Service(Service{Stopping: true, Mechanism: events.EBPF, Reason: "SIGTERM"})

@@ -139,6 +139,7 @@ type encoder interface {
 	service(c *capture, s *Service)
 	internal(c *capture, msg string, stack []byte)
 	request(c *capture, r *Request)
+	claim(c *capture, ev *ClaimEvent)
 }
 
 // New builds a Logger and starts its drain goroutine. Errors wrap ErrConfig

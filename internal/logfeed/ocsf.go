@@ -385,3 +385,36 @@ func (x *ocsf) internal(c *capture, msg string, stack []byte) {
 	e.Dict("unmapped", e.CreateDict().Str("action", c.action).Bytes("stack_trace", stack))
 	e.Msg("internal error")
 }
+
+func (x *ocsf) claim(c *capture, ev *ClaimEvent) {
+	activity := ocsfOther
+	if ev.Action == ActionJobExited {
+		activity = ocsfTerminate
+	}
+	e := x.begin(c, time.Now(), activity, outcomeSuccess)
+	if ev.Reason != "" {
+		e.Str("status_detail", ev.Reason)
+	}
+	x.actorSelf(e)
+	p := e.CreateDict().Int32("pid", ev.Pid)
+	if !ev.Token.IsZero() {
+		p.Str("uid", ev.Token.String())
+	}
+	e.Dict("process", p)
+	if ev.ExitCode != nil {
+		e.Int("exit_code", *ev.ExitCode)
+	}
+	u := e.CreateDict().Str("action", c.action).Str("claim_id", ev.ClaimID).Str("claim_owner", ev.Owner).
+		Str("claim_kind", ev.Kind).Str("claim_uid", strconv.FormatUint(uint64(ev.UID), 10))
+	if ev.State != "" {
+		u.Str("state", ev.State)
+	}
+	if ev.From != "" {
+		u.Str("previous_state", ev.From)
+	}
+	if ev.Signal != 0 {
+		u.Int("exit_signal", ev.Signal)
+	}
+	e.Dict("unmapped", u)
+	e.Send()
+}
