@@ -8,8 +8,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -76,19 +74,8 @@ func TestIntegrationDaemonIdleConnections(t *testing.T) {
 	state, sock := newDirs(t)
 	d := startDaemon(t, state, sock, "--socket-group", fmt.Sprint(nobody))
 
-	self, err := os.ReadFile("/proc/self/exe")
-	if err != nil {
-		t.Fatal(err)
-	}
-	bin := filepath.Join(filepath.Dir(binary(t)), fmt.Sprintf("hold-%d", os.Getpid()))
-	if err := os.WriteFile(bin, self, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.Remove(bin) })
 	const n = 70
-	hog := exec.Command(bin, sock)
-	hog.Env = append(os.Environ(), holdConnsEnv+"="+strconv.Itoa(n))
-	hog.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	hog := testenv.SelfAs(t, &syscall.Credential{Uid: nobody, Gid: nobody}, []string{holdConnsEnv + "=" + strconv.Itoa(n)}, sock)
 	stdin, err := hog.StdinPipe()
 	if err != nil {
 		t.Fatal(err)

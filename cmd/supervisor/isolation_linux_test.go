@@ -438,21 +438,8 @@ func TestIntegrationFailedLaunchFlood(t *testing.T) {
 	testenv.RequireRoot(t)
 	state, sock := newDirs(t)
 	d := startDaemon(t, state, sock, "--socket-group", fmt.Sprint(nobody), "--rate-per-uid", "100000", "--burst-per-uid", "100000")
-	// A copy of this test binary nobody may run floods as nobody.
-	dir := t.TempDir()
-	os.Chmod(dir, 0o755)
-	self, err := os.ReadFile(os.Args[0])
-	if err != nil {
-		t.Fatal(err)
-	}
-	exe := filepath.Join(dir, "flood")
-	if err := os.WriteFile(exe, self, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	flood := exec.Command(exe, "-test.run=^$")
-	flood.Env = append(os.Environ(), failLaunchEnv+"="+sock+",5000")
-	flood.SysProcAttr = &syscall.SysProcAttr{Credential: asNobody}
-	flood.Dir = "/"
+	// A copy of this test binary floods as nobody.
+	flood := testenv.SelfAs(t, asNobody, []string{failLaunchEnv + "=" + sock + ",5000"}, "-test.run=^$")
 	if err := flood.Start(); err != nil {
 		t.Fatal(err)
 	}

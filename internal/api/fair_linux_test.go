@@ -9,7 +9,6 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -127,10 +126,9 @@ func helper(mode, sock, count string) int {
 	return 0
 }
 
-// fairEnv is a server on a socket every user may reach, and a copy of
-// the test binary every user may run.
+// fairEnv is a server on a socket every user may reach.
 type fairEnv struct {
-	sock, bin string
+	sock string
 }
 
 func newFairEnv(t *testing.T, lim Limits) *fairEnv {
@@ -141,14 +139,7 @@ func newFairEnv(t *testing.T, lim Limits) *fairEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
-	self, err := os.ReadFile("/proc/self/exe")
-	if err != nil {
-		t.Fatal(err)
-	}
-	e := &fairEnv{sock: filepath.Join(dir, "s"), bin: filepath.Join(dir, "helper")}
-	if err := os.WriteFile(e.bin, self, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	e := &fairEnv{sock: filepath.Join(dir, "s")}
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -163,9 +154,7 @@ func newFairEnv(t *testing.T, lim Limits) *fairEnv {
 // slow, the helper keeps its connections until the test ends.
 func (e *fairEnv) run(t *testing.T, uid uint32, mode string, n int) []string {
 	t.Helper()
-	cmd := exec.Command(e.bin, mode, e.sock, strconv.Itoa(n))
-	cmd.Env = append(os.Environ(), helperEnv+"="+mode)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+	cmd := testenv.SelfAs(t, &syscall.Credential{Uid: uid, Gid: uid}, []string{helperEnv + "=" + mode}, mode, e.sock, strconv.Itoa(n))
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)

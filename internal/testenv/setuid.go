@@ -3,8 +3,10 @@ package testenv
 import (
 	_ "embed"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 )
 
@@ -65,4 +67,42 @@ func CloneParent(t testing.TB) string {
 		Skip(t, "cannot build the CLONE_PARENT helper: %v", cloneParentErr)
 	}
 	return cloneParentPath
+}
+
+var (
+	selfOnce sync.Once
+	selfPath string
+	selfErr  error
+)
+
+// SelfAs returns a command that runs a copy of this test binary as cred,
+// with env added to this process's environment: the copy lives in a
+// directory every user may traverse (the go tool's build directory is
+// root's alone). A test binary's init recognises env and plays its part.
+func SelfAs(t testing.TB, cred *syscall.Credential, env []string, args ...string) *exec.Cmd {
+	t.Helper()
+	RequireRoot(t)
+	selfOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "selfas")
+		if err == nil {
+			err = os.Chmod(dir, 0o755)
+		}
+		var b []byte
+		if err == nil {
+			b, err = os.ReadFile("/proc/self/exe")
+		}
+		if err == nil {
+			selfPath = filepath.Join(dir, "test")
+			err = os.WriteFile(selfPath, b, 0o755)
+		}
+		selfErr = err
+	})
+	if selfErr != nil {
+		t.Fatalf("copying the test binary: %v", selfErr)
+	}
+	cmd := exec.Command(selfPath, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Dir = "/"
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	return cmd
 }
