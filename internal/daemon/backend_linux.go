@@ -260,12 +260,15 @@ func (d *Daemon) Kill(ctx context.Context, p api.Peer, r *api.ClaimRequest) (out
 		return actions.Outcome{Verdict: v}, nil
 	}
 	// A worker of the daemon's runs it: the grace outlives the client.
-	w := d.work.start("kill:"+strconv.Itoa(int(r.Pid))+"@"+r.Token.String(), func(wctx context.Context) (api.ReportItem, actions.Outcome, error) {
+	w, started := d.work.start("kill:"+strconv.Itoa(int(r.Pid))+"@"+r.Token.String(), func(wctx context.Context) (api.ReportItem, actions.Outcome, error) {
 		defer h.Close()
 		out := d.newTeardown(grace(r.Grace), p.UID, "", held.ID).RunBound(wctx, v, h, nil)
 		d.log.TeardownFor(held.ID, out)
 		return api.ReportItem{}, out, nil
 	})
+	if !started {
+		h.Close() // a kill of this member is already running: wait for it
+	}
 	_, o, err := w.wait(ctx)
 	if o == nil {
 		return actions.Outcome{Verdict: v}, err

@@ -227,7 +227,7 @@ func (d *Daemon) settle(ctx context.Context, id string, rq request) (api.ReportI
 		rootH, extra := root, members
 		root, members = nil, nil
 		handed = true
-		w := d.work.start(c.ID, func(wctx context.Context) (api.ReportItem, actions.Outcome, error) {
+		w, started := d.work.start(c.ID, func(wctx context.Context) (api.ReportItem, actions.Outcome, error) {
 			defer l.Unlock()
 			defer func() {
 				for _, h := range append(extra, rootH) {
@@ -244,6 +244,12 @@ func (d *Daemon) settle(ctx context.Context, id string, rq request) (api.ReportI
 			}
 			return it, out, err
 		})
+		if !started {
+			// Cannot happen while this holds the claim's lock (the
+			// worker holds it); were it to, the worker's outcome is ours.
+			handed = false
+			root, members = rootH, extra
+		}
 		if rq.async {
 			it.Reason += "; teardown started"
 			return it, nil, nil

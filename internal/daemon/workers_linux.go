@@ -46,10 +46,16 @@ func (ws *workers) get(id string) *worker {
 	return ws.running[id]
 }
 
-// start runs fn for id in a worker of its own and returns it.
-func (ws *workers) start(id string, fn func(ctx context.Context) (api.ReportItem, actions.Outcome, error)) *worker {
-	w := &worker{done: make(chan struct{})}
+// start runs fn for id in a worker of its own and returns it; when a
+// worker for id is already running, it returns that one and fn does not
+// run (started is false).
+func (ws *workers) start(id string, fn func(ctx context.Context) (api.ReportItem, actions.Outcome, error)) (w *worker, started bool) {
 	ws.mu.Lock()
+	if cur, ok := ws.running[id]; ok {
+		ws.mu.Unlock()
+		return cur, false
+	}
+	w = &worker{done: make(chan struct{})}
 	ws.running[id] = w
 	ws.mu.Unlock()
 	ws.wg.Add(1)
@@ -61,7 +67,7 @@ func (ws *workers) start(id string, fn func(ctx context.Context) (api.ReportItem
 		ws.mu.Unlock()
 		close(w.done)
 	}()
-	return w
+	return w, true
 }
 
 // wait waits for w, or for ctx (the caller left; w goes on).
