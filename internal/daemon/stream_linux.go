@@ -15,6 +15,7 @@ import (
 	"github.com/procsupervisor/supervisor/internal/api"
 	"github.com/procsupervisor/supervisor/internal/events"
 	"github.com/procsupervisor/supervisor/internal/logfeed"
+	"github.com/procsupervisor/supervisor/internal/token"
 )
 
 // This file is the daemon's event stream (api.Streamer, GET /v1/events):
@@ -171,20 +172,33 @@ func (d *Daemon) onEventStream(ev *events.Event) {
 	h.publishEvent(subs, ev, d.attribute(ev), time.Now())
 }
 
-// attribute says whose ev is: the uid it carries, else the owner of the
-// claim the graph says it belongs to.
+// attribute says whose ev is (attributeIn, with the tracker's graph).
 func (d *Daemon) attribute(ev *events.Event) attribution {
+	var g rootFinder
+	if tr := d.tr.Load(); tr != nil {
+		g = tr.Graph()
+	}
+	return attributeIn(g, d.claims, ev)
+}
+
+// rootFinder is the lineage graph as attribution uses it.
+type rootFinder interface {
+	RootOf(pid int32, tok token.Token) (root string, observed, ok bool)
+}
+
+// attributeIn says whose ev is: the uid it carries, else the owner of the
+// claim g says it belongs to through birth lineage (g may be nil).
+func attributeIn(g rootFinder, claims *claimIndex, ev *events.Event) attribution {
 	var a attribution
 	a.uid, a.uidOK = eventUID(ev)
 	a.own = a.uidOK
-	tr := d.tr.Load()
-	if tr == nil || ev.Kind == events.Lost || ev.Token.IsZero() {
+	if g == nil || ev.Kind == events.Lost || ev.Token.IsZero() {
 		return a
 	}
-	if id, _, ok := tr.Graph().RootOf(ev.Pid, ev.Token); ok {
+	if id, _, ok := g.RootOf(ev.Pid, ev.Token); ok {
 		a.claim = id
 		if !a.uidOK {
-			a.uid, a.uidOK = d.claims.uidOf(id)
+			a.uid, a.uidOK = claims.uidOf(id)
 		}
 	}
 	return a
