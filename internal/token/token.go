@@ -11,14 +11,20 @@
 // clock from macOS sysctl, whole seconds from ps lstart) and say so in their
 // precision.
 //
+// A macOS token read through proc_pidinfo (internal/xnu) also carries the
+// process's XNU p_uniqueid: a 64-bit id the kernel gives every fork, never
+// reuses within a boot and keeps across exec. It plays the part the pidfs
+// inode plays on Linux.
+//
 // The text form is printable, opaque to clients and versioned:
 //
 //	v1:t:<boot id, 32 hex>:<start ticks>:<pidfs inode or ->
-//	v1:u:<boot id>:<start, µs since the epoch>:-
+//	v1:u:<boot id>:<start, µs since the epoch>:<XNU uniqueid or ->
 //	v1:s:<boot id>:<start, seconds since the epoch>:-
 //
 // Compare is conservative: when the parts both tokens have agree and the
-// finer part is missing on one side, the answer is Unproven, never Same.
+// finer part is missing on one side, the answer is Unproven, never Same
+// (a microsecond match aside: see Compare).
 package token
 
 import (
