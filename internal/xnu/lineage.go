@@ -33,10 +33,10 @@ type Lineage struct {
 	attached map[int32]uint64 // pid -> uniqueid of the watched instance
 	// last is the last look, every readable process by uniqueid.
 	last map[uint64]Ident
-	// Unreadable counts processes of the last look whose identity could
-	// not be read (other than gone): they are not members, and a tree
-	// through them cannot be proven.
-	Unreadable int
+	// unreadable holds the pids of the last look whose identity could not
+	// be read (other than gone): they are not members, a tree through them
+	// cannot be proven, and a member at such a pid is not taken for gone.
+	unreadable map[int32]bool
 }
 
 // NewLineage starts a lineage at root, an instance judged a moment ago.
@@ -97,14 +97,14 @@ func (l *Lineage) Scan() ([]*Member, error) {
 		return nil, fmt.Errorf("listing pids: %w", err)
 	}
 	look := make([]Ident, 0, len(pids))
-	l.Unreadable = 0
+	l.unreadable = map[int32]bool{}
 	for _, pid := range pids {
 		id, err := l.k.Identity(pid)
 		switch {
 		case errors.Is(err, ErrNoProcess):
 			continue
 		case err != nil:
-			l.Unreadable++
+			l.unreadable[pid] = true
 			continue
 		}
 		look = append(look, id)
@@ -115,6 +115,9 @@ func (l *Lineage) Scan() ([]*Member, error) {
 	for _, id := range look {
 		l.last[id.UniqueID] = id
 		if m := l.members[id.UniqueID]; m != nil {
+			if id.StartMicro == 0 { // same instance, same start: keep what an earlier reply said
+				id.StartMicro = m.StartMicro
+			}
 			m.Ident, m.Gone = id, false
 			continue
 		}
@@ -128,11 +131,22 @@ func (l *Lineage) Scan() ([]*Member, error) {
 		found = append(found, m)
 	}
 	for u, m := range l.members {
-		if _, ok := l.last[u]; !ok {
+		if _, ok := l.last[u]; !ok && !(m.Pid != 0 && l.unreadable[m.Pid]) {
 			m.Gone = true
 		}
 	}
 	return found, nil
+}
+
+// Unreadable returns the pids of the last look whose identity could not be
+// read: nothing proves what they are.
+func (l *Lineage) Unreadable() []int32 {
+	out := make([]int32, 0, len(l.unreadable))
+	for pid := range l.unreadable {
+		out = append(out, pid)
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Unproven lists the processes of the last look that may descend from a

@@ -109,6 +109,17 @@ func (s *sim) held(pid int32) bool {
 	return false
 }
 
+// free counts the pids a fork could get now.
+func (s *sim) free() int {
+	n := 0
+	for pid := int32(100); pid < s.pidMax; pid++ {
+		if !s.held(pid) {
+			n++
+		}
+	}
+	return n
+}
+
 func (s *sim) allocPid() int32 {
 	pid := s.lastPid
 	for {
@@ -256,10 +267,14 @@ func (s *sim) Identity(pid int32) (Ident, error) {
 		return Ident{}, fmt.Errorf("proc_pidinfo %d: %w", pid, ErrNoProcess)
 	}
 	id := Ident{Pid: pid, UniqueID: p.uniq, PUniqueID: p.puniq, IDVersion: p.ver}
-	if s.ident17[pid] || (s.caller != 0 && s.caller != p.uid) {
+	if s.ident17[pid] { // flavor 17 alone
 		return id, nil
 	}
-	id.StartMicro, id.PPid, id.UID, id.RUID, id.SVUID, id.HasCreds = p.start, p.ppid, p.uid, p.uid, p.uid, true
+	id.StartMicro = p.start
+	if s.caller != 0 && s.caller != p.uid { // flavor 17 and kern.proc, as System does
+		return id, nil
+	}
+	id.PPid, id.UID, id.RUID, id.SVUID, id.HasCreds = p.ppid, p.uid, p.uid, p.uid, true
 	return id, nil
 }
 

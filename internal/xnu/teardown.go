@@ -213,6 +213,10 @@ func (t *teardown) signal(m *Member, sig unix.Signal) {
 		case ierr == nil && id.UniqueID != m.UniqueID:
 			m.Gone = true
 			err = fmt.Errorf("pid %d now holds uniqueid %d, not member %d: not signalled: %w", m.Pid, id.UniqueID, m.UniqueID, ErrNoProcess)
+		case ierr != nil && !errors.Is(ierr, ErrNoProcess):
+			// Unknown: neither gone nor signalled; a survivor unless a
+			// later look proves otherwise.
+			err = fmt.Errorf("pid %d: signal refused and identity unreadable: %w", m.Pid, ierr)
 		default:
 			m.Gone = true
 		}

@@ -248,6 +248,27 @@ func TestChildrenBornDuringTheGracePeriodAreCaught(t *testing.T) {
 	checkDeliveries(t, w.s, w.wrapper.uniq, out.Targeted)
 }
 
+func TestUnreadableMemberIsNeverTakenForDead(t *testing.T) {
+	w := openswarm(t)
+	w.vite.ignoresTerm = true
+	claim := claimOf(t, w.s, w.wrapper)
+	w.s.between = func() {
+		if w.s.calls["Wait"] > 0 { // unreadable from now on, and no kqueue note to say it exited
+			w.s.idErr[w.vite.pid] = errors.New("EIO")
+			delete(w.s.knotes, w.vite.pid)
+		}
+	}
+	out := Teardown(context.Background(), w.s, w.s, simBoot, w.wrapper.pid, claim, w.opts())
+	found := false
+	for _, m := range out.Survivors {
+		found = found || m.Pid == w.vite.pid
+	}
+	if out.Dead || !found {
+		t.Fatalf("Teardown = %+v, want vite (unreadable) reported as a survivor", out)
+	}
+	checkDeliveries(t, w.s, w.wrapper.uniq, out.Targeted)
+}
+
 func TestJudge(t *testing.T) {
 	w := openswarm(t)
 	good := claimOf(t, w.s, w.vite)
@@ -381,6 +402,7 @@ func TestPropertyNoSignalLeavesTheTree(t *testing.T) {
 	if testing.Short() {
 		runs = 50
 	}
+	acted, reissued := 0, 0
 	for seed := range runs {
 		r := rand.New(rand.NewPCG(uint64(seed), 15))
 		s := newSim(100 + int32(20+r.IntN(60))) // small pid space: wraps
@@ -388,6 +410,9 @@ func TestPropertyNoSignalLeavesTheTree(t *testing.T) {
 		launchd := s.procs[1]
 		self := s.fork(launchd, "supervisor")
 		root := s.fork(launchd, "root")
+		if seed%3 == 0 { // a user's teardown: other uids' processes answer flavor 17 and refuse signals
+			s.caller, self.uid, root.uid = 501, 501, 501
+		}
 		for range r.IntN(6) {
 			randomOp(r, s, root.uniq, self)
 		}
@@ -418,6 +443,19 @@ func TestPropertyNoSignalLeavesTheTree(t *testing.T) {
 		if pid != root.pid && out.Verdict.Result == verdict.Owned {
 			t.Fatalf("seed %d: pid %d judged OWNED for root %d", seed, pid, root.pid)
 		}
+		if len(s.delivered) > 0 {
+			acted++
+		}
+		for _, m := range out.Targeted {
+			if p := s.procs[m.Pid]; p != nil && p.uniq != m.Token.Uniq {
+				reissued++ // a member's pid now names another instance
+				break
+			}
+		}
+	}
+	t.Logf("%d runs: %d signalled a tree, %d ended with a member's pid reissued", runs, acted, reissued)
+	if acted < runs/4 || reissued == 0 {
+		t.Errorf("the property ran nearly empty: %d of %d runs acted, %d reissued a member's pid", acted, runs, reissued)
 	}
 }
 
@@ -437,7 +475,7 @@ func randomOp(r *rand.Rand, s *sim, root uint64, self *simProc) {
 	// map iteration order is random; sort for reproducible seeds
 	sortProcs(live)
 	sortProcs(zombies)
-	free := int(s.pidMax-100) - len(s.procs)
+	free := s.free()
 	switch op := r.IntN(7); {
 	case op == 0 && len(zombies) > 0:
 		z := zombies[r.IntN(len(zombies))]
@@ -456,7 +494,12 @@ func randomOp(r *rand.Rand, s *sim, root uint64, self *simProc) {
 	case op == 4 && len(live) > 0:
 		s.exit(live[r.IntN(len(live))])
 	case op == 5 && len(live) > 0:
-		s.setpgid(live[r.IntN(len(live))])
+		p := live[r.IntN(len(live))]
+		if r.IntN(2) == 0 {
+			s.setpgid(p)
+		} else {
+			p.uid ^= 501 // a setuid program
+		}
 	case op == 6 && len(live) > 0:
 		s.deliver(live[r.IntN(len(live))], []unix.Signal{unix.SIGSTOP, unix.SIGCONT, unix.SIGTERM}[r.IntN(3)])
 	}
