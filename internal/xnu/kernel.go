@@ -63,6 +63,9 @@ type Kernel interface {
 	// permitted, else flavor 17 (StartMicro 0, HasCreds false). A zombie
 	// or an absent pid wraps ErrNoProcess.
 	Identity(pid int32) (Ident, error)
+	// IDs reads pid's ids alone (flavor 17: uniqueid, puniqueid, pid
+	// version; any uid), the cheap read a look at every process takes.
+	IDs(pid int32) (Ident, error)
 	// Pids lists every pid in the process table, zombies included.
 	Pids() ([]int32, error)
 	// Signal sends sig to the instance the token names. ESRCH wraps

@@ -99,7 +99,7 @@ func (l *Lineage) Scan() ([]*Member, error) {
 	look := make([]Ident, 0, len(pids))
 	l.unreadable = map[int32]bool{}
 	for _, pid := range pids {
-		id, err := l.k.Identity(pid)
+		id, err := l.k.IDs(pid)
 		switch {
 		case errors.Is(err, ErrNoProcess):
 			continue
@@ -124,6 +124,11 @@ func (l *Lineage) Scan() ([]*Member, error) {
 		parent := l.members[id.PUniqueID]
 		if parent == nil || id.PUniqueID == 0 {
 			continue
+		}
+		// A new member: one full reply for its start time (its token), kept
+		// only if it still names this instance; it is the later reply.
+		if full, err := l.k.Identity(id.Pid); err == nil && full.UniqueID == id.UniqueID {
+			id = full
 		}
 		m := &Member{Ident: id}
 		l.members[id.UniqueID] = m
@@ -174,6 +179,9 @@ func (l *Lineage) Unproven(boot procfs.BootID) []token.Instance {
 		}
 		for _, m := range lost {
 			if id.PUniqueID > m.UniqueID {
+				if full, err := l.k.Identity(id.Pid); err == nil && full.UniqueID == id.UniqueID {
+					id = full
+				}
 				out = append(out, token.Instance{Pid: id.Pid, Token: id.Token(boot), Reason: fmt.Sprintf(
 					"birth parent (uniqueid %d) was never recorded; it may have been a child of member %d (uniqueid %d) that exited before it was seen: not signalled",
 					id.PUniqueID, m.Pid, m.UniqueID)})

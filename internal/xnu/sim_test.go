@@ -278,6 +278,18 @@ func (s *sim) Identity(pid int32) (Ident, error) {
 	return id, nil
 }
 
+func (s *sim) IDs(pid int32) (Ident, error) {
+	s.enter("IDs")
+	if err := s.idErr[pid]; err != nil {
+		return Ident{}, err
+	}
+	p := s.live(pid)
+	if p == nil {
+		return Ident{}, fmt.Errorf("proc_pidinfo %d: %w", pid, ErrNoProcess)
+	}
+	return Ident{Pid: pid, UniqueID: p.uniq, PUniqueID: p.puniq, IDVersion: p.ver}, nil
+}
+
 func (s *sim) Pids() ([]int32, error) {
 	s.enter("Pids")
 	out := make([]int32, 0, len(s.procs))

@@ -76,14 +76,7 @@ func (s *System) Identity(pid int32) (Ident, error) {
 		}
 		return identFromBSD(pid, &b), nil
 	}
-	read17 := func() (Ident, error) {
-		var u uniqIdentifierInfo
-		if n := procPidinfo(pid, flavorUniqIdentifierInfo, unsafe.Pointer(&u), int(unsafe.Sizeof(u))); n != int(unsafe.Sizeof(u)) {
-			return Ident{}, s.whyNot(pid)
-		}
-		return identFromUniq(pid, &u), nil
-	}
-	return withStart(read17, func() (uint64, error) {
+	return withStart(func() (Ident, error) { return s.IDs(pid) }, func() (uint64, error) {
 		k, err := unix.SysctlKinfoProc("kern.proc.pid", int(pid))
 		if err != nil {
 			return 0, err
@@ -94,6 +87,15 @@ func (s *System) Identity(pid int32) (Ident, error) {
 		}
 		return uint64(st.Sec)*1e6 + uint64(st.Usec), nil
 	})
+}
+
+// IDs reads flavor 17 alone (no same-user check).
+func (s *System) IDs(pid int32) (Ident, error) {
+	var u uniqIdentifierInfo
+	if n := procPidinfo(pid, flavorUniqIdentifierInfo, unsafe.Pointer(&u), int(unsafe.Sizeof(u))); n != int(unsafe.Sizeof(u)) {
+		return Ident{}, s.whyNot(pid)
+	}
+	return identFromUniq(pid, &u), nil
 }
 
 // whyNot tells why proc_pidinfo failed for pid, by kern.proc.

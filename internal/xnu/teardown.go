@@ -44,7 +44,8 @@ const TeardownMechanism = "xnu: uniqueid lineage, proc_signal_with_audittoken"
 // once only when that reply has the same uniqueid (the member exec'd); any
 // other uniqueid holds the pid now and is never signalled. A root that is
 // GONE but whose claim carries a uniqueid still has provable descendants
-// (their p_puniqueid), which are torn down. w may be nil (polling only).
+// (their p_puniqueid), which are torn down; if that uniqueid is alive at
+// another pid, the claim is refused. w may be nil (polling only).
 // Nothing is signalled where Kernel.CanSignal fails.
 func Teardown(ctx context.Context, k Kernel, w Watcher, boot procfs.BootID, pid int32, claim token.Token, o Options) actions.Outcome {
 	out := actions.Outcome{Signals: map[string]int{}, Mechanism: TeardownMechanism}
@@ -121,6 +122,9 @@ type teardown struct {
 func (t *teardown) run(ctx context.Context) error {
 	if _, err := t.l.Scan(); err != nil {
 		return err
+	}
+	if root := t.l.members[t.l.root]; t.out.Verdict.Result != verdict.Owned && !root.Gone {
+		return fmt.Errorf("refused: the token's instance is alive at pid %d, not at the claimed pid %d", root.Pid, t.out.Verdict.Pid)
 	}
 	t.protect = t.protectedSet()
 	if t.protect[t.l.root] {

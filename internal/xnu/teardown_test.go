@@ -74,7 +74,7 @@ func checkDeliveries(t *testing.T, s *sim, root uint64, targeted []token.Instanc
 			t.Fatalf("%v reached uniqueid %d (pid %d, %s), not in the tree of %d", d.sig, d.uniq, d.pid, s.all[d.uniq].name, root)
 		}
 		if !recorded[d.uniq] {
-			t.Fatalf("%v reached uniqueid %d (pid %d), which the teardown did not record", d.sig, d.uniq, d.pid)
+			t.Fatalf("%v reached uniqueid %d (pid %d), which the teardown did not record (targeted %v)", d.sig, d.uniq, d.pid, targeted)
 		}
 	}
 }
@@ -120,6 +120,15 @@ func TestGoneRootStillHasProvableDescendants(t *testing.T) {
 		t.Errorf("vite %v esbuild %v userNode %v dead; want vite and esbuild only", w.vite.zombie, w.esbuild.zombie, w.userNode.zombie)
 	}
 	checkDeliveries(t, w.s, w.wrapper.uniq, out.Targeted)
+}
+
+func TestGoneClaimWhoseInstanceLivesElsewhereIsRefused(t *testing.T) {
+	w := openswarm(t)
+	claim := claimOf(t, w.s, w.vite)
+	out := Teardown(context.Background(), w.s, w.s, simBoot, 399, claim, w.opts())
+	if out.Verdict.Result != verdict.Gone || out.Acted || !strings.Contains(out.Error, "alive at pid") || len(w.s.delivered) != 0 {
+		t.Fatalf("Teardown(399, vite's token) = %+v, want GONE and refused", out)
+	}
 }
 
 func TestReissuedPidIsForeign(t *testing.T) {
