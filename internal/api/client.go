@@ -23,8 +23,14 @@ import (
 var ErrNoDaemon = errors.New("supervisor daemon not reachable")
 
 // ErrSocketDenied wraps a socket this user may not connect to: a daemon
-// is there, and refused; it is not ErrNoDaemon.
-var ErrSocketDenied = errors.New("not allowed to use the daemon's socket (its group is set by the daemon's --socket-group; ask to be a member)")
+// is there, and refused; it is not ErrNoDaemon. The message names the
+// socket's owner, group and mode and the fix.
+var ErrSocketDenied = errors.New("not allowed to use the daemon's socket")
+
+// ErrNotDaemon wraps an answer from a socket that is not this daemon's
+// (supervisord's, any HTTP server): its answers lack APIHeader. An error
+// that wraps it wraps ErrNoDaemon too: no supervisor daemon answered.
+var ErrNotDaemon = errors.New("the socket answers, but not as the supervisor daemon")
 
 // Client calls the API over a Unix socket.
 type Client struct {
@@ -97,11 +103,16 @@ func (c *Client) send(ctx context.Context, method, path string, in any) (*http.R
 		var op *net.OpError
 		if errors.As(err, &op) && op.Op == "dial" {
 			if errors.Is(op.Err, syscall.EACCES) || errors.Is(op.Err, syscall.EPERM) {
-				return nil, fmt.Errorf("%s: %w", c.socket, ErrSocketDenied)
+				return nil, fmt.Errorf("%s: %w%s", c.socket, ErrSocketDenied, socketAdvice(c.socket))
 			}
 			return nil, fmt.Errorf("%s: %w: %v", c.socket, ErrNoDaemon, op.Err)
 		}
 		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	if resp.Header.Get(APIHeader) == "" {
+		resp.Body.Close()
+		return nil, fmt.Errorf("%s: %w: %w (it answered %s %s with %q, without the %s header)",
+			c.socket, ErrNoDaemon, ErrNotDaemon, method, path, Trunc(resp.Status, 80), APIHeader)
 	}
 	if resp.StatusCode >= 300 {
 		defer resp.Body.Close()
@@ -110,7 +121,10 @@ func (c *Client) send(ctx context.Context, method, path string, in any) (*http.R
 		if json.Unmarshal(b, &eb) != nil || eb.Error == "" {
 			eb.Error = http.StatusText(resp.StatusCode)
 		}
-		return nil, &Error{Status: resp.StatusCode, Message: eb.Error}
+		if eb.Code == "" {
+			eb.Code = codeOfStatus(resp.StatusCode)
+		}
+		return nil, &Error{Status: resp.StatusCode, Code: eb.Code, Message: Trunc(eb.Error, MaxString)}
 	}
 	return resp, nil
 }

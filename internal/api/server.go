@@ -26,16 +26,6 @@ import (
 	"github.com/procsupervisor/supervisor/internal/verdict"
 )
 
-// Errors a Backend wraps so that the server answers the right status.
-var (
-	ErrBadRequest  = errors.New("bad request")         // 400
-	ErrForbidden   = errors.New("forbidden")           // 403
-	ErrNotFound    = errors.New("not found")           // 404
-	ErrConflict    = errors.New("conflict")            // 409
-	ErrUnavailable = errors.New("service unavailable") // 503
-	ErrQuota       = errors.New("over quota")          // 429
-)
-
 // Peer is the process at the other end of a connection, from SO_PEERCRED.
 type Peer struct {
 	Pid      int32
@@ -165,7 +155,15 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such endpoint: "+r.Method+" "+Trunc(r.URL.Path, 200))
 	})
-	return s.recoverer(s.admit(mux))
+	return mark(s.recoverer(s.admit(mux)))
+}
+
+// mark sends APIHeader on every answer, before anything else can answer.
+func mark(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(APIHeader, Version[1:])
+		h.ServeHTTP(w, r)
+	})
 }
 
 // admit answers a request on a connection the gate refused (503), one
@@ -247,27 +245,13 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-func writeError(w http.ResponseWriter, code int, msg string) {
-	writeJSON(w, code, ErrorBody{Error: msg})
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, ErrorBody{Error: msg, Code: codeOfStatus(status)})
 }
 
 func writeErr(w http.ResponseWriter, err error) {
-	code := http.StatusInternalServerError
-	switch {
-	case errors.Is(err, ErrBadRequest):
-		code = http.StatusBadRequest
-	case errors.Is(err, ErrForbidden):
-		code = http.StatusForbidden
-	case errors.Is(err, ErrNotFound):
-		code = http.StatusNotFound
-	case errors.Is(err, ErrConflict):
-		code = http.StatusConflict
-	case errors.Is(err, ErrUnavailable):
-		code = http.StatusServiceUnavailable
-	case errors.Is(err, ErrQuota):
-		code = http.StatusTooManyRequests
-	}
-	writeError(w, code, err.Error())
+	status, code := kindOf(err)
+	writeJSON(w, status, ErrorBody{Error: err.Error(), Code: code})
 }
 
 // decode reads a bounded body into v. An empty body leaves v as it is when
