@@ -166,6 +166,6 @@ func runKill(ctx context.Context, env *cliEnv, args []string) error {
 func killVia(ctx context.Context, env *cliEnv, sock, mech string, pid int32, claim token.Token, grace time.Duration) (actions.Outcome, error) {
 	c := dial(sock)
 	defer c.Close()
-	out, err := client.Kill(ctx, c, mech, pid, claim, grace, env.stderr)
+	out, err := client.Kill(ctx, c, mech, pid, claim, grace, env.stderr, client.Progress(env.stderr, "supervisor kill: "))
 	return out, apiFail(err)
 }

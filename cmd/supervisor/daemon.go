@@ -186,7 +186,7 @@ func runRelease(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	c := dial(*sock)
 	defer c.Close()
-	res, err := client.Release(ctx, c, pos[0], req)
+	res, err := client.Release(ctx, c, pos[0], req, client.Progress(env.stderr, "supervisor release: "))
 	if err != nil {
 		return apiFail(err)
 	}

@@ -83,6 +83,11 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 // send sends a request and returns a successful answer, whose body the
 // caller closes. Errors as do's.
 func (c *Client) send(ctx context.Context, method, path string, in any) (*http.Response, error) {
+	return c.sendAccept(ctx, method, path, in, "")
+}
+
+// sendAccept is send with an Accept header, unless accept is "".
+func (c *Client) sendAccept(ctx context.Context, method, path string, in any, accept string) (*http.Response, error) {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
@@ -97,6 +102,9 @@ func (c *Client) send(ctx context.Context, method, path string, in any) (*http.R
 	}
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
+	}
+	if accept != "" {
+		req.Header.Set("Accept", accept)
 	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
@@ -129,6 +137,26 @@ func (c *Client) send(ctx context.Context, method, path string, in any) (*http.R
 	return resp, nil
 }
 
+// doWatch is do for an answer that may stream progress: with progress
+// not nil it asks for a stream and tells progress each step.
+func (c *Client) doWatch(ctx context.Context, method, path string, in, out any, progress func(string)) error {
+	if progress == nil {
+		return c.do(ctx, method, path, in, out)
+	}
+	resp, err := c.sendAccept(ctx, method, path, in, NDJSON)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.Header.Get("Content-Type") != NDJSON {
+		if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(out); err != nil {
+			return fmt.Errorf("%s %s: decoding answer: %w", method, path, err)
+		}
+		return nil
+	}
+	return readStream(resp.Body, method+" "+path, out, progress)
+}
+
 // Launch starts a process under the daemon.
 func (c *Client) Launch(ctx context.Context, r *LaunchRequest) (Claim, error) {
 	var out Claim
@@ -145,8 +173,14 @@ func (c *Client) Admit(ctx context.Context, r *AdmitRequest) (Claim, error) {
 
 // Release tears a claim down.
 func (c *Client) Release(ctx context.Context, id string, r *ReleaseRequest) (ReleaseResponse, error) {
+	return c.ReleaseWatch(ctx, id, r, nil)
+}
+
+// ReleaseWatch is Release that tells progress, unless nil, each step of
+// the teardown as the daemon starts it.
+func (c *Client) ReleaseWatch(ctx context.Context, id string, r *ReleaseRequest, progress func(string)) (ReleaseResponse, error) {
 	var out ReleaseResponse
-	err := c.do(ctx, http.MethodPost, "/claims/"+url.PathEscape(id)+"/release", r, &out)
+	err := c.doWatch(ctx, http.MethodPost, "/claims/"+url.PathEscape(id)+"/release", r, &out, progress)
 	return out, err
 }
 
@@ -226,13 +260,19 @@ func (c *Client) Verify(ctx context.Context, pid int32, tok token.Token) (verdic
 // unless the instance is a root or a recorded member of a claim the caller
 // may act on, and OWNED.
 func (c *Client) Kill(ctx context.Context, pid int32, tok token.Token, grace *time.Duration) (actions.Outcome, error) {
+	return c.KillWatch(ctx, pid, tok, grace, nil)
+}
+
+// KillWatch is Kill that tells progress, unless nil, each step of the
+// teardown as the daemon starts it.
+func (c *Client) KillWatch(ctx context.Context, pid int32, tok token.Token, grace *time.Duration, progress func(string)) (actions.Outcome, error) {
 	r := &ClaimRequest{Pid: pid, Token: tok}
 	if grace != nil {
 		g := Duration(*grace)
 		r.Grace = &g
 	}
 	var out actions.Outcome
-	err := c.do(ctx, http.MethodPost, "/kill", r, &out)
+	err := c.doWatch(ctx, http.MethodPost, "/kill", r, &out, progress)
 	return out, err
 }
 

@@ -150,7 +150,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST "+Version+"/reap", s.reap)
 	mux.HandleFunc("GET "+Version+"/status", s.status)
 	mux.HandleFunc("POST "+Version+"/verify", call(http.StatusOK, s.b.Verify))
-	mux.HandleFunc("POST "+Version+"/kill", s.longLived(call(http.StatusOK, s.b.Kill)))
+	mux.HandleFunc("POST "+Version+"/kill", s.longLived(streamCall(s, http.StatusOK, s.b.Kill)))
 	mux.HandleFunc("GET "+Version+"/tree", s.tree)
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such endpoint: "+r.Method+" "+Trunc(r.URL.Path, 200))
@@ -289,17 +289,27 @@ type validated[T any] interface {
 	Validate() error
 }
 
+// body decodes r's body strictly into a new request and validates it, or
+// answers why not.
+func body[Req any, P validated[Req]](w http.ResponseWriter, r *http.Request) (P, bool) {
+	req := P(new(Req))
+	if !decode(w, r, req, false) {
+		return nil, false
+	}
+	if err := req.Validate(); err != nil {
+		writeErr(w, err)
+		return nil, false
+	}
+	return req, true
+}
+
 // call is the handler of an endpoint whose body is a request the backend
 // takes whole: decode it strictly, validate it, call the backend with the
 // caller's credentials, answer with status and the result as JSON.
 func call[Req any, P validated[Req], Resp any](status int, fn func(context.Context, Peer, P) (Resp, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		req := P(new(Req))
-		if !decode(w, r, req, false) {
-			return
-		}
-		if err := req.Validate(); err != nil {
-			writeErr(w, err)
+		req, ok := body[Req, P](w, r)
+		if !ok {
 			return
 		}
 		res, err := fn(r.Context(), peer(r), req)
@@ -308,6 +318,18 @@ func call[Req any, P validated[Req], Resp any](status int, fn func(context.Conte
 			return
 		}
 		writeJSON(w, status, res)
+	}
+}
+
+// streamCall is call for an endpoint that may stream its progress
+// (Server.streamed).
+func streamCall[Req any, P validated[Req], Resp any](s *Server, status int, fn func(context.Context, Peer, P) (Resp, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		req, ok := body[Req, P](w, r)
+		if !ok {
+			return
+		}
+		s.streamed(w, r, status, func(ctx context.Context) (any, error) { return fn(ctx, peer(r), req) })
 	}
 }
 
@@ -325,12 +347,9 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	res, err := s.b.Release(r.Context(), peer(r), id, &req)
-	if err != nil {
-		writeErr(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, res)
+	s.streamed(w, r, http.StatusOK, func(ctx context.Context) (any, error) {
+		return s.b.Release(ctx, peer(r), id, &req)
+	})
 }
 
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {

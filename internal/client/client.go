@@ -22,13 +22,17 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/procsupervisor/supervisor/internal/actions"
 	"github.com/procsupervisor/supervisor/internal/api"
 	"github.com/procsupervisor/supervisor/internal/local"
 	"github.com/procsupervisor/supervisor/internal/token"
 	"github.com/procsupervisor/supervisor/internal/verdict"
+	"github.com/procsupervisor/supervisor/internal/view"
 )
 
 // ErrInterrupted: the client stopped waiting for the daemon (its context
@@ -58,10 +62,11 @@ func Verify(ctx context.Context, c *api.Client, mech string, pid int32, tok toke
 // Kill tears (pid, tok) and its verified descendants down: through the
 // daemon when it holds the process (its graph knows members whose birth it
 // watched long ago), here only as the package comment says.
-func Kill(ctx context.Context, c *api.Client, mech string, pid int32, tok token.Token, grace time.Duration, note io.Writer) (actions.Outcome, error) {
+// progress, unless nil, is told each step of the teardown (Progress).
+func Kill(ctx context.Context, c *api.Client, mech string, pid int32, tok token.Token, grace time.Duration, note io.Writer, progress func(string)) (actions.Outcome, error) {
 	why := "--mechanism " + mech + " forces a local teardown"
 	if mech == "" {
-		out, err := c.Kill(ctx, pid, tok, &grace)
+		out, err := c.KillWatch(ctx, pid, tok, &grace, progress)
 		switch {
 		case err == nil:
 			out.Mechanism = "daemon: " + out.Mechanism
@@ -84,14 +89,30 @@ func Kill(ctx context.Context, c *api.Client, mech string, pid int32, tok token.
 	if dpid, err := c.ServerPid(ctx); err == nil {
 		protect = append(protect, dpid)
 	}
-	out, err := local.Kill(ctx, mech, pid, tok, grace, protect)
+	out, err := local.Kill(ctx, mech, pid, tok, actions.Options{Grace: grace, Protected: protect, OnProgress: progress})
 	out.Mechanism = "local: " + out.Mechanism
 	return out, err
 }
 
+// Progress returns the progress function of a command that writes to w:
+// each step on a line of its own, prefixed with prefix ("supervisor
+// kill: SIGTERM to 3"), when w is a terminal; nil (no progress asked)
+// otherwise, so that a script's stderr carries errors only.
+func Progress(w io.Writer, prefix string) func(string) {
+	f, ok := w.(*os.File)
+	if !ok {
+		return nil
+	}
+	if _, err := unix.IoctlGetTermios(int(f.Fd()), ioctlReadTermios); err != nil {
+		return nil // not a terminal
+	}
+	return func(step string) { fmt.Fprintf(w, "%s%s\n", prefix, view.Sanitize(step)) }
+}
+
 // Release asks the daemon to tear claim id down; only the daemon can.
-func Release(ctx context.Context, c *api.Client, id string, r *api.ReleaseRequest) (api.ReleaseResponse, error) {
-	res, err := c.Release(ctx, id, r)
+// progress, unless nil, is told each step of the teardown.
+func Release(ctx context.Context, c *api.Client, id string, r *api.ReleaseRequest, progress func(string)) (api.ReleaseResponse, error) {
+	res, err := c.ReleaseWatch(ctx, id, r, progress)
 	if err != nil && ctx.Err() != nil {
 		return res, fmt.Errorf("%w: the release of %s goes on in the daemon; follow it with `supervisor wait %s`", ErrInterrupted, id, id)
 	}

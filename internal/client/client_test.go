@@ -72,7 +72,7 @@ func TestKillRefusalIsTheAnswer(t *testing.T) {
 		b := &killBackend{err: tt.err}
 		c := serve(t, b)
 		var note bytes.Buffer
-		_, err := Kill(context.Background(), c, "", pid, tok, 0, &note)
+		_, err := Kill(context.Background(), c, "", pid, tok, 0, &note, nil)
 		ran := strings.Contains(note.String(), "here")
 		if b.kills.Load() != 1 || ran != tt.local {
 			t.Errorf("%s: daemon asked %d times, local path ran %v (note %q), want once and %v", tt.name, b.kills.Load(), ran, note.String(), tt.local)

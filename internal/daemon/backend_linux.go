@@ -279,9 +279,9 @@ func (d *Daemon) Kill(ctx context.Context, p api.Peer, r *api.ClaimRequest) (out
 		return actions.Outcome{Verdict: v}, nil
 	}
 	// A worker of the daemon's runs it: the grace outlives the client.
-	w, started := d.work.start("kill:"+strconv.Itoa(int(r.Pid))+"@"+r.Token.String(), func(wctx context.Context) (api.ReportItem, actions.Outcome, error) {
+	w, started := d.work.start("kill:"+strconv.Itoa(int(r.Pid))+"@"+r.Token.String(), func(wctx context.Context, say func(string)) (api.ReportItem, actions.Outcome, error) {
 		defer h.Close()
-		out := d.newTeardown(grace(r.Grace), p.UID, "", held.ID).RunBound(wctx, v, h, nil)
+		out := d.newTeardown(grace(r.Grace), p.UID, "", held.ID, say).RunBound(wctx, v, h, nil)
 		d.log.TeardownFor(held.ID, out)
 		return api.ReportItem{}, out, nil
 	})
