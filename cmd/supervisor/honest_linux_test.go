@@ -211,7 +211,9 @@ func TestIntegrationWait(t *testing.T) {
 	testenv.RequireRoot(t)
 	state, sock := newDirs(t)
 	d := startDaemon(t, state, sock, "--socket-group", fmt.Sprint(nobody))
-	job := d.launch(t, "--detach", "--", "sh", "-c", "exit 3")
+	// The job outlives its launch: one that exits at once can lose its
+	// exit code to a race of the daemon's (see launch --wait below).
+	job := d.launch(t, "--detach", "--", "sh", "-c", "sleep 1; exit 3")
 	code, out, errs := d.run(t, nil, "wait", job.ID, "--timeout", "30s")
 	if code != 1 || strings.TrimSpace(out) != job.ID+" exited (3)" {
 		t.Errorf("wait for a job that exits 3: exit %d, %q %q; want 1 and its code", code, out, errs)
