@@ -1,6 +1,7 @@
 package api
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"slices"
@@ -53,4 +54,33 @@ func TestProgressStream(t *testing.T) {
 	if !errors.As(err, &ae) || ae.Status != 403 || !errors.Is(err, ErrNotYours) || len(got) != 1 {
 		t.Errorf("KillWatch() refused = %v, steps %q; want 403 not_yours after one step", err, got)
 	}
+}
+
+// FuzzReadStream: whatever a socket streams back, readStream ends with a
+// result, an *Error or an error, and tells progress only the steps.
+func FuzzReadStream(f *testing.F) {
+	f.Add([]byte("{\"progress\":\"SIGTERM to 3\"}\n{}\n{\"result\":{\"dead\":true}}\n"))
+	f.Add([]byte("{\"progress\":\"x\"}\n{\"error\":\"no\",\"code\":\"not_yours\",\"status\":403}\n"))
+	f.Add([]byte("{\"progress\":\"x\"}\n"))
+	f.Add([]byte("{\"result\":[1,2]}"))
+	f.Add([]byte("not json"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		var out struct {
+			Dead bool `json:"dead"`
+		}
+		n := 0
+		err := readStream(bytes.NewReader(b), "POST /kill", &out, func(s string) {
+			if s == "" {
+				t.Fatal("an empty step was told")
+			}
+			n++
+		})
+		var ae *Error
+		if errors.As(err, &ae) && ae.Code == "" {
+			t.Fatalf("an error line without a code: %+v", ae)
+		}
+		if n > bytes.Count(b, []byte("{")) {
+			t.Fatalf("%d steps told from %q", n, b)
+		}
+	})
 }
