@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -286,16 +287,18 @@ func TestIntegrationProgressOnTerminal(t *testing.T) {
 		cmd := exec.Command(binary(t), append(args, "--grace", "300ms")...)
 		cmd.Env = append(os.Environ(), "SUPERVISOR_SOCKET="+d.sock)
 		cmd.Stderr = tty
+		// Read while the terminal is open: what a writer leaves in it can
+		// be lost to the hangup when its last end closes.
+		var got lockedBuffer
+		go io.Copy(&got, master) // ends with EIO when the test closes tty
 		if err := cmd.Run(); err != nil {
 			t.Fatalf("%s: %v", how, err)
 		}
-		tty.Close()
-		var got bytes.Buffer
-		got.ReadFrom(master) // EIO once the terminal's last writer is gone
 		want := fmt.Sprintf("supervisor %s: SIGTERM to 1\r\nsupervisor %s: waiting up to 300ms\r\nsupervisor %s: SIGKILL to 1\r\n", how, how, how)
-		if got.String() != want {
+		if !testenv.Poll(10*time.Second, func() bool { return got.String() == want }) {
 			t.Errorf("%s on a terminal wrote %q, want %q", how, got.String(), want)
 		}
+		tty.Close()
 	}
 	c := d.launch(t, "--", "sleep", "100")
 	if code, _, errs := d.run(t, nil, "release", "--grace", "0s", c.ID); code != 0 || errs != "" {
