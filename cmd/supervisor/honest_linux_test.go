@@ -137,6 +137,19 @@ func TestIntegrationSocketErrors(t *testing.T) {
 	}
 }
 
+// termIgnoring launches a grant whose root ignores SIGTERM, and returns
+// once it does (its shell has set the trap and exec'd sleep: a TERM sent
+// before would end it).
+func termIgnoring(t *testing.T, d *testDaemon) api.Claim {
+	t.Helper()
+	c := d.launch(t, "--", "sh", "-c", "trap '' TERM; exec sleep 100")
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", c.Pid))
+		return err == nil && strings.TrimSpace(string(b)) == "sleep"
+	}, "the root of %s never became sleep", c.ID)
+	return c
+}
+
 // signalTimes returns the times of the daemon's signal_sent lines for pid,
 // by signal name.
 func (d *testDaemon) signalTimes(pid int32) map[string]time.Time {
@@ -168,7 +181,7 @@ func TestIntegrationInterruptedTeardownGoesOn(t *testing.T) {
 	d := startDaemon(t, state, sock)
 	const grace = 3 * time.Second
 	for _, how := range []string{"release", "kill"} {
-		c := d.launch(t, "--", "sh", "-c", "trap '' TERM; exec sleep 100")
+		c := termIgnoring(t, d)
 		args := []string{"release", c.ID}
 		follow := "supervisor wait " + c.ID
 		if how == "kill" {
@@ -278,7 +291,7 @@ func TestIntegrationProgressOnTerminal(t *testing.T) {
 	state, sock := newDirs(t)
 	d := startDaemon(t, state, sock)
 	for _, how := range []string{"release", "kill"} {
-		c := d.launch(t, "--", "sh", "-c", "trap '' TERM; exec sleep 100")
+		c := termIgnoring(t, d)
 		args := []string{"release", c.ID}
 		if how == "kill" {
 			args = []string{"kill", fmt.Sprint(c.Pid), c.Token.String()}
