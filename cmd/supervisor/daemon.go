@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/procsupervisor/supervisor/internal/api"
+	"github.com/procsupervisor/supervisor/internal/client"
 	"github.com/procsupervisor/supervisor/internal/daemon"
 	"github.com/procsupervisor/supervisor/internal/local"
 	"github.com/procsupervisor/supervisor/internal/store"
@@ -47,8 +48,11 @@ already claimed, 64 bad arguments, 65 malformed token, 69 no daemon,
 	register("release", "tear down a claim's whole tree and record the outcome", runRelease,
 		`release ID [--grace D] [--json] [--socket PATH]
 
+The teardown runs in the daemon to its end: interrupted (Ctrl-C), this
+command says so and how to follow it (supervisor wait ID), and exits 130.
 Exit codes: 0 released (nothing left alive), 2 survivors or live members
-reported, 66 no such claim, 69 no daemon, 77 refused, 3 unverifiable.`)
+reported, 3 unverifiable, 66 no such claim, 69 no daemon, 77 refused (the
+daemon or one of its ancestors is never released), 130 interrupted.`)
 	register("list", "list claims with their state and last verdict", runList,
 		"list [--json] [--socket PATH]\n\n"+clientExits)
 	register("reap", "run the reaper once (orphans, gone roots, reissued pids)", runReap,
@@ -106,6 +110,7 @@ func runLaunch(ctx context.Context, env *cliEnv, args []string) error {
 	bind := fs.Bool("bind-to-caller", false, "bind the grant to the process that ran this command")
 	cwd := fs.String("cwd", "", "working directory (default: this command's)")
 	nnp := fs.Bool("no-new-privs", false, "no setuid program the workload runs gains privileges")
+	wait := fs.Bool("wait", false, "then wait until the claim has ended, print how, exit as wait does")
 	sock := socketFlag(fs)
 	argv, err := parse(env, fs, args, 1, -1, "-- ARGV...")
 	switch {
@@ -136,7 +141,10 @@ func runLaunch(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return apiFail(err)
 	}
-	return printJSON(env, cl, "  ")
+	if err := printJSON(env, cl, "  "); err != nil || !*wait {
+		return err
+	}
+	return waitClaim(ctx, env, c, cl.ID, 0, false)
 }
 
 func runAdmit(ctx context.Context, env *cliEnv, args []string) error {
@@ -178,7 +186,7 @@ func runRelease(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	c := dial(*sock)
 	defer c.Close()
-	res, err := c.Release(ctx, pos[0], req)
+	res, err := client.Release(ctx, c, pos[0], req, client.Progress(env.stderr, "supervisor release: "))
 	if err != nil {
 		return apiFail(err)
 	}

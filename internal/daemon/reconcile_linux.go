@@ -40,6 +40,8 @@ type request struct {
 	// async: the caller (the main loop) does not wait for a teardown, and
 	// skips a claim whose teardown is in progress instead of waiting.
 	async bool
+	// say, when set, is told a teardown's steps (its worker's).
+	say func(string)
 }
 
 // reconcileAll applies the table to every open claim.
@@ -227,7 +229,7 @@ func (d *Daemon) settle(ctx context.Context, id string, rq request) (api.ReportI
 		rootH, extra := root, members
 		root, members = nil, nil
 		handed = true
-		w, started := d.work.start(c.ID, func(wctx context.Context) (api.ReportItem, actions.Outcome, error) {
+		w, started := d.work.start(c.ID, func(wctx context.Context, say func(string)) (api.ReportItem, actions.Outcome, error) {
 			defer l.Unlock()
 			defer func() {
 				for _, h := range append(extra, rootH) {
@@ -236,6 +238,8 @@ func (d *Daemon) settle(ctx context.Context, id string, rq request) (api.ReportI
 					}
 				}
 			}()
+			rq := rq
+			rq.say = say
 			out, err := d.teardown(wctx, &c, v, rootH, extra, rq, grace)
 			it := it
 			it.Members, it.Unproven, it.Failed = len(out.Targeted), out.Unproven, !out.Dead
@@ -345,7 +349,7 @@ func (d *Daemon) teardown(ctx context.Context, c *store.Claim, v verdict.Verdict
 	if rq.principal != nil {
 		principal = *rq.principal
 	}
-	td := d.newTeardown(grace, principal, c.Cgroup, c.ID)
+	td := d.newTeardown(grace, principal, c.Cgroup, c.ID, rq.say)
 	out := td.RunBound(ctx, v, root, extra)
 	d.log.TeardownFor(c.ID, out)
 	if ctx.Err() != nil {
@@ -393,14 +397,15 @@ func (d *Daemon) graceFor(c *store.Claim, rq request) time.Duration {
 
 // newTeardown is the one place a daemon teardown is made: every signal it
 // sends or is refused is one signal_sent line in the feed.
-func (d *Daemon) newTeardown(grace time.Duration, principal uint32, cgroup, claimID string) *actions.Teardown {
+func (d *Daemon) newTeardown(grace time.Duration, principal uint32, cgroup, claimID string, say func(string)) *actions.Teardown {
 	if grace <= 0 {
 		grace = time.Duration(d.cfg.Grace)
 	}
 	return actions.New(d.judge, d.tr.Load().Finder(d.judge), actions.Options{
-		Grace:     grace,
-		Principal: &principal,
-		Cgroup:    cgroup,
+		Grace:      grace,
+		Principal:  &principal,
+		Cgroup:     cgroup,
+		OnProgress: say,
 		OnSignal: func(m actions.Member, sig unix.Signal, err error) {
 			d.log.Signal(logfeed.Signal{Pid: m.Pid, Token: m.Token, Signal: unix.SignalName(sig), Mechanism: "pidfd", Err: err, ClaimID: claimID})
 		},

@@ -260,6 +260,13 @@ func (x *ecs) signal(c *capture, sg *Signal) {
 	e.Send()
 }
 
+// dropsDict is dropped_lines (the total) and dropped (by class).
+func dropsDict(e *zerolog.Event, d Drops) *zerolog.Event {
+	by := e.CreateDict().Uint64("process_events", d.ProcessEvents).Uint64("audit", d.Audit).Uint64("verdicts", d.Verdicts).
+		Uint64("signals", d.Signals).Uint64("other", d.Other).Uint64("sink", d.Sink)
+	return e.CreateDict().Uint64("dropped_lines", d.total()).Dict("dropped", by)
+}
+
 func members(e *zerolog.Event, ms []actions.Member) *zerolog.Array {
 	arr := e.CreateArray()
 	for _, m := range ms {
@@ -327,11 +334,11 @@ func (x *ecs) lost(c *capture, mech events.Mechanism, count uint64) {
 	e.Msg("process events lost; resyncing from the process table")
 }
 
-func (x *ecs) dropped(c *capture, count uint64) {
+func (x *ecs) dropped(c *capture, d Drops) {
 	e := x.begin(c, time.Now())
 	// Not about a process: no event.category.
 	eventObject(e, c.action, nil, outcomeFailure, "")
-	e.Dict("supervisor", e.CreateDict().Uint64("dropped_lines", count))
+	e.Dict("supervisor", dropsDict(e, d))
 	e.Msg("log lines dropped: the log sink was slow or failing")
 }
 

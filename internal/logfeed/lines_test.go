@@ -173,7 +173,7 @@ func produceAll(t *testing.T, schema string) ([]map[string]any, *procEvents) {
 	l.Service(Service{Stopping: true, Mechanism: events.EBPF, Reason: "SIGTERM"})
 	flush(t, l)
 	lines := out.lines(t)
-	dropped := l.encodeDropped(nil, 42)
+	dropped := l.encodeDropped(nil, Drops{ProcessEvents: 40, Audit: 1, Sink: 1})
 	return append(lines, decodeLines(t, dropped)...), pe
 }
 

@@ -358,11 +358,11 @@ func (x *ocsf) lost(c *capture, mech events.Mechanism, count uint64) {
 	e.Msg("process events lost; resyncing from the process table")
 }
 
-func (x *ocsf) dropped(c *capture, count uint64) {
+func (x *ocsf) dropped(c *capture, d Drops) {
 	e := x.begin(c, time.Now(), ocsfOther, outcomeFailure)
 	x.actorSelf(e)
 	x.selfProcess(e)
-	e.Dict("unmapped", e.CreateDict().Str("action", c.action).Uint64("dropped_lines", count))
+	e.Dict("unmapped", dropsDict(e, d).Str("action", c.action))
 	e.Msg("log lines dropped: the log sink was slow or failing")
 }
 
