@@ -183,9 +183,8 @@ func (x *ecs) event(c *capture, ev *events.Event) {
 	if ev.Exe != "" {
 		p.Str("executable", ev.Exe)
 	}
-	if len(ev.Argv) > 0 {
-		p.Array("args", argsArray(p.CreateArray(), ev.Argv)).Int("args_count", len(ev.Argv))
-	}
+	c.ecsExec(e, p, ev)
+	ecsContext(p, &ev.Ctx)
 	if ev.Tid != 0 && ev.Tid != ev.Pid {
 		p.Dict("thread", p.CreateDict().Int32("id", ev.Tid))
 	}
@@ -217,6 +216,7 @@ func (x *ecs) event(c *capture, ev *events.Event) {
 	if sig != 0 {
 		s.Str("exit_signal", signalName(sig))
 	}
+	supervisorContext(s, ev)
 	e.Dict("supervisor", s)
 	e.Send()
 }
