@@ -70,6 +70,10 @@ type Source struct {
 	sawData    bool // a record arrived since the read deadline was set
 	quiet      bool // no deadline: asleep until the program wakes us
 
+	// progs are the attached programs by event kind, for tests and
+	// benchmarks that read their size and run-time statistics.
+	progs map[string]*ebpf.Program
+
 	closed    atomic.Bool
 	closeOnce sync.Once
 	closeErr  error
@@ -205,6 +209,7 @@ func New(boot procfs.BootID, opts ...Option) (*Source, error) {
 		links = append(links, l)
 	}
 	s := newSource(boot, rd, nil, releaseAll)
+	s.progs = map[string]*ebpf.Program{"fork": objs.Fork, "exec": objs.Exec, "exit": objs.Exit}
 	var key uint32
 	var val uint64
 	s.lost = func() (uint64, error) {
