@@ -271,20 +271,25 @@ static __always_inline void submit(struct event *e)
 
 /* pidfs_ino returns the pidfs inode id of the process led by leader: the
  * inode of its thread-group struct pid, which fstat of a pidfd reports. */
+extern void *bpf_rdonly_cast(const void *obj__ign, __u32 btf_id) __ksym;
+
+/* Tasks are BTF pointers (tracepoint arguments and what they point to), so
+ * their fields are read by direct loads, which the verifier turns into
+ * fault-safe loads: far cheaper than a helper call per field. */
 static __always_inline __u64 pidfs_ino(struct task_struct *leader)
 {
-	struct pid *p = BPF_CORE_READ(leader, thread_pid);
+	struct pid *p = leader->thread_pid;
 
 	if (!p)
 		return 0;
 	if (!bpf_core_field_exists(p->ino))
 		return 0;
-	return BPF_CORE_READ(p, ino);
+	return p->ino;
 }
 
 static __always_inline __u64 start_ticks(struct task_struct *leader)
 {
-	return BPF_CORE_READ(leader, start_boottime) / NSEC_PER_TICK;
+	return leader->start_boottime / NSEC_PER_TICK;
 }
 
 /* fill_ids fills the identity of the process led by leader and of the
@@ -292,10 +297,10 @@ static __always_inline __u64 start_ticks(struct task_struct *leader)
 static __always_inline void fill_ids(struct event *e, struct task_struct *leader,
 				     struct task_struct *parent_leader)
 {
-	e->pid = BPF_CORE_READ(leader, tgid);
+	e->pid = leader->tgid;
 	e->start_ticks = start_ticks(leader);
 	e->ino = pidfs_ino(leader);
-	e->ppid = BPF_CORE_READ(parent_leader, tgid);
+	e->ppid = parent_leader->tgid;
 	e->parent_start_ticks = start_ticks(parent_leader);
 	e->parent_ino = pidfs_ino(parent_leader);
 	if (bpf_core_field_exists(((struct pid *)0)->ino))
@@ -314,7 +319,9 @@ static __always_inline int leader_token(struct pid *p, __u64 *ticks, __u64 *ino)
 	first = BPF_CORE_READ(p, tasks[PIDTYPE_PID].first);
 	if (!first)
 		return 0;
-	t = (void *)first - bpf_core_field_offset(struct task_struct, pid_links);
+	/* container_of on a number, then back to a BTF pointer. */
+	t = bpf_rdonly_cast((void *)first - bpf_core_field_offset(struct task_struct, pid_links),
+			    bpf_core_type_id_kernel(struct task_struct));
 	*ticks = start_ticks(t);
 	*ino = bpf_core_field_exists(p->ino) ? BPF_CORE_READ(p, ino) : 0;
 	return 1;
@@ -325,36 +332,40 @@ static __always_inline int pid_nr(struct pid *p)
 	return p ? BPF_CORE_READ(p, numbers[0].nr) : 0;
 }
 
-/* fill_ctx reads the context of task t (see struct proc_ctx). */
+/* fill_ctx reads the context of task t (see struct proc_ctx). t is a
+ * tracepoint argument, a BTF pointer: fields are read by direct loads,
+ * which the verifier turns into faulting-safe loads, far cheaper than a
+ * helper call each. Pointers that need arithmetic (a flexible array, a
+ * container_of) are read with helpers, as plain numbers. */
 static __always_inline void fill_ctx(struct proc_ctx *c, struct task_struct *t)
 {
-	const struct cred *cred = BPF_CORE_READ(t, real_cred);
-	struct signal_struct *sig = BPF_CORE_READ(t, signal);
-	struct pid *tp = BPF_CORE_READ(t, thread_pid);
+	const struct cred *cred = t->real_cred;
+	struct signal_struct *sig = t->signal;
+	struct tty_struct *tty = sig->tty;
+	struct group_info *gi = cred->group_info;
 	struct pid *sp = BPF_CORE_READ(sig, pids[PIDTYPE_SID]);
 	struct pid *gp = BPF_CORE_READ(sig, pids[PIDTYPE_PGID]);
-	struct tty_struct *tty = BPF_CORE_READ(sig, tty);
-	struct group_info *gi = BPF_CORE_READ(cred, group_info);
+	struct pid *tp = BPF_CORE_READ(t, thread_pid);
 	struct upid *up;
 	__u32 level, n;
 
 	c->flags = 0;
-	c->uid = BPF_CORE_READ(cred, uid.val);
-	c->euid = BPF_CORE_READ(cred, euid.val);
-	c->suid = BPF_CORE_READ(cred, suid.val);
-	c->gid = BPF_CORE_READ(cred, gid.val);
-	c->egid = BPF_CORE_READ(cred, egid.val);
-	c->sgid = BPF_CORE_READ(cred, sgid.val);
-	c->ngroups = gi ? BPF_CORE_READ(gi, ngroups) : 0;
+	c->uid = cred->uid.val;
+	c->euid = cred->euid.val;
+	c->suid = cred->suid.val;
+	c->gid = cred->gid.val;
+	c->egid = cred->egid.val;
+	c->sgid = cred->sgid.val;
+	c->ngroups = gi ? gi->ngroups : 0;
 	n = c->ngroups;
 	if (n > NGROUPS_CAP)
 		n = NGROUPS_CAP;
 	if (n > 0 && bpf_probe_read_kernel(c->groups, n * sizeof(__u32),
-			(void *)gi + bpf_core_field_offset(struct group_info, gid)) < 0)
+			(void *)BPF_CORE_READ(cred, group_info) + bpf_core_field_offset(struct group_info, gid)) < 0)
 		c->ngroups = 0;
 	if (bpf_core_field_exists(t->loginuid)) {
-		c->loginuid = BPF_CORE_READ(t, loginuid.val);
-		c->audit_session = BPF_CORE_READ(t, sessionid);
+		c->loginuid = t->loginuid.val;
+		c->audit_session = t->sessionid;
 		c->flags |= CTX_AUDIT;
 	} else {
 		c->loginuid = (__u32)-1;
@@ -370,8 +381,10 @@ static __always_inline void fill_ctx(struct proc_ctx *c, struct task_struct *t)
 		c->flags |= CTX_PGID_LEADER;
 	c->tty_major = c->tty_minor = 0;
 	if (tty) {
-		c->tty_major = BPF_CORE_READ(tty, driver, major);
-		c->tty_minor = BPF_CORE_READ(tty, driver, minor_start) + BPF_CORE_READ(tty, index);
+		struct tty_driver *drv = tty->driver;
+
+		c->tty_major = drv->major;
+		c->tty_minor = drv->minor_start + tty->index;
 		c->flags |= CTX_TTY;
 	}
 	level = BPF_CORE_READ(tp, level) & 31;
@@ -379,7 +392,7 @@ static __always_inline void fill_ctx(struct proc_ctx *c, struct task_struct *t)
 	     level * bpf_core_type_size(struct upid);
 	c->ns_pid = BPF_CORE_READ(up, nr);
 	c->pidns_ino = BPF_CORE_READ(up, ns, ns.inum);
-	c->cgroup_id = BPF_CORE_READ(t, cgroups, dfl_cgrp, kn, id);
+	c->cgroup_id = t->cgroups->dfl_cgrp->kn->id;
 }
 
 SEC("tp_btf/sched_process_fork")
@@ -398,7 +411,7 @@ int BPF_PROG(handle_fork, struct task_struct *parent, struct task_struct *child)
 		return 0;
 	/* The birth parent is the creator (current), not real_parent, which
 	 * CLONE_PARENT may point elsewhere. */
-	fill_ids(e, child, BPF_CORE_READ(parent, group_leader));
+	fill_ids(e, child, parent->group_leader);
 	e->tid = BPF_CORE_READ(child, pid);
 	BPF_CORE_READ_INTO(&e->comm, child, comm);
 	if (want_context)
@@ -436,41 +449,75 @@ static __always_inline void begin_blob(struct scratch *s)
 	s->end = s->pos + PATH_BYTES;
 }
 
+/* as_dentry makes a dentry address read as a number into a BTF pointer, so
+ * that its fields can be read by direct loads. */
+static __always_inline struct dentry *as_dentry(void *d)
+{
+	return bpf_rdonly_cast(d, bpf_core_type_id_kernel(struct dentry));
+}
+
+/* Open-coded numeric iterator (kfuncs, Linux 6.4+): the verifier checks a
+ * loop over it by convergence of its states instead of unrolling it, so
+ * the walk's two kinds of step (a name, a mount crossing) do not multiply
+ * the paths it explores. */
+struct bpf_iter_num {
+	__u64 __opaque[1];
+} __attribute__((aligned(8)));
+
+extern int bpf_iter_num_new(struct bpf_iter_num *it, int start, int end) __ksym;
+extern int *bpf_iter_num_next(struct bpf_iter_num *it) __ksym;
+extern void bpf_iter_num_destroy(struct bpf_iter_num *it) __ksym;
+
 /* walk_path appends the names of path (d, vm) from the leaf up to the root
  * (rootd, rootvm) or the root of the mount tree, and returns -1 when it
- * stopped before (bounds, a disconnected dentry, a failed read). */
-static __always_inline int walk_path(struct scratch *s, struct dentry *d, struct vfsmount *vm,
-				     struct dentry *rootd, struct vfsmount *rootvm)
+ * stopped before (bounds, a disconnected dentry, a failed read). Dentries
+ * are walked by direct loads; the mount (vm, its struct mount) is kept as a
+ * number, since reaching struct mount from its vfsmount takes arithmetic
+ * the verifier does not allow on BTF pointers, and read with helpers at
+ * each of the few mount crossings. */
+static __always_inline int walk_path(struct scratch *s, struct dentry *d, void *vm,
+				     struct dentry *rootd, void *rootvm)
 {
-	struct mount *m = (void *)vm - bpf_core_field_offset(struct mount, mnt);
-	int i;
+	__u64 mnt_off = bpf_core_field_offset(struct mount, mnt);
+	struct bpf_iter_num it;
+	struct dentry *mroot;
+	int ret = -1;
 
 	begin_blob(s);
 	if (!d || !vm)
 		return -1;
-	for (i = 0; i < PATH_DEPTH; i++) {
+	d = as_dentry(d);
+	mroot = BPF_CORE_READ((struct vfsmount *)vm, mnt_root);
+	bpf_iter_num_new(&it, 0, PATH_DEPTH);
+	while (bpf_iter_num_next(&it)) {
 		struct dentry *parent;
-		struct mount *mp;
 
-		if (d == rootd && vm == rootvm)
-			return 0;
-		if (d == BPF_CORE_READ(vm, mnt_root)) {
-			mp = BPF_CORE_READ(m, mnt_parent);
-			if (mp == m)
-				return 0;
-			d = BPF_CORE_READ(m, mnt_mountpoint);
-			m = mp;
-			vm = (void *)mp + bpf_core_field_offset(struct mount, mnt);
+		if ((void *)d == (void *)rootd && vm == rootvm) {
+			ret = 0;
+			break;
+		}
+		if ((void *)d == (void *)mroot) {
+			struct mount *m = vm - mnt_off;
+			struct mount *mp = BPF_CORE_READ(m, mnt_parent);
+
+			if (mp == m) {
+				ret = 0;
+				break;
+			}
+			d = as_dentry(BPF_CORE_READ(m, mnt_mountpoint));
+			vm = (void *)mp + mnt_off;
+			mroot = BPF_CORE_READ((struct vfsmount *)vm, mnt_root);
 			continue;
 		}
-		parent = BPF_CORE_READ(d, d_parent);
+		parent = d->d_parent;
 		if (parent == d || !parent)
-			return -1;
-		if (put_name(s, BPF_CORE_READ(d, d_name.name)) < 0)
-			return -1;
-		d = parent;
+			break;
+		if (put_name(s, d->d_name.name) < 0)
+			break;
+		d = as_dentry(parent);
 	}
-	return -1;
+	bpf_iter_num_destroy(&it);
+	return ret;
 }
 
 static __always_inline struct kernfs_node *kn_parent(struct kernfs_node *kn)
@@ -479,29 +526,34 @@ static __always_inline struct kernfs_node *kn_parent(struct kernfs_node *kn)
 	struct kernfs_node___old *o = (void *)kn;
 
 	if (bpf_core_field_exists(n->__parent))
-		return BPF_CORE_READ(n, __parent);
-	return BPF_CORE_READ(o, parent);
+		return n->__parent;
+	return o->parent;
 }
 
 /* walk_cgroup appends the names of a kernfs node up to its root (whose own
  * name is not part of the path). */
 static __always_inline int walk_cgroup(struct scratch *s, struct kernfs_node *kn)
 {
-	int i;
+	struct bpf_iter_num it;
+	int ret = -1;
 
 	begin_blob(s);
 	if (!kn)
 		return -1;
-	for (i = 0; i < CGROUP_DEPTH; i++) {
+	bpf_iter_num_new(&it, 0, CGROUP_DEPTH);
+	while (bpf_iter_num_next(&it)) {
 		struct kernfs_node *parent = kn_parent(kn);
 
-		if (!parent)
-			return 0;
-		if (put_name(s, BPF_CORE_READ(kn, name)) < 0)
-			return -1;
+		if (!parent) {
+			ret = 0;
+			break;
+		}
+		if (put_name(s, kn->name) < 0)
+			break;
 		kn = parent;
 	}
-	return -1;
+	bpf_iter_num_destroy(&it);
+	return ret;
 }
 
 /* exec_context sends an exec record with the context of p: assembled in
@@ -513,7 +565,7 @@ static __always_inline void exec_context(struct task_struct *p, pid_t old_pid, s
 	struct exec_event *x;
 	struct fs_struct *fs;
 	struct dentry *rootd;
-	struct vfsmount *rootvm;
+	void *rootvm;
 	struct file *f;
 	struct mm_struct *mm;
 	unsigned long as, ae;
@@ -531,7 +583,7 @@ static __always_inline void exec_context(struct task_struct *p, pid_t old_pid, s
 	x->ev.kind = KIND_EXEC;
 	x->ev.status = 0;
 	x->ev.flags = 0;
-	fill_ids(&x->ev, p, BPF_CORE_READ(p, real_parent, group_leader));
+	fill_ids(&x->ev, p, p->real_parent->group_leader);
 	x->ev.tid = old_pid;
 	BPF_CORE_READ_INTO(&x->ev.comm, p, comm);
 	fill_ctx(&x->ctx, p);
@@ -540,29 +592,27 @@ static __always_inline void exec_context(struct task_struct *p, pid_t old_pid, s
 	x->pad = 0;
 	s->pos = 0;
 
-	fs = BPF_CORE_READ(p, fs);
-	rootd = BPF_CORE_READ(fs, root.dentry);
+	fs = p->fs;
+	rootd = fs->root.dentry;
 	rootvm = BPF_CORE_READ(fs, root.mnt);
-	f = BPF_CORE_READ(bprm, file);
+	f = bprm->file;
 	if (!f)
 		x->xflags |= X_NO_EXE;
-	else if (walk_path(s, BPF_CORE_READ(f, f_path.dentry), BPF_CORE_READ(f, f_path.mnt),
-			   rootd, rootvm) < 0)
+	else if (walk_path(s, f->f_path.dentry, BPF_CORE_READ(f, f_path.mnt), rootd, rootvm) < 0)
 		x->xflags |= X_EXE_TRUNC;
 	x->exe_len = s->pos;
 	mark = s->pos;
-	if (walk_path(s, BPF_CORE_READ(fs, pwd.dentry), BPF_CORE_READ(fs, pwd.mnt),
-		      rootd, rootvm) < 0)
+	if (walk_path(s, fs->pwd.dentry, BPF_CORE_READ(fs, pwd.mnt), rootd, rootvm) < 0)
 		x->xflags |= X_CWD_TRUNC;
 	x->cwd_len = s->pos - mark;
 	mark = s->pos;
-	if (walk_cgroup(s, BPF_CORE_READ(p, cgroups, dfl_cgrp, kn)) < 0)
+	if (walk_cgroup(s, p->cgroups->dfl_cgrp->kn) < 0)
 		x->xflags |= X_CGROUP_TRUNC;
 	x->cgroup_len = s->pos - mark;
 
-	mm = BPF_CORE_READ(p, mm);
-	as = BPF_CORE_READ(mm, arg_start);
-	ae = BPF_CORE_READ(mm, arg_end);
+	mm = p->mm;
+	as = mm->arg_start;
+	ae = mm->arg_end;
 	size = ae > as ? ae - as : 0;
 	x->args_size = size;
 	if (size > argv_max) {
@@ -598,7 +648,7 @@ int BPF_PROG(handle_exec, struct task_struct *p, pid_t old_pid, struct linux_bin
 		return 0;
 	/* de_thread has run: p leads the group now, even if it was another
 	 * thread (old_pid) that called execve. */
-	fill_ids(e, p, BPF_CORE_READ(p, real_parent, group_leader));
+	fill_ids(e, p, p->real_parent->group_leader);
 	e->tid = old_pid;
 	BPF_CORE_READ_INTO(&e->comm, p, comm);
 	submit(e);
@@ -607,13 +657,13 @@ int BPF_PROG(handle_exec, struct task_struct *p, pid_t old_pid, struct linux_bin
 
 static __always_inline int report_exit(struct task_struct *p)
 {
-	struct task_struct *leader = BPF_CORE_READ(p, group_leader);
+	struct task_struct *leader = p->group_leader;
 	struct signal_struct *sig = BPF_CORE_READ(p, signal);
 	struct event *e = reserve(KIND_EXIT);
 
 	if (!e)
 		return 0;
-	fill_ids(e, leader, BPF_CORE_READ(leader, real_parent, group_leader));
+	fill_ids(e, leader, leader->real_parent->group_leader);
 	e->tid = BPF_CORE_READ(p, pid);
 	/* What wait(2) reports (wait_task_zombie): the group's code after a
 	 * group exit, otherwise the leader's own code. */
