@@ -49,6 +49,15 @@
  * A deleted file's path is its last name, without the " (deleted)" d_path
  * adds. The cgroup path walks kernfs parents the same way (CGROUP_DEPTH).
  *
+ * Cost: task, cred, dentry and kernfs fields are read by direct loads
+ * through BTF pointers (the verifier makes them fault-safe), not a helper
+ * call each; addresses that need arithmetic (container_of, a flexible array)
+ * are read as numbers and turned back into BTF pointers with
+ * bpf_rdonly_cast. The walks loop on open-coded iterators (bpf_iter_num),
+ * which the verifier checks by convergence instead of unrolling every
+ * path length. Both need Linux 6.4+; the context-less programs (fork, exec
+ * and exit with want_context unset) need only tp_btf and ring buffers.
+ *
  * The record layout is mirrored in internal/events/tracepoint/decode.go.
  */
 

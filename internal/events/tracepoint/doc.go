@@ -34,6 +34,9 @@
 //     path, crossing mounts up to the task's root. A path past the bound is
 //     flagged truncated and holds its last components without a leading
 //     slash, never a wrong absolute path (see bpf/process.bpf.c).
+//   - WithExecPath needs Linux 6.4+ (open-coded iterators and
+//     bpf_rdonly_cast); before it New fails to load the programs
+//     (events.ErrUnavailable) and callers fall back to another mechanism.
 //
 // Limits:
 //
