@@ -430,3 +430,81 @@ func TestIntegrationContextContainer(t *testing.T) {
 		t.Errorf("plain child cgroup %q container %q", ev2.Exec.Cgroup, ev2.Exec.ContainerID)
 	}
 }
+
+// TestIntegrationContextMountCrossing runs a program through a bind mount
+// and from a working directory inside another one: the walk crosses from
+// each mount's root to its mountpoint, so the paths are the ones through
+// the mounts, as /proc shows them.
+func TestIntegrationContextMountCrossing(t *testing.T) {
+	c, _ := openContext(t)
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join(dir, "src")
+	copyTrue(t, filepath.Join(src, "deep", "x"))
+	mnt := filepath.Join(dir, "mnt", "point")
+	if err := os.MkdirAll(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount(src, mnt, "", unix.MS_BIND, ""); err != nil {
+		testenv.Skip(t, "bind mount: %v", err)
+	}
+	defer unix.Unmount(mnt, unix.MNT_DETACH)
+	cmd := exec.Command(filepath.Join(mnt, "deep", "x"))
+	cmd.Dir = filepath.Join(mnt, "deep")
+	ev := c.runExec(t, cmd)
+	if want := filepath.Join(mnt, "deep", "x"); ev.Exe != want || ev.Exec.ExeTruncated {
+		t.Errorf("exe = %q (truncated %v), want %q", ev.Exe, ev.Exec.ExeTruncated, want)
+	}
+	if want := filepath.Join(mnt, "deep"); ev.Exec.Cwd != want || ev.Exec.CwdTruncated {
+		t.Errorf("cwd = %q (truncated %v), want %q", ev.Exec.Cwd, ev.Exec.CwdTruncated, want)
+	}
+}
+
+// TestIntegrationContextLoss fills the ring buffer with exec records of
+// 32 KiB of arguments while nothing reads it: the records that cannot be
+// written are counted and reported as a Lost event, never dropped
+// silently, and the records that were written decode whole.
+func TestIntegrationContextLoss(t *testing.T) {
+	testenv.RequireRoot(t)
+	boot, err := procfs.ReadBootID("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(boot, WithExecPath())
+	if errors.Is(err, events.ErrUnavailable) {
+		testenv.Skip(t, "cannot load eBPF: %v", err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	argv := []string{"/bin/true", strings.Repeat("y", DefaultArgvMax)}
+	const runs = 64 // 64 records of 32 KiB and more: twice the 1 MiB ring
+	for range runs {
+		if err := exec.Command(argv[0], argv[1:]...).Run(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var lost uint64
+	var whole int
+	for lost == 0 {
+		var ev events.Event
+		if err := s.Read(&ev); err != nil {
+			t.Fatalf("Read() = %v", err)
+		}
+		switch {
+		case ev.Kind == events.Lost:
+			lost = ev.Count
+		case ev.Kind == events.Exec && ev.Exec.ArgsSize == len(argv[0])+len(argv[1])+2:
+			if !ev.Exec.ArgsTruncated || len(ev.Argv) != 2 || ev.Argv[0] != argv[0] {
+				t.Fatalf("exec record not whole: %d args, truncated %v", len(ev.Argv), ev.Exec.ArgsTruncated)
+			}
+			whole++
+		}
+	}
+	if whole == 0 || whole+int(lost) < runs || s.Stats().Lost < lost {
+		t.Errorf("%d exec records read and %d lost (stats %+v), want some of each adding up to at least %d", whole, lost, s.Stats(), runs)
+	}
+}
