@@ -1,7 +1,6 @@
 package lineage
 
 import (
-	"runtime"
 	"testing"
 	"unsafe"
 
@@ -83,11 +82,7 @@ func TestNodeSize(t *testing.T) {
 // for 100k processes: the budget is 256 B.
 func BenchmarkMemorySession(b *testing.B) {
 	const n = 100_000
-	var perProc float64
-	for b.Loop() {
-		var before, after runtime.MemStats
-		runtime.GC()
-		runtime.ReadMemStats(&before)
+	perProc := heapPerProcess(b, n, func() *Graph {
 		g := newTestGraph(newClock(), Config{})
 		parent := tk(1, 1)
 		g.Seed([]events.Proc{proc(1, parent, 0, token.Token{})})
@@ -97,10 +92,7 @@ func BenchmarkMemorySession(b *testing.B) {
 			f.Ctx = ctxOf(1, int32(2+k), parent, tok, 42)
 			g.Apply(&f)
 		}
-		runtime.GC()
-		runtime.ReadMemStats(&after)
-		perProc = float64(after.HeapAlloc-before.HeapAlloc) / n
-		runtime.KeepAlive(g)
-	}
+		return g
+	})
 	b.ReportMetric(perProc, "bytes/process")
 }

@@ -467,18 +467,7 @@ func TestIntegrationContextMountCrossing(t *testing.T) {
 // written are counted and reported as a Lost event, never dropped
 // silently, and the records that were written decode whole.
 func TestIntegrationContextLoss(t *testing.T) {
-	testenv.RequireRoot(t)
-	boot, err := procfs.ReadBootID("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := New(boot, WithExecPath())
-	if errors.Is(err, events.ErrUnavailable) {
-		testenv.Skip(t, "cannot load eBPF: %v", err)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openFor(t, true)
 	defer s.Close()
 	argv := []string{"/bin/true", strings.Repeat("y", DefaultArgvMax)}
 	const runs = 64 // 64 records of 32 KiB and more: twice the 1 MiB ring
