@@ -16,6 +16,7 @@ import (
 	"github.com/procsupervisor/supervisor/internal/events"
 	"github.com/procsupervisor/supervisor/internal/procfs"
 	"github.com/procsupervisor/supervisor/internal/token"
+	"github.com/procsupervisor/supervisor/internal/userdb"
 	"github.com/procsupervisor/supervisor/internal/verdict"
 )
 
@@ -26,10 +27,11 @@ type host struct {
 	version  string
 	pid      int
 	clock    bootClock
+	names    *userdb.DB
 }
 
 func newHost(cfg Config) *host {
-	h := &host{hostname: cfg.Hostname, version: cfg.Version, pid: os.Getpid()}
+	h := &host{hostname: cfg.Hostname, version: cfg.Version, pid: os.Getpid(), names: cfg.Names}
 	if cfg.Boot != (procfs.BootID{}) {
 		h.boot = uuid(cfg.Boot)
 	}
@@ -184,7 +186,7 @@ func (x *ecs) event(c *capture, ev *events.Event) {
 		p.Str("executable", ev.Exe)
 	}
 	c.ecsExec(e, p, ev)
-	ecsContext(p, &ev.Ctx)
+	ecsContext(p, &ev.Ctx, x.h.names)
 	if ev.Tid != 0 && ev.Tid != ev.Pid {
 		p.Dict("thread", p.CreateDict().Int32("id", ev.Tid))
 	}

@@ -144,7 +144,7 @@ func (x *ocsf) event(c *capture, ev *events.Event) {
 	if ev.Exe != "" {
 		p.Dict("file", exeFile(p, ev.Exe))
 	}
-	ocsfContext(p, ev)
+	ocsfContext(p, ev, x.h.names)
 	if ev.Kind == events.Exit {
 		p.Int64("terminated_time", t.UnixMilli())
 	}

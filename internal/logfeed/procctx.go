@@ -9,6 +9,7 @@ import (
 	"github.com/procsupervisor/supervisor/internal/container"
 	"github.com/procsupervisor/supervisor/internal/events"
 	"github.com/procsupervisor/supervisor/internal/token"
+	"github.com/procsupervisor/supervisor/internal/userdb"
 )
 
 // This file maps the process context an event carries (events.Context,
@@ -40,10 +41,17 @@ func argsCount(ev *events.Event) int {
 	return len(ev.Argv)
 }
 
-// idDict is {"id":"<n>"}, the ECS user and group objects.
-func idDict(p *zerolog.Event, id uint32) *zerolog.Event {
+// idDict is {"id":"<n>","name":"<name>"}, the ECS user and group objects;
+// the name comes from lookup and is left out when it has none.
+func idDict(p *zerolog.Event, id uint32, lookup func(uint32) (string, bool)) *zerolog.Event {
 	var num [12]byte
-	return p.CreateDict().Bytes("id", strconv.AppendUint(num[:0], uint64(id), 10))
+	d := p.CreateDict().Bytes("id", strconv.AppendUint(num[:0], uint64(id), 10))
+	if lookup != nil {
+		if n, ok := lookup(id); ok {
+			d.Str("name", n)
+		}
+	}
+	return d
 }
 
 // leaderDict is {"pid":n,"entity_id":token} for a session or group leader.
@@ -72,21 +80,26 @@ func (c *capture) ecsExec(e, p *zerolog.Event, ev *events.Event) {
 	}
 }
 
-// ecsContext adds the ids of events.Context to the ECS process object p.
-func ecsContext(p *zerolog.Event, x *events.Context) {
+// ecsContext adds the ids of events.Context to the ECS process object p,
+// with the names names gives them (none when names is nil).
+func ecsContext(p *zerolog.Event, x *events.Context, names *userdb.DB) {
 	if !x.Valid {
 		return
 	}
-	p.Dict("user", idDict(p, x.EUID)).
-		Dict("real_user", idDict(p, x.UID)).
-		Dict("saved_user", idDict(p, x.SUID)).
-		Dict("group", idDict(p, x.EGID)).
-		Dict("real_group", idDict(p, x.GID)).
-		Dict("saved_group", idDict(p, x.SGID))
+	var user, group func(uint32) (string, bool)
+	if names != nil {
+		user, group = names.User, names.Group
+	}
+	p.Dict("user", idDict(p, x.EUID, user)).
+		Dict("real_user", idDict(p, x.UID, user)).
+		Dict("saved_user", idDict(p, x.SUID, user)).
+		Dict("group", idDict(p, x.EGID, group)).
+		Dict("real_group", idDict(p, x.GID, group)).
+		Dict("saved_group", idDict(p, x.SGID, group))
 	if n := min(x.NGroups, events.MaxGroups); n > 0 {
 		arr := p.CreateArray()
 		for _, g := range x.Groups[:n] {
-			arr.Dict(idDict(p, g))
+			arr.Dict(idDict(p, g, group))
 		}
 		p.Array("supplemental_groups", arr)
 	}
@@ -146,7 +159,7 @@ func supervisorContext(s *zerolog.Event, ev *events.Event) {
 // the real and saved ids go to unmapped), the session (its id, the
 // leader's token as uid_alt, the terminal), the container, the working
 // directory and the namespace pid.
-func ocsfContext(p *zerolog.Event, ev *events.Event) {
+func ocsfContext(p *zerolog.Event, ev *events.Event, names *userdb.DB) {
 	x := &ev.Ctx
 	if ev.Exec.Cwd != "" {
 		p.Str("working_directory", ev.Exec.Cwd)
@@ -159,10 +172,21 @@ func ocsfContext(p *zerolog.Event, ev *events.Event) {
 	}
 	var num [12]byte
 	u := p.CreateDict().Bytes("uid", strconv.AppendUint(num[:0], uint64(x.EUID), 10)).Int("type_id", 0).Str("type", "Unknown")
+	if names != nil {
+		if n, ok := names.User(x.EUID); ok {
+			u.Str("name", n)
+		}
+	}
 	if n := min(x.NGroups, events.MaxGroups); n > 0 {
 		arr := p.CreateArray()
 		for _, g := range x.Groups[:n] {
-			arr.Dict(p.CreateDict().Bytes("uid", strconv.AppendUint(num[:0], uint64(g), 10)))
+			d := p.CreateDict().Bytes("uid", strconv.AppendUint(num[:0], uint64(g), 10))
+			if names != nil {
+				if n, ok := names.Group(g); ok {
+					d.Str("name", n)
+				}
+			}
+			arr.Dict(d)
 		}
 		u.Array("groups", arr)
 	}

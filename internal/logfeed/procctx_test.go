@@ -8,6 +8,7 @@ import (
 
 	"github.com/procsupervisor/supervisor/internal/events"
 	"github.com/procsupervisor/supervisor/internal/token"
+	"github.com/procsupervisor/supervisor/internal/userdb"
 )
 
 const testContainerID = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
@@ -39,7 +40,8 @@ func TestContextLines(t *testing.T) {
 	evs := contextEvents(pe)
 	leader := evs[1].Ctx.SessionLeader.String()
 	for _, schema := range []string{SchemaECS, SchemaOCSF} {
-		l, out := newTestLogger(t, Config{Schema: schema, ProcessEvents: true})
+		l, out := newTestLogger(t, Config{Schema: schema, ProcessEvents: true,
+			Names: userdb.New("../userdb/testdata/passwd", "../userdb/testdata/group")})
 		for i := range evs {
 			l.Event(&evs[i])
 		}
@@ -58,12 +60,14 @@ func TestContextLines(t *testing.T) {
 				"process.executable":               "/usr/bin/env",
 				"process.working_directory":        "/home/u/w",
 				"process.user.id":                  "0",
+				"process.user.name":                "root",
+				"process.real_user.name":           "alice",
 				"process.real_user.id":             "1000",
 				"process.saved_user.id":            "1001",
 				"process.group.id":                 "101",
 				"process.real_group.id":            "100",
 				"process.saved_group.id":           "102",
-				"process.supplemental_groups":      []any{map[string]any{"id": "4"}, map[string]any{"id": "24"}, map[string]any{"id": "27"}},
+				"process.supplemental_groups":      []any{map[string]any{"id": "4", "name": "adm"}, map[string]any{"id": "24"}, map[string]any{"id": "27", "name": "sudo"}},
 				"process.session_leader.pid":       300.0,
 				"process.session_leader.entity_id": leader,
 				"process.group_leader.pid":         4321.0,
@@ -96,7 +100,8 @@ func TestContextLines(t *testing.T) {
 				"process.file.path":         "/usr/bin/env",
 				"process.working_directory": "/home/u/w",
 				"process.user.uid":          "0",
-				"process.user.groups":       []any{map[string]any{"uid": "4"}, map[string]any{"uid": "24"}, map[string]any{"uid": "27"}},
+				"process.user.name":         "root",
+				"process.user.groups":       []any{map[string]any{"uid": "4", "name": "adm"}, map[string]any{"uid": "24"}, map[string]any{"uid": "27", "name": "sudo"}},
 				"process.session.uid":       "300",
 				"process.session.uid_alt":   leader,
 				"process.session.terminal":  "pts/5",
