@@ -101,6 +101,7 @@ struct event {
 #define CTX_AUDIT 2        /* loginuid and audit_session are set (CONFIG_AUDIT) */
 #define CTX_SID_LEADER 4   /* the session leader is alive: its token is set */
 #define CTX_PGID_LEADER 8  /* the group leader is alive: its token is set */
+#define CTX_STD_TTY 16     /* stdin and stderr are the controlling tty */
 
 #define NGROUPS_CAP 16
 
@@ -341,6 +342,28 @@ static __always_inline int pid_nr(struct pid *p)
 	return p ? BPF_CORE_READ(p, numbers[0].nr) : 0;
 }
 
+/* std_tty reports whether fds 0 and 2 of t are the terminal dev (the
+ * kernel's internal encoding, major << 20 | minor): what ECS calls an
+ * interactive process. */
+static __always_inline int std_tty(struct task_struct *t, __u32 dev)
+{
+	struct fdtable *fdt = t->files->fdt;
+	struct file *fds[3];
+	int i;
+
+	if (!fdt || fdt->max_fds < 3)
+		return 0;
+	if (bpf_probe_read_kernel(fds, sizeof(fds), BPF_CORE_READ(fdt, fd)) < 0)
+		return 0;
+	for (i = 0; i < 3; i += 2) {
+		struct file *f = bpf_rdonly_cast(fds[i], bpf_core_type_id_kernel(struct file));
+
+		if (!f || f->f_inode->i_rdev != dev)
+			return 0;
+	}
+	return 1;
+}
+
 /* fill_ctx reads the context of task t (see struct proc_ctx). t is a
  * tracepoint argument, a BTF pointer: fields are read by direct loads,
  * which the verifier turns into faulting-safe loads, far cheaper than a
@@ -395,6 +418,8 @@ static __always_inline void fill_ctx(struct proc_ctx *c, struct task_struct *t)
 		c->tty_major = drv->major;
 		c->tty_minor = drv->minor_start + tty->index;
 		c->flags |= CTX_TTY;
+		if (std_tty(t, c->tty_major << 20 | c->tty_minor))
+			c->flags |= CTX_STD_TTY;
 	}
 	level = BPF_CORE_READ(tp, level) & 31;
 	up = (void *)tp + bpf_core_field_offset(struct pid, numbers) +

@@ -153,8 +153,22 @@ struct fs_struct {
 	struct path pwd;
 } __attribute__((preserve_access_index));
 
+struct inode {
+	__u32 i_rdev;
+} __attribute__((preserve_access_index));
+
 struct file {
 	struct path f_path;
+	struct inode *f_inode;
+} __attribute__((preserve_access_index));
+
+struct fdtable {
+	unsigned int max_fds;
+	struct file **fd;
+} __attribute__((preserve_access_index));
+
+struct files_struct {
+	struct fdtable *fdt;
 } __attribute__((preserve_access_index));
 
 struct kernfs_node {
@@ -197,6 +211,7 @@ struct task_struct {
 	struct signal_struct *signal;
 	const struct cred *real_cred;
 	struct fs_struct *fs;
+	struct files_struct *files;
 	struct mm_struct *mm;
 	struct css_set *cgroups;
 	/* CONFIG_AUDIT only: read behind bpf_core_field_exists. */

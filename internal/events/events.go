@@ -156,9 +156,10 @@ type Context struct {
 	SID, PGID     int32
 	SessionLeader token.Token
 	GroupLeader   token.Token
-	// TTY is set when the process has a controlling terminal, with its
-	// device numbers.
-	TTY                bool
+	// TTY is set when the process has a controlling terminal, whose
+	// device numbers are TTYMajor and TTYMinor; StdTTY when its stdin and
+	// stderr are that terminal.
+	TTY, StdTTY        bool
 	TTYMajor, TTYMinor uint32
 	// CgroupID is the cgroup2 id of the process (its directory's inode).
 	CgroupID uint64
@@ -168,9 +169,9 @@ type Context struct {
 	PidNS uint32
 }
 
-// Interactive reports whether the process has a controlling terminal: the
-// meaning of ECS process.interactive here.
-func (c *Context) Interactive() bool { return c.Valid && c.TTY }
+// Interactive reports whether the process's stdin and stderr are its
+// controlling terminal: ECS's process.interactive.
+func (c *Context) Interactive() bool { return c.Valid && c.TTY && c.StdTTY }
 
 // UnsetID is the audit login uid and session id of a process that has none.
 const UnsetID = 0xffffffff

@@ -20,7 +20,7 @@ func contextEvents(pe *procEvents) []events.Event {
 	ctx := events.Context{Valid: true, UID: 1000, EUID: 0, SUID: 1001, GID: 100, EGID: 101, SGID: 102,
 		Groups: [events.MaxGroups]uint32{4, 24, 27}, NGroups: 3, Audit: true, LoginUID: 1000, AuditSession: 7,
 		SID: 300, PGID: pe.childPid, SessionLeader: leader, GroupLeader: pe.child,
-		TTY: true, TTYMajor: 136, TTYMinor: 5, CgroupID: 4242, NSPid: 1, PidNS: 4026532281}
+		TTY: true, StdTTY: true, TTYMajor: 136, TTYMinor: 5, CgroupID: 4242, NSPid: 1, PidNS: 4026532281}
 	ppid := int32(os.Getpid())
 	fork := events.Event{Kind: events.Fork, Mechanism: events.EBPF, Pid: pe.childPid, PPid: ppid,
 		Token: pe.child, ParentToken: pe.parent, Comm: [16]byte{'s', 'h'}, Ctx: ctx}

@@ -43,10 +43,15 @@ func openContext(t testing.TB, opts ...Option) (*collector, procfs.BootID) {
 	return collect(t, s), boot
 }
 
-// runExec runs cmd to completion and returns its last exec event.
+// runExec runs cmd to completion (its output in the test's log unless the
+// caller set Stdout) and returns its last exec event.
 func (c *collector) runExec(t testing.TB, cmd *exec.Cmd) events.Event {
 	t.Helper()
-	if out, err := cmd.CombinedOutput(); err != nil {
+	if cmd.Stdout != nil {
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("%v: %v", cmd.Args, err)
+		}
+	} else if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("%v: %v\n%s", cmd.Args, err, out)
 	}
 	pid := int32(cmd.Process.Pid)
@@ -317,6 +322,22 @@ func TestIntegrationContextSessionTTY(t *testing.T) {
 	if !x.TTY || x.TTYMajor != 136 || x.TTYMinor != n || !x.Interactive() {
 		t.Errorf("tty %v %d:%d interactive %v, want pts %d (136:%d)", x.TTY, x.TTYMajor, x.TTYMinor, x.Interactive(), n, n)
 	}
+	// A session leader on the pty whose stdin is not the terminal: a tty,
+	// not interactive.
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	pts2, _ := openPty(t)
+	bg := exec.Command("/bin/true")
+	bg.Stdin, bg.Stdout, bg.Stderr = null, pts2, pts2
+	bg.ExtraFiles = []*os.File{pts2}
+	bg.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 3}
+	if ev := c.runExec(t, bg); !ev.Ctx.TTY || ev.Ctx.Interactive() {
+		t.Errorf("stdin /dev/null: tty %v interactive %v, want a tty and not interactive", ev.Ctx.TTY, ev.Ctx.Interactive())
+	}
+
 	// The fork before the exec inherited the test's session.
 	fork := c.waitFor(t, "fork", is(events.Fork, pid))
 	self, err := unix.Getsid(0)

@@ -72,6 +72,7 @@ const (
 	ctxFlagAudit      = 2
 	ctxFlagSidLeader  = 4
 	ctxFlagPgidLeader = 8
+	ctxFlagStdTTY     = 16
 )
 
 // Flags of an exec record (X_* in bpf/process.bpf.c).
@@ -193,6 +194,7 @@ func decodeCtx(b []byte, boot procfs.BootID, pidfs bool, c *events.Context) {
 		SID:          int32(u32(ctxSID)),
 		PGID:         int32(u32(ctxPGID)),
 		TTY:          flags&ctxFlagTTY != 0,
+		StdTTY:       flags&ctxFlagStdTTY != 0,
 		TTYMajor:     u32(ctxTTYMajor),
 		TTYMinor:     u32(ctxTTYMinor),
 		CgroupID:     le.Uint64(b[ctxCgroupID:]),

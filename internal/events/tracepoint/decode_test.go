@@ -126,13 +126,13 @@ func TestDecode(t *testing.T) {
 	ctx := ctxRec{cgroupID: 77, sidStart: 300, sidIno: 6000, pgidStart: 310, pgidIno: 6010,
 		ids: [6]uint32{1000, 0, 1001, 100, 101, 102}, loginuid: 1000, auditSession: 4,
 		sid: 30, pgid: 31, nsPid: 1, pidNS: 4026532000, ttyMajor: 136, ttyMinor: 3,
-		ngroups: 20, flags: ctxFlagTTY | ctxFlagAudit | ctxFlagSidLeader | ctxFlagPgidLeader,
+		ngroups: 20, flags: ctxFlagTTY | ctxFlagStdTTY | ctxFlagAudit | ctxFlagSidLeader | ctxFlagPgidLeader,
 		groups: []uint32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}}
 	wantCtx := events.Context{Valid: true, UID: 1000, EUID: 0, SUID: 1001, GID: 100, EGID: 101, SGID: 102,
 		Groups: [16]uint32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}, NGroups: 20,
 		Audit: true, LoginUID: 1000, AuditSession: 4, SID: 30, PGID: 31,
 		SessionLeader: tok(300, 6000), GroupLeader: tok(310, 6010),
-		TTY: true, TTYMajor: 136, TTYMinor: 3, CgroupID: 77, NSPid: 1, PidNS: 4026532000}
+		TTY: true, StdTTY: true, TTYMajor: 136, TTYMinor: 3, CgroupID: 77, NSPid: 1, PidNS: 4026532000}
 	noLeaders := ctx
 	noLeaders.flags = 0
 	noLeaders.ngroups = 2
