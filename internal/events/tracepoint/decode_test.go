@@ -288,3 +288,20 @@ func BenchmarkDecode(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDecodeExec decodes an exec record with context, paths and a
+// short argv: the strings are the only allocations.
+func BenchmarkDecodeExec(b *testing.B) {
+	rec := execRec{record: record{kind: recExec, pid: 42, tid: 42, ppid: 1, start: 5, flags: flagPidfs, comm: "env"},
+		ctx: ctxRec{ngroups: 2, groups: []uint32{4, 27}, flags: ctxFlagTTY}, argc: 4, argsSize: 20,
+		exe: "env\x00bin\x00usr\x00", cwd: "w\x00home\x00", cgroup: "session-1.scope\x00user.slice\x00",
+		arg: "env\x00FOO=1\x00-u\x00x\x00"}.encode()
+	var ev events.Event
+	b.ReportAllocs()
+	b.SetBytes(int64(len(rec)))
+	for b.Loop() {
+		if err := decode(rec, testBoot, &ev); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
