@@ -242,17 +242,16 @@ func decodeExec(b []byte, ev *events.Event) error {
 	blob := b[execFixedSize:]
 	exe, cwd, cg := blob[:exeLen], blob[exeLen:exeLen+cwdLen], blob[exeLen+cwdLen:exeLen+cwdLen+cgLen]
 	// One string holds the three paths.
-	paths := make([]byte, 0, exeLen+cwdLen+cgLen+3)
+	var sb strings.Builder
+	sb.Grow(exeLen + cwdLen + cgLen + 3)
 	var ends [3]int
 	for i, p := range [][]byte{exe, cwd, cg} {
-		if i == 0 && xf&xNoExe != 0 {
-			ends[i] = len(paths)
-			continue
+		if i > 0 || xf&xNoExe == 0 {
+			appendPath(&sb, p, (xf>>(i+1))&1 != 0)
 		}
-		paths = appendPath(paths, p, (xf>>(i+1))&1 != 0)
-		ends[i] = len(paths)
+		ends[i] = sb.Len()
 	}
-	ps := string(paths)
+	ps := sb.String()
 	ev.Exe, x.Cwd, x.Cgroup = ps[:ends[0]], ps[ends[0]:ends[1]], ps[ends[1]:ends[2]]
 	if id, _, ok := container.ID(x.Cgroup); ok && !x.CgroupTruncated {
 		x.ContainerID = id
@@ -263,28 +262,27 @@ func decodeExec(b []byte, ev *events.Event) error {
 	return nil
 }
 
-// appendPath appends the path whose names the program wrote leaf first,
+// appendPath writes the path whose names the program wrote leaf first,
 // each NUL-terminated: "/" and the names root first, or, for a truncated
 // walk, the names it reached without the leading slash.
-func appendPath(dst, names []byte, truncated bool) []byte {
+func appendPath(sb *strings.Builder, names []byte, truncated bool) {
 	names = bytes.TrimSuffix(names, []byte{0})
 	if len(names) == 0 {
-		if truncated {
-			return dst
+		if !truncated {
+			sb.WriteByte('/')
 		}
-		return append(dst, '/')
+		return
 	}
 	first := true
 	for end := len(names); end >= 0; {
 		start := bytes.LastIndexByte(names[:end], 0) + 1
 		if !first || !truncated {
-			dst = append(dst, '/')
+			sb.WriteByte('/')
 		}
 		first = false
-		dst = append(dst, names[start:end]...)
+		sb.Write(names[start:end])
 		end = start - 1
 	}
-	return dst
 }
 
 // splitArgs splits NUL-terminated arguments. The last one lacks its NUL
