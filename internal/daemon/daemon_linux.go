@@ -228,6 +228,7 @@ func (d *Daemon) run(ctx context.Context, ready func(Info)) error {
 	tr, err := tracker.Start(tctx, tracker.Options{
 		Mechanism: d.cfg.Mechanism,
 		Boot:      d.boot,
+		ArgvMax:   d.cfg.ArgvMax,
 		Graph: lineage.Config{
 			MaxExited:    d.cfg.GraphMaxExited,
 			MaxExitedAge: time.Duration(d.cfg.GraphMaxExitedAge),

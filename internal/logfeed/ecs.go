@@ -16,6 +16,7 @@ import (
 	"github.com/procsupervisor/supervisor/internal/events"
 	"github.com/procsupervisor/supervisor/internal/procfs"
 	"github.com/procsupervisor/supervisor/internal/token"
+	"github.com/procsupervisor/supervisor/internal/userdb"
 	"github.com/procsupervisor/supervisor/internal/verdict"
 )
 
@@ -26,10 +27,11 @@ type host struct {
 	version  string
 	pid      int
 	clock    bootClock
+	names    *userdb.DB
 }
 
 func newHost(cfg Config) *host {
-	h := &host{hostname: cfg.Hostname, version: cfg.Version, pid: os.Getpid()}
+	h := &host{hostname: cfg.Hostname, version: cfg.Version, pid: os.Getpid(), names: cfg.Names}
 	if cfg.Boot != (procfs.BootID{}) {
 		h.boot = uuid(cfg.Boot)
 	}
@@ -183,9 +185,8 @@ func (x *ecs) event(c *capture, ev *events.Event) {
 	if ev.Exe != "" {
 		p.Str("executable", ev.Exe)
 	}
-	if len(ev.Argv) > 0 {
-		p.Array("args", argsArray(p.CreateArray(), ev.Argv)).Int("args_count", len(ev.Argv))
-	}
+	c.ecsExec(e, p, ev)
+	ecsContext(p, &ev.Ctx, x.h.names)
 	if ev.Tid != 0 && ev.Tid != ev.Pid {
 		p.Dict("thread", p.CreateDict().Int32("id", ev.Tid))
 	}
@@ -217,6 +218,7 @@ func (x *ecs) event(c *capture, ev *events.Event) {
 	if sig != 0 {
 		s.Str("exit_signal", signalName(sig))
 	}
+	supervisorContext(s, ev)
 	e.Dict("supervisor", s)
 	e.Send()
 }

@@ -136,6 +136,10 @@ func produceAll(t *testing.T, schema string) ([]map[string]any, *procEvents) {
 	for i := range pe.all {
 		l.Event(&pe.all[i])
 	}
+	// Events with the context the eBPF source captures.
+	for _, ev := range contextEvents(pe) {
+		l.Event(&ev)
+	}
 	l.Event(&events.Event{Kind: events.Lost, Mechanism: events.Netlink, Count: 17})
 	l.Lost(events.EBPF, 0)
 	tok := pe.child

@@ -49,6 +49,7 @@ import (
 	"github.com/procsupervisor/supervisor/internal/actions"
 	"github.com/procsupervisor/supervisor/internal/events"
 	"github.com/procsupervisor/supervisor/internal/procfs"
+	"github.com/procsupervisor/supervisor/internal/userdb"
 	"github.com/procsupervisor/supervisor/internal/verdict"
 )
 
@@ -108,6 +109,9 @@ type Config struct {
 	Boot procfs.BootID
 	// Version is the supervisor's version, logged in service.version.
 	Version string
+	// Names names the users and groups of process lines (userdb.Local,
+	// /etc/passwd and /etc/group, when nil).
+	Names *userdb.DB
 }
 
 // Stats counts lines.
@@ -166,6 +170,9 @@ func New(cfg Config) (*Logger, error) {
 	}
 	if cfg.Boot == (procfs.BootID{}) {
 		cfg.Boot = readBootID()
+	}
+	if cfg.Names == nil {
+		cfg.Names = userdb.Local()
 	}
 	h := newHost(cfg)
 	var enc encoder
