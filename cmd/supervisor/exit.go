@@ -82,7 +82,7 @@ func apiFail(err error) error {
 	var ae *api.Error
 	switch {
 	case errors.Is(err, api.ErrNoDaemon):
-		return fail(exitUnavailable, "%v", err)
+		return fail(exitUnavailable, "%v", daemon.ExplainUnreachable(err, dialed))
 	case errors.Is(err, api.ErrSocketDenied):
 		return fail(exitNoPerm, "%v", err)
 	case !errors.As(err, &ae) || ae.Status < 400 || ae.Status >= 500:
