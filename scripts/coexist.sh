@@ -203,6 +203,18 @@ got=$(stat -c '%U %G %a' "$ours_sock")
 [ "$got" = "root procsupervisor 660" ] || fail "$ours_sock is '$got', want 'root procsupervisor 660'"
 say "supervisor status: $(echo "$ours_status" | head -n 3 | tr '\n' ' ')"
 
+# A user's client (default: their own $XDG_RUNTIME_DIR) is told where
+# root's daemon is; outside the socket group, that socket refuses them.
+rc=0
+setpriv --reuid 65534 --regid 65534 --clear-groups env -u SUPERVISOR_SOCKET XDG_RUNTIME_DIR=/nonexistent \
+	/usr/bin/supervisor status >"$tmp/user.out" 2>&1 || rc=$?
+[ "$rc" = 69 ] && grep -q "$ours_sock exists" "$tmp/user.out" ||
+	fail "supervisor status as nobody: exit $rc, want 69 naming $ours_sock: $(cat "$tmp/user.out")"
+rc=0
+setpriv --reuid 65534 --regid 65534 --clear-groups /usr/bin/supervisor status --socket "$ours_sock" >"$tmp/user.out" 2>&1 || rc=$?
+[ "$rc" = 77 ] || fail "supervisor status --socket $ours_sock as nobody (not in group procsupervisor): exit $rc, want 77: $(cat "$tmp/user.out")"
+say "as nobody: told where root's daemon is (69), refused by its socket (77)"
+
 # Each answers on its own socket, and only there.
 if /usr/bin/supervisor status --socket "$theirs_sock" >"$tmp/cross.out" 2>&1; then
 	fail "supervisor status --socket $theirs_sock succeeded: supervisord's socket taken for ours: $(cat "$tmp/cross.out")"

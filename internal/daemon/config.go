@@ -176,17 +176,23 @@ func FindSocket(flagVal string) string {
 	return DefaultSocket()
 }
 
-// legacySockets are the paths root's daemon listened on before the package
-// was renamed procsupervisor: the binary's default (also supervisord's
-// socket on Debian) and the old unit's.
-var legacySockets = []string{"/run/supervisor.sock", "/run/supervisor/supervisor.sock"}
+// otherSocket is a socket a client did not ask for but may have meant:
+// root's, for a user whose default is their own, or one where root's daemon
+// listened before the package was renamed procsupervisor.
+type otherSocket struct{ path, what string }
+
+var otherSockets = []otherSocket{
+	{RootSocket, "root's daemon listens there; members of its socket group may use it"},
+	{"/run/supervisor.sock", "Debian's supervisord listens there, and so did this daemon by default before it was renamed procsupervisor"},
+	{"/run/supervisor/supervisor.sock", "the unit supervisor.service of this daemon's package before it was renamed procsupervisor listened there"},
+}
 
 // SocketHint explains a socket a client could not reach: empty when sock
 // exists (the client's own error says what went wrong), else a sentence
-// saying that nothing listens at sock, and naming any older socket found,
-// which the client does not try on its own.
+// saying that nothing listens at sock, and naming any other socket found
+// (otherSockets), which the client does not try on its own.
 func SocketHint(sock string) string {
-	return socketHint(sock, legacySockets)
+	return socketHint(sock, otherSockets)
 }
 
 // ExplainUnreachable returns err, the error of a client that could not
@@ -199,17 +205,20 @@ func ExplainUnreachable(err error, sock string) error {
 	return err
 }
 
-func socketHint(sock string, legacy []string) string {
+func socketHint(sock string, others []otherSocket) string {
 	if _, err := os.Lstat(sock); err == nil || !errors.Is(err, os.ErrNotExist) {
 		return ""
 	}
-	h := "no socket at " + sock + ": is the daemon running (systemctl status procsupervisor)?"
-	for _, old := range legacy {
-		if old == sock {
+	h := "no socket at " + sock + ": is the daemon running?"
+	if sock == RootSocket {
+		h = "no socket at " + sock + ": is the daemon running (systemctl status procsupervisor)?"
+	}
+	for _, o := range others {
+		if o.path == sock {
 			continue
 		}
-		if fi, err := os.Lstat(old); err == nil && fi.Mode()&os.ModeSocket != 0 {
-			h += " " + old + " exists: that is Debian's supervisord or a daemon of the package before it was renamed procsupervisor; it is not tried, pass --socket " + old + " (or set " + SocketEnv + ") if it is this supervisor's."
+		if fi, err := os.Lstat(o.path); err == nil && fi.Mode()&os.ModeSocket != 0 {
+			h += "\n" + o.path + " exists (" + o.what + "): it is not tried; pass --socket " + o.path + " (or set " + SocketEnv + ") if it is this supervisor's."
 		}
 	}
 	return h

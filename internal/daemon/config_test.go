@@ -140,18 +140,25 @@ func TestSocketHint(t *testing.T) {
 	if err := os.WriteFile(file, nil, 0o600); err != nil {
 		t.Fatal(err)
 	}
+	old := func(paths ...string) []otherSocket {
+		var l []otherSocket
+		for _, p := range paths {
+			l = append(l, otherSocket{p, "an old one"})
+		}
+		return l
+	}
 	tests := []struct {
 		name, sock   string
-		legacy       []string
+		others       []otherSocket
 		want, absent []string
 	}{
-		{"the socket exists", present, []string{present}, nil, []string{"no socket"}},
-		{"nothing anywhere", absent, []string{filepath.Join(dir, "old.sock")}, []string{"no socket at " + absent}, []string{"old.sock"}},
-		{"an older socket", absent, []string{present}, []string{"no socket at " + absent, present + " exists", "--socket " + present}, nil},
-		{"an older path that is no socket", absent, []string{file}, []string{"no socket at " + absent}, []string{file + " exists"}},
+		{"the socket exists", present, old(present), nil, []string{"no socket"}},
+		{"nothing anywhere", absent, old(filepath.Join(dir, "old.sock")), []string{"no socket at " + absent}, []string{"old.sock"}},
+		{"an older socket", absent, old(present), []string{"no socket at " + absent, present + " exists (an old one)", "--socket " + present}, nil},
+		{"an older path that is no socket", absent, old(file), []string{"no socket at " + absent}, []string{file + " exists"}},
 	}
 	for _, tt := range tests {
-		got := socketHint(tt.sock, tt.legacy)
+		got := socketHint(tt.sock, tt.others)
 		if len(tt.want) == 0 && got != "" {
 			t.Errorf("%s: socketHint = %q, want nothing", tt.name, got)
 		}
