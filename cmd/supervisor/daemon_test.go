@@ -146,7 +146,7 @@ func (d *testDaemon) run(t testing.TB, cred *syscall.Credential, args ...string)
 
 func (d *testDaemon) launch(t testing.TB, args ...string) api.Claim {
 	t.Helper()
-	code, out, errs := d.run(t, nil, append([]string{"launch"}, args...)...)
+	code, out, errs := d.run(t, nil, append([]string{"launch", "--json"}, args...)...)
 	if code != 0 {
 		t.Fatalf("launch %q: exit %d: %s", args, code, errs)
 	}
