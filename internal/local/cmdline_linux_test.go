@@ -9,7 +9,11 @@ import (
 // TestCmdline reads a live child's command line, and refuses it for a
 // token of another instance at the same pid.
 func TestCmdline(t *testing.T) {
-	cmd := exec.Command("sleep", "600", "with spaces")
+	// cat blocks on its stdin (a pipe kept open) before it reads its file.
+	cmd := exec.Command("cat", "-", "with spaces")
+	if _, err := cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -19,7 +23,7 @@ func TestCmdline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := Cmdline(pid, tok), "sleep 600 with spaces"; got != want {
+	if got, want := Cmdline(pid, tok), "cat - with spaces"; got != want {
 		t.Errorf("Cmdline(%d, its token) = %q, want %q", pid, got, want)
 	}
 	other := tok
