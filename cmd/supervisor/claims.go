@@ -28,8 +28,7 @@ exited), 69 not supported on this system, 70 other errors.`)
 	register("verify", "judge a claim (PID, TOKEN): OWNED, FOREIGN, GONE or UNVERIFIABLE", runVerify,
 		`verify PID TOKEN [--mechanism M] [--socket PATH] [--json]
 
-Prints the verdict word, its reason and who judged on one line ("FOREIGN:
-start time differs: the pid was reissued (by local:pidfd)"; --json: one
+Prints the verdict word, its reason and who judged on one line (--json: one
 object with pid, token, verdict, reason and mechanism). The daemon judges
 when its socket answers (its lineage graph has watched the host);
 otherwise, or with --mechanism (that event source then runs for the

@@ -222,7 +222,7 @@ func owned[T string | token.Token](pid int32, tok T) bool {
 func holderShell(t testing.TB, d *testDaemon, stay string, argv ...string) (*exec.Cmd, api.Claim) {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "claim.json")
-	script := fmt.Sprintf("%q launch --bind-to-caller -- %s > %q; %s", binary(t), strings.Join(argv, " "), out, stay)
+	script := fmt.Sprintf("%q launch --json --bind-to-caller -- %s > %q; %s", binary(t), strings.Join(argv, " "), out, stay)
 	cmd := exec.Command("sh", "-c", script)
 	cmd.Env = append(os.Environ(), "SUPERVISOR_SOCKET="+d.sock)
 	if err := cmd.Start(); err != nil {

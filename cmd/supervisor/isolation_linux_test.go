@@ -142,7 +142,7 @@ func TestIntegrationWorkloadIdentityAndLimits(t *testing.T) {
 		t.Errorf("launch as a uid the user database lacks = %v, want a refusal asking for its gid", err)
 	}
 
-	script := fmt.Sprintf("ulimit -c 0; ulimit -l 64; ulimit -p 200; exec %s launch --detach -- sleep 100", binary(t))
+	script := fmt.Sprintf("ulimit -c 0; ulimit -l 64; ulimit -p 200; exec %s launch --json --detach -- sleep 100", binary(t))
 	cmd := exec.Command("sh", "-c", script)
 	cmd.Env = append(os.Environ(), "SUPERVISOR_SOCKET="+sock)
 	cmd.Dir = "/"

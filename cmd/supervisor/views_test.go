@@ -20,6 +20,7 @@ import (
 	"github.com/procsupervisor/supervisor/internal/api"
 	"github.com/procsupervisor/supervisor/internal/cmddoc"
 	"github.com/procsupervisor/supervisor/internal/store"
+	"github.com/procsupervisor/supervisor/internal/testenv"
 	"github.com/procsupervisor/supervisor/internal/token"
 )
 
@@ -28,6 +29,8 @@ var updateMan = flag.Bool("update-man", false, "rewrite docs/supervisor.1 from t
 // TestManPage: docs/supervisor.1 is what the registry generates today.
 // Regenerate it with `go test ./cmd/supervisor -run TestManPage -update-man`.
 func TestManPage(t *testing.T) {
+	// The page documents root's defaults (the socket, the state directory).
+	testenv.RequireRoot(t)
 	var b bytes.Buffer
 	if err := cmddoc.Man(&b, cmddoc.Supervisor, registry()); err != nil {
 		t.Fatal(err)
