@@ -34,7 +34,7 @@ func TestIntegrationListViews(t *testing.T) {
 	live := d.launch(t, "--owner", "alpha", "--", "sleep", "600")
 	gone := d.launch(t, "--owner", "beta", "--", "sleep", "600")
 	wall := d.launch(t, "--owner", "beta", "--wall-clock", "1s", "--", "sleep", "600")
-	job := d.launch(t, "--owner", "gamma", "--detach", "--", "sh", "-c", "exit 3")
+	job := d.launch(t, "--owner", "gamma", "--detach", "--", "sh", "-c", "sleep 1; exit 3")
 	if code, _, errs := d.run(t, nil, "release", "--grace", "0s", gone.ID); code != 0 {
 		t.Fatalf("release: %d %s", code, errs)
 	}

@@ -1,9 +1,13 @@
 // Package view renders what the daemon and the local path answer for a
-// person at a terminal: claims, reports, status, teardown outcomes and
-// lineage trees. Every string that came from a process or a user (a
-// command line, an owner label, a comm, a reason) goes through Sanitize
-// here, in one place, so that no view writes a terminal escape a workload
-// chose. JSON output does not come through here: it escapes on its own.
+// person at a terminal: claims (a list with age and result, one in full),
+// verdicts, reports, status, teardown outcomes, lineage trees and what the
+// binary is. It knows the terminal's width (TIOCGWINSZ on the output; none
+// when the output is not a terminal) and redraws a view when it changes
+// (Watch, by polling: the daemon pushes nothing). Every string that came
+// from a process or a user (a command line, an owner label, a comm, a
+// reason) goes through Sanitize here, in one place, so that no view writes
+// a terminal escape a workload chose. JSON output (JSON, Print) escapes
+// control characters on its own; it leaves <, > and & as they are.
 package view
 
 import (
