@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"github.com/procsupervisor/supervisor/internal/api"
-	"github.com/procsupervisor/supervisor/internal/events"
 	"github.com/procsupervisor/supervisor/internal/lineage"
 	"github.com/procsupervisor/supervisor/internal/local"
 	"github.com/procsupervisor/supervisor/internal/token"
@@ -18,15 +17,19 @@ import (
 )
 
 func init() {
-	register("events", "stream process events (fork, exec, exit, lost) as they happen", runEvents,
-		`events [--mechanism auto|ebpf|netlink|proc|ps] [--json]
+	register("events", "stream process and claim events (fork, exec, exit, lost, claim) as they happen", runEvents,
+		`events [--socket PATH | --mechanism M] [--json] [--tokens] [--pid P] [--tree P] [--claim ID] [--kind K,..] [--comm C]
 
-Streams process events until SIGINT or SIGTERM, then prints the totals
-(events, lost) on stderr and exits 0. With --json, one object per line:
-kind, pid, ppid, token, parent_token, comm, mechanism, exit_code (exit),
-signal (exit by a signal), exe and argv (exec, where the mechanism gives
-them), count (lost), inferred (polling). Exit codes: 0 stopped by a signal,
-64 bad arguments, 69 the mechanism cannot run here, 70 other errors.`)
+Streams events until SIGINT or SIGTERM, a line each: time, kind, pid, ppid,
+uid, command line, exit code and duration. Reads the daemon's stream when
+its socket answers (users other than root see their own uid's processes and
+claims), else, or with --mechanism, a local mechanism (totals on stderr at
+the end). Filters combine; --tree follows PID's children as they fork.
+--json prints one object per line: kind, mechanism, pid, ppid, token,
+parent_token, comm, exit_code, signal, exe, argv, count (lost), inferred;
+from the daemon also time, uid, claim, and claim events. Exit codes: 0
+stopped by a signal, 64 bad arguments, 69 the mechanism cannot run here or
+the daemon stopped, 77 refused, 70 other errors.`)
 	register("tree", "print the process lineage as the graph knows it", runTree,
 		`tree [PID] [--tokens] [--mechanism M] [--socket PATH] [--json]
 
@@ -48,25 +51,47 @@ func mechanismFlag(fs *flag.FlagSet, def string) *string {
 
 func runEvents(ctx context.Context, env *cliEnv, args []string) error {
 	fs := newFlags("events")
-	mech := mechanismFlag(fs, "auto")
-	asJSON := fs.Bool("json", false, "one JSON object per line")
+	mech, sock := mechanismFlag(fs, ""), socketFlag(fs)
+	o := view.EventFlags(fs)
 	if _, err := parse(env, fs, args, 0, 0, ""); err != nil {
 		return err
 	}
-	w := events.NewWriter(env.stdout, *asJSON)
-	t, err := local.Start(ctx, *mech, w.Write)
+	p, err := view.NewEventPrinter(env.stdout, *o)
 	if err != nil {
-		w.Close()
+		return fail(exitUsage, "%v", err)
+	}
+	defer p.Close()
+	if *mech == "" {
+		c := dial(*sock)
+		defer c.Close()
+		st, err := c.Events(ctx)
+		if err == nil {
+			fmt.Fprintf(env.stderr, "supervisor events: the daemon's stream at %s\n", c.Socket())
+			err = p.Copy(ctx, st)
+		}
+		if err != nil && (st != nil || !errors.Is(err, api.ErrNoDaemon)) {
+			return apiFail(err)
+		} else if st != nil {
+			return nil
+		}
+		*mech = "auto"
+	}
+	if err := p.Filter().Local(); err != nil {
+		return fail(exitUsage, "%v", err)
+	}
+	t, err := local.Start(ctx, *mech, p.Event)
+	if err != nil {
+		p.Abort()
 		return localFail(err)
 	}
-	w.Start()
+	p.Start()
 	for _, why := range t.Tried() {
 		fmt.Fprintf(env.stderr, "supervisor events: skipped %s\n", why)
 	}
 	fmt.Fprintf(env.stderr, "supervisor events: mechanism %s\n", t.Mechanism())
 	<-ctx.Done()
 	t.Close()
-	w.Close()
+	p.Close()
 	st := t.Stats()
 	fmt.Fprintf(env.stderr, "supervisor events: %d events, %d lost, %d decode errors (mechanism %s)\n",
 		st.Events, st.Lost, st.DecodeErrors, t.Mechanism())

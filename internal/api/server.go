@@ -162,6 +162,7 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST "+Version+"/verify", call(http.StatusOK, s.b.Verify))
 	mux.HandleFunc("POST "+Version+"/kill", s.longLived(call(http.StatusOK, s.b.Kill)))
 	mux.HandleFunc("GET "+Version+"/tree", s.tree)
+	mux.HandleFunc("GET "+Version+"/events", s.longLived(s.events))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such endpoint: "+r.Method+" "+Trunc(r.URL.Path, 200))
 	})

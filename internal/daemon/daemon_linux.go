@@ -230,7 +230,7 @@ func (d *Daemon) run(ctx context.Context, ready func(Info)) error {
 		// A Lost event reaches onEvent like any other, and the log feed
 		// writes its events_lost line from it; the resync that follows it
 		// needs no line of its own.
-		OnEvent: d.onEvent,
+		OnEvent: d.onEventStream,
 	})
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrMechanism, err)
@@ -329,6 +329,7 @@ loop:
 	// Teardowns in progress send nothing more (their claims stay
 	// releasing, resumed by the next start), then requests end.
 	d.work.stop()
+	d.log.hub.close() // event streams end, so that the server stops at once
 	sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	srv.Shutdown(sctx)
 	cancel()

@@ -13,7 +13,8 @@ import (
 // are on). One call per fact keeps the two from disagreeing.
 type feed struct {
 	*logfeed.Logger
-	m *metrics.Metrics // nil when metrics are off
+	m   *metrics.Metrics // nil when metrics are off
+	hub hub              // the API's event streams (stream_linux.go)
 }
 
 // Event logs a process event (when process events are logged) and counts

@@ -70,7 +70,7 @@ func Judge(c Claim, snap *Snapshot, cont *Continuity) (verdict.Result, string) {
 		return verdict.Unverifiable, why + "; no continuous observation to prove it"
 	}
 	obs := c.Token
-	obs.Ino = 0 // the poller's tokens carry no inode
+	obs.Ino, obs.Uniq = 0, 0 // the poller's tokens carry no inode or uniqueid
 	if !cont.Seen(c.Pid, obs, c.Since) {
 		return verdict.Unverifiable, why + "; the poller did not see it in every snapshot since the claim (a gap, or a failed poll)"
 	}

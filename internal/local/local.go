@@ -5,9 +5,13 @@
 // question asked here gets the daemon's answer.
 //
 // On Linux a verdict binds a pidfd and a teardown watches the kernel's
-// events while it runs. Elsewhere (macOS) one look at the process table
-// judges, by the polling rules of internal/fallback, and nothing is ever
-// signalled: without a pidfd no signal can be bound to the judged process.
+// events while it runs. On macOS internal/xnu judges by the kernel's
+// uniqueid and signals through an audit token built from the reply that
+// judged the instance (proc_signal_with_audittoken, macOS 14.4+; below
+// that nothing is signalled, and the outcome says why). Elsewhere one look
+// at the process table judges, by the polling rules of internal/fallback,
+// and nothing is ever signalled: nothing can bind a signal to the judged
+// process.
 // A teardown here never signals pid 1, this process, the running daemon
 // (Options.Protected) or their ancestors.
 package local

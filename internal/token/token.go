@@ -11,14 +11,20 @@
 // clock from macOS sysctl, whole seconds from ps lstart) and say so in their
 // precision.
 //
+// A macOS token read through proc_pidinfo (internal/xnu) also carries the
+// process's XNU p_uniqueid: a 64-bit id the kernel gives every fork, never
+// reuses within a boot and keeps across exec. It plays the part the pidfs
+// inode plays on Linux.
+//
 // The text form is printable, opaque to clients and versioned:
 //
 //	v1:t:<boot id, 32 hex>:<start ticks>:<pidfs inode or ->
-//	v1:u:<boot id>:<start, µs since the epoch>:-
+//	v1:u:<boot id>:<start, µs since the epoch>:<XNU uniqueid or ->
 //	v1:s:<boot id>:<start, seconds since the epoch>:-
 //
 // Compare is conservative: when the parts both tokens have agree and the
-// finer part is missing on one side, the answer is Unproven, never Same.
+// finer part is missing on one side, the answer is Unproven, never Same
+// (a microsecond match aside: see Compare).
 package token
 
 import (
@@ -64,8 +70,10 @@ func (p Precision) String() string {
 type Token struct {
 	Boot  procfs.BootID
 	Start uint64 // in units of Prec
-	Ino   uint64 // pidfs inode id; 0 when unknown
+	Ino   uint64 // pidfs inode id (Ticks tokens); 0 when unknown
 	Prec  Precision
+	// Uniq is the XNU p_uniqueid (Micro tokens from macOS); 0 when unknown.
+	Uniq uint64
 }
 
 // IsZero reports whether t is the zero Token (no identity at all).
@@ -90,10 +98,14 @@ func (t Token) Append(b []byte) []byte {
 	b = append(b, ':')
 	b = strconv.AppendUint(b, t.Start, 10)
 	b = append(b, ':')
-	if t.Ino == 0 {
+	id := t.Ino
+	if t.Prec == Micro {
+		id = t.Uniq
+	}
+	if id == 0 {
 		return append(b, '-')
 	}
-	return strconv.AppendUint(b, t.Ino, 10)
+	return strconv.AppendUint(b, id, 10)
 }
 
 // MarshalText implements encoding.TextMarshaler. The zero Token marshals
@@ -149,11 +161,16 @@ func Parse(s string) (Token, error) {
 		return Token{}, fmt.Errorf("token %q: start time: %w", s, ErrMalformed)
 	}
 	if parts[4] != "-" {
-		if t.Prec != Ticks {
-			return Token{}, fmt.Errorf("token %q: an inode id only goes with a ticks token: %w", s, ErrMalformed)
-		}
-		if t.Ino, err = parseUint(parts[4]); err != nil || t.Ino == 0 {
-			return Token{}, fmt.Errorf("token %q: pidfs inode: %w", s, ErrMalformed)
+		id, err := parseUint(parts[4])
+		switch {
+		case t.Prec == Second:
+			return Token{}, fmt.Errorf("token %q: an instance id only goes with a ticks or microseconds token: %w", s, ErrMalformed)
+		case err != nil || id == 0:
+			return Token{}, fmt.Errorf("token %q: instance id (pidfs inode or XNU uniqueid): %w", s, ErrMalformed)
+		case t.Prec == Ticks:
+			t.Ino = id
+		default:
+			t.Uniq = id
 		}
 	}
 	return t, nil
@@ -217,6 +234,11 @@ func Compare(claim, observed Token) (Match, string) {
 			return Same, "start time and pidfs inode match"
 		}
 		return Different, "same start time, different pidfs inode: the pid was reissued within one clock tick"
+	case claim.Uniq != 0 && observed.Uniq != 0:
+		if claim.Uniq == observed.Uniq {
+			return Same, "start time and XNU uniqueid match"
+		}
+		return Different, "same start time, different XNU uniqueid: the pid was reissued within one microsecond"
 	case claim.Prec == Ticks:
 		return Unproven, "start time matches, but without a pidfs inode on both sides a reissue within the same clock tick cannot be ruled out"
 	case claim.Prec == Micro:

@@ -18,6 +18,7 @@ func TestRoundTrip(t *testing.T) {
 		{Boot: bootA, Start: 49869, Prec: Ticks},
 		{Boot: bootB, Start: 0, Prec: Ticks},
 		{Boot: bootA, Start: 1764432384123456, Prec: Micro},
+		{Boot: bootA, Start: 1764432384123456, Prec: Micro, Uniq: 88214},
 		{Boot: bootA, Start: 1764432384, Prec: Second},
 	} {
 		s := tok.String()
@@ -50,6 +51,9 @@ func TestParseMalformed(t *testing.T) {
 		"v1:t:69e3b9ae99f04f10ac0563c7561c49fe:49869:0",
 		"v1:t:69e3b9ae99f04f10ac0563c7561c49fe:49869:",
 		"v1:s:69e3b9ae99f04f10ac0563c7561c49fe:49869:12",
+		"v1:u:69e3b9ae99f04f10ac0563c7561c49fe:1764432384123456:0",
+		"v1:u:69e3b9ae99f04f10ac0563c7561c49fe:1764432384123456:012",
+		"v1:u:69e3b9ae99f04f10ac0563c7561c49fe:1764432384123456:x",
 		"v1:t:69e3b9ae99f04f10ac0563c7561c49fe:99999999999999999999999:-",
 		good + ":extra",
 		" " + good,
@@ -79,6 +83,12 @@ func TestCompare(t *testing.T) {
 		{"same second", Token{Boot: bootA, Start: 100, Prec: Second}, Token{Boot: bootA, Start: 100, Prec: Second}, Unproven},
 		{"other second", Token{Boot: bootA, Start: 100, Prec: Second}, Token{Boot: bootA, Start: 102, Prec: Second}, Different},
 		{"same microsecond", Token{Boot: bootA, Start: 100, Prec: Micro}, Token{Boot: bootA, Start: 100, Prec: Micro}, Same},
+		{"same microsecond, same uniqueid", Token{Boot: bootA, Start: 100, Prec: Micro, Uniq: 5}, Token{Boot: bootA, Start: 100, Prec: Micro, Uniq: 5}, Same},
+		{"same microsecond, other uniqueid", Token{Boot: bootA, Start: 100, Prec: Micro, Uniq: 5}, Token{Boot: bootA, Start: 100, Prec: Micro, Uniq: 6}, Different},
+		{"uniqueid on the claim only", Token{Boot: bootA, Start: 100, Prec: Micro, Uniq: 5}, Token{Boot: bootA, Start: 100, Prec: Micro}, Same},
+		{"uniqueid on the observation only", Token{Boot: bootA, Start: 100, Prec: Micro}, Token{Boot: bootA, Start: 100, Prec: Micro, Uniq: 5}, Same},
+		{"other microsecond, same uniqueid", Token{Boot: bootA, Start: 100, Prec: Micro, Uniq: 5}, Token{Boot: bootA, Start: 101, Prec: Micro, Uniq: 5}, Different},
+		{"uniqueid never matches an inode", Token{Boot: bootA, Start: 100, Prec: Micro, Uniq: 7}, full, Unproven},
 		{"zero claim", Token{}, full, Unproven},
 	}
 	for _, tt := range tests {
@@ -104,6 +114,7 @@ func BenchmarkAppend(b *testing.B) {
 func FuzzParse(f *testing.F) {
 	f.Add("v1:t:69e3b9ae99f04f10ac0563c7561c49fe:49869:9322")
 	f.Add("v1:s:69e3b9ae99f04f10ac0563c7561c49fe:1764432384:-")
+	f.Add("v1:u:69e3b9ae99f04f10ac0563c7561c49fe:1764432384123456:88214")
 	f.Add("v1:t:::")
 	f.Fuzz(func(t *testing.T, s string) {
 		tok, err := Parse(s)

@@ -1,0 +1,228 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/procsupervisor/supervisor/internal/api"
+	"github.com/procsupervisor/supervisor/internal/testenv"
+)
+
+// streamCLI runs `supervisor events ARGS` against d as cred (nil: root)
+// until the test ends, once it reads the daemon's stream.
+type streamCLI struct {
+	cmd      *exec.Cmd
+	out, err *lockedBuffer
+	done     chan struct{}
+}
+
+func startStream(t *testing.T, d *testDaemon, cred *syscall.Credential, args ...string) *streamCLI {
+	t.Helper()
+	s := &streamCLI{out: &lockedBuffer{}, err: &lockedBuffer{}, done: make(chan struct{})}
+	s.cmd = exec.Command(binary(t), append([]string{"events"}, args...)...)
+	s.cmd.Env = append(os.Environ(), "SUPERVISOR_SOCKET="+d.sock)
+	s.cmd.Dir = "/"
+	s.cmd.Stdout, s.cmd.Stderr = s.out, s.err
+	if cred != nil {
+		s.cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	}
+	if err := s.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { s.cmd.Wait(); close(s.done) }()
+	t.Cleanup(func() { s.cmd.Process.Kill(); <-s.done })
+	testenv.Eventually(t, 20*time.Second, func() bool { return strings.Contains(s.err.String(), "the daemon's stream at") },
+		"events as %v never read the daemon's stream: %s", cred, s.err)
+	return s
+}
+
+// records returns the JSON records printed so far.
+func (s *streamCLI) records(t *testing.T) []api.StreamRecord {
+	t.Helper()
+	var out []api.StreamRecord
+	for _, l := range strings.Split(strings.TrimSpace(s.out.String()), "\n") {
+		if l == "" {
+			continue
+		}
+		var r api.StreamRecord
+		if err := json.Unmarshal([]byte(l), &r); err != nil {
+			t.Fatalf("record %q: %v", l, err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+func has(rs []api.StreamRecord, f func(r api.StreamRecord) bool) bool {
+	for _, r := range rs {
+		if f(r) {
+			return true
+		}
+	}
+	return false
+}
+
+// TestIntegrationEventsFromDaemon: `events` reads the daemon's stream. A
+// user of the socket group (nobody) sees its own workload's fork, exec and
+// exit and its claim's events, and nothing of root's: neither a process
+// root runs nor root's claim. Root sees both. Streams are long-lived
+// requests under the user's cap, and they end, with exit code 69, when the
+// daemon stops.
+func TestIntegrationEventsFromDaemon(t *testing.T) {
+	testenv.RequireRoot(t)
+	state, sock := newDirs(t)
+	d := startDaemon(t, state, sock, "--socket-group", fmt.Sprint(nobody))
+	cred := &syscall.Credential{Uid: nobody, Gid: nobody}
+	theirsStream := startStream(t, d, cred, "--json")
+	rootStream := startStream(t, d, nil, "--json")
+	textStream := startStream(t, d, cred, "--kind", "exit,claim")
+
+	mine := d.launch(t, "--", "sh", "-c", "/bin/sleep 0.2; exit 4")
+	code, out, errs := d.run(t, cred, "launch", "--", "sh", "-c", "/bin/sleep 0.2; exit 3")
+	if code != 0 {
+		t.Fatalf("launch as nobody: exit %d: %s", code, errs)
+	}
+	var theirs api.Claim
+	if err := json.Unmarshal([]byte(out), &theirs); err != nil {
+		t.Fatal(err)
+	}
+	plain := exec.Command("/bin/sh", "-c", "/bin/true; exit 5")
+	if err := plain.Run(); err == nil {
+		t.Fatal("sh -c 'exit 5' succeeded")
+	}
+	plainPid := int32(plain.Process.Pid)
+
+	isExit := func(pid int32, code int) func(r api.StreamRecord) bool {
+		return func(r api.StreamRecord) bool {
+			return r.Kind == "exit" && r.Pid == pid && r.ExitCode != nil && *r.ExitCode == code
+		}
+	}
+	claimDone := func(id string) func(r api.StreamRecord) bool {
+		return func(r api.StreamRecord) bool { return r.Kind == "claim" && r.Claim == id && r.State == "released" }
+	}
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		rs := rootStream.records(t)
+		return has(rs, isExit(plainPid, 5)) && has(rs, isExit(mine.Pid, 4)) && has(rs, claimDone(mine.ID)) && has(rs, claimDone(theirs.ID))
+	}, "root's stream lacks root's process, root's claim or nobody's claim:\n%s", rootStream.out)
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		return has(theirsStream.records(t), claimDone(theirs.ID))
+	}, "nobody's stream lacks its claim's release:\n%s", theirsStream.out)
+
+	rs := theirsStream.records(t)
+	for _, kind := range []string{"fork", "exec", "exit"} {
+		// The workload's child (sleep): forked by the claim's root.
+		if !has(rs, func(r api.StreamRecord) bool { return r.Kind == kind && r.PPid == theirs.Pid && r.Claim == theirs.ID }) {
+			t.Errorf("nobody's stream lacks its workload child's %s:\n%s", kind, theirsStream.out)
+		}
+	}
+	if !has(rs, isExit(theirs.Pid, 3)) {
+		t.Errorf("nobody's stream lacks its workload's exit 3:\n%s", theirsStream.out)
+	}
+	for _, r := range rs {
+		switch {
+		case r.Kind == "lost":
+		case r.UID == nil || *r.UID != nobody, r.Claim == mine.ID, r.Pid == plainPid && r.Kind != "claim", r.Pid == mine.Pid:
+			t.Errorf("nobody's stream shows another uid's record: %+v", r)
+		}
+	}
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		return strings.Contains(textStream.out.String(), theirs.ID+" claim state changed: running -> released")
+	}, "nobody's text stream lacks its claim's line:\n%s", textStream.out)
+	text := textStream.out.String()
+	if !strings.HasPrefix(text, "TIME ") || !strings.Contains(text, fmt.Sprintf("  exit   %-8d ", theirs.Pid)) ||
+		strings.Contains(text, "  fork   ") || strings.Contains(text, mine.ID) {
+		t.Errorf("nobody's text stream with --kind exit,claim:\n%s", text)
+	}
+
+	// nobody has UserLong (4) long-lived requests at most: two streams
+	// here and two more; a fifth is refused.
+	startStream(t, d, cred, "--json")
+	startStream(t, d, cred, "--json")
+	code, _, errs = d.run(t, cred, "events")
+	if code == 0 || !strings.Contains(errs, "long-lived requests") {
+		t.Errorf("a fifth stream of nobody: exit %d: %s, want refused", code, errs)
+	}
+
+	d.term()
+	for _, s := range []*streamCLI{theirsStream, rootStream, textStream} {
+		select {
+		case <-s.done:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("events did not end when the daemon stopped: %s", s.err)
+		}
+		if c := s.cmd.ProcessState.ExitCode(); c != exitUnavailable {
+			t.Errorf("events ended with %d (%s), want %d", c, s.err, exitUnavailable)
+		}
+	}
+}
+
+// TestIntegrationEventsStalledReader: a subscriber that stops reading
+// loses events, and when it reads again it gets a lost record with the
+// count; meanwhile the daemon answers others and a reading subscriber
+// misses nothing.
+func TestIntegrationEventsStalledReader(t *testing.T) {
+	testenv.RequireRoot(t)
+	state, sock := newDirs(t)
+	d := startDaemon(t, state, sock)
+	reader := startStream(t, d, nil, "--json", "--kind", "exit,lost")
+
+	conn, err := net.Dial("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := fmt.Fprint(conn, "GET /v1/events HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+		t.Fatal(err)
+	}
+	// About 1 KiB of records a process: far more than the stalled
+	// subscriber's buffer and the socket's together.
+	script := exec.Command("/bin/sh", "-c", "i=0; while [ $i -lt 1500 ]; do /bin/true; i=$((i+1)); done; exit 9")
+	if err := script.Run(); err == nil {
+		t.Fatal("the loop did not exit 9")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := d.client.Status(ctx); err != nil {
+		t.Fatalf("the daemon does not answer while a subscriber stalls: %v", err)
+	}
+	loopPid := int32(script.Process.Pid)
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		return has(reader.records(t), func(r api.StreamRecord) bool { return r.Kind == "exit" && r.Pid == loopPid })
+	}, "the reading subscriber lacks the loop's exit:\n%s", reader.out)
+	if has(reader.records(t), func(r api.StreamRecord) bool { return r.Mechanism == "stream" }) {
+		t.Errorf("the reading subscriber lost records:\n%s", reader.out)
+	}
+
+	conn.SetReadDeadline(time.Now().Add(60 * time.Second))
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /v1/events: %s", resp.Status)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, api.MaxStreamLine)
+	var lost api.StreamRecord
+	for lost.Count == 0 && sc.Scan() {
+		var r api.StreamRecord
+		if len(sc.Bytes()) > 0 && json.Unmarshal(sc.Bytes(), &r) == nil && r.Kind == "lost" && r.Mechanism == "stream" {
+			lost = r
+		}
+	}
+	if lost.Count == 0 {
+		t.Fatalf("the stalled subscriber got no lost record (%v)", errors.Join(sc.Err()))
+	}
+	t.Logf("the stalled subscriber lost %d records", lost.Count)
+}

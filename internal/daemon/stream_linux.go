@@ -1,0 +1,369 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/procsupervisor/supervisor/internal/api"
+	"github.com/procsupervisor/supervisor/internal/events"
+	"github.com/procsupervisor/supervisor/internal/logfeed"
+	"github.com/procsupervisor/supervisor/internal/token"
+)
+
+// This file is the daemon's event stream (api.Streamer, GET /v1/events):
+// process events and claim events fanned out to subscribers.
+//
+// The event path pays for subscribers only when there are some: with none,
+// one atomic load. With some, each event is attributed once (its uid and
+// claim), encoded once into a buffer of the drain goroutine, and copied
+// into the buffer of each subscriber allowed to see it, under that
+// subscriber's lock, which its reader holds only to swap buffers. A
+// subscriber whose buffer is full loses the event, counted; its reader
+// then writes a lost record. Nothing on the event path waits for a reader
+// or allocates.
+//
+// Limits: until events carry their uid (eventUID), a process is
+// attributed to the owner of the claim it belongs to through birth
+// lineage; a process in no claim is shown to root only. A claim's root is
+// attributed when its fork is applied after the claim's admission, which
+// a launch usually but not always wins: its exec and exit always are.
+
+const (
+	// streamBuffer is what a subscriber may have unread, in bytes (about
+	// 300 records), in each of its two buffers.
+	streamBuffer = 64 << 10
+	// maxStreams caps the subscribers of all uids together (each uid is
+	// also capped by the API's long-lived request limit).
+	maxStreams = 64
+)
+
+// eventUID returns the uid an event carries, and whether it carries one.
+// Events do not carry a uid yet: when internal/events.Event gains one
+// (its real uid), return it here, and AppendJSON writes it; the stream
+// then adds no uid of its own.
+func eventUID(*events.Event) (uint32, bool) { return 0, false }
+
+// hub fans stream records out to subscribers. Its zero value has none.
+type hub struct {
+	subs atomic.Pointer[[]*subscriber] // copied on write, under mu
+
+	mu     sync.Mutex
+	closed bool
+
+	// The event path's own (drain goroutine): its encoding buffer, and
+	// the wall clock minus CLOCK_BOOTTIME, sampled every few seconds.
+	evBuf   []byte
+	bootOff int64
+	bootAt  int64
+
+	claimMu  sync.Mutex
+	claimBuf []byte
+}
+
+// subscriber is one stream: two buffers, the one events are appended to
+// and the one its reader holds, swapped when the reader takes.
+type subscriber struct {
+	h    *hub
+	uid  uint32
+	all  bool
+	wake chan struct{} // one token: something to take
+
+	mu     sync.Mutex
+	buf    []byte // appended to by publishers
+	spare  []byte // the reader's
+	lost   uint64 // records dropped since the last take
+	closed bool
+}
+
+// attribution is who an event is of: the uid (uidOK false when unknown)
+// and the claim ("" for none).
+type attribution struct {
+	uid   uint32
+	uidOK bool
+	own   bool // the uid came from the event itself
+	claim string
+}
+
+// Subscribe implements api.Streamer.
+func (d *Daemon) Subscribe(p api.Peer) (api.Stream, error) {
+	if err := d.serves(p); err != nil {
+		return nil, err
+	}
+	return d.log.hub.subscribe(p.UID, p.Root())
+}
+
+func (h *hub) subscribe(uid uint32, all bool) (*subscriber, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.closed {
+		return nil, fmt.Errorf("the daemon is stopping: %w", api.ErrUnavailable)
+	}
+	var subs []*subscriber
+	if p := h.subs.Load(); p != nil {
+		subs = *p
+	}
+	if len(subs) >= maxStreams {
+		return nil, fmt.Errorf("%d event streams open (cap %d): %w", len(subs), maxStreams, api.ErrUnavailable)
+	}
+	s := &subscriber{h: h, uid: uid, all: all, wake: make(chan struct{}, 1),
+		buf: make([]byte, 0, streamBuffer), spare: make([]byte, 0, streamBuffer)}
+	next := append(append(make([]*subscriber, 0, len(subs)+1), subs...), s)
+	h.subs.Store(&next)
+	return s, nil
+}
+
+func (h *hub) unsubscribe(s *subscriber) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	p := h.subs.Load()
+	if p == nil {
+		return
+	}
+	next := make([]*subscriber, 0, len(*p))
+	for _, x := range *p {
+		if x != s {
+			next = append(next, x)
+		}
+	}
+	h.subs.Store(&next)
+}
+
+// close ends every stream (after what is buffered) and refuses new ones:
+// the daemon is stopping.
+func (h *hub) close() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.closed = true
+	if p := h.subs.Load(); p != nil {
+		for _, s := range *p {
+			s.mu.Lock()
+			s.closed = true
+			s.mu.Unlock()
+			s.signal()
+		}
+	}
+}
+
+// active returns the subscribers, nil when there are none.
+func (h *hub) active() []*subscriber {
+	if p := h.subs.Load(); p != nil {
+		return *p
+	}
+	return nil
+}
+
+// onEventStream is the tracker's OnEvent: the daemon's event path, then
+// the stream.
+func (d *Daemon) onEventStream(ev *events.Event) {
+	d.onEvent(ev)
+	h := &d.log.hub
+	subs := h.active()
+	if len(subs) == 0 {
+		return
+	}
+	h.publishEvent(subs, ev, d.attribute(ev), time.Now())
+}
+
+// attribute says whose ev is (attributeIn, with the tracker's graph).
+func (d *Daemon) attribute(ev *events.Event) attribution {
+	var g rootFinder
+	if tr := d.tr.Load(); tr != nil {
+		g = tr.Graph()
+	}
+	return attributeIn(g, d.claims, ev)
+}
+
+// rootFinder is the lineage graph as attribution uses it.
+type rootFinder interface {
+	RootOf(pid int32, tok token.Token) (root string, observed, ok bool)
+}
+
+// attributeIn says whose ev is: the uid it carries, else the owner of the
+// claim g says it belongs to through birth lineage (g may be nil).
+func attributeIn(g rootFinder, claims *claimIndex, ev *events.Event) attribution {
+	var a attribution
+	a.uid, a.uidOK = eventUID(ev)
+	a.own = a.uidOK
+	if g == nil || ev.Kind == events.Lost || ev.Token.IsZero() {
+		return a
+	}
+	if id, _, ok := g.RootOf(ev.Pid, ev.Token); ok {
+		a.claim = id
+		if !a.uidOK {
+			a.uid, a.uidOK = claims.uidOf(id)
+		}
+	}
+	return a
+}
+
+// uidOf returns the uid of claim id.
+func (x *claimIndex) uidOf(id string) (uint32, bool) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	m, ok := x.byID[id]
+	return m.uid, ok
+}
+
+// publishEvent encodes ev once and hands it to every subscriber that may
+// see it. Only the drain goroutine calls it.
+func (h *hub) publishEvent(subs []*subscriber, ev *events.Event, a attribution, now time.Time) {
+	b := events.AppendJSON(h.evBuf[:0], ev)
+	b = b[:len(b)-1] // reopen the object
+	b = append(b, `,"time":"`...)
+	b = h.wallOf(now, ev.Time).UTC().AppendFormat(b, time.RFC3339Nano)
+	b = append(b, '"')
+	if a.uidOK && !a.own {
+		b = append(b, `,"uid":`...)
+		b = strconv.AppendUint(b, uint64(a.uid), 10)
+	}
+	if a.claim != "" {
+		b = append(b, `,"claim":`...)
+		b = strconv.AppendQuote(b, a.claim) // a store id: plain ASCII
+	}
+	b = append(b, '}', '\n')
+	h.evBuf = b
+	for _, s := range subs {
+		if s.all || ev.Kind == events.Lost || a.uidOK && a.uid == s.uid {
+			s.put(b)
+		}
+	}
+}
+
+// wallOf returns the wall time of an event stamped in nanoseconds of
+// CLOCK_BOOTTIME, now when it is not stamped. Only the drain goroutine
+// calls it.
+func (h *hub) wallOf(now time.Time, boot uint64) time.Time {
+	if boot == 0 {
+		return now
+	}
+	if n := now.UnixNano(); n-h.bootAt > int64(5*time.Second) {
+		var ts unix.Timespec
+		if unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts) == nil {
+			h.bootOff, h.bootAt = time.Now().UnixNano()-ts.Nano(), n
+		}
+	}
+	if h.bootOff == 0 {
+		return now
+	}
+	return time.Unix(0, h.bootOff+int64(boot))
+}
+
+// claimRecord is a claim event on the wire (api.StreamRecord's fields).
+type claimRecord struct {
+	Kind      string `json:"kind"`
+	Time      string `json:"time"`
+	Action    string `json:"action"`
+	Claim     string `json:"claim"`
+	ClaimKind string `json:"claim_kind,omitempty"`
+	Owner     string `json:"owner,omitempty"`
+	UID       uint32 `json:"uid"`
+	From      string `json:"from,omitempty"`
+	State     string `json:"state,omitempty"`
+	Reason    string `json:"reason,omitempty"`
+	Pid       int32  `json:"pid,omitempty"`
+	Token     string `json:"token,omitempty"`
+	ExitCode  *int   `json:"exit_code,omitempty"`
+	Signal    int    `json:"signal,omitempty"`
+}
+
+// Claim logs something that happened to a claim and streams it to root
+// and to the claim's uid.
+func (f *feed) Claim(ev logfeed.ClaimEvent) {
+	f.Logger.Claim(ev)
+	f.hub.publishClaim(&ev, time.Now())
+}
+
+func (h *hub) publishClaim(ev *logfeed.ClaimEvent, now time.Time) {
+	subs := h.active()
+	if len(subs) == 0 {
+		return
+	}
+	r := claimRecord{Kind: "claim", Time: now.UTC().Format(time.RFC3339Nano), Action: ev.Action, Claim: ev.ClaimID,
+		ClaimKind: ev.Kind, Owner: ev.Owner, UID: ev.UID, From: ev.From, State: ev.State, Reason: ev.Reason,
+		Pid: ev.Pid, ExitCode: ev.ExitCode, Signal: ev.Signal}
+	if !ev.Token.IsZero() {
+		r.Token = ev.Token.String()
+	}
+	line, err := json.Marshal(r)
+	if err != nil {
+		return
+	}
+	h.claimMu.Lock()
+	defer h.claimMu.Unlock()
+	b := append(append(h.claimBuf[:0], line...), '\n')
+	h.claimBuf = b
+	for _, s := range subs {
+		if s.all || s.uid == ev.UID {
+			s.put(b)
+		}
+	}
+}
+
+// put appends a record, or counts it lost when it does not fit or an
+// earlier one was lost (the lost record then comes after what was
+// taken, in its place).
+func (s *subscriber) put(rec []byte) {
+	s.mu.Lock()
+	if s.closed || s.lost > 0 || len(s.buf)+len(rec) > streamBuffer {
+		if !s.closed {
+			s.lost++
+		}
+		s.mu.Unlock()
+		s.signal()
+		return
+	}
+	s.buf = append(s.buf, rec...)
+	s.mu.Unlock()
+	s.signal()
+}
+
+func (s *subscriber) signal() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Next implements api.Stream.
+func (s *subscriber) Next(ctx context.Context) ([]byte, error) {
+	for {
+		s.mu.Lock()
+		if len(s.buf) > 0 || s.lost > 0 {
+			out, lost := s.buf, s.lost
+			s.buf, s.spare, s.lost = s.spare[:0], nil, 0
+			s.mu.Unlock()
+			if lost > 0 {
+				out = fmt.Appendf(out, `{"kind":"lost","mechanism":"stream","count":%d,"time":"%s"}`+"\n",
+					lost, time.Now().UTC().Format(time.RFC3339Nano))
+			}
+			s.spare = out // the publishers get it back at the next take
+			return out, nil
+		}
+		closed := s.closed
+		s.mu.Unlock()
+		if closed {
+			return nil, io.EOF
+		}
+		select {
+		case <-s.wake:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+}
+
+// Close implements api.Stream.
+func (s *subscriber) Close() {
+	s.h.unsubscribe(s)
+	s.mu.Lock()
+	s.closed = true
+	s.mu.Unlock()
+}
