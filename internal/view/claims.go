@@ -85,14 +85,14 @@ func Result(cl api.Claim, now time.Time) string {
 		switch {
 		case cl.Deadline.IsZero():
 		case cl.Deadline.After(now):
-			return "wall clock in " + Age(cl.Deadline.Sub(now))
+			return "wall clock in " + Age(cl.Deadline.Sub(now).Round(time.Second))
 		default:
 			return "wall clock due"
 		}
 		return "-"
 	case store.Releasing:
 		if !cl.GraceUntil.IsZero() {
-			return "grace ends in " + Age(cl.GraceUntil.Sub(now))
+			return "grace ends in " + Age(cl.GraceUntil.Sub(now).Round(time.Second))
 		}
 		return "tearing down"
 	case store.Survivors:

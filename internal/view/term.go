@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -28,11 +29,12 @@ const clearScreen = "\x1b[H\x1b[2J"
 
 // Watch calls render every interval until ctx ends, and writes a frame
 // each time what it rendered differs from the last frame: after clearing
-// the screen when w is a terminal, else after a blank line. The first frame
+// the screen, each line cut to the width, when w is a terminal; else after
+// a blank line. The first frame
 // is written at once. An error of render ends the watch; ctx ending is a
 // clean stop (nil).
 func Watch(ctx context.Context, w io.Writer, every time.Duration, render func(io.Writer) error) error {
-	tty := Width(w) > 0
+	width := Width(w)
 	last, cur := new(bytes.Buffer), new(bytes.Buffer)
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -45,13 +47,14 @@ func Watch(ctx context.Context, w io.Writer, every time.Duration, render func(io
 			return err
 		}
 		if !bytes.Equal(cur.Bytes(), last.Bytes()) {
+			frame := cur.Bytes()
 			switch {
-			case tty:
-				io.WriteString(w, clearScreen)
+			case width > 0: // one write: the screen never shows half a frame
+				frame = append([]byte(clearScreen), cutLines(frame, width)...)
 			case !first:
 				io.WriteString(w, "\n")
 			}
-			if _, err := w.Write(cur.Bytes()); err != nil {
+			if _, err := w.Write(frame); err != nil {
 				return err
 			}
 			last, cur = cur, last
@@ -62,4 +65,17 @@ func Watch(ctx context.Context, w io.Writer, every time.Duration, render func(io
 		case <-t.C:
 		}
 	}
+}
+
+// cutLines cuts each line of b to width runes.
+func cutLines(b []byte, width int) []byte {
+	lines := strings.SplitAfter(string(b), "\n")
+	for i, l := range lines {
+		body, nl := strings.CutSuffix(l, "\n")
+		lines[i] = Cut(body, width)
+		if nl {
+			lines[i] += "\n"
+		}
+	}
+	return []byte(strings.Join(lines, ""))
 }

@@ -1,10 +1,12 @@
 package view
 
 import (
+	"context"
 	"io"
 	"os"
 	"strconv"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -61,5 +63,32 @@ func TestWidth(t *testing.T) {
 		if got := Width(out); got != 0 {
 			t.Errorf("Width(%s) = %d, want 0", name, got)
 		}
+	}
+}
+
+// TestWatchTerminal: on a terminal, each frame clears the screen and its
+// lines are cut to the terminal's width.
+func TestWatchTerminal(t *testing.T) {
+	master, tty := openPty(t)
+	if err := unix.IoctlSetWinsize(int(tty.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 24, Col: 10}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	err := Watch(ctx, tty, time.Millisecond, func(w io.Writer) error {
+		cancel()
+		_, err := io.WriteString(w, "short\nsomething much longer\n")
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 256)
+	n, err := master.Read(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The terminal's line discipline turns \n into \r\n.
+	if got, want := string(buf[:n]), clearScreen+"short\r\nsomething…\r\n"; got != want {
+		t.Errorf("Watch on a 10-column terminal wrote %q, want %q", got, want)
 	}
 }
