@@ -89,7 +89,7 @@ func TestIntegrationEventsFromDaemon(t *testing.T) {
 	textStream := startStream(t, d, cred, "--kind", "exit,claim")
 
 	mine := d.launch(t, "--", "sh", "-c", "/bin/sleep 0.2; exit 4")
-	code, out, errs := d.run(t, cred, "launch", "--", "sh", "-c", "/bin/sleep 0.2; exit 3")
+	code, out, errs := d.run(t, cred, "launch", "--json", "--", "sh", "-c", "/bin/sleep 0.2; exit 3")
 	if code != 0 {
 		t.Fatalf("launch as nobody: exit %d: %s", code, errs)
 	}
