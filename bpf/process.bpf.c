@@ -5,7 +5,8 @@
  * process.bpf.c: process lifecycle events for the supervisor.
  *
  * Three BTF-enabled tracepoints (tp_btf: no tracefs needed) write one
- * fixed-size record per process event into a ring buffer:
+ * record per process event into a ring buffer (fork and exit fixed-size, exec
+ * variable-length when the context is wanted):
  *
  *   sched_process_fork  a new thread group (never a new thread)
  *   sched_process_exec  a process replaced its program (by tgid, even when a
@@ -17,6 +18,45 @@
  * with USER_HZ = 100), and the pidfs inode id is struct pid's ino where the
  * kernel has pidfs, so a record's identity matches what user space derives
  * from /proc and a pidfd. Reservation failures are counted in the lost map.
+ *
+ * With want_context set (user space's WithExecPath), fork and exec records
+ * also carry the process context (struct proc_ctx: real, effective and saved
+ * uid and gid, up to NGROUPS_CAP supplementary groups, audit loginuid and
+ * sessionid, session and process group ids with their leaders' tokens, the
+ * controlling tty, the cgroup id, the pid in its own pid namespace and that
+ * namespace's inode). A fork record reads it from the child, which the kernel
+ * made a copy of the parent's; an exec record reads it after the new
+ * credentials are committed. An exec record then carries, after its fixed
+ * part, four variable blobs assembled in a per-CPU scratch buffer and sent
+ * with bpf_ringbuf_output (a failed output is a counted loss):
+ *
+ *   exe     bprm->file's path: the file the kernel resolved and runs (./x,
+ *           symlinks, fexecve and #! interpreters all end at the real file)
+ *   cwd     fs->pwd
+ *   cgroup  the cgroup2 (default hierarchy) path of the process
+ *   args    mm->arg_start..arg_end as the process received them, at most
+ *           argv_max bytes; argc and the original size are always sent
+ *
+ * bpf_d_path is not allowed in tp_btf programs, so paths are resolved by a
+ * bounded walk in the program: dentry by dentry up d_parent, crossing from a
+ * mount's root to its mountpoint in the parent mount, until the task's root
+ * (fs->root) or the root of the mount tree. Each path blob holds the names
+ * leaf first, each NUL-terminated (names cannot contain '/' or NUL); user
+ * space reverses them. A walk that hits PATH_DEPTH steps (components and
+ * mount crossings) or PATH_BYTES bytes, or meets a dentry that is its own
+ * parent without being a mount root (a disconnected dentry), stops and sets
+ * the path's truncated flag: a path is either whole or marked, never wrong.
+ * A deleted file's path is its last name, without the " (deleted)" d_path
+ * adds. The cgroup path walks kernfs parents the same way (CGROUP_DEPTH).
+ *
+ * Cost: task, cred, dentry and kernfs fields are read by direct loads
+ * through BTF pointers (the verifier makes them fault-safe), not a helper
+ * call each; addresses that need arithmetic (container_of, a flexible array)
+ * are read as numbers and turned back into BTF pointers with
+ * bpf_rdonly_cast. The walks loop on open-coded iterators (bpf_iter_num),
+ * which the verifier checks by convergence instead of unrolling every
+ * path length. Both need Linux 6.4+; the context-less programs (fork, exec
+ * and exit with want_context unset) need only tp_btf and ring buffers.
  *
  * The record layout is mirrored in internal/events/tracepoint/decode.go.
  */
@@ -56,23 +96,110 @@ struct event {
 	char comm[TASK_COMM_LEN];
 };
 
-#define FILENAME_LEN 256
+/* Flags of struct proc_ctx. */
+#define CTX_TTY 1          /* tty_major and tty_minor name the controlling tty */
+#define CTX_AUDIT 2        /* loginuid and audit_session are set (CONFIG_AUDIT) */
+#define CTX_SID_LEADER 4   /* the session leader is alive: its token is set */
+#define CTX_PGID_LEADER 8  /* the group leader is alive: its token is set */
+#define CTX_STD_TTY 16     /* stdin and stderr are the controlling tty */
 
-/* An exec record when want_filename is set: the path given to execve
- * (bprm->filename), NUL-terminated, possibly truncated. */
-struct exec_event {
-	struct event ev;
-	char filename[FILENAME_LEN];
+#define NGROUPS_CAP 16
+
+/* struct proc_ctx: who and where a process is, read in the kernel. Pids are
+ * as the initial pid namespace sees them, except ns_pid. */
+struct proc_ctx {
+	__u64 cgroup_id;        /* cgroup2 id (the kernfs node id) */
+	__u64 sid_start_ticks;  /* session leader's start, if CTX_SID_LEADER */
+	__u64 sid_ino;          /* session leader's pidfs inode id */
+	__u64 pgid_start_ticks; /* group leader's start, if CTX_PGID_LEADER */
+	__u64 pgid_ino;
+	__u32 uid, euid, suid;
+	__u32 gid, egid, sgid;
+	__u32 loginuid;         /* audit login uid, (u32)-1 when unset */
+	__u32 audit_session;    /* audit session id, (u32)-1 when unset */
+	__s32 sid;
+	__s32 pgid;
+	__s32 ns_pid;           /* pid in the process's own pid namespace */
+	__u32 pidns_ino;        /* that namespace's inode number */
+	__u32 tty_major;
+	__u32 tty_minor;
+	__u32 ngroups;          /* supplementary groups in all */
+	__u32 flags;            /* CTX_* */
+	__u32 groups[NGROUPS_CAP];
 };
 
-/* Set by user space before loading. */
-const volatile bool want_filename = 0;
+struct fork_event {
+	struct event ev;
+	struct proc_ctx ctx;
+};
 
-/* Emits BTF for the record so bpf2go generates its Go twin (processEvent),
- * which a test checks against decode.go's layout. No program uses it, so
- * loading never creates its .bss map. */
+/* Flags of struct exec_event. */
+#define X_ARGS_TRUNC 1   /* args holds argv_max of args_size bytes */
+#define X_EXE_TRUNC 2    /* the walk stopped early: exe is a suffix */
+#define X_CWD_TRUNC 4
+#define X_CGROUP_TRUNC 8
+#define X_ARGS_FAULT 16  /* the argument pages could not be read */
+#define X_NO_EXE 32      /* bprm->file had no path */
+
+struct exec_event {
+	struct event ev;
+	struct proc_ctx ctx;
+	__u32 argc;          /* arguments received (bprm->argc) */
+	__u32 args_size;     /* bytes received, NULs included */
+	__u32 args_len;      /* bytes sent */
+	__u32 xflags;        /* X_* */
+	__u16 exe_len;       /* bytes of each blob, in this order after the */
+	__u16 cwd_len;       /* fixed part: exe, cwd, cgroup, then args */
+	__u16 cgroup_len;
+	__u16 pad;
+};
+
+/* Walk bounds (see the comment at the top). */
+#define PATH_BYTES 4096
+#define NAME_BUF 256
+#define PATH_DEPTH 128
+#define CGROUP_DEPTH 32
+/* The three path blobs start within AREA bytes of the blob area. */
+#define AREA 16384
+#define AREA_MASK (AREA - 1)
+
+/* Set by user space before loading. */
+const volatile bool want_context = 0;
+/* The most argument bytes an exec record carries. The scratch map's value
+ * size is sizeof(struct scratch) + AREA + argv_max, set by user space to
+ * match; the verifier knows argv_max as a constant. */
+const volatile __u32 argv_max = 32768;
+
+/* Emits BTF for the records so bpf2go generates their Go twins, which a
+ * test checks against decode.go's layout. No program uses them, so loading
+ * never creates its .bss map. */
 const struct event *unused_event __attribute__((unused));
+const struct fork_event *unused_fork_event __attribute__((unused));
 const struct exec_event *unused_exec_event __attribute__((unused));
+
+/* One entry of the scratch map: the walk's cursor, then the record being
+ * assembled. The cursor lives in map memory on purpose: the verifier does
+ * not track values there, so the walk loops do not fork its state on every
+ * possible length (a cursor in a register made it explore each path length
+ * apart and give up after a million instructions); each use is bounds-checked
+ * instead. */
+struct scratch {
+	__u32 pos; /* next free byte of the blob area */
+	__u32 end; /* end of the current path's blob */
+	struct exec_event x;
+	/* the blob area follows: AREA bytes for the paths, then argv_max */
+};
+
+/* Assembly buffer of exec records, one entry per possible CPU (user space
+ * sets max_entries and value_size): a per-CPU array would cap the value at
+ * 32 KiB. Programs on one CPU never overlap (tracepoints run with preemption
+ * disabled, and a program does not recurse into itself). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__uint(key_size, sizeof(__u32));
+	__uint(value_size, sizeof(struct scratch) + AREA + 32768);
+} scratch SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -137,35 +264,42 @@ enum {
 
 __u64 last_wakeup_ns = 0;
 
-static __always_inline void submit(struct event *e)
+static __always_inline __u64 wakeup_flags(__u64 now)
 {
-	__u64 now = e->time_ns;
-	__u64 flags = RB_NO_WAKEUP;
-
 	if (now - last_wakeup_ns > WAKEUP_GAP_NS ||
 	    bpf_ringbuf_query(&events, RB_AVAIL_DATA) >= WAKEUP_BYTES) {
 		last_wakeup_ns = now;
-		flags = RB_FORCE_WAKEUP;
+		return RB_FORCE_WAKEUP;
 	}
-	bpf_ringbuf_submit(e, flags);
+	return RB_NO_WAKEUP;
+}
+
+static __always_inline void submit(struct event *e)
+{
+	bpf_ringbuf_submit(e, wakeup_flags(e->time_ns));
 }
 
 /* pidfs_ino returns the pidfs inode id of the process led by leader: the
  * inode of its thread-group struct pid, which fstat of a pidfd reports. */
+extern void *bpf_rdonly_cast(const void *obj__ign, __u32 btf_id) __ksym;
+
+/* Tasks are BTF pointers (tracepoint arguments and what they point to), so
+ * their fields are read by direct loads, which the verifier turns into
+ * fault-safe loads: far cheaper than a helper call per field. */
 static __always_inline __u64 pidfs_ino(struct task_struct *leader)
 {
-	struct pid *p = BPF_CORE_READ(leader, thread_pid);
+	struct pid *p = leader->thread_pid;
 
 	if (!p)
 		return 0;
 	if (!bpf_core_field_exists(p->ino))
 		return 0;
-	return BPF_CORE_READ(p, ino);
+	return p->ino;
 }
 
 static __always_inline __u64 start_ticks(struct task_struct *leader)
 {
-	return BPF_CORE_READ(leader, start_boottime) / NSEC_PER_TICK;
+	return leader->start_boottime / NSEC_PER_TICK;
 }
 
 /* fill_ids fills the identity of the process led by leader and of the
@@ -173,14 +307,126 @@ static __always_inline __u64 start_ticks(struct task_struct *leader)
 static __always_inline void fill_ids(struct event *e, struct task_struct *leader,
 				     struct task_struct *parent_leader)
 {
-	e->pid = BPF_CORE_READ(leader, tgid);
+	e->pid = leader->tgid;
 	e->start_ticks = start_ticks(leader);
 	e->ino = pidfs_ino(leader);
-	e->ppid = BPF_CORE_READ(parent_leader, tgid);
+	e->ppid = parent_leader->tgid;
 	e->parent_start_ticks = start_ticks(parent_leader);
 	e->parent_ino = pidfs_ino(parent_leader);
 	if (bpf_core_field_exists(((struct pid *)0)->ino))
 		e->flags |= FLAG_PIDFS;
+}
+
+/* leader_token fills the token of the task that leads pid p (a session or
+ * process group id), and returns 0 when no task has that pid any more. */
+static __always_inline int leader_token(struct pid *p, __u64 *ticks, __u64 *ino)
+{
+	struct hlist_node *first;
+	struct task_struct *t;
+
+	if (!p)
+		return 0;
+	first = BPF_CORE_READ(p, tasks[PIDTYPE_PID].first);
+	if (!first)
+		return 0;
+	/* container_of on a number, then back to a BTF pointer. */
+	t = bpf_rdonly_cast((void *)first - bpf_core_field_offset(struct task_struct, pid_links),
+			    bpf_core_type_id_kernel(struct task_struct));
+	*ticks = start_ticks(t);
+	*ino = bpf_core_field_exists(p->ino) ? BPF_CORE_READ(p, ino) : 0;
+	return 1;
+}
+
+static __always_inline int pid_nr(struct pid *p)
+{
+	return p ? BPF_CORE_READ(p, numbers[0].nr) : 0;
+}
+
+/* std_tty reports whether fds 0 and 2 of t are the terminal dev (the
+ * kernel's internal encoding, major << 20 | minor): what ECS calls an
+ * interactive process. */
+static __always_inline int std_tty(struct task_struct *t, __u32 dev)
+{
+	struct fdtable *fdt = t->files->fdt;
+	struct file *fds[3];
+	int i;
+
+	if (!fdt || fdt->max_fds < 3)
+		return 0;
+	if (bpf_probe_read_kernel(fds, sizeof(fds), BPF_CORE_READ(fdt, fd)) < 0)
+		return 0;
+	for (i = 0; i < 3; i += 2) {
+		struct file *f = bpf_rdonly_cast(fds[i], bpf_core_type_id_kernel(struct file));
+
+		if (!f || f->f_inode->i_rdev != dev)
+			return 0;
+	}
+	return 1;
+}
+
+/* fill_ctx reads the context of task t (see struct proc_ctx). t is a
+ * tracepoint argument, a BTF pointer: fields are read by direct loads,
+ * which the verifier turns into faulting-safe loads, far cheaper than a
+ * helper call each. Pointers that need arithmetic (a flexible array, a
+ * container_of) are read with helpers, as plain numbers. */
+static __always_inline void fill_ctx(struct proc_ctx *c, struct task_struct *t)
+{
+	const struct cred *cred = t->real_cred;
+	struct signal_struct *sig = t->signal;
+	struct tty_struct *tty = sig->tty;
+	struct group_info *gi = cred->group_info;
+	struct pid *sp = BPF_CORE_READ(sig, pids[PIDTYPE_SID]);
+	struct pid *gp = BPF_CORE_READ(sig, pids[PIDTYPE_PGID]);
+	struct pid *tp = BPF_CORE_READ(t, thread_pid);
+	struct upid *up;
+	__u32 level, n;
+
+	c->flags = 0;
+	c->uid = cred->uid.val;
+	c->euid = cred->euid.val;
+	c->suid = cred->suid.val;
+	c->gid = cred->gid.val;
+	c->egid = cred->egid.val;
+	c->sgid = cred->sgid.val;
+	c->ngroups = gi ? gi->ngroups : 0;
+	n = c->ngroups;
+	if (n > NGROUPS_CAP)
+		n = NGROUPS_CAP;
+	if (n > 0 && bpf_probe_read_kernel(c->groups, n * sizeof(__u32),
+			(void *)BPF_CORE_READ(cred, group_info) + bpf_core_field_offset(struct group_info, gid)) < 0)
+		c->ngroups = 0;
+	if (bpf_core_field_exists(t->loginuid)) {
+		c->loginuid = t->loginuid.val;
+		c->audit_session = t->sessionid;
+		c->flags |= CTX_AUDIT;
+	} else {
+		c->loginuid = (__u32)-1;
+		c->audit_session = (__u32)-1;
+	}
+	c->sid = pid_nr(sp);
+	c->pgid = pid_nr(gp);
+	c->sid_start_ticks = c->sid_ino = 0;
+	c->pgid_start_ticks = c->pgid_ino = 0;
+	if (leader_token(sp, &c->sid_start_ticks, &c->sid_ino))
+		c->flags |= CTX_SID_LEADER;
+	if (leader_token(gp, &c->pgid_start_ticks, &c->pgid_ino))
+		c->flags |= CTX_PGID_LEADER;
+	c->tty_major = c->tty_minor = 0;
+	if (tty) {
+		struct tty_driver *drv = tty->driver;
+
+		c->tty_major = drv->major;
+		c->tty_minor = drv->minor_start + tty->index;
+		c->flags |= CTX_TTY;
+		if (std_tty(t, c->tty_major << 20 | c->tty_minor))
+			c->flags |= CTX_STD_TTY;
+	}
+	level = BPF_CORE_READ(tp, level) & 31;
+	up = (void *)tp + bpf_core_field_offset(struct pid, numbers) +
+	     level * bpf_core_type_size(struct upid);
+	c->ns_pid = BPF_CORE_READ(up, nr);
+	c->pidns_ino = BPF_CORE_READ(up, ns, ns.inum);
+	c->cgroup_id = t->cgroups->dfl_cgrp->kn->id;
 }
 
 SEC("tp_btf/sched_process_fork")
@@ -191,16 +437,235 @@ int BPF_PROG(handle_fork, struct task_struct *parent, struct task_struct *child)
 	/* A new thread joins an existing group: not a process. */
 	if (BPF_CORE_READ(child, pid) != BPF_CORE_READ(child, tgid))
 		return 0;
-	e = reserve(KIND_FORK);
+	if (want_context)
+		e = reserve_size(KIND_FORK, sizeof(struct fork_event));
+	else
+		e = reserve(KIND_FORK);
 	if (!e)
 		return 0;
 	/* The birth parent is the creator (current), not real_parent, which
 	 * CLONE_PARENT may point elsewhere. */
-	fill_ids(e, child, BPF_CORE_READ(parent, group_leader));
+	fill_ids(e, child, parent->group_leader);
 	e->tid = BPF_CORE_READ(child, pid);
 	BPF_CORE_READ_INTO(&e->comm, child, comm);
+	if (want_context)
+		fill_ctx(&((struct fork_event *)e)->ctx, child);
 	submit(e);
 	return 0;
+}
+
+/* put_name appends the NUL-terminated name at the cursor, within the
+ * current blob, and returns -1 when it did not fit whole or could not be
+ * read. */
+static __always_inline int put_name(struct scratch *s, const void *name)
+{
+	__u8 *data = (__u8 *)(s + 1);
+	__u32 p = s->pos, end = s->end, room;
+	long n;
+
+	if (p >= end || p > AREA - NAME_BUF)
+		return -1;
+	room = end - p;
+	if (room > NAME_BUF)
+		room = NAME_BUF;
+	n = bpf_probe_read_kernel_str(data + p, room, name);
+	/* A result of room is a whole name only if room was the full
+	 * NAME_BUF (names are at most 255 bytes). */
+	if (n <= 1 || (n == room && room < NAME_BUF))
+		return -1;
+	s->pos = p + n;
+	return 0;
+}
+
+/* begin_blob starts a blob of at most PATH_BYTES at the cursor. */
+static __always_inline void begin_blob(struct scratch *s)
+{
+	s->end = s->pos + PATH_BYTES;
+}
+
+/* as_dentry makes a dentry address read as a number into a BTF pointer, so
+ * that its fields can be read by direct loads. */
+static __always_inline struct dentry *as_dentry(void *d)
+{
+	return bpf_rdonly_cast(d, bpf_core_type_id_kernel(struct dentry));
+}
+
+/* Open-coded numeric iterator (kfuncs, Linux 6.4+): the verifier checks a
+ * loop over it by convergence of its states instead of unrolling it, so
+ * the walk's two kinds of step (a name, a mount crossing) do not multiply
+ * the paths it explores. */
+struct bpf_iter_num {
+	__u64 __opaque[1];
+} __attribute__((aligned(8)));
+
+extern int bpf_iter_num_new(struct bpf_iter_num *it, int start, int end) __ksym;
+extern int *bpf_iter_num_next(struct bpf_iter_num *it) __ksym;
+extern void bpf_iter_num_destroy(struct bpf_iter_num *it) __ksym;
+
+/* walk_path appends the names of path (d, vm) from the leaf up to the root
+ * (rootd, rootvm) or the root of the mount tree, and returns -1 when it
+ * stopped before (bounds, a disconnected dentry, a failed read). Dentries
+ * are walked by direct loads; the mount (vm, its struct mount) is kept as a
+ * number, since reaching struct mount from its vfsmount takes arithmetic
+ * the verifier does not allow on BTF pointers, and read with helpers at
+ * each of the few mount crossings. */
+static __always_inline int walk_path(struct scratch *s, struct dentry *d, void *vm,
+				     struct dentry *rootd, void *rootvm)
+{
+	__u64 mnt_off = bpf_core_field_offset(struct mount, mnt);
+	struct bpf_iter_num it;
+	struct dentry *mroot;
+	int ret = -1;
+
+	begin_blob(s);
+	if (!d || !vm)
+		return -1;
+	d = as_dentry(d);
+	mroot = BPF_CORE_READ((struct vfsmount *)vm, mnt_root);
+	bpf_iter_num_new(&it, 0, PATH_DEPTH);
+	while (bpf_iter_num_next(&it)) {
+		struct dentry *parent;
+
+		if ((void *)d == (void *)rootd && vm == rootvm) {
+			ret = 0;
+			break;
+		}
+		if ((void *)d == (void *)mroot) {
+			struct mount *m = vm - mnt_off;
+			struct mount *mp = BPF_CORE_READ(m, mnt_parent);
+
+			if (mp == m) {
+				ret = 0;
+				break;
+			}
+			d = as_dentry(BPF_CORE_READ(m, mnt_mountpoint));
+			vm = (void *)mp + mnt_off;
+			mroot = BPF_CORE_READ((struct vfsmount *)vm, mnt_root);
+			continue;
+		}
+		parent = d->d_parent;
+		if (parent == d || !parent)
+			break;
+		if (put_name(s, d->d_name.name) < 0)
+			break;
+		d = as_dentry(parent);
+	}
+	bpf_iter_num_destroy(&it);
+	return ret;
+}
+
+static __always_inline struct kernfs_node *kn_parent(struct kernfs_node *kn)
+{
+	struct kernfs_node___new *n = (void *)kn;
+	struct kernfs_node___old *o = (void *)kn;
+
+	if (bpf_core_field_exists(n->__parent))
+		return n->__parent;
+	return o->parent;
+}
+
+/* walk_cgroup appends the names of a kernfs node up to its root (whose own
+ * name is not part of the path). */
+static __always_inline int walk_cgroup(struct scratch *s, struct kernfs_node *kn)
+{
+	struct bpf_iter_num it;
+	int ret = -1;
+
+	begin_blob(s);
+	if (!kn)
+		return -1;
+	bpf_iter_num_new(&it, 0, CGROUP_DEPTH);
+	while (bpf_iter_num_next(&it)) {
+		struct kernfs_node *parent = kn_parent(kn);
+
+		if (!parent) {
+			ret = 0;
+			break;
+		}
+		if (put_name(s, kn->name) < 0)
+			break;
+		kn = parent;
+	}
+	bpf_iter_num_destroy(&it);
+	return ret;
+}
+
+/* exec_context sends an exec record with the context of p: assembled in
+ * the scratch entry of this CPU, sent with bpf_ringbuf_output. */
+static __always_inline void exec_context(struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
+{
+	__u32 cpu = bpf_get_smp_processor_id();
+	struct scratch *s = bpf_map_lookup_elem(&scratch, &cpu);
+	struct exec_event *x;
+	struct fs_struct *fs;
+	struct dentry *rootd;
+	void *rootvm;
+	struct file *f;
+	struct mm_struct *mm;
+	unsigned long as, ae;
+	__u64 size, total;
+	__u32 pos, mark, n;
+	__u8 *data;
+
+	if (!s) {
+		count_lost();
+		return;
+	}
+	x = &s->x;
+	data = (__u8 *)(s + 1);
+	x->ev.time_ns = bpf_ktime_get_boot_ns();
+	x->ev.kind = KIND_EXEC;
+	x->ev.status = 0;
+	x->ev.flags = 0;
+	fill_ids(&x->ev, p, p->real_parent->group_leader);
+	x->ev.tid = old_pid;
+	BPF_CORE_READ_INTO(&x->ev.comm, p, comm);
+	fill_ctx(&x->ctx, p);
+	x->argc = BPF_CORE_READ(bprm, argc);
+	x->xflags = 0;
+	x->pad = 0;
+	s->pos = 0;
+
+	fs = p->fs;
+	rootd = fs->root.dentry;
+	rootvm = BPF_CORE_READ(fs, root.mnt);
+	f = bprm->file;
+	if (!f)
+		x->xflags |= X_NO_EXE;
+	else if (walk_path(s, f->f_path.dentry, BPF_CORE_READ(f, f_path.mnt), rootd, rootvm) < 0)
+		x->xflags |= X_EXE_TRUNC;
+	x->exe_len = s->pos;
+	mark = s->pos;
+	if (walk_path(s, fs->pwd.dentry, BPF_CORE_READ(fs, pwd.mnt), rootd, rootvm) < 0)
+		x->xflags |= X_CWD_TRUNC;
+	x->cwd_len = s->pos - mark;
+	mark = s->pos;
+	if (walk_cgroup(s, p->cgroups->dfl_cgrp->kn) < 0)
+		x->xflags |= X_CGROUP_TRUNC;
+	x->cgroup_len = s->pos - mark;
+
+	mm = p->mm;
+	as = mm->arg_start;
+	ae = mm->arg_end;
+	size = ae > as ? ae - as : 0;
+	x->args_size = size;
+	if (size > argv_max) {
+		n = argv_max;
+		x->xflags |= X_ARGS_TRUNC;
+	} else {
+		n = size;
+	}
+	pos = s->pos;
+	if (pos > AREA)
+		return; /* cannot happen: put_name keeps it below */
+	if (n > 0 && bpf_probe_read_user(data + pos, n, (void *)as) < 0) {
+		n = 0;
+		x->xflags |= X_ARGS_FAULT;
+	}
+	x->args_len = n;
+	total = sizeof(*x) + pos + n;
+	if (bpf_ringbuf_output(&events, x, total, wakeup_flags(x->ev.time_ns)) < 0)
+		count_lost();
 }
 
 SEC("tp_btf/sched_process_exec")
@@ -208,37 +673,31 @@ int BPF_PROG(handle_exec, struct task_struct *p, pid_t old_pid, struct linux_bin
 {
 	struct event *e;
 
-	if (want_filename)
-		e = reserve_size(KIND_EXEC, sizeof(struct exec_event));
-	else
-		e = reserve(KIND_EXEC);
+	if (want_context) {
+		exec_context(p, old_pid, bprm);
+		return 0;
+	}
+	e = reserve(KIND_EXEC);
 	if (!e)
 		return 0;
 	/* de_thread has run: p leads the group now, even if it was another
 	 * thread (old_pid) that called execve. */
-	fill_ids(e, p, BPF_CORE_READ(p, real_parent, group_leader));
+	fill_ids(e, p, p->real_parent->group_leader);
 	e->tid = old_pid;
 	BPF_CORE_READ_INTO(&e->comm, p, comm);
-	if (want_filename) {
-		struct exec_event *x = (struct exec_event *)e;
-
-		if (bpf_probe_read_kernel_str(x->filename, sizeof(x->filename),
-					      BPF_CORE_READ(bprm, filename)) < 0)
-			x->filename[0] = 0;
-	}
 	submit(e);
 	return 0;
 }
 
 static __always_inline int report_exit(struct task_struct *p)
 {
-	struct task_struct *leader = BPF_CORE_READ(p, group_leader);
+	struct task_struct *leader = p->group_leader;
 	struct signal_struct *sig = BPF_CORE_READ(p, signal);
 	struct event *e = reserve(KIND_EXIT);
 
 	if (!e)
 		return 0;
-	fill_ids(e, leader, BPF_CORE_READ(leader, real_parent, group_leader));
+	fill_ids(e, leader, leader->real_parent->group_leader);
 	e->tid = BPF_CORE_READ(p, pid);
 	/* What wait(2) reports (wait_task_zombie): the group's code after a
 	 * group exit, otherwise the leader's own code. */

@@ -29,6 +29,7 @@ typedef _Bool bool;
 enum bpf_map_type_subset {
 	BPF_MAP_TYPE_ARRAY = 2,
 	BPF_MAP_TYPE_RINGBUF = 27,
+	BPF_MAP_TYPE_PERCPU_ARRAY = 6,
 };
 
 #define BPF_ANY 0
@@ -42,15 +43,159 @@ typedef struct {
 	int counter;
 } atomic_t;
 
+/* include/linux/pid_types.h */
+enum pid_type_subset {
+	PIDTYPE_PID = 0,
+	PIDTYPE_TGID = 1,
+	PIDTYPE_PGID = 2,
+	PIDTYPE_SID = 3,
+};
+
+struct hlist_node {
+	struct hlist_node *next;
+} __attribute__((preserve_access_index));
+
+struct hlist_head {
+	struct hlist_node *first;
+} __attribute__((preserve_access_index));
+
+struct ns_common {
+	unsigned int inum;
+} __attribute__((preserve_access_index));
+
+struct pid_namespace {
+	struct ns_common ns;
+} __attribute__((preserve_access_index));
+
+struct upid {
+	int nr;
+	struct pid_namespace *ns;
+} __attribute__((preserve_access_index));
+
 struct pid {
+	unsigned int level;
 	/* pidfs inode id (6.9+); inside an anonymous struct since 6.14. */
 	u64 ino;
+	struct hlist_head tasks[4];
+	struct upid numbers[1];
+} __attribute__((preserve_access_index));
+
+struct tty_driver {
+	int major;
+	int minor_start;
+} __attribute__((preserve_access_index));
+
+struct tty_struct {
+	int index;
+	struct tty_driver *driver;
 } __attribute__((preserve_access_index));
 
 struct signal_struct {
 	atomic_t live;
 	int group_exit_code;
 	unsigned int flags;
+	struct pid *pids[4];
+	struct tty_struct *tty;
+} __attribute__((preserve_access_index));
+
+typedef struct {
+	__u32 val;
+} kuid_t;
+
+typedef struct {
+	__u32 val;
+} kgid_t;
+
+struct group_info {
+	int ngroups;
+	kgid_t gid[];
+} __attribute__((preserve_access_index));
+
+struct cred {
+	kuid_t uid;
+	kgid_t gid;
+	kuid_t suid;
+	kgid_t sgid;
+	kuid_t euid;
+	kgid_t egid;
+	struct group_info *group_info;
+} __attribute__((preserve_access_index));
+
+struct qstr {
+	const unsigned char *name;
+} __attribute__((preserve_access_index));
+
+/* d_name sits in an anonymous union (with __d_name) since 6.14: CO-RE finds
+ * it by name either way. */
+struct dentry {
+	struct dentry *d_parent;
+	struct qstr d_name;
+} __attribute__((preserve_access_index));
+
+struct vfsmount {
+	struct dentry *mnt_root;
+} __attribute__((preserve_access_index));
+
+/* fs/mount.h: struct vfsmount is embedded in struct mount as mnt. */
+struct mount {
+	struct mount *mnt_parent;
+	struct dentry *mnt_mountpoint;
+	struct vfsmount mnt;
+} __attribute__((preserve_access_index));
+
+struct path {
+	struct vfsmount *mnt;
+	struct dentry *dentry;
+} __attribute__((preserve_access_index));
+
+struct fs_struct {
+	struct path root;
+	struct path pwd;
+} __attribute__((preserve_access_index));
+
+struct inode {
+	__u32 i_rdev;
+} __attribute__((preserve_access_index));
+
+struct file {
+	struct path f_path;
+	struct inode *f_inode;
+} __attribute__((preserve_access_index));
+
+struct fdtable {
+	unsigned int max_fds;
+	struct file **fd;
+} __attribute__((preserve_access_index));
+
+struct files_struct {
+	struct fdtable *fdt;
+} __attribute__((preserve_access_index));
+
+struct kernfs_node {
+	const char *name;
+	u64 id;
+} __attribute__((preserve_access_index));
+
+/* The parent link of a kernfs node is __parent since 6.15, parent before. */
+struct kernfs_node___new {
+	struct kernfs_node *__parent;
+} __attribute__((preserve_access_index));
+
+struct kernfs_node___old {
+	struct kernfs_node *parent;
+} __attribute__((preserve_access_index));
+
+struct cgroup {
+	struct kernfs_node *kn;
+} __attribute__((preserve_access_index));
+
+struct css_set {
+	struct cgroup *dfl_cgrp;
+} __attribute__((preserve_access_index));
+
+struct mm_struct {
+	unsigned long arg_start;
+	unsigned long arg_end;
 } __attribute__((preserve_access_index));
 
 struct task_struct {
@@ -60,13 +205,24 @@ struct task_struct {
 	struct task_struct *real_parent;
 	struct task_struct *group_leader;
 	struct pid *thread_pid;
+	struct hlist_node pid_links[4];
 	u64 start_boottime;
 	char comm[TASK_COMM_LEN];
 	struct signal_struct *signal;
+	const struct cred *real_cred;
+	struct fs_struct *fs;
+	struct files_struct *files;
+	struct mm_struct *mm;
+	struct css_set *cgroups;
+	/* CONFIG_AUDIT only: read behind bpf_core_field_exists. */
+	kuid_t loginuid;
+	unsigned int sessionid;
 } __attribute__((preserve_access_index));
 
 struct linux_binprm {
 	const char *filename;
+	struct file *file;
+	int argc;
 } __attribute__((preserve_access_index));
 
 #endif

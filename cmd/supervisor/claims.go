@@ -2,15 +2,14 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"net/http"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/procsupervisor/supervisor/internal/actions"
 	"github.com/procsupervisor/supervisor/internal/api"
+	"github.com/procsupervisor/supervisor/internal/client"
 	"github.com/procsupervisor/supervisor/internal/local"
 	"github.com/procsupervisor/supervisor/internal/pidfd"
 	"github.com/procsupervisor/supervisor/internal/token"
@@ -39,13 +38,18 @@ and pidfs inode against the token. The mechanism says which ("daemon:ebpf",
 	register("kill", "tear down a claimed process and its verified descendants", runKill,
 		`kill PID TOKEN [--grace DURATION] [--mechanism M] [--socket PATH] [--json]
 
-Judges the claim (by the daemon when it holds it, otherwise here) and, only
-if it is OWNED, stops the tree (SIGSTOP), sends SIGTERM and SIGCONT, waits the
-grace period, sends SIGKILL to what is left, and reports survivors. Nothing
-that is not proven to be the claimed process or its descendant is ever
-signalled. Exit codes: 0 everything targeted is dead, 1 the verdict forbade
-acting, 2 survivors remain, 64 bad arguments, 65 malformed token, 70 other
-errors.`)
+Judges the claim and, only if it is OWNED, stops the tree (SIGSTOP), sends
+SIGTERM and SIGCONT, waits the grace period, sends SIGKILL to what is left,
+and reports survivors. Nothing that is not proven to be the claimed process
+or its descendant is ever signalled. The daemon does it when it holds the
+claim (interrupted, the teardown goes on there: exit 130); this command acts
+by itself, with the caller's rights, only when no daemon answers, the daemon
+does not hold the claim, or --mechanism is given, and says so on stderr. A
+refusal of the daemon is never followed by a local teardown. Exit codes:
+0 everything targeted is dead, 1 the verdict forbade acting, 2 survivors
+remain, 64 bad arguments, 65 malformed token, 69 no daemon and no local
+mechanism, 77 refused (another user's claim, the daemon or its ancestors,
+the socket), 130 interrupted, 70 other errors.`)
 }
 
 // parsePid parses a process id argument, refusing what can never be one.
@@ -104,7 +108,7 @@ func runVerify(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	v, err := verifyVia(ctx, *sock, *mech, pid, claim)
+	v, err := verifyVia(ctx, env, *sock, *mech, pid, claim)
 	if err != nil {
 		return err
 	}
@@ -119,25 +123,12 @@ func runVerify(ctx context.Context, env *cliEnv, args []string) error {
 	return err
 }
 
-// verifyVia asks the daemon, whose graph has watched the host, when its
-// socket answers and no mechanism is forced; otherwise it judges locally.
-// The verdict's mechanism says which ("daemon:ebpf", "local:pidfd").
-func verifyVia(ctx context.Context, sock, mech string, pid int32, claim token.Token) (verdict.Verdict, error) {
-	if mech == "" {
-		c := dial(sock)
-		defer c.Close()
-		v, err := c.Verify(ctx, pid, claim)
-		if err == nil {
-			v.Mechanism = "daemon:" + v.Mechanism
-			return v, nil
-		}
-		if !errors.Is(err, api.ErrNoDaemon) {
-			return v, apiFail(err)
-		}
-	}
-	v, err := local.Judge(ctx, mech, pid, claim)
-	v.Mechanism = "local:" + v.Mechanism
-	return v, localFail(err)
+// verifyVia judges by the daemon, or here (client.Verify).
+func verifyVia(ctx context.Context, env *cliEnv, sock, mech string, pid int32, claim token.Token) (verdict.Verdict, error) {
+	c := dial(sock)
+	defer c.Close()
+	v, err := client.Verify(ctx, c, mech, pid, claim, env.stderr)
+	return v, apiFail(err)
 }
 
 func runKill(ctx context.Context, env *cliEnv, args []string) error {
@@ -157,7 +148,7 @@ func runKill(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return err
 	}
-	out, err := killVia(ctx, *sock, *mech, pid, claim, *grace)
+	out, err := killVia(ctx, env, *sock, *mech, pid, claim, *grace)
 	if err != nil {
 		return err
 	}
@@ -172,33 +163,10 @@ func runKill(ctx context.Context, env *cliEnv, args []string) error {
 	return err
 }
 
-// killVia asks the daemon to tear the tree down when it holds the claim (its
-// graph knows members whose birth it watched long ago); when no daemon
-// answers, or it does not hold the claim, the teardown runs here with the
-// caller's own privileges, watching events while it runs.
-func killVia(ctx context.Context, sock, mech string, pid int32, claim token.Token, grace time.Duration) (actions.Outcome, error) {
+// killVia tears down through the daemon, or here (client.Kill).
+func killVia(ctx context.Context, env *cliEnv, sock, mech string, pid int32, claim token.Token, grace time.Duration) (actions.Outcome, error) {
 	c := dial(sock)
 	defer c.Close()
-	if mech == "" {
-		out, err := c.Kill(ctx, pid, claim, &grace)
-		if err == nil {
-			out.Mechanism = "daemon: " + out.Mechanism
-			return out, nil
-		}
-		var ae *api.Error
-		notHeld := errors.As(err, &ae) && (ae.Status == http.StatusForbidden || ae.Status == http.StatusNotFound)
-		if !notHeld && !errors.Is(err, api.ErrNoDaemon) {
-			return out, apiFail(err)
-		}
-		mech = "auto"
-	}
-	// The running daemon (and its ancestors) is never signalled from here;
-	// it is known by its socket's peer credentials.
-	var protect []int32
-	if dpid, err := c.ServerPid(ctx); err == nil {
-		protect = append(protect, dpid)
-	}
-	out, err := local.Kill(ctx, mech, pid, claim, grace, protect)
-	out.Mechanism = "local: " + out.Mechanism
-	return out, localFail(err)
+	out, err := client.Kill(ctx, c, mech, pid, claim, grace, env.stderr, client.Progress(env.stderr, "supervisor kill: "))
+	return out, apiFail(err)
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/procsupervisor/supervisor/internal/api"
+	"github.com/procsupervisor/supervisor/internal/client"
 	"github.com/procsupervisor/supervisor/internal/daemon"
 	"github.com/procsupervisor/supervisor/internal/local"
 	"github.com/procsupervisor/supervisor/internal/store"
@@ -33,7 +34,7 @@ the flags' names, underscores for dashes ({"state_dir": "/var/lib/x",
 state directory or the mechanism cannot run, 70 other errors (an unreadable
 store: the daemon refuses to start).`)
 	register("launch", "start a process under the daemon (a grant, or with --detach a job)", runLaunch,
-		`launch [--owner O] [--detach] [--wall-clock D] [--bind-to-caller] [--no-new-privs] [--cwd DIR] [--socket PATH] [--json] PROGRAM [ARGS...]
+		`launch [--owner O] [--detach] [--wall-clock D] [--bind-to-caller] [--no-new-privs] [--cwd DIR] [--socket PATH] [--json] [--wait] PROGRAM [ARGS...]
 
 Prints the claim's id, pid and token on one line (--json: the whole claim as
 one JSON object). Flags end at PROGRAM (or at "--"): what follows is the
@@ -52,8 +53,11 @@ already claimed, 64 bad arguments, 65 malformed token, 69 no daemon,
 	register("release", "tear down a claim's whole tree and record the outcome", runRelease,
 		`release ID [--grace D] [--json] [--socket PATH]
 
+The teardown runs in the daemon to its end: interrupted (Ctrl-C), this
+command says so and how to follow it (supervisor wait ID), and exits 130.
 Exit codes: 0 released (nothing left alive), 2 survivors or live members
-reported, 66 no such claim, 69 no daemon, 77 refused, 3 unverifiable.`)
+reported, 3 unverifiable, 66 no such claim, 69 no daemon, 77 refused (the
+daemon or one of its ancestors is never released), 130 interrupted.`)
 	register("list", "list live claims with their state, age and result", runList,
 		"list [-a] [--state S] [--owner O] [--watch] [--json] [--socket PATH]\n\nLists the claims still held (running, releasing, survivors, unverifiable;\n-a: every claim, finished ones too). "+clientExits)
 	register("show", "print one claim in full: members, holder, times, result", runShow,
@@ -114,6 +118,7 @@ func runLaunch(ctx context.Context, env *cliEnv, args []string) error {
 	cwd := fs.String("cwd", "", "working directory (default: this command's)")
 	nnp := fs.Bool("no-new-privs", false, "no setuid program the workload runs gains privileges")
 	asJSON := fs.Bool("json", false, "print the claim as one JSON object")
+	wait := fs.Bool("wait", false, "then wait until the claim has ended, print how, exit as wait does")
 	sock := socketFlag(fs)
 	argv, err := parse(env, fs, args, 1, -1, "PROGRAM [ARGS...]")
 	switch {
@@ -145,10 +150,14 @@ func runLaunch(ctx context.Context, env *cliEnv, args []string) error {
 		return apiFail(err)
 	}
 	if *asJSON {
-		return printJSON(env, cl, "")
+		err = printJSON(env, cl, "")
+	} else {
+		view.Launched(env.stdout, cl)
 	}
-	view.Launched(env.stdout, cl)
-	return nil
+	if err != nil || !*wait {
+		return err
+	}
+	return waitClaim(ctx, env, c, cl.ID, 0, false)
 }
 
 func runAdmit(ctx context.Context, env *cliEnv, args []string) error {
@@ -190,7 +199,7 @@ func runRelease(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	c := dial(*sock)
 	defer c.Close()
-	res, err := c.Release(ctx, pos[0], req)
+	res, err := client.Release(ctx, c, pos[0], req, client.Progress(env.stderr, "supervisor release: "))
 	if err != nil {
 		return apiFail(err)
 	}

@@ -102,6 +102,14 @@ func TestIntegrationEventsFromDaemon(t *testing.T) {
 		t.Fatal("sh -c 'exit 5' succeeded")
 	}
 	plainPid := int32(plain.Process.Pid)
+	// nobody's own process outside any claim: eBPF's exec context names
+	// its uid, so nobody sees it.
+	own := exec.Command("/bin/sh", "-c", "/bin/true; exit 6")
+	own.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	if err := own.Run(); err == nil {
+		t.Fatal("sh -c 'exit 6' succeeded")
+	}
+	ownPid := int32(own.Process.Pid)
 
 	isExit := func(pid int32, code int) func(r api.StreamRecord) bool {
 		return func(r api.StreamRecord) bool {
@@ -125,6 +133,9 @@ func TestIntegrationEventsFromDaemon(t *testing.T) {
 		if !has(rs, func(r api.StreamRecord) bool { return r.Kind == kind && r.PPid == theirs.Pid && r.Claim == theirs.ID }) {
 			t.Errorf("nobody's stream lacks its workload child's %s:\n%s", kind, theirsStream.out)
 		}
+	}
+	if !has(rs, func(r api.StreamRecord) bool { return r.Kind == "exec" && r.Pid == ownPid && r.Claim == "" }) {
+		t.Errorf("nobody's stream lacks the exec of its own unclaimed process %d:\n%s", ownPid, theirsStream.out)
 	}
 	if !has(rs, isExit(theirs.Pid, 3)) {
 		t.Errorf("nobody's stream lacks its workload's exit 3:\n%s", theirsStream.out)

@@ -3,12 +3,10 @@ package main
 import (
 	"errors"
 	"fmt"
-	"net/http"
 
 	"github.com/procsupervisor/supervisor/internal/actions"
-	"github.com/procsupervisor/supervisor/internal/api"
+	"github.com/procsupervisor/supervisor/internal/client"
 	"github.com/procsupervisor/supervisor/internal/daemon"
-	"github.com/procsupervisor/supervisor/internal/local"
 	"github.com/procsupervisor/supervisor/internal/tracker"
 	"github.com/procsupervisor/supervisor/internal/verdict"
 )
@@ -27,12 +25,12 @@ const (
 	exitKillForbidden = 1 // kill: the verdict forbade acting
 	exitKillSurvivors = 2 // kill, release: survivors or unproven members remain
 
-	exitUsage       = 64 // bad arguments (EX_USAGE)
-	exitData        = 65 // malformed input, a token (EX_DATAERR)
-	exitNoProcess   = 66 // no such process or claim (EX_NOINPUT)
-	exitUnavailable = 69 // a mechanism or the daemon cannot serve here (EX_UNAVAILABLE)
-	exitSoftware    = 70 // internal or system error (EX_SOFTWARE)
-	exitNoPerm      = 77 // the daemon refused the caller (EX_NOPERM)
+	exitUsage       = client.ExitUsage       // bad arguments
+	exitData        = client.ExitData        // malformed input, a token
+	exitNoProcess   = client.ExitNoInput     // no such process or claim
+	exitUnavailable = client.ExitUnavailable // a mechanism or the daemon cannot serve here
+	exitSoftware    = client.ExitSoftware    // internal or system error
+	exitNoPerm      = client.ExitNoPerm      // the daemon or its socket refused the caller
 )
 
 // exitError carries an exit code out of a command.
@@ -77,25 +75,17 @@ func killCode(out actions.Outcome) int {
 	return exitKillSurvivors
 }
 
-// apiFail maps an error of the daemon's client to an exit code.
+// apiFail maps an error of a request (the daemon's, the local path's) to
+// an exit code and a message (client.Exit); localFail is the same.
 func apiFail(err error) error {
-	var ae *api.Error
-	switch {
-	case errors.Is(err, api.ErrNoDaemon):
-		return fail(exitUnavailable, "%v", err)
-	case errors.Is(err, api.ErrSocketDenied):
-		return fail(exitNoPerm, "%v", err)
-	case !errors.As(err, &ae) || ae.Status < 400 || ae.Status >= 500:
-		return fail(exitSoftware, "%v", err)
-	case ae.Status == http.StatusForbidden:
-		return fail(exitNoPerm, "%s", ae.Message)
-	case ae.Status == http.StatusNotFound:
-		return fail(exitNoProcess, "%s", ae.Message)
-	case ae.Status == http.StatusConflict:
-		return fail(exitUnverifiable, "%s", ae.Message)
+	if err == nil {
+		return nil
 	}
-	return fail(exitUsage, "%s", ae.Message)
+	code, msg := client.Exit(err)
+	return fail(code, "%s", msg)
 }
+
+var localFail = apiFail
 
 // runCode maps an error of daemon.Run to the exit code of `supervisor run`.
 func runCode(err error) int {
@@ -106,21 +96,4 @@ func runCode(err error) int {
 		return exitUnavailable
 	}
 	return exitSoftware
-}
-
-// localFail maps an error of the local path to an exit code.
-func localFail(err error) error {
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, tracker.ErrUnknownMechanism):
-		return fail(exitUsage, "--mechanism: %v", err)
-	case errors.Is(err, local.ErrNoProcess):
-		return fail(exitNoProcess, "%v", err)
-	case errors.Is(err, local.ErrNotProcess):
-		return fail(exitUsage, "%v", err)
-	case errors.Is(err, local.ErrUnavailable):
-		return fail(exitUnavailable, "%v", err)
-	}
-	return fail(exitSoftware, "%v", err)
 }

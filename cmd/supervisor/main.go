@@ -32,11 +32,10 @@ type command struct {
 	argv    bool // its flags end at the first argument (a program's own follow)
 }
 
-// cliEnv is what commands write to; tests substitute buffers. onHelp sees
-// a command's flag set where --help stops it (registry).
+// cliEnv is what commands write to; tests substitute buffers.
 type cliEnv struct {
 	stdout, stderr io.Writer
-	onHelp         func(*flag.FlagSet)
+	onHelp         func(*flag.FlagSet) // sees the flags --help stops at (registry)
 }
 
 var commands = map[string]*command{}

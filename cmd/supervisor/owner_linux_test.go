@@ -150,9 +150,8 @@ func TestIntegrationDaemonAncestorsProtected(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &c); err != nil {
 		t.Fatal(err)
 	}
-	res := release(t, d, asNobody, c.ID)
-	if res.Outcome == nil || res.Outcome.Acted || !strings.Contains(res.Outcome.Error, "protected") {
-		t.Errorf("release of the daemon's ancestor = %+v, want a refusal naming it protected", res.Outcome)
+	if code, _, errs := d.run(t, asNobody, "release", "--grace", "1s", c.ID); code != exitNoPerm || !strings.Contains(errs, "ancestor of the supervisor daemon") || !strings.Contains(errs, "systemctl stop") {
+		t.Errorf("release of the daemon's ancestor: exit %d %q, want %d: a refusal naming it and how to stop the service", code, errs, exitNoPerm)
 	}
 	if !alivePid(int32(st.Pid)) || !alivePid(int32(sh.Process.Pid)) {
 		t.Fatal("the daemon or its parent was signalled")
@@ -168,11 +167,12 @@ func TestIntegrationDaemonAncestorsProtected(t *testing.T) {
 			t.Errorf("the daemon signalled itself: %s", line)
 		}
 	}
-	// Root's CLI asked to kill the daemon itself: the daemon does not hold
-	// it, so the CLI falls back to a local teardown, which protects the
-	// daemon it finds behind the socket.
+	// Root's CLI asked to kill the daemon itself: refused by the daemon;
+	// its answer is final (TestIntegrationDaemonNotKilled).
 	dtok := tokenOf(t, st.Pid)
-	d.run(t, nil, "kill", strconv.Itoa(st.Pid), dtok, "--grace", "1s")
+	if code, _, errs := d.run(t, nil, "kill", strconv.Itoa(st.Pid), dtok, "--grace", "1s"); code != exitNoPerm {
+		t.Errorf("kill of the daemon: exit %d %q, want %d", code, errs, exitNoPerm)
+	}
 	ctx2, cancel2 := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel2()
 	if _, err := d.client.Status(ctx2); err != nil || !alivePid(int32(st.Pid)) {

@@ -33,6 +33,10 @@ func protectedSet(extra []int32) protection {
 	return p
 }
 
+// Protected reports whether pid is one no teardown signals whatever the
+// caller adds: pid 1, this process or one of its ancestors (read now).
+func Protected(pid int32) bool { return slices.Contains(protectedSet(nil).pids, pid) }
+
 // refuse says why h must not be signalled, if it must not: a protected pid,
 // the init of a pid namespace that holds any process not proven a member
 // (its death kills every process in that namespace), or a process the

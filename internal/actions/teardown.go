@@ -50,6 +50,10 @@ type Options struct {
 	// daemon, entered at clone, writable by root only): every process in
 	// it is a member.
 	Cgroup string
+	// OnProgress, when set, is told each step as it starts, in words
+	// ("SIGTERM to 3", "waiting up to 8s", "SIGKILL to 1"): a few calls a
+	// teardown, for a person watching. It must not block.
+	OnProgress func(step string)
 	// Protected lists pids never signalled, with their ancestors, whatever
 	// proves them members, beyond those every teardown protects (pid 1,
 	// this process and its ancestors): the CLI names the running daemon.
@@ -196,7 +200,9 @@ func (t *Teardown) run(ctx context.Context, root *pidfd.Handle, extra []*pidfd.H
 	// 2. TERM, then CONT so a stopped process handles it.
 	t.signalAll(tr.members, unix.SIGTERM, out)
 	t.signalAll(tr.members, unix.SIGCONT, out)
+	t.progress("SIGTERM to %d", len(tr.members))
 	// 3. Grace, catching children born meanwhile.
+	t.progress("waiting up to %v", t.opts.Grace)
 	t.waitTree(ctx, tr, t.opts.Grace, out, unix.SIGTERM)
 	// 4. KILL what is left, and anything born since, unless the caller
 	//    stopped the teardown (a daemon stopping, Ctrl-C): then nothing
@@ -205,6 +211,7 @@ func (t *Teardown) run(ctx context.Context, root *pidfd.Handle, extra []*pidfd.H
 		out.Error = "stopped before the grace period ended: nothing more was sent"
 	} else if alive := live(tr.members); len(alive) > 0 {
 		out.Escalated = true
+		t.progress("SIGKILL to %d", len(alive))
 		t.signalAll(alive, unix.SIGKILL, out)
 		t.waitTree(context.WithoutCancel(ctx), tr, t.opts.KillWait, out, unix.SIGKILL)
 	}
@@ -215,6 +222,13 @@ func (t *Teardown) run(ctx context.Context, root *pidfd.Handle, extra []*pidfd.H
 		}
 	}
 	out.Dead = len(out.Survivors) == 0
+}
+
+// progress tells OnProgress a step, if it listens.
+func (t *Teardown) progress(format string, args ...any) {
+	if t.opts.OnProgress != nil {
+		t.opts.OnProgress(fmt.Sprintf(format, args...))
+	}
 }
 
 // admit checks a found member against the protected and principal rules.

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -160,4 +162,61 @@ func FuzzDecodeLaunch(f *testing.F) {
 			}
 		}
 	})
+}
+
+// codeBackend answers Kill with the error it holds.
+type codeBackend struct {
+	Backend
+	err error
+}
+
+func (b codeBackend) Kill(ctx context.Context, p Peer, r *ClaimRequest) (actions.Outcome, error) {
+	return actions.Outcome{}, b.err
+}
+
+// TestErrorCodes: every sentinel travels as its status and code, and the
+// client's *Error answers errors.Is for it (and for no other).
+func TestErrorCodes(t *testing.T) {
+	tok := token.Token{Start: 1, Prec: token.Ticks}
+	for _, k := range errorKinds {
+		c := NewClient(serve(t, codeBackend{err: fmt.Errorf("pid 7: %w", k.err)}, nil))
+		_, err := c.Kill(context.Background(), 7, tok, nil)
+		var ae *Error
+		if !errors.As(err, &ae) || ae.Status != k.status || ae.Code != k.code || !strings.Contains(ae.Message, "pid 7") {
+			t.Errorf("Kill answering %v = %v, want HTTP %d code %s", k.err, err, k.status, k.code)
+		}
+		for _, o := range errorKinds {
+			if got := errors.Is(err, o.err); got != (o.err == k.err) {
+				t.Errorf("errors.Is(answer of %v, %v) = %v", k.err, o.err, got)
+			}
+		}
+		c.Close()
+	}
+}
+
+// TestNotTheDaemon: an HTTP server on the socket that is not this daemon
+// (supervisord answers 404 "Not Found"; another may answer 200 with JSON)
+// is told apart by the handshake header.
+func TestNotTheDaemon(t *testing.T) {
+	for _, h := range []http.Handler{
+		http.NotFoundHandler(),
+		http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, `{"pid":1,"version":"x"}`) }),
+	} {
+		sock := filepath.Join(t.TempDir(), "other")
+		l, err := net.Listen("unix", sock)
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := &http.Server{Handler: h}
+		go srv.Serve(l)
+		_, err = NewClient(sock).Status(context.Background())
+		if !errors.Is(err, ErrNotDaemon) || !errors.Is(err, ErrNoDaemon) {
+			t.Errorf("Status() from a foreign server = %v, want ErrNotDaemon (and ErrNoDaemon)", err)
+		}
+		srv.Close()
+	}
+	c := NewClient(serve(t, fakeBackend{}, nil))
+	if _, err := c.Status(context.Background()); err != nil {
+		t.Errorf("Status() from the daemon's server = %v", err)
+	}
 }

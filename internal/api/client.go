@@ -23,8 +23,14 @@ import (
 var ErrNoDaemon = errors.New("supervisor daemon not reachable")
 
 // ErrSocketDenied wraps a socket this user may not connect to: a daemon
-// is there, and refused; it is not ErrNoDaemon.
-var ErrSocketDenied = errors.New("not allowed to use the daemon's socket (its group is set by the daemon's --socket-group; ask to be a member)")
+// is there, and refused; it is not ErrNoDaemon. The message names the
+// socket's owner, group and mode and the fix.
+var ErrSocketDenied = errors.New("not allowed to use the daemon's socket")
+
+// ErrNotDaemon wraps an answer from a socket that is not this daemon's
+// (supervisord's, any HTTP server): its answers lack APIHeader. An error
+// that wraps it wraps ErrNoDaemon too: no supervisor daemon answered.
+var ErrNotDaemon = errors.New("the socket answers, but not as the supervisor daemon")
 
 // Client calls the API over a Unix socket.
 type Client struct {
@@ -77,6 +83,11 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any) error
 // send sends a request and returns a successful answer, whose body the
 // caller closes. Errors as do's.
 func (c *Client) send(ctx context.Context, method, path string, in any) (*http.Response, error) {
+	return c.sendAccept(ctx, method, path, in, "")
+}
+
+// sendAccept is send with an Accept header, unless accept is "".
+func (c *Client) sendAccept(ctx context.Context, method, path string, in any, accept string) (*http.Response, error) {
 	var body io.Reader
 	if in != nil {
 		b, err := json.Marshal(in)
@@ -92,16 +103,24 @@ func (c *Client) send(ctx context.Context, method, path string, in any) (*http.R
 	if in != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
+	if accept != "" {
+		req.Header.Set("Accept", accept)
+	}
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		var op *net.OpError
 		if errors.As(err, &op) && op.Op == "dial" {
 			if errors.Is(op.Err, syscall.EACCES) || errors.Is(op.Err, syscall.EPERM) {
-				return nil, fmt.Errorf("%s: %w", c.socket, ErrSocketDenied)
+				return nil, fmt.Errorf("%s: %w%s", c.socket, ErrSocketDenied, socketAdvice(c.socket))
 			}
 			return nil, fmt.Errorf("%s: %w: %v", c.socket, ErrNoDaemon, op.Err)
 		}
 		return nil, fmt.Errorf("%s %s: %w", method, path, err)
+	}
+	if resp.Header.Get(APIHeader) == "" {
+		resp.Body.Close()
+		return nil, fmt.Errorf("%s: %w: %w (it answered %s %s with %q, without the %s header)",
+			c.socket, ErrNoDaemon, ErrNotDaemon, method, path, Trunc(resp.Status, 80), APIHeader)
 	}
 	if resp.StatusCode >= 300 {
 		defer resp.Body.Close()
@@ -110,9 +129,32 @@ func (c *Client) send(ctx context.Context, method, path string, in any) (*http.R
 		if json.Unmarshal(b, &eb) != nil || eb.Error == "" {
 			eb.Error = http.StatusText(resp.StatusCode)
 		}
-		return nil, &Error{Status: resp.StatusCode, Message: eb.Error}
+		if eb.Code == "" {
+			eb.Code = codeOfStatus(resp.StatusCode)
+		}
+		return nil, &Error{Status: resp.StatusCode, Code: eb.Code, Message: Trunc(eb.Error, MaxString)}
 	}
 	return resp, nil
+}
+
+// doWatch is do for an answer that may stream progress: with progress
+// not nil it asks for a stream and tells progress each step.
+func (c *Client) doWatch(ctx context.Context, method, path string, in, out any, progress func(string)) error {
+	if progress == nil {
+		return c.do(ctx, method, path, in, out)
+	}
+	resp, err := c.sendAccept(ctx, method, path, in, NDJSON)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.Header.Get("Content-Type") != NDJSON {
+		if err := json.NewDecoder(io.LimitReader(resp.Body, 64<<20)).Decode(out); err != nil {
+			return fmt.Errorf("%s %s: decoding answer: %w", method, path, err)
+		}
+		return nil
+	}
+	return readStream(resp.Body, method+" "+path, out, progress)
 }
 
 // Launch starts a process under the daemon.
@@ -131,8 +173,14 @@ func (c *Client) Admit(ctx context.Context, r *AdmitRequest) (Claim, error) {
 
 // Release tears a claim down.
 func (c *Client) Release(ctx context.Context, id string, r *ReleaseRequest) (ReleaseResponse, error) {
+	return c.ReleaseWatch(ctx, id, r, nil)
+}
+
+// ReleaseWatch is Release that tells progress, unless nil, each step of
+// the teardown as the daemon starts it.
+func (c *Client) ReleaseWatch(ctx context.Context, id string, r *ReleaseRequest, progress func(string)) (ReleaseResponse, error) {
 	var out ReleaseResponse
-	err := c.do(ctx, http.MethodPost, "/claims/"+url.PathEscape(id)+"/release", r, &out)
+	err := c.doWatch(ctx, http.MethodPost, "/claims/"+url.PathEscape(id)+"/release", r, &out, progress)
 	return out, err
 }
 
@@ -218,13 +266,19 @@ func (c *Client) Verify(ctx context.Context, pid int32, tok token.Token) (verdic
 // unless the instance is a root or a recorded member of a claim the caller
 // may act on, and OWNED.
 func (c *Client) Kill(ctx context.Context, pid int32, tok token.Token, grace *time.Duration) (actions.Outcome, error) {
+	return c.KillWatch(ctx, pid, tok, grace, nil)
+}
+
+// KillWatch is Kill that tells progress, unless nil, each step of the
+// teardown as the daemon starts it.
+func (c *Client) KillWatch(ctx context.Context, pid int32, tok token.Token, grace *time.Duration, progress func(string)) (actions.Outcome, error) {
 	r := &ClaimRequest{Pid: pid, Token: tok}
 	if grace != nil {
 		g := Duration(*grace)
 		r.Grace = &g
 	}
 	var out actions.Outcome
-	err := c.do(ctx, http.MethodPost, "/kill", r, &out)
+	err := c.doWatch(ctx, http.MethodPost, "/kill", r, &out, progress)
 	return out, err
 }
 

@@ -26,16 +26,6 @@ import (
 	"github.com/procsupervisor/supervisor/internal/verdict"
 )
 
-// Errors a Backend wraps so that the server answers the right status.
-var (
-	ErrBadRequest  = errors.New("bad request")         // 400
-	ErrForbidden   = errors.New("forbidden")           // 403
-	ErrNotFound    = errors.New("not found")           // 404
-	ErrConflict    = errors.New("conflict")            // 409
-	ErrUnavailable = errors.New("service unavailable") // 503
-	ErrQuota       = errors.New("over quota")          // 429
-)
-
 // Peer is the process at the other end of a connection, from SO_PEERCRED.
 type Peer struct {
 	Pid      int32
@@ -160,13 +150,21 @@ func (s *Server) Handler() http.Handler {
 	mux.HandleFunc("POST "+Version+"/reap", s.reap)
 	mux.HandleFunc("GET "+Version+"/status", s.status)
 	mux.HandleFunc("POST "+Version+"/verify", call(http.StatusOK, s.b.Verify))
-	mux.HandleFunc("POST "+Version+"/kill", s.longLived(call(http.StatusOK, s.b.Kill)))
+	mux.HandleFunc("POST "+Version+"/kill", s.longLived(streamCall(s, http.StatusOK, s.b.Kill)))
 	mux.HandleFunc("GET "+Version+"/tree", s.tree)
 	mux.HandleFunc("GET "+Version+"/events", s.longLived(s.events))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such endpoint: "+r.Method+" "+Trunc(r.URL.Path, 200))
 	})
-	return s.recoverer(s.admit(mux))
+	return mark(s.recoverer(s.admit(mux)))
+}
+
+// mark sends APIHeader on every answer, before anything else can answer.
+func mark(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(APIHeader, Version[1:])
+		h.ServeHTTP(w, r)
+	})
 }
 
 // admit answers a request on a connection the gate refused (503), one
@@ -248,27 +246,13 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	_ = json.NewEncoder(w).Encode(v)
 }
 
-func writeError(w http.ResponseWriter, code int, msg string) {
-	writeJSON(w, code, ErrorBody{Error: msg})
+func writeError(w http.ResponseWriter, status int, msg string) {
+	writeJSON(w, status, ErrorBody{Error: msg, Code: codeOfStatus(status)})
 }
 
 func writeErr(w http.ResponseWriter, err error) {
-	code := http.StatusInternalServerError
-	switch {
-	case errors.Is(err, ErrBadRequest):
-		code = http.StatusBadRequest
-	case errors.Is(err, ErrForbidden):
-		code = http.StatusForbidden
-	case errors.Is(err, ErrNotFound):
-		code = http.StatusNotFound
-	case errors.Is(err, ErrConflict):
-		code = http.StatusConflict
-	case errors.Is(err, ErrUnavailable):
-		code = http.StatusServiceUnavailable
-	case errors.Is(err, ErrQuota):
-		code = http.StatusTooManyRequests
-	}
-	writeError(w, code, err.Error())
+	status, code := kindOf(err)
+	writeJSON(w, status, ErrorBody{Error: err.Error(), Code: code})
 }
 
 // decode reads a bounded body into v. An empty body leaves v as it is when
@@ -306,17 +290,27 @@ type validated[T any] interface {
 	Validate() error
 }
 
+// body decodes r's body strictly into a new request and validates it, or
+// answers why not.
+func body[Req any, P validated[Req]](w http.ResponseWriter, r *http.Request) (P, bool) {
+	req := P(new(Req))
+	if !decode(w, r, req, false) {
+		return nil, false
+	}
+	if err := req.Validate(); err != nil {
+		writeErr(w, err)
+		return nil, false
+	}
+	return req, true
+}
+
 // call is the handler of an endpoint whose body is a request the backend
 // takes whole: decode it strictly, validate it, call the backend with the
 // caller's credentials, answer with status and the result as JSON.
 func call[Req any, P validated[Req], Resp any](status int, fn func(context.Context, Peer, P) (Resp, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		req := P(new(Req))
-		if !decode(w, r, req, false) {
-			return
-		}
-		if err := req.Validate(); err != nil {
-			writeErr(w, err)
+		req, ok := body[Req, P](w, r)
+		if !ok {
 			return
 		}
 		res, err := fn(r.Context(), peer(r), req)
@@ -325,6 +319,18 @@ func call[Req any, P validated[Req], Resp any](status int, fn func(context.Conte
 			return
 		}
 		writeJSON(w, status, res)
+	}
+}
+
+// streamCall is call for an endpoint that may stream its progress
+// (Server.streamed).
+func streamCall[Req any, P validated[Req], Resp any](s *Server, status int, fn func(context.Context, Peer, P) (Resp, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		req, ok := body[Req, P](w, r)
+		if !ok {
+			return
+		}
+		s.streamed(w, r, status, func(ctx context.Context) (any, error) { return fn(ctx, peer(r), req) })
 	}
 }
 
@@ -342,12 +348,9 @@ func (s *Server) release(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	res, err := s.b.Release(r.Context(), peer(r), id, &req)
-	if err != nil {
-		writeErr(w, err)
-		return
-	}
-	writeJSON(w, http.StatusOK, res)
+	s.streamed(w, r, http.StatusOK, func(ctx context.Context) (any, error) {
+		return s.b.Release(ctx, peer(r), id, &req)
+	})
 }
 
 func (s *Server) list(w http.ResponseWriter, r *http.Request) {

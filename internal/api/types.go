@@ -46,6 +46,11 @@ import (
 // Version is the path prefix of this API.
 const Version = "/v1"
 
+// APIHeader is on every answer of this daemon, with the API version ("v1")
+// as its value: the handshake by which a client tells this daemon from
+// another server on the same path (supervisord's socket answers HTTP too).
+const APIHeader = "Supervisor-API"
+
 // Bounds on requests. The store has its own (store.Limits); these keep a
 // request from costing the daemon more than a bounded amount before that.
 const (
@@ -382,19 +387,6 @@ type Output struct {
 	Data []byte
 	Size int64
 }
-
-// ErrorBody is the body of every error response.
-type ErrorBody struct {
-	Error string `json:"error"`
-}
-
-// Error is an error the daemon answered.
-type Error struct {
-	Status  int
-	Message string
-}
-
-func (e *Error) Error() string { return fmt.Sprintf("daemon: %s (HTTP %d)", e.Message, e.Status) }
 
 // Instance is one process instance: a pid and its start token.
 type Instance = store.Instance

@@ -20,6 +20,10 @@ import (
 // This file is the API's backend: each method authorises the peer, then
 // asks the executor (reconcile_linux.go) or reads the store and graph.
 
+// ServiceUnit is the systemd unit of the packaged daemon, named in the
+// refusal of a kill of the daemon or its ancestors.
+const ServiceUnit = "procsupervisor"
+
 func may(p api.Peer, c *store.Claim) bool { return p.Root() || c.UID == p.UID }
 
 // serves refuses every caller of another uid when the daemon is not root:
@@ -53,7 +57,10 @@ func (d *Daemon) Release(ctx context.Context, p api.Peer, id string, r *api.Rele
 		return api.ReleaseResponse{}, storeErr(err)
 	}
 	if !may(p, &c) {
-		return api.ReleaseResponse{}, forbidden("claim %s belongs to another user", id)
+		return api.ReleaseResponse{}, fmt.Errorf("claim %s belongs to another user: %w", id, api.ErrNotYours)
+	}
+	if err := d.protectedRoot(c.Pid, c.Token); err != nil {
+		return api.ReleaseResponse{}, err
 	}
 	_, out, err := d.settle(ctx, id, request{trigger: ReleaseAsked, grace: grace(r.Grace)})
 	if err != nil {
@@ -220,12 +227,19 @@ func (d *Daemon) Kill(ctx context.Context, p api.Peer, r *api.ClaimRequest) (out
 	}
 	// The index finds a root in memory; a member is the graph's, or, for
 	// one it no longer knows, recorded on one of the caller's claims.
+	if err := d.protectedRoot(r.Pid, r.Token); err != nil {
+		return actions.Outcome{}, err
+	}
 	tok := r.Token
 	roots, mine := d.claims.find(r.Pid, tok, p.UID, p.Root())
-	isRoot := false
-	if len(roots) > 0 {
-		if c, err := d.st.Get(roots[0]); err == nil && may(p, &c) {
-			held, isRoot = &c, true
+	isRoot, others := false, false
+	for _, id := range roots {
+		if c, err := d.st.Get(id); err == nil && held == nil {
+			if may(p, &c) {
+				held, isRoot = &c, true
+			} else {
+				others = true
+			}
 		}
 	}
 	if held == nil {
@@ -233,6 +247,8 @@ func (d *Daemon) Kill(ctx context.Context, p api.Peer, r *api.ClaimRequest) (out
 			if c, err := d.st.Get(root); err == nil {
 				held = &c
 			}
+		} else if ok && d.claims.has(root) {
+			others = true
 		}
 	}
 	for _, id := range mine {
@@ -244,8 +260,11 @@ func (d *Daemon) Kill(ctx context.Context, p api.Peer, r *api.ClaimRequest) (out
 			held = &c
 		}
 	}
-	if held == nil {
-		return actions.Outcome{}, forbidden("%d@%s is not held by the supervisor for this caller", r.Pid, r.Token)
+	switch {
+	case held == nil && others:
+		return actions.Outcome{}, fmt.Errorf("%d@%s is held by the supervisor for another user: %w", r.Pid, r.Token, api.ErrNotYours)
+	case held == nil:
+		return actions.Outcome{}, fmt.Errorf("%d@%s is not held by the supervisor (no claim of its, as root or member): %w", r.Pid, r.Token, api.ErrNotHeld)
 	}
 	if isRoot {
 		_, out, err := d.settle(ctx, held.ID, request{trigger: ReleaseAsked, grace: grace(r.Grace), principal: &p.UID})
@@ -260,9 +279,9 @@ func (d *Daemon) Kill(ctx context.Context, p api.Peer, r *api.ClaimRequest) (out
 		return actions.Outcome{Verdict: v}, nil
 	}
 	// A worker of the daemon's runs it: the grace outlives the client.
-	w, started := d.work.start("kill:"+strconv.Itoa(int(r.Pid))+"@"+r.Token.String(), func(wctx context.Context) (api.ReportItem, actions.Outcome, error) {
+	w, started := d.work.start("kill:"+strconv.Itoa(int(r.Pid))+"@"+r.Token.String(), func(wctx context.Context, say func(string)) (api.ReportItem, actions.Outcome, error) {
 		defer h.Close()
-		out := d.newTeardown(grace(r.Grace), p.UID, "", held.ID).RunBound(wctx, v, h, nil)
+		out := d.newTeardown(grace(r.Grace), p.UID, "", held.ID, say).RunBound(wctx, v, h, nil)
 		d.log.TeardownFor(held.ID, out)
 		return api.ReportItem{}, out, nil
 	})
@@ -274,6 +293,25 @@ func (d *Daemon) Kill(ctx context.Context, p api.Peer, r *api.ClaimRequest) (out
 		return actions.Outcome{Verdict: v}, err
 	}
 	return *o, err
+}
+
+// protectedRoot refuses a kill or a release whose root is (pid, tok) when
+// that is still the live instance of pid 1, this daemon or one of its
+// ancestors: a teardown would stop the service, or the service manager
+// or shell that runs it, and every workload with it.
+func (d *Daemon) protectedRoot(pid int32, tok token.Token) error {
+	if pid == 0 || !actions.Protected(pid) || d.judge.Judge(pid, tok).Result != verdict.Owned {
+		return nil
+	}
+	what := "an ancestor of the supervisor daemon"
+	switch int(pid) {
+	case 1:
+		what = "init"
+	case os.Getpid():
+		what = "the supervisor daemon itself"
+	}
+	return fmt.Errorf("pid %d is %s and is never signalled through the supervisor; to stop the service, run `systemctl stop %s`: %w",
+		pid, what, ServiceUnit, api.ErrProtected)
 }
 
 // Tree implements api.Backend.

@@ -53,26 +53,41 @@ func (d *Daemon) waitChildren() {
 		if launched {
 			d.mu.Lock()
 			delete(d.children, pid)
+			if st, ok := d.starting[id]; ok {
+				// Its launch has not stored the pid yet: the launch
+				// hands the status on when it has.
+				if st == nil {
+					d.starting[id] = &ws
+				}
+				d.mu.Unlock()
+				continue
+			}
 			d.mu.Unlock()
 			done = append(done, reaped{pid, id, ws})
 		}
 	}
 	d.reapMu.Unlock()
-	// No claim lock: a teardown's worker may hold it for its whole grace,
-	// and this runs on the main loop. The store's transactions decide.
 	for _, r := range done {
-		c, err := d.st.Get(r.id)
-		if err == nil && Open(c.State) && c.Pid == r.pid {
-			if c.Kind == store.Job {
-				d.finishJob(&c, r.ws, true)
-			} else {
-				// The root's exit event queues the pass once the graph
-				// holds everything before it; this is the backstop for
-				// an event the source lost.
-				time.AfterFunc(exitEventGrace, func() { d.queue(c.ID, Pass) })
-			}
-		}
+		d.rootReaped(r.id, r.pid, r.ws)
 	}
+}
+
+// rootReaped acts on a launched root's exit status. No claim lock: a
+// teardown's worker may hold it for its whole grace, and this runs on the
+// main loop. The store's transactions decide.
+func (d *Daemon) rootReaped(id string, pid int32, ws syscall.WaitStatus) {
+	c, err := d.st.Get(id)
+	if err != nil || !Open(c.State) || c.Pid != pid {
+		return
+	}
+	if c.Kind == store.Job {
+		d.finishJob(&c, ws, true)
+		return
+	}
+	// The root's exit event queues the pass once the graph holds
+	// everything before it; this is the backstop for an event the
+	// source lost.
+	time.AfterFunc(exitEventGrace, func() { d.queue(c.ID, Pass) })
 }
 
 // adopted reports whether a zombie child of the daemon, not one it

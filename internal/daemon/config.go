@@ -12,6 +12,7 @@ import (
 
 	"github.com/procsupervisor/supervisor/internal/actions"
 	"github.com/procsupervisor/supervisor/internal/api"
+	"github.com/procsupervisor/supervisor/internal/events/tracepoint"
 	"github.com/procsupervisor/supervisor/internal/jsonx"
 	"github.com/procsupervisor/supervisor/internal/lineage"
 	"github.com/procsupervisor/supervisor/internal/logfeed"
@@ -42,6 +43,9 @@ type Config struct {
 	LogOutput        string `json:"log_output"`
 	LogSchema        string `json:"log_schema"`
 	LogProcessEvents bool   `json:"log_process_events"`
+	// ArgvMax bounds the argument bytes an eBPF exec event carries
+	// (tracepoint.WithArgvMax; past it the event says it was cut).
+	ArgvMax int `json:"argv_max"`
 	// Grace is the default teardown grace period.
 	Grace api.Duration `json:"grace"`
 	// ReapInterval is how often the reaper runs on its own (it also runs
@@ -118,6 +122,7 @@ func DefaultConfig() Config {
 		BurstPerUID:  api.DefaultLimits.Burst,
 		LongPerUID:   api.DefaultLimits.UserLong,
 
+		ArgvMax:           tracepoint.DefaultArgvMax,
 		GraphMaxExited:    lineage.DefaultMaxExited,
 		GraphMaxExitedAge: api.Duration(lineage.DefaultMaxExitedAge),
 	}
@@ -228,6 +233,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("quotas must not be negative: %w", ErrConfig)
 	case c.ConnsPerUID < 1 || c.RatePerUID <= 0 || c.BurstPerUID < 1 || c.LongPerUID < 1:
 		return fmt.Errorf("conns_per_uid, rate_per_uid, burst_per_uid and long_per_uid must be positive: %w", ErrConfig)
+	case c.ArgvMax < 0 || c.ArgvMax > tracepoint.MaxArgvMax:
+		return fmt.Errorf("argv_max %d: want 0 to %d bytes: %w", c.ArgvMax, tracepoint.MaxArgvMax, ErrConfig)
 	case c.GraphMaxExited < 0 || c.GraphMaxExitedAge < 0:
 		return fmt.Errorf("graph retention bounds must not be negative: %w", ErrConfig)
 	}

@@ -57,6 +57,8 @@ func TestConfigValidate(t *testing.T) {
 		"long socket":    func(c *Config) { c.Socket = "/" + string(make([]byte, 200)) },
 		"grace over max": func(c *Config) { c.Grace = api.Duration(api.MaxGrace + time.Nanosecond) },
 		"grace 2h":       func(c *Config) { c.Grace = api.Duration(2 * time.Hour) },
+		"argv_max < 0":   func(c *Config) { c.ArgvMax = -1 },
+		"argv_max big":   func(c *Config) { c.ArgvMax = 1<<20 + 1 },
 	} {
 		c := base
 		mut(&c)

@@ -106,6 +106,10 @@ type Daemon struct {
 	roots    map[int32]string // root pid -> running claim
 	pending  map[int32]pendingAdmit
 	children map[int32]string // launched children not yet reaped
+	// starting holds launches between their spawn and the store write of
+	// the root's pid; a non-nil status is the root's, reaped meanwhile,
+	// which the launch hands on once the claim knows its pid.
+	starting map[string]*syscall.WaitStatus
 	deadline map[string]time.Time
 	npending atomic.Int32
 
@@ -193,6 +197,7 @@ func newDaemon(cfg Config, boot procfs.BootID, st claimStore, log *feed, now fun
 		roots:    map[int32]string{},
 		pending:  map[int32]pendingAdmit{},
 		children: map[int32]string{},
+		starting: map[string]*syscall.WaitStatus{},
 		deadline: map[string]time.Time{},
 		memberQ:  make(chan memberNote, memberQueue),
 		exitQ:    make(chan exitNote, noteQueue),
@@ -223,6 +228,7 @@ func (d *Daemon) run(ctx context.Context, ready func(Info)) error {
 	tr, err := tracker.Start(tctx, tracker.Options{
 		Mechanism: d.cfg.Mechanism,
 		Boot:      d.boot,
+		ArgvMax:   d.cfg.ArgvMax,
 		Graph: lineage.Config{
 			MaxExited:    d.cfg.GraphMaxExited,
 			MaxExitedAge: time.Duration(d.cfg.GraphMaxExitedAge),

@@ -32,14 +32,19 @@ import (
 )
 
 // failingStore is a real store whose writes fail on demand.
+// before, when set, runs ahead of every write.
 type failingStore struct {
 	*store.Store
-	fail atomic.Bool
+	fail   atomic.Bool
+	before func(id string)
 }
 
 var errDiskFull = errors.New("disk full (injected)")
 
 func (f *failingStore) Update(id string, fn func(*store.Claim) error) error {
+	if f.before != nil {
+		f.before(id)
+	}
 	if f.fail.Load() {
 		return errDiskFull
 	}

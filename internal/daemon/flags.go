@@ -20,6 +20,7 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.LogOutput, "log-output", c.LogOutput, "log feed output: stdout, file:PATH, syslog[:ADDR]")
 	fs.StringVar(&c.LogSchema, "log-schema", c.LogSchema, "log feed schema: ecs|ocsf")
 	fs.BoolVar(&c.LogProcessEvents, "log-process-events", c.LogProcessEvents, "log every fork, exec and exit")
+	fs.IntVar(&c.ArgvMax, "argv-max", c.ArgvMax, "argument bytes an eBPF exec event carries (0 to 1048576; longer argv is cut and flagged)")
 	fs.Var(&c.Grace, "grace", fmt.Sprintf("default teardown grace period, a `duration` of at most %v", api.MaxGrace))
 	fs.Var(&c.ReapInterval, "reap-interval", "how often the reaper runs on its own (a `duration`)")
 	fs.Var(&c.RetainFinal, "retain-final", "how long finished claims are kept (a `duration`)")

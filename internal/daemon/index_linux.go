@@ -87,18 +87,28 @@ func (x *claimIndex) usage(uid uint32) (open int, bytes int64, failed []string) 
 	return open, bytes, failed
 }
 
-// find returns the open claims whose root is (pid, tok), and the ids
-// of the open claims of uid (all uids when all).
+// has reports whether id is an open claim.
+func (x *claimIndex) has(id string) bool {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	m, ok := x.byID[id]
+	return ok && Open(m.state)
+}
+
+// find returns the open claims whose root is (pid, tok), whoever's they
+// are, and the ids of the open claims of uid (all uids when all).
 func (x *claimIndex) find(pid int32, tok token.Token, uid uint32, all bool) (roots, mine []string) {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	for id, m := range x.byID {
-		if !Open(m.state) || !all && m.uid != uid {
+		if !Open(m.state) {
 			continue
 		}
-		mine = append(mine, id)
 		if m.pid == pid && sameInstance(m.tok, tok) {
 			roots = append(roots, id)
+		}
+		if all || m.uid == uid {
+			mine = append(mine, id)
 		}
 	}
 	return roots, mine

@@ -235,6 +235,7 @@ func (d *Daemon) Launch(ctx context.Context, p api.Peer, r *api.LaunchRequest) (
 			tok, terr = tokenFromPidfd(sp.Pidfd, sp.Pid, d.boot)
 			d.mu.Lock()
 			d.children[sp.Pid] = c.ID
+			d.starting[c.ID] = nil
 			d.mu.Unlock()
 			d.reapMu.Unlock()
 			locked = false
@@ -244,6 +245,11 @@ func (d *Daemon) Launch(ctx context.Context, p api.Peer, r *api.LaunchRequest) (
 			return nil
 		})
 	}
+	defer func() {
+		d.mu.Lock()
+		delete(d.starting, c.ID)
+		d.mu.Unlock()
+	}()
 	sp, err := start()
 	if err != nil && sp.Pid == 0 && attr.CgroupFD >= 0 {
 		// The cgroup refused the fork (a controller, a permission): go
@@ -283,6 +289,17 @@ func (d *Daemon) Launch(ctx context.Context, p api.Peer, r *api.LaunchRequest) (
 		return api.Claim{}, err
 	}
 	d.admit(c.ID, sp.Pid, tok)
+	// A root reaped before its pid was stored left its status here.
+	d.mu.Lock()
+	early := d.starting[c.ID]
+	delete(d.starting, c.ID)
+	d.mu.Unlock()
+	if early != nil {
+		d.rootReaped(c.ID, sp.Pid, *early)
+		if got, err := d.st.Get(c.ID); err == nil {
+			c = got
+		}
+	}
 	return api.ClaimOf(c), nil
 }
 

@@ -42,6 +42,8 @@ type request struct {
 	async bool
 	// cause is why the claim is let go, for its release record.
 	cause string
+	// say, when set, is told a teardown's steps (its worker's).
+	say func(string)
 }
 
 // reconcileAll applies the table to every open claim.
@@ -230,7 +232,7 @@ func (d *Daemon) settle(ctx context.Context, id string, rq request) (api.ReportI
 		rootH, extra := root, members
 		root, members = nil, nil
 		handed = true
-		w, started := d.work.start(c.ID, func(wctx context.Context) (api.ReportItem, actions.Outcome, error) {
+		w, started := d.work.start(c.ID, func(wctx context.Context, say func(string)) (api.ReportItem, actions.Outcome, error) {
 			defer l.Unlock()
 			defer func() {
 				for _, h := range append(extra, rootH) {
@@ -239,6 +241,8 @@ func (d *Daemon) settle(ctx context.Context, id string, rq request) (api.ReportI
 					}
 				}
 			}()
+			rq := rq
+			rq.say = say
 			out, err := d.teardown(wctx, &c, v, rootH, extra, rq, grace)
 			it := it
 			it.Members, it.Unproven, it.Failed = len(out.Targeted), out.Unproven, !out.Dead
@@ -348,7 +352,7 @@ func (d *Daemon) teardown(ctx context.Context, c *store.Claim, v verdict.Verdict
 	if rq.principal != nil {
 		principal = *rq.principal
 	}
-	td := d.newTeardown(grace, principal, c.Cgroup, c.ID)
+	td := d.newTeardown(grace, principal, c.Cgroup, c.ID, rq.say)
 	out := td.RunBound(ctx, v, root, extra)
 	d.log.TeardownFor(c.ID, out)
 	if ctx.Err() != nil {
@@ -396,14 +400,15 @@ func (d *Daemon) graceFor(c *store.Claim, rq request) time.Duration {
 
 // newTeardown is the one place a daemon teardown is made: every signal it
 // sends or is refused is one signal_sent line in the feed.
-func (d *Daemon) newTeardown(grace time.Duration, principal uint32, cgroup, claimID string) *actions.Teardown {
+func (d *Daemon) newTeardown(grace time.Duration, principal uint32, cgroup, claimID string, say func(string)) *actions.Teardown {
 	if grace <= 0 {
 		grace = time.Duration(d.cfg.Grace)
 	}
 	return actions.New(d.judge, d.tr.Load().Finder(d.judge), actions.Options{
-		Grace:     grace,
-		Principal: &principal,
-		Cgroup:    cgroup,
+		Grace:      grace,
+		Principal:  &principal,
+		Cgroup:     cgroup,
+		OnProgress: say,
 		OnSignal: func(m actions.Member, sig unix.Signal, err error) {
 			d.log.Signal(logfeed.Signal{Pid: m.Pid, Token: m.Token, Signal: unix.SignalName(sig), Mechanism: "pidfd", Err: err, ClaimID: claimID})
 		},

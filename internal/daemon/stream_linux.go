@@ -30,11 +30,11 @@ import (
 // then writes a lost record. Nothing on the event path waits for a reader
 // or allocates.
 //
-// Limits: until events carry their uid (eventUID), a process is
-// attributed to the owner of the claim it belongs to through birth
-// lineage; a process in no claim is shown to root only. A claim's root is
-// attributed when its fork is applied after the claim's admission, which
-// a launch usually but not always wins: its exec and exit always are.
+// Limits: a process event is attributed to the real uid its exec context
+// carries (eBPF's fork and exec records). Exit records, and every event of
+// the netlink and polling mechanisms, carry none: they are attributed to
+// the owner of the claim the process belongs to through birth lineage,
+// and shown to root only when it belongs to none.
 
 const (
 	// streamBuffer is what a subscriber may have unread, in bytes (about
@@ -45,11 +45,11 @@ const (
 	maxStreams = 64
 )
 
-// eventUID returns the uid an event carries, and whether it carries one.
-// Events do not carry a uid yet: when internal/events.Event gains one
-// (its real uid), return it here, and AppendJSON writes it; the stream
-// then adds no uid of its own.
-func eventUID(*events.Event) (uint32, bool) { return 0, false }
+// eventUID returns the uid an event carries (the process's real uid, from
+// the exec context eBPF captures; fork records inherit it), and whether it
+// carries one. Exit records and the other mechanisms carry none: those
+// events are attributed through the claim they belong to.
+func eventUID(ev *events.Event) (uint32, bool) { return ev.Ctx.UID, ev.Ctx.Valid }
 
 // hub fans stream records out to subscribers. Its zero value has none.
 type hub struct {
@@ -88,7 +88,6 @@ type subscriber struct {
 type attribution struct {
 	uid   uint32
 	uidOK bool
-	own   bool // the uid came from the event itself
 	claim string
 }
 
@@ -191,7 +190,6 @@ type rootFinder interface {
 func attributeIn(g rootFinder, claims *claimIndex, ev *events.Event) attribution {
 	var a attribution
 	a.uid, a.uidOK = eventUID(ev)
-	a.own = a.uidOK
 	if g == nil || ev.Kind == events.Lost || ev.Token.IsZero() {
 		return a
 	}
@@ -220,7 +218,7 @@ func (h *hub) publishEvent(subs []*subscriber, ev *events.Event, a attribution, 
 	b = append(b, `,"time":"`...)
 	b = h.wallOf(now, ev.Time).UTC().AppendFormat(b, time.RFC3339Nano)
 	b = append(b, '"')
-	if a.uidOK && !a.own {
+	if a.uidOK {
 		b = append(b, `,"uid":`...)
 		b = strconv.AppendUint(b, uint64(a.uid), 10)
 	}

@@ -22,6 +22,47 @@ type worker struct {
 	it   api.ReportItem
 	out  actions.Outcome
 	err  error
+
+	mu       sync.Mutex
+	steps    []string             // said so far, for a watcher that comes late
+	watchers map[int]func(string) // requests waiting with a progress stream
+	nextID   int
+}
+
+// maxSteps bounds the steps a worker keeps for late watchers.
+const maxSteps = 16
+
+// say tells every watcher a step of the teardown. Watchers do not block
+// (api.ProgressOf).
+func (w *worker) say(step string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.steps) < maxSteps {
+		w.steps = append(w.steps, step)
+	}
+	for _, f := range w.watchers {
+		f(step)
+	}
+}
+
+// watch tells f the steps said so far and every later one, until stop.
+func (w *worker) watch(f func(string)) (stop func()) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, s := range w.steps {
+		f(s)
+	}
+	if w.watchers == nil {
+		w.watchers = map[int]func(string){}
+	}
+	id := w.nextID
+	w.nextID++
+	w.watchers[id] = f
+	return func() {
+		w.mu.Lock()
+		delete(w.watchers, id)
+		w.mu.Unlock()
+	}
 }
 
 // workers tracks the teardowns in progress, one per claim at most.
@@ -48,8 +89,8 @@ func (ws *workers) get(id string) *worker {
 
 // start runs fn for id in a worker of its own and returns it; when a
 // worker for id is already running, it returns that one and fn does not
-// run (started is false).
-func (ws *workers) start(id string, fn func(ctx context.Context) (api.ReportItem, actions.Outcome, error)) (w *worker, started bool) {
+// run (started is false). fn tells its steps to say.
+func (ws *workers) start(id string, fn func(ctx context.Context, say func(string)) (api.ReportItem, actions.Outcome, error)) (w *worker, started bool) {
 	ws.mu.Lock()
 	if cur, ok := ws.running[id]; ok {
 		ws.mu.Unlock()
@@ -61,7 +102,7 @@ func (ws *workers) start(id string, fn func(ctx context.Context) (api.ReportItem
 	ws.wg.Add(1)
 	go func() {
 		defer ws.wg.Done()
-		w.it, w.out, w.err = fn(ws.ctx)
+		w.it, w.out, w.err = fn(ws.ctx, w.say)
 		ws.mu.Lock()
 		delete(ws.running, id)
 		ws.mu.Unlock()
@@ -70,8 +111,12 @@ func (ws *workers) start(id string, fn func(ctx context.Context) (api.ReportItem
 	return w, true
 }
 
-// wait waits for w, or for ctx (the caller left; w goes on).
+// wait waits for w, or for ctx (the caller left; w goes on). A request
+// that streams progress (api.ProgressOf) is told the steps meanwhile.
 func (w *worker) wait(ctx context.Context) (api.ReportItem, *actions.Outcome, error) {
+	if f := api.ProgressOf(ctx); f != nil {
+		defer w.watch(f)()
+	}
 	select {
 	case <-w.done:
 		return w.it, &w.out, w.err

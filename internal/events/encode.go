@@ -11,7 +11,11 @@ import (
 // the extended buffer. The keys are kind and mechanism, then count for a
 // Lost event; otherwise pid, ppid, token and parent_token (null when zero),
 // comm, exit_code and signal for an Exit, tid, exe and argv for an Exec
-// where known, and inferred when set. Text that is not valid UTF-8 is
+// where known, then what the exec captured (args_count, working_directory,
+// cgroup, container.id, truncation marks) and, when the event carries a
+// context, the ids with their ECS names (user.id, real_user.id, ...,
+// session_leader, group_leader, tty, interactive, vpid) and pid_ns,
+// cgroup_id and audit; inferred when set. Text that is not valid UTF-8 is
 // escaped byte by byte, so the object is always valid JSON. AppendJSON does
 // not allocate when b has room.
 func AppendJSON(b []byte, ev *Event) []byte {
@@ -66,11 +70,119 @@ func AppendJSON(b []byte, ev *Event) []byte {
 			}
 			b = append(b, ']')
 		}
+		b = appendExecJSON(b, &ev.Exec)
+	}
+	if ev.Ctx.Valid {
+		b = appendContextJSON(b, &ev.Ctx)
 	}
 	if ev.Inferred {
 		b = append(b, `,"inferred":true`...)
 	}
 	return append(b, '}')
+}
+
+// appendExecJSON appends what an exec captured beside exe and argv, with
+// the names ECS gives them under process (args_count, working_directory),
+// container.id, and the cgroup path and truncation marks.
+func appendExecJSON(b []byte, x *ExecInfo) []byte {
+	if x.ArgsCount > 0 {
+		b = append(b, `,"args_count":`...)
+		b = strconv.AppendInt(b, int64(x.ArgsCount), 10)
+	}
+	if x.ArgsTruncated {
+		b = append(b, `,"args_truncated":true,"args_size":`...)
+		b = strconv.AppendInt(b, int64(x.ArgsSize), 10)
+	}
+	if x.ExeTruncated {
+		b = append(b, `,"exe_truncated":true`...)
+	}
+	if x.Cwd != "" {
+		b = append(b, `,"working_directory":`...)
+		b = appendJSONString(b, []byte(x.Cwd))
+		if x.CwdTruncated {
+			b = append(b, `,"working_directory_truncated":true`...)
+		}
+	}
+	if x.Cgroup != "" {
+		b = append(b, `,"cgroup":`...)
+		b = appendJSONString(b, []byte(x.Cgroup))
+		if x.CgroupTruncated {
+			b = append(b, `,"cgroup_truncated":true`...)
+		}
+	}
+	if x.ContainerID != "" {
+		b = append(b, `,"container":{"id":`...)
+		b = appendJSONString(b, []byte(x.ContainerID))
+		b = append(b, '}')
+	}
+	return b
+}
+
+// appendContextJSON appends the ids of c with the names ECS gives them
+// under process (ids as strings, as ECS keywords are), and the audit ids,
+// cgroup id and pid namespace, which ECS has no names for.
+func appendContextJSON(b []byte, c *Context) []byte {
+	id := func(b []byte, key string, v uint32) []byte {
+		b = append(b, `,"`...)
+		b = append(b, key...)
+		b = append(b, `":{"id":"`...)
+		b = strconv.AppendUint(b, uint64(v), 10)
+		return append(b, `"}`...)
+	}
+	b = id(b, "user", c.EUID)
+	b = id(b, "real_user", c.UID)
+	b = id(b, "saved_user", c.SUID)
+	b = id(b, "group", c.EGID)
+	b = id(b, "real_group", c.GID)
+	b = id(b, "saved_group", c.SGID)
+	b = append(b, `,"supplemental_groups":[`...)
+	for i, g := range c.Groups[:min(c.NGroups, MaxGroups)] {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, `{"id":"`...)
+		b = strconv.AppendUint(b, uint64(g), 10)
+		b = append(b, `"}`...)
+	}
+	b = append(b, ']')
+	if c.NGroups > MaxGroups {
+		b = append(b, `,"supplemental_groups_count":`...)
+		b = strconv.AppendInt(b, int64(c.NGroups), 10)
+	}
+	leader := func(b []byte, key string, pid int32, t token.Token) []byte {
+		b = append(b, `,"`...)
+		b = append(b, key...)
+		b = append(b, `":{"pid":`...)
+		b = strconv.AppendInt(b, int64(pid), 10)
+		b = append(b, `,"entity_id":`...)
+		b = appendTokenJSON(b, t)
+		return append(b, '}')
+	}
+	b = leader(b, "session_leader", c.SID, c.SessionLeader)
+	b = leader(b, "group_leader", c.PGID, c.GroupLeader)
+	if c.TTY {
+		b = append(b, `,"tty":{"char_device":{"major":`...)
+		b = strconv.AppendUint(b, uint64(c.TTYMajor), 10)
+		b = append(b, `,"minor":`...)
+		b = strconv.AppendUint(b, uint64(c.TTYMinor), 10)
+		b = append(b, `}}`...)
+	}
+	b = append(b, `,"interactive":`...)
+	b = strconv.AppendBool(b, c.Interactive())
+	b = append(b, `,"vpid":`...)
+	b = strconv.AppendInt(b, int64(c.NSPid), 10)
+	b = append(b, `,"pid_ns":`...)
+	b = strconv.AppendUint(b, uint64(c.PidNS), 10)
+	b = append(b, `,"cgroup_id":`...)
+	b = strconv.AppendUint(b, c.CgroupID, 10)
+	if c.Audit {
+		b = append(b, `,"audit":{"login_uid":`...)
+		b = strconv.AppendUint(b, uint64(c.LoginUID), 10)
+		b = append(b, `,"session_id":`...)
+		b = strconv.AppendUint(b, uint64(c.AuditSession), 10)
+		b = append(b, '}')
+	}
+	return b
 }
 
 // AppendText appends ev as one line of the CLI's event table, without a

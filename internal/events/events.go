@@ -93,10 +93,88 @@ type Event struct {
 	Time uint64
 	// Count is the number of events lost for Lost, 0 when unknown.
 	Count uint64
-	// Exe and Argv are set on Exec events by mechanisms that see them.
+	// Exe and Argv are set on Exec events by mechanisms that see them. Exe
+	// is the absolute path of the file the kernel runs (resolved, never
+	// argv[0] nor the string given to execve) when Exec.ExeTruncated is
+	// unset; Argv is the argument vector as the process received it.
 	Exe  string
 	Argv []string
+	// Exec is the rest of what an exec captured, set with Exe and Argv.
+	Exec ExecInfo
+	// Ctx is who and where the process is: as inherited for Fork, as the
+	// new program starts for Exec. Ctx.Valid is false when the mechanism
+	// does not capture it.
+	Ctx Context
 }
+
+// ExecInfo is what an exec captured beside Exe and Argv. Strings are not
+// shared with any buffer the source reuses.
+type ExecInfo struct {
+	// Cwd is the absolute working directory at exec ("" when unknown).
+	Cwd string
+	// Cgroup is the cgroup2 path of the process, from the hierarchy's root
+	// ("" when unknown), and ContainerID the container id derived from it
+	// (see internal/container), "" when it is no container's.
+	Cgroup      string
+	ContainerID string
+	// ArgsCount and ArgsSize are the argument count and bytes (NULs
+	// included) the process received: when ArgsTruncated is set, Argv holds
+	// only the first bytes of them (its last element possibly cut).
+	ArgsCount     int
+	ArgsSize      int
+	ArgsTruncated bool
+	// ExeTruncated, CwdTruncated and CgroupTruncated mark a path whose walk
+	// stopped at a bound: the string is then the path's last components,
+	// without a leading slash, never a wrong absolute path.
+	ExeTruncated    bool
+	CwdTruncated    bool
+	CgroupTruncated bool
+}
+
+// MaxGroups is how many supplementary groups a Context holds.
+const MaxGroups = 16
+
+// Context is who and where a process is, read by the kernel at the event.
+// Ids are as the host sees them (the initial user and pid namespaces),
+// except NSPid.
+type Context struct {
+	Valid bool
+	// Real, effective and saved user and group ids.
+	UID, EUID, SUID uint32
+	GID, EGID, SGID uint32
+	// Groups holds the first min(NGroups, MaxGroups) supplementary groups.
+	Groups  [MaxGroups]uint32
+	NGroups int
+	// LoginUID and AuditSession are the audit login uid and session id
+	// (0xffffffff when unset), valid when Audit is set.
+	Audit        bool
+	LoginUID     uint32
+	AuditSession uint32
+	// SID and PGID are the session and process group ids; SessionLeader and
+	// GroupLeader the tokens of the processes leading them, zero when the
+	// leader is gone.
+	SID, PGID     int32
+	SessionLeader token.Token
+	GroupLeader   token.Token
+	// TTY is set when the process has a controlling terminal, whose
+	// device numbers are TTYMajor and TTYMinor; StdTTY when its stdin and
+	// stderr are that terminal.
+	TTY, StdTTY        bool
+	TTYMajor, TTYMinor uint32
+	// CgroupID is the cgroup2 id of the process (its directory's inode).
+	CgroupID uint64
+	// NSPid is the pid in the process's own pid namespace, whose inode is
+	// PidNS.
+	NSPid int32
+	PidNS uint32
+}
+
+// Interactive reports whether the process's stdin and stderr are its
+// controlling terminal: ECS's process.interactive.
+func (c *Context) Interactive() bool { return c.Valid && c.TTY && c.StdTTY }
+
+// UnsetID is the audit login uid and session id of a process that has none.
+const UnsetID = 0xffffffff
 
 // CommString returns Comm without its NUL padding.
 func (e *Event) CommString() string {

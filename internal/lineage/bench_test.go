@@ -80,16 +80,23 @@ func BenchmarkWatch(b *testing.B) {
 // 100k processes inserted by fork events.
 func BenchmarkMemory(b *testing.B) {
 	const n = 100_000
+	perProc := heapPerProcess(b, n, func() *Graph { return liveGraph(b, n) })
+	b.ReportMetric(perProc, "bytes/process")
+}
+
+// heapPerProcess returns the heap a graph built by build holds per process,
+// for n processes.
+func heapPerProcess(b *testing.B, n int, build func() *Graph) float64 {
 	var perProc float64
 	for b.Loop() {
 		var before, after runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)
-		g := liveGraph(b, n)
+		g := build()
 		runtime.GC()
 		runtime.ReadMemStats(&after)
-		perProc = float64(after.HeapAlloc-before.HeapAlloc) / n
+		perProc = float64(after.HeapAlloc-before.HeapAlloc) / float64(n)
 		runtime.KeepAlive(g)
 	}
-	b.ReportMetric(perProc, "bytes/process")
+	return perProc
 }

@@ -221,10 +221,35 @@ func (g *Graph) fork(ev *events.Event) {
 	} else {
 		g.pushGeneration(head, i, t)
 	}
-	if p := g.parentOf(ev.PPid, ev.ParentToken, ev.Time); p != 0 && p != i {
+	p := g.parentOf(ev.PPid, ev.ParentToken, ev.Time)
+	if p != 0 && p != i {
 		g.linkChild(p, i)
 		g.inheritRoot(i)
 	}
+	switch {
+	case ev.Ctx.Valid:
+		g.setCtx(n, &ev.Ctx)
+	case p != 0 && p != i:
+		// A fork inherits its parent's session, group and cgroup.
+		pn := g.at(p)
+		n.sid, n.pgid, n.cgroup = pn.sid, pn.pgid, pn.cgroup
+		n.sstart, n.sino, n.gstart, n.gino = pn.sstart, pn.sino, pn.gstart, pn.gino
+		n.flags |= pn.flags & fCtx
+	}
+}
+
+// setCtx keeps the small ids of an event's context in n. Leader tokens of
+// another boot or precision are not kept.
+func (g *Graph) setCtx(n *node, c *events.Context) {
+	n.sid, n.pgid, n.cgroup = c.SID, c.PGID, c.CgroupID
+	n.sstart, n.sino, n.gstart, n.gino = 0, 0, 0, 0
+	if t := c.SessionLeader; !t.IsZero() && t.Boot == g.boot && t.Prec == n.prec {
+		n.sstart, n.sino = t.Start, t.Ino
+	}
+	if t := c.GroupLeader; !t.IsZero() && t.Boot == g.boot && t.Prec == n.prec {
+		n.gstart, n.gino = t.Start, t.Ino
+	}
+	n.flags |= fCtx
 }
 
 // forkAgain handles a fork of an instance the graph holds: a duplicate, or
@@ -248,6 +273,9 @@ func (g *Graph) forkAgain(i uint32, ev *events.Event) {
 		g.stats.OutOfOrder++
 	}
 	n.flags = n.flags&^uint32(Inferred) | uint32(BornObserved)
+	if ev.Ctx.Valid {
+		g.setCtx(n, &ev.Ctx)
+	}
 	if ev.Time != 0 {
 		n.bornBoot = ev.Time
 		n.flags |= fBornExact
@@ -301,6 +329,9 @@ func (g *Graph) exec(ev *events.Event) {
 		}
 		n.comm = ev.Comm
 		n.flags |= uint32(Execed)
+		if ev.Ctx.Valid {
+			g.setCtx(n, &ev.Ctx)
+		}
 		return
 	}
 	if tok.IsZero() || (head != 0 && g.at(head).age(tok, bootOf(tok)) >= 0) {
@@ -314,6 +345,9 @@ func (g *Graph) exec(ev *events.Event) {
 	n.ppid, n.comm = ev.PPid, ev.Comm
 	n.bornBoot = bootOf(tok)
 	n.flags |= uint32(Execed)
+	if ev.Ctx.Valid {
+		g.setCtx(n, &ev.Ctx)
+	}
 	if ev.Inferred {
 		n.flags |= uint32(Inferred)
 	}

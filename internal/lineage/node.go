@@ -61,6 +61,7 @@ const (
 	fExitUpper    uint32 = 1 << 18 // exitBoot is an upper bound, not the exit time
 	fRootObserved uint32 = 1 << 19 // every link to the admitted root was an observed fork
 	fNew          uint32 = 1 << 20 // created by the reconcile in progress
+	fCtx          uint32 = 1 << 21 // sid, pgid, leaders and cgroup are set
 	exportMask    uint32 = 1<<16 - 1
 )
 
@@ -84,6 +85,24 @@ type Node struct {
 	// ExitStatus is the wait(2) status, valid with ExitObserved.
 	ExitStatus uint32
 	Flags      Flags
+	// Session is the process's session, group and cgroup, as its last
+	// fork or exec event said (inherited from the parent at fork).
+	Session Session
+}
+
+// Session is the small ids the graph keeps per process: strings (argv,
+// paths) travel with the events, never in the graph.
+type Session struct {
+	// Known is false when no event carried the context (netlink, polling,
+	// a seed) and no parent's could be inherited.
+	Known bool
+	// SID and PGID are the session and process group ids; SessionLeader
+	// and GroupLeader their leaders' tokens, zero when the leader was gone.
+	SID, PGID     int32
+	SessionLeader token.Token
+	GroupLeader   token.Token
+	// CgroupID is the cgroup2 id.
+	CgroupID uint64
 }
 
 // CommString returns Comm without its NUL padding.
@@ -98,27 +117,33 @@ func (n Node) CommString() string {
 // Live reports whether the node has not exited.
 func (n Node) Live() bool { return n.Flags&Exited == 0 }
 
-// node is the graph's internal record (160 bytes). Indices are into the
-// graph's slot storage; 0 means none. The boot id lives once in the graph.
+// node is the graph's internal record (208 bytes: TestNodeSize). Indices
+// are into the graph's slot storage; 0 means none. The boot id lives once
+// in the graph.
 type node struct {
-	start, ino         uint64 // token
-	pstart, pino       uint64 // parent token
-	bornBoot, exitBoot uint64 // CLOCK_BOOTTIME ns, 0 unknown
-	seenAt, exitAt     int64  // graph clock, unix ns
-	sinceAt, listedAt  int64  // continuity start; when put on its list
-	pid, ppid          int32
-	status             uint32
-	parent, child      uint32 // birth tree: parent, first child
-	next, prev         uint32 // siblings under parent
-	older, newer       uint32 // generations at the same pid
-	lnext, lprev       uint32 // retention list, or free list (lnext)
-	needKids           uint32 // children that are live or pinned
-	root               uint32 // index into Graph.roots, 0 none
-	epoch              uint32 // graph epoch when continuity was last settled
-	flags              uint32
-	prec, pprec        token.Precision
-	list               uint8
-	comm               [16]byte
+	// Session context (fCtx): session and group leader tokens (start,
+	// inode, with the node's own precision), cgroup id.
+	sstart, sino, gstart, gino uint64
+	cgroup                     uint64
+	sid, pgid                  int32
+	start, ino                 uint64 // token
+	pstart, pino               uint64 // parent token
+	bornBoot, exitBoot         uint64 // CLOCK_BOOTTIME ns, 0 unknown
+	seenAt, exitAt             int64  // graph clock, unix ns
+	sinceAt, listedAt          int64  // continuity start; when put on its list
+	pid, ppid                  int32
+	status                     uint32
+	parent, child              uint32 // birth tree: parent, first child
+	next, prev                 uint32 // siblings under parent
+	older, newer               uint32 // generations at the same pid
+	lnext, lprev               uint32 // retention list, or free list (lnext)
+	needKids                   uint32 // children that are live or pinned
+	root                       uint32 // index into Graph.roots, 0 none
+	epoch                      uint32 // graph epoch when continuity was last settled
+	flags                      uint32
+	prec, pprec                token.Precision
+	list                       uint8
+	comm                       [16]byte
 }
 
 // Lists a node can be on.

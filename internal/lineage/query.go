@@ -303,6 +303,11 @@ func (g *Graph) export(i uint32) Node {
 		ExitStatus:  n.status,
 		Flags:       Flags(n.flags & exportMask),
 	}
+	if n.flags&fCtx != 0 {
+		out.Session = Session{Known: true, SID: n.sid, PGID: n.pgid, CgroupID: n.cgroup,
+			SessionLeader: g.leaderToken(n, n.sstart, n.sino),
+			GroupLeader:   g.leaderToken(n, n.gstart, n.gino)}
+	}
 	if !n.live() {
 		out.ExitedAt = time.Unix(0, n.exitAt)
 		if n.flags&fExitUpper == 0 {
@@ -310,4 +315,13 @@ func (g *Graph) export(i uint32) Node {
 		}
 	}
 	return out
+}
+
+// leaderToken rebuilds a leader's token kept in n (zero when start is 0:
+// the leader was gone).
+func (g *Graph) leaderToken(n *node, start, ino uint64) token.Token {
+	if start == 0 && ino == 0 {
+		return token.Token{}
+	}
+	return token.Token{Boot: g.boot, Start: start, Ino: ino, Prec: n.prec}
 }

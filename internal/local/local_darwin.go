@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"time"
 
 	"github.com/procsupervisor/supervisor/internal/actions"
 	"github.com/procsupervisor/supervisor/internal/fallback"
@@ -60,9 +59,9 @@ func Judge(ctx context.Context, mech string, pid int32, claim token.Token) (verd
 }
 
 // Kill tears the claim's tree down by XNU uniqueid lineage, each signal
-// through the audit token of the reply that judged the member. protect
-// adds pids (the running daemon's) never signalled, with their ancestors.
-func Kill(ctx context.Context, mech string, pid int32, claim token.Token, grace time.Duration, protect []int32) (actions.Outcome, error) {
+// through the audit token of the reply that judged the member.
+// o.Protected adds pids (the running daemon's) never signalled, with their ancestors.
+func Kill(ctx context.Context, mech string, pid int32, claim token.Token, o actions.Options) (actions.Outcome, error) {
 	if !xnuMech(mech) {
 		v, err := Judge(ctx, mech, pid, claim)
 		return actions.Outcome{Verdict: v, Signals: map[string]int{}, Mechanism: v.Mechanism,
@@ -78,7 +77,7 @@ func Kill(ctx context.Context, mech string, pid int32, claim token.Token, grace 
 		w = q
 	}
 	return xnu.Teardown(ctx, xnu.NewSystem(), w, b, pid, claim,
-		xnu.Options{Grace: grace, Self: int32(os.Getpid()), Protected: protect}), nil
+		xnu.Options{Grace: o.Grace, Self: int32(os.Getpid()), Protected: o.Protected}), nil
 }
 
 // xnuMech reports whether mech means proc_pidinfo here; the others keep

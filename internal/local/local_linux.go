@@ -3,7 +3,6 @@ package local
 import (
 	"context"
 	"errors"
-	"time"
 
 	"github.com/procsupervisor/supervisor/internal/actions"
 	"github.com/procsupervisor/supervisor/internal/events"
@@ -82,9 +81,10 @@ func Judge(ctx context.Context, mech string, pid int32, claim token.Token) (verd
 
 // Kill tears the claim's tree down here, watching the kernel's events
 // while it runs, so that children born meanwhile are caught even when
-// their parent dies and init adopts them. protect adds pids (the running
-// daemon's) that are never signalled, with their ancestors.
-func Kill(ctx context.Context, mech string, pid int32, claim token.Token, grace time.Duration, protect []int32) (actions.Outcome, error) {
+// their parent dies and init adopts them. o is the teardown's: its grace,
+// the pids (the running daemon's) never signalled, with their ancestors,
+// and who is told its progress.
+func Kill(ctx context.Context, mech string, pid int32, claim token.Token, o actions.Options) (actions.Outcome, error) {
 	b, err := boot()
 	if err != nil {
 		return actions.Outcome{}, err
@@ -95,5 +95,5 @@ func Kill(ctx context.Context, mech string, pid int32, claim token.Token, grace 
 	}
 	defer t.Close()
 	j := tracker.NewJudge(b, t)
-	return actions.New(j, t.Finder(j), actions.Options{Grace: grace, Protected: protect}).Run(ctx, pid, claim), nil
+	return actions.New(j, t.Finder(j), o).Run(ctx, pid, claim), nil
 }

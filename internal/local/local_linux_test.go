@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/procsupervisor/supervisor/internal/actions"
 	"github.com/procsupervisor/supervisor/internal/testenv"
 	"github.com/procsupervisor/supervisor/internal/tracker"
 	"github.com/procsupervisor/supervisor/internal/verdict"
@@ -69,7 +70,7 @@ func TestIntegrationKillProtects(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := Kill(ctx, "auto", root, tok, 200*time.Millisecond, []int32{int32(other.Process.Pid)})
+	out, err := Kill(ctx, "auto", root, tok, actions.Options{Grace: 200 * time.Millisecond, Protected: []int32{int32(other.Process.Pid)}})
 	if err != nil || !out.Acted || !out.Dead {
 		t.Errorf("Kill = %+v, %v, want the tree torn down", out, err)
 	}
@@ -85,7 +86,7 @@ func TestIntegrationKillProtects(t *testing.T) {
 	if tok, err = ReadToken(ctx, root); err != nil {
 		t.Fatal(err)
 	}
-	out, err = Kill(ctx, "auto", root, tok, 200*time.Millisecond, []int32{kids[1]})
+	out, err = Kill(ctx, "auto", root, tok, actions.Options{Grace: 200 * time.Millisecond, Protected: []int32{kids[1]}})
 	if err != nil || out.Acted || !strings.Contains(out.Error, "protected") {
 		t.Errorf("Kill of a protected pid's parent = %+v, %v, want a refusal", out, err)
 	}

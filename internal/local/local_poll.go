@@ -4,7 +4,6 @@ package local
 
 import (
 	"context"
-	"time"
 
 	"github.com/procsupervisor/supervisor/internal/actions"
 	"github.com/procsupervisor/supervisor/internal/fallback"
@@ -27,7 +26,7 @@ func Judge(ctx context.Context, mech string, pid int32, claim token.Token) (verd
 
 // Kill judges and refuses to signal: without a pidfd, a signal is sent by
 // pid, and nothing can bind it to the judged instance.
-func Kill(ctx context.Context, mech string, pid int32, claim token.Token, grace time.Duration, protect []int32) (actions.Outcome, error) {
+func Kill(ctx context.Context, mech string, pid int32, claim token.Token, o actions.Options) (actions.Outcome, error) {
 	v, err := Judge(ctx, mech, pid, claim)
 	return actions.Outcome{Verdict: v, Signals: map[string]int{}, Mechanism: v.Mechanism,
 		Error: "not signalled: this system has no pidfd to bind a signal to the judged process; run the daemon on Linux, or act on the verdict yourself"}, err

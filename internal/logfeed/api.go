@@ -246,9 +246,9 @@ func (l *Logger) Internal(msg string, stack []byte) {
 
 // encodeDropped renders the log_lines_dropped line into dst; the drain
 // goroutine writes it straight to the sink.
-func (l *Logger) encodeDropped(dst []byte, count uint64) []byte {
+func (l *Logger) encodeDropped(dst []byte, d Drops) []byte {
 	c := &capture{l: l, action: ActionLogLinesDropped, sev: sevWarning, direct: true, dst: dst}
-	l.enc.dropped(c, count)
+	l.enc.dropped(c, d)
 	return c.dst
 }
 

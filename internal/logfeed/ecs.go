@@ -16,6 +16,7 @@ import (
 	"github.com/procsupervisor/supervisor/internal/events"
 	"github.com/procsupervisor/supervisor/internal/procfs"
 	"github.com/procsupervisor/supervisor/internal/token"
+	"github.com/procsupervisor/supervisor/internal/userdb"
 	"github.com/procsupervisor/supervisor/internal/verdict"
 )
 
@@ -26,10 +27,11 @@ type host struct {
 	version  string
 	pid      int
 	clock    bootClock
+	names    *userdb.DB
 }
 
 func newHost(cfg Config) *host {
-	h := &host{hostname: cfg.Hostname, version: cfg.Version, pid: os.Getpid()}
+	h := &host{hostname: cfg.Hostname, version: cfg.Version, pid: os.Getpid(), names: cfg.Names}
 	if cfg.Boot != (procfs.BootID{}) {
 		h.boot = uuid(cfg.Boot)
 	}
@@ -183,9 +185,8 @@ func (x *ecs) event(c *capture, ev *events.Event) {
 	if ev.Exe != "" {
 		p.Str("executable", ev.Exe)
 	}
-	if len(ev.Argv) > 0 {
-		p.Array("args", argsArray(p.CreateArray(), ev.Argv)).Int("args_count", len(ev.Argv))
-	}
+	c.ecsExec(e, p, ev)
+	ecsContext(p, &ev.Ctx, x.h.names)
 	if ev.Tid != 0 && ev.Tid != ev.Pid {
 		p.Dict("thread", p.CreateDict().Int32("id", ev.Tid))
 	}
@@ -217,6 +218,7 @@ func (x *ecs) event(c *capture, ev *events.Event) {
 	if sig != 0 {
 		s.Str("exit_signal", signalName(sig))
 	}
+	supervisorContext(s, ev)
 	e.Dict("supervisor", s)
 	e.Send()
 }
@@ -258,6 +260,13 @@ func (x *ecs) signal(c *capture, sg *Signal) {
 	claimRef(e, s, c.claim)
 	e.Dict("supervisor", s)
 	e.Send()
+}
+
+// dropsDict is dropped_lines (the total) and dropped (by class).
+func dropsDict(e *zerolog.Event, d Drops) *zerolog.Event {
+	by := e.CreateDict().Uint64("process_events", d.ProcessEvents).Uint64("audit", d.Audit).Uint64("verdicts", d.Verdicts).
+		Uint64("signals", d.Signals).Uint64("other", d.Other).Uint64("sink", d.Sink)
+	return e.CreateDict().Uint64("dropped_lines", d.total()).Dict("dropped", by)
 }
 
 func members(e *zerolog.Event, ms []actions.Member) *zerolog.Array {
@@ -327,11 +336,11 @@ func (x *ecs) lost(c *capture, mech events.Mechanism, count uint64) {
 	e.Msg("process events lost; resyncing from the process table")
 }
 
-func (x *ecs) dropped(c *capture, count uint64) {
+func (x *ecs) dropped(c *capture, d Drops) {
 	e := x.begin(c, time.Now())
 	// Not about a process: no event.category.
 	eventObject(e, c.action, nil, outcomeFailure, "")
-	e.Dict("supervisor", e.CreateDict().Uint64("dropped_lines", count))
+	e.Dict("supervisor", dropsDict(e, d))
 	e.Msg("log lines dropped: the log sink was slow or failing")
 }
 

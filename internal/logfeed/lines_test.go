@@ -136,6 +136,10 @@ func produceAll(t *testing.T, schema string) ([]map[string]any, *procEvents) {
 	for i := range pe.all {
 		l.Event(&pe.all[i])
 	}
+	// Events with the context the eBPF source captures.
+	for _, ev := range contextEvents(pe) {
+		l.Event(&ev)
+	}
 	l.Event(&events.Event{Kind: events.Lost, Mechanism: events.Netlink, Count: 17})
 	l.Lost(events.EBPF, 0)
 	tok := pe.child
@@ -173,7 +177,7 @@ func produceAll(t *testing.T, schema string) ([]map[string]any, *procEvents) {
 	l.Service(Service{Stopping: true, Mechanism: events.EBPF, Reason: "SIGTERM"})
 	flush(t, l)
 	lines := out.lines(t)
-	dropped := l.encodeDropped(nil, 42)
+	dropped := l.encodeDropped(nil, Drops{ProcessEvents: 40, Audit: 1, Sink: 1})
 	return append(lines, decodeLines(t, dropped)...), pe
 }
 

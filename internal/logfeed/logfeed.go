@@ -10,7 +10,10 @@
 // unix socket, UDP or TCP). The caller never waits for the sink: when the
 // ring is full, or the sink fails, the line is dropped and counted, and the
 // count is written as a line of its own (event.action "log_lines_dropped")
-// as soon as a later write succeeds. Encoding a process event allocates
+// as soon as a later write succeeds. Process events give way: in a full
+// ring an audit, verdict, signal or other line takes the place of the
+// newest process event, so only process events are dropped to make room
+// (Drops counts each class). Encoding a process event allocates
 // nothing in the steady state.
 //
 // Limits. A line dropped is gone: the feed is a best-effort mirror of the
@@ -46,6 +49,7 @@ import (
 	"github.com/procsupervisor/supervisor/internal/actions"
 	"github.com/procsupervisor/supervisor/internal/events"
 	"github.com/procsupervisor/supervisor/internal/procfs"
+	"github.com/procsupervisor/supervisor/internal/userdb"
 	"github.com/procsupervisor/supervisor/internal/verdict"
 )
 
@@ -105,12 +109,16 @@ type Config struct {
 	Boot procfs.BootID
 	// Version is the supervisor's version, logged in service.version.
 	Version string
+	// Names names the users and groups of process lines (userdb.Local,
+	// /etc/passwd and /etc/group, when nil).
+	Names *userdb.DB
 }
 
 // Stats counts lines.
 type Stats struct {
 	Written       uint64 // lines the sink accepted
 	Dropped       uint64 // lines lost: buffer full, sink failure, or after Close
+	DroppedBy     Drops  // Dropped by class
 	DropReports   uint64 // log_lines_dropped lines written
 	Reopens       uint64 // successful reopens of a file or socket
 	LastSinkError string // last error from the sink, "" when none
@@ -135,7 +143,7 @@ type encoder interface {
 	teardown(c *capture, o *actions.Outcome)
 	reconcile(c *capture, r *Reconcile)
 	lost(c *capture, mech events.Mechanism, count uint64)
-	dropped(c *capture, count uint64)
+	dropped(c *capture, d Drops)
 	service(c *capture, s *Service)
 	internal(c *capture, msg string, stack []byte)
 	request(c *capture, r *Request)
@@ -162,6 +170,9 @@ func New(cfg Config) (*Logger, error) {
 	}
 	if cfg.Boot == (procfs.BootID{}) {
 		cfg.Boot = readBootID()
+	}
+	if cfg.Names == nil {
+		cfg.Names = userdb.Local()
 	}
 	h := newHost(cfg)
 	var enc encoder
@@ -242,6 +253,7 @@ type capture struct {
 	direct  bool   // append to dst instead of queueing
 	scratch []byte // reused by encoders (OCSF cmd_line)
 	claim   string // the claim a verdict, signal or teardown line is for
+	class   class
 }
 
 // Write implements io.Writer for zerolog.
@@ -250,7 +262,7 @@ func (c *capture) Write(p []byte) (int, error) {
 		c.dst = append(c.dst, p...)
 		return len(p), nil
 	}
-	c.l.q.put(p, c.sev, c.action)
+	c.l.q.put(p, c.sev, c.action, c.class)
 	return len(p), nil
 }
 
@@ -260,7 +272,7 @@ func (c *capture) WriteLevel(_ zerolog.Level, p []byte) (int, error) { return c.
 
 func (l *Logger) get(action string, sev severity) *capture {
 	c := l.pool.Get().(*capture)
-	c.action, c.sev, c.claim = action, sev, ""
+	c.action, c.sev, c.claim, c.class = action, sev, "", classOf(action)
 	return c
 }
 

@@ -1,7 +1,6 @@
 package logfeed
 
 import (
-	"path"
 	"strconv"
 	"strings"
 	"time"
@@ -139,23 +138,13 @@ func (x *ocsf) event(c *capture, ev *events.Event) {
 		p.Bytes("name", name)
 	}
 	if len(ev.Argv) > 0 {
-		b := c.scratch[:0]
-		for i, a := range ev.Argv {
-			if i > 0 {
-				b = append(b, ' ')
-			}
-			if len(b)+len(a) > MaxArgsBytes {
-				b = append(b, a[:max(0, MaxArgsBytes-len(b))]...)
-				break
-			}
-			b = append(b, a...)
-		}
-		c.scratch = b
-		p.Bytes("cmd_line", b)
+		c.scratch = commandLine(c.scratch[:0], ev.Argv)
+		p.Bytes("cmd_line", c.scratch)
 	}
 	if ev.Exe != "" {
-		p.Dict("file", p.CreateDict().Str("path", ev.Exe).Str("name", path.Base(ev.Exe)).Int("type_id", 1).Str("type", "Regular File"))
+		p.Dict("file", exeFile(p, ev.Exe))
 	}
+	ocsfContext(p, ev, x.h.names)
 	if ev.Kind == events.Exit {
 		p.Int64("terminated_time", t.UnixMilli())
 	}
@@ -197,6 +186,7 @@ func (x *ocsf) event(c *capture, ev *events.Event) {
 	if sig, ok := ev.Signaled(); ok && ev.Kind == events.Exit {
 		u.Str("exit_signal", signalName(sig))
 	}
+	ocsfUnmapped(u, ev)
 	e.Dict("unmapped", u)
 	e.Send()
 }
@@ -358,11 +348,11 @@ func (x *ocsf) lost(c *capture, mech events.Mechanism, count uint64) {
 	e.Msg("process events lost; resyncing from the process table")
 }
 
-func (x *ocsf) dropped(c *capture, count uint64) {
+func (x *ocsf) dropped(c *capture, d Drops) {
 	e := x.begin(c, time.Now(), ocsfOther, outcomeFailure)
 	x.actorSelf(e)
 	x.selfProcess(e)
-	e.Dict("unmapped", e.CreateDict().Str("action", c.action).Uint64("dropped_lines", count))
+	e.Dict("unmapped", dropsDict(e, d).Str("action", c.action))
 	e.Msg("log lines dropped: the log sink was slow or failing")
 }
 

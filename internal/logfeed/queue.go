@@ -15,6 +15,7 @@ type slot struct {
 	buf    []byte
 	sev    severity
 	action string
+	class  class
 }
 
 // queue is the bounded buffer between the callers and the sink. Callers
@@ -25,6 +26,7 @@ type queue struct {
 	mu        sync.Mutex
 	slots     []slot
 	head, n   int
+	nProcess  int  // process events among the n
 	closing   bool // no more lines; drain ends when empty
 	abandoned bool
 	seq       uint64 // lines accepted so far (for flush)
@@ -34,20 +36,20 @@ type queue struct {
 	done     uint64 // lines handed to the sink or dropped, by seq (under mu)
 	sink     sink
 	reopen   atomic.Bool
-	pending  atomic.Uint64 // drops not yet reported
-	dropped  atomic.Uint64
+	pending  [numClasses]atomic.Uint64 // drops not yet reported
+	dropped  [numClasses]atomic.Uint64
 	written  atomic.Uint64
 	reports  atomic.Uint64
 	reopens  atomic.Uint64
 	lastErr  atomic.Pointer[string]
-	report   func(dst []byte, count uint64) []byte
+	report   func(dst []byte, d Drops) []byte
 	stopped  atomic.Bool // abandoned: write no report
 	scratch  []byte      // the drop report line
 	sinkOnce sync.Once
 	sinkErr  error
 }
 
-func newQueue(lines int, s sink, report func([]byte, uint64) []byte) *queue {
+func newQueue(lines int, s sink, report func([]byte, Drops) []byte) *queue {
 	q := &queue{slots: make([]slot, lines), sink: s, report: report, wake: make(chan struct{}, 1)}
 	q.flushed = sync.NewCond(&q.mu)
 	return q
@@ -60,22 +62,53 @@ func (q *queue) signal() {
 	}
 }
 
-// put copies a line into the ring, or drops and counts it.
-func (q *queue) put(p []byte, sev severity, action string) {
+// put copies a line into the ring, or drops and counts it. In a full
+// ring a line of another class takes the place of the newest process
+// event (evict); a process event is dropped.
+func (q *queue) put(p []byte, sev severity, action string, cls class) {
 	q.mu.Lock()
-	if q.closing || q.n == len(q.slots) {
+	if q.closing || (q.n == len(q.slots) && (cls == classProcess || !q.evict())) {
 		q.mu.Unlock()
-		q.dropped.Add(1)
-		q.pending.Add(1)
+		q.drop(cls, 1)
 		return
 	}
 	s := &q.slots[(q.head+q.n)%len(q.slots)]
 	s.buf = append(s.buf[:0], p...)
-	s.sev, s.action = sev, action
+	s.sev, s.action, s.class = sev, action, cls
 	q.n++
+	if cls == classProcess {
+		q.nProcess++
+	}
 	q.seq++
 	q.mu.Unlock()
 	q.signal()
+}
+
+// evict drops the newest process event in the ring, moving the lines
+// after it down by one (swapping buffers), and reports whether there was
+// one. q.mu is held.
+func (q *queue) evict() bool {
+	if q.nProcess == 0 {
+		return false
+	}
+	at := func(i int) *slot { return &q.slots[(q.head+i)%len(q.slots)] }
+	i := q.n - 1
+	for at(i).class != classProcess {
+		i--
+	}
+	for ; i < q.n-1; i++ {
+		*at(i), *at(i + 1) = *at(i + 1), *at(i)
+	}
+	q.n--
+	q.nProcess--
+	q.drop(classProcess, 1)
+	return true
+}
+
+// drop counts n lines of class cls as dropped.
+func (q *queue) drop(cls class, n uint64) {
+	q.dropped[cls].Add(n)
+	q.pending[cls].Add(n)
 }
 
 // take moves the oldest line into *spare (swapping buffers) and reports
@@ -87,7 +120,10 @@ func (q *queue) take(spare *slot) bool {
 		if q.n > 0 && !q.abandoned {
 			s := &q.slots[q.head]
 			s.buf, spare.buf = spare.buf[:0], s.buf
-			spare.sev, spare.action = s.sev, s.action
+			spare.sev, spare.action, spare.class = s.sev, s.action, s.class
+			if s.class == classProcess {
+				q.nProcess--
+			}
 			if cap(s.buf) > maxKeptLine {
 				s.buf = nil
 			}
@@ -124,8 +160,7 @@ func (q *queue) idle() {
 func (q *queue) account(delivered, lost int, err error) {
 	q.written.Add(uint64(delivered))
 	if lost > 0 {
-		q.dropped.Add(uint64(lost))
-		q.pending.Add(uint64(lost))
+		q.drop(classSink, uint64(lost))
 	}
 	if err != nil {
 		msg := err.Error()
@@ -135,7 +170,11 @@ func (q *queue) account(delivered, lost int, err error) {
 	if delivered == 0 || q.stopped.Load() {
 		return
 	}
-	if d := q.pending.Swap(0); d > 0 {
+	var n [numClasses]uint64
+	for i := range n {
+		n[i] = q.pending[i].Swap(0)
+	}
+	if d := dropsOf(&n); d.total() > 0 {
 		q.scratch = q.report(q.scratch[:0], d)
 		sent, lost, err := q.sink.write(q.scratch, sevWarning, ActionLogLinesDropped)
 		if err == nil && lost == 0 {
@@ -144,7 +183,9 @@ func (q *queue) account(delivered, lost int, err error) {
 			sent += more
 		}
 		if err != nil || lost > 0 {
-			q.pending.Add(d) // try again after the next success
+			for i := range n { // try again after the next success
+				q.pending[i].Add(n[i])
+			}
 			return
 		}
 		// A stream sink may have delivered a buffered line with the report.
@@ -184,10 +225,11 @@ func (q *queue) drain() {
 	}
 	q.mu.Lock()
 	// Lines left by an abandon are dropped.
-	if q.n > 0 {
-		q.dropped.Add(uint64(q.n))
-		q.n = 0
+	for ; q.n > 0; q.n-- {
+		q.dropped[q.slots[q.head].class].Add(1)
+		q.head = (q.head + 1) % len(q.slots)
 	}
+	q.nProcess = 0
 	q.done = q.seq
 	q.flushed.Broadcast()
 	q.mu.Unlock()
@@ -245,14 +287,19 @@ func (q *queue) flush(ctx context.Context) error {
 }
 
 func (q *queue) stats() Stats {
+	var n [numClasses]uint64
+	for i := range n {
+		n[i] = q.dropped[i].Load()
+	}
 	st := Stats{
 		Written:     q.written.Load(),
-		Dropped:     q.dropped.Load(),
+		DroppedBy:   dropsOf(&n),
 		DropReports: q.reports.Load(),
 		Reopens:     q.reopens.Load(),
 	}
 	if p := q.lastErr.Load(); p != nil {
 		st.LastSinkError = *p
 	}
+	st.Dropped = st.DroppedBy.total()
 	return st
 }

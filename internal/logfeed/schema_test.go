@@ -13,6 +13,11 @@ import (
 // customNamespace is the top-level name of supervisor-specific fields.
 const customNamespace = "supervisor"
 
+// objectArrays are the ECS field-set reuses whose value is an array of
+// objects (ECS's reuse note: "this reuse should contain an array of group
+// field set objects"); fields.csv lists their leaves without saying so.
+var objectArrays = map[string]bool{"process.supplemental_groups": true}
+
 // checkValueType reports whether v (decoded with UseNumber) is a value of
 // the ECS type typ.
 func checkValueType(typ string, v any) error {
@@ -73,6 +78,17 @@ func (d *ecsDefs) checkECS(line map[string]any) []string {
 			f, isField := d.fields[name]
 			if sub, ok := v.(map[string]any); ok && (!isField || f.typ != "object" && f.typ != "flattened") {
 				walk(name+".", sub)
+				continue
+			}
+			if arr, ok := v.([]any); ok && objectArrays[name] {
+				for _, e := range arr {
+					sub, ok := e.(map[string]any)
+					if !ok {
+						bad("%s: want an array of objects, got a %T in it", name, e)
+						continue
+					}
+					walk(name+".", sub)
+				}
 				continue
 			}
 			if !isField {
@@ -220,6 +236,18 @@ func TestECSCheckerRejects(t *testing.T) {
 		{"not an array", func(m map[string]any) { m["event"].(map[string]any)["category"] = "process" }, "event.category must be an array"},
 		{"bad date", func(m map[string]any) { m["@timestamp"] = "yesterday" }, "@timestamp: date"},
 		{"outcome value", func(m map[string]any) { m["event"].(map[string]any)["outcome"] = "ok" }, `event.outcome: "ok"`},
+		{"object array of scalars", func(m map[string]any) {
+			m["process"].(map[string]any)["supplemental_groups"] = []any{"4"}
+		}, "process.supplemental_groups: want an array of objects"},
+		{"object array member", func(m map[string]any) {
+			m["process"].(map[string]any)["supplemental_groups"] = []any{map[string]any{"gid": "4"}}
+		}, "process.supplemental_groups.gid is not an ECS field"},
+		{"object array member type", func(m map[string]any) {
+			m["process"].(map[string]any)["supplemental_groups"] = []any{map[string]any{"id": json.Number("4")}}
+		}, "process.supplemental_groups.id: want a string"},
+		{"id as a number", func(m map[string]any) {
+			m["process"].(map[string]any)["user"] = map[string]any{"id": json.Number("0")}
+		}, "process.user.id: want a string"},
 	}
 	if p := d.checkECS(base()); len(p) != 0 {
 		t.Fatalf("valid line rejected: %v", p)

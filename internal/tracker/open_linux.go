@@ -15,10 +15,22 @@ import (
 // Open opens the named mechanism, attached. For auto it returns the first
 // that runs and, in tried, why each earlier one could not.
 func Open(ctx context.Context, name string, boot procfs.BootID) (src events.Source, tried []string, err error) {
+	return open(ctx, name, boot, 0)
+}
+
+// open is Open with the eBPF source's argv bound (0: its default).
+func open(ctx context.Context, name string, boot procfs.BootID, argvMax int) (src events.Source, tried []string, err error) {
 	open := map[string]func() (events.Source, error){
-		// Exec events carry the executable's path: one string per exec,
-		// and execs are rare next to forks and exits.
-		"ebpf":    func() (events.Source, error) { return tracepoint.New(boot, tracepoint.WithExecPath()) },
+		// Exec events carry the process context, argv, the executable
+		// and working directory: strings per exec, and execs are rare
+		// next to forks and exits.
+		"ebpf": func() (events.Source, error) {
+			opts := []tracepoint.Option{tracepoint.WithExecPath()}
+			if argvMax > 0 {
+				opts = append(opts, tracepoint.WithArgvMax(argvMax))
+			}
+			return tracepoint.New(boot, opts...)
+		},
 		"netlink": func() (events.Source, error) { return proccon.New(boot) },
 		"proc": func() (events.Source, error) {
 			return fallback.NewPoller(ctx, fallback.NewProc("/proc"), fallback.PollerOptions{})

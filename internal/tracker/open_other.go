@@ -12,6 +12,11 @@ import (
 	"github.com/procsupervisor/supervisor/internal/procfs"
 )
 
+// open is Open; the argv bound is for the eBPF source, Linux only.
+func open(ctx context.Context, name string, boot procfs.BootID, _ int) (events.Source, []string, error) {
+	return Open(ctx, name, boot)
+}
+
 // Open opens the named mechanism. Off Linux only polling runs: sysctl
 // (auto) or ps.
 func Open(ctx context.Context, name string, boot procfs.BootID) (events.Source, []string, error) {

@@ -37,6 +37,9 @@ type Options struct {
 	// ProcRoot is the proc file system to scan ("/proc" when empty).
 	ProcRoot string
 	Graph    lineage.Config
+	// ArgvMax bounds the argument bytes of an eBPF exec event (0: the
+	// source's default, tracepoint.DefaultArgvMax).
+	ArgvMax int
 	// OnEvent, when set, sees every event after the graph applied it, on
 	// the drain goroutine. It must not keep ev.
 	OnEvent func(ev *events.Event)
@@ -70,7 +73,7 @@ func Start(ctx context.Context, opts Options) (*Tracker, error) {
 	if opts.Graph.Boot == (procfs.BootID{}) {
 		opts.Graph.Boot = opts.Boot
 	}
-	src, tried, err := Open(ctx, opts.Mechanism, opts.Boot)
+	src, tried, err := open(ctx, opts.Mechanism, opts.Boot, opts.ArgvMax)
 	if err != nil {
 		return nil, err
 	}

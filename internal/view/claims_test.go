@@ -293,3 +293,24 @@ func TestJoin(t *testing.T) {
 		t.Errorf("Join = %q, want %q", got, want)
 	}
 }
+
+// TestEnded: wait's line is the claim's id, its state and list's result.
+func TestEnded(t *testing.T) {
+	code := 3
+	for _, c := range []struct {
+		cl   api.Claim
+		want string
+	}{
+		{api.Claim{ID: "j-a", State: store.Exited, ExitCode: &code}, "j-a exited (3)\n"},
+		{api.Claim{ID: "j-a", State: store.Exited, ExitSignal: 9}, "j-a exited: killed by SIGKILL\n"},
+		{api.Claim{ID: "g-a", State: store.Released, Release: &api.Release{Dead: true, Cause: "wall clock"}}, "g-a released: wall clock\n"},
+		{api.Claim{ID: "j-a", State: store.Retired, RetiredReason: "FOREIGN: \x1b[2J"}, "j-a retired: FOREIGN: ?[2J\n"},
+		{api.Claim{ID: "g-a", State: store.Dropped, LastVerdict: &api.Judgement{Result: verdict.Foreign, Reason: "reissued"}}, "g-a dropped: FOREIGN: reissued\n"},
+	} {
+		var b strings.Builder
+		Ended(&b, c.cl)
+		if got := b.String(); got != c.want {
+			t.Errorf("Ended(%+v) = %q, want %q", c.cl, got, c.want)
+		}
+	}
+}

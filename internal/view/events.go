@@ -303,14 +303,17 @@ func padRight(b []byte, s string, w int) []byte {
 
 // Record fills r from a local mechanism's event, as the daemon would
 // stream it (without claim, which a local mechanism does not know). Argv
-// is rendered as soon as a mechanism fills it; when events.Event carries
-// its uid, set r.UID from it here (one line), as the daemon's eventUID
-// (internal/daemon/stream_linux.go) does for the stream.
+// is rendered as soon as a mechanism fills it; the uid is the real uid of
+// the exec context, when the mechanism captured one.
 func Record(r *api.StreamRecord, ev *events.Event, now time.Time) {
 	*r = api.StreamRecord{Kind: ev.Kind.String(), Mechanism: string(ev.Mechanism), Time: now.Format(time.RFC3339Nano),
 		Pid: ev.Pid, PPid: ev.PPid, Comm: ev.CommString(), Exe: ev.Exe, Argv: ev.Argv, Count: ev.Count, Inferred: ev.Inferred}
 	if ev.Kind == events.Exec && ev.Tid != ev.Pid {
 		r.Tid = ev.Tid
+	}
+	if ev.Ctx.Valid {
+		uid := ev.Ctx.UID
+		r.UID = &uid
 	}
 	if !ev.Token.IsZero() {
 		r.Token = ev.Token.String()

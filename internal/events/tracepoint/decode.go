@@ -5,7 +5,9 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"strings"
 
+	"github.com/procsupervisor/supervisor/internal/container"
 	"github.com/procsupervisor/supervisor/internal/events"
 	"github.com/procsupervisor/supervisor/internal/procfs"
 	"github.com/procsupervisor/supervisor/internal/token"
@@ -27,12 +29,60 @@ const (
 	offFlags       = 60
 	offComm        = 64
 	recordSize     = 80
+)
 
-	// struct exec_event: an exec record followed by the execve path, sent
-	// only when the source was opened WithExecPath.
-	offFilename    = recordSize
-	filenameLen    = 256
-	execRecordSize = recordSize + filenameLen
+// Layout of struct proc_ctx, which follows the event in fork and exec
+// records when the source was opened WithExecPath (offsets from the
+// context's start).
+const (
+	offCtx            = recordSize
+	ctxCgroupID       = 0
+	ctxSidStart       = 8
+	ctxSidIno         = 16
+	ctxPgidStart      = 24
+	ctxPgidIno        = 32
+	ctxUID            = 40
+	ctxEUID           = 44
+	ctxSUID           = 48
+	ctxGID            = 52
+	ctxEGID           = 56
+	ctxSGID           = 60
+	ctxLoginUID       = 64
+	ctxAuditSession   = 68
+	ctxSID            = 72
+	ctxPGID           = 76
+	ctxNSPid          = 80
+	ctxPidNS          = 84
+	ctxTTYMajor       = 88
+	ctxTTYMinor       = 92
+	ctxNGroups        = 96
+	ctxFlags          = 100
+	ctxGroups         = 104
+	ctxSize           = ctxGroups + 4*events.MaxGroups
+	forkRecordSize    = recordSize + ctxSize
+	offArgc           = forkRecordSize
+	offArgsSize       = offArgc + 4
+	offArgsLen        = offArgc + 8
+	offXFlags         = offArgc + 12
+	offExeLen         = offArgc + 16
+	offCwdLen         = offArgc + 18
+	offCgroupLen      = offArgc + 20
+	execFixedSize     = offArgc + 24
+	ctxFlagTTY        = 1
+	ctxFlagAudit      = 2
+	ctxFlagSidLeader  = 4
+	ctxFlagPgidLeader = 8
+	ctxFlagStdTTY     = 16
+)
+
+// Flags of an exec record (X_* in bpf/process.bpf.c).
+const (
+	xArgsTrunc   = 1
+	xExeTrunc    = 2
+	xCwdTrunc    = 4
+	xCgroupTrunc = 8
+	xArgsFault   = 16
+	xNoExe       = 32
 )
 
 // Record kinds (enum event_kind).
@@ -49,25 +99,36 @@ var (
 	errRecordSize = errors.New("record of wrong size")
 	errRecordKind = errors.New("record of unknown kind")
 	errRecordPid  = errors.New("record with invalid pid")
+	errRecordBlob = errors.New("record with inconsistent lengths")
 )
 
 // decode fills ev from one ring buffer record. It checks the length, kind
-// and pids before trusting anything and never panics. It does not allocate,
-// except for Exe when an exec record carries the execve path. A record that
+// and pids before trusting anything and never panics. Fork and exit records
+// do not allocate; an exec record with context allocates its strings (one
+// for the paths, one for the arguments and their slice). A record that
 // fails the checks leaves ev unspecified.
 func decode(b []byte, boot procfs.BootID, ev *events.Event) error {
 	le := binary.LittleEndian
-	if len(b) != recordSize && (len(b) != execRecordSize || le.Uint32(b[offKind:]) != recExec) {
-		return fmt.Errorf("%w: %d bytes, want %d (%d for exec with path)", errRecordSize, len(b), recordSize, execRecordSize)
+	if len(b) < recordSize {
+		return fmt.Errorf("%w: %d bytes, want at least %d", errRecordSize, len(b), recordSize)
 	}
 	var kind events.Kind
 	switch k := le.Uint32(b[offKind:]); k {
 	case recFork:
 		kind = events.Fork
+		if len(b) != recordSize && len(b) != forkRecordSize {
+			return fmt.Errorf("%w: fork of %d bytes, want %d or %d", errRecordSize, len(b), recordSize, forkRecordSize)
+		}
 	case recExec:
 		kind = events.Exec
+		if len(b) != recordSize && len(b) < execFixedSize {
+			return fmt.Errorf("%w: exec of %d bytes, want %d or at least %d", errRecordSize, len(b), recordSize, execFixedSize)
+		}
 	case recExit:
 		kind = events.Exit
+		if len(b) != recordSize {
+			return fmt.Errorf("%w: exit of %d bytes, want %d", errRecordSize, len(b), recordSize)
+		}
 	default:
 		return fmt.Errorf("%w: %d", errRecordKind, k)
 	}
@@ -77,8 +138,9 @@ func decode(b []byte, boot procfs.BootID, ev *events.Event) error {
 	if pid <= 0 || tid < 0 || ppid < 0 {
 		return fmt.Errorf("%w: pid %d tid %d ppid %d", errRecordPid, pid, tid, ppid)
 	}
+	pidfs := le.Uint32(b[offFlags:])&flagPidfs != 0
 	var ino, parentIno uint64
-	if le.Uint32(b[offFlags:])&flagPidfs != 0 {
+	if pidfs {
 		ino = le.Uint64(b[offIno:])
 		parentIno = le.Uint64(b[offParentIno:])
 	}
@@ -102,12 +164,143 @@ func decode(b []byte, boot procfs.BootID, ev *events.Event) error {
 		ev.Status = le.Uint32(b[offStatus:])
 	}
 	copy(ev.Comm[:], b[offComm:offComm+len(ev.Comm)])
-	if len(b) == execRecordSize {
-		path := b[offFilename:execRecordSize]
-		if n := bytes.IndexByte(path, 0); n >= 0 {
-			path = path[:n]
-		}
-		ev.Exe = string(path)
+	if len(b) == recordSize {
+		return nil
+	}
+	decodeCtx(b[offCtx:offCtx+ctxSize], boot, pidfs, &ev.Ctx)
+	if kind == events.Exec {
+		return decodeExec(b, ev)
 	}
 	return nil
+}
+
+// decodeCtx fills c from a struct proc_ctx.
+func decodeCtx(b []byte, boot procfs.BootID, pidfs bool, c *events.Context) {
+	le := binary.LittleEndian
+	u32 := func(off int) uint32 { return le.Uint32(b[off:]) }
+	flags := u32(ctxFlags)
+	*c = events.Context{
+		Valid:        true,
+		UID:          u32(ctxUID),
+		EUID:         u32(ctxEUID),
+		SUID:         u32(ctxSUID),
+		GID:          u32(ctxGID),
+		EGID:         u32(ctxEGID),
+		SGID:         u32(ctxSGID),
+		NGroups:      int(u32(ctxNGroups)),
+		Audit:        flags&ctxFlagAudit != 0,
+		LoginUID:     u32(ctxLoginUID),
+		AuditSession: u32(ctxAuditSession),
+		SID:          int32(u32(ctxSID)),
+		PGID:         int32(u32(ctxPGID)),
+		TTY:          flags&ctxFlagTTY != 0,
+		StdTTY:       flags&ctxFlagStdTTY != 0,
+		TTYMajor:     u32(ctxTTYMajor),
+		TTYMinor:     u32(ctxTTYMinor),
+		CgroupID:     le.Uint64(b[ctxCgroupID:]),
+		NSPid:        int32(u32(ctxNSPid)),
+		PidNS:        u32(ctxPidNS),
+	}
+	for i := range min(c.NGroups, events.MaxGroups) {
+		c.Groups[i] = u32(ctxGroups + 4*i)
+	}
+	leader := func(start, inoOff int) token.Token {
+		var ino uint64
+		if pidfs {
+			ino = le.Uint64(b[inoOff:])
+		}
+		return token.Token{Boot: boot, Start: le.Uint64(b[start:]), Ino: ino, Prec: token.Ticks}
+	}
+	if flags&ctxFlagSidLeader != 0 {
+		c.SessionLeader = leader(ctxSidStart, ctxSidIno)
+	}
+	if flags&ctxFlagPgidLeader != 0 {
+		c.GroupLeader = leader(ctxPgidStart, ctxPgidIno)
+	}
+}
+
+// decodeExec fills the exec part of ev from an exec record with context:
+// the lengths must add up to the record's size exactly.
+func decodeExec(b []byte, ev *events.Event) error {
+	le := binary.LittleEndian
+	exeLen := int(le.Uint16(b[offExeLen:]))
+	cwdLen := int(le.Uint16(b[offCwdLen:]))
+	cgLen := int(le.Uint16(b[offCgroupLen:]))
+	argsLen := int(le.Uint32(b[offArgsLen:]))
+	if execFixedSize+exeLen+cwdLen+cgLen+argsLen != len(b) {
+		return fmt.Errorf("%w: %d+%d+%d+%d+%d bytes in a record of %d", errRecordBlob,
+			execFixedSize, exeLen, cwdLen, cgLen, argsLen, len(b))
+	}
+	xf := le.Uint32(b[offXFlags:])
+	x := &ev.Exec
+	x.ArgsCount = int(le.Uint32(b[offArgc:]))
+	x.ArgsSize = int(le.Uint32(b[offArgsSize:]))
+	x.ArgsTruncated = xf&xArgsTrunc != 0
+	x.ExeTruncated = xf&xExeTrunc != 0
+	x.CwdTruncated = xf&xCwdTrunc != 0
+	x.CgroupTruncated = xf&xCgroupTrunc != 0
+	blob := b[execFixedSize:]
+	exe, cwd, cg := blob[:exeLen], blob[exeLen:exeLen+cwdLen], blob[exeLen+cwdLen:exeLen+cwdLen+cgLen]
+	// One string holds the three paths.
+	var sb strings.Builder
+	sb.Grow(exeLen + cwdLen + cgLen + 3)
+	var ends [3]int
+	for i, p := range [][]byte{exe, cwd, cg} {
+		if i > 0 || xf&xNoExe == 0 {
+			appendPath(&sb, p, (xf>>(i+1))&1 != 0)
+		}
+		ends[i] = sb.Len()
+	}
+	ps := sb.String()
+	ev.Exe, x.Cwd, x.Cgroup = ps[:ends[0]], ps[ends[0]:ends[1]], ps[ends[1]:ends[2]]
+	if id, _, ok := container.ID(x.Cgroup); ok && !x.CgroupTruncated {
+		x.ContainerID = id
+	}
+	if xf&xArgsFault == 0 {
+		ev.Argv = splitArgs(blob[exeLen+cwdLen+cgLen:])
+	}
+	return nil
+}
+
+// appendPath writes the path whose names the program wrote leaf first,
+// each NUL-terminated: "/" and the names root first, or, for a truncated
+// walk, the names it reached without the leading slash.
+func appendPath(sb *strings.Builder, names []byte, truncated bool) {
+	names = bytes.TrimSuffix(names, []byte{0})
+	if len(names) == 0 {
+		if !truncated {
+			sb.WriteByte('/')
+		}
+		return
+	}
+	first := true
+	for end := len(names); end >= 0; {
+		start := bytes.LastIndexByte(names[:end], 0) + 1
+		if !first || !truncated {
+			sb.WriteByte('/')
+		}
+		first = false
+		sb.Write(names[start:end])
+		end = start - 1
+	}
+}
+
+// splitArgs splits NUL-terminated arguments. The last one lacks its NUL
+// when the capture was cut.
+func splitArgs(b []byte) []string {
+	if len(b) == 0 {
+		return nil
+	}
+	s := string(b)
+	s = strings.TrimSuffix(s, "\x00")
+	n := strings.Count(s, "\x00") + 1
+	argv := make([]string, 0, n)
+	for {
+		i := strings.IndexByte(s, 0)
+		if i < 0 {
+			return append(argv, s)
+		}
+		argv = append(argv, s[:i])
+		s = s[i+1:]
+	}
 }

@@ -21,11 +21,68 @@ type record struct {
 	comm                                     string
 }
 
-// encodeExec lays r out as struct exec_event, with path after the record.
-func (r record) encodeExec(path string) []byte {
-	b := append(r.encode(), make([]byte, filenameLen)...)
-	copy(b[offFilename:], path)
+// execRec is a test-side description of an exec record with context.
+type execRec struct {
+	record
+	ctx                   ctxRec
+	argc, argsSize        uint32
+	xflags                uint32
+	exe, cwd, cgroup, arg string // blobs as the program writes them
+}
+
+// ctxRec is a test-side struct proc_ctx.
+type ctxRec struct {
+	cgroupID, sidStart, sidIno, pgidStart, pgidIno uint64
+	ids                                            [6]uint32 // uid euid suid gid egid sgid
+	loginuid, auditSession                         uint32
+	sid, pgid, nsPid                               int32
+	pidNS, ttyMajor, ttyMinor, ngroups, flags      uint32
+	groups                                         []uint32
+}
+
+func (c ctxRec) encode() []byte {
+	b := make([]byte, ctxSize)
+	le := binary.LittleEndian
+	le.PutUint64(b[ctxCgroupID:], c.cgroupID)
+	le.PutUint64(b[ctxSidStart:], c.sidStart)
+	le.PutUint64(b[ctxSidIno:], c.sidIno)
+	le.PutUint64(b[ctxPgidStart:], c.pgidStart)
+	le.PutUint64(b[ctxPgidIno:], c.pgidIno)
+	for i, off := range []int{ctxUID, ctxEUID, ctxSUID, ctxGID, ctxEGID, ctxSGID} {
+		le.PutUint32(b[off:], c.ids[i])
+	}
+	le.PutUint32(b[ctxLoginUID:], c.loginuid)
+	le.PutUint32(b[ctxAuditSession:], c.auditSession)
+	le.PutUint32(b[ctxSID:], uint32(c.sid))
+	le.PutUint32(b[ctxPGID:], uint32(c.pgid))
+	le.PutUint32(b[ctxNSPid:], uint32(c.nsPid))
+	le.PutUint32(b[ctxPidNS:], c.pidNS)
+	le.PutUint32(b[ctxTTYMajor:], c.ttyMajor)
+	le.PutUint32(b[ctxTTYMinor:], c.ttyMinor)
+	le.PutUint32(b[ctxNGroups:], c.ngroups)
+	le.PutUint32(b[ctxFlags:], c.flags)
+	for i, g := range c.groups {
+		le.PutUint32(b[ctxGroups+4*i:], g)
+	}
 	return b
+}
+
+// encodeFork lays r out as struct fork_event.
+func (r record) encodeFork(c ctxRec) []byte { return append(r.encode(), c.encode()...) }
+
+// encode lays x out as struct exec_event and its blobs.
+func (x execRec) encode() []byte {
+	b := append(x.record.encode(), x.ctx.encode()...)
+	b = append(b, make([]byte, execFixedSize-forkRecordSize)...)
+	le := binary.LittleEndian
+	le.PutUint32(b[offArgc:], x.argc)
+	le.PutUint32(b[offArgsSize:], x.argsSize)
+	le.PutUint32(b[offArgsLen:], uint32(len(x.arg)))
+	le.PutUint32(b[offXFlags:], x.xflags)
+	le.PutUint16(b[offExeLen:], uint16(len(x.exe)))
+	le.PutUint16(b[offCwdLen:], uint16(len(x.cwd)))
+	le.PutUint16(b[offCgroupLen:], uint16(len(x.cgroup)))
+	return append(append(append(append(b, x.exe...), x.cwd...), x.cgroup...), x.arg...)
 }
 
 // encode lays r out as bpf/process.bpf.c's struct event.
@@ -66,9 +123,49 @@ func TestDecode(t *testing.T) {
 	statusOnFork := fork
 	statusOnFork.status = 9
 
+	ctx := ctxRec{cgroupID: 77, sidStart: 300, sidIno: 6000, pgidStart: 310, pgidIno: 6010,
+		ids: [6]uint32{1000, 0, 1001, 100, 101, 102}, loginuid: 1000, auditSession: 4,
+		sid: 30, pgid: 31, nsPid: 1, pidNS: 4026532000, ttyMajor: 136, ttyMinor: 3,
+		ngroups: 20, flags: ctxFlagTTY | ctxFlagStdTTY | ctxFlagAudit | ctxFlagSidLeader | ctxFlagPgidLeader,
+		groups: []uint32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}}
+	wantCtx := events.Context{Valid: true, UID: 1000, EUID: 0, SUID: 1001, GID: 100, EGID: 101, SGID: 102,
+		Groups: [16]uint32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}, NGroups: 20,
+		Audit: true, LoginUID: 1000, AuditSession: 4, SID: 30, PGID: 31,
+		SessionLeader: tok(300, 6000), GroupLeader: tok(310, 6010),
+		TTY: true, StdTTY: true, TTYMajor: 136, TTYMinor: 3, CgroupID: 77, NSPid: 1, PidNS: 4026532000}
+	noLeaders := ctx
+	noLeaders.flags = 0
+	noLeaders.ngroups = 2
+	wantNoLeaders := events.Context{Valid: true, UID: 1000, EUID: 0, SUID: 1001, GID: 100, EGID: 101, SGID: 102,
+		Groups: [16]uint32{1, 2}, NGroups: 2, LoginUID: 1000, AuditSession: 4, SID: 30, PGID: 31,
+		TTYMajor: 136, TTYMinor: 3, CgroupID: 77, NSPid: 1, PidNS: 4026532000}
 	execPath := execThread
 	execPath.tid = 42
-	longPath := "/" + strings.Repeat("p", filenameLen-1) // no NUL: fills the field
+	const cid = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	full := execRec{record: execPath, ctx: ctx, argc: 4, argsSize: 17,
+		exe: "true\x00bin\x00usr\x00", cwd: "", cgroup: "docker-" + cid + ".scope\x00system.slice\x00",
+		arg: "true\x00\x00a b\x00x\ny\x00"}
+	truncated := execRec{record: execPath, ctx: ctx, argc: 3, argsSize: 9000, xflags: xArgsTrunc | xCwdTrunc | xCgroupTrunc,
+		exe: "sh\x00bin\x00", cwd: "c\x00b\x00", cgroup: "docker-" + cid + ".scope\x00",
+		arg: "sh\x00-c\x00ech"}
+	noExe := execRec{record: execPath, ctx: noLeaders, argc: 0, xflags: xNoExe | xArgsFault, cwd: "tmp\x00"}
+	badLen := full.encode()
+	badLen[offArgsLen]++
+	wantFull := events.Event{Kind: events.Exec, Mechanism: events.EBPF, Pid: 42, PPid: 41,
+		Token: tok(500, 7001), ParentToken: tok(400, 7000), Comm: comm("true"), Time: 100,
+		Exe: "/usr/bin/true", Argv: []string{"true", "", "a b", "x\ny"}, Ctx: wantCtx,
+		Exec: events.ExecInfo{Cwd: "/", Cgroup: "/system.slice/docker-" + cid + ".scope", ContainerID: cid,
+			ArgsCount: 4, ArgsSize: 17}}
+	wantTrunc := events.Event{Kind: events.Exec, Mechanism: events.EBPF, Pid: 42, PPid: 41,
+		Token: tok(500, 7001), ParentToken: tok(400, 7000), Comm: comm("true"), Time: 100,
+		Exe: "/bin/sh", Argv: []string{"sh", "-c", "ech"}, Ctx: wantCtx,
+		Exec: events.ExecInfo{Cwd: "b/c", Cgroup: "docker-" + cid + ".scope",
+			ArgsCount: 3, ArgsSize: 9000, ArgsTruncated: true, CwdTruncated: true, CgroupTruncated: true}}
+	wantNoExe := events.Event{Kind: events.Exec, Mechanism: events.EBPF, Pid: 42, PPid: 41,
+		Token: tok(500, 7001), ParentToken: tok(400, 7000), Comm: comm("true"), Time: 100,
+		Ctx: wantNoLeaders, Exec: events.ExecInfo{Cwd: "/tmp", Cgroup: "/"}}
+	wantForkCtx := events.Event{Kind: events.Fork, Mechanism: events.EBPF, Pid: 42, PPid: 41,
+		Token: tok(500, 7001), ParentToken: tok(400, 7000), Comm: comm("bash"), Time: 99, Ctx: wantCtx}
 
 	tests := []struct {
 		name string
@@ -76,12 +173,14 @@ func TestDecode(t *testing.T) {
 		want events.Event
 		err  error
 	}{
-		{"exec with path", execPath.encodeExec("/usr/bin/true"), events.Event{Kind: events.Exec, Mechanism: events.EBPF, Pid: 42, PPid: 41,
-			Token: tok(500, 7001), ParentToken: tok(400, 7000), Comm: comm("true"), Time: 100, Exe: "/usr/bin/true"}, nil},
-		{"exec with unterminated path", execPath.encodeExec(longPath), events.Event{Kind: events.Exec, Mechanism: events.EBPF, Pid: 42, PPid: 41,
-			Token: tok(500, 7001), ParentToken: tok(400, 7000), Comm: comm("true"), Time: 100, Exe: longPath}, nil},
-		{"fork with path", fork.encodeExec("/bin/sh"), events.Event{}, errRecordSize},
-		{"exec with truncated path", execPath.encodeExec("/bin/sh")[:recordSize+10], events.Event{}, errRecordSize},
+		{"exec with context", full.encode(), wantFull, nil},
+		{"exec truncated", truncated.encode(), wantTrunc, nil},
+		{"exec without exe and args", noExe.encode(), wantNoExe, nil},
+		{"exec with lengths that do not add up", badLen, events.Event{}, errRecordBlob},
+		{"exec cut short", full.encode()[:execFixedSize-1], events.Event{}, errRecordSize},
+		{"fork with context", fork.encodeFork(ctx), wantForkCtx, nil},
+		{"fork with exec size", append(fork.encodeFork(ctx), make([]byte, execFixedSize-forkRecordSize)...), events.Event{}, errRecordSize},
+		{"exit with context", exit.encodeFork(ctx), events.Event{}, errRecordSize},
 		{"fork", fork.encode(), events.Event{Kind: events.Fork, Mechanism: events.EBPF, Pid: 42, PPid: 41,
 			Token: tok(500, 7001), ParentToken: tok(400, 7000), Comm: comm("bash"), Time: 99}, nil},
 		{"exec from thread", execThread.encode(), events.Event{Kind: events.Exec, Mechanism: events.EBPF, Pid: 42, Tid: 45, PPid: 41,
@@ -134,7 +233,9 @@ func FuzzDecode(f *testing.F) {
 	f.Add(record{kind: recFork, pid: 42, tid: 42, ppid: 1, start: 5, flags: flagPidfs, ino: 9, comm: "sh"}.encode())
 	f.Add(record{kind: recExit, pid: 42, tid: 43, ppid: 1, status: 9}.encode())
 	f.Add([]byte{1, 2, 3})
-	f.Add(record{kind: recExec, pid: 42, tid: 42, ppid: 1}.encodeExec("/bin/sh"))
+	f.Add(execRec{record: record{kind: recExec, pid: 42, tid: 42, ppid: 1}, argc: 2, argsSize: 6,
+		exe: "sh\x00bin\x00", cwd: "tmp\x00", cgroup: "docker-0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\x00", arg: "sh\x00-c\x00"}.encode())
+	f.Add(record{kind: recFork, pid: 42, tid: 42, ppid: 1}.encodeFork(ctxRec{ngroups: 40, flags: 15}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var ev events.Event
 		err := decode(b, testBoot, &ev)
@@ -142,10 +243,20 @@ func FuzzDecode(f *testing.F) {
 			return
 		}
 		switch {
-		case len(b) == recordSize && ev.Exe == "":
-		case len(b) == execRecordSize && ev.Kind == events.Exec && len(ev.Exe) < filenameLen+1:
+		case len(b) == recordSize && ev.Exe == "" && !ev.Ctx.Valid:
+		case len(b) == forkRecordSize && ev.Kind == events.Fork && ev.Ctx.Valid && ev.Exe == "":
+		case len(b) >= execFixedSize && ev.Kind == events.Exec && ev.Ctx.Valid:
+			if len(ev.Exe)+len(ev.Exec.Cwd)+len(ev.Exec.Cgroup) > len(b) {
+				t.Fatalf("decode made paths longer than the record")
+			}
+			if ev.Exec.ContainerID != "" && !strings.Contains(ev.Exec.Cgroup, ev.Exec.ContainerID) {
+				t.Fatalf("container id %q not in cgroup %q", ev.Exec.ContainerID, ev.Exec.Cgroup)
+			}
 		default:
 			t.Fatalf("decode accepted %d bytes as %v with Exe %q", len(b), ev.Kind, ev.Exe)
+		}
+		if ev.Ctx.NGroups < 0 {
+			t.Fatalf("decode produced %d groups", ev.Ctx.NGroups)
 		}
 		if ev.Kind != events.Fork && ev.Kind != events.Exec && ev.Kind != events.Exit {
 			t.Fatalf("decode produced kind %v", ev.Kind)
@@ -171,6 +282,23 @@ func BenchmarkDecode(b *testing.B) {
 	var ev events.Event
 	b.ReportAllocs()
 	b.SetBytes(recordSize)
+	for b.Loop() {
+		if err := decode(rec, testBoot, &ev); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// BenchmarkDecodeExec decodes an exec record with context, paths and a
+// short argv: the strings are the only allocations.
+func BenchmarkDecodeExec(b *testing.B) {
+	rec := execRec{record: record{kind: recExec, pid: 42, tid: 42, ppid: 1, start: 5, flags: flagPidfs, comm: "env"},
+		ctx: ctxRec{ngroups: 2, groups: []uint32{4, 27}, flags: ctxFlagTTY}, argc: 4, argsSize: 20,
+		exe: "env\x00bin\x00usr\x00", cwd: "w\x00home\x00", cgroup: "session-1.scope\x00user.slice\x00",
+		arg: "env\x00FOO=1\x00-u\x00x\x00"}.encode()
+	var ev events.Event
+	b.ReportAllocs()
+	b.SetBytes(int64(len(rec)))
 	for b.Loop() {
 		if err := decode(rec, testBoot, &ev); err != nil {
 			b.Fatal(err)

@@ -17,8 +17,26 @@
 //   - Tokens are built from task->start_boottime converted to clock ticks as
 //     /proc/PID/stat field 22 does, and from the pidfs inode id of the
 //     process (Linux 6.9+); they are equal to what pidfd.Open gives.
-//   - With WithExecPath, exec events carry the path given to execve in
-//     Event.Exe; only those events allocate.
+//   - With WithExecPath, fork and exec events carry the process context
+//     read in the kernel (Event.Ctx: real, effective and saved uid and gid,
+//     supplementary groups, audit loginuid and sessionid, session and
+//     process group with their leaders' tokens, controlling tty, cgroup id,
+//     the pid in its own pid namespace and that namespace's inode); a fork
+//     has what it inherited, an exec what the new program starts with. Exec
+//     events then also carry argv as received (up to WithArgvMax bytes, 32
+//     KiB by default; a cut argv is flagged with its real count and size),
+//     the executable the kernel resolved, the working directory and the
+//     cgroup path with its container id (internal/container). Exec records
+//     are variable-length, assembled in a per-CPU scratch entry and sent with
+//     bpf_ringbuf_output; only exec events allocate (their strings).
+//   - Paths come from a bounded dentry walk in the program (bpf_d_path is
+//     not allowed in tp_btf programs): at most 128 steps and 4 KiB per
+//     path, crossing mounts up to the task's root. A path past the bound is
+//     flagged truncated and holds its last components without a leading
+//     slash, never a wrong absolute path (see bpf/process.bpf.c).
+//   - WithExecPath needs Linux 6.4+ (open-coded iterators and
+//     bpf_rdonly_cast); before it New fails to load the programs
+//     (events.ErrUnavailable) and callers fall back to another mechanism.
 //
 // Limits:
 //

@@ -30,9 +30,49 @@ type processEvent struct {
 }
 
 type processExecEvent struct {
-	_        structs.HostLayout
-	Ev       processEvent
-	Filename [256]int8
+	_         structs.HostLayout
+	Ev        processEvent
+	Ctx       processProcCtx
+	Argc      uint32
+	ArgsSize  uint32
+	ArgsLen   uint32
+	Xflags    uint32
+	ExeLen    uint16
+	CwdLen    uint16
+	CgroupLen uint16
+	Pad       uint16
+}
+
+type processForkEvent struct {
+	_   structs.HostLayout
+	Ev  processEvent
+	Ctx processProcCtx
+}
+
+type processProcCtx struct {
+	_              structs.HostLayout
+	CgroupId       uint64
+	SidStartTicks  uint64
+	SidIno         uint64
+	PgidStartTicks uint64
+	PgidIno        uint64
+	Uid            uint32
+	Euid           uint32
+	Suid           uint32
+	Gid            uint32
+	Egid           uint32
+	Sgid           uint32
+	Loginuid       uint32
+	AuditSession   uint32
+	Sid            int32
+	Pgid           int32
+	NsPid          int32
+	PidnsIno       uint32
+	TtyMajor       uint32
+	TtyMinor       uint32
+	Ngroups        uint32
+	Flags          uint32
+	Groups         [16]uint32
 }
 
 // Names of all BPF objects in the ELF.
@@ -41,14 +81,17 @@ type processExecEvent struct {
 const (
 	processMapEvents          = "events"
 	processMapLost            = "lost"
+	processMapScratch         = "scratch"
 	processProgHandleExec     = "handle_exec"
 	processProgHandleExit     = "handle_exit"
 	processProgHandleExitLive = "handle_exit_live"
 	processProgHandleFork     = "handle_fork"
+	processVarArgvMax         = "argv_max"
 	processVarLastWakeupNs    = "last_wakeup_ns"
 	processVarUnusedEvent     = "unused_event"
 	processVarUnusedExecEvent = "unused_exec_event"
-	processVarWantFilename    = "want_filename"
+	processVarUnusedForkEvent = "unused_fork_event"
+	processVarWantContext     = "want_context"
 )
 
 // loadProcess returns the embedded CollectionSpec for process.
@@ -103,18 +146,21 @@ type processProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type processMapSpecs struct {
-	Events *ebpf.MapSpec `ebpf:"events"`
-	Lost   *ebpf.MapSpec `ebpf:"lost"`
+	Events  *ebpf.MapSpec `ebpf:"events"`
+	Lost    *ebpf.MapSpec `ebpf:"lost"`
+	Scratch *ebpf.MapSpec `ebpf:"scratch"`
 }
 
 // processVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type processVariableSpecs struct {
+	ArgvMax         *ebpf.VariableSpec `ebpf:"argv_max"`
 	LastWakeupNs    *ebpf.VariableSpec `ebpf:"last_wakeup_ns"`
 	UnusedEvent     *ebpf.VariableSpec `ebpf:"unused_event"`
 	UnusedExecEvent *ebpf.VariableSpec `ebpf:"unused_exec_event"`
-	WantFilename    *ebpf.VariableSpec `ebpf:"want_filename"`
+	UnusedForkEvent *ebpf.VariableSpec `ebpf:"unused_fork_event"`
+	WantContext     *ebpf.VariableSpec `ebpf:"want_context"`
 }
 
 // processObjects contains all objects after they have been loaded into the kernel.
@@ -137,14 +183,16 @@ func (o *processObjects) Close() error {
 //
 // It can be passed to loadProcessObjects or ebpf.CollectionSpec.LoadAndAssign.
 type processMaps struct {
-	Events *ebpf.Map `ebpf:"events"`
-	Lost   *ebpf.Map `ebpf:"lost"`
+	Events  *ebpf.Map `ebpf:"events"`
+	Lost    *ebpf.Map `ebpf:"lost"`
+	Scratch *ebpf.Map `ebpf:"scratch"`
 }
 
 func (m *processMaps) Close() error {
 	return _ProcessClose(
 		m.Events,
 		m.Lost,
+		m.Scratch,
 	)
 }
 
@@ -152,10 +200,12 @@ func (m *processMaps) Close() error {
 //
 // It can be passed to loadProcessObjects or ebpf.CollectionSpec.LoadAndAssign.
 type processVariables struct {
+	ArgvMax         *ebpf.Variable `ebpf:"argv_max"`
 	LastWakeupNs    *ebpf.Variable `ebpf:"last_wakeup_ns"`
 	UnusedEvent     *ebpf.Variable `ebpf:"unused_event"`
 	UnusedExecEvent *ebpf.Variable `ebpf:"unused_exec_event"`
-	WantFilename    *ebpf.Variable `ebpf:"want_filename"`
+	UnusedForkEvent *ebpf.Variable `ebpf:"unused_fork_event"`
+	WantContext     *ebpf.Variable `ebpf:"want_context"`
 }
 
 // processPrograms contains all programs after they have been loaded into the kernel.

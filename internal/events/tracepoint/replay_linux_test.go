@@ -229,6 +229,8 @@ func TestRecordLayout(t *testing.T) {
 	}
 	var e processEvent
 	var x processExecEvent
+	var f processForkEvent
+	var c processProcCtx
 	fields := []field{
 		{"size", unsafe.Sizeof(e), recordSize},
 		{"time_ns", unsafe.Offsetof(e.TimeNs), offTime},
@@ -243,8 +245,41 @@ func TestRecordLayout(t *testing.T) {
 		{"status", unsafe.Offsetof(e.Status), offStatus},
 		{"flags", unsafe.Offsetof(e.Flags), offFlags},
 		{"comm", unsafe.Offsetof(e.Comm), offComm},
-		{"exec_event size", unsafe.Sizeof(x), execRecordSize},
-		{"exec_event filename", unsafe.Offsetof(x.Filename), offFilename},
+		{"fork_event size", unsafe.Sizeof(f), forkRecordSize},
+		{"fork_event ctx", unsafe.Offsetof(f.Ctx), offCtx},
+		{"exec_event size", unsafe.Sizeof(x), execFixedSize},
+		{"exec_event ctx", unsafe.Offsetof(x.Ctx), offCtx},
+		{"exec_event argc", unsafe.Offsetof(x.Argc), offArgc},
+		{"exec_event args_size", unsafe.Offsetof(x.ArgsSize), offArgsSize},
+		{"exec_event args_len", unsafe.Offsetof(x.ArgsLen), offArgsLen},
+		{"exec_event xflags", unsafe.Offsetof(x.Xflags), offXFlags},
+		{"exec_event exe_len", unsafe.Offsetof(x.ExeLen), offExeLen},
+		{"exec_event cwd_len", unsafe.Offsetof(x.CwdLen), offCwdLen},
+		{"exec_event cgroup_len", unsafe.Offsetof(x.CgroupLen), offCgroupLen},
+		{"proc_ctx size", unsafe.Sizeof(c), ctxSize},
+		{"proc_ctx cgroup_id", unsafe.Offsetof(c.CgroupId), ctxCgroupID},
+		{"proc_ctx sid_start_ticks", unsafe.Offsetof(c.SidStartTicks), ctxSidStart},
+		{"proc_ctx sid_ino", unsafe.Offsetof(c.SidIno), ctxSidIno},
+		{"proc_ctx pgid_start_ticks", unsafe.Offsetof(c.PgidStartTicks), ctxPgidStart},
+		{"proc_ctx pgid_ino", unsafe.Offsetof(c.PgidIno), ctxPgidIno},
+		{"proc_ctx uid", unsafe.Offsetof(c.Uid), ctxUID},
+		{"proc_ctx euid", unsafe.Offsetof(c.Euid), ctxEUID},
+		{"proc_ctx suid", unsafe.Offsetof(c.Suid), ctxSUID},
+		{"proc_ctx gid", unsafe.Offsetof(c.Gid), ctxGID},
+		{"proc_ctx egid", unsafe.Offsetof(c.Egid), ctxEGID},
+		{"proc_ctx sgid", unsafe.Offsetof(c.Sgid), ctxSGID},
+		{"proc_ctx loginuid", unsafe.Offsetof(c.Loginuid), ctxLoginUID},
+		{"proc_ctx audit_session", unsafe.Offsetof(c.AuditSession), ctxAuditSession},
+		{"proc_ctx sid", unsafe.Offsetof(c.Sid), ctxSID},
+		{"proc_ctx pgid", unsafe.Offsetof(c.Pgid), ctxPGID},
+		{"proc_ctx ns_pid", unsafe.Offsetof(c.NsPid), ctxNSPid},
+		{"proc_ctx pidns_ino", unsafe.Offsetof(c.PidnsIno), ctxPidNS},
+		{"proc_ctx tty_major", unsafe.Offsetof(c.TtyMajor), ctxTTYMajor},
+		{"proc_ctx tty_minor", unsafe.Offsetof(c.TtyMinor), ctxTTYMinor},
+		{"proc_ctx ngroups", unsafe.Offsetof(c.Ngroups), ctxNGroups},
+		{"proc_ctx flags", unsafe.Offsetof(c.Flags), ctxFlags},
+		{"proc_ctx groups", unsafe.Offsetof(c.Groups), ctxGroups},
+		{"proc_ctx groups len", uintptr(len(c.Groups)), events.MaxGroups},
 	}
 	for _, f := range fields {
 		if f.got != f.want {

@@ -70,6 +70,10 @@ type Source struct {
 	sawData    bool // a record arrived since the read deadline was set
 	quiet      bool // no deadline: asleep until the program wakes us
 
+	// progs are the attached programs by event kind, for tests and
+	// benchmarks that read their size and run-time statistics.
+	progs map[string]*ebpf.Program
+
 	closed    atomic.Bool
 	closeOnce sync.Once
 	closeErr  error
@@ -89,16 +93,17 @@ func newSource(boot procfs.BootID, rd recordReader, lost func() (uint64, error),
 // handle_exit or, on kernels before 6.16, handle_exit_live under the same
 // name (see New).
 type objects struct {
-	Events *ebpf.Map     `ebpf:"events"`
-	Lost   *ebpf.Map     `ebpf:"lost"`
-	Fork   *ebpf.Program `ebpf:"handle_fork"`
-	Exec   *ebpf.Program `ebpf:"handle_exec"`
-	Exit   *ebpf.Program `ebpf:"handle_exit"`
+	Events  *ebpf.Map     `ebpf:"events"`
+	Lost    *ebpf.Map     `ebpf:"lost"`
+	Scratch *ebpf.Map     `ebpf:"scratch"`
+	Fork    *ebpf.Program `ebpf:"handle_fork"`
+	Exec    *ebpf.Program `ebpf:"handle_exec"`
+	Exit    *ebpf.Program `ebpf:"handle_exit"`
 }
 
 func (o *objects) close() error {
 	var errs []error
-	for _, c := range []interface{ Close() error }{o.Fork, o.Exec, o.Exit, o.Events, o.Lost} {
+	for _, c := range []interface{ Close() error }{o.Fork, o.Exec, o.Exit, o.Events, o.Lost, o.Scratch} {
 		if c == nil {
 			continue
 		}
@@ -112,14 +117,27 @@ type Option func(*config)
 
 type config struct {
 	execPath bool
+	argvMax  int
 }
 
-// WithExecPath makes exec events carry the path given to execve in
-// Event.Exe (as the caller passed it: possibly relative, at most 255 bytes,
-// "/dev/fd/N" for fexecve). Exec records grow from 80 to 336 bytes, and
-// decoding each exec event allocates the string; other events still do not
+// WithExecPath makes fork and exec events carry the process context
+// (Event.Ctx), and exec events the resolved executable path (Event.Exe),
+// the working directory, the cgroup path and container id (Event.Exec) and
+// the arguments (Event.Argv, at most the WithArgvMax bound). Decoding an
+// exec event then allocates its strings; other events still do not
 // allocate.
 func WithExecPath() Option { return func(c *config) { c.execPath = true } }
+
+// WithArgvMax bounds the argument bytes an exec event carries (NULs
+// included); past it Event.Exec.ArgsTruncated is set. n is clamped to
+// [0, MaxArgvMax]; the default is DefaultArgvMax.
+func WithArgvMax(n int) Option {
+	return func(c *config) { c.argvMax = max(0, min(n, MaxArgvMax)) }
+}
+
+// Fixed part of the scratch value (bpf/process.bpf.c: struct scratch and
+// AREA): the cursor, the exec record and the path area.
+const scratchFixed = 8 + execFixedSize + 16384
 
 // New checks that this host can run the eBPF source, loads the programs and
 // attaches them. Events are buffered from the moment New returns, so a
@@ -131,7 +149,7 @@ func WithExecPath() Option { return func(c *config) { c.execPath = true } }
 // kernel, a program the verifier rejects); callers fall back to another
 // mechanism on it.
 func New(boot procfs.BootID, opts ...Option) (*Source, error) {
-	var cfg config
+	cfg := config{argvMax: DefaultArgvMax}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -150,12 +168,8 @@ func New(boot procfs.BootID, opts ...Option) (*Source, error) {
 		spec.Programs[processProgHandleExit] = spec.Programs[processProgHandleExitLive]
 	}
 	if cfg.execPath {
-		v, ok := spec.Variables[processVarWantFilename]
-		if !ok {
-			return nil, fmt.Errorf("tracepoint: embedded object has no %s", processVarWantFilename)
-		}
-		if err := v.Set(true); err != nil {
-			return nil, fmt.Errorf("tracepoint: set %s: %w", processVarWantFilename, err)
+		if err := setContext(spec, cfg.argvMax); err != nil {
+			return nil, err
 		}
 	}
 	var objs objects
@@ -195,6 +209,7 @@ func New(boot procfs.BootID, opts ...Option) (*Source, error) {
 		links = append(links, l)
 	}
 	s := newSource(boot, rd, nil, releaseAll)
+	s.progs = map[string]*ebpf.Program{"fork": objs.Fork, "exec": objs.Exec, "exit": objs.Exit}
 	var key uint32
 	var val uint64
 	s.lost = func() (uint64, error) {
@@ -204,6 +219,34 @@ func New(boot procfs.BootID, opts ...Option) (*Source, error) {
 		return val, nil
 	}
 	return s, nil
+}
+
+// setContext turns on the context capture with an argv bound of argvMax
+// bytes: the scratch map gets one entry per possible CPU, each large enough
+// for a whole exec record, and the ring buffer room for at least 16 of
+// them.
+func setContext(spec *ebpf.CollectionSpec, argvMax int) error {
+	for name, val := range map[string]any{processVarWantContext: true, processVarArgvMax: uint32(argvMax)} {
+		v, ok := spec.Variables[name]
+		if !ok {
+			return fmt.Errorf("tracepoint: embedded object has no %s", name)
+		}
+		if err := v.Set(val); err != nil {
+			return fmt.Errorf("tracepoint: set %s: %w", name, err)
+		}
+	}
+	cpus, err := ebpf.PossibleCPU()
+	if err != nil {
+		return fmt.Errorf("tracepoint: possible CPUs: %w", err)
+	}
+	scratch := spec.Maps[processMapScratch]
+	scratch.MaxEntries = uint32(cpus)
+	scratch.ValueSize = uint32(scratchFixed + argvMax)
+	ring := spec.Maps[processMapEvents]
+	for ring.MaxEntries < 16*scratch.ValueSize {
+		ring.MaxEntries *= 2
+	}
+	return nil
 }
 
 // Initial pid namespace inode (PROC_PID_INIT_INO in include/linux/proc_ns.h):

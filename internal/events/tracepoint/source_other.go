@@ -19,8 +19,11 @@ type Option func(*config)
 
 type config struct{}
 
-// WithExecPath asks for exec paths; it has no effect here.
+// WithExecPath asks for the exec context; it has no effect here.
 func WithExecPath() Option { return func(*config) {} }
+
+// WithArgvMax bounds the captured arguments; it has no effect here.
+func WithArgvMax(int) Option { return func(*config) {} }
 
 // New returns an error wrapping events.ErrUnavailable: eBPF tracepoints
 // exist only on Linux, and the records are decoded as little-endian.

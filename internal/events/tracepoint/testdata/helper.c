@@ -10,12 +10,17 @@
 //	                          reparented and exits 7
 //	helper storm N            after a byte on stdin, fork N children (64
 //	                          at a time) that exit at once, reaping them
+//	helper fexecve PATH ARG.. open PATH and run it by descriptor
+//	                          (execveat with AT_EMPTY_PATH, as fexecve does)
+//	                          with argv ARG..
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <fcntl.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 static void *exec_thread(void *arg)
@@ -59,6 +64,18 @@ int main(int argc, char **argv)
 {
 	if (argc < 2)
 		return 2;
+	if (!strcmp(argv[1], "fexecve") && argc >= 4) {
+		extern char **environ;
+		int fd = open(argv[2], O_RDONLY | O_CLOEXEC);
+
+		if (fd < 0) {
+			perror("open");
+			return 100;
+		}
+		syscall(SYS_execveat, fd, "", &argv[3], environ, AT_EMPTY_PATH);
+		perror("execveat");
+		return 100;
+	}
 	if (!strcmp(argv[1], "thread-exec")) {
 		pthread_t t;
 		if (pthread_create(&t, NULL, exec_thread, NULL))

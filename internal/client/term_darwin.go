@@ -1,0 +1,5 @@
+package client
+
+import "golang.org/x/sys/unix"
+
+const ioctlReadTermios = unix.TIOCGETA

@@ -1,0 +1,520 @@
+//go:build linux && (386 || amd64 || arm || arm64 || loong64 || mips64le || mipsle || ppc64le || riscv64)
+
+package tracepoint
+
+import (
+	"bufio"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/procsupervisor/supervisor/internal/container"
+	"github.com/procsupervisor/supervisor/internal/events"
+	"github.com/procsupervisor/supervisor/internal/pidfd"
+	"github.com/procsupervisor/supervisor/internal/procfs"
+	"github.com/procsupervisor/supervisor/internal/testenv"
+)
+
+// openContext loads the programs with the exec context on.
+func openContext(t testing.TB, opts ...Option) (*collector, procfs.BootID) {
+	t.Helper()
+	testenv.RequireRoot(t)
+	boot, err := procfs.ReadBootID("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := New(boot, append([]Option{WithExecPath()}, opts...)...)
+	if errors.Is(err, events.ErrUnavailable) {
+		testenv.Skip(t, "cannot load eBPF: %v", err)
+	}
+	if err != nil {
+		t.Fatalf("New(WithExecPath) = %v", err)
+	}
+	return collect(t, s), boot
+}
+
+// runExec runs cmd to completion (its output in the test's log unless the
+// caller set Stdout) and returns its last exec event.
+func (c *collector) runExec(t testing.TB, cmd *exec.Cmd) events.Event {
+	t.Helper()
+	if cmd.Stdout != nil {
+		if err := cmd.Run(); err != nil {
+			t.Fatalf("%v: %v", cmd.Args, err)
+		}
+	} else if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("%v: %v\n%s", cmd.Args, err, out)
+	}
+	pid := int32(cmd.Process.Pid)
+	c.waitFor(t, "exit", is(events.Exit, pid))
+	execs := c.all(is(events.Exec, pid))
+	if len(execs) == 0 {
+		t.Fatalf("no exec event for %d", pid)
+	}
+	return execs[len(execs)-1]
+}
+
+// copyTrue copies /bin/true to path: a file no symlink leads to.
+func copyTrue(t testing.TB, path string) {
+	t.Helper()
+	b, err := os.ReadFile("/bin/true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestIntegrationContextArgv checks that exec events carry argv exactly as
+// the process received it, with its count and size, and say so when the
+// bound cuts it.
+func TestIntegrationContextArgv(t *testing.T) {
+	c, _ := openContext(t)
+	big := func(n int) []string {
+		argv := []string{"/bin/true"}
+		for i := 0; len(strings.Join(argv, "\x00")) < n; i++ {
+			argv = append(argv, strings.Repeat(string(rune('a'+i%26)), 1000))
+		}
+		return argv
+	}
+	tests := []struct {
+		name      string
+		argv      []string
+		truncated bool
+	}{
+		{"plain", []string{"/bin/true", "--flag=1", "x"}, false},
+		{"spaces newlines empty unicode", []string{"/bin/true", "a b", "", "line1\nline2", "tab\there", "", "é✓日本", "\x01\x7f"}, false},
+		{"no args but argv0", []string{"/bin/true"}, false},
+		{"just under the bound", big(DefaultArgvMax - 2000), false},
+		{"over the bound", big(DefaultArgvMax + 8000), true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cmd := exec.Command(tt.argv[0], tt.argv[1:]...)
+			ev := c.runExec(t, cmd)
+			checkArgv(t, ev, tt.argv, DefaultArgvMax, tt.truncated)
+		})
+	}
+}
+
+// checkArgv compares an exec event's arguments with argv under a bound.
+func checkArgv(t *testing.T, ev events.Event, argv []string, bound int, truncated bool) {
+	t.Helper()
+	size := 0
+	for _, a := range argv {
+		size += len(a) + 1
+	}
+	if ev.Exec.ArgsCount != len(argv) || ev.Exec.ArgsSize != size || ev.Exec.ArgsTruncated != truncated {
+		t.Fatalf("args count %d size %d truncated %v, want %d %d %v",
+			ev.Exec.ArgsCount, ev.Exec.ArgsSize, ev.Exec.ArgsTruncated, len(argv), size, truncated)
+	}
+	if !truncated {
+		if !slices.Equal(ev.Argv, argv) {
+			t.Fatalf("argv = %q, want %q", ev.Argv, argv)
+		}
+		return
+	}
+	want := (strings.Join(argv, "\x00") + "\x00")[:bound]
+	if got := strings.Join(ev.Argv, "\x00"); got != strings.TrimSuffix(want, "\x00") {
+		t.Fatalf("truncated argv (%d bytes) is not the first %d bytes of the real one", len(got), bound)
+	}
+}
+
+// TestIntegrationContextArgvBound checks WithArgvMax: a larger bound
+// carries a 100 KiB argv whole, a smaller one cuts it where it says.
+func TestIntegrationContextArgvBound(t *testing.T) {
+	argv := []string{"/bin/true"}
+	for i := 0; i < 100; i++ {
+		argv = append(argv, strings.Repeat("x", 1023))
+	}
+	for _, bound := range []int{128 << 10, 4096} {
+		c, _ := openContext(t, WithArgvMax(bound))
+		ev := c.runExec(t, exec.Command(argv[0], argv[1:]...))
+		checkArgv(t, ev, argv, bound, bound < 100<<10)
+		c.src.Close()
+	}
+}
+
+// TestIntegrationContextExe checks that the executable is the file the
+// kernel resolved, however execve named it, and that cwd is absolute.
+func TestIntegrationContextExe(t *testing.T) {
+	c, _ := openContext(t)
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	real := filepath.Join(dir, "bin", "x")
+	copyTrue(t, real)
+	sub := filepath.Join(dir, "sub")
+	if err := os.Mkdir(sub, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(real, filepath.Join(dir, "link")); err != nil {
+		t.Fatal(err)
+	}
+	script := filepath.Join(dir, "script")
+	if err := os.WriteFile(script, []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	helper := helperPath(t)
+	sh := realPath(t, "/bin/sh")
+
+	tests := []struct {
+		name     string
+		cmd      func() *exec.Cmd
+		exe, cwd string
+		argv     []string
+	}{
+		{"relative ./x", func() *exec.Cmd { return &exec.Cmd{Path: "./x", Args: []string{"./x"}, Dir: filepath.Join(dir, "bin")} },
+			real, filepath.Join(dir, "bin"), []string{"./x"}},
+		{"relative ../bin/x", func() *exec.Cmd {
+			return &exec.Cmd{Path: "../bin/x", Args: []string{"../bin/x", "a"}, Dir: sub}
+		}, real, sub, []string{"../bin/x", "a"}},
+		{"symlink", func() *exec.Cmd { return &exec.Cmd{Path: filepath.Join(dir, "link"), Args: []string{"link"}, Dir: dir} },
+			real, dir, []string{"link"}},
+		{"fexecve", func() *exec.Cmd {
+			return &exec.Cmd{Path: helper, Args: []string{helper, "fexecve", real, "by-fd", "z"}, Dir: "/"}
+		}, real, "/", []string{"by-fd", "z"}},
+		{"#! script: the interpreter", func() *exec.Cmd { return &exec.Cmd{Path: script, Args: []string{script}, Dir: dir} },
+			sh, dir, []string{"/bin/sh", script}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ev := c.runExec(t, tt.cmd())
+			if ev.Exe != tt.exe || ev.Exec.ExeTruncated {
+				t.Errorf("exe = %q (truncated %v), want %q", ev.Exe, ev.Exec.ExeTruncated, tt.exe)
+			}
+			if ev.Exec.Cwd != tt.cwd || ev.Exec.CwdTruncated {
+				t.Errorf("cwd = %q (truncated %v), want %q", ev.Exec.Cwd, ev.Exec.CwdTruncated, tt.cwd)
+			}
+			if !slices.Equal(ev.Argv, tt.argv) {
+				t.Errorf("argv = %q, want %q", ev.Argv, tt.argv)
+			}
+		})
+	}
+}
+
+// TestIntegrationContextDeepCwd checks a working directory deep in a tree:
+// whole within the walk's bound, marked truncated (and a true suffix) past
+// it.
+func TestIntegrationContextDeepCwd(t *testing.T) {
+	c, _ := openContext(t)
+	root, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, depth := range []int{100, 200} {
+		dir := filepath.Join(root, strings.Repeat("d/", depth))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		cmd := exec.Command("/bin/true")
+		cmd.Dir = dir
+		ev := c.runExec(t, cmd)
+		if depth == 100 {
+			if ev.Exec.Cwd != dir || ev.Exec.CwdTruncated {
+				t.Errorf("depth %d: cwd = %q (truncated %v), want %q", depth, ev.Exec.Cwd, ev.Exec.CwdTruncated, dir)
+			}
+			continue
+		}
+		if !ev.Exec.CwdTruncated || strings.HasPrefix(ev.Exec.Cwd, "/") || !strings.HasSuffix(dir, "/"+ev.Exec.Cwd) {
+			t.Errorf("depth %d: cwd = %q (truncated %v), want a relative suffix of %q marked truncated",
+				depth, ev.Exec.Cwd, ev.Exec.CwdTruncated, dir)
+		}
+	}
+}
+
+// TestIntegrationContextCreds checks the ids of a process run as nobody
+// with supplementary groups.
+func TestIntegrationContextCreds(t *testing.T) {
+	c, _ := openContext(t)
+	cmd := exec.Command("/bin/true")
+	groups := []uint32{4242, 100, 65534}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65533, Groups: groups}}
+	ev := c.runExec(t, cmd)
+	x := ev.Ctx
+	if !x.Valid || x.UID != 65534 || x.EUID != 65534 || x.SUID != 65534 || x.GID != 65533 || x.EGID != 65533 || x.SGID != 65533 {
+		t.Errorf("ids = %+v, want uid 65534 and gid 65533 everywhere", x)
+	}
+	got := slices.Clone(x.Groups[:min(x.NGroups, events.MaxGroups)])
+	slices.Sort(got)
+	want := slices.Clone(groups)
+	slices.Sort(want)
+	if x.NGroups != len(groups) || !slices.Equal(got, want) {
+		t.Errorf("groups = %v (%d), want %v", got, x.NGroups, want)
+	}
+	// The audit ids are the test's own (inherited through fork and exec).
+	if x.Audit {
+		b, err := os.ReadFile("/proc/self/loginuid")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := strings.TrimSpace(string(b)); want != "" && want != strconv.FormatUint(uint64(x.LoginUID), 10) {
+			t.Errorf("loginuid = %d, want %s", x.LoginUID, want)
+		}
+	}
+}
+
+// openPty opens a pseudo-terminal pair and returns the slave's file and
+// number.
+func openPty(t testing.TB) (*os.File, uint32) {
+	t.Helper()
+	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		testenv.Skip(t, "no /dev/ptmx: %v", err)
+	}
+	t.Cleanup(func() { m.Close() })
+	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatalf("unlockpt: %v", err)
+	}
+	n, err := unix.IoctlGetUint32(int(m.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatalf("ptsname: %v", err)
+	}
+	s, err := os.OpenFile("/dev/pts/"+strconv.FormatUint(uint64(n), 10), os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return s, n
+}
+
+// TestIntegrationContextSessionTTY checks a session leader on a pty: its
+// session and group are its own pid and token, the tty is the pty's, and it
+// is interactive; a child of the test has the test's session and no tty
+// unless the test has one.
+func TestIntegrationContextSessionTTY(t *testing.T) {
+	c, boot := openContext(t)
+	pts, n := openPty(t)
+	cmd := exec.Command("/bin/sh", "-c", "read x")
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = pts, pts, pts
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer cmd.Process.Kill()
+	pid := int32(cmd.Process.Pid)
+	ev := c.waitFor(t, "exec", is(events.Exec, pid))
+	h, err := pidfd.Open(pid, boot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := h.Token()
+	h.Close()
+	x := ev.Ctx
+	if x.SID != pid || x.PGID != pid || x.SessionLeader != tok || x.GroupLeader != tok {
+		t.Errorf("sid %d pgid %d leaders %v %v, want %d and the process's own token %v", x.SID, x.PGID, x.SessionLeader, x.GroupLeader, pid, tok)
+	}
+	if !x.TTY || x.TTYMajor != 136 || x.TTYMinor != n || !x.Interactive() {
+		t.Errorf("tty %v %d:%d interactive %v, want pts %d (136:%d)", x.TTY, x.TTYMajor, x.TTYMinor, x.Interactive(), n, n)
+	}
+	// A session leader on the pty whose stdin is not the terminal: a tty,
+	// not interactive.
+	null, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	pts2, _ := openPty(t)
+	bg := exec.Command("/bin/true")
+	bg.Stdin, bg.Stdout, bg.Stderr = null, pts2, pts2
+	bg.ExtraFiles = []*os.File{pts2}
+	bg.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 3}
+	if ev := c.runExec(t, bg); !ev.Ctx.TTY || ev.Ctx.Interactive() {
+		t.Errorf("stdin /dev/null: tty %v interactive %v, want a tty and not interactive", ev.Ctx.TTY, ev.Ctx.Interactive())
+	}
+
+	// The fork before the exec inherited the test's session.
+	fork := c.waitFor(t, "fork", is(events.Fork, pid))
+	self, err := unix.Getsid(0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !fork.Ctx.Valid || fork.Ctx.SID != int32(self) {
+		t.Errorf("fork sid = %d, want the test's %d", fork.Ctx.SID, self)
+	}
+
+	// A plain child: the test's session and group, no new tty.
+	ev2 := c.runExec(t, exec.Command("/bin/true"))
+	if ev2.Ctx.SID != int32(self) || ev2.Ctx.PGID != int32(unix.Getpgrp()) {
+		t.Errorf("child sid %d pgid %d, want %d %d", ev2.Ctx.SID, ev2.Ctx.PGID, self, unix.Getpgrp())
+	}
+}
+
+// TestIntegrationContextPidNS checks a process in a new pid namespace: its
+// namespace pid is 1 and the namespace inode is the one /proc shows.
+func TestIntegrationContextPidNS(t *testing.T) {
+	c, _ := openContext(t)
+	cmd := exec.Command("/bin/sh", "-c", "read x")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWPID}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Wait()
+	defer stdin.Close()
+	pid := int32(cmd.Process.Pid)
+	ev := c.waitFor(t, "exec", is(events.Exec, pid))
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/"+strconv.Itoa(int(pid))+"/ns/pid", &st); err != nil {
+		t.Fatal(err)
+	}
+	if ev.Ctx.NSPid != 1 || uint64(ev.Ctx.PidNS) != st.Ino {
+		t.Errorf("ns pid %d ns %d, want 1 and %d", ev.Ctx.NSPid, ev.Ctx.PidNS, st.Ino)
+	}
+	// The test itself is in the initial namespace.
+	ev2 := c.runExec(t, exec.Command("/bin/true"))
+	if ev2.Ctx.NSPid != ev2.Pid || ev2.Ctx.PidNS != initPidNSIno {
+		t.Errorf("ns pid %d ns %#x, want %d %#x", ev2.Ctx.NSPid, ev2.Ctx.PidNS, ev2.Pid, initPidNSIno)
+	}
+}
+
+// cgroup2Root finds the cgroup2 mount in mountinfo.
+func cgroup2Root(t testing.TB) string {
+	t.Helper()
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// id parent maj:min root mountpoint opts ... - fstype source opts
+		fields := strings.Fields(sc.Text())
+		for i, fld := range fields {
+			if fld == "-" && i+1 < len(fields) && fields[i+1] == "cgroup2" && fields[3] == "/" {
+				return fields[4]
+			}
+		}
+	}
+	testenv.Skip(t, "no cgroup2 mount")
+	return ""
+}
+
+// TestIntegrationContextContainer runs a process in a cgroup laid out as
+// docker's systemd driver does and checks the cgroup path, id and
+// container id.
+func TestIntegrationContextContainer(t *testing.T) {
+	c, _ := openContext(t)
+	root := cgroup2Root(t)
+	var raw [32]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		t.Fatal(err)
+	}
+	id := hex.EncodeToString(raw[:])
+	parent := filepath.Join(root, "supervisor-test-"+id[:8]+".slice")
+	dir := filepath.Join(parent, "docker-"+id+".scope")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	defer os.Remove(parent)
+	defer os.Remove(dir)
+	fd, err := unix.Open(dir, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("/bin/true")
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
+	ev := c.runExec(t, cmd)
+	wantPath := strings.TrimPrefix(dir, root)
+	if ev.Exec.Cgroup != wantPath || ev.Exec.ContainerID != id || ev.Ctx.CgroupID != st.Ino {
+		t.Errorf("cgroup %q id %d container %q, want %q %d %q", ev.Exec.Cgroup, ev.Ctx.CgroupID, ev.Exec.ContainerID, wantPath, st.Ino, id)
+	}
+	if got, _, _ := container.ID(wantPath); got != id {
+		t.Errorf("container.ID(%q) = %q", wantPath, got)
+	}
+	// The test's own exec children are in no container.
+	ev2 := c.runExec(t, exec.Command("/bin/true"))
+	if ev2.Exec.ContainerID != "" || !strings.HasPrefix(ev2.Exec.Cgroup, "/") {
+		t.Errorf("plain child cgroup %q container %q", ev2.Exec.Cgroup, ev2.Exec.ContainerID)
+	}
+}
+
+// TestIntegrationContextMountCrossing runs a program through a bind mount
+// and from a working directory inside another one: the walk crosses from
+// each mount's root to its mountpoint, so the paths are the ones through
+// the mounts, as /proc shows them.
+func TestIntegrationContextMountCrossing(t *testing.T) {
+	c, _ := openContext(t)
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := filepath.Join(dir, "src")
+	copyTrue(t, filepath.Join(src, "deep", "x"))
+	mnt := filepath.Join(dir, "mnt", "point")
+	if err := os.MkdirAll(mnt, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount(src, mnt, "", unix.MS_BIND, ""); err != nil {
+		testenv.Skip(t, "bind mount: %v", err)
+	}
+	defer unix.Unmount(mnt, unix.MNT_DETACH)
+	cmd := exec.Command(filepath.Join(mnt, "deep", "x"))
+	cmd.Dir = filepath.Join(mnt, "deep")
+	ev := c.runExec(t, cmd)
+	if want := filepath.Join(mnt, "deep", "x"); ev.Exe != want || ev.Exec.ExeTruncated {
+		t.Errorf("exe = %q (truncated %v), want %q", ev.Exe, ev.Exec.ExeTruncated, want)
+	}
+	if want := filepath.Join(mnt, "deep"); ev.Exec.Cwd != want || ev.Exec.CwdTruncated {
+		t.Errorf("cwd = %q (truncated %v), want %q", ev.Exec.Cwd, ev.Exec.CwdTruncated, want)
+	}
+}
+
+// TestIntegrationContextLoss fills the ring buffer with exec records of
+// 32 KiB of arguments while nothing reads it: the records that cannot be
+// written are counted and reported as a Lost event, never dropped
+// silently, and the records that were written decode whole.
+func TestIntegrationContextLoss(t *testing.T) {
+	s := openFor(t, true)
+	defer s.Close()
+	argv := []string{"/bin/true", strings.Repeat("y", DefaultArgvMax)}
+	const runs = 64 // 64 records of 32 KiB and more: twice the 1 MiB ring
+	for range runs {
+		if err := exec.Command(argv[0], argv[1:]...).Run(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var lost uint64
+	var whole int
+	for lost == 0 {
+		var ev events.Event
+		if err := s.Read(&ev); err != nil {
+			t.Fatalf("Read() = %v", err)
+		}
+		switch {
+		case ev.Kind == events.Lost:
+			lost = ev.Count
+		case ev.Kind == events.Exec && ev.Exec.ArgsSize == len(argv[0])+len(argv[1])+2:
+			if !ev.Exec.ArgsTruncated || len(ev.Argv) != 2 || ev.Argv[0] != argv[0] {
+				t.Fatalf("exec record not whole: %d args, truncated %v", len(ev.Argv), ev.Exec.ArgsTruncated)
+			}
+			whole++
+		}
+	}
+	if whole == 0 || whole+int(lost) < runs || s.Stats().Lost < lost {
+		t.Errorf("%d exec records read and %d lost (stats %+v), want some of each adding up to at least %d", whole, lost, s.Stats(), runs)
+	}
+}

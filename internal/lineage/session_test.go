@@ -1,0 +1,98 @@
+package lineage
+
+import (
+	"testing"
+	"unsafe"
+
+	"github.com/procsupervisor/supervisor/internal/events"
+	"github.com/procsupervisor/supervisor/internal/token"
+)
+
+// ctxOf is an event context with the given session, group and cgroup.
+func ctxOf(sid, pgid int32, sl, gl token.Token, cgroup uint64) events.Context {
+	return events.Context{Valid: true, UID: 1000, SID: sid, PGID: pgid, SessionLeader: sl, GroupLeader: gl, CgroupID: cgroup}
+}
+
+// TestSession checks that a fork takes its event's context or, without
+// one, inherits its parent's, and that an exec replaces it.
+func TestSession(t *testing.T) {
+	g := newTestGraph(newClock(), Config{})
+	init1 := tk(1, 1)
+	g.Seed([]events.Proc{proc(1, init1, 0, token.Token{})})
+
+	// A shell with a context of its own.
+	shell := tk(10, 10)
+	f := fork(10, shell, 1, init1, 100)
+	f.Ctx = ctxOf(10, 10, shell, shell, 77)
+	g.Apply(&f)
+	// Its child forked without a context (a netlink event): inherited.
+	child := tk(11, 11)
+	f2 := fork(11, child, 10, shell, 200)
+	g.Apply(&f2)
+	// The child execs into a new group with a context: replaced.
+	x := execEv(11, child, "job")
+	x.Ctx = ctxOf(10, 11, shell, child, 78)
+	// A grandchild forked before the exec is seen keeps the old context.
+	grand := tk(12, 12)
+	f3 := fork(12, grand, 11, child, 300)
+	g.Apply(&f3)
+	g.Apply(&x)
+	// A process whose session leader is gone.
+	orphan := tk(13, 13)
+	f4 := fork(13, orphan, 1, init1, 400)
+	f4.Ctx = ctxOf(5, 5, token.Token{}, token.Token{}, 1)
+	g.Apply(&f4)
+	// No context anywhere: unknown.
+	bare := tk(14, 14)
+	f5 := fork(14, bare, 1, init1, 500)
+	g.Apply(&f5)
+
+	tests := []struct {
+		pid  int32
+		tok  token.Token
+		want Session
+	}{
+		{10, shell, Session{Known: true, SID: 10, PGID: 10, SessionLeader: shell, GroupLeader: shell, CgroupID: 77}},
+		{11, child, Session{Known: true, SID: 10, PGID: 11, SessionLeader: shell, GroupLeader: child, CgroupID: 78}},
+		{12, grand, Session{Known: true, SID: 10, PGID: 10, SessionLeader: shell, GroupLeader: shell, CgroupID: 77}},
+		{13, orphan, Session{Known: true, SID: 5, PGID: 5, CgroupID: 1}},
+		{14, bare, Session{}},
+	}
+	for _, tt := range tests {
+		n, _, ok := g.Find(tt.pid, tt.tok)
+		if !ok {
+			t.Fatalf("Find(%d) found nothing", tt.pid)
+		}
+		if n.Session != tt.want {
+			t.Errorf("Find(%d).Session = %+v, want %+v", tt.pid, n.Session, tt.want)
+		}
+	}
+}
+
+// TestNodeSize keeps the per-process record within the 256-byte budget:
+// strings travel with events, the graph holds only small ids.
+func TestNodeSize(t *testing.T) {
+	if n := unsafe.Sizeof(node{}); n > 208 {
+		t.Errorf("node is %d bytes, want at most 208 (256 per process with the pid index)", n)
+	}
+}
+
+// BenchmarkMemorySession reports the heap the graph holds per live process
+// whose events carry a context (session, group, leader tokens, cgroup),
+// for 100k processes: the budget is 256 B.
+func BenchmarkMemorySession(b *testing.B) {
+	const n = 100_000
+	perProc := heapPerProcess(b, n, func() *Graph {
+		g := newTestGraph(newClock(), Config{})
+		parent := tk(1, 1)
+		g.Seed([]events.Proc{proc(1, parent, 0, token.Token{})})
+		for k := range n {
+			tok := tk(uint64(100+k), uint64(100+k))
+			f := fork(int32(2+k), tok, 1, parent, 0)
+			f.Ctx = ctxOf(1, int32(2+k), parent, tok, 42)
+			g.Apply(&f)
+		}
+		return g
+	})
+	b.ReportMetric(perProc, "bytes/process")
+}

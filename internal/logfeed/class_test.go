@@ -1,0 +1,75 @@
+package logfeed
+
+import (
+	"testing"
+
+	"github.com/procsupervisor/supervisor/internal/events"
+	"github.com/procsupervisor/supervisor/internal/verdict"
+)
+
+// TestPriorityOverProcessEvents: behind a blocked sink, a buffer full of
+// process events gives way to audit, verdict and signal lines; those are
+// all written once the sink works, in the order they were logged, and
+// the drops are counted (Stats, log_lines_dropped) as process events. In
+// a buffer with no process event left, the next audit line is dropped
+// and counted as audit.
+func TestPriorityOverProcessEvents(t *testing.T) {
+	w := newBlockingWriter()
+	const buffer = 8
+	l, _ := newTestLogger(t, Config{Writer: w, BufferLines: buffer, ProcessEvents: true})
+	ev := events.Event{Kind: events.Fork, Pid: 1, Mechanism: events.EBPF}
+	l.Event(&ev)
+	<-w.entered // the drain goroutine is now stuck in Write with pid 1
+	for i := range 3 * buffer {
+		ev.Pid = int32(i + 2)
+		l.Event(&ev)
+	}
+	want := []string{}
+	for i := range buffer {
+		switch i % 3 {
+		case 0:
+			l.Request(Request{Action: ActionKillRequested, UID: 1000, Pid: int32(100 + i)})
+			want = append(want, ActionKillRequested)
+		case 1:
+			l.Verdict(verdict.Verdict{Pid: int32(100 + i), Result: verdict.Gone})
+			want = append(want, ActionVerdict)
+		case 2:
+			l.Signal(Signal{Pid: int32(100 + i), Signal: "SIGKILL", Mechanism: "pidfd"})
+			want = append(want, ActionSignalSent)
+		}
+	}
+	l.Request(Request{Action: ActionReapRequested, UID: 0, Pid: 999}) // no process event left to give way
+	st := l.Stats()
+	if want := (Drops{ProcessEvents: 3 * buffer, Audit: 1}); st.DroppedBy != want || st.Dropped != want.total() {
+		t.Fatalf("Stats %+v, want drops %+v", st, want)
+	}
+	close(w.release)
+	flush(t, l)
+	var got []string
+	var byClass [3]int64
+	for _, line := range w.lines.lines(t) {
+		switch a := getString(line, "event.action"); a {
+		case ActionProcessStarted:
+			if pid, _ := getInt(line, "process.pid"); pid != 1 {
+				t.Errorf("process event of pid %d written: it should have given way", pid)
+			}
+		case ActionLogLinesDropped:
+			for i, k := range []string{"process_events", "audit", "verdicts"} {
+				byClass[i], _ = getInt(line, "supervisor.dropped."+k)
+			}
+		default:
+			got = append(got, a)
+		}
+	}
+	if len(got) != len(want) {
+		t.Fatalf("written %q, want %q", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Errorf("line %d = %s, want %s (order kept)", i, got[i], want[i])
+		}
+	}
+	if byClass != [3]int64{3 * buffer, 1, 0} {
+		t.Errorf("log_lines_dropped: process events, audit, verdicts = %v, want %d, 1, 0", byClass, 3*buffer)
+	}
+}

@@ -1,0 +1,248 @@
+package logfeed
+
+import (
+	"path"
+	"strconv"
+
+	"github.com/rs/zerolog"
+
+	"github.com/procsupervisor/supervisor/internal/container"
+	"github.com/procsupervisor/supervisor/internal/events"
+	"github.com/procsupervisor/supervisor/internal/token"
+	"github.com/procsupervisor/supervisor/internal/userdb"
+)
+
+// This file maps the process context an event carries (events.Context,
+// events.ExecInfo: captured in the kernel by the eBPF source) onto ECS and
+// OCSF. Ids are ECS keywords (strings); what ECS has no field for (the
+// audit ids, the cgroup, the pid namespace, truncation marks) goes under
+// supervisor.*.
+
+// commandLine appends argv joined by spaces to b, cut to MaxArgsBytes.
+func commandLine(b []byte, argv []string) []byte {
+	for i, a := range argv {
+		if i > 0 {
+			b = append(b, ' ')
+		}
+		if len(b)+len(a) > MaxArgsBytes {
+			return append(b, a[:max(0, MaxArgsBytes-len(b))]...)
+		}
+		b = append(b, a...)
+	}
+	return b
+}
+
+// argsCount is how many arguments the process received: the kernel's count
+// when the mechanism gave one, else the arguments it delivered.
+func argsCount(ev *events.Event) int {
+	if ev.Exec.ArgsCount > 0 {
+		return ev.Exec.ArgsCount
+	}
+	return len(ev.Argv)
+}
+
+// idDict is {"id":"<n>","name":"<name>"}, the ECS user and group objects;
+// the name comes from lookup and is left out when it has none.
+func idDict(p *zerolog.Event, id uint32, lookup func(uint32) (string, bool)) *zerolog.Event {
+	var num [12]byte
+	d := p.CreateDict().Bytes("id", strconv.AppendUint(num[:0], uint64(id), 10))
+	if lookup != nil {
+		if n, ok := lookup(id); ok {
+			d.Str("name", n)
+		}
+	}
+	return d
+}
+
+// leaderDict is {"pid":n,"entity_id":token} for a session or group leader.
+func leaderDict(p *zerolog.Event, pid int32, tok token.Token) *zerolog.Event {
+	var b [80]byte
+	d := p.CreateDict().Int32("pid", pid)
+	if !tok.IsZero() {
+		d.Bytes("entity_id", tok.Append(b[:0]))
+	}
+	return d
+}
+
+// ecsExec adds what an exec captured to the ECS process object p, and the
+// line's container object to e.
+func (c *capture) ecsExec(e, p *zerolog.Event, ev *events.Event) {
+	if len(ev.Argv) > 0 || ev.Exec.ArgsCount > 0 {
+		p.Array("args", argsArray(p.CreateArray(), ev.Argv)).Int("args_count", argsCount(ev))
+		c.scratch = commandLine(c.scratch[:0], ev.Argv)
+		p.Bytes("command_line", c.scratch)
+	}
+	if ev.Exec.Cwd != "" {
+		p.Str("working_directory", ev.Exec.Cwd)
+	}
+	if id, rt, ok := container.ID(ev.Exec.Cgroup); ok && id == ev.Exec.ContainerID {
+		e.Dict("container", e.CreateDict().Str("id", id).Str("runtime", string(rt)))
+	}
+}
+
+// ecsContext adds the ids of events.Context to the ECS process object p,
+// with the names names gives them (none when names is nil).
+func ecsContext(p *zerolog.Event, x *events.Context, names *userdb.DB) {
+	if !x.Valid {
+		return
+	}
+	var user, group func(uint32) (string, bool)
+	if names != nil {
+		user, group = names.User, names.Group
+	}
+	p.Dict("user", idDict(p, x.EUID, user)).
+		Dict("real_user", idDict(p, x.UID, user)).
+		Dict("saved_user", idDict(p, x.SUID, user)).
+		Dict("group", idDict(p, x.EGID, group)).
+		Dict("real_group", idDict(p, x.GID, group)).
+		Dict("saved_group", idDict(p, x.SGID, group))
+	if n := min(x.NGroups, events.MaxGroups); n > 0 {
+		arr := p.CreateArray()
+		for _, g := range x.Groups[:n] {
+			arr.Dict(idDict(p, g, group))
+		}
+		p.Array("supplemental_groups", arr)
+	}
+	if x.SID > 0 {
+		p.Dict("session_leader", leaderDict(p, x.SID, x.SessionLeader))
+	}
+	if x.PGID > 0 {
+		p.Dict("group_leader", leaderDict(p, x.PGID, x.GroupLeader))
+	}
+	if x.TTY {
+		p.Dict("tty", p.CreateDict().Dict("char_device", p.CreateDict().
+			Uint32("major", x.TTYMajor).Uint32("minor", x.TTYMinor)))
+	}
+	p.Bool("interactive", x.Interactive())
+	if x.NSPid > 0 {
+		p.Int32("vpid", x.NSPid)
+	}
+}
+
+// supervisorContext adds to supervisor.* what ECS has no field for.
+func supervisorContext(s *zerolog.Event, ev *events.Event) {
+	x := &ev.Ctx
+	if x.Valid {
+		if x.Audit && x.LoginUID != events.UnsetID {
+			s.Uint32("audit_login_uid", x.LoginUID)
+		}
+		if x.Audit && x.AuditSession != events.UnsetID {
+			s.Uint32("audit_session_id", x.AuditSession)
+		}
+		if x.NGroups > events.MaxGroups {
+			s.Int("supplemental_groups_count", x.NGroups)
+		}
+		s.Uint64("cgroup_id", x.CgroupID).Uint32("pid_ns", x.PidNS)
+	}
+	if ev.Kind != events.Exec {
+		return
+	}
+	if ev.Exec.Cgroup != "" {
+		s.Str("cgroup", ev.Exec.Cgroup)
+	}
+	if ev.Exec.ArgsTruncated {
+		s.Bool("args_truncated", true).Int("args_size", ev.Exec.ArgsSize)
+	}
+	if ev.Exec.ExeTruncated {
+		s.Bool("executable_truncated", true)
+	}
+	if ev.Exec.CwdTruncated {
+		s.Bool("working_directory_truncated", true)
+	}
+	if ev.Exec.CgroupTruncated {
+		s.Bool("cgroup_truncated", true)
+	}
+}
+
+// ocsfContext adds the context to the OCSF process object p: the user (the
+// effective uid and the supplementary groups; OCSF's User has one uid, so
+// the real and saved ids go to unmapped), the session (its id, the
+// leader's token as uid_alt, the terminal), the container, the working
+// directory and the namespace pid.
+func ocsfContext(p *zerolog.Event, ev *events.Event, names *userdb.DB) {
+	x := &ev.Ctx
+	if ev.Exec.Cwd != "" {
+		p.Str("working_directory", ev.Exec.Cwd)
+	}
+	if ev.Exec.ContainerID != "" {
+		p.Dict("container", p.CreateDict().Str("uid", ev.Exec.ContainerID))
+	}
+	if !x.Valid {
+		return
+	}
+	var num [12]byte
+	u := p.CreateDict().Bytes("uid", strconv.AppendUint(num[:0], uint64(x.EUID), 10)).Int("type_id", 0).Str("type", "Unknown")
+	if names != nil {
+		if n, ok := names.User(x.EUID); ok {
+			u.Str("name", n)
+		}
+	}
+	if n := min(x.NGroups, events.MaxGroups); n > 0 {
+		arr := p.CreateArray()
+		for _, g := range x.Groups[:n] {
+			d := p.CreateDict().Bytes("uid", strconv.AppendUint(num[:0], uint64(g), 10))
+			if names != nil {
+				if n, ok := names.Group(g); ok {
+					d.Str("name", n)
+				}
+			}
+			arr.Dict(d)
+		}
+		u.Array("groups", arr)
+	}
+	p.Dict("user", u)
+	if x.SID > 0 {
+		var b [80]byte
+		s := p.CreateDict().Bytes("uid", strconv.AppendInt(num[:0], int64(x.SID), 10))
+		if !x.SessionLeader.IsZero() {
+			s.Bytes("uid_alt", x.SessionLeader.Append(b[:0]))
+		}
+		if x.TTY {
+			s.Str("terminal", ttyName(x.TTYMajor, x.TTYMinor))
+		}
+		p.Dict("session", s)
+	}
+	if x.NSPid > 0 {
+		p.Int32("namespace_pid", x.NSPid)
+	}
+}
+
+// ocsfUnmapped adds to unmapped.* what the OCSF process object has no
+// attribute for.
+func ocsfUnmapped(u *zerolog.Event, ev *events.Event) {
+	x := &ev.Ctx
+	if x.Valid {
+		var num [12]byte
+		u.Bytes("real_uid", strconv.AppendUint(num[:0], uint64(x.UID), 10)).
+			Bytes("saved_uid", strconv.AppendUint(num[:0], uint64(x.SUID), 10)).
+			Bytes("gid", strconv.AppendUint(num[:0], uint64(x.EGID), 10)).
+			Bytes("real_gid", strconv.AppendUint(num[:0], uint64(x.GID), 10)).
+			Bytes("saved_gid", strconv.AppendUint(num[:0], uint64(x.SGID), 10)).
+			Int32("pgid", x.PGID)
+		if x.PGID > 0 && !x.GroupLeader.IsZero() {
+			var b [80]byte
+			u.Bytes("group_leader_uid", x.GroupLeader.Append(b[:0]))
+		}
+	}
+	supervisorContext(u, ev)
+}
+
+// ttyName names a terminal device as ps(1) does for the usual majors,
+// "major:minor" otherwise.
+func ttyName(major, minor uint32) string {
+	switch major {
+	case 136, 137, 138, 139, 140, 141, 142, 143:
+		return "pts/" + strconv.FormatUint(uint64((major-136)*256+minor), 10)
+	case 4:
+		if minor < 64 {
+			return "tty" + strconv.FormatUint(uint64(minor), 10)
+		}
+		return "ttyS" + strconv.FormatUint(uint64(minor-64), 10)
+	}
+	return strconv.FormatUint(uint64(major), 10) + ":" + strconv.FormatUint(uint64(minor), 10)
+}
+
+// exeFile is the OCSF file object of an executable path.
+func exeFile(p *zerolog.Event, exe string) *zerolog.Event {
+	return p.CreateDict().Str("path", exe).Str("name", path.Base(exe)).Int("type_id", 1).Str("type", "Regular File")
+}

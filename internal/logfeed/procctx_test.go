@@ -1,0 +1,141 @@
+package logfeed
+
+import (
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/procsupervisor/supervisor/internal/events"
+	"github.com/procsupervisor/supervisor/internal/token"
+	"github.com/procsupervisor/supervisor/internal/userdb"
+)
+
+const testContainerID = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+
+// contextEvents are a fork and an exec with every piece of context the
+// eBPF source fills, for the child of pe; the exec's argv is cut.
+func contextEvents(pe *procEvents) []events.Event {
+	leader := token.Token{Boot: pe.child.Boot, Start: 3, Ino: 33, Prec: token.Ticks}
+	ctx := events.Context{Valid: true, UID: 1000, EUID: 0, SUID: 1001, GID: 100, EGID: 101, SGID: 102,
+		Groups: [events.MaxGroups]uint32{4, 24, 27}, NGroups: 3, Audit: true, LoginUID: 1000, AuditSession: 7,
+		SID: 300, PGID: pe.childPid, SessionLeader: leader, GroupLeader: pe.child,
+		TTY: true, StdTTY: true, TTYMajor: 136, TTYMinor: 5, CgroupID: 4242, NSPid: 1, PidNS: 4026532281}
+	ppid := int32(os.Getpid())
+	fork := events.Event{Kind: events.Fork, Mechanism: events.EBPF, Pid: pe.childPid, PPid: ppid,
+		Token: pe.child, ParentToken: pe.parent, Comm: [16]byte{'s', 'h'}, Ctx: ctx}
+	fork.Ctx.PGID, fork.Ctx.GroupLeader = 300, leader
+	exec := events.Event{Kind: events.Exec, Mechanism: events.EBPF, Pid: pe.childPid, PPid: ppid,
+		Token: pe.child, ParentToken: pe.parent, Comm: [16]byte{'e', 'n', 'v'},
+		Exe: "/usr/bin/env", Argv: []string{"env", "a b", "", "x\ny"}, Ctx: ctx,
+		Exec: events.ExecInfo{Cwd: "/home/u/w", Cgroup: "/system.slice/docker-" + testContainerID + ".scope",
+			ContainerID: testContainerID, ArgsCount: 9, ArgsSize: 70000, ArgsTruncated: true}}
+	return []events.Event{fork, exec}
+}
+
+// TestContextLines checks the values the context gives the ECS and OCSF
+// process lines.
+func TestContextLines(t *testing.T) {
+	pe := &procEvents{childPid: 4321, child: token.Token{Start: 99, Ino: 77, Prec: token.Ticks}}
+	evs := contextEvents(pe)
+	leader := evs[1].Ctx.SessionLeader.String()
+	for _, schema := range []string{SchemaECS, SchemaOCSF} {
+		l, out := newTestLogger(t, Config{Schema: schema, ProcessEvents: true,
+			Names: userdb.New("../userdb/testdata/passwd", "../userdb/testdata/group")})
+		for i := range evs {
+			l.Event(&evs[i])
+		}
+		flush(t, l)
+		lines := out.lines(t)
+		if len(lines) != 2 {
+			t.Fatalf("%s: %d lines, want 2", schema, len(lines))
+		}
+		fork, exec := lines[0], lines[1]
+		var want map[string]any
+		if schema == SchemaECS {
+			want = map[string]any{
+				"process.args":                     []any{"env", "a b", "", "x\ny"},
+				"process.args_count":               9.0,
+				"process.command_line":             "env a b  x\ny",
+				"process.executable":               "/usr/bin/env",
+				"process.working_directory":        "/home/u/w",
+				"process.user.id":                  "0",
+				"process.user.name":                "root",
+				"process.real_user.name":           "alice",
+				"process.real_user.id":             "1000",
+				"process.saved_user.id":            "1001",
+				"process.group.id":                 "101",
+				"process.real_group.id":            "100",
+				"process.saved_group.id":           "102",
+				"process.supplemental_groups":      []any{map[string]any{"id": "4", "name": "adm"}, map[string]any{"id": "24"}, map[string]any{"id": "27", "name": "sudo"}},
+				"process.session_leader.pid":       300.0,
+				"process.session_leader.entity_id": leader,
+				"process.group_leader.pid":         4321.0,
+				"process.group_leader.entity_id":   pe.child.String(),
+				"process.tty.char_device.major":    136.0,
+				"process.tty.char_device.minor":    5.0,
+				"process.interactive":              true,
+				"process.vpid":                     1.0,
+				"container.id":                     testContainerID,
+				"container.runtime":                "docker",
+				"supervisor.audit_login_uid":       1000.0,
+				"supervisor.audit_session_id":      7.0,
+				"supervisor.args_truncated":        true,
+				"supervisor.args_size":             70000.0,
+				"supervisor.cgroup_id":             4242.0,
+				"supervisor.cgroup":                evs[1].Exec.Cgroup,
+				"supervisor.pid_ns":                4026532281.0,
+			}
+			for k, v := range map[string]any{"process.group_leader.pid": 300.0, "process.user.id": "0", "process.session_leader.entity_id": leader} {
+				checkField(t, schema+" fork", fork, k, v)
+			}
+			for _, k := range []string{"process.args", "process.working_directory", "container.id", "supervisor.args_truncated"} {
+				if _, ok := get(fork, k); ok {
+					t.Errorf("ecs fork line has %s", k)
+				}
+			}
+		} else {
+			want = map[string]any{
+				"process.cmd_line":          "env a b  x\ny",
+				"process.file.path":         "/usr/bin/env",
+				"process.working_directory": "/home/u/w",
+				"process.user.uid":          "0",
+				"process.user.name":         "root",
+				"process.user.groups":       []any{map[string]any{"uid": "4", "name": "adm"}, map[string]any{"uid": "24"}, map[string]any{"uid": "27", "name": "sudo"}},
+				"process.session.uid":       "300",
+				"process.session.uid_alt":   leader,
+				"process.session.terminal":  "pts/5",
+				"process.container.uid":     testContainerID,
+				"process.namespace_pid":     1.0,
+				"unmapped.real_uid":         "1000",
+				"unmapped.saved_uid":        "1001",
+				"unmapped.gid":              "101",
+				"unmapped.pgid":             4321.0,
+				"unmapped.group_leader_uid": pe.child.String(),
+				"unmapped.audit_login_uid":  1000.0,
+				"unmapped.args_truncated":   true,
+			}
+		}
+		for k, v := range want {
+			checkField(t, schema+" exec", exec, k, v)
+		}
+	}
+}
+
+func checkField(t *testing.T, what string, line map[string]any, k string, want any) {
+	t.Helper()
+	got, ok := get(line, k)
+	g, _ := json.Marshal(got)
+	w, _ := json.Marshal(want)
+	if !ok || string(g) != string(w) {
+		t.Errorf("%s: %s = %s (%v), want %s", what, k, g, ok, w)
+	}
+}
+
+// TestCommandLineCut checks that command_line is cut at MaxArgsBytes.
+func TestCommandLineCut(t *testing.T) {
+	long := strings.Repeat("a", MaxArgsBytes)
+	if got := commandLine(nil, []string{"x", long}); len(got) != MaxArgsBytes || string(got[:2]) != "x " {
+		t.Errorf("commandLine cut to %d bytes %q..., want %d", len(got), got[:2], MaxArgsBytes)
+	}
+}

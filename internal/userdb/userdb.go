@@ -1,0 +1,126 @@
+// Package userdb names users and groups from the local files, /etc/passwd
+// and /etc/group, for the log feed: never through NSS, so naming a uid on
+// the event path can never wait on LDAP, SSSD or any network service.
+//
+// The files are read on first use and kept as two maps; a lookup costs a
+// map read under a mutex and does not allocate. At most every CheckEvery a
+// lookup stats both files and rereads one whose size or modification time
+// changed. Limits: users and groups that exist only in a network directory
+// have no name here (the id is still logged); a file larger than MaxBytes
+// is read up to MaxBytes; entries are taken as they are, the first one of
+// an id winning, as getpwuid does.
+package userdb
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// CheckEvery is how often lookups look for changed files.
+const CheckEvery = 10 * time.Second
+
+// MaxBytes bounds how much of each file is read.
+const MaxBytes = 8 << 20
+
+// DB names users and groups. It is safe for concurrent use.
+type DB struct {
+	now func() time.Time
+
+	mu      sync.Mutex
+	checked time.Time
+	users   table
+	groups  table
+}
+
+type table struct {
+	path  string
+	size  int64
+	mtime time.Time
+	names map[uint32]string
+}
+
+// New returns a DB over the given passwd and group files.
+func New(passwd, group string) *DB {
+	return &DB{now: time.Now, users: table{path: passwd}, groups: table{path: group}}
+}
+
+// Local returns a DB over /etc/passwd and /etc/group.
+func Local() *DB { return New("/etc/passwd", "/etc/group") }
+
+// User returns the name of uid, and false when the passwd file has none.
+func (d *DB) User(uid uint32) (string, bool) { return d.lookup(&d.users, uid) }
+
+// Group returns the name of gid, and false when the group file has none.
+func (d *DB) Group(gid uint32) (string, bool) { return d.lookup(&d.groups, gid) }
+
+func (d *DB) lookup(t *table, id uint32) (string, bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if now := d.now(); d.checked.IsZero() || now.Sub(d.checked) >= CheckEvery {
+		d.checked = now
+		d.users.refresh()
+		d.groups.refresh()
+	}
+	n, ok := t.names[id]
+	return n, ok
+}
+
+// refresh rereads the file when its size or modification time changed. A
+// file that cannot be read names nothing.
+func (t *table) refresh() {
+	st, err := os.Stat(t.path)
+	if err != nil {
+		t.names, t.size, t.mtime = nil, 0, time.Time{}
+		return
+	}
+	if t.names != nil && st.Size() == t.size && st.ModTime().Equal(t.mtime) {
+		return
+	}
+	f, err := os.Open(t.path)
+	if err != nil {
+		t.names = nil
+		return
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, MaxBytes))
+	if err != nil {
+		t.names = nil
+		return
+	}
+	t.names, t.size, t.mtime = Parse(b), st.Size(), st.ModTime()
+}
+
+// Parse reads passwd or group lines (name:password:id:...) into a map from
+// id to name. Comments, blank lines, NIS lines (+ and -) and lines whose
+// third field is not a 32-bit number are skipped; the first name of an id
+// wins.
+func Parse(b []byte) map[uint32]string {
+	names := make(map[uint32]string)
+	for len(b) > 0 {
+		line := b
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			line, b = b[:i], b[i+1:]
+		} else {
+			b = nil
+		}
+		if len(line) == 0 || line[0] == '#' || line[0] == '+' || line[0] == '-' {
+			continue
+		}
+		f := bytes.SplitN(line, []byte{':'}, 4)
+		if len(f) < 3 || len(f[0]) == 0 {
+			continue
+		}
+		id, err := strconv.ParseUint(string(f[2]), 10, 32)
+		if err != nil {
+			continue
+		}
+		if _, dup := names[uint32(id)]; !dup {
+			names[uint32(id)] = string(f[0])
+		}
+	}
+	return names
+}

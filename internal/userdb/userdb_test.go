@@ -1,0 +1,89 @@
+package userdb
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func TestLookup(t *testing.T) {
+	d := New("testdata/passwd", "testdata/group")
+	users := []struct {
+		id   uint32
+		name string
+		ok   bool
+	}{
+		{0, "root", true}, // the first of two entries for uid 0
+		{1, "daemon", true},
+		{1000, "alice", true},
+		{65534, "nobody", true},
+		{4242, "", false},
+		{0xffffffff, "", false},
+	}
+	for _, tt := range users {
+		if n, ok := d.User(tt.id); n != tt.name || ok != tt.ok {
+			t.Errorf("User(%d) = %q, %v, want %q, %v", tt.id, n, ok, tt.name, tt.ok)
+		}
+	}
+	for id, want := range map[uint32]string{0: "root", 4: "adm", 27: "sudo", 65534: "nogroup"} {
+		if n, ok := d.Group(id); n != want || !ok {
+			t.Errorf("Group(%d) = %q, %v, want %q", id, n, ok, want)
+		}
+	}
+	if n, ok := New("testdata/none", "testdata/none").User(0); ok {
+		t.Errorf("User(0) without a file = %q, want none", n)
+	}
+}
+
+// TestRefresh checks that a changed file is reread once CheckEvery has
+// passed, not before.
+func TestRefresh(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "passwd")
+	if err := os.WriteFile(p, []byte("a:x:1:1::/:/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	now := time.Unix(1000, 0)
+	d := New(p, filepath.Join(dir, "group"))
+	d.now = func() time.Time { return now }
+	if n, _ := d.User(1); n != "a" {
+		t.Fatalf("User(1) = %q, want a", n)
+	}
+	if err := os.WriteFile(p, []byte("bb:x:1:1::/:/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := d.User(1); n != "a" {
+		t.Errorf("User(1) before CheckEvery = %q, want the cached a", n)
+	}
+	now = now.Add(CheckEvery)
+	if n, _ := d.User(1); n != "bb" {
+		t.Errorf("User(1) after CheckEvery = %q, want bb", n)
+	}
+}
+
+func TestLookupDoesNotAllocate(t *testing.T) {
+	d := New("testdata/passwd", "testdata/group")
+	d.User(0)
+	if n := testing.AllocsPerRun(100, func() { d.User(1000); d.Group(27) }); n != 0 {
+		t.Errorf("lookups allocate %v times", n)
+	}
+}
+
+// FuzzParse checks that Parse never panics and names only ids it read.
+func FuzzParse(f *testing.F) {
+	b, err := os.ReadFile("testdata/passwd")
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(b)
+	f.Add([]byte("x:y:1"))
+	f.Add([]byte(":::\n\n::"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		for _, name := range Parse(b) {
+			if name == "" {
+				t.Fatalf("Parse(%q) named an id with an empty name", b)
+			}
+		}
+	})
+}
