@@ -1,27 +1,39 @@
 // Package packaging holds the service files, the example configuration and
 // the nfpm config; it has no Go code. Its tests keep those files in step
 // with the daemon: the example config must load and validate with the
-// daemon's own parser, every config key must be documented, the socket path
-// must agree across the unit, the config and the manifests, and the unit
-// must pass systemd-analyze verify where systemd-analyze exists.
+// daemon's own parser, every config key must be documented, the socket and
+// state paths must agree across the binary's defaults, the unit, the config
+// and the manifests, no packaged path may be one Debian's supervisor
+// (supervisord) ships, and the unit must pass systemd-analyze verify where
+// systemd-analyze exists.
 package packaging
 
 import (
+	"bufio"
 	"encoding/xml"
 	"errors"
-	"github.com/procsupervisor/supervisor/internal/testenv"
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/procsupervisor/supervisor/internal/daemon"
+	"github.com/procsupervisor/supervisor/internal/testenv"
 )
 
-const socket = "/run/supervisor/supervisor.sock"
+// The unit, the config and the manifests use root's defaults of the binary.
+const (
+	socket   = daemon.RootSocket
+	stateDir = daemon.RootStateDir
+	unitFile = "procsupervisor.service"
+	// confPath is where the packages install supervisor.conf.example.
+	confPath = "/etc/procsupervisor/procsupervisor.conf"
+)
 
 func read(t *testing.T, path string) string {
 	t.Helper()
@@ -57,10 +69,13 @@ func TestExampleConfig(t *testing.T) {
 		t.Fatalf("Validate(example) = %v", err)
 	}
 	if cfg.Socket != socket {
-		t.Errorf("example socket = %q, want %q (the unit's RuntimeDirectory)", cfg.Socket, socket)
+		t.Errorf("example socket = %q, want %q (the binary's default, in the unit's RuntimeDirectory)", cfg.Socket, socket)
 	}
-	if cfg.StateDir != "/var/lib/supervisor" {
-		t.Errorf("example state_dir = %q, want /var/lib/supervisor (the unit's StateDirectory)", cfg.StateDir)
+	if cfg.StateDir != stateDir {
+		t.Errorf("example state_dir = %q, want %q (the binary's default, the unit's StateDirectory)", cfg.StateDir, stateDir)
+	}
+	if cfg.SocketGroup != "procsupervisor" {
+		t.Errorf("example socket_group = %q, want procsupervisor (the group postinstall creates)", cfg.SocketGroup)
 	}
 	example := read(t, "supervisor.conf.example")
 	for _, k := range configKeys() {
@@ -80,34 +95,136 @@ func TestConfigDocumented(t *testing.T) {
 	}
 }
 
-// TestSocketPath: the unit, the launchd job's environment and the
-// DaemonSet's probe all name the socket the example configures.
+// TestSocketPath: the unit has the settings the daemon relies on, and the
+// DaemonSet's config and probe name the socket the example configures.
 func TestSocketPath(t *testing.T) {
-	unit := read(t, "supervisor.service")
+	unit := read(t, unitFile)
 	for _, want := range []string{
-		"Environment=SUPERVISOR_SOCKET=" + socket,
-		"RuntimeDirectory=supervisor\n",
-		"StateDirectory=supervisor\n",
 		"KillMode=process\n",
 		"Delegate=yes\n",
 		"NoNewPrivileges=yes\n",
-		"ExecStart=/usr/bin/supervisor run --config /etc/supervisor/supervisor.conf\n",
+		"ExecStart=/usr/bin/supervisor run --config " + confPath + "\n",
 	} {
 		if !strings.Contains(unit, want) {
-			t.Errorf("supervisor.service lacks %q", want)
+			t.Errorf("%s lacks %q", unitFile, want)
 		}
 	}
 	ds := read(t, "kubernetes/daemonset.yaml")
-	if n := strings.Count(ds, socket); n < 3 {
-		t.Errorf("daemonset.yaml names %s %d times, want it in the config, env and probe", socket, n)
+	if n := strings.Count(ds, socket); n < 2 {
+		t.Errorf("daemonset.yaml names %s %d times, want it in the config and the probe", socket, n)
+	}
+	for _, want := range []string{"path: " + filepath.Dir(socket) + "\n", "path: " + stateDir + "\n", "mountPath: " + filepath.Dir(confPath) + "\n"} {
+		if !strings.Contains(ds, want) {
+			t.Errorf("daemonset.yaml lacks %q", want)
+		}
+	}
+}
+
+// unitSettings returns the settings of a systemd unit file: key to values,
+// in order, comments and section headers left out.
+func unitSettings(t *testing.T, text string) map[string][]string {
+	t.Helper()
+	m := map[string][]string{}
+	sc := bufio.NewScanner(strings.NewReader(text))
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		if line == "" || line[0] == '#' || line[0] == ';' || line[0] == '[' {
+			continue
+		}
+		k, v, ok := strings.Cut(line, "=")
+		if !ok {
+			t.Fatalf("%s: line %q is no setting", unitFile, line)
+		}
+		m[k] = append(m[k], v)
+	}
+	return m
+}
+
+// one returns the single value of a setting, failing when it has none or
+// several.
+func one(t *testing.T, m map[string][]string, key string) string {
+	t.Helper()
+	if len(m[key]) != 1 {
+		t.Fatalf("%s: %s= set %d times, want once", unitFile, key, len(m[key]))
+	}
+	return m[key][0]
+}
+
+// TestUnitAgreesWithBinary parses the unit and compares it with the
+// binary's own defaults for root: the socket lies in the unit's
+// RuntimeDirectory, the state dir is its StateDirectory, the config given
+// to ExecStart lies in its ConfigurationDirectory and is the file the
+// packages install. The unit names no socket of its own (no
+// SUPERVISOR_SOCKET), so root's clients and the daemon meet at the default.
+func TestUnitAgreesWithBinary(t *testing.T) {
+	m := unitSettings(t, read(t, unitFile))
+	if got := "/run/" + one(t, m, "RuntimeDirectory"); got != filepath.Dir(socket) {
+		t.Errorf("RuntimeDirectory is %s, but the binary's default socket %s is not in it", got, socket)
+	}
+	if one(t, m, "RuntimeDirectoryMode") != "0755" {
+		t.Errorf("RuntimeDirectoryMode=%s, want 0755 (the daemon refuses a socket directory others may write to; clients must traverse it)", one(t, m, "RuntimeDirectoryMode"))
+	}
+	if got := "/var/lib/" + one(t, m, "StateDirectory"); got != stateDir {
+		t.Errorf("StateDirectory is %s, want the binary's default %s", got, stateDir)
+	}
+	if got := "/etc/" + one(t, m, "ConfigurationDirectory"); got != filepath.Dir(confPath) {
+		t.Errorf("ConfigurationDirectory is %s, want %s", got, filepath.Dir(confPath))
+	}
+	for _, key := range []string{"ExecStart", "ExecStartPre"} {
+		f := strings.Fields(one(t, m, key))
+		i := slices.Index(f, "--config")
+		if i < 0 || i+1 >= len(f) || f[i+1] != confPath {
+			t.Errorf("%s=%s: want --config %s", key, strings.Join(f, " "), confPath)
+		}
+	}
+	for _, env := range m["Environment"] {
+		if strings.Contains(env, daemon.SocketEnv+"=") {
+			t.Errorf("Environment=%s: the unit must not name a socket of its own; the binary's default is the one path", env)
+		}
+	}
+	if !strings.Contains(read(t, "nfpm.yaml"), "dst: "+confPath+"\n") {
+		t.Errorf("nfpm.yaml does not install the config at %s", confPath)
+	}
+}
+
+// TestPackageCoexists: the package is not named supervisor, and none of
+// its paths is, or lies under, a path of Debian's supervisor package
+// (supervisord) that names supervisor: not its unit, config directory,
+// docs, man pages or init script. Shared directories (/usr/bin,
+// /lib/systemd/system) are fine; /usr/bin/supervisor is not one of theirs.
+// scripts/coexist.sh checks the same on an installed system.
+func TestPackageCoexists(t *testing.T) {
+	nfpm := read(t, "nfpm.yaml")
+	if m := regexp.MustCompile(`(?m)^name:\s*(\S+)$`).FindStringSubmatch(nfpm); m == nil || m[1] != "procsupervisor" {
+		t.Errorf("nfpm.yaml name = %v, want procsupervisor", m)
+	}
+	var theirs []string
+	for _, line := range strings.Split(read(t, "testdata/debian-supervisor-4.2.5.paths"), "\n") {
+		if line != "" && line[0] != '#' && strings.Contains(filepath.Base(line), "supervisor") {
+			theirs = append(theirs, line)
+		}
+	}
+	if len(theirs) < 5 {
+		t.Fatalf("read %d paths of Debian's supervisor, want its unit, config, docs...", len(theirs))
+	}
+	dsts := regexp.MustCompile(`(?m)^\s+dst:\s*(\S+)$`).FindAllStringSubmatch(nfpm, -1)
+	if len(dsts) < 5 {
+		t.Fatalf("nfpm.yaml: %d dst: lines, want the binary, unit, config and docs", len(dsts))
+	}
+	for _, d := range dsts {
+		for _, p := range theirs {
+			if d[1] == p || strings.HasPrefix(d[1], p+"/") {
+				t.Errorf("nfpm.yaml installs %s, in Debian's supervisor's %s", d[1], p)
+			}
+		}
 	}
 }
 
 // TestCapabilitiesAgree: the DaemonSet adds exactly the unit's capabilities.
 func TestCapabilitiesAgree(t *testing.T) {
-	m := regexp.MustCompile(`(?m)^CapabilityBoundingSet=(.*)$`).FindStringSubmatch(read(t, "supervisor.service"))
+	m := regexp.MustCompile(`(?m)^CapabilityBoundingSet=(.*)$`).FindStringSubmatch(read(t, unitFile))
 	if m == nil {
-		t.Fatal("supervisor.service: no CapabilityBoundingSet=")
+		t.Fatal(unitFile + ": no CapabilityBoundingSet=")
 	}
 	unit := map[string]bool{}
 	for _, c := range strings.Fields(m[1]) {
@@ -155,7 +272,7 @@ func TestPlist(t *testing.T) {
 		}
 	}
 	joined := strings.Join(strs, " ")
-	if !strings.Contains(joined, "com.supervisor.daemon /usr/local/bin/supervisor run --config /usr/local/etc/supervisor/supervisor.conf") {
+	if !strings.Contains(joined, "com.supervisor.daemon /usr/local/bin/supervisor run --config /usr/local/etc/procsupervisor/procsupervisor.conf") {
 		t.Errorf("plist strings = %q, want Label then ProgramArguments run --config", joined)
 	}
 }

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# check-unit.sh: check packaging/supervisor.service with systemd's own
+# check-unit.sh: check packaging/procsupervisor.service with systemd's own
 # tools, offline (no running systemd needed):
 #   - systemd-analyze verify: syntax, unknown or misspelt settings, bad
 #     values. Any message counts as a failure, warnings included.
@@ -12,7 +12,7 @@
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
-unit=$root/packaging/supervisor.service
+unit=$root/packaging/procsupervisor.service
 max=${MAX_EXPOSURE:-54}
 
 if ! command -v systemd-analyze >/dev/null; then
@@ -34,10 +34,10 @@ trap 'rm -rf "$tmp"' EXIT
 # path changes; the file name stays, since verify derives the unit name from it.
 bin=$root/dist/supervisor
 [ -x "$bin" ] || bin=$(command -v true)
-sed "s#/usr/bin/supervisor#${bin}#g" "$unit" >"$tmp/supervisor.service"
+sed "s#/usr/bin/supervisor#${bin}#g" "$unit" >"$tmp/procsupervisor.service"
 
 # SYSTEMD_LOG_LEVEL=notice hides verify's debug chatter but keeps warnings.
-out=$(SYSTEMD_LOG_LEVEL=notice systemd-analyze verify --man=no "$tmp/supervisor.service" 2>&1) || {
+out=$(SYSTEMD_LOG_LEVEL=notice systemd-analyze verify --man=no "$tmp/procsupervisor.service" 2>&1) || {
 	echo "$out" >&2
 	echo "check-unit: systemd-analyze verify failed" >&2
 	exit 1
@@ -49,7 +49,7 @@ if [ -n "$out" ]; then
 fi
 echo "check-unit: verify: ok"
 
-if ! sec=$(systemd-analyze security --offline=yes --threshold="$max" "$tmp/supervisor.service" 2>&1); then
+if ! sec=$(systemd-analyze security --offline=yes --threshold="$max" "$tmp/procsupervisor.service" 2>&1); then
 	echo "$sec" | grep -E '^✗|Overall' >&2 || echo "$sec" >&2
 	echo "check-unit: exposure over $max/100 (see the ✗ lines above)" >&2
 	exit 1

@@ -35,8 +35,8 @@ scripts/build-static.sh
 
 mkdir -p dist
 for fmt in deb rpm; do
-	# nfpm names the file itself (supervisor_VERSION_ARCH.deb,
-	# supervisor-VERSION.ARCH.rpm); remove older ones so dist/ holds one.
+	# nfpm names the file itself (procsupervisor_VERSION_ARCH.deb,
+	# procsupervisor-VERSION.ARCH.rpm); remove older ones so dist/ holds one.
 	rm -f dist/*."$fmt"
 	go tool nfpm package --config packaging/nfpm.yaml --packager "$fmt" --target dist/
 done

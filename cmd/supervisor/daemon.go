@@ -74,7 +74,9 @@ func socketFlag(fs *flag.FlagSet) *string {
 
 // dial returns a client of the daemon at the socket --socket names, or
 // that daemon.FindSocket finds.
-func dial(sock string) *api.Client { return api.NewClient(daemon.FindSocket(sock)) }
+func dial(sock string) *api.Client { dialed = daemon.FindSocket(sock); return api.NewClient(dialed) }
+
+var dialed string // the socket dial chose, for apiFail
 
 func runDaemon(ctx context.Context, env *cliEnv, args []string) error {
 	fs := newFlags("run")

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/procsupervisor/supervisor/internal/actions"
+	"github.com/procsupervisor/supervisor/internal/api"
 	"github.com/procsupervisor/supervisor/internal/client"
 	"github.com/procsupervisor/supervisor/internal/daemon"
 	"github.com/procsupervisor/supervisor/internal/tracker"
@@ -80,6 +81,9 @@ func killCode(out actions.Outcome) int {
 func apiFail(err error) error {
 	if err == nil {
 		return nil
+	}
+	if errors.Is(err, api.ErrNoDaemon) {
+		err = daemon.ExplainUnreachable(err, dialed)
 	}
 	code, msg := client.Exit(err)
 	return fail(code, "%s", msg)

@@ -1,13 +1,10 @@
 package daemon
 
 import (
-	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"time"
 
@@ -32,55 +29,6 @@ func (c cgroupBase) describe() string {
 	return "none (" + c.reason + ")"
 }
 
-// cgroup2Mount finds the cgroup v2 mount point in a mountinfo file.
-func cgroup2Mount(mountinfo []byte) (string, bool) {
-	sc := bufio.NewScanner(bytes.NewReader(mountinfo))
-	sc.Buffer(make([]byte, 0, 4096), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		sep := strings.Index(line, " - ")
-		if sep < 0 {
-			continue
-		}
-		post := strings.Fields(line[sep+3:])
-		pre := strings.Fields(line[:sep])
-		if len(post) >= 1 && post[0] == "cgroup2" && len(pre) >= 5 {
-			return unescapeMount(pre[4]), true
-		}
-	}
-	return "", false
-}
-
-// unescapeMount undoes the octal escapes of mountinfo (\040 for a space).
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(v))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
-// ownCgroup returns the process's cgroup v2 path from /proc/self/cgroup
-// ("0::/path").
-func ownCgroup(b []byte) (string, bool) {
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "0::"); ok {
-			return rest, true
-		}
-	}
-	return "", false
-}
-
 // findCgroupBase decides where grant cgroups go: for "auto", a
 // "supervisor" directory beside the daemon, under its own cgroup v2 group
 // (a delegated subtree under systemd), created if needed and probed for
@@ -95,13 +43,13 @@ func findCgroupBase(setting string) cgroupBase {
 		if err != nil {
 			return cgroupBase{reason: "reading mountinfo: " + err.Error()}
 		}
-		mnt, ok := cgroup2Mount(mi)
+		mnt, ok := procfs.Cgroup2Mount(mi)
 		if !ok {
 			return cgroupBase{reason: "no cgroup2 mount in /proc/self/mountinfo"}
 		}
 		own := "/"
 		if b, err := os.ReadFile("/proc/self/cgroup"); err == nil {
-			if p, ok := ownCgroup(b); ok {
+			if p, ok := procfs.Cgroup2Path(b); ok {
 				own = p
 			}
 		}
@@ -157,7 +105,7 @@ func inCgroup(pid int32, cgPath string) bool {
 	if err != nil {
 		return false
 	}
-	own, ok := ownCgroup(b)
+	own, ok := procfs.Cgroup2Path(b)
 	return ok && own != "/" && strings.HasSuffix(cgPath, own)
 }
 

@@ -99,8 +99,8 @@ const (
 )
 
 // DefaultConfig returns the defaults for the user running the daemon: as
-// root /var/lib/supervisor and /run/supervisor.sock, otherwise under
-// $XDG_STATE_HOME and $XDG_RUNTIME_DIR.
+// root RootStateDir and RootSocket, otherwise under $XDG_STATE_HOME and
+// $XDG_RUNTIME_DIR.
 func DefaultConfig() Config {
 	return Config{
 		StateDir:     DefaultStateDir(),
@@ -128,11 +128,21 @@ func DefaultConfig() Config {
 	}
 }
 
-// DefaultStateDir is /var/lib/supervisor for root, else
+// Root's paths, the ones the packages (procsupervisor.deb and .rpm) and
+// their unit use. They are named procsupervisor, not supervisor: Debian's
+// supervisor package (supervisord) owns /etc/supervisor, the unit
+// supervisor.service and the socket /run/supervisor.sock, and both must be
+// installable side by side. packaging_test.go checks that the unit agrees.
+const (
+	RootStateDir = "/var/lib/procsupervisor"
+	RootSocket   = "/run/procsupervisor/api.sock"
+)
+
+// DefaultStateDir is RootStateDir for root, else
 // $XDG_STATE_HOME/supervisor (~/.local/state/supervisor).
 func DefaultStateDir() string {
 	if os.Geteuid() == 0 {
-		return "/var/lib/supervisor"
+		return RootStateDir
 	}
 	if d := os.Getenv("XDG_STATE_HOME"); d != "" {
 		return filepath.Join(d, "supervisor")
@@ -141,11 +151,11 @@ func DefaultStateDir() string {
 	return filepath.Join(home, ".local", "state", "supervisor")
 }
 
-// DefaultSocket is /run/supervisor.sock for root, else
+// DefaultSocket is RootSocket for root, else
 // $XDG_RUNTIME_DIR/supervisor.sock (/run/user/UID when unset).
 func DefaultSocket() string {
 	if os.Geteuid() == 0 {
-		return "/run/supervisor.sock"
+		return RootSocket
 	}
 	if d := os.Getenv("XDG_RUNTIME_DIR"); d != "" {
 		return filepath.Join(d, "supervisor.sock")
@@ -157,31 +167,66 @@ func DefaultSocket() string {
 // socket.
 const SocketEnv = "SUPERVISOR_SOCKET"
 
-// UnitSocket is where the packaged systemd unit (packaging/supervisor.service)
-// has the daemon listen, in its RuntimeDirectory.
-const UnitSocket = "/run/supervisor/supervisor.sock"
-
 // FindSocket returns the socket a client should call: flagVal when set, else
-// $SUPERVISOR_SOCKET, else DefaultSocket; for root, UnitSocket when the
-// default does not exist and UnitSocket does (a daemon run by the packaged
-// unit, asked from a shell that did not set the variable).
+// $SUPERVISOR_SOCKET, else DefaultSocket. There is no fallback to another
+// path: a client that finds nothing there says so (SocketHint) rather than
+// calling whatever listens at an older path, which may be supervisord.
 func FindSocket(flagVal string) string {
-	return findSocket(flagVal, os.Getenv(SocketEnv), DefaultSocket(), UnitSocket, os.Geteuid() == 0)
-}
-
-func findSocket(flagVal, env, def, unit string, root bool) string {
 	switch {
 	case flagVal != "":
 		return flagVal
-	case env != "":
-		return env
+	case os.Getenv(SocketEnv) != "":
+		return os.Getenv(SocketEnv)
 	}
-	if _, err := os.Stat(def); err != nil && root {
-		if _, err := os.Stat(unit); err == nil {
-			return unit
+	return DefaultSocket()
+}
+
+// otherSocket is a socket a client did not ask for but may have meant:
+// root's, for a user whose default is their own, or one where root's daemon
+// listened before the package was renamed procsupervisor.
+type otherSocket struct{ path, what string }
+
+var otherSockets = []otherSocket{
+	{RootSocket, "root's daemon listens there; members of its socket group may use it"},
+	{"/run/supervisor.sock", "Debian's supervisord listens there, and so did this daemon by default before it was renamed procsupervisor"},
+	{"/run/supervisor/supervisor.sock", "the unit supervisor.service of this daemon's package before it was renamed procsupervisor listened there"},
+}
+
+// SocketHint explains a socket a client could not reach: empty when sock
+// exists (the client's own error says what went wrong), else a sentence
+// saying that nothing listens at sock, and naming any other socket found
+// (otherSockets), which the client does not try on its own.
+func SocketHint(sock string) string {
+	return socketHint(sock, otherSockets)
+}
+
+// ExplainUnreachable returns err, the error of a client that could not
+// reach sock, with SocketHint's sentence on a line of its own when it has
+// one. errors.Is and errors.As see err as before.
+func ExplainUnreachable(err error, sock string) error {
+	if h := SocketHint(sock); h != "" {
+		return fmt.Errorf("%w\n%s", err, h)
+	}
+	return err
+}
+
+func socketHint(sock string, others []otherSocket) string {
+	if _, err := os.Lstat(sock); err == nil || !errors.Is(err, os.ErrNotExist) {
+		return ""
+	}
+	h := "no socket at " + sock + ": is the daemon running?"
+	if sock == RootSocket {
+		h = "no socket at " + sock + ": is the daemon running (systemctl status procsupervisor)?"
+	}
+	for _, o := range others {
+		if o.path == sock {
+			continue
+		}
+		if fi, err := os.Lstat(o.path); err == nil && fi.Mode()&os.ModeSocket != 0 {
+			h += "\n" + o.path + " exists (" + o.what + "): it is not tried; pass --socket " + o.path + " (or set " + SocketEnv + ") if it is this supervisor's."
 		}
 	}
-	return def
+	return h
 }
 
 // maxConfigBytes bounds a config file.

@@ -3,6 +3,7 @@ package daemon
 import (
 	"encoding/json"
 	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -112,28 +113,12 @@ func FuzzDecodeConfig(f *testing.F) {
 }
 
 func TestFindSocket(t *testing.T) {
-	dir := t.TempDir()
-	present, absent := filepath.Join(dir, "present.sock"), filepath.Join(dir, "absent.sock")
-	if err := os.WriteFile(present, nil, 0o600); err != nil {
-		t.Fatal(err)
+	t.Setenv(SocketEnv, "")
+	if got := FindSocket(""); got != DefaultSocket() {
+		t.Errorf("FindSocket(\"\") = %q, want the default %q", got, DefaultSocket())
 	}
-	tests := []struct {
-		name                 string
-		flag, env, def, unit string
-		root                 bool
-		want                 string
-	}{
-		{"the flag first", "/f.sock", "/e.sock", absent, present, true, "/f.sock"},
-		{"then the environment", "", "/e.sock", absent, present, true, "/e.sock"},
-		{"then the default", "", "", present, present, true, present},
-		{"the unit's for root without a default", "", "", absent, present, true, present},
-		{"not the unit's for a user", "", "", absent, present, false, absent},
-		{"the default when neither exists", "", "", absent, filepath.Join(dir, "none"), true, absent},
-	}
-	for _, tt := range tests {
-		if got := findSocket(tt.flag, tt.env, tt.def, tt.unit, tt.root); got != tt.want {
-			t.Errorf("%s: findSocket(%q, %q, %q, %q, %v) = %q, want %q", tt.name, tt.flag, tt.env, tt.def, tt.unit, tt.root, got, tt.want)
-		}
+	if os.Geteuid() == 0 && DefaultSocket() != RootSocket {
+		t.Errorf("root's DefaultSocket() = %q, want RootSocket %q", DefaultSocket(), RootSocket)
 	}
 	t.Setenv(SocketEnv, "/from/env.sock")
 	if got := FindSocket(""); got != "/from/env.sock" {
@@ -141,5 +126,68 @@ func TestFindSocket(t *testing.T) {
 	}
 	if got := FindSocket("/flag.sock"); got != "/flag.sock" {
 		t.Errorf("FindSocket(/flag.sock) = %q, want /flag.sock", got)
+	}
+}
+
+// TestSocketHint: nothing to add when the socket exists; otherwise the
+// missing path is named, and an older socket found is named but not used.
+func TestSocketHint(t *testing.T) {
+	dir := t.TempDir()
+	present, absent, file := filepath.Join(dir, "present.sock"), filepath.Join(dir, "absent.sock"), filepath.Join(dir, "file")
+	l, err := net.Listen("unix", present)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	old := func(paths ...string) []otherSocket {
+		var l []otherSocket
+		for _, p := range paths {
+			l = append(l, otherSocket{p, "an old one"})
+		}
+		return l
+	}
+	tests := []struct {
+		name, sock   string
+		others       []otherSocket
+		want, absent []string
+	}{
+		{"the socket exists", present, old(present), nil, []string{"no socket"}},
+		{"nothing anywhere", absent, old(filepath.Join(dir, "old.sock")), []string{"no socket at " + absent}, []string{"old.sock"}},
+		{"an older socket", absent, old(present), []string{"no socket at " + absent, present + " exists (an old one)", "--socket " + present}, nil},
+		{"an older path that is no socket", absent, old(file), []string{"no socket at " + absent}, []string{file + " exists"}},
+	}
+	for _, tt := range tests {
+		got := socketHint(tt.sock, tt.others)
+		if len(tt.want) == 0 && got != "" {
+			t.Errorf("%s: socketHint = %q, want nothing", tt.name, got)
+		}
+		for _, w := range tt.want {
+			if !strings.Contains(got, w) {
+				t.Errorf("%s: socketHint = %q, want it to say %q", tt.name, got, w)
+			}
+		}
+		for _, w := range tt.absent {
+			if strings.Contains(got, w) {
+				t.Errorf("%s: socketHint = %q, want no %q", tt.name, got, w)
+			}
+		}
+	}
+}
+
+// TestExplainUnreachable: the hint goes on its own line and the error
+// stays what it was for errors.Is.
+func TestExplainUnreachable(t *testing.T) {
+	base := errors.New("dial: no such file")
+	dir := t.TempDir()
+	missing := filepath.Join(dir, "api.sock")
+	got := ExplainUnreachable(base, missing)
+	if !errors.Is(got, base) || !strings.Contains(got.Error(), "\nno socket at "+missing) {
+		t.Errorf("ExplainUnreachable(missing) = %q, want %q then the hint on its own line", got, base)
+	}
+	if got := ExplainUnreachable(base, dir); got != base {
+		t.Errorf("ExplainUnreachable(existing path) = %q, want the error unchanged", got)
 	}
 }

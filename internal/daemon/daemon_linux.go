@@ -164,6 +164,11 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 		return fmt.Errorf("%w: %w", ErrStore, err)
 	}
 	defer st.Close()
+	// Before anything acts on a claim: a socket no client could trust is a
+	// reason not to start.
+	if err := prepareSocketDir(cfg.Socket, os.Geteuid()); err != nil {
+		return err
+	}
 	boot, err := procfs.ReadBootID("/proc")
 	if err != nil {
 		return fmt.Errorf("boot id: %w", err)
@@ -409,10 +414,7 @@ func (d *Daemon) queue(id string, trig Trigger) {
 }
 
 func (d *Daemon) listen() (net.Listener, error) {
-	if err := os.MkdirAll(filepath.Dir(d.cfg.Socket), 0o755); err != nil {
-		return nil, fmt.Errorf("socket dir: %w", err)
-	}
-	// We hold the state lock; a socket file left there is stale or belongs
+	// Run made and checked the directory (prepareSocketDir). We hold the state lock; a socket file left there is stale or belongs
 	// to a daemon of another state dir, which connect tells apart.
 	if fi, err := os.Lstat(d.cfg.Socket); err == nil {
 		if fi.Mode()&os.ModeSocket == 0 {

@@ -4,9 +4,10 @@
 // (internal/api) on a Unix socket.
 //
 // Lifecycle (Run): lock and open the store (a corrupt store is an error, the
-// daemon refuses to start), become a child subreaper, start the tracker,
-// reconcile every stored claim against the verdict table before serving, then
-// serve until the context ends. Shutdown leaves every process running and
+// daemon refuses to start), make or check the socket's directory (refused
+// when another user owns it or may write to it: ErrUnsafeSocketDir), become
+// a child subreaper, start the tracker, reconcile every stored claim against
+// the verdict table before serving, then serve until the context ends. Shutdown leaves every process running and
 // every claim recorded: a restart orphans nothing.
 //
 // Launch starts a process in its own process group and, where cgroup v2 is

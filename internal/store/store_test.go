@@ -44,7 +44,7 @@ func fullGrant() Claim {
 		Holder:    &Instance{Pid: 100, Token: tk("tok-holder")},
 		WallClock: 90 * time.Second, Deadline: t0.Add(90 * time.Second),
 		ExitCode: &code, ExitSignal: 9, EndedAt: t0.Add(time.Minute),
-		OutputPath: "/var/lib/supervisor/out/x", RetiredReason: "none", FollowedUp: true,
+		OutputPath: "/var/lib/procsupervisor/out/x", RetiredReason: "none", FollowedUp: true,
 	}
 }
 

@@ -4,13 +4,16 @@
 # (%post with $1 = 1 on install, 2 on upgrade).
 set -e
 
-# The socket's group (socket_group in /etc/supervisor/supervisor.conf):
-# members may call the daemon's API.
-if ! getent group supervisor >/dev/null 2>&1; then
+# The socket's group (socket_group in
+# /etc/procsupervisor/procsupervisor.conf): members may call the daemon's
+# API. Not "supervisor": supervisord's guides have admins create a group of
+# that name for supervisord's own socket, and its members must not get
+# this daemon's API by accident.
+if ! getent group procsupervisor >/dev/null 2>&1; then
 	if command -v groupadd >/dev/null 2>&1; then
-		groupadd --system supervisor
+		groupadd --system procsupervisor
 	elif command -v addgroup >/dev/null 2>&1; then
-		addgroup --system supervisor
+		addgroup --system procsupervisor
 	fi
 fi
 
@@ -26,11 +29,12 @@ if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
 	if [ "$upgrade" = 1 ]; then
 		# Restart onto the new binary. Safe: KillMode=process stops only
 		# the daemon; its workloads keep running and are re-adopted.
-		systemctl try-restart supervisor.service || true
+		systemctl try-restart procsupervisor.service || true
 	else
-		# Enable, do not start: review /etc/supervisor/supervisor.conf,
-		# then `systemctl start supervisor`.
-		systemctl enable supervisor.service || true
+		# Enable, do not start: review
+		# /etc/procsupervisor/procsupervisor.conf, then
+		# `systemctl start procsupervisor`.
+		systemctl enable procsupervisor.service || true
 	fi
 fi
 exit 0

@@ -1,5 +1,5 @@
 #!/bin/sh
-# postremove: forget the removed unit. State (/var/lib/supervisor) and the
+# postremove: forget the removed unit. State (/var/lib/procsupervisor) and the
 # config are kept, so a reinstall re-adopts what is still running; delete
 # them by hand (or dpkg --purge for the config).
 set -e

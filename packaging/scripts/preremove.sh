@@ -9,6 +9,6 @@ remove | purge | 0) ;;
 *) exit 0 ;;
 esac
 if [ -d /run/systemd/system ] && command -v systemctl >/dev/null 2>&1; then
-	systemctl disable --now supervisor.service || true
+	systemctl disable --now procsupervisor.service || true
 fi
 exit 0

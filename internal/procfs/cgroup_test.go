@@ -1,4 +1,4 @@
-package daemon
+package procfs
 
 import "testing"
 
@@ -14,13 +14,13 @@ func TestCgroup2Mount(t *testing.T) {
 		{"garbage", "cgroup2 - cgroup2\n", "", false},
 	}
 	for _, tt := range tests {
-		got, ok := cgroup2Mount([]byte(tt.in))
+		got, ok := Cgroup2Mount([]byte(tt.in))
 		if got != tt.want || ok != tt.ok {
-			t.Errorf("%s: cgroup2Mount = %q, %v, want %q, %v", tt.name, got, ok, tt.want, tt.ok)
+			t.Errorf("%s: Cgroup2Mount = %q, %v, want %q, %v", tt.name, got, ok, tt.want, tt.ok)
 		}
 	}
-	if p, ok := ownCgroup([]byte("4:memory:/x\n0::/system.slice/s.service\n")); !ok || p != "/system.slice/s.service" {
-		t.Errorf("ownCgroup = %q, %v", p, ok)
+	if p, ok := Cgroup2Path([]byte("4:memory:/x\n0::/system.slice/s.service\n")); !ok || p != "/system.slice/s.service" {
+		t.Errorf("Cgroup2Path = %q, %v", p, ok)
 	}
 }
 
@@ -29,7 +29,7 @@ func FuzzCgroup2Mount(f *testing.F) {
 	f.Add([]byte(`25 1 0:22 / /mnt/cg\040two rw - cgroup2 none rw`))
 	f.Add([]byte(" - cgroup2"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		cgroup2Mount(b)
-		ownCgroup(b)
+		Cgroup2Mount(b)
+		Cgroup2Path(b)
 	})
 }

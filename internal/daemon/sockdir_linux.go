@@ -1,0 +1,113 @@
+package daemon
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"syscall"
+)
+
+// ErrUnsafeSocketDir: another user could replace the API socket, because
+// they own, or may write to, the directory that holds it (or, without the
+// sticky bit, one of the directories above it). A client that connects
+// there could then be talking to a socket of theirs, and a daemon that
+// removes a stale socket there could be removing a file of theirs. The
+// daemon refuses to start on such a directory; errors also wrap ErrConfig.
+var ErrUnsafeSocketDir = errors.New("unsafe socket directory")
+
+// prepareSocketDir makes the directory of the socket sock ready to listen
+// in: created when missing (mode 0755, owned by the daemon's user, so root's
+// is root-owned like the unit's RuntimeDirectory), then checked with
+// checkSocketDir. Missing parents are created too, with mode 0755 less the
+// umask.
+func prepareSocketDir(sock string, euid int) error {
+	dir := filepath.Dir(sock)
+	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
+		return fmt.Errorf("socket directory: %w", err)
+	}
+	// Mkdir, not MkdirAll: a directory that appeared since (someone
+	// else's) is not chmod-ed, only checked.
+	switch err := os.Mkdir(dir, 0o755); {
+	case err == nil:
+		// The umask may have taken bits off; clients need to traverse it.
+		if err := os.Chmod(dir, 0o755); err != nil {
+			return fmt.Errorf("socket directory: %w", err)
+		}
+	case !errors.Is(err, os.ErrExist):
+		return fmt.Errorf("socket directory: %w", err)
+	}
+	return checkSocketDir(dir, euid)
+}
+
+// checkSocketDir returns an error wrapping ErrUnsafeSocketDir unless dir
+// and every directory above it are owned by root or euid, dir is writable
+// by its owner only, and any directory above it that others may write to
+// has the sticky bit (as /tmp has: nobody else may rename or remove what
+// is in it). Both the path as given and the path with symlinks resolved
+// are checked: a symlink is as safe as the directory that holds it.
+//
+// Limits: the check is made once, at start; a directory whose owner or
+// mode changes later is not noticed. ACLs are not read.
+func checkSocketDir(dir string, euid int) error {
+	given, err := filepath.Abs(dir)
+	if err != nil {
+		return fmt.Errorf("socket directory: %w", err)
+	}
+	real, err := filepath.EvalSymlinks(given)
+	if err != nil {
+		return fmt.Errorf("socket directory: %w", err)
+	}
+	for _, p := range []string{given, real} {
+		for q := range pathPrefixes(p) {
+			fi, err := os.Lstat(q)
+			if err != nil {
+				return fmt.Errorf("socket directory: %w", err)
+			}
+			if fi.Mode()&os.ModeSymlink != 0 {
+				continue
+			}
+			if why := unsafeDir(fi, euid, q == p); why != "" {
+				return fmt.Errorf("socket directory %s: %s %s: another user could replace the daemon's socket; use a directory only root (or the daemon's user) may write to, such as %s: %w: %w",
+					dir, q, why, filepath.Dir(RootSocket), ErrUnsafeSocketDir, ErrConfig)
+			}
+		}
+	}
+	return nil
+}
+
+// unsafeDir says why fi may not hold or lead to the socket, or "".
+func unsafeDir(fi os.FileInfo, euid int, last bool) string {
+	if !fi.IsDir() {
+		return "is not a directory"
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok {
+		return "has no owner to check"
+	}
+	if st.Uid != 0 && int(st.Uid) != euid {
+		return fmt.Sprintf("is owned by uid %d (not root, nor the daemon's uid %d)", st.Uid, euid)
+	}
+	mode := fi.Mode()
+	if mode.Perm()&0o022 == 0 || (!last && mode&os.ModeSticky != 0) {
+		return ""
+	}
+	return "is writable by its group or others (" + mode.String() + ")"
+}
+
+// pathPrefixes yields "/" and each directory down to p (absolute, clean):
+// "/", "/run", "/run/procsupervisor".
+func pathPrefixes(p string) func(func(string) bool) {
+	return func(yield func(string) bool) {
+		if !yield("/") {
+			return
+		}
+		for i := 1; i <= len(p); i++ {
+			if (i == len(p) || p[i] == '/') && i > 1 {
+				if !yield(p[:i]) {
+					return
+				}
+			}
+		}
+	}
+}

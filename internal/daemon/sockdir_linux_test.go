@@ -1,0 +1,192 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+
+	"github.com/procsupervisor/supervisor/internal/testenv"
+)
+
+// TestPrepareSocketDir: a missing directory is created 0755 and owned by
+// the daemon's user; a directory another user owns or may write to, or
+// reached through one, is refused with ErrUnsafeSocketDir (and ErrConfig,
+// so `supervisor run` exits 64), naming the directory at fault.
+func TestPrepareSocketDir(t *testing.T) {
+	euid := os.Geteuid()
+	tests := []struct {
+		name string
+		root bool // chown to another uid needs root
+		// setup makes what it needs under base and returns the socket path.
+		setup func(t *testing.T, base string) string
+		euid  int
+		fault string // "" when accepted, else the path the error names
+	}{
+		{"missing, created", false, func(t *testing.T, base string) string {
+			return filepath.Join(base, "a", "b", "api.sock")
+		}, euid, ""},
+		{"own, 0755", false, func(t *testing.T, base string) string {
+			return filepath.Join(mkdir(t, base, "d", 0o755), "api.sock")
+		}, euid, ""},
+		{"own, 0700", false, func(t *testing.T, base string) string {
+			return filepath.Join(mkdir(t, base, "d", 0o700), "api.sock")
+		}, euid, ""},
+		{"writable by others", false, func(t *testing.T, base string) string {
+			return filepath.Join(mkdir(t, base, "d", 0o777), "api.sock")
+		}, euid, "/d"},
+		{"writable by its group", false, func(t *testing.T, base string) string {
+			return filepath.Join(mkdir(t, base, "d", 0o775), "api.sock")
+		}, euid, "/d"},
+		{"sticky and world-writable is no socket directory", false, func(t *testing.T, base string) string {
+			return filepath.Join(mkdir(t, base, "d", 0o777|os.ModeSticky), "api.sock")
+		}, euid, "/d"},
+		{"under a sticky world-writable directory", false, func(t *testing.T, base string) string {
+			return filepath.Join(mkdir(t, mkdir(t, base, "tmp", 0o777|os.ModeSticky), "d", 0o755), "api.sock")
+		}, euid, ""},
+		{"under a world-writable directory", false, func(t *testing.T, base string) string {
+			return filepath.Join(mkdir(t, mkdir(t, base, "open", 0o777), "d", 0o755), "api.sock")
+		}, euid, "/open"},
+		{"created under a world-writable directory", false, func(t *testing.T, base string) string {
+			return filepath.Join(mkdir(t, base, "open", 0o777), "d", "api.sock")
+		}, euid, "/open"},
+		{"a file, not a directory", false, func(t *testing.T, base string) string {
+			if err := os.WriteFile(filepath.Join(base, "f"), nil, 0o600); err != nil {
+				t.Fatal(err)
+			}
+			return filepath.Join(base, "f", "api.sock")
+		}, euid, "socket directory"},
+		{"a symlink to a world-writable directory", false, func(t *testing.T, base string) string {
+			open := mkdir(t, base, "open", 0o777)
+			if err := os.Symlink(open, filepath.Join(base, "link")); err != nil {
+				t.Fatal(err)
+			}
+			return filepath.Join(base, "link", "api.sock")
+		}, euid, "/open"},
+		{"a symlink to a safe directory", false, func(t *testing.T, base string) string {
+			d := mkdir(t, base, "d", 0o755)
+			if err := os.Symlink(d, filepath.Join(base, "link")); err != nil {
+				t.Fatal(err)
+			}
+			return filepath.Join(base, "link", "api.sock")
+		}, euid, ""},
+		{"owned by another user", true, func(t *testing.T, base string) string {
+			d := mkdir(t, base, "d", 0o755)
+			chown(t, d, 65534)
+			return filepath.Join(d, "api.sock")
+		}, 0, "/d"},
+		{"above it, a directory another user owns", true, func(t *testing.T, base string) string {
+			theirs := mkdir(t, base, "theirs", 0o755)
+			d := mkdir(t, theirs, "d", 0o755)
+			chown(t, theirs, 65534)
+			return filepath.Join(d, "api.sock")
+		}, 0, "/theirs"},
+		{"owned by the daemon's own user", true, func(t *testing.T, base string) string {
+			d := mkdir(t, base, "d", 0o700)
+			chown(t, d, 65534)
+			return filepath.Join(d, "api.sock")
+		}, 65534, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.root {
+				testenv.RequireRoot(t)
+			}
+			base := t.TempDir()
+			// The test's own temporary tree must pass: 0755 all the way.
+			os.Chmod(base, 0o755)
+			sock := tt.setup(t, base)
+			err := prepareSocketDir(sock, tt.euid)
+			if tt.fault == "" {
+				if err != nil {
+					t.Fatalf("prepareSocketDir(%s) = %v, want nil", sock, err)
+				}
+				fi, err := os.Stat(filepath.Dir(sock))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if fi.Mode().Perm()&0o022 != 0 {
+					t.Errorf("socket directory mode %v, want no write for group or others", fi.Mode())
+				}
+				return
+			}
+			if !errors.Is(err, ErrUnsafeSocketDir) && tt.fault != "socket directory" {
+				t.Fatalf("prepareSocketDir(%s) = %v, want ErrUnsafeSocketDir", sock, err)
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.fault) {
+				t.Fatalf("prepareSocketDir(%s) = %v, want an error naming %q", sock, err, tt.fault)
+			}
+			if errors.Is(err, ErrUnsafeSocketDir) && !errors.Is(err, ErrConfig) {
+				t.Errorf("error %v does not wrap ErrConfig", err)
+			}
+		})
+	}
+}
+
+// TestPrepareSocketDirCreatesRootsDirectory: as root, the directory made
+// for the socket is root's and mode 0755 whatever the umask, like the
+// unit's RuntimeDirectory.
+func TestPrepareSocketDirCreatesRootsDirectory(t *testing.T) {
+	testenv.RequireRoot(t)
+	base := t.TempDir()
+	os.Chmod(base, 0o755)
+	sock := filepath.Join(base, "procsupervisor", "api.sock")
+	if err := prepareSocketDir(sock, 0); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(filepath.Dir(sock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := statOwner(fi); fi.Mode().Perm() != 0o755 || st != 0 {
+		t.Errorf("created %s: mode %v uid %d, want 0755 and root", filepath.Dir(sock), fi.Mode().Perm(), st)
+	}
+}
+
+// TestRunRefusesUnsafeSocketDir: the daemon does not start, and serves
+// nothing, on a socket directory others may write to.
+func TestRunRefusesUnsafeSocketDir(t *testing.T) {
+	base := t.TempDir()
+	os.Chmod(base, 0o755)
+	open := mkdir(t, base, "open", 0o777)
+	cfg := DefaultConfig()
+	cfg.StateDir = filepath.Join(base, "state")
+	cfg.Socket = filepath.Join(open, "api.sock")
+	cfg.LogOutput = "file:" + filepath.Join(base, "log.json")
+	// Should it start anyway, the test fails instead of serving forever.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	served := false
+	err := Run(ctx, cfg, func(Info) { served = true; cancel() })
+	if !errors.Is(err, ErrUnsafeSocketDir) || served {
+		t.Fatalf("Run with socket dir 0777 = %v (served %v), want ErrUnsafeSocketDir before serving", err, served)
+	}
+	if _, err := os.Lstat(cfg.Socket); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("socket %s: %v, want none created", cfg.Socket, err)
+	}
+}
+
+func mkdir(t *testing.T, parent, name string, mode os.FileMode) string {
+	t.Helper()
+	d := filepath.Join(parent, name)
+	if err := os.Mkdir(d, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	// Chmod, not Mkdir's mode: the umask would take bits off.
+	if err := os.Chmod(d, mode); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func statOwner(fi os.FileInfo) uint32 { return fi.Sys().(*syscall.Stat_t).Uid }
+
+func chown(t *testing.T, path string, uid int) {
+	t.Helper()
+	if err := os.Chown(path, uid, -1); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,152 @@
+// Package procctx reads a process's exec context from /proc, for the
+// mechanisms that see an exec but not what it was: the netlink proc
+// connector and the /proc poller. The eBPF source captures the same
+// context in the kernel at the exec itself (internal/events/tracepoint).
+//
+// Mechanism: /proc/PID is opened once as a directory and every file is read
+// relative to that descriptor. The descriptor pins the process's struct pid,
+// so once the process is reaped every read through it fails (ESRCH) rather
+// than reading a newer process that took the pid. The stat file is read
+// first, to check the start time against the event's token, and again last:
+// when the last read succeeds, every read before it described the same
+// instance.
+//
+// Limits: this reads after the fact, so it is a description of the process
+// when it was read, not at the exec. A process already gone (or a zombie)
+// gets no context at all (Context.Valid false, no argv, no paths), never
+// its parent's or a successor's. A process that exec'd again between the
+// event and the read is described as its newer program: the start time does
+// not change across exec. Leader tokens are left zero (the lineage graph
+// knows them); supplementary groups stop at events.MaxGroups.
+package procctx
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/procsupervisor/supervisor/internal/events"
+)
+
+// ErrGone reports a process that exited, or whose pid now names another
+// instance, before its context could be read. The event then carries none.
+var ErrGone = errors.New("process gone before its context was read")
+
+// errMalformed reports /proc content that does not parse.
+var errMalformed = errors.New("malformed /proc content")
+
+// parseStatus fills the ids of c from a /proc/PID/status file: the Uid,
+// Gid, Groups and NSpid lines. The Uid and Gid lines are required.
+func parseStatus(b []byte, c *events.Context) error {
+	var haveUID, haveGID bool
+	for len(b) > 0 {
+		line := b
+		if i := bytes.IndexByte(b, '\n'); i >= 0 {
+			line, b = b[:i], b[i+1:]
+		} else {
+			b = nil
+		}
+		key, val, ok := bytes.Cut(line, []byte{':'})
+		if !ok {
+			continue
+		}
+		switch string(key) {
+		case "Uid":
+			var ids [3]uint32
+			if !parseIDs(val, ids[:]) {
+				return fmt.Errorf("status: Uid %q: %w", val, errMalformed)
+			}
+			c.UID, c.EUID, c.SUID = ids[0], ids[1], ids[2]
+			haveUID = true
+		case "Gid":
+			var ids [3]uint32
+			if !parseIDs(val, ids[:]) {
+				return fmt.Errorf("status: Gid %q: %w", val, errMalformed)
+			}
+			c.GID, c.EGID, c.SGID = ids[0], ids[1], ids[2]
+			haveGID = true
+		case "Groups":
+			c.NGroups = 0
+			for _, f := range bytes.Fields(val) {
+				g, err := strconv.ParseUint(string(f), 10, 32)
+				if err != nil {
+					return fmt.Errorf("status: Groups %q: %w", val, errMalformed)
+				}
+				if c.NGroups < events.MaxGroups {
+					c.Groups[c.NGroups] = uint32(g)
+				}
+				c.NGroups++
+			}
+		case "NSpid":
+			f := bytes.Fields(val)
+			if len(f) == 0 {
+				return fmt.Errorf("status: empty NSpid: %w", errMalformed)
+			}
+			n, err := strconv.ParseInt(string(f[len(f)-1]), 10, 32)
+			if err != nil || n <= 0 {
+				return fmt.Errorf("status: NSpid %q: %w", val, errMalformed)
+			}
+			c.NSPid = int32(n)
+		}
+	}
+	if !haveUID || !haveGID {
+		return fmt.Errorf("status: no Uid or Gid line: %w", errMalformed)
+	}
+	return nil
+}
+
+// parseIDs parses the first len(out) fields of an id line.
+func parseIDs(val []byte, out []uint32) bool {
+	f := bytes.Fields(val)
+	if len(f) < len(out) {
+		return false
+	}
+	for i := range out {
+		v, err := strconv.ParseUint(string(f[i]), 10, 32)
+		if err != nil {
+			return false
+		}
+		out[i] = uint32(v)
+	}
+	return true
+}
+
+// parseNSLink parses a namespace link's target ("pid:[4026531836]") into
+// its inode.
+func parseNSLink(s, kind string) (uint64, bool) {
+	rest, ok := bytes.CutPrefix([]byte(s), []byte(kind+":["))
+	if !ok || len(rest) < 2 || rest[len(rest)-1] != ']' {
+		return 0, false
+	}
+	v, err := strconv.ParseUint(string(rest[:len(rest)-1]), 10, 64)
+	return v, err == nil
+}
+
+// parseID parses a decimal id file (loginuid, sessionid).
+func parseID(b []byte) (uint32, bool) {
+	v, err := strconv.ParseUint(string(bytes.TrimSpace(b)), 10, 32)
+	return uint32(v), err == nil
+}
+
+// splitArgs splits a cmdline's first bytes (NUL-terminated arguments) into
+// argv. When cut, the last argument may be cut short (no terminating NUL).
+func splitArgs(b []byte) []string {
+	if len(b) == 0 {
+		return nil
+	}
+	b = bytes.TrimSuffix(b, []byte{0})
+	parts := bytes.Split(b, []byte{0})
+	argv := make([]string, len(parts))
+	for i, p := range parts {
+		argv[i] = string(p)
+	}
+	return argv
+}
+
+// ttyDev splits stat's tty_nr into the device's major and minor numbers,
+// as the kernel encodes them (new_encode_dev).
+func ttyDev(nr int32) (major, minor uint32) {
+	v := uint32(nr)
+	return (v >> 8) & 0xfff, (v & 0xff) | ((v >> 12) & 0xfff00)
+}

@@ -1,0 +1,210 @@
+package procctx
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+
+	"github.com/procsupervisor/supervisor/internal/container"
+	"github.com/procsupervisor/supervisor/internal/events"
+	"github.com/procsupervisor/supervisor/internal/procfs"
+	"github.com/procsupervisor/supervisor/internal/token"
+	"golang.org/x/sys/unix"
+)
+
+// DefaultArgvMax is the argv bound of a Reader given none: the eBPF
+// source's default.
+const DefaultArgvMax = 32 << 10
+
+// Reader reads exec contexts from a proc root. It reuses its buffers: one
+// goroutine at a time.
+type Reader struct {
+	root    string
+	argvMax int
+	cg2     string // the cgroup2 mount point, "" when none was found
+	buf     []byte
+	link    []byte
+}
+
+// New returns a Reader of root (normally "/proc") that keeps at most
+// argvMax bytes of an argv (DefaultArgvMax when argvMax <= 0). The cgroup2
+// mount, for cgroup ids, is found in root/self/mountinfo.
+func New(root string, argvMax int) *Reader {
+	if argvMax <= 0 {
+		argvMax = DefaultArgvMax
+	}
+	r := &Reader{root: root, argvMax: argvMax, buf: make([]byte, 4096), link: make([]byte, unix.PathMax)}
+	if mi, err := os.ReadFile(root + "/self/mountinfo"); err == nil {
+		r.cg2, _ = procfs.Cgroup2Mount(mi)
+	}
+	return r
+}
+
+// Fill sets ev's Exe, Argv, Exec and Ctx from /proc/PID for the process
+// ev names. When ev.Token has a start time in ticks, the process must have
+// that start time. It returns ErrGone when the process is gone, a zombie,
+// or another instance, and leaves ev untouched on any error.
+func (r *Reader) Fill(ev *events.Event) error {
+	dir, err := unix.Open(r.root+"/"+strconv.Itoa(int(ev.Pid)), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return gone(err, "open")
+	}
+	defer unix.Close(dir)
+	var st procfs.Stat
+	if err := r.stat(dir, &st); err != nil {
+		return err
+	}
+	if st.Zombie() || ev.Token.Prec == token.Ticks && ev.Token.Start != st.StartTime {
+		return ErrGone
+	}
+	var c events.Context
+	n, err := r.readAt(dir, "status", r.buf)
+	if err != nil {
+		return err
+	}
+	if err := parseStatus(r.buf[:n], &c); err != nil {
+		return err
+	}
+	c.SID, c.PGID = st.Session, st.PGrp
+	if st.TTY != 0 {
+		c.TTY = true
+		c.TTYMajor, c.TTYMinor = ttyDev(st.TTY)
+		c.StdTTY = r.onTTY(dir, "fd/0", c) && r.onTTY(dir, "fd/2", c)
+	}
+	if n, err := r.readAt(dir, "loginuid", r.buf); err == nil {
+		c.LoginUID, c.Audit = parseID(r.buf[:n])
+		if n, err := r.readAt(dir, "sessionid", r.buf); c.Audit && err == nil {
+			c.AuditSession, c.Audit = parseID(r.buf[:n])
+		}
+	}
+	if s, ok := r.readlink(dir, "ns/pid"); ok {
+		if ino, ok := parseNSLink(s, "pid"); ok {
+			c.PidNS = uint32(ino)
+		}
+	}
+	var x events.ExecInfo
+	if n, err := r.readAt(dir, "cgroup", r.buf); err == nil {
+		if p, ok := procfs.Cgroup2Path(r.buf[:n]); ok {
+			x.Cgroup = p
+			x.ContainerID, _, _ = container.ID(p)
+			var s unix.Stat_t
+			if r.cg2 != "" && unix.Stat(r.cg2+p, &s) == nil {
+				c.CgroupID = s.Ino
+			}
+		}
+	}
+	exe, _ := r.readlink(dir, "exe")
+	x.Cwd, _ = r.readlink(dir, "cwd")
+	argv, err := r.cmdline(dir, &x)
+	if err != nil {
+		return err
+	}
+	// The last read: when it succeeds with the same start time, every read
+	// before it was of this instance, alive.
+	var again procfs.Stat
+	if err := r.stat(dir, &again); err != nil {
+		return err
+	}
+	if again.Zombie() || again.StartTime != st.StartTime {
+		return ErrGone
+	}
+	c.Valid = true
+	ev.Ctx, ev.Exec, ev.Exe, ev.Argv = c, x, exe, argv
+	return nil
+}
+
+// stat reads and parses the stat file under dir.
+func (r *Reader) stat(dir int, st *procfs.Stat) error {
+	n, err := r.readAt(dir, "stat", r.buf)
+	if err != nil {
+		return err
+	}
+	if err := procfs.ParseStat(r.buf[:n], st); err != nil {
+		return fmt.Errorf("stat: %w", err)
+	}
+	return nil
+}
+
+// readAt reads the start of file name under dir into buf.
+func (r *Reader) readAt(dir int, name string, buf []byte) (int, error) {
+	fd, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return 0, gone(err, name)
+	}
+	defer unix.Close(fd)
+	n, err := unix.Read(fd, buf)
+	if err != nil {
+		return 0, gone(err, name)
+	}
+	return n, nil
+}
+
+// readlink reads the link name under dir; false when it cannot be read
+// (a kernel thread's exe, a process another user's namespace hides).
+func (r *Reader) readlink(dir int, name string) (string, bool) {
+	n, err := unix.Readlinkat(dir, name, r.link)
+	if err != nil || n <= 0 || n >= len(r.link) {
+		return "", false
+	}
+	return string(r.link[:n]), true
+}
+
+// onTTY reports whether fd link name under dir is the process's
+// controlling terminal.
+func (r *Reader) onTTY(dir int, name string, c events.Context) bool {
+	var s unix.Stat_t
+	if unix.Fstatat(dir, name, &s, 0) != nil || s.Mode&unix.S_IFMT != unix.S_IFCHR {
+		return false
+	}
+	return unix.Major(s.Rdev) == c.TTYMajor && unix.Minor(s.Rdev) == c.TTYMinor
+}
+
+// cmdline reads the argument vector: its first argvMax bytes as argv, and
+// its whole size and count into x (ArgsTruncated when cut). A process
+// without one (a kernel thread, a zombie) has a nil argv.
+func (r *Reader) cmdline(dir int, x *events.ExecInfo) ([]string, error) {
+	fd, err := unix.Openat(dir, "cmdline", unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, gone(err, "cmdline")
+	}
+	defer unix.Close(fd)
+	var kept []byte
+	total, nuls := 0, 0
+	last := byte(0)
+	for {
+		n, err := unix.Read(fd, r.buf)
+		if err != nil {
+			return nil, gone(err, "cmdline")
+		}
+		if n == 0 {
+			break
+		}
+		chunk := r.buf[:n]
+		if room := r.argvMax - len(kept); room > 0 {
+			kept = append(kept, chunk[:min(room, n)]...)
+		}
+		for _, b := range chunk {
+			if b == 0 {
+				nuls++
+			}
+		}
+		total += n
+		last = chunk[n-1]
+	}
+	x.ArgsSize, x.ArgsCount = total, nuls
+	if total > 0 && last != 0 {
+		x.ArgsCount++ // a process that rewrote its argv area without the NUL
+	}
+	x.ArgsTruncated = total > len(kept)
+	return splitArgs(kept), nil
+}
+
+// gone maps a read's error: a process that exited (ENOENT, ESRCH) is
+// ErrGone.
+func gone(err error, what string) error {
+	if errors.Is(err, unix.ENOENT) || errors.Is(err, unix.ESRCH) {
+		return ErrGone
+	}
+	return fmt.Errorf("reading %s: %w", what, err)
+}

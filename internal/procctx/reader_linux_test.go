@@ -1,0 +1,180 @@
+package procctx
+
+import (
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/procsupervisor/supervisor/internal/events"
+	"github.com/procsupervisor/supervisor/internal/procfs"
+	"github.com/procsupervisor/supervisor/internal/testenv"
+	"github.com/procsupervisor/supervisor/internal/token"
+	"golang.org/x/sys/unix"
+)
+
+const nobody = 65534
+
+// started runs argv as configured by setup and waits until it has exec'd
+// the program (its exe link names it).
+func started(t *testing.T, setup func(*exec.Cmd), argv ...string) *exec.Cmd {
+	t.Helper()
+	cmd := exec.Command(argv[0], argv[1:]...)
+	if setup != nil {
+		setup(cmd)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	want, _ := filepath.EvalSymlinks(argv[0])
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		exe, _ := os.Readlink("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/exe")
+		return exe == want
+	}, "%s never exec'd", argv[0])
+	return cmd
+}
+
+// execEvent is an exec event of pid with its start time, as netlink's
+// token would carry it.
+func execEvent(t *testing.T, pid int) events.Event {
+	t.Helper()
+	var st procfs.Stat
+	if err := procfs.NewReader("/proc").ReadStat(int32(pid), &st); err != nil {
+		t.Fatal(err)
+	}
+	return events.Event{Kind: events.Exec, Pid: int32(pid), Token: token.Token{Prec: token.Ticks, Start: st.StartTime}}
+}
+
+func TestIntegrationFill(t *testing.T) {
+	testenv.RequireRoot(t)
+	dir := t.TempDir()
+	os.Chmod(dir, 0o755)
+	os.Chmod(filepath.Dir(dir), 0o755)
+	argv := []string{"/bin/sleep", "100", "a b", "", "x\ny"}
+	cmd := started(t, func(c *exec.Cmd) {
+		c.Dir = dir
+		c.SysProcAttr = &syscall.SysProcAttr{Setsid: true,
+			Credential: &syscall.Credential{Uid: nobody, Gid: nobody, Groups: []uint32{7, 9}}}
+	}, argv...)
+	pid := cmd.Process.Pid
+	ev := execEvent(t, pid)
+	if err := New("/proc", 0).Fill(&ev); err != nil {
+		t.Fatal(err)
+	}
+	exe, _ := filepath.EvalSymlinks("/bin/sleep")
+	cwd, _ := filepath.EvalSymlinks(dir)
+	c := ev.Ctx
+	if !c.Valid || !slices.Equal(ev.Argv, argv) || ev.Exe != exe || ev.Exec.Cwd != cwd {
+		t.Errorf("argv %q exe %q cwd %q valid %v; want %q %q %q", ev.Argv, ev.Exe, ev.Exec.Cwd, c.Valid, argv, exe, cwd)
+	}
+	if ev.Exec.ArgsCount != len(argv) || ev.Exec.ArgsTruncated || ev.Exec.ArgsSize != len(strings.Join(argv, "\x00"))+1 {
+		t.Errorf("args count %d size %d truncated %v", ev.Exec.ArgsCount, ev.Exec.ArgsSize, ev.Exec.ArgsTruncated)
+	}
+	if c.UID != nobody || c.EUID != nobody || c.SUID != nobody || c.GID != nobody || c.NGroups != 2 || c.Groups[0] != 7 || c.Groups[1] != 9 {
+		t.Errorf("ids %+v, want nobody with groups 7, 9", c)
+	}
+	if c.SID != int32(pid) || c.PGID != int32(pid) || c.TTY || c.NSPid != int32(pid) {
+		t.Errorf("sid %d pgid %d tty %v nspid %d; want %d, %d, no tty, %d", c.SID, c.PGID, c.TTY, c.NSPid, pid, pid, pid)
+	}
+	var ns unix.Stat_t
+	if err := unix.Stat("/proc/self/ns/pid", &ns); err != nil || uint64(c.PidNS) != ns.Ino {
+		t.Errorf("pid ns %d, want %d (%v)", c.PidNS, ns.Ino, err)
+	}
+	mi, _ := os.ReadFile("/proc/self/mountinfo")
+	if mnt, ok := procfs.Cgroup2Mount(mi); ok {
+		var cg unix.Stat_t
+		if err := unix.Stat(mnt+ev.Exec.Cgroup, &cg); err != nil || c.CgroupID != cg.Ino || ev.Exec.Cgroup == "" {
+			t.Errorf("cgroup %q id %d, want the inode of %s%s (%v)", ev.Exec.Cgroup, c.CgroupID, mnt, ev.Exec.Cgroup, err)
+		}
+	}
+	if ev.Exec.ContainerID != "" {
+		t.Errorf("container id %q for a process in no container", ev.Exec.ContainerID)
+	}
+
+	other := execEvent(t, pid)
+	other.Token.Start++
+	if err := New("/proc", 0).Fill(&other); !errors.Is(err, ErrGone) || other.Ctx.Valid || other.Argv != nil {
+		t.Errorf("another instance's token: %v, ctx valid %v, argv %q; want ErrGone and nothing filled", err, other.Ctx.Valid, other.Argv)
+	}
+}
+
+func TestIntegrationFillTruncated(t *testing.T) {
+	testenv.RequireRoot(t)
+	long := strings.Repeat("z", 5000)
+	cmd := started(t, nil, "/bin/sleep", "100", long, "tail")
+	ev := execEvent(t, cmd.Process.Pid)
+	if err := New("/proc", 100).Fill(&ev); err != nil {
+		t.Fatal(err)
+	}
+	x := ev.Exec
+	if !x.ArgsTruncated || x.ArgsCount != 4 || x.ArgsSize != len("/bin/sleep 100 ")+len(long)+len(" tail ") ||
+		len(strings.Join(ev.Argv, "\x00")) > 100 || ev.Argv[0] != "/bin/sleep" {
+		t.Errorf("truncated %v count %d size %d argv %d bytes; want cut at 100 bytes of 4 args", x.ArgsTruncated, x.ArgsCount, x.ArgsSize, len(strings.Join(ev.Argv, "\x00")))
+	}
+}
+
+func TestIntegrationFillGone(t *testing.T) {
+	testenv.RequireRoot(t)
+	// A zombie: exited, not yet reaped.
+	z := exec.Command("/bin/true")
+	if err := z.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := z.Process.Pid
+	ev := execEvent(t, pid)
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		var st procfs.Stat
+		return procfs.NewReader("/proc").ReadStat(int32(pid), &st) == nil && st.Zombie()
+	}, "true never exited")
+	if err := New("/proc", 0).Fill(&ev); !errors.Is(err, ErrGone) || ev.Ctx.Valid || ev.Argv != nil {
+		t.Errorf("a zombie: %v, valid %v, argv %q; want ErrGone and nothing", err, ev.Ctx.Valid, ev.Argv)
+	}
+	z.Wait()
+	if err := New("/proc", 0).Fill(&ev); !errors.Is(err, ErrGone) || ev.Ctx.Valid {
+		t.Errorf("a reaped process: %v; want ErrGone", err)
+	}
+}
+
+func TestIntegrationFillTTY(t *testing.T) {
+	testenv.RequireRoot(t)
+	ptmx, err := os.OpenFile("/dev/ptmx", os.O_RDWR, 0)
+	if err != nil {
+		testenv.Skip(t, "no /dev/ptmx: %v", err)
+	}
+	defer ptmx.Close()
+	if err := unix.IoctlSetPointerInt(int(ptmx.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatal(err)
+	}
+	n, err := unix.IoctlGetInt(int(ptmx.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pts, err := os.OpenFile("/dev/pts/"+strconv.Itoa(n), os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pts.Close()
+	cmd := started(t, func(c *exec.Cmd) {
+		c.Stdin, c.Stdout, c.Stderr = pts, pts, pts
+		c.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
+	}, "/bin/sleep", "100")
+	ev := execEvent(t, cmd.Process.Pid)
+	if err := New("/proc", 0).Fill(&ev); err != nil {
+		t.Fatal(err)
+	}
+	var s unix.Stat_t
+	if err := unix.Fstat(int(pts.Fd()), &s); err != nil {
+		t.Fatal(err)
+	}
+	c := ev.Ctx
+	if !c.TTY || !c.StdTTY || !c.Interactive() || c.TTYMajor != unix.Major(s.Rdev) || c.TTYMinor != unix.Minor(s.Rdev) {
+		t.Errorf("tty %v std %v %d:%d; want the pty %d:%d on stdin and stderr", c.TTY, c.StdTTY, c.TTYMajor, c.TTYMinor, unix.Major(s.Rdev), unix.Minor(s.Rdev))
+	}
+}
