@@ -21,9 +21,10 @@ version=${VERSION:-$(git describe --always --dirty 2>/dev/null || echo dev)}
 mkdir -p "$(dirname "$out")"
 
 export CGO_ENABLED=0 GOOS=linux
-# -buildvcs=false: the version comes from -X; VCS stamping would fail in a
-# tree without .git (a source tarball) and adds nothing.
-go build -buildvcs=false -trimpath \
+# -buildvcs=auto: the commit and its date are stamped (`supervisor version`
+# shows them) in a git checkout, and skipped without error in a tree
+# without .git (a source tarball); the version itself comes from -X.
+go build -buildvcs=auto -trimpath \
 	-ldflags "-s -w -buildid= -X main.version=${version}" \
 	-o "$out" ./cmd/supervisor
 

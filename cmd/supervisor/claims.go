@@ -27,10 +27,11 @@ exited), 69 not supported on this system, 70 other errors.`)
 	register("verify", "judge a claim (PID, TOKEN): OWNED, FOREIGN, GONE or UNVERIFIABLE", runVerify,
 		`verify PID TOKEN [--mechanism M] [--socket PATH] [--json]
 
-Prints the verdict word (--json: one object with pid, token, verdict, reason
-and mechanism). The daemon judges when its socket answers (its lineage graph
-has watched the host); otherwise, or with --mechanism (that event source then
-runs for the verdict), a pidfd bound to PID is judged here: its start time
+Prints the verdict word, its reason and who judged on one line (--json: one
+object with pid, token, verdict, reason and mechanism). The daemon judges
+when its socket answers (its lineage graph has watched the host);
+otherwise, or with --mechanism (that event source then runs for the
+verdict), a pidfd bound to PID is judged here: its start time
 and pidfs inode against the token. The mechanism says which ("daemon:ebpf",
 "local:pidfd"). Exit codes: 0 OWNED, 1 FOREIGN, 2 GONE, 3 UNVERIFIABLE,
 64 bad arguments, 65 malformed token, 70 other errors.`)
@@ -114,7 +115,7 @@ func runVerify(ctx context.Context, env *cliEnv, args []string) error {
 	if *asJSON {
 		err = printJSON(env, v, "")
 	} else {
-		fmt.Fprintln(env.stdout, v.Result)
+		view.Verdict(env.stdout, v)
 	}
 	if err == nil && v.Result != verdict.Owned {
 		err = silentExit(verdictCode(v.Result))

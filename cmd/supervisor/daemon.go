@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/procsupervisor/supervisor/internal/api"
 	"github.com/procsupervisor/supervisor/internal/client"
@@ -32,12 +34,15 @@ the flags' names, underscores for dashes ({"state_dir": "/var/lib/x",
 state directory or the mechanism cannot run, 70 other errors (an unreadable
 store: the daemon refuses to start).`)
 	register("launch", "start a process under the daemon (a grant, or with --detach a job)", runLaunch,
-		`launch [--owner O] [--detach] [--wall-clock D] [--bind-to-caller] [--no-new-privs] [--cwd DIR] [--socket PATH] -- ARGV...
+		`launch [--owner O] [--detach] [--wall-clock D] [--bind-to-caller] [--no-new-privs] [--cwd DIR] [--socket PATH] [--json] [--wait] PROGRAM [ARGS...]
 
-Prints the claim as JSON (id, pid, token, kind grant|job ...). --bind-to-caller
+Prints the claim's id, pid and token on one line (--json: the whole claim as
+one JSON object). Flags end at PROGRAM (or at "--"): what follows is the
+program's own. --bind-to-caller
 binds the grant to the process that ran this command: when it exits, the
 grant is torn down. Exit codes: 0 launched, 64 bad arguments, 69 no daemon,
 77 refused, 70 other errors.`)
+	commands["launch"].argv = true
 	register("admit", "register an existing process (PID TOKEN) as a grant", runAdmit,
 		`admit PID TOKEN [--owner O] [--socket PATH]
 
@@ -53,8 +58,10 @@ command says so and how to follow it (supervisor wait ID), and exits 130.
 Exit codes: 0 released (nothing left alive), 2 survivors or live members
 reported, 3 unverifiable, 66 no such claim, 69 no daemon, 77 refused (the
 daemon or one of its ancestors is never released), 130 interrupted.`)
-	register("list", "list claims with their state and last verdict", runList,
-		"list [--json] [--socket PATH]\n\n"+clientExits)
+	register("list", "list live claims with their state, age and result", runList,
+		"list [-a] [--state S] [--owner O] [--watch] [--json] [--socket PATH]\n\nLists the claims still held (running, releasing, survivors, unverifiable;\n-a: every claim, finished ones too). "+clientExits)
+	register("show", "print one claim in full: members, holder, times, result", runShow,
+		"show ID [--json] [--socket PATH]\n\n"+clientExits)
 	register("reap", "run the reaper once (orphans, gone roots, reissued pids)", runReap,
 		"reap [--dry-run] [--json] [--socket PATH]\n\n"+clientExits)
 	register("status", "show the daemon's mechanism, uptime, counts and lost events", runStatus,
@@ -112,9 +119,10 @@ func runLaunch(ctx context.Context, env *cliEnv, args []string) error {
 	bind := fs.Bool("bind-to-caller", false, "bind the grant to the process that ran this command")
 	cwd := fs.String("cwd", "", "working directory (default: this command's)")
 	nnp := fs.Bool("no-new-privs", false, "no setuid program the workload runs gains privileges")
+	asJSON := fs.Bool("json", false, "print the claim as one JSON object")
 	wait := fs.Bool("wait", false, "then wait until the claim has ended, print how, exit as wait does")
 	sock := socketFlag(fs)
-	argv, err := parse(env, fs, args, 1, -1, "-- ARGV...")
+	argv, err := parse(env, fs, args, 1, -1, "PROGRAM [ARGS...]")
 	switch {
 	case err != nil:
 		return err
@@ -143,7 +151,12 @@ func runLaunch(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return apiFail(err)
 	}
-	if err := printJSON(env, cl, "  "); err != nil || !*wait {
+	if *asJSON {
+		err = printJSON(env, cl, "")
+	} else {
+		view.Launched(env.stdout, cl)
+	}
+	if err != nil || !*wait {
 		return err
 	}
 	return waitClaim(ctx, env, c, cl.ID, 0, false)
@@ -203,17 +216,48 @@ func runRelease(ctx context.Context, env *cliEnv, args []string) error {
 func runList(ctx context.Context, env *cliEnv, args []string) error {
 	fs := newFlags("list")
 	asJSON := fs.Bool("json", false, "print the claims as a JSON array")
+	all := fs.Bool("a", false, "every claim, finished ones too")
+	q := api.ListQuery{}
+	fs.StringVar(&q.State, "state", "", "only claims in this state: "+view.Join(store.States(), "|"))
+	fs.StringVar(&q.Owner, "owner", "", "only claims with this owner label")
+	watch := fs.Bool("watch", false, "redraw whenever the list changes, until Ctrl-C")
 	sock := socketFlag(fs)
 	if _, err := parse(env, fs, args, 0, 0, ""); err != nil {
+		return err
+	} else if q.State != "" && !slices.Contains(store.States(), store.State(q.State)) {
+		return fail(exitUsage, "--state %q: want one of %s", q.State, view.Join(store.States(), ", "))
+	}
+	c := dial(*sock)
+	defer c.Close()
+	list := func(w io.Writer) error {
+		cs, err := c.ListAll(ctx, q)
+		if err != nil {
+			return apiFail(err)
+		}
+		cs = view.Filter(cs, *all || q.State != "", daemon.Open)
+		return show(&cliEnv{stdout: w}, *asJSON, cs, func(w io.Writer) { view.Claims(w, cs, time.Now()) })
+	}
+	if *watch {
+		return view.Watch(ctx, env.stdout, time.Second, list)
+	}
+	return list(env.stdout)
+}
+
+func runShow(ctx context.Context, env *cliEnv, args []string) error {
+	fs := newFlags("show")
+	asJSON := fs.Bool("json", false, "print the claim as JSON")
+	sock := socketFlag(fs)
+	pos, err := parse(env, fs, args, 1, 1, "ID")
+	if err != nil {
 		return err
 	}
 	c := dial(*sock)
 	defer c.Close()
-	cs, err := c.List(ctx)
+	cl, err := c.Get(ctx, pos[0])
 	if err != nil {
 		return apiFail(err)
 	}
-	return show(env, *asJSON, cs, func(w io.Writer) { view.Claims(w, cs) })
+	return show(env, *asJSON, cl, func(w io.Writer) { view.Show(w, cl, time.Now()) })
 }
 
 func runReap(ctx context.Context, env *cliEnv, args []string) error {

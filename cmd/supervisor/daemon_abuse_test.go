@@ -61,7 +61,7 @@ func TestIntegrationDaemonOtherUser(t *testing.T) {
 	if c, err := rawCall(sock, cred, `{"argv":["sleep","1"],"uid":0}`); err != nil || !strings.Contains(c, "403") {
 		t.Errorf("nobody asking for uid 0: %q %v, want 403", c, err)
 	}
-	code, out, errs = d.run(t, cred, "launch", "--cwd", "/", "--", "sleep", "1000")
+	code, out, errs = d.run(t, cred, "launch", "--json", "--cwd", "/", "--", "sleep", "1000")
 	if code != 0 {
 		t.Fatalf("launch as nobody: exit %d: %s", code, errs)
 	}

@@ -146,7 +146,7 @@ func (d *testDaemon) run(t testing.TB, cred *syscall.Credential, args ...string)
 
 func (d *testDaemon) launch(t testing.TB, args ...string) api.Claim {
 	t.Helper()
-	code, out, errs := d.run(t, nil, append([]string{"launch"}, args...)...)
+	code, out, errs := d.run(t, nil, append([]string{"launch", "--json"}, args...)...)
 	if code != 0 {
 		t.Fatalf("launch %q: exit %d: %s", args, code, errs)
 	}
@@ -222,7 +222,7 @@ func owned[T string | token.Token](pid int32, tok T) bool {
 func holderShell(t testing.TB, d *testDaemon, stay string, argv ...string) (*exec.Cmd, api.Claim) {
 	t.Helper()
 	out := filepath.Join(t.TempDir(), "claim.json")
-	script := fmt.Sprintf("%q launch --bind-to-caller -- %s > %q; %s", binary(t), strings.Join(argv, " "), out, stay)
+	script := fmt.Sprintf("%q launch --json --bind-to-caller -- %s > %q; %s", binary(t), strings.Join(argv, " "), out, stay)
 	cmd := exec.Command("sh", "-c", script)
 	cmd.Env = append(os.Environ(), "SUPERVISOR_SOCKET="+d.sock)
 	if err := cmd.Start(); err != nil {

@@ -31,11 +31,13 @@ from the daemon also time, uid, claim, and claim events. Exit codes: 0
 stopped by a signal, 64 bad arguments, 69 the mechanism cannot run here or
 the daemon stopped, 77 refused, 70 other errors.`)
 	register("tree", "print the process lineage as the graph knows it", runTree,
-		`tree [PID] [--mechanism M] [--socket PATH] [--json]
+		`tree [PID] [--tokens] [--mechanism M] [--socket PATH] [--json]
 
 Prints the lineage graph like pstree: the birth ancestry of PID (exited
-ancestors marked), then its descendants through birth lineage. Without PID,
-the whole graph. Asks the daemon when its socket answers: it knows the birth
+ancestors marked), then its descendants through birth lineage, each with its
+command line, cut to the terminal's width, and the id of the claim it
+belongs to in brackets (when the daemon answers). Without PID, the whole
+graph. Asks the daemon when its socket answers: it knows the birth
 lineage of processes init adopted long ago. A local run (no daemon, or
 --mechanism) knows only what one scan of /proc shows. Exit codes: 0 printed,
 64 bad arguments, 66 no such process, 69 the mechanism cannot run here,
@@ -100,6 +102,7 @@ func runTree(ctx context.Context, env *cliEnv, args []string) error {
 	fs := newFlags("tree")
 	mech := mechanismFlag(fs, "")
 	asJSON := fs.Bool("json", false, "print the tree as JSON")
+	tokens := fs.Bool("tokens", false, "show each process's start token")
 	sock := socketFlag(fs)
 	pos, err := parse(env, fs, args, 0, 1, "at most one PID")
 	if err != nil {
@@ -117,7 +120,7 @@ func runTree(ctx context.Context, env *cliEnv, args []string) error {
 		nodes, err := c.Tree(ctx, pid, token.Token{})
 		switch {
 		case err == nil:
-			return printTree(env, "daemon", lineage.Arrange(nodes), nil, *asJSON)
+			return printTree(env, "daemon", lineage.Arrange(nodes), nil, *asJSON, *tokens)
 		case !errors.Is(err, api.ErrNoDaemon):
 			return apiFail(err)
 		}
@@ -132,15 +135,16 @@ func runTree(ctx context.Context, env *cliEnv, args []string) error {
 	if !ok {
 		return fail(exitNoProcess, "no process %d in the lineage graph", pid)
 	}
-	return printTree(env, "local:"+string(t.Mechanism()), tree, ancestry, *asJSON)
+	return printTree(env, "local:"+string(t.Mechanism()), tree, ancestry, *asJSON, *tokens)
 }
 
 // printTree prints the tree under its ancestry, nearest ancestor first.
-func printTree(env *cliEnv, mech string, tree *lineage.TreeNode, ancestry []lineage.TreeNode, asJSON bool) error {
+func printTree(env *cliEnv, mech string, tree *lineage.TreeNode, ancestry []lineage.TreeNode, asJSON, tokens bool) error {
+	opt := view.TreeOptions{Tokens: tokens, Width: view.Width(env.stdout), Cmdline: local.Cmdline}
 	v := struct {
 		Mechanism string             `json:"mechanism"`
 		Ancestry  []lineage.TreeNode `json:"ancestry"`
 		Tree      *lineage.TreeNode  `json:"tree"`
 	}{mech, ancestry, tree}
-	return show(env, asJSON, v, func(w io.Writer) { view.Tree(w, mech, tree, ancestry) })
+	return show(env, asJSON, v, func(w io.Writer) { view.Tree(w, mech, tree, ancestry, opt) })
 }

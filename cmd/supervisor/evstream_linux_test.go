@@ -92,7 +92,7 @@ func TestIntegrationEventsFromDaemon(t *testing.T) {
 	// The workload's first child may fork before the launch has admitted
 	// the claim (then it is nobody's by uid, with no claim); the second,
 	// 0.3 s later, is the claim's.
-	code, out, errs := d.run(t, cred, "launch", "--", "sh", "-c", "/bin/sleep 0.3; /bin/sleep 0.2; exit 3")
+	code, out, errs := d.run(t, cred, "launch", "--json", "--", "sh", "-c", "/bin/sleep 0.3; /bin/sleep 0.2; exit 3")
 	if code != 0 {
 		t.Fatalf("launch as nobody: exit %d: %s", code, errs)
 	}

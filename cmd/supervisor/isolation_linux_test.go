@@ -142,7 +142,7 @@ func TestIntegrationWorkloadIdentityAndLimits(t *testing.T) {
 		t.Errorf("launch as a uid the user database lacks = %v, want a refusal asking for its gid", err)
 	}
 
-	script := fmt.Sprintf("ulimit -c 0; ulimit -l 64; ulimit -p 200; exec %s launch --detach -- sleep 100", binary(t))
+	script := fmt.Sprintf("ulimit -c 0; ulimit -l 64; ulimit -p 200; exec %s launch --json --detach -- sleep 100", binary(t))
 	cmd := exec.Command("sh", "-c", script)
 	cmd.Env = append(os.Environ(), "SUPERVISOR_SOCKET="+sock)
 	cmd.Dir = "/"
@@ -191,7 +191,7 @@ func TestIntegrationLaunchPathOracle(t *testing.T) {
 		t.Fatal(err)
 	}
 	try := func(name string) string {
-		cmd := exec.Command(binary(t), "launch", "--", name)
+		cmd := exec.Command(binary(t), "launch", "--json", "--", name)
 		cmd.Env = []string{"SUPERVISOR_SOCKET=" + sock, "PATH=" + secret + ":/usr/bin:/bin"}
 		cmd.Dir = "/"
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: asNobody}
@@ -216,7 +216,7 @@ func TestIntegrationNonRootDaemonServesOnlyItsUser(t *testing.T) {
 	if _, err := d.client.Launch(context.Background(), &api.LaunchRequest{Argv: []string{"sleep", "100"}, Cwd: "/"}); err == nil || !strings.Contains(err.Error(), "acts for uid") {
 		t.Errorf("root's launch through nobody's daemon = %v, want refused", err)
 	}
-	code, out, errs := d.run(t, asNobody, "launch", "--", "sleep", "100")
+	code, out, errs := d.run(t, asNobody, "launch", "--json", "--", "sleep", "100")
 	if code != 0 {
 		t.Fatalf("nobody's launch through its own daemon: exit %d: %s", code, errs)
 	}
@@ -280,15 +280,15 @@ func TestIntegrationQuotas(t *testing.T) {
 	d := startDaemon(t, state, sock, "--socket-group", fmt.Sprint(nobody),
 		"--quota-claims", "3", "--quota-bytes", "4096", "--quota-failed", "4")
 	for i := range 3 {
-		if code, _, errs := d.run(t, asNobody, "launch", "--", "sleep", "100"); code != 0 {
+		if code, _, errs := d.run(t, asNobody, "launch", "--json", "--", "sleep", "100"); code != 0 {
 			t.Fatalf("nobody's launch %d within quota: exit %d: %s", i, code, errs)
 		}
 	}
-	if code, _, errs := d.run(t, asNobody, "launch", "--", "sleep", "100"); code == 0 || !strings.Contains(errs, "quota") {
+	if code, _, errs := d.run(t, asNobody, "launch", "--json", "--", "sleep", "100"); code == 0 || !strings.Contains(errs, "quota") {
 		t.Errorf("nobody's 4th live claim: exit %d %q, want refused over quota", code, errs)
 	}
 	for i := range 20 {
-		d.run(t, asNobody, "launch", "--", "/nonexistent/tool-"+fmt.Sprint(i))
+		d.run(t, asNobody, "launch", "--json", "--", "/nonexistent/tool-"+fmt.Sprint(i))
 	}
 	list, err := d.client.List(context.Background())
 	if err != nil {
@@ -309,7 +309,7 @@ func TestIntegrationQuotas(t *testing.T) {
 		}
 	}
 	big := strings.Repeat("x", 2000)
-	if code, _, errs := d.run(t, asNobody, "launch", "--", "true", big, big, big); code == 0 || !strings.Contains(errs, "quota") {
+	if code, _, errs := d.run(t, asNobody, "launch", "--json", "--", "true", big, big, big); code == 0 || !strings.Contains(errs, "quota") {
 		t.Errorf("nobody's claim past its byte quota: exit %d %q, want refused", code, errs)
 	}
 	if _, err := d.client.Launch(context.Background(), &api.LaunchRequest{Argv: []string{"sleep", "100"}, Cwd: "/"}); err != nil {
@@ -485,7 +485,7 @@ func TestIntegrationAuditTrail(t *testing.T) {
 	testenv.RequireRoot(t)
 	state, sock := newDirs(t)
 	d := startDaemon(t, state, sock, "--socket-group", fmt.Sprint(nobody))
-	code, out, errs := d.run(t, asNobody, "launch", "--owner", "audit-me", "--", "sleep", "100")
+	code, out, errs := d.run(t, asNobody, "launch", "--json", "--owner", "audit-me", "--", "sleep", "100")
 	if code != 0 {
 		t.Fatalf("nobody's launch: exit %d: %s", code, errs)
 	}

@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -16,7 +15,10 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/procsupervisor/supervisor/internal/buildinfo"
+	"github.com/procsupervisor/supervisor/internal/cmddoc"
 	"github.com/procsupervisor/supervisor/internal/spawn"
+	"github.com/procsupervisor/supervisor/internal/view"
 )
 
 // version is set at build time with -ldflags "-X main.version=...".
@@ -27,11 +29,13 @@ type command struct {
 	summary string
 	usage   string
 	run     func(ctx context.Context, env *cliEnv, args []string) error
+	argv    bool // its flags end at the first argument (a program's own follow)
 }
 
 // cliEnv is what commands write to; tests substitute buffers.
 type cliEnv struct {
 	stdout, stderr io.Writer
+	onHelp         func(*flag.FlagSet) // sees the flags --help stops at (registry)
 }
 
 var commands = map[string]*command{}
@@ -111,69 +115,61 @@ func newFlags(name string) *flag.FlagSet {
 	return flag.NewFlagSet(name, flag.ContinueOnError)
 }
 
-// parse parses flags that may come before, between or after positional
-// arguments, and returns the positional ones, min to max of them (max < 0:
-// any number); want names them in the error ("" for none). A "--" ends
-// flag parsing.
+// parse parses a command's flags and returns its positional arguments, min
+// to max of them (max < 0: any number; see cmddoc.Parse).
 func parse(env *cliEnv, fs *flag.FlagSet, args []string, min, max int, want string) ([]string, error) {
 	c := commands[fs.Name()]
-	fs.SetOutput(io.Discard)
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			if errors.Is(err, flag.ErrHelp) {
-				commandUsage(env.stdout, c)
-				fs.SetOutput(env.stdout)
-				fs.PrintDefaults()
-				return nil, flag.ErrHelp
-			}
-			return nil, fail(exitUsage, "%v (see 'supervisor %s --help')", err, c.name)
+	pos, err := cmddoc.Parse(fs, args, c.argv, min, max, want)
+	if errors.Is(err, flag.ErrHelp) {
+		if env.onHelp != nil {
+			env.onHelp(fs)
 		}
-		rest := fs.Args()
-		// fs.Parse consumed a "--" if it saw one: everything after is
-		// positional. Otherwise rest[0] is the first positional argument.
-		if len(rest) == 0 || (len(args) > len(rest) && args[len(args)-len(rest)-1] == "--") {
-			pos = append(pos, rest...)
-			break
-		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
+		commandUsage(env.stdout, c)
+		fs.SetOutput(env.stdout)
+		fs.PrintDefaults()
+	} else if err != nil {
+		return nil, fail(exitUsage, "%v (see 'supervisor %s --help')", err, c.name)
 	}
-	switch {
-	case len(pos) >= min && (max < 0 || len(pos) <= max):
-		return pos, nil
-	case want == "":
-		return nil, fail(exitUsage, "unexpected arguments %q", pos)
-	}
-	return nil, fail(exitUsage, "want %s, got %d arguments", want, len(pos))
+	return pos, err
 }
 
 // show prints v as indented JSON when asJSON is set, otherwise as text
 // writes it.
 func show(env *cliEnv, asJSON bool, v any, text func(w io.Writer)) error {
-	if !asJSON {
-		text(env.stdout)
-		return nil
-	}
-	return printJSON(env, v, "  ")
+	return view.Print(env.stdout, asJSON, v, text)
 }
 
 // printJSON prints v as JSON, on one line when indent is "".
-func printJSON(env *cliEnv, v any, indent string) error {
-	enc := json.NewEncoder(env.stdout)
-	enc.SetIndent("", indent)
-	if err := enc.Encode(v); err != nil {
-		return fail(exitSoftware, "%v", err)
+func printJSON(env *cliEnv, v any, indent string) error { return view.JSON(env.stdout, v, indent) }
+
+// registry describes every command and its flags, as --help finds them.
+func registry() []cmddoc.Command {
+	var out []cmddoc.Command
+	for _, n := range slices.Sorted(maps.Keys(commands)) {
+		c, env := commands[n], &cliEnv{stdout: io.Discard, stderr: io.Discard}
+		env.onHelp = func(fs *flag.FlagSet) {
+			out = append(out, cmddoc.Command{Name: n, Summary: c.summary, Usage: c.usage, Flags: cmddoc.Flags(fs)})
+		}
+		_ = c.run(context.Background(), env, []string{"--help"})
 	}
-	return nil
+	return out
 }
 
 func init() {
-	register("version", "print the version", func(ctx context.Context, env *cliEnv, args []string) error {
-		if _, err := parse(env, newFlags("version"), args, 0, -1, ""); err != nil {
+	register("version", "print the version, commit, Go version and eBPF object hash", func(ctx context.Context, env *cliEnv, args []string) error {
+		fs := newFlags("version")
+		asJSON := fs.Bool("json", false, "print them as one JSON object")
+		if _, err := parse(env, fs, args, 0, 0, ""); err != nil {
 			return err
 		}
-		fmt.Fprintf(env.stdout, "supervisor %s\n", strings.TrimSpace(version))
-		return nil
-	}, "version")
+		i := buildinfo.Read(strings.TrimSpace(version))
+		return show(env, *asJSON, i, func(w io.Writer) { view.Version(w, i) })
+	}, "version [--json]")
+	register("completion", "print a completion script for bash, zsh or fish", func(ctx context.Context, env *cliEnv, args []string) error {
+		pos, err := parse(env, newFlags("completion"), args, 1, 1, "bash, zsh or fish")
+		if err == nil && cmddoc.Completion(env.stdout, pos[0], "supervisor", registry()) != nil {
+			err = fail(exitUsage, "%q: want bash, zsh or fish", pos[0])
+		}
+		return err
+	}, "completion bash|zsh|fish\n\nPrints the script; load it with source <(supervisor completion bash), or\ninstall it where the shell looks (bash-completion's completions/supervisor,\nzsh's $fpath as _supervisor, fish's completions/supervisor.fish).")
 }

@@ -59,7 +59,7 @@ func TestUsageAndHelp(t *testing.T) {
 		{[]string{"kill", "1", "v1:t:00000000000000000000000000000000:1:-", "--grace", "2h"}, exitUsage, ""},
 		// Each command checks how many arguments it got before it asks
 		// the daemon or the kernel anything.
-		{[]string{"launch", "--socket", "/nonexistent"}, exitUsage, ""},
+		{[]string{"launch", "--json", "--socket", "/nonexistent"}, exitUsage, ""},
 		{[]string{"release", "--socket", "/nonexistent"}, exitUsage, ""},
 		{[]string{"list", "x", "--socket", "/nonexistent"}, exitUsage, ""},
 		{[]string{"tree", "1", "2", "--socket", "/nonexistent"}, exitUsage, ""},
@@ -87,7 +87,7 @@ func TestIntegrationTokenVerifyKill(t *testing.T) {
 	if code != 0 || v["verdict"] != "OWNED" || v["pid"] != float64(cmd.Process.Pid) || v["token"] != tok || v["reason"] == "" || v["mechanism"] == "" {
 		t.Fatalf("verify --json = %d %v, want OWNED with pid, token, reason, mechanism", code, v)
 	}
-	if code, out, _ := cli(t, "verify", pid, tok); code != 0 || strings.TrimSpace(out) != "OWNED" {
+	if code, out, _ := cli(t, "verify", pid, tok); code != 0 || verdictWord(out) != "OWNED" {
 		t.Errorf("verify = %d %q, want 0 OWNED", code, out)
 	}
 	code, out, _ = cli(t, "kill", pid, tok, "--grace", "2s", "--json")
@@ -99,7 +99,7 @@ func TestIntegrationTokenVerifyKill(t *testing.T) {
 		t.Fatalf("kill --json = %q (%v), want dead", out, err)
 	}
 	cmd.Wait()
-	if code, out, _ := cli(t, "verify", pid, tok); code != 2 || strings.TrimSpace(out) != "GONE" {
+	if code, out, _ := cli(t, "verify", pid, tok); code != 2 || verdictWord(out) != "GONE" {
 		t.Errorf("verify after kill = %d %q, want 2 GONE", code, out)
 	}
 	if code, _, errs := cli(t, "token", pid); code < 64 || errs == "" {
@@ -129,7 +129,7 @@ func TestIntegrationReissuedPidThroughCLI(t *testing.T) {
 			continue
 		}
 		stok := tokenOf(t, pid)
-		if code, out, _ := cli(t, "verify", strconv.Itoa(pid), tok); code != 1 || strings.TrimSpace(out) != "FOREIGN" {
+		if code, out, _ := cli(t, "verify", strconv.Itoa(pid), tok); code != 1 || verdictWord(out) != "FOREIGN" {
 			t.Errorf("verify(reissued) = %d %q, want 1 FOREIGN", code, out)
 		}
 		code, out, _ := cli(t, "kill", strconv.Itoa(pid), tok, "--grace", "100ms")
@@ -210,4 +210,10 @@ func TestRunCode(t *testing.T) {
 			t.Errorf("runCode(%v) = %d, want %d", tt.err, got, tt.want)
 		}
 	}
+}
+
+// verdictWord is the verdict word verify prints first ("FOREIGN: reason").
+func verdictWord(out string) string {
+	w, _, _ := strings.Cut(out, ":")
+	return w
 }

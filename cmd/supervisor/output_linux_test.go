@@ -26,7 +26,7 @@ func TestIntegrationOutputForItsOwner(t *testing.T) {
 	// Another uid in the socket's group (the kernel needs no user entry).
 	stranger := &syscall.Credential{Uid: nobody - 1, Gid: nobody}
 
-	code, out, errs := d.run(t, owner, "launch", "--detach", "--cwd", "/", "--", "sh", "-c", "echo hello from $(id -u); echo to stderr >&2")
+	code, out, errs := d.run(t, owner, "launch", "--json", "--detach", "--cwd", "/", "--", "sh", "-c", "echo hello from $(id -u); echo to stderr >&2")
 	if code != 0 {
 		t.Fatalf("launch as nobody: exit %d: %s", code, errs)
 	}

@@ -80,7 +80,7 @@ func TestIntegrationSetuidDescendantNotSignalled(t *testing.T) {
 	helper := testenv.SetuidRoot(t)
 	state, sock := newDirs(t)
 	d := startDaemon(t, state, sock, "--socket-group", fmt.Sprint(nobody))
-	code, out, errs := d.run(t, asNobody, "launch", "--cwd", "/", "--", "sh", "-c", helper+" hold & sleep 1000 & wait")
+	code, out, errs := d.run(t, asNobody, "launch", "--json", "--cwd", "/", "--", "sh", "-c", helper+" hold & sleep 1000 & wait")
 	if code != 0 {
 		t.Fatalf("launch as nobody: exit %d: %s", code, errs)
 	}

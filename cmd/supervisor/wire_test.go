@@ -4,6 +4,7 @@ import (
 	"context"
 	"net"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -58,20 +59,24 @@ func TestCLIPrintsWireClaims(t *testing.T) {
 	go srv.Serve(l)
 	defer srv.Shutdown(context.Background())
 
-	code, out, errs := cli(t, "launch", "--socket", sock, "--wall-clock", "1h", "--", "sleep", "600")
-	if code != 0 || !strings.Contains(out, `"wall_clock": "1h0m0s"`) || strings.Contains(out, `"rev"`) ||
-		!strings.Contains(out, `"last_verdict": {`) || !strings.Contains(out, `"verdict": "OWNED"`) {
-		t.Errorf("launch = %d %q %q, want the claim with wall_clock 1h0m0s and no rev", code, out, errs)
+	code, out, errs := cli(t, "launch", "--json", "--socket", sock, "--wall-clock", "1h", "--", "sleep", "600")
+	if code != 0 || strings.Count(out, "\n") != 1 || !strings.Contains(out, `"wall_clock":"1h0m0s"`) || strings.Contains(out, `"rev"`) ||
+		!strings.Contains(out, `"last_verdict":{`) || !strings.Contains(out, `"verdict":"OWNED"`) {
+		t.Errorf("launch --json = %d %q %q, want the claim on one line with wall_clock 1h0m0s and no rev", code, out, errs)
+	}
+	code, out, errs = cli(t, "launch", "--socket", sock, "sleep", "600")
+	if want := "g-abcdefghijkl 4242 v1:t:00000000000000000000000000000000:1:-\n"; code != 0 || out != want {
+		t.Errorf("launch = %d %q %q, want %q", code, out, errs, want)
 	}
 	code, out, errs = cli(t, "list", "--socket", sock)
-	want := "ID              KIND   STATE    PID   VERDICT  OWNER     COMMAND\n" +
-		"g-abcdefghijkl  grant  running  4242  OWNED    build-42  sleep 600\n"
-	if code != 0 || out != want {
+	want := regexp.MustCompile(`^ID +KIND +STATE +AGE +PID +VERDICT +OWNER +RESULT +COMMAND\n` +
+		`g-abcdefghijkl +grant +running +\d+d +4242 +OWNED +build-42 +wall clock due +sleep 600\n$`)
+	if code != 0 || !want.MatchString(out) {
 		t.Errorf("list = %d %q %q, want\n%s", code, out, errs, want)
 	}
 	code, out, errs = cli(t, "release", "--socket", sock, "g-abcdefghijkl")
-	want = "g-abcdefghijkl released (OWNED: pidfs inode matches; 0 targeted, 0 survivors, 0 unproven)\n"
-	if code != 0 || out != want {
-		t.Errorf("release = %d %q %q, want %q", code, out, errs, want)
+	wantRel := "g-abcdefghijkl released (OWNED: pidfs inode matches; 0 targeted, 0 survivors, 0 unproven)\n"
+	if code != 0 || out != wantRel {
+		t.Errorf("release = %d %q %q, want %q", code, out, errs, wantRel)
 	}
 }

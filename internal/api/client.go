@@ -186,8 +186,14 @@ func (c *Client) ReleaseWatch(ctx context.Context, id string, r *ReleaseRequest,
 
 // List returns the claims the caller may see.
 func (c *Client) List(ctx context.Context) ([]Claim, error) {
+	return c.ListAll(ctx, ListQuery{})
+}
+
+// ListAll returns every claim q selects (q.After and q.Limit aside), page
+// after page.
+func (c *Client) ListAll(ctx context.Context, q ListQuery) ([]Claim, error) {
 	all := []Claim{}
-	q := ListQuery{}
+	q.After = ""
 	for {
 		page, next, err := c.ListPage(ctx, q)
 		if err != nil {

@@ -251,6 +251,9 @@ type Release struct {
 	// Ownership is the verdict on the root that decided the release.
 	Ownership verdict.Result `json:"ownership,omitzero"`
 	At        time.Time      `json:"at,omitzero"`
+	// Cause is why the claim was let go: "requested", "wall clock",
+	// "holder gone", "root exited" ("" in records older than it).
+	Cause string `json:"cause,omitempty"`
 }
 
 // Member is a descendant of a claim's root that the daemon saw born.
@@ -280,7 +283,7 @@ func ClaimOf(c store.Claim) Claim {
 	}
 	if r := c.Release; r != nil {
 		w.Release = &Release{
-			Dead: r.Dead, Escalated: r.Escalated, Ownership: r.Ownership, At: r.At,
+			Dead: r.Dead, Escalated: r.Escalated, Ownership: r.Ownership, At: r.At, Cause: r.Cause,
 			Survivors: slices.Clone(r.Survivors), Unproven: slices.Clone(r.Unproven),
 		}
 	}

@@ -47,7 +47,7 @@ func storeClaim() store.Claim {
 		Argv: []string{"sleep", "1"}, Cwd: "/", Pid: 42, Token: token.Token{Start: 116, Prec: token.Ticks}, Pgid: 42,
 		Cgroup: "/sys/fs/cgroup/x", CreatedAt: now, State: store.Released,
 		LastVerdict: &store.Verdict{Result: verdict.Owned, Reason: "r", Mechanism: "pidfd", At: now},
-		Release:     &store.Release{Dead: true, Escalated: true, Survivors: []store.Instance{{Pid: 7, Token: token.Token{Start: 115, Prec: token.Ticks}}}, Unproven: []store.Instance{{Pid: 1, Token: token.Token{Start: 117, Prec: token.Ticks}, Reason: "protected"}}, Ownership: verdict.Owned, At: now},
+		Release:     &store.Release{Dead: true, Escalated: true, Survivors: []store.Instance{{Pid: 7, Token: token.Token{Start: 115, Prec: token.Ticks}}}, Unproven: []store.Instance{{Pid: 1, Token: token.Token{Start: 117, Prec: token.Ticks}, Reason: "protected"}}, Ownership: verdict.Owned, At: now, Cause: "holder gone"},
 		Members:     []store.Member{{Pid: 43, Token: token.Token{Start: 109, Prec: token.Ticks}, Parent: 42, ParentToken: token.Token{Start: 116, Prec: token.Ticks}, BornAt: now}},
 		Holder:      &store.Instance{Pid: 1, Token: token.Token{Start: 104, Prec: token.Ticks}},
 		WallClock:   time.Hour, Deadline: now.Add(time.Hour),

@@ -40,6 +40,8 @@ type request struct {
 	// async: the caller (the main loop) does not wait for a teardown, and
 	// skips a claim whose teardown is in progress instead of waiting.
 	async bool
+	// cause is why the claim is let go, for its release record.
+	cause string
 	// say, when set, is told a teardown's steps (its worker's).
 	say func(string)
 }
@@ -200,6 +202,7 @@ func (d *Daemon) settle(ctx context.Context, id string, rq request) (api.ReportI
 	}
 
 	dec := Decide(in)
+	rq.cause = Cause(rq.trigger, in.Orphan, in.Root)
 	it.Action = dec.Action.String()
 	if rq.dryRun {
 		return it, nil, nil
@@ -271,7 +274,7 @@ func (d *Daemon) settle(ctx context.Context, id string, rq request) (api.ReportI
 		// A live group or recorded members under a gone root: reported,
 		// never signalled.
 		it.Unproven = unproven
-		rel := &store.Release{Dead: len(unproven) == 0, Ownership: v.Result, Unproven: instances(unproven), At: now}
+		rel := &store.Release{Dead: len(unproven) == 0, Ownership: v.Result, Unproven: instances(unproven), At: now, Cause: rq.cause}
 		if err := d.write(&c, dec.State, v, rel); err != nil {
 			return it, nil, err
 		}
@@ -356,7 +359,7 @@ func (d *Daemon) teardown(ctx context.Context, c *store.Claim, v verdict.Verdict
 		return out, nil
 	}
 	rel := &store.Release{Dead: out.Dead, Escalated: out.Escalated, Ownership: out.Verdict.Result,
-		Survivors: instances(out.Survivors), Unproven: instances(out.Unproven), At: d.now()}
+		Survivors: instances(out.Survivors), Unproven: instances(out.Unproven), At: d.now(), Cause: rq.cause}
 	state := afterTeardown(c.Kind, !out.Dead)
 	if !out.Acted {
 		// Refused (a protected root): nothing was signalled; the claim

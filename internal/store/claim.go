@@ -120,6 +120,9 @@ type Release struct {
 	// Ownership is the verdict on the root that decided the release.
 	Ownership verdict.Result `json:"ownership,omitzero"`
 	At        time.Time      `json:"at,omitzero"`
+	// Cause is why the claim was let go (a short phrase the daemon
+	// chooses: "requested", "wall clock", "holder gone", "root exited").
+	Cause string `json:"cause,omitempty"`
 }
 
 // Claim is one grant or job. The job fields (ExitCode to FollowedUp) stay
@@ -337,6 +340,9 @@ func (l Limits) check(c *Claim) error {
 	}
 	if r := c.Release; r != nil {
 		if err := validResult("release ownership", r.Ownership); err != nil {
+			return err
+		}
+		if err := l.checkString("release cause", r.Cause); err != nil {
 			return err
 		}
 		if len(r.Survivors) > l.MaxMembers {

@@ -1,9 +1,13 @@
 // Package view renders what the daemon and the local path answer for a
-// person at a terminal: claims, reports, status, teardown outcomes and
-// lineage trees. Every string that came from a process or a user (a
-// command line, an owner label, a comm, a reason) goes through Sanitize
-// here, in one place, so that no view writes a terminal escape a workload
-// chose. JSON output does not come through here: it escapes on its own.
+// person at a terminal: claims (a list with age and result, one in full),
+// verdicts, reports, status, teardown outcomes, lineage trees and what the
+// binary is. It knows the terminal's width (TIOCGWINSZ on the output; none
+// when the output is not a terminal) and redraws a view when it changes
+// (Watch, by polling: the daemon pushes nothing). Every string that came
+// from a process or a user (a command line, an owner label, a comm, a
+// reason) goes through Sanitize here, in one place, so that no view writes
+// a terminal escape a workload chose. JSON output (JSON, Print) escapes
+// control characters on its own; it leaves <, > and & as they are.
 package view
 
 import (
@@ -19,6 +23,7 @@ import (
 	"github.com/procsupervisor/supervisor/internal/actions"
 	"github.com/procsupervisor/supervisor/internal/api"
 	"github.com/procsupervisor/supervisor/internal/lineage"
+	"github.com/procsupervisor/supervisor/internal/token"
 )
 
 // Sanitize replaces control characters (ESC among them) with '?'.
@@ -41,23 +46,6 @@ func table(w io.Writer, rows [][]string) {
 		fmt.Fprintln(tw, strings.Join(row, "\t"))
 	}
 	tw.Flush()
-}
-
-// Claims lists claims, one a row.
-func Claims(w io.Writer, cs []api.Claim) {
-	rows := [][]string{{"ID", "KIND", "STATE", "PID", "VERDICT", "OWNER", "COMMAND"}}
-	for _, cl := range cs {
-		v := "-"
-		if cl.LastVerdict != nil {
-			v = cl.LastVerdict.Result.String()
-		}
-		cmd := strings.Join(cl.Argv, " ")
-		if len(cmd) > 60 {
-			cmd = cmd[:60] + "..."
-		}
-		rows = append(rows, []string{cl.ID, string(cl.Kind), string(cl.State), fmt.Sprint(cl.Pid), v, cl.Owner, cmd})
-	}
-	table(w, rows)
 }
 
 // Report prints a reconcile or reaper report.
@@ -124,37 +112,62 @@ func Outcome(w io.Writer, out actions.Outcome) {
 	}
 }
 
+// TreeOptions say what a tree's lines show beyond pid and comm.
+type TreeOptions struct {
+	// Tokens shows each process's start token.
+	Tokens bool
+	// Width cuts each line to this many columns (0: no cut).
+	Width int
+	// Cmdline, when set, gives a process's command line ("" when unknown).
+	Cmdline func(pid int32, tok token.Token) string
+}
+
 // Tree prints a lineage tree like pstree under its ancestry (nearest
-// ancestor first in ancestry), saying which mechanism knows it.
-func Tree(w io.Writer, mech string, tree *lineage.TreeNode, ancestry []lineage.TreeNode) {
+// ancestor first in ancestry), saying which mechanism knows it. A process
+// that belongs to a claim shows the claim's id in brackets.
+func Tree(w io.Writer, mech string, tree *lineage.TreeNode, ancestry []lineage.TreeNode, opt TreeOptions) {
 	bw := bufio.NewWriter(w)
 	defer bw.Flush()
 	fmt.Fprintf(bw, "# lineage by %s\n", mech)
 	if len(ancestry) > 0 {
-		fmt.Fprint(bw, "# ancestry: ")
+		var b strings.Builder
+		b.WriteString("# ancestry: ")
 		for i := len(ancestry) - 1; i >= 0; i-- {
-			fmt.Fprintf(bw, "%s > ", label(ancestry[i]))
+			b.WriteString(label(&ancestry[i]) + " > ")
 		}
-		fmt.Fprintln(bw, label(*tree))
+		b.WriteString(label(tree))
+		fmt.Fprintln(bw, Cut(b.String(), opt.Width))
 	}
-	node(bw, tree, "", "")
+	node(bw, tree, "", "", &opt)
 }
 
-func label(n lineage.TreeNode) string {
+func label(n *lineage.TreeNode) string {
 	s := fmt.Sprintf("%d %s", n.Pid, Sanitize(n.Comm))
+	if n.Root != "" {
+		s += " [" + Sanitize(n.Root) + "]"
+	}
 	if n.Exited {
 		s += " (exited)"
 	}
 	return s
 }
 
-func node(w io.Writer, n *lineage.TreeNode, first, rest string) {
-	fmt.Fprintf(w, "%s%s  %s\n", first, label(*n), n.Token)
+func node(w io.Writer, n *lineage.TreeNode, first, rest string, opt *TreeOptions) {
+	line := first + label(n)
+	if opt.Tokens {
+		line += "  " + n.Token.String()
+	}
+	if opt.Cmdline != nil && !n.Exited {
+		if cmd := opt.Cmdline(n.Pid, n.Token); cmd != "" {
+			line += "  " + Sanitize(cmd)
+		}
+	}
+	fmt.Fprintln(w, Cut(line, opt.Width))
 	for i, c := range n.Children {
 		if i == len(n.Children)-1 {
-			node(w, c, rest+"└─ ", rest+"   ")
+			node(w, c, rest+"└─ ", rest+"   ", opt)
 		} else {
-			node(w, c, rest+"├─ ", rest+"│  ")
+			node(w, c, rest+"├─ ", rest+"│  ", opt)
 		}
 	}
 }

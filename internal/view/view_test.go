@@ -3,10 +3,12 @@ package view
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/procsupervisor/supervisor/internal/actions"
 	"github.com/procsupervisor/supervisor/internal/api"
 	"github.com/procsupervisor/supervisor/internal/lineage"
+	"github.com/procsupervisor/supervisor/internal/token"
 	"github.com/procsupervisor/supervisor/internal/verdict"
 )
 
@@ -27,18 +29,21 @@ func TestTable(t *testing.T) {
 func TestNoEscapes(t *testing.T) {
 	const esc = "\x1b[41mred\u009b2J"
 	var b strings.Builder
-	Claims(&b, []api.Claim{{ID: "g-1", Owner: esc, Argv: []string{esc}}})
+	Claims(&b, []api.Claim{{ID: "g-1", Owner: esc, Argv: []string{esc}}}, time.Now())
+	Show(&b, api.Claim{ID: "g-1", Owner: esc, Argv: []string{esc}, State: "retired", RetiredReason: esc}, time.Now())
+	Verdict(&b, verdict.Verdict{Reason: esc, Mechanism: esc})
 	Report(&b, api.Report{Items: []api.ReportItem{{ID: "g-1", Reason: esc}}})
 	Status(&b, api.Status{Version: esc, LastStoreError: esc, Reconcile: api.Report{Items: []api.ReportItem{{Reason: esc}}}})
 	Outcome(&b, actions.Outcome{Verdict: verdict.Verdict{Reason: esc}, Error: esc, Unproven: []actions.Member{{Pid: 7, Reason: esc}}})
 	Release(&b, api.ReleaseResponse{Outcome: &actions.Outcome{Verdict: verdict.Verdict{Reason: esc}}})
 	child := &lineage.TreeNode{Pid: 2, Comm: esc}
-	Tree(&b, "proc", &lineage.TreeNode{Pid: 1, Comm: esc, Children: []*lineage.TreeNode{child}}, []lineage.TreeNode{{Pid: 0, Comm: esc}})
+	Tree(&b, "proc", &lineage.TreeNode{Pid: 1, Comm: esc, Root: esc, Children: []*lineage.TreeNode{child}}, []lineage.TreeNode{{Pid: 0, Comm: esc}},
+		TreeOptions{Cmdline: func(int32, token.Token) string { return esc }})
 	out := b.String()
 	if strings.ContainsAny(out, "\x1b\u009b") {
 		t.Errorf("a view wrote a terminal escape:\n%q", out)
 	}
-	if strings.Count(out, "?[41mred?2J") < 10 {
+	if strings.Count(out, "?[41mred?2J") < 18 {
 		t.Errorf("the sanitized strings are missing from the views:\n%s", out)
 	}
 }

@@ -1,0 +1,7 @@
+//go:build linux && (386 || amd64 || arm || arm64 || loong64 || mips64le || mipsle || ppc64le || riscv64)
+
+package buildinfo
+
+import "github.com/procsupervisor/supervisor/internal/events/tracepoint"
+
+func bpfObject() string { return tracepoint.ObjectSHA256() }

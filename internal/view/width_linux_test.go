@@ -1,0 +1,94 @@
+package view
+
+import (
+	"context"
+	"io"
+	"os"
+	"strconv"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/procsupervisor/supervisor/internal/testenv"
+)
+
+// openPty returns both ends of a new pseudo-terminal.
+func openPty(t *testing.T) (master, slave *os.File) {
+	t.Helper()
+	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Skipf("no pseudo-terminal: %v", err)
+	}
+	t.Cleanup(func() { m.Close() })
+	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatal(err)
+	}
+	n, err := unix.IoctlGetInt(int(m.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := os.OpenFile("/dev/pts/"+strconv.Itoa(n), os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return m, s
+}
+
+// TestWidth reads a terminal's width from the kernel, and says 0 for what
+// is not a terminal (a file, a pipe, a buffer).
+func TestWidth(t *testing.T) {
+	_, tty := openPty(t)
+	for _, cols := range []uint16{37, 211} {
+		if err := unix.IoctlSetWinsize(int(tty.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 24, Col: cols}); err != nil {
+			t.Fatal(err)
+		}
+		if got := Width(tty); got != int(cols) {
+			t.Errorf("Width(a %d-column terminal) = %d", cols, got)
+		}
+	}
+	f, err := os.CreateTemp(t.TempDir(), "out")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	for name, out := range map[string]io.Writer{"a file": f, "a pipe": w, "a buffer": &testenv.Buffer{}} {
+		if got := Width(out); got != 0 {
+			t.Errorf("Width(%s) = %d, want 0", name, got)
+		}
+	}
+}
+
+// TestWatchTerminal: on a terminal, each frame clears the screen and its
+// lines are cut to the terminal's width.
+func TestWatchTerminal(t *testing.T) {
+	master, tty := openPty(t)
+	if err := unix.IoctlSetWinsize(int(tty.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 24, Col: 10}); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	err := Watch(ctx, tty, time.Millisecond, func(w io.Writer) error {
+		cancel()
+		_, err := io.WriteString(w, "short\nsomething much longer\n")
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 256)
+	n, err := master.Read(buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The terminal's line discipline turns \n into \r\n.
+	if got, want := string(buf[:n]), clearScreen+"short\r\nsomething…\r\n"; got != want {
+		t.Errorf("Watch on a 10-column terminal wrote %q, want %q", got, want)
+	}
+}
