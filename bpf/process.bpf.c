@@ -49,14 +49,25 @@
  * A deleted file's path is its last name, without the " (deleted)" d_path
  * adds. The cgroup path walks kernfs parents the same way (CGROUP_DEPTH).
  *
- * Cost: task, cred, dentry and kernfs fields are read by direct loads
- * through BTF pointers (the verifier makes them fault-safe), not a helper
- * call each; addresses that need arithmetic (container_of, a flexible array)
- * are read as numbers and turned back into BTF pointers with
- * bpf_rdonly_cast. The walks loop on open-coded iterators (bpf_iter_num),
- * which the verifier checks by convergence instead of unrolling every
- * path length. Both need Linux 6.4+; the context-less programs (fork, exec
- * and exit with want_context unset) need only tp_btf and ring buffers.
+ * Cost: task, cred, pid, mount, dentry and kernfs fields are read by direct
+ * loads through BTF pointers (the verifier makes them fault-safe), not a
+ * helper call each; an address computed from one (container_of, an element
+ * of a flexible array) is turned back into a BTF pointer with
+ * bpf_rdonly_cast. Helpers remain only for copies: names, argv, the
+ * supplementary groups, the fd array. The walks loop on open-coded
+ * iterators (bpf_iter_num), which the verifier checks by convergence instead
+ * of unrolling every path length. Both need Linux 6.4+; the context-less
+ * programs (fork, exec and exit with want_context unset) need only tp_btf
+ * and ring buffers. Records are submitted without waking the reader (see
+ * wake_reader): a wake-up is a self-IPI, by far the largest cost of a record
+ * in a virtual machine.
+ *
+ * Not cached: the paths are walked at every exec. A cache keyed by dentry
+ * could only be proved current with the rename and mount sequence counts
+ * (rename_lock, mount_lock), which tp_btf programs cannot read (they are
+ * in neither BTF nor, without CONFIG_KALLSYMS_ALL, kallsyms); a dentry's
+ * address can be reused, and an ancestor renamed, without the leaf
+ * changing.
  *
  * The record layout is mirrored in internal/events/tracepoint/decode.go.
  */
@@ -170,6 +181,7 @@ const volatile bool want_context = 0;
  * match; the verifier knows argv_max as a constant. */
 const volatile __u32 argv_max = 32768;
 
+
 /* Emits BTF for the records so bpf2go generates their Go twins, which a
  * test checks against decode.go's layout. No program uses them, so loading
  * never creates its .bss map. */
@@ -242,41 +254,74 @@ static __always_inline struct event *reserve(__u32 kind)
 	return reserve_size(kind, sizeof(struct event));
 }
 
-/* Waking the reader for every record costs more than the record (an
- * irq_work and a context switch per event under a fork storm). A record
- * wakes the reader only when none did for WAKEUP_GAP_NS, or when the ring is
- * a quarter full; the others are submitted silently. The reader keeps
- * polling with a deadline longer than WAKEUP_GAP_NS after every record it
- * sees, so a silent record is never stranded: it sleeps without a deadline
- * only after a quiet stretch longer than the gap, and the first record after
- * such a stretch always wakes it. Races between CPUs on last_wakeup_ns only
- * add wakeups. */
-/* Flags of bpf_ringbuf_submit and bpf_ringbuf_query (uapi linux/bpf.h,
- * which this program does not include). */
+/* Waking the reader costs more than the record: bpf_ringbuf's wake-up is an
+ * irq_work, raised by a self-IPI, which in a virtual machine is a VM exit
+ * (tens of microseconds on this project's VMs, the largest part of an
+ * exec's probe time when it woke the reader every 5 ms). So records are
+ * submitted without waking, and the reader is woken only when it sleeps
+ * without a deadline, which it says in reader_asleep (an array memory-mapped
+ * by user space), or when the ring is a quarter full.
+ *
+ * The reader stores 1 in reader_asleep, then looks at the ring, then
+ * sleeps; the program commits its record, then loads reader_asleep: both
+ * sides put a full barrier between their store and their load (a sequentially
+ * consistent atomic store in Go; the xchg that commits a ring buffer record
+ * here), so either the reader sees the record or the program sees the flag
+ * and wakes it: a record is never stranded. The program that sees the flag
+ * clears it with an atomic exchange, so one wake-up answers it. While the
+ * reader is awake it polls with a deadline (straggleWait in
+ * source_linux.go) and finds the records submitted silently. */
 enum {
 	RB_NO_WAKEUP = 1,
 	RB_FORCE_WAKEUP = 2,
 	RB_AVAIL_DATA = 0,
 };
 
-#define WAKEUP_GAP_NS 5000000ULL
+/* A reader that polls is woken early when this much is waiting (the ring is
+ * at least 1 MiB), at most once per WAKEUP_FULL_GAP_NS. */
 #define WAKEUP_BYTES (1 << 18)
+#define WAKEUP_FULL_GAP_NS 1000000ULL
 
-__u64 last_wakeup_ns = 0;
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(map_flags, BPF_F_MMAPABLE);
+} reader_asleep SEC(".maps");
 
-static __always_inline __u64 wakeup_flags(__u64 now)
+__u64 last_full_wakeup_ns = 0;
+
+/* wake_reader wakes the reader if it sleeps without a deadline, or if the
+ * ring is filling up; called after a record was committed. The wake-up is a
+ * discarded 8-byte record submitted with BPF_RB_FORCE_WAKEUP (no helper
+ * wakes a ring buffer's reader alone). */
+static __always_inline void wake_reader(__u64 now)
 {
-	if (now - last_wakeup_ns > WAKEUP_GAP_NS ||
-	    bpf_ringbuf_query(&events, RB_AVAIL_DATA) >= WAKEUP_BYTES) {
-		last_wakeup_ns = now;
-		return RB_FORCE_WAKEUP;
+	__u32 key = 0;
+	__u32 *asleep = bpf_map_lookup_elem(&reader_asleep, &key);
+	void *r;
+
+	if (asleep && *asleep) {
+		if (!__sync_lock_test_and_set(asleep, 0))
+			return; /* another CPU took it */
+	} else if (bpf_ringbuf_query(&events, RB_AVAIL_DATA) >= WAKEUP_BYTES &&
+		   now - last_full_wakeup_ns > WAKEUP_FULL_GAP_NS) {
+		last_full_wakeup_ns = now;
+	} else {
+		return;
 	}
-	return RB_NO_WAKEUP;
+	r = bpf_ringbuf_reserve(&events, 8, 0);
+	if (r)
+		bpf_ringbuf_discard(r, RB_FORCE_WAKEUP);
 }
 
 static __always_inline void submit(struct event *e)
 {
-	bpf_ringbuf_submit(e, wakeup_flags(e->time_ns));
+	__u64 now = e->time_ns;
+
+	bpf_ringbuf_submit(e, RB_NO_WAKEUP);
+	wake_reader(now);
 }
 
 /* pidfs_ino returns the pidfs inode id of the process led by leader: the
@@ -326,20 +371,21 @@ static __always_inline int leader_token(struct pid *p, __u64 *ticks, __u64 *ino)
 
 	if (!p)
 		return 0;
-	first = BPF_CORE_READ(p, tasks[PIDTYPE_PID].first);
+	first = p->tasks[PIDTYPE_PID].first;
 	if (!first)
 		return 0;
-	/* container_of on a number, then back to a BTF pointer. */
+	/* container_of: the offset makes a pointer the verifier cannot follow,
+	 * so the result is cast back to a BTF pointer of the task. */
 	t = bpf_rdonly_cast((void *)first - bpf_core_field_offset(struct task_struct, pid_links),
 			    bpf_core_type_id_kernel(struct task_struct));
 	*ticks = start_ticks(t);
-	*ino = bpf_core_field_exists(p->ino) ? BPF_CORE_READ(p, ino) : 0;
+	*ino = bpf_core_field_exists(p->ino) ? p->ino : 0;
 	return 1;
 }
 
 static __always_inline int pid_nr(struct pid *p)
 {
-	return p ? BPF_CORE_READ(p, numbers[0].nr) : 0;
+	return p ? p->numbers[0].nr : 0;
 }
 
 /* std_tty reports whether fds 0 and 2 of t are the terminal dev (the
@@ -353,7 +399,7 @@ static __always_inline int std_tty(struct task_struct *t, __u32 dev)
 
 	if (!fdt || fdt->max_fds < 3)
 		return 0;
-	if (bpf_probe_read_kernel(fds, sizeof(fds), BPF_CORE_READ(fdt, fd)) < 0)
+	if (bpf_probe_read_kernel(fds, sizeof(fds), fdt->fd) < 0)
 		return 0;
 	for (i = 0; i < 3; i += 2) {
 		struct file *f = bpf_rdonly_cast(fds[i], bpf_core_type_id_kernel(struct file));
@@ -367,17 +413,18 @@ static __always_inline int std_tty(struct task_struct *t, __u32 dev)
 /* fill_ctx reads the context of task t (see struct proc_ctx). t is a
  * tracepoint argument, a BTF pointer: fields are read by direct loads,
  * which the verifier turns into faulting-safe loads, far cheaper than a
- * helper call each. Pointers that need arithmetic (a flexible array, a
- * container_of) are read with helpers, as plain numbers. */
+ * helper call each. A pointer that needs arithmetic (a container_of, an
+ * element of a flexible array) is cast back to a BTF pointer with
+ * bpf_rdonly_cast; only copies of arrays use helpers. */
 static __always_inline void fill_ctx(struct proc_ctx *c, struct task_struct *t)
 {
 	const struct cred *cred = t->real_cred;
 	struct signal_struct *sig = t->signal;
 	struct tty_struct *tty = sig->tty;
 	struct group_info *gi = cred->group_info;
-	struct pid *sp = BPF_CORE_READ(sig, pids[PIDTYPE_SID]);
-	struct pid *gp = BPF_CORE_READ(sig, pids[PIDTYPE_PGID]);
-	struct pid *tp = BPF_CORE_READ(t, thread_pid);
+	struct pid *sp = sig->pids[PIDTYPE_SID];
+	struct pid *gp = sig->pids[PIDTYPE_PGID];
+	struct pid *tp = t->thread_pid;
 	struct upid *up;
 	__u32 level, n;
 
@@ -392,8 +439,7 @@ static __always_inline void fill_ctx(struct proc_ctx *c, struct task_struct *t)
 	n = c->ngroups;
 	if (n > NGROUPS_CAP)
 		n = NGROUPS_CAP;
-	if (n > 0 && bpf_probe_read_kernel(c->groups, n * sizeof(__u32),
-			(void *)BPF_CORE_READ(cred, group_info) + bpf_core_field_offset(struct group_info, gid)) < 0)
+	if (n > 0 && bpf_probe_read_kernel(c->groups, n * sizeof(__u32), &gi->gid[0]) < 0)
 		c->ngroups = 0;
 	if (bpf_core_field_exists(t->loginuid)) {
 		c->loginuid = t->loginuid.val;
@@ -421,11 +467,13 @@ static __always_inline void fill_ctx(struct proc_ctx *c, struct task_struct *t)
 		if (std_tty(t, c->tty_major << 20 | c->tty_minor))
 			c->flags |= CTX_STD_TTY;
 	}
-	level = BPF_CORE_READ(tp, level) & 31;
-	up = (void *)tp + bpf_core_field_offset(struct pid, numbers) +
-	     level * bpf_core_type_size(struct upid);
-	c->ns_pid = BPF_CORE_READ(up, nr);
-	c->pidns_ino = BPF_CORE_READ(up, ns, ns.inum);
+	/* numbers[level]: the pid in the task's own namespace. */
+	level = tp->level & 31;
+	up = bpf_rdonly_cast((void *)tp + bpf_core_field_offset(struct pid, numbers) +
+			     level * bpf_core_type_size(struct upid),
+			     bpf_core_type_id_kernel(struct upid));
+	c->ns_pid = up->nr;
+	c->pidns_ino = up->ns->ns.inum;
 	c->cgroup_id = t->cgroups->dfl_cgrp->kn->id;
 }
 
@@ -502,45 +550,52 @@ extern int bpf_iter_num_new(struct bpf_iter_num *it, int start, int end) __ksym;
 extern int *bpf_iter_num_next(struct bpf_iter_num *it) __ksym;
 extern void bpf_iter_num_destroy(struct bpf_iter_num *it) __ksym;
 
+/* real_mount is the struct mount around vfsmount vm (container_of, as a
+ * BTF pointer the verifier lets the program read by direct loads). */
+static __always_inline struct mount *real_mount(struct vfsmount *vm)
+{
+	return bpf_rdonly_cast((void *)vm - bpf_core_field_offset(struct mount, mnt),
+			       bpf_core_type_id_kernel(struct mount));
+}
+
 /* walk_path appends the names of path (d, vm) from the leaf up to the root
  * (rootd, rootvm) or the root of the mount tree, and returns -1 when it
  * stopped before (bounds, a disconnected dentry, a failed read). Dentries
- * are walked by direct loads; the mount (vm, its struct mount) is kept as a
- * number, since reaching struct mount from its vfsmount takes arithmetic
- * the verifier does not allow on BTF pointers, and read with helpers at
- * each of the few mount crossings. */
-static __always_inline int walk_path(struct scratch *s, struct dentry *d, void *vm,
-				     struct dentry *rootd, void *rootvm)
+ * and mounts are read by direct loads; only the names are copied with a
+ * helper. */
+static __always_inline int walk_path(struct scratch *s, struct dentry *d, struct vfsmount *vm,
+				     struct dentry *rootd, struct vfsmount *rootvm)
 {
-	__u64 mnt_off = bpf_core_field_offset(struct mount, mnt);
 	struct bpf_iter_num it;
+	struct mount *m, *rootm;
 	struct dentry *mroot;
 	int ret = -1;
 
 	begin_blob(s);
-	if (!d || !vm)
+	if (!d || !vm || !rootvm)
 		return -1;
 	d = as_dentry(d);
-	mroot = BPF_CORE_READ((struct vfsmount *)vm, mnt_root);
+	m = real_mount(vm);
+	rootm = real_mount(rootvm);
+	mroot = vm->mnt_root;
 	bpf_iter_num_new(&it, 0, PATH_DEPTH);
 	while (bpf_iter_num_next(&it)) {
 		struct dentry *parent;
 
-		if ((void *)d == (void *)rootd && vm == rootvm) {
+		if ((void *)d == (void *)rootd && m == rootm) {
 			ret = 0;
 			break;
 		}
 		if ((void *)d == (void *)mroot) {
-			struct mount *m = vm - mnt_off;
-			struct mount *mp = BPF_CORE_READ(m, mnt_parent);
+			struct mount *mp = m->mnt_parent;
 
 			if (mp == m) {
 				ret = 0;
 				break;
 			}
-			d = as_dentry(BPF_CORE_READ(m, mnt_mountpoint));
-			vm = (void *)mp + mnt_off;
-			mroot = BPF_CORE_READ((struct vfsmount *)vm, mnt_root);
+			d = as_dentry(m->mnt_mountpoint);
+			m = mp;
+			mroot = mp->mnt.mnt_root;
 			continue;
 		}
 		parent = d->d_parent;
@@ -599,11 +654,11 @@ static __always_inline void exec_context(struct task_struct *p, pid_t old_pid, s
 	struct exec_event *x;
 	struct fs_struct *fs;
 	struct dentry *rootd;
-	void *rootvm;
+	struct vfsmount *rootvm;
 	struct file *f;
 	struct mm_struct *mm;
 	unsigned long as, ae;
-	__u64 size, total;
+	__u64 size;
 	__u32 pos, mark, n;
 	__u8 *data;
 
@@ -621,22 +676,22 @@ static __always_inline void exec_context(struct task_struct *p, pid_t old_pid, s
 	x->ev.tid = old_pid;
 	BPF_CORE_READ_INTO(&x->ev.comm, p, comm);
 	fill_ctx(&x->ctx, p);
-	x->argc = BPF_CORE_READ(bprm, argc);
+	x->argc = bprm->argc;
 	x->xflags = 0;
 	x->pad = 0;
 	s->pos = 0;
 
 	fs = p->fs;
 	rootd = fs->root.dentry;
-	rootvm = BPF_CORE_READ(fs, root.mnt);
+	rootvm = fs->root.mnt;
 	f = bprm->file;
 	if (!f)
 		x->xflags |= X_NO_EXE;
-	else if (walk_path(s, f->f_path.dentry, BPF_CORE_READ(f, f_path.mnt), rootd, rootvm) < 0)
+	else if (walk_path(s, f->f_path.dentry, f->f_path.mnt, rootd, rootvm) < 0)
 		x->xflags |= X_EXE_TRUNC;
 	x->exe_len = s->pos;
 	mark = s->pos;
-	if (walk_path(s, fs->pwd.dentry, BPF_CORE_READ(fs, pwd.mnt), rootd, rootvm) < 0)
+	if (walk_path(s, fs->pwd.dentry, fs->pwd.mnt, rootd, rootvm) < 0)
 		x->xflags |= X_CWD_TRUNC;
 	x->cwd_len = s->pos - mark;
 	mark = s->pos;
@@ -663,9 +718,9 @@ static __always_inline void exec_context(struct task_struct *p, pid_t old_pid, s
 		x->xflags |= X_ARGS_FAULT;
 	}
 	x->args_len = n;
-	total = sizeof(*x) + pos + n;
-	if (bpf_ringbuf_output(&events, x, total, wakeup_flags(x->ev.time_ns)) < 0)
+	if (bpf_ringbuf_output(&events, x, sizeof(*x) + pos + n, RB_NO_WAKEUP) < 0)
 		count_lost();
+	wake_reader(x->ev.time_ns);
 }
 
 SEC("tp_btf/sched_process_exec")

@@ -33,6 +33,7 @@ enum bpf_map_type_subset {
 };
 
 #define BPF_ANY 0
+#define BPF_F_MMAPABLE (1U << 10)
 
 #define TASK_COMM_LEN 16
 

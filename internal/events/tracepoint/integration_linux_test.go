@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -516,4 +517,24 @@ func realPath(t testing.TB, p string) string {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// TestIntegrationWakeAfterQuiet checks the wake-up protocol: once the reader
+// has gone quiet (it set reader_asleep and sleeps without a deadline), a
+// single process still reaches it, because the program committing its first
+// record sees the flag and wakes the reader. Records are otherwise
+// submitted without waking it, so a broken protocol leaves the reader
+// asleep and the test waiting.
+func TestIntegrationWakeAfterQuiet(t *testing.T) {
+	s, _ := openSource(t)
+	c := collect(t, s)
+	for i := range 3 {
+		testenv.Eventually(t, waitLimit, func() bool { return atomic.LoadUint32(s.asleep) == 1 },
+			"round %d: the reader never went quiet", i)
+		cmd := exec.Command("/bin/true")
+		if err := cmd.Run(); err != nil {
+			t.Fatal(err)
+		}
+		c.waitFor(t, "exit after a quiet stretch", is(events.Exit, int32(cmd.Process.Pid)))
+	}
 }

@@ -79,19 +79,20 @@ type processProcCtx struct {
 //
 // Used for safe lookups in a Collection or CollectionSpec.
 const (
-	processMapEvents          = "events"
-	processMapLost            = "lost"
-	processMapScratch         = "scratch"
-	processProgHandleExec     = "handle_exec"
-	processProgHandleExit     = "handle_exit"
-	processProgHandleExitLive = "handle_exit_live"
-	processProgHandleFork     = "handle_fork"
-	processVarArgvMax         = "argv_max"
-	processVarLastWakeupNs    = "last_wakeup_ns"
-	processVarUnusedEvent     = "unused_event"
-	processVarUnusedExecEvent = "unused_exec_event"
-	processVarUnusedForkEvent = "unused_fork_event"
-	processVarWantContext     = "want_context"
+	processMapEvents           = "events"
+	processMapLost             = "lost"
+	processMapReaderAsleep     = "reader_asleep"
+	processMapScratch          = "scratch"
+	processProgHandleExec      = "handle_exec"
+	processProgHandleExit      = "handle_exit"
+	processProgHandleExitLive  = "handle_exit_live"
+	processProgHandleFork      = "handle_fork"
+	processVarArgvMax          = "argv_max"
+	processVarLastFullWakeupNs = "last_full_wakeup_ns"
+	processVarUnusedEvent      = "unused_event"
+	processVarUnusedExecEvent  = "unused_exec_event"
+	processVarUnusedForkEvent  = "unused_fork_event"
+	processVarWantContext      = "want_context"
 )
 
 // loadProcess returns the embedded CollectionSpec for process.
@@ -146,21 +147,22 @@ type processProgramSpecs struct {
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type processMapSpecs struct {
-	Events  *ebpf.MapSpec `ebpf:"events"`
-	Lost    *ebpf.MapSpec `ebpf:"lost"`
-	Scratch *ebpf.MapSpec `ebpf:"scratch"`
+	Events       *ebpf.MapSpec `ebpf:"events"`
+	Lost         *ebpf.MapSpec `ebpf:"lost"`
+	ReaderAsleep *ebpf.MapSpec `ebpf:"reader_asleep"`
+	Scratch      *ebpf.MapSpec `ebpf:"scratch"`
 }
 
 // processVariableSpecs contains global variables before they are loaded into the kernel.
 //
 // It can be passed ebpf.CollectionSpec.Assign.
 type processVariableSpecs struct {
-	ArgvMax         *ebpf.VariableSpec `ebpf:"argv_max"`
-	LastWakeupNs    *ebpf.VariableSpec `ebpf:"last_wakeup_ns"`
-	UnusedEvent     *ebpf.VariableSpec `ebpf:"unused_event"`
-	UnusedExecEvent *ebpf.VariableSpec `ebpf:"unused_exec_event"`
-	UnusedForkEvent *ebpf.VariableSpec `ebpf:"unused_fork_event"`
-	WantContext     *ebpf.VariableSpec `ebpf:"want_context"`
+	ArgvMax          *ebpf.VariableSpec `ebpf:"argv_max"`
+	LastFullWakeupNs *ebpf.VariableSpec `ebpf:"last_full_wakeup_ns"`
+	UnusedEvent      *ebpf.VariableSpec `ebpf:"unused_event"`
+	UnusedExecEvent  *ebpf.VariableSpec `ebpf:"unused_exec_event"`
+	UnusedForkEvent  *ebpf.VariableSpec `ebpf:"unused_fork_event"`
+	WantContext      *ebpf.VariableSpec `ebpf:"want_context"`
 }
 
 // processObjects contains all objects after they have been loaded into the kernel.
@@ -183,15 +185,17 @@ func (o *processObjects) Close() error {
 //
 // It can be passed to loadProcessObjects or ebpf.CollectionSpec.LoadAndAssign.
 type processMaps struct {
-	Events  *ebpf.Map `ebpf:"events"`
-	Lost    *ebpf.Map `ebpf:"lost"`
-	Scratch *ebpf.Map `ebpf:"scratch"`
+	Events       *ebpf.Map `ebpf:"events"`
+	Lost         *ebpf.Map `ebpf:"lost"`
+	ReaderAsleep *ebpf.Map `ebpf:"reader_asleep"`
+	Scratch      *ebpf.Map `ebpf:"scratch"`
 }
 
 func (m *processMaps) Close() error {
 	return _ProcessClose(
 		m.Events,
 		m.Lost,
+		m.ReaderAsleep,
 		m.Scratch,
 	)
 }
@@ -200,12 +204,12 @@ func (m *processMaps) Close() error {
 //
 // It can be passed to loadProcessObjects or ebpf.CollectionSpec.LoadAndAssign.
 type processVariables struct {
-	ArgvMax         *ebpf.Variable `ebpf:"argv_max"`
-	LastWakeupNs    *ebpf.Variable `ebpf:"last_wakeup_ns"`
-	UnusedEvent     *ebpf.Variable `ebpf:"unused_event"`
-	UnusedExecEvent *ebpf.Variable `ebpf:"unused_exec_event"`
-	UnusedForkEvent *ebpf.Variable `ebpf:"unused_fork_event"`
-	WantContext     *ebpf.Variable `ebpf:"want_context"`
+	ArgvMax          *ebpf.Variable `ebpf:"argv_max"`
+	LastFullWakeupNs *ebpf.Variable `ebpf:"last_full_wakeup_ns"`
+	UnusedEvent      *ebpf.Variable `ebpf:"unused_event"`
+	UnusedExecEvent  *ebpf.Variable `ebpf:"unused_exec_event"`
+	UnusedForkEvent  *ebpf.Variable `ebpf:"unused_fork_event"`
+	WantContext      *ebpf.Variable `ebpf:"want_context"`
 }
 
 // processPrograms contains all programs after they have been loaded into the kernel.

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/btf"
@@ -38,10 +39,12 @@ type recordReader interface {
 }
 
 // straggleWait is how long Read keeps polling after the last record it saw.
-// The eBPF program submits most records without waking the reader (see
-// submit in bpf/process.bpf.c): it wakes it at most every 5 ms, so a record
-// submitted silently is found by this poll. Only after a quiet stretch of
-// straggleWait does Read sleep until the program wakes it.
+// The eBPF programs submit records without waking the reader (see
+// wake_reader in bpf/process.bpf.c) unless the reader said it sleeps
+// without a deadline, or the ring is a quarter full: a record submitted
+// silently is found by this poll. Only after a quiet stretch of
+// straggleWait does Read say it sleeps (Source.asleep) and sleep until a
+// program wakes it.
 const straggleWait = 10 * time.Millisecond
 
 // lostCheckEvery bounds how many records Read decodes between two looks at
@@ -69,6 +72,10 @@ type Source struct {
 	checkLost  bool
 	sawData    bool // a record arrived since the read deadline was set
 	quiet      bool // no deadline: asleep until the program wakes us
+	settling   bool // reader_asleep set, one last look at the ring due
+	// asleep is the reader_asleep flag shared with the programs (a
+	// memory-mapped array element): 1 while quiet. Nil in replay tests.
+	asleep *uint32
 
 	// progs are the attached programs by event kind, for tests and
 	// benchmarks that read their size and run-time statistics.
@@ -96,6 +103,7 @@ type objects struct {
 	Events  *ebpf.Map     `ebpf:"events"`
 	Lost    *ebpf.Map     `ebpf:"lost"`
 	Scratch *ebpf.Map     `ebpf:"scratch"`
+	Asleep  *ebpf.Map     `ebpf:"reader_asleep"`
 	Fork    *ebpf.Program `ebpf:"handle_fork"`
 	Exec    *ebpf.Program `ebpf:"handle_exec"`
 	Exit    *ebpf.Program `ebpf:"handle_exit"`
@@ -103,7 +111,7 @@ type objects struct {
 
 func (o *objects) close() error {
 	var errs []error
-	for _, c := range []interface{ Close() error }{o.Fork, o.Exec, o.Exit, o.Events, o.Lost, o.Scratch} {
+	for _, c := range []interface{ Close() error }{o.Fork, o.Exec, o.Exit, o.Events, o.Lost, o.Scratch, o.Asleep} {
 		if c == nil {
 			continue
 		}
@@ -176,8 +184,17 @@ func New(boot procfs.BootID, opts ...Option) (*Source, error) {
 	if err := spec.LoadAndAssign(&objs, nil); err != nil {
 		return nil, fmt.Errorf("tracepoint: load eBPF objects: %w: %w", events.ErrUnavailable, err)
 	}
+	asleepMem, err := unix.Mmap(objs.Asleep.FD(), 0, os.Getpagesize(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		objs.close()
+		return nil, fmt.Errorf("tracepoint: map reader_asleep: %w", err)
+	}
+	// The reader starts asleep (Source.quiet): the first record wakes it.
+	asleep := (*uint32)(unsafe.Pointer(&asleepMem[0]))
+	atomic.StoreUint32(asleep, 1)
 	rd, err := ringbuf.NewReader(objs.Events)
 	if err != nil {
+		unix.Munmap(asleepMem)
 		objs.close()
 		return nil, fmt.Errorf("tracepoint: ring buffer reader: %w", err)
 	}
@@ -190,7 +207,7 @@ func New(boot procfs.BootID, opts ...Option) (*Source, error) {
 		for i := len(links) - 1; i >= 0; i-- {
 			errs = append(errs, links[i].Close())
 		}
-		errs = append(errs, objs.close())
+		errs = append(errs, objs.close(), unix.Munmap(asleepMem))
 		return errors.Join(errs...)
 	}
 	for _, p := range []struct {
@@ -209,6 +226,7 @@ func New(boot procfs.BootID, opts ...Option) (*Source, error) {
 		links = append(links, l)
 	}
 	s := newSource(boot, rd, nil, releaseAll)
+	s.asleep = asleep
 	s.progs = map[string]*ebpf.Program{"fork": objs.Fork, "exec": objs.Exec, "exit": objs.Exit}
 	var key uint32
 	var val uint64
@@ -362,10 +380,19 @@ func (s *Source) Read(ev *events.Event) error {
 				return events.ErrClosed
 			}
 			if errors.Is(err, os.ErrDeadlineExceeded) {
-				if s.sawData {
+				switch {
+				case s.sawData:
 					s.sawData = false
 					s.rd.SetDeadline(time.Now().Add(straggleWait))
-				} else {
+				case !s.settling:
+					// A quiet stretch: say so (reader_asleep), then look
+					// at the ring once more without waiting. A record
+					// committed before the flag was seen is found by that
+					// look; one after it wakes us (see wake_reader).
+					s.settling = true
+					s.setAsleep(1)
+					s.rd.SetDeadline(time.Now())
+				default:
 					s.quiet = true
 					s.rd.SetDeadline(time.Time{})
 				}
@@ -377,8 +404,9 @@ func (s *Source) Read(ev *events.Event) error {
 			return fmt.Errorf("tracepoint: read ring buffer: %w", err)
 		}
 		s.sawData = true
-		if s.quiet {
-			s.quiet = false
+		if s.quiet || s.settling {
+			s.quiet, s.settling = false, false
+			s.setAsleep(0)
 			s.rd.SetDeadline(time.Now().Add(straggleWait))
 		}
 		// Look at the lost counter once the buffer is drained (drops happen
@@ -397,6 +425,14 @@ func (s *Source) Read(ev *events.Event) error {
 		}
 		s.nEvents.Add(1)
 		return nil
+	}
+}
+
+// setAsleep stores v in the reader_asleep flag the programs read, with a
+// sequentially consistent store: a full barrier before the ring is read.
+func (s *Source) setAsleep(v uint32) {
+	if s.asleep != nil {
+		atomic.StoreUint32(s.asleep, v)
 	}
 }
 
