@@ -238,8 +238,9 @@ check() {
 args_events() {
 	jq -R -r 'fromjson? | select(.kind == "exec") | (.argv // []) | join("\u001f")' "$1"
 }
+# The feed rotates its file at 100 MiB (FILE.1 ... FILE.5): read them all.
 args_daemon() {
-	jq -R -r 'fromjson? | select(.event.action == "process_exec") | (.process.args // []) | join("\u001f")' "$1"
+	jq -R -r 'fromjson? | select(.event.action == "process_exec") | (.process.args // []) | join("\u001f")' "$1"*
 }
 args_bpftrace() {
 	tr ' ' '\037' <"$1"
@@ -292,49 +293,49 @@ record() {
 # processes), oprog (pattern of its exec program's name) and out (its
 # output file).
 start_events() {
-	out=$dir/events.json
-	"$supervisor" events --json --mechanism ebpf >"$out" 2>"$dir/events.err" &
+	out=$dir/$round.events.json
+	"$supervisor" events --json --mechanism ebpf >"$out" 2>"$dir/$round.events.err" &
 	opids=$!
 	running+=("$opids")
 	local i
 	for i in $(seq 600); do
-		grep -q "mechanism ebpf" "$dir/events.err" 2>/dev/null && break
-		kill -0 "$opids" 2>/dev/null || die "supervisor events exited: $(cat "$dir/events.err")"
+		grep -q "mechanism ebpf" "$dir/$round.events.err" 2>/dev/null && break
+		kill -0 "$opids" 2>/dev/null || die "supervisor events exited: $(cat "$dir/$round.events.err")"
 		sleep 0.1
 	done
-	grep -q "mechanism ebpf" "$dir/events.err" || die "supervisor events not ready: $(cat "$dir/events.err")"
+	grep -q "mechanism ebpf" "$dir/$round.events.err" || die "supervisor events not ready: $(cat "$dir/$round.events.err")"
 	oprog='^handle_exec$'
 }
 stop_events() {
 	kill -INT "$opids"
-	wait "$opids" || die "supervisor events exited with $?: $(cat "$dir/events.err")"
-	lost_total=$(sed -n 's/.* events, \([0-9]*\) lost.*/\1/p' "$dir/events.err")
+	wait "$opids" || die "supervisor events exited with $?: $(cat "$dir/$round.events.err")"
+	lost_total=$(sed -n 's/.* events, \([0-9]*\) lost.*/\1/p' "$dir/$round.events.err")
 }
 start_daemon() {
-	out=$dir/feed.json
-	mkdir -p "$dir/state"
-	"$supervisor" run --state-dir "$dir/state" --socket "$dir/state/api.sock" --cgroup off \
-		--mechanism ebpf --log-output "file:$out" --log-process-events >"$dir/daemon.out" 2>"$dir/daemon.err" &
+	out=$dir/$round.feed.json
+	mkdir -p "$dir/state.$round"
+	"$supervisor" run --state-dir "$dir/state.$round" --socket "$dir/state.$round/api.sock" --cgroup off \
+		--mechanism ebpf --log-output "file:$out" --log-process-events >"$dir/$round.daemon.out" 2>"$dir/$round.daemon.err" &
 	opids=$!
 	running+=("$opids")
 	local i
 	for i in $(seq 600); do
-		grep -q "serving on" "$dir/daemon.err" 2>/dev/null && break
-		kill -0 "$opids" 2>/dev/null || die "supervisor run exited: $(cat "$dir/daemon.err")"
+		grep -q "serving on" "$dir/$round.daemon.err" 2>/dev/null && break
+		kill -0 "$opids" 2>/dev/null || die "supervisor run exited: $(cat "$dir/$round.daemon.err")"
 		sleep 0.1
 	done
-	grep -q "serving on" "$dir/daemon.err" || die "supervisor run not serving: $(cat "$dir/daemon.err")"
+	grep -q "serving on" "$dir/$round.daemon.err" || die "supervisor run not serving: $(cat "$dir/$round.daemon.err")"
 	oprog='^handle_exec$'
 }
 stop_daemon() {
 	kill -TERM "$opids"
-	wait "$opids" || die "supervisor run exited with $?: $(cat "$dir/daemon.err")"
+	wait "$opids" || die "supervisor run exited with $?: $(cat "$dir/$round.daemon.err")"
 	# Events the source lost, and process event lines the feed dropped.
 	lost_total=$(jq -R -r 'fromjson? | (.supervisor.lost_events // 0) + (.supervisor.dropped.process_events // 0)' "$out" 2>/dev/null |
 		awk '{ n += $1 } END { print n + 0 }')
 }
 start_auditd() {
-	out=$dir/audit/audit.log
+	out=$dir/audit/$round.audit.log
 	mkdir -p "$dir/audit"
 	chmod 0750 "$dir/audit"
 	# Debian's configuration, writing to our directory, never rotating or
@@ -352,13 +353,13 @@ start_auditd() {
 	[ "$(echo "$st" | awk '$1 == "pid" { print $2 }')" = 0 ] || die "another audit daemon runs: $(echo "$st" | grep pid)"
 	audit_enabled=$(echo "$st" | awk '$1 == "enabled" { print $2 }')
 	audit_backlog=$(echo "$st" | awk '$1 == "backlog_limit" { print $2 }')
-	auditd -n -s enable -c "$dir/audit" >"$dir/auditd.out" 2>&1 &
+	auditd -n -s enable -c "$dir/audit" >"$dir/$round.auditd.out" 2>&1 &
 	opids=$!
 	running+=("$opids")
 	local i
 	for i in $(seq 100); do
 		[ "$(auditctl -s | awk '$1 == "pid" { print $2 }')" = "$opids" ] && break
-		kill -0 "$opids" 2>/dev/null || die "auditd exited: $(cat "$dir/auditd.out")"
+		kill -0 "$opids" 2>/dev/null || die "auditd exited: $(cat "$dir/$round.auditd.out")"
 		sleep 0.1
 	done
 	# Debian's rules set the backlog limit to 8192 (the kernel's default of
@@ -383,18 +384,18 @@ stop_auditd() {
 	audit_backlog="" audit_enabled=""
 }
 start_bpftrace() {
-	out=$dir/bpftrace.out
+	out=$dir/$round.bpftrace.out
 	if ! [ -e /sys/kernel/tracing/events ] && ! [ -e /sys/kernel/debug/tracing/events ]; then
 		mount -t tracefs nodev /sys/kernel/tracing || die "cannot mount tracefs"
 		tracefs_mounted=/sys/kernel/tracing
 	fi
-	bpftrace -B full -e 'tracepoint:syscalls:sys_enter_execve { join(args->argv); }' >"$out" 2>"$dir/bpftrace.err" &
+	bpftrace -B full -e 'tracepoint:syscalls:sys_enter_execve { join(args->argv); }' >"$out" 2>"$dir/$round.bpftrace.err" &
 	opids=$!
 	running+=("$opids")
 	local i
 	for i in $(seq 600); do
-		[ -n "$(progs "$opids")" ] && grep -q "Attaching" "$out" "$dir/bpftrace.err" 2>/dev/null && break
-		kill -0 "$opids" 2>/dev/null || die "bpftrace exited: $(cat "$dir/bpftrace.err")"
+		[ -n "$(progs "$opids")" ] && grep -q "Attaching" "$out" "$dir/$round.bpftrace.err" 2>/dev/null && break
+		kill -0 "$opids" 2>/dev/null || die "bpftrace exited: $(cat "$dir/$round.bpftrace.err")"
 		sleep 0.1
 	done
 	sleep 0.5
@@ -403,7 +404,7 @@ start_bpftrace() {
 stop_bpftrace() {
 	kill -INT "$opids"
 	wait "$opids" || true
-	lost_total=$(sed -n 's/.*Lost \([0-9]*\) events.*/\1/p' "$out" "$dir/bpftrace.err" | awk '{ n += $1 } END { print n + 0 }')
+	lost_total=$(sed -n 's/.*Lost \([0-9]*\) events.*/\1/p' "$out" "$dir/$round.bpftrace.err" | awk '{ n += $1 } END { print n + 0 }')
 	sed -i '/^Attaching /d; /^Lost [0-9]* events/d; /^$/d' "$out"
 	if [ -n "$tracefs_mounted" ]; then
 		umount "$tracefs_mounted"
@@ -436,11 +437,12 @@ for o in $observers; do
 		tally[$k]="${base[$k]} $rate $((c1 - c0)) $b0 $b1"
 	done
 	"stop_$o"
-	"args_$o" "$out" >"$dir/args.$o"
+	"args_$o" "$out" >"$dir/$round.args.$o"
 	for k in small 4k; do
 		set -- ${tally[$k]}
-		record "$o" "$k" "$1" "$2" "$(check "$k" "$o$k" "$dir/args.$o")" "${lost_total:-?}" "$3" "$4" "$5"
+		record "$o" "$k" "$1" "$2" "$(check "$k" "$o$k" "$dir/$round.args.$o")" "${lost_total:-?}" "$3" "$4" "$5"
 	done
+	[ -n "$keep" ] || rm -f "$out"* "$dir/$round.args.$o" # hundreds of MB
 	sleep 2 # leave the cores to others for a moment
 done
 done
