@@ -23,6 +23,10 @@
 #
 # For each observer and storm it reports:
 #   rate      the storm's execs a second as a share of the unobserved rate
+#   storm     the storm's own CPU per exec (its workers and children, user
+#             and system), unobserved -> observed: what an observer costs
+#             in the exec'ing processes (probes, audit records), less
+#             disturbed than the rate when other work shares the cores
 #   reported  storm execs the observer reported (unique counters seen)
 #   exact     storm execs reported with their complete and exact argv
 #   lost      events the observer said it lost (supervisor: its totals;
@@ -198,11 +202,12 @@ drained() {
 	echo "execstorm: observers still busy 60 s after the storm" >&2
 }
 
-# storm KIND PREFIX: run one storm; sets rate.
+# storm KIND PREFIX: run one storm; sets rate and scpu (its CPU per exec).
 storm() {
 	local out
 	out=$("$dir/bin/storm" -t "$target" -p "$2" -n "$execs" -k "$1") || die "storm failed: $out"
 	rate=$(echo "$out" | sed -n 's/.* rate=\([0-9.]*\).*/\1/p')
+	scpu=$(echo "$out" | sed -n 's/.* cpu=\([0-9.]*\).*/\1/p')
 }
 
 # check KIND PREFIX FILE: count the storm's execs in FILE (one reported
@@ -283,10 +288,10 @@ args_auditd() {
 results=$dir/results
 : >"$results"
 
-# record OBSERVER KIND BASE RATE REPORTED_EXACT LOST CPU_TICKS BPF0 BPF1
+# record OBSERVER KIND BASE RATE REPORTED_EXACT LOST CPU_TICKS BPF0 BPF1 BASECPU SCPU
 record() {
-	local o=$1 k=$2 base=$3 r=$4 re=$5 lost=$6 cpu=$7 b0=$8 b1=$9
-	echo "round=$round observer=$o storm=$k base=$base rate=$r reported=${re% *} exact=${re#* } lost=$lost cpu=$cpu bpf0=$b0 bpf1=$b1" >>"$results"
+	local o=$1 k=$2 base=$3 r=$4 re=$5 lost=$6 cpu=$7 b0=$8 b1=$9 bc=${10} sc=${11}
+	echo "round=$round observer=$o storm=$k base=$base rate=$r reported=${re% *} exact=${re#* } lost=$lost cpu=$cpu bpf0=$b0 bpf1=$b1 basecpu=$bc scpu=$sc" >>"$results"
 }
 
 # start_OBSERVER: start it, wait until it watches; sets opids (its
@@ -416,11 +421,12 @@ note "execstorm: $(date -u +%Y-%m-%dT%H:%M:%SZ) $(uname -r) nproc=$(nproc) execs
 note "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for round in $(seq "$rounds"); do
 for o in $observers; do
-	declare -A base=()
+	declare -A base=() basecpu=()
 	for k in small 4k; do
 		storm "$k" "none$k"
 		base[$k]=$rate
-		echo "round=$round observer=none storm=$k base=$rate rate=$rate" >>"$results"
+		basecpu[$k]=$scpu
+		echo "round=$round observer=none storm=$k base=$rate rate=$rate scpu=$scpu" >>"$results"
 	done
 	"start_$o"
 	# shellcheck disable=SC2086
@@ -434,13 +440,13 @@ for o in $observers; do
 		drained $opids
 		c1=$(cputicks $opids)
 		b1=$(bpfstat "$oprog" $ids | tr '\t' ,)
-		tally[$k]="${base[$k]} $rate $((c1 - c0)) $b0 $b1"
+		tally[$k]="${base[$k]} $rate $((c1 - c0)) $b0 $b1 ${basecpu[$k]} $scpu"
 	done
 	"stop_$o"
 	"args_$o" "$out" >"$dir/$round.args.$o"
 	for k in small 4k; do
 		set -- ${tally[$k]}
-		record "$o" "$k" "$1" "$2" "$(check "$k" "$o$k" "$dir/$round.args.$o")" "${lost_total:-?}" "$3" "$4" "$5"
+		record "$o" "$k" "$1" "$2" "$(check "$k" "$o$k" "$dir/$round.args.$o")" "${lost_total:-?}" "$3" "$4" "$5" "$6" "$7"
 	done
 	[ -n "$keep" ] || rm -f "$out"* "$dir/$round.args.$o" # hundreds of MB
 	sleep 2 # leave the cores to others for a moment
@@ -462,7 +468,7 @@ function median(list,   m, a, i, j, t) {
 }
 function us(x) { return (x == "-") ? "-" : sprintf("%.2fus", x) }
 BEGIN {
-	hdr = sprintf("%-5s %-9s %-5s %8s %8s %7s %9s %9s %7s %9s %9s %9s", "round", "observer", "storm", "base/s", "execs/s", "rate", "reported", "exact", "lost", "cpu/exec", "probe", "probes")
+	hdr = sprintf("%-5s %-9s %-5s %8s %8s %7s %15s %9s %9s %7s %9s %9s %9s", "round", "observer", "storm", "base/s", "execs/s", "rate", "storm cpu/exec", "reported", "exact", "lost", "cpu/exec", "probe", "probes")
 	print hdr
 }
 {
@@ -474,11 +480,11 @@ BEGIN {
 	probes = (b1[3] > b0[3]) ? (b1[3] - b0[3]) / n / 1000 : "-"
 	rel = 100 * v["rate"] / v["base"]; rep = 100 * v["reported"] / n; ex = 100 * v["exact"] / n
 	cpu = 1e6 * v["cpu"] / hz / n
-	printf "%-5s %-9s %-5s %8.0f %8.0f %6.1f%% %8.2f%% %8.2f%% %7s %7.2fus %9s %9s\n", v["round"], v["observer"], v["storm"], v["base"], v["rate"], rel, rep, ex, v["lost"], cpu, us(probe), us(probes)
+	printf "%-5s %-9s %-5s %8.0f %8.0f %6.1f%% %6.1f->%6.1fus %8.2f%% %8.2f%% %7s %7.2fus %9s %9s\n", v["round"], v["observer"], v["storm"], v["base"], v["rate"], rel, v["basecpu"], v["scpu"], rep, ex, v["lost"], cpu, us(probe), us(probes)
 	k = v["observer"] " " v["storm"]
 	if (!(k in seen)) { seen[k] = 1; order[++nk] = k }
 	B[k] = B[k] " " v["base"]; S[k] = S[k] " " v["rate"]; Q[k] = Q[k] " " rel; R[k] = R[k] " " rep; E[k] = E[k] " " ex
-	L[k] = L[k] " " v["lost"]; C[k] = C[k] " " cpu
+	L[k] = L[k] " " v["lost"]; C[k] = C[k] " " cpu; BC[k] = BC[k] " " v["basecpu"]; SC[k] = SC[k] " " v["scpu"]
 	if (probe != "-") P[k] = P[k] " " probe
 	if (probes != "-") PP[k] = PP[k] " " probes
 	nr[k]++
@@ -489,7 +495,7 @@ END {
 	print substr(hdr, 7)
 	for (i = 1; i <= nk; i++) {
 		k = order[i]; split(k, c, " ")
-		printf "%-9s %-5s %8.0f %8.0f %6.1f%% %8.2f%% %8.2f%% %7s %7.2fus %9s %9s\n", c[1], c[2], median(B[k]), median(S[k]), median(Q[k]), median(R[k]), median(E[k]), median(L[k]), median(C[k]), us(median(P[k])), us(median(PP[k]))
+		printf "%-9s %-5s %8.0f %8.0f %6.1f%% %6.1f->%6.1fus %8.2f%% %8.2f%% %7s %7.2fus %9s %9s\n", c[1], c[2], median(B[k]), median(S[k]), median(Q[k]), median(BC[k]), median(SC[k]), median(R[k]), median(E[k]), median(L[k]), median(C[k]), us(median(P[k])), us(median(PP[k]))
 	}
 }' "$results"
 note "probe: the exec program's run time per run (bpf_stats); probes: all the observer's programs' run time per storm exec"
