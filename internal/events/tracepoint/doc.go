@@ -34,6 +34,14 @@
 //     path, crossing mounts up to the task's root. A path past the bound is
 //     flagged truncated and holds its last components without a leading
 //     slash, never a wrong absolute path (see bpf/process.bpf.c).
+//   - Records are submitted without waking the reader: a wake-up is a
+//     self-IPI (a VM exit in a guest), which cost more than the record. The
+//     reader polls every 10 ms while records come; after a quiet stretch it
+//     sets reader_asleep (an array element shared through mmap), looks at
+//     the ring once more, and only then sleeps; the first program to commit
+//     a record after that sees the flag, clears it and wakes the reader. A
+//     ring a quarter full also wakes it. A record is thus read within about
+//     10 ms, and never left unread while the reader sleeps.
 //   - WithExecPath needs Linux 6.4+ (open-coded iterators and
 //     bpf_rdonly_cast); before it New fails to load the programs
 //     (events.ErrUnavailable) and callers fall back to another mechanism.
