@@ -2,6 +2,7 @@ package proccon
 
 import (
 	"errors"
+	"os"
 	"os/exec"
 	"testing"
 
@@ -32,6 +33,10 @@ func FuzzDecode(f *testing.F) {
 	f.Add(append(appendEvent(nil, ptr(execEv(5*sec, 100, 100)), 0), appendEvent(nil, ptr(exitEv(6*sec, 101, 100, 0, 1)), 0)...))
 	f.Add(appendEvent(nil, ptr(exitEv(6*sec, 100, 100, 256, 1)), 0)[:50])
 	f.Add([]byte{})
+	// A gap in CPU 1's numbers, then a duplicate.
+	f.Add(append(append(appendEvent(nil, ptr(onCPU(1, 5, fork(5*sec, 1, 100, 100))), 0),
+		appendEvent(nil, ptr(onCPU(1, 9, exitEv(6*sec, 100, 100, 0, 1))), 0)...),
+		appendEvent(nil, ptr(onCPU(1, 9, exitEv(6*sec, 100, 100, 0, 1))), 0)...))
 	procs := tableProber{
 		100: proc(100, 1, 'Z', 500, 1, 9001, "child"),
 		200: proc(200, 1, 'S', 500, 3, 9002, "threads"),
@@ -49,6 +54,10 @@ func FuzzDecode(f *testing.F) {
 				t.Fatalf("Read: %v", err)
 			}
 			switch ev.Kind {
+			case events.Lost:
+				if ev.Count == 0 {
+					t.Fatalf("delivered %+v: a gap or an unclassified exit is a count", ev)
+				}
 			case events.Fork, events.Exec, events.Exit:
 				delivered++
 				if ev.Pid <= 0 || ev.Mechanism != events.Netlink {
@@ -144,6 +153,7 @@ func BenchmarkDecode(b *testing.B) {
 		ts += 3
 		for i := range 3 {
 			ne.PutUint64(d[i*msgLen+44:], ts+uint64(i))
+			ne.PutUint32(d[i*msgLen+24:], uint32(ts+uint64(i))) // cn_msg seq
 		}
 		s.off, s.n = 0, len(d)
 		for range 3 {
@@ -188,4 +198,52 @@ func BenchmarkProbe(b *testing.B) {
 			}
 		}
 	})
+}
+
+// The premise of kernelProber.bind on the live kernel: an open
+// /proc/PID/stat stays tied to the instance that held PID when it was
+// opened, so once that instance is reaped the read fails, and a pid
+// reissued in between is never described by it.
+func TestIntegrationStatFileTiedToInstance(t *testing.T) {
+	testenv.RequireRoot(t)
+	p, err := newKernelProber()
+	if err != nil {
+		testenv.Skip(t, "kernel prober: %v", err)
+	}
+	cmd := exec.Command("/bin/sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := p.openStat(int32(cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeFD(fd)
+	cmd.Process.Kill()
+	cmd.Wait() // reaped: the pid is free for anyone
+	var pi procInfo
+	if err := p.readStat(fd, &pi); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("read of a reaped instance's stat = %v (%+v), want ErrNotExist", err, pi.Stat)
+	}
+}
+
+// A process already gone costs bind one failed open, and a live one is read
+// whole: what the storm's forks cost.
+func BenchmarkBind(b *testing.B) {
+	p, err := newKernelProber()
+	if err != nil {
+		testenv.Skip(b, "kernel prober: %v", err)
+	}
+	cmd := exec.Command("/bin/true")
+	if err := cmd.Run(); err != nil {
+		b.Fatal(err)
+	}
+	gone := int32(cmd.Process.Pid)
+	var pi procInfo
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := p.bind(gone, &pi); !errors.Is(err, os.ErrNotExist) {
+			b.Fatalf("bind of a gone pid = %v", err)
+		}
+	}
 }
