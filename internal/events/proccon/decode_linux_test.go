@@ -34,7 +34,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add(append(appendEvent(nil, ptr(execEv(5*sec, 100, 100)), 0), appendEvent(nil, ptr(exitEv(6*sec, 101, 100, 0, 1)), 0)...))
 	f.Add(appendEvent(nil, ptr(exitEv(6*sec, 100, 100, 256, 1)), 0)[:50])
 	f.Add([]byte{})
-	// A gap in CPU 1's numbers, then a duplicate.
+	// A gap in CPU 1's numbers, then a number seen before.
 	f.Add(append(append(appendEvent(nil, ptr(onCPU(1, 5, fork(5*sec, 1, 100, 100))), 0),
 		appendEvent(nil, ptr(onCPU(1, 9, exitEv(6*sec, 100, 100, 0, 1))), 0)...),
 		appendEvent(nil, ptr(onCPU(1, 9, exitEv(6*sec, 100, 100, 0, 1))), 0)...))

@@ -33,8 +33,9 @@
 // without the socket reporting an overflow), and Read delivers an
 // events.Lost event with that count before the message, dropping the
 // thread counts and exit records the missing messages could have changed.
-// A number at or before one already seen is a duplicate, counted as a
-// decode error. An overflow (ENOBUFS) is reported as below, and the gap it
+// (Kernels before about 4.3 could queue one CPU's messages out of order: there a
+// message numbered behind is handled as it is, and the gap it left was a
+// false alarm.) An overflow (ENOBUFS) is reported as below, and the gap it
 // leaves in the numbers is covered by that report. So each exit message
 // the kernel sent is read, or is covered by a reported loss; and each exit
 // message read becomes an exit event, or is provably not the last of its

@@ -113,8 +113,8 @@ type cpuSeq struct {
 	known bool
 }
 
-// maxCPU bounds the CPU numbers followed; a message naming a higher CPU
-// is malformed (the kernel has at most a few thousand).
+// maxCPU bounds the CPU numbers followed (the kernel has at most a few
+// thousand; an ack of an old kernel names CPU -1).
 const maxCPU = 1 << 16
 
 // group is a thread group whose birth the source observed: it has seen the
@@ -320,7 +320,7 @@ func (s *Source) subscribe(timeout time.Duration) error {
 			s.drops, _ = s.dropCount()
 			// The ack is numbered like every message: its CPU's count
 			// starts here, the others' at their first message.
-			_, _ = s.checkSeq(&s.raw)
+			s.checkSeq(&s.raw)
 			return nil
 		}
 	}
@@ -386,15 +386,13 @@ func (s *Source) Read(ev *events.Event) error {
 				err = errNotKernel
 			}
 			if err == nil && !s.seqChecked {
-				gap, serr := s.checkSeq(&s.raw)
-				if serr == nil && gap > 0 {
+				if gap := s.checkSeq(&s.raw); gap > 0 {
 					// Lost goes out first; the message is handled
 					// on the next call, past the check.
 					s.seqChecked = true
 					s.gapLost(ev, gap, s.raw.ts)
 					return nil
 				}
-				err = serr
 			}
 			if err == nil && s.flushBefore(&s.raw, ev) {
 				s.seqChecked = true
@@ -890,16 +888,17 @@ func (s *Source) noteBirth(tgid int32, ts uint64) {
 	}
 }
 
-// errSeq reports a message whose CPU number is out of range or whose seq
-// is not after the last one seen from its CPU (a duplicate or a replay).
-var errSeq = errors.New("cn_msg seq not after the last of its CPU")
-
 // checkSeq follows r's CPU's message numbers and returns how many messages
 // of that CPU were sent but never reached the socket since the last one
-// seen from it. The first message of a CPU starts its count.
-func (s *Source) checkSeq(r *rawEvent) (uint32, error) {
+// seen from it. The first message of a CPU starts its count. A message
+// numbered at or before the last one seen is handled as it is: kernels
+// before about 4.3 could queue one CPU's messages out of order (the kernel never
+// sends one twice, and other senders are refused by port id), and there
+// the gap it left was reported as a loss, a false alarm but never a
+// silent miss. A CPU number beyond maxCPU is not followed.
+func (s *Source) checkSeq(r *rawEvent) uint32 {
 	if r.cpu >= maxCPU {
-		return 0, errSeq
+		return 0
 	}
 	c := int(r.cpu)
 	if c >= len(s.seqs) {
@@ -908,14 +907,14 @@ func (s *Source) checkSeq(r *rawEvent) (uint32, error) {
 	e := &s.seqs[c]
 	if !e.known {
 		e.next, e.known = r.seq+1, true
-		return 0, nil
+		return 0
 	}
 	gap := r.seq - e.next
 	if int32(gap) < 0 {
-		return 0, errSeq
+		return 0
 	}
 	e.next = r.seq + 1
-	return gap, nil
+	return gap
 }
 
 // gapLost fills ev with the Lost event for n messages the kernel numbered
