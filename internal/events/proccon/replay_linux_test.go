@@ -576,6 +576,37 @@ func TestReplay(t *testing.T) {
 	}
 }
 
+// An overflow's gap can show before the queue is seen empty: the kernel
+// queues again as soon as a receive empties the queue, so messages sent
+// after the dropped ones can be read while the loss is still being drained.
+// The overflow's one Lost event covers that gap; it is not reported twice.
+func TestOverflowGapReportedOnce(t *testing.T) {
+	var d []byte
+	d = appendEvent(d, ptr(onCPU(0, 1, fork(5*sec, 1, 100, 100))), 0)
+	d = appendEvent(d, ptr(onCPU(0, 50, fork(6*sec, 1, 101, 101))), 0)
+	s := rawSource(t, tableProber{}, d)
+	s.lossPending = true // an ENOBUFS was just received
+	var kinds []events.Kind
+	for {
+		var ev events.Event
+		err := s.Read(&ev)
+		if errors.Is(err, errDrained) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		kinds = append(kinds, ev.Kind)
+	}
+	want := []events.Kind{events.Fork, events.Fork, events.Lost}
+	if !reflect.DeepEqual(kinds, want) {
+		t.Errorf("events %v, want %v", kinds, want)
+	}
+	if st := s.Stats(); st.LostReports != 1 {
+		t.Errorf("Stats() = %+v, want one loss report", st)
+	}
+}
+
 func ptr[T any](v T) *T { return &v }
 
 // truncated is a fork message cut after n bytes, its lengths unchanged

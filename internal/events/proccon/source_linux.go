@@ -386,13 +386,17 @@ func (s *Source) Read(ev *events.Event) error {
 				err = errNotKernel
 			}
 			if err == nil && !s.seqChecked {
-				if gap := s.checkSeq(&s.raw); gap > 0 {
+				if gap := s.checkSeq(&s.raw); gap > 0 && !s.lossPending {
 					// Lost goes out first; the message is handled
 					// on the next call, past the check.
 					s.seqChecked = true
 					s.gapLost(ev, gap, s.raw.ts)
 					return nil
 				}
+				// During an overflow the kernel queues again as soon as
+				// a receive empties the queue, so a gap can show before
+				// Read sees the queue empty: the overflow's Lost event
+				// covers it.
 			}
 			if err == nil && s.flushBefore(&s.raw, ev) {
 				s.seqChecked = true
