@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/procsupervisor/supervisor/internal/api"
+	"github.com/procsupervisor/supervisor/internal/execcache"
 	"github.com/procsupervisor/supervisor/internal/lineage"
 	"github.com/procsupervisor/supervisor/internal/logfeed"
 	"github.com/procsupervisor/supervisor/internal/metrics"
@@ -242,6 +243,8 @@ func (d *Daemon) run(ctx context.Context, ready func(Info)) error {
 		// writes its events_lost line from it; the resync that follows it
 		// needs no line of its own.
 		OnEvent: d.onEventStream,
+		// The log feed and the stream name each event's parent.
+		Execs: execcache.New(execcache.Config{}),
 	})
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrMechanism, err)

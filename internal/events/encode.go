@@ -15,7 +15,10 @@ import (
 // cgroup, container.id, truncation marks) and, when the event carries a
 // context, the ids with their ECS names (user.id, real_user.id, ...,
 // session_leader, group_leader, tty, interactive, vpid) and pid_ns,
-// cgroup_id and audit; inferred when set. Text that is not valid UTF-8 is
+// cgroup_id and audit; then, when the consumer's exec cache saw the
+// parent's exec (Event.Parent), parent: its comm, exe, argv, what its exec
+// captured and its context, with the same keys; inferred when set.
+// args_redacted marks arguments a redaction pattern rewrote. Text that is not valid UTF-8 is
 // escaped byte by byte, so the object is always valid JSON. AppendJSON does
 // not allocate when b has room.
 func AppendJSON(b []byte, ev *Event) []byte {
@@ -56,29 +59,44 @@ func AppendJSON(b []byte, ev *Event) []byte {
 			b = append(b, `,"tid":`...)
 			b = strconv.AppendInt(b, int64(ev.Tid), 10)
 		}
-		if ev.Exe != "" {
-			b = append(b, `,"exe":`...)
-			b = appendJSONString(b, []byte(ev.Exe))
-		}
-		if len(ev.Argv) > 0 {
-			b = append(b, `,"argv":[`...)
-			for i, a := range ev.Argv {
-				if i > 0 {
-					b = append(b, ',')
-				}
-				b = appendJSONString(b, []byte(a))
-			}
-			b = append(b, ']')
-		}
-		b = appendExecJSON(b, &ev.Exec)
+		b = appendImageJSON(b, ev.Exe, ev.Argv, &ev.Exec)
 	}
 	if ev.Ctx.Valid {
 		b = appendContextJSON(b, &ev.Ctx)
+	}
+	if p := ev.Parent; p != nil {
+		b = append(b, `,"parent":{"comm":`...)
+		b = appendJSONString(b, p.Comm[:clen(p.Comm[:])])
+		b = appendImageJSON(b, p.Exe, p.Argv, &p.Exec)
+		if p.Ctx.Valid {
+			b = appendContextJSON(b, &p.Ctx)
+		}
+		b = append(b, '}')
 	}
 	if ev.Inferred {
 		b = append(b, `,"inferred":true`...)
 	}
 	return append(b, '}')
+}
+
+// appendImageJSON appends exe and argv where known, then what the exec
+// captured beside them.
+func appendImageJSON(b []byte, exe string, argv []string, x *ExecInfo) []byte {
+	if exe != "" {
+		b = append(b, `,"exe":`...)
+		b = appendJSONString(b, []byte(exe))
+	}
+	if len(argv) > 0 {
+		b = append(b, `,"argv":[`...)
+		for i, a := range argv {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(b, []byte(a))
+		}
+		b = append(b, ']')
+	}
+	return appendExecJSON(b, x)
 }
 
 // appendExecJSON appends what an exec captured beside exe and argv, with
@@ -92,6 +110,9 @@ func appendExecJSON(b []byte, x *ExecInfo) []byte {
 	if x.ArgsTruncated {
 		b = append(b, `,"args_truncated":true,"args_size":`...)
 		b = strconv.AppendInt(b, int64(x.ArgsSize), 10)
+	}
+	if x.ArgsRedacted {
+		b = append(b, `,"args_redacted":true`...)
 	}
 	if x.ExeTruncated {
 		b = append(b, `,"exe_truncated":true`...)

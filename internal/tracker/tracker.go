@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 
 	"github.com/procsupervisor/supervisor/internal/events"
+	"github.com/procsupervisor/supervisor/internal/execcache"
 	"github.com/procsupervisor/supervisor/internal/fallback"
 	"github.com/procsupervisor/supervisor/internal/lineage"
 	"github.com/procsupervisor/supervisor/internal/procfs"
@@ -43,6 +44,9 @@ type Options struct {
 	// OnEvent, when set, sees every event after the graph applied it, on
 	// the drain goroutine. It must not keep ev.
 	OnEvent func(ev *events.Event)
+	// Execs, when set, is the exec cache that gives OnEvent's events
+	// their Parent (see describe). Only the drain goroutine uses it.
+	Execs *execcache.Cache
 	// OnResync, when set, is told of each resync after a loss.
 	OnResync func(mech events.Mechanism, lost uint64, err error)
 
@@ -62,6 +66,7 @@ type Tracker struct {
 	err      error // drain error, valid after done
 	resyncs  atomic.Uint64
 	closeOne sync.Once
+	named    events.Desc // the name-only parent describe lends an event
 }
 
 // Start opens the mechanism, seeds the graph and starts draining. The
@@ -117,6 +122,7 @@ func (t *Tracker) drain() {
 			t.resync(ev.Count)
 		}
 		if t.opts.OnEvent != nil {
+			t.describe(&ev)
 			t.opts.OnEvent(&ev)
 		}
 	}
