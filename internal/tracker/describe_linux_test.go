@@ -48,7 +48,7 @@ func (r *recorder) onEvent(ev *events.Event) {
 		return slices.ContainsFunc(argv, func(a string) bool { return strings.Contains(a, r.marker) })
 	}
 	p := r.pid.Load()
-	if !(p != 0 && (ev.Pid == p || ev.PPid == p) || has(ev.Argv) || ev.Parent != nil && has(ev.Parent.Argv)) {
+	if !(p != 0 && (ev.Pid == p || ev.PPid == p) || ev.PPid == int32(os.Getpid()) || has(ev.Argv) || ev.Parent != nil && has(ev.Parent.Argv)) {
 		return
 	}
 	s := seen{kind: ev.Kind, pid: ev.Pid, ppid: ev.PPid, tok: ev.Token, ptok: ev.ParentToken, argv: slices.Clone(ev.Argv)}
@@ -135,6 +135,13 @@ func TestIntegrationParentDescribed(t *testing.T) {
 		if !child.parentDesc || child.parentExe != shell || !slices.Contains(child.parentArgv, secret) || child.ptok != oldTok ||
 			!child.parCtx || child.parentUID != 0 || child.parentName != "sh" {
 			t.Fatalf("P's child: parent %+v, want P's exec (%s with %q, token %v)", child, shell, secret, oldTok)
+		}
+		// The test started before the tracker: its exec was not seen, and
+		// P's fork names it by the comm the graph knows, nothing more.
+		fork, ok := rec.find(func(s *seen) bool { return s.kind == events.Fork && s.pid == pid })
+		comm, _ := os.ReadFile("/proc/self/comm")
+		if !ok || !fork.parentDesc || fork.parentName != strings.TrimSpace(string(comm)) || fork.parentExe != "" || fork.parentArgv != nil || fork.parCtx {
+			t.Errorf("P's fork (seen %v): parent %+v, want only the name %q", ok, fork, comm)
 		}
 		p.Process.Kill()
 		p.Wait()
