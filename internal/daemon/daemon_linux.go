@@ -25,6 +25,7 @@ import (
 	"github.com/procsupervisor/supervisor/internal/metrics"
 	"github.com/procsupervisor/supervisor/internal/pidfd"
 	"github.com/procsupervisor/supervisor/internal/procfs"
+	"github.com/procsupervisor/supervisor/internal/redact"
 	"github.com/procsupervisor/supervisor/internal/store"
 	"github.com/procsupervisor/supervisor/internal/token"
 	"github.com/procsupervisor/supervisor/internal/tracker"
@@ -229,6 +230,10 @@ func (d *Daemon) run(ctx context.Context, ready func(Info)) error {
 	signal.Notify(sigchld, syscall.SIGCHLD)
 	defer signal.Stop(sigchld)
 
+	rules, err := redact.Parse(d.cfg.RedactArgs)
+	if err != nil {
+		return fmt.Errorf("redact_args: %v: %w", err, ErrConfig)
+	}
 	tctx, tcancel := context.WithCancel(context.Background())
 	defer tcancel()
 	tr, err := tracker.Start(tctx, tracker.Options{
@@ -244,7 +249,8 @@ func (d *Daemon) run(ctx context.Context, ready func(Info)) error {
 		// needs no line of its own.
 		OnEvent: d.onEventStream,
 		// The log feed and the stream name each event's parent.
-		Execs: execcache.New(execcache.Config{}),
+		Execs:  execcache.New(execcache.Config{}),
+		Redact: rules,
 	})
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrMechanism, err)

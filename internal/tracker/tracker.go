@@ -22,6 +22,7 @@ import (
 	"github.com/procsupervisor/supervisor/internal/fallback"
 	"github.com/procsupervisor/supervisor/internal/lineage"
 	"github.com/procsupervisor/supervisor/internal/procfs"
+	"github.com/procsupervisor/supervisor/internal/redact"
 )
 
 // ErrUnknownMechanism reports a --mechanism value that names nothing.
@@ -47,6 +48,9 @@ type Options struct {
 	// Execs, when set, is the exec cache that gives OnEvent's events
 	// their Parent (see describe). Only the drain goroutine uses it.
 	Execs *execcache.Cache
+	// Redact, when set, rewrites the arguments of exec events before
+	// OnEvent and the exec cache see them.
+	Redact *redact.Rules
 	// OnResync, when set, is told of each resync after a loss.
 	OnResync func(mech events.Mechanism, lost uint64, err error)
 
