@@ -19,7 +19,9 @@ import (
 // --password=hunter2 and -p hunter2 in its argv, which runs a child: the
 // secret appears nowhere in the log file, the daemon's stream (JSON and
 // text) or the daemon's stderr, while the shell's exec line and its
-// child's (as parent args) show where it was redacted and say so.
+// child's (as parent args) show where it was redacted and say so. A
+// launch with the secret in its argv: its launch_requested line is
+// redacted and marked too.
 func TestIntegrationRedactArgs(t *testing.T) {
 	testenv.RequireRoot(t)
 	state, sock := newDirs(t)
@@ -33,12 +35,22 @@ func TestIntegrationRedactArgs(t *testing.T) {
 	if out, err := sh.CombinedOutput(); err != nil {
 		t.Fatalf("sh: %v: %s", err, out)
 	}
+	// A launch through the API: its launch_requested line, and the exec of
+	// the workload the daemon starts.
+	d.launch(t, "--owner", "root", "--", "/bin/sh", "-c", "exit 0", "sh", marker+"-launch", "--password=hunter2")
 	logPath := filepath.Join(filepath.Dir(sock), "log.json")
+	testenv.Eventually(t, 20*time.Second, func() bool {
+		log := readFile(logPath)
+		return strings.Contains(log, `"launch_requested"`) && strings.Count(log, marker+"-launch") >= 2
+	}, "never: the launch's request and exec lines in the log\n%s", readFile(logPath))
+	if log := readFile(logPath); !strings.Contains(log, `"args_redacted":true,"claim"`) && !strings.Contains(log, `"args_redacted":true,"requester"`) {
+		t.Errorf("the launch_requested line does not mark its redaction:\n%s", log)
+	}
 	var shLine, trueLine map[string]any
 	testenv.Eventually(t, 20*time.Second, func() bool {
 		b, _ := os.ReadFile(logPath)
 		for l := range strings.SplitSeq(string(b), "\n") {
-			if !strings.Contains(l, marker) || !strings.Contains(l, `"process_exec"`) {
+			if !strings.Contains(l, `"`+marker+`"`) || !strings.Contains(l, `"process_exec"`) {
 				continue
 			}
 			var m map[string]any

@@ -100,6 +100,7 @@ type Daemon struct {
 	work    *workers
 	claims  *claimIndex
 	log     *feed
+	redact  *redact.Rules // redact_args, set before the API serves
 	started time.Time
 	cg      cgroupBase
 
@@ -234,6 +235,7 @@ func (d *Daemon) run(ctx context.Context, ready func(Info)) error {
 	if err != nil {
 		return fmt.Errorf("redact_args: %v: %w", err, ErrConfig)
 	}
+	d.redact = rules
 	tctx, tcancel := context.WithCancel(context.Background())
 	defer tcancel()
 	tr, err := tracker.Start(tctx, tracker.Options{

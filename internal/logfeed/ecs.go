@@ -384,6 +384,9 @@ func (x *ecs) request(c *capture, r *Request) {
 		e.Dict("process", p)
 	}
 	sv := e.CreateDict().Dict("requester", e.CreateDict().Int32("pid", r.Pid))
+	if r.ArgsRedacted {
+		sv.Bool("args_redacted", true)
+	}
 	if r.ClaimID != "" {
 		sv.Dict("claim", e.CreateDict().Str("id", r.ClaimID).Str("owner", r.Owner).Str("kind", r.Kind))
 	}

@@ -281,6 +281,9 @@ func (x *ocsf) request(c *capture, r *Request) {
 	}
 	e.Dict("process", p)
 	u := e.CreateDict().Str("action", c.action)
+	if r.ArgsRedacted {
+		u.Bool("args_redacted", true)
+	}
 	if r.ClaimID != "" {
 		u.Str("claim_id", r.ClaimID).Str("claim_owner", r.Owner).Str("claim_kind", r.Kind)
 	}
