@@ -92,6 +92,19 @@ func TestIntegrationRedactArgs(t *testing.T) {
 	if !strings.Contains(js.out.String(), `"args_redacted":true`) {
 		t.Errorf("the JSON stream never marks a redaction:\n%s", js.out)
 	}
+	// true's exec in the stream names its parent, redacted.
+	found := false
+	for l := range strings.SplitSeq(js.out.String(), "\n") {
+		if strings.Contains(l, `"kind":"exec"`) && strings.Contains(l, `"argv":["/bin/true","`+marker+`"]`) {
+			found = strings.Contains(l, `"parent":{"comm":"sh","exe":"`) && strings.Contains(l, `"--password=[REDACTED]","-p","[REDACTED]"`)
+			if !found {
+				t.Errorf("true's exec in the stream: %s, want its parent described, redacted", l)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no exec of true with its parent in the JSON stream:\n%s", js.out)
+	}
 	d.term() // its stderr is complete, and no longer written
 	for what, s := range map[string]string{"the log file": readFile(logPath), "the JSON stream": js.out.String(),
 		"the text stream": text.out.String(), "the daemon's stderr": d.stderr.String()} {
