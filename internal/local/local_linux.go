@@ -54,6 +54,9 @@ func Start(ctx context.Context, mech string, onEvent func(*events.Event)) (*trac
 func start(ctx context.Context, mech string, b procfs.BootID, onEvent func(*events.Event)) (*tracker.Tracker, error) {
 	opts := tracker.Options{Mechanism: mech, Boot: b, OnEvent: onEvent}
 	if onEvent != nil {
+		// Whoever sees the events reads their exec context too (eBPF
+		// captures it; netlink and polling read it from /proc).
+		opts.ExecContext = func() bool { return true }
 		opts.Execs = execcache.New(execcache.Config{}) // events name their parents
 	}
 	t, err := tracker.Start(ctx, opts)
