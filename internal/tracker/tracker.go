@@ -154,12 +154,14 @@ func wantsContext(ev *events.Event) bool {
 }
 
 // enrich fills in what the mechanism could not see but the graph knows:
-// the parent's token on a fork, and the token and comm of an exiting
+// the parent's token on a fork or an exec, and the token and comm of an exiting
 // process (the netlink connector sends neither). An exit is attributed only
 // when the live instance at the pid started before the exit happened.
 func (t *Tracker) enrich(ev *events.Event) {
 	switch ev.Kind {
-	case events.Fork:
+	case events.Fork, events.Exec:
+		// The instance the graph holds live at the parent pid, every
+		// earlier event applied: the parent at the event.
 		if ev.ParentToken.IsZero() && ev.PPid > 0 {
 			if p, ok := t.graph.Live(ev.PPid); ok {
 				ev.ParentToken = p.Token
