@@ -63,18 +63,23 @@ func (c *Config) LoadFileUnderFlags(path string, fs *flag.FlagSet) error {
 // patternList is a repeatable flag: each use adds a pattern. A value
 // starting with '[' is a JSON list that replaces them all (what String
 // gives, so that LoadFileUnderFlags can set the flag again after the
-// file: the command line's list then wins over the file's whole).
+// file: the command line's list then wins over the file's whole); an
+// empty value clears the list.
 type patternList []string
 
 func (p *patternList) String() string {
-	if p == nil || *p == nil {
-		return "[]"
+	if p == nil || len(*p) == 0 {
+		return ""
 	}
 	b, _ := json.Marshal([]string(*p))
 	return string(b)
 }
 
 func (p *patternList) Set(s string) error {
+	if s == "" {
+		*p = nil // --redact-args '': none, whatever the file says
+		return nil
+	}
 	if strings.HasPrefix(s, "[") {
 		var l []string
 		if err := json.Unmarshal([]byte(s), &l); err != nil {

@@ -80,6 +80,7 @@ func TestRedactArgsFlag(t *testing.T) {
 		{nil, []string{"from-file=*"}},
 		{[]string{"--redact-args", "--password=*", "--redact-args", "-p *"}, []string{"--password=*", "-p *"}},
 		{[]string{"--redact-args", `["a","b c"]`}, []string{"a", "b c"}},
+		{[]string{"--redact-args", ""}, nil},
 	} {
 		cfg := DefaultConfig()
 		fs := flag.NewFlagSet("run", flag.ContinueOnError)
