@@ -65,7 +65,8 @@ func TestIntegrationRedactArgs(t *testing.T) {
 				trueLine = m
 			}
 		}
-		return shLine != nil && trueLine != nil && strings.Contains(js.out.String(), marker) && strings.Contains(text.out.String(), marker)
+		return shLine != nil && trueLine != nil && strings.Contains(js.out.String(), `"argv":["/bin/true","`+marker+`"]`) &&
+			strings.Contains(text.out.String(), "/bin/true "+marker)
 	}, "never: the exec lines of sh and true in %s and the streams\nlog: %s\njson: %s", logPath, readFile(logPath), js.out)
 
 	p := shLine["process"].(map[string]any)
