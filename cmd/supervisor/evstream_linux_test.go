@@ -51,7 +51,8 @@ func startStream(t *testing.T, d *testDaemon, cred *syscall.Credential, args ...
 func (s *streamCLI) records(t *testing.T) []api.StreamRecord {
 	t.Helper()
 	var out []api.StreamRecord
-	// Only whole lines: the CLI's buffer may be flushed mid-line.
+	// Only whole lines: the printer's buffer and the pipe may hand over
+	// the last one in pieces.
 	text := s.out.String()
 	text = text[:strings.LastIndexByte(text, '\n')+1]
 	for _, l := range strings.Split(strings.TrimSpace(text), "\n") {

@@ -61,6 +61,24 @@ var encodeCases = []struct {
 		wantText: "exec        42       1  env              " + testTokText + " /usr/bin/env",
 	},
 	{
+		name: "exec with redacted arguments and its parent's description",
+		ev: Event{Kind: Exec, Mechanism: EBPF, Pid: 42, PPid: 1, Token: testTok, ParentToken: parTok, Comm: comm("db"), Argv: []string{"db", "--password=[REDACTED]"},
+			Exec: ExecInfo{ArgsCount: 2, ArgsRedacted: true},
+			Parent: &Desc{Comm: comm("bash"), Exe: "/bin/bash", Argv: []string{"bash", "-c", "x"}, Exec: ExecInfo{Cwd: "/home", ArgsCount: 3, Cgroup: "/x"},
+				Ctx: Context{Valid: true, EUID: 1000, SID: 1, PGID: 1}}},
+		wantJSON: `{"kind":"exec","mechanism":"ebpf","pid":42,"ppid":1,"token":"` + testTokText + `","parent_token":"` + parTokText + `","comm":"db","argv":["db","--password=[REDACTED]"],` +
+			`"args_count":2,"args_redacted":true,"parent":{"comm":"bash","exe":"/bin/bash","argv":["bash","-c","x"],"args_count":3,"working_directory":"/home",` +
+			`"user":{"id":"1000"},"real_user":{"id":"0"},"group":{"id":"0"},"group_leader":{"pid":1,"entity_id":null},"interactive":false,"vpid":0}}`,
+		wantText: "exec        42       1  db               " + testTokText,
+	},
+	{
+		name: "fork whose parent only the graph names",
+		ev:   Event{Kind: Fork, Mechanism: EBPF, Pid: 42, PPid: 1, Token: testTok, ParentToken: parTok, Comm: comm("sh"), Parent: &Desc{Comm: comm("init")}},
+		wantJSON: `{"kind":"fork","mechanism":"ebpf","pid":42,"ppid":1,"token":"` + testTokText + `","parent_token":"` + parTokText + `","comm":"sh",` +
+			`"parent":{"comm":"init"}}`,
+		wantText: "fork        42       1  sh               " + testTokText,
+	},
+	{
 		name:     "exec by the leader",
 		ev:       Event{Kind: Exec, Mechanism: Netlink, Pid: 42, Tid: 42, Token: testTok, Comm: comm("x")},
 		wantJSON: `{"kind":"exec","mechanism":"netlink","pid":42,"ppid":0,"token":"` + testTokText + `","parent_token":null,"comm":"x"}`,

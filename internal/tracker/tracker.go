@@ -18,10 +18,12 @@ import (
 	"sync/atomic"
 
 	"github.com/procsupervisor/supervisor/internal/events"
+	"github.com/procsupervisor/supervisor/internal/execcache"
 	"github.com/procsupervisor/supervisor/internal/fallback"
 	"github.com/procsupervisor/supervisor/internal/lineage"
 	"github.com/procsupervisor/supervisor/internal/procctx"
 	"github.com/procsupervisor/supervisor/internal/procfs"
+	"github.com/procsupervisor/supervisor/internal/redact"
 )
 
 // ErrUnknownMechanism reports a --mechanism value that names nothing.
@@ -50,6 +52,12 @@ type Options struct {
 	// OnEvent, when set, sees every event after the graph applied it, on
 	// the drain goroutine. It must not keep ev.
 	OnEvent func(ev *events.Event)
+	// Execs, when set, is the exec cache that gives OnEvent's events
+	// their Parent (see describe). Only the drain goroutine uses it.
+	Execs *execcache.Cache
+	// Redact, when set, rewrites the arguments of exec events before
+	// OnEvent and the exec cache see them.
+	Redact *redact.Rules
 	// OnResync, when set, is told of each resync after a loss.
 	OnResync func(mech events.Mechanism, lost uint64, err error)
 
@@ -69,6 +77,7 @@ type Tracker struct {
 	err      error // drain error, valid after done
 	resyncs  atomic.Uint64
 	closeOne sync.Once
+	named    events.Desc     // the name-only parent describe lends an event
 	ctxr     *procctx.Reader // nil unless Options.ExecContext
 }
 
@@ -131,6 +140,7 @@ func (t *Tracker) drain() {
 			t.resync(ev.Count)
 		}
 		if t.opts.OnEvent != nil {
+			t.describe(&ev)
 			t.opts.OnEvent(&ev)
 		}
 	}
@@ -144,12 +154,14 @@ func wantsContext(ev *events.Event) bool {
 }
 
 // enrich fills in what the mechanism could not see but the graph knows:
-// the parent's token on a fork, and the token and comm of an exiting
+// the parent's token on a fork or an exec, and the token and comm of an exiting
 // process (the netlink connector sends neither). An exit is attributed only
 // when the live instance at the pid started before the exit happened.
 func (t *Tracker) enrich(ev *events.Event) {
 	switch ev.Kind {
-	case events.Fork:
+	case events.Fork, events.Exec:
+		// The instance the graph holds live at the parent pid, every
+		// earlier event applied: the parent at the event.
 		if ev.ParentToken.IsZero() && ev.PPid > 0 {
 			if p, ok := t.graph.Live(ev.PPid); ok {
 				ev.ParentToken = p.Token
