@@ -3,9 +3,8 @@
 // (internal/events/tracepoint), the netlink proc connector
 // (internal/events/proccon), and the polling fallback (internal/fallback).
 // Consumers never branch on which one runs; they read Mechanism from the
-// events to say what decided a verdict. AppendJSON and AppendText write an
-// event as one line without allocating; Writer prints a stream of them
-// (the CLI's `events`), buffered and flushed every 100 ms.
+// events to say what decided a verdict. AppendJSON writes an event as one
+// JSON line without allocating (human views are internal/view's).
 //
 // A Source is attached when it is opened, so events that happen while the
 // caller scans /proc are buffered, not missed (attach, scan, drain). A
