@@ -14,9 +14,23 @@
 # printed (reported), the losses it reported (lost; forkstat counts none),
 # the storm events it missed (missing), CPU per event printed (us/event)
 # and the storm's rate as a share of the unobserved storm (rate); see
-# forkstorm.sh. The supervisor's output holds fork, exec and exit events
-# as JSON lines with pid, ppid and tokens; forkstat's (-e fork,exit) its
-# table of fork parent/child and exit lines with comm and duration.
+# forkstorm.sh. Configurations run in the opposite order every other round,
+# so a drift of the machine's load favours neither observer. After each
+# run, one line per round compares the two: CPU per event and storm rate of
+# the supervisor as a multiple of forkstat's. Last, the time from one
+# SIGINT to the exit of `supervisor events --mechanism netlink` is measured
+# on a quiet machine (no storm).
+#
+# What each compared output contains (both observe the same storm):
+#   supervisor  one JSON object per fork, exec and exit of every process on
+#               the host (kind, pid, ppid, token, parent_token, comm,
+#               exit_code/signal), and one per loss (count); a token is
+#               proven through a pidfd and /proc when the process is still
+#               there to read (see the README's netlink section), else null
+#   forkstat    (-e fork,exit) one table line per fork (parent and child
+#               lines, each with pid and command line read from /proc) and
+#               per exit (pid, exit code, duration, command); no identity
+#               beyond the pid, and no record of what it dropped
 #
 # Usage: scripts/forkstorm-netlink.sh [--children N] [--rounds R]
 #          [--mode vfork|fork] [--supervisor PATH]
@@ -47,8 +61,15 @@ fi
 run() {
 	"$here/forkstorm.sh" --mechanism netlink --configs "supervisor forkstat" \
 		--children "$children" --rounds "$rounds" --mode "$mode" --workers 2 \
-		--supervisor "$supervisor"
+		--supervisor "$supervisor" --alternate | tee "$out"
+	# Per round: the supervisor against forkstat in the same round.
+	awk '$1 ~ /^[0-9]+$/ && $2 == "supervisor" { su[$1] = $9; sr[$1] = $4; rp[$1] = $5; lo[$1] = $6 }
+	     $1 ~ /^[0-9]+$/ && $2 == "forkstat" { fu[$1] = $9; fr[$1] = $4; fp[$1] = $5 }
+	     END { for (r in su) if (r in fu && fu[r] > 0 && fr[r] > 0)
+	             printf "round %s: supervisor reported %s (lost %s), forkstat %s; CPU per event %.2fx forkstat (%s vs %s us); storm rate %.2fx forkstat (%s vs %s/s)\n",
+	                    r, rp[r], lo[r], fp[r], su[r] / fu[r], su[r], fu[r], sr[r] / fr[r], sr[r], fr[r] }' "$out" | sort -n -k2
 }
+out=$(mktemp /tmp/forkstorm-netlink.out.XXXXXX)
 
 echo "## alone"
 run
@@ -65,3 +86,23 @@ done
 sh -c 'while :; do :; done' &
 load+=($!)
 run
+stop_load
+load=()
+
+# stop: one SIGINT, no storm; milliseconds until the process has exited.
+echo
+echo "## stop: SIGINT to supervisor events --mechanism netlink on a quiet machine"
+for i in 1 2 3 4 5; do
+	err=$(mktemp /tmp/forkstorm-netlink.err.XXXXXX)
+	"$supervisor" events --json --mechanism netlink >/dev/null 2>"$err" &
+	p=$!
+	until grep -q "mechanism " "$err"; do sleep 0.1; done
+	sleep 1
+	t0=$(date +%s%N)
+	kill -INT "$p"
+	wait "$p"
+	t1=$(date +%s%N)
+	echo "stop $i: $(( (t1 - t0) / 1000 )) us"
+	rm -f "$err"
+done
+rm -f "$out"

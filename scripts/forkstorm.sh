@@ -28,7 +28,10 @@
 # Usage: scripts/forkstorm.sh [--mechanism ebpf|netlink] [--children N]
 #          [--rounds R] [--mode vfork|fork] [--workers W]
 #          [--configs "supervisor forkstat both"] [--supervisor PATH]
-#          [--keep DIR]
+#          [--keep DIR] [--alternate]
+#
+# --alternate runs the configurations in the opposite order every other
+# round, so a drift of the machine's load favours none of them.
 #
 # Needs root, gcc, go (unless --supervisor), forkstat (unless left out of
 # --configs). One round is 4 storms of N children, each 1-7 s of both cores
@@ -47,6 +50,7 @@ workers=$(nproc)
 configs="supervisor forkstat both"
 supervisor=""
 keep=""
+alternate=""
 
 usage() { sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 64; }
 die() { echo "forkstorm: $*" >&2; exit 1; }
@@ -61,6 +65,7 @@ while [ $# -gt 0 ]; do
 	--configs) configs=$2; shift 2 ;;
 	--supervisor) supervisor=$2; shift 2 ;;
 	--keep) keep=$2; shift 2 ;;
+	--alternate) alternate=1; shift ;;
 	-h | --help) usage ;;
 	*) echo "forkstorm: unknown argument $1" >&2; usage ;;
 	esac
@@ -239,7 +244,11 @@ for round in $(seq "$rounds"); do
 	storm "$round.none"
 	base=$rate
 	echo "round=$round config=none observer=- rate=$rate base=$rate" >>"$results"
-	for config in $configs; do
+	order=$configs
+	if [ -n "$alternate" ] && [ $((round % 2)) = 0 ]; then
+		order=$(echo $configs | tr ' ' '\n' | tac | tr '\n' ' ')
+	fi
+	for config in $order; do
 		observe "$round" "$config"
 	done
 	[ "$round" = "$rounds" ] || sleep 5 # leave the cores to others for a moment

@@ -6,10 +6,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -128,4 +130,65 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// TestIntegrationEventsStopsOnSIGINT runs three `events --mechanism
+// netlink` processes at once (as the issue did), sends each a single
+// SIGINT, and expects each to print its totals and exit 0: after a storm
+// that the test ran and then no process event of its own (the stop must
+// not wait for one), and during a storm. The deadline is generous; the
+// time each took is logged, not asserted (scripts/forkstorm-netlink.sh
+// measures it).
+func TestIntegrationEventsStopsOnSIGINT(t *testing.T) {
+	testenv.RequireRoot(t)
+	bin := binary(t)
+	for _, during := range []bool{false, true} {
+		t.Run(fmt.Sprintf("during_storm=%v", during), func(t *testing.T) {
+			type listener struct {
+				cmd  *exec.Cmd
+				errb *lockedBuffer
+				done chan error
+			}
+			var ls []listener
+			for range 3 {
+				l := listener{cmd: exec.Command(bin, "events", "--json", "--mechanism", "netlink"), errb: &lockedBuffer{}, done: make(chan error, 1)}
+				l.cmd.Stdout = io.Discard
+				l.cmd.Stderr = l.errb
+				if err := l.cmd.Start(); err != nil {
+					t.Fatal(err)
+				}
+				go func() { l.done <- l.cmd.Wait() }()
+				t.Cleanup(func() { l.cmd.Process.Kill() })
+				ls = append(ls, l)
+			}
+			for _, l := range ls {
+				testenv.Eventually(t, 30*time.Second, func() bool { return strings.Contains(l.errb.String(), "mechanism netlink") },
+					"events never started: %s", l.errb)
+			}
+			storm := exec.Command("sh", "-c", "i=0; while [ $i -lt 2000 ]; do (exit 0); i=$((i+1)); done")
+			if err := storm.Start(); err != nil {
+				t.Fatal(err)
+			}
+			if !during {
+				storm.Wait()
+			}
+			for _, l := range ls {
+				start := time.Now()
+				l.cmd.Process.Signal(syscall.SIGINT)
+				select {
+				case err := <-l.done:
+					if err != nil {
+						t.Errorf("events after one SIGINT: %v: %s", err, l.errb)
+					}
+					t.Logf("stopped %v after SIGINT", time.Since(start))
+				case <-time.After(30 * time.Second):
+					t.Fatalf("events still running 30 s after one SIGINT: %s", l.errb)
+				}
+				if !strings.Contains(l.errb.String(), " events, ") {
+					t.Errorf("stderr %q lacks the totals", l.errb)
+				}
+			}
+			storm.Wait()
+		})
+	}
 }

@@ -66,6 +66,11 @@ func TestIntegrationDaemonNotKilled(t *testing.T) {
 			t.Errorf("kill of %d: exit %d, stderr %q; want %d saying how to stop the service", pid, code, errs, exitNoPerm)
 		}
 	}
+	// init: refused, with no advice about the service.
+	code, _, errs := d.run(t, nil, "kill", "1", tokenOf(t, 1), "--grace", "0s")
+	if code != exitNoPerm || !strings.Contains(errs, "pid 1 is init") || strings.Contains(errs, "systemctl") {
+		t.Errorf("kill of init: exit %d, stderr %q; want %d, refused as init", code, errs, exitNoPerm)
+	}
 	if _, err := d.client.Status(t.Context()); err != nil {
 		t.Fatalf("the daemon stopped answering: %v", err)
 	}

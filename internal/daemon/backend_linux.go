@@ -303,11 +303,11 @@ func (d *Daemon) protectedRoot(pid int32, tok token.Token) error {
 	if pid == 0 || !actions.Protected(pid) || d.judge.Judge(pid, tok).Result != verdict.Owned {
 		return nil
 	}
+	if pid == 1 {
+		return fmt.Errorf("pid 1 is init and is never signalled through the supervisor: %w", api.ErrProtected)
+	}
 	what := "an ancestor of the supervisor daemon"
-	switch int(pid) {
-	case 1:
-		what = "init"
-	case os.Getpid():
+	if int(pid) == os.Getpid() {
 		what = "the supervisor daemon itself"
 	}
 	return fmt.Errorf("pid %d is %s and is never signalled through the supervisor; to stop the service, run `systemctl stop %s`: %w",

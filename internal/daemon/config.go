@@ -17,6 +17,7 @@ import (
 	"github.com/procsupervisor/supervisor/internal/lineage"
 	"github.com/procsupervisor/supervisor/internal/logfeed"
 	"github.com/procsupervisor/supervisor/internal/metrics"
+	"github.com/procsupervisor/supervisor/internal/redact"
 	"github.com/procsupervisor/supervisor/internal/tracker"
 )
 
@@ -46,6 +47,10 @@ type Config struct {
 	// ArgvMax bounds the argument bytes an eBPF exec event carries
 	// (tracepoint.WithArgvMax; past it the event says it was cut).
 	ArgvMax int `json:"argv_max"`
+	// RedactArgs are the argument redaction patterns (internal/redact)
+	// applied to every exec's arguments before the log feed, the event
+	// stream and the exec cache see them.
+	RedactArgs []string `json:"redact_args"`
 	// Grace is the default teardown grace period.
 	Grace api.Duration `json:"grace"`
 	// ReapInterval is how often the reaper runs on its own (it also runs
@@ -282,6 +287,9 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("argv_max %d: want 0 to %d bytes: %w", c.ArgvMax, tracepoint.MaxArgvMax, ErrConfig)
 	case c.GraphMaxExited < 0 || c.GraphMaxExitedAge < 0:
 		return fmt.Errorf("graph retention bounds must not be negative: %w", ErrConfig)
+	}
+	if _, err := redact.Parse(c.RedactArgs); err != nil {
+		return fmt.Errorf("redact_args: %v: %w", err, ErrConfig)
 	}
 	if c.MetricsListen != "" {
 		if err := metrics.CheckAddress(c.MetricsListen); err != nil {

@@ -60,6 +60,7 @@ func TestConfigValidate(t *testing.T) {
 		"grace 2h":       func(c *Config) { c.Grace = api.Duration(2 * time.Hour) },
 		"argv_max < 0":   func(c *Config) { c.ArgvMax = -1 },
 		"argv_max big":   func(c *Config) { c.ArgvMax = 1<<20 + 1 },
+		"redact_args":    func(c *Config) { c.RedactArgs = []string{"--password=*", "a b c"} },
 	} {
 		c := base
 		mut(&c)

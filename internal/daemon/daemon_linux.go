@@ -19,11 +19,13 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/procsupervisor/supervisor/internal/api"
+	"github.com/procsupervisor/supervisor/internal/execcache"
 	"github.com/procsupervisor/supervisor/internal/lineage"
 	"github.com/procsupervisor/supervisor/internal/logfeed"
 	"github.com/procsupervisor/supervisor/internal/metrics"
 	"github.com/procsupervisor/supervisor/internal/pidfd"
 	"github.com/procsupervisor/supervisor/internal/procfs"
+	"github.com/procsupervisor/supervisor/internal/redact"
 	"github.com/procsupervisor/supervisor/internal/store"
 	"github.com/procsupervisor/supervisor/internal/token"
 	"github.com/procsupervisor/supervisor/internal/tracker"
@@ -98,6 +100,7 @@ type Daemon struct {
 	work    *workers
 	claims  *claimIndex
 	log     *feed
+	redact  *redact.Rules // redact_args, set before the API serves
 	started time.Time
 	cg      cgroupBase
 
@@ -228,6 +231,11 @@ func (d *Daemon) run(ctx context.Context, ready func(Info)) error {
 	signal.Notify(sigchld, syscall.SIGCHLD)
 	defer signal.Stop(sigchld)
 
+	rules, err := redact.Parse(d.cfg.RedactArgs)
+	if err != nil {
+		return fmt.Errorf("redact_args: %v: %w", err, ErrConfig)
+	}
+	d.redact = rules
 	tctx, tcancel := context.WithCancel(context.Background())
 	defer tcancel()
 	tr, err := tracker.Start(tctx, tracker.Options{
@@ -242,6 +250,13 @@ func (d *Daemon) run(ctx context.Context, ready func(Info)) error {
 		// writes its events_lost line from it; the resync that follows it
 		// needs no line of its own.
 		OnEvent: d.onEventStream,
+		// netlink and polling read the exec context from /proc only
+		// while something shows it: process lines in the log feed, or a
+		// subscriber to the event stream.
+		ExecContext: func() bool { return d.cfg.LogProcessEvents || d.log.hub.active() != nil },
+		// The log feed and the stream name each event's parent.
+		Execs:  execcache.New(execcache.Config{}),
+		Redact: rules,
 	})
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrMechanism, err)

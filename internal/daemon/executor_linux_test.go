@@ -118,6 +118,7 @@ func newHarness(t *testing.T) *harness {
 	t.Cleanup(func() { tr.Close() })
 	h := &harness{st: &failingStore{Store: s}, lg: lg, out: out, boot: boot}
 	cfg := DefaultConfig()
+	cfg.StateDir = t.TempDir() // a job's output goes under it
 	cfg.Grace = api.Duration(200 * time.Millisecond)
 	h.d = newDaemon(cfg, boot, h.st, &feed{Logger: lg}, time.Now)
 	h.d.setTracker(tr)

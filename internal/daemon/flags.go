@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
 	"strings"
@@ -21,6 +22,7 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.LogSchema, "log-schema", c.LogSchema, "log feed schema: ecs|ocsf")
 	fs.BoolVar(&c.LogProcessEvents, "log-process-events", c.LogProcessEvents, "log every fork, exec and exit")
 	fs.IntVar(&c.ArgvMax, "argv-max", c.ArgvMax, "argument bytes an eBPF exec event carries (0 to 1048576; longer argv is cut and flagged)")
+	fs.Var((*patternList)(&c.RedactArgs), "redact-args", "argument redaction `pattern` (repeat for more): NAME=VALUE, 'FLAG NEXT' or GLOB; see supervisor.conf.md")
 	fs.Var(&c.Grace, "grace", fmt.Sprintf("default teardown grace period, a `duration` of at most %v", api.MaxGrace))
 	fs.Var(&c.ReapInterval, "reap-interval", "how often the reaper runs on its own (a `duration`)")
 	fs.Var(&c.RetainFinal, "retain-final", "how long finished claims are kept (a `duration`)")
@@ -55,5 +57,37 @@ func (c *Config) LoadFileUnderFlags(path string, fs *flag.FlagSet) error {
 			return fmt.Errorf("setting --%s again after the config file: %w", name, err)
 		}
 	}
+	return nil
+}
+
+// patternList is a repeatable flag: each use adds a pattern. A value
+// starting with '[' is a JSON list that replaces them all (what String
+// gives, so that LoadFileUnderFlags can set the flag again after the
+// file: the command line's list then wins over the file's whole); an
+// empty value clears the list.
+type patternList []string
+
+func (p *patternList) String() string {
+	if p == nil || len(*p) == 0 {
+		return ""
+	}
+	b, _ := json.Marshal([]string(*p))
+	return string(b)
+}
+
+func (p *patternList) Set(s string) error {
+	if s == "" {
+		*p = nil // --redact-args '': none, whatever the file says
+		return nil
+	}
+	if strings.HasPrefix(s, "[") {
+		var l []string
+		if err := json.Unmarshal([]byte(s), &l); err != nil {
+			return fmt.Errorf("a JSON list of patterns: %w", err)
+		}
+		*p = l
+		return nil
+	}
+	*p = append(*p, s)
 	return nil
 }

@@ -65,3 +65,35 @@ func TestLoadFileUnderFlags(t *testing.T) {
 		t.Error("LoadFileUnderFlags(a missing file) = nil, want an error")
 	}
 }
+
+// TestRedactArgsFlag: --redact-args adds a pattern per use, and the
+// command line's list replaces the file's whole.
+func TestRedactArgsFlag(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "c.json")
+	if err := os.WriteFile(path, []byte(`{"redact_args":["from-file=*"]}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		args []string
+		want []string
+	}{
+		{nil, []string{"from-file=*"}},
+		{[]string{"--redact-args", "--password=*", "--redact-args", "-p *"}, []string{"--password=*", "-p *"}},
+		{[]string{"--redact-args", `["a","b c"]`}, []string{"a", "b c"}},
+		{[]string{"--redact-args", ""}, nil},
+	} {
+		cfg := DefaultConfig()
+		fs := flag.NewFlagSet("run", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		cfg.Flags(fs)
+		if err := fs.Parse(tt.args); err != nil {
+			t.Fatal(err)
+		}
+		if err := cfg.LoadFileUnderFlags(path, fs); err != nil {
+			t.Fatalf("LoadFileUnderFlags(%q) = %v", tt.args, err)
+		}
+		if !reflect.DeepEqual(cfg.RedactArgs, tt.want) {
+			t.Errorf("%q: redact_args = %q, want %q", tt.args, cfg.RedactArgs, tt.want)
+		}
+	}
+}

@@ -117,8 +117,9 @@ func (d *Daemon) Launch(ctx context.Context, p api.Peer, r *api.LaunchRequest) (
 	var runAs *uint32
 	var claimID string
 	defer func() {
+		argv, redacted := d.redact.Argv(r.Argv)
 		d.log.Request(logfeed.Request{Action: logfeed.ActionLaunchRequested, UID: p.UID, GID: p.GID, Pid: p.Pid,
-			ClaimID: claimID, Owner: r.Owner, Kind: string(kindOf(r.Detach)), Argv: r.Argv, RunAs: runAs,
+			ClaimID: claimID, Owner: r.Owner, Kind: string(kindOf(r.Detach)), Argv: argv, ArgsRedacted: redacted, RunAs: runAs,
 			Target: cl.Pid, TargetTok: cl.Token, Err: err})
 	}()
 	if err := d.serves(p); err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/procsupervisor/supervisor/internal/api"
 	"github.com/procsupervisor/supervisor/internal/events"
+	"github.com/procsupervisor/supervisor/internal/lineage"
 	"github.com/procsupervisor/supervisor/internal/logfeed"
 	"github.com/procsupervisor/supervisor/internal/token"
 )
@@ -31,10 +32,11 @@ import (
 // or allocates.
 //
 // Limits: a process event is attributed to the real uid its exec context
-// carries (eBPF's fork and exec records). Exit records, and every event of
-// the netlink and polling mechanisms, carry none: they are attributed to
-// the owner of the claim the process belongs to through birth lineage,
-// and shown to root only when it belongs to none.
+// carries (eBPF's fork and exec records, or /proc when netlink or polling
+// fill it), else to the uid the graph kept from that instance's last
+// context (an exit), else to the owner of the claim the process belongs to
+// through birth lineage; a process with none of these is shown to root
+// only.
 
 const (
 	// streamBuffer is what a subscriber may have unread, in bytes (about
@@ -183,15 +185,24 @@ func (d *Daemon) attribute(ev *events.Event) attribution {
 // rootFinder is the lineage graph as attribution uses it.
 type rootFinder interface {
 	RootOf(pid int32, tok token.Token) (root string, observed, ok bool)
+	Find(pid int32, tok token.Token) (n lineage.Node, m token.Match, ok bool)
 }
 
-// attributeIn says whose ev is: the uid it carries, else the owner of the
-// claim g says it belongs to through birth lineage (g may be nil).
+// attributeIn says whose ev is: the uid it carries, else the uid the graph
+// kept from the instance's last context, else the owner of the claim g
+// says it belongs to through birth lineage (g may be nil).
 func attributeIn(g rootFinder, claims *claimIndex, ev *events.Event) attribution {
 	var a attribution
 	a.uid, a.uidOK = eventUID(ev)
 	if g == nil || ev.Kind == events.Lost || ev.Token.IsZero() {
 		return a
+	}
+	if !a.uidOK {
+		// An exit (or an event of a mechanism without contexts): the
+		// uid the graph kept from the instance's last context.
+		if n, m, ok := g.Find(ev.Pid, ev.Token); ok && m == token.Same && n.Session.Known {
+			a.uid, a.uidOK = n.Session.UID, true
+		}
 	}
 	if id, _, ok := g.RootOf(ev.Pid, ev.Token); ok {
 		a.claim = id

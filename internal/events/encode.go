@@ -15,7 +15,11 @@ import (
 // cgroup, container.id, truncation marks) and, when the event carries a
 // context, the ids with their ECS names (user.id, real_user.id, ...,
 // session_leader, group_leader, tty, interactive, vpid) and pid_ns,
-// cgroup_id and audit; inferred when set. Text that is not valid UTF-8 is
+// cgroup_id and audit; then, when the consumer's exec cache saw the
+// parent's exec (Event.Parent), parent: the fields ECS defines under
+// process.parent, with the same keys (see appendParentJSON); inferred
+// when set.
+// args_redacted marks arguments a redaction pattern rewrote. Text that is not valid UTF-8 is
 // escaped byte by byte, so the object is always valid JSON. AppendJSON does
 // not allocate when b has room.
 func AppendJSON(b []byte, ev *Event) []byte {
@@ -56,29 +60,38 @@ func AppendJSON(b []byte, ev *Event) []byte {
 			b = append(b, `,"tid":`...)
 			b = strconv.AppendInt(b, int64(ev.Tid), 10)
 		}
-		if ev.Exe != "" {
-			b = append(b, `,"exe":`...)
-			b = appendJSONString(b, []byte(ev.Exe))
-		}
-		if len(ev.Argv) > 0 {
-			b = append(b, `,"argv":[`...)
-			for i, a := range ev.Argv {
-				if i > 0 {
-					b = append(b, ',')
-				}
-				b = appendJSONString(b, []byte(a))
-			}
-			b = append(b, ']')
-		}
-		b = appendExecJSON(b, &ev.Exec)
+		b = appendImageJSON(b, ev.Exe, ev.Argv, &ev.Exec)
 	}
 	if ev.Ctx.Valid {
 		b = appendContextJSON(b, &ev.Ctx)
+	}
+	if ev.Parent != nil {
+		b = appendParentJSON(b, ev.Parent)
 	}
 	if ev.Inferred {
 		b = append(b, `,"inferred":true`...)
 	}
 	return append(b, '}')
+}
+
+// appendImageJSON appends exe and argv where known, then what the exec
+// captured beside them.
+func appendImageJSON(b []byte, exe string, argv []string, x *ExecInfo) []byte {
+	if exe != "" {
+		b = append(b, `,"exe":`...)
+		b = appendJSONString(b, []byte(exe))
+	}
+	if len(argv) > 0 {
+		b = append(b, `,"argv":[`...)
+		for i, a := range argv {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = appendJSONString(b, []byte(a))
+		}
+		b = append(b, ']')
+	}
+	return appendExecJSON(b, x)
 }
 
 // appendExecJSON appends what an exec captured beside exe and argv, with
@@ -92,6 +105,9 @@ func appendExecJSON(b []byte, x *ExecInfo) []byte {
 	if x.ArgsTruncated {
 		b = append(b, `,"args_truncated":true,"args_size":`...)
 		b = strconv.AppendInt(b, int64(x.ArgsSize), 10)
+	}
+	if x.ArgsRedacted {
+		b = append(b, `,"args_redacted":true`...)
 	}
 	if x.ExeTruncated {
 		b = append(b, `,"exe_truncated":true`...)
@@ -116,6 +132,45 @@ func appendExecJSON(b []byte, x *ExecInfo) []byte {
 		b = append(b, '}')
 	}
 	return b
+}
+
+// appendParentJSON appends the parent's description as "parent": the
+// fields ECS defines under process.parent, with the keys of the event's
+// own (comm, exe, argv, args_count, working_directory, the marks, user,
+// real_user and group ids, group_leader, interactive, vpid); its pid and
+// token are the event's ppid and parent_token.
+func appendParentJSON(b []byte, p *Desc) []byte {
+	b = append(b, `,"parent":{"comm":`...)
+	b = appendJSONString(b, p.Comm[:clen(p.Comm[:])])
+	x := p.Exec
+	x.Cgroup, x.ContainerID = "", "" // the parent's cgroup is not asked for
+	b = appendImageJSON(b, p.Exe, p.Argv, &x)
+	if c := &p.Ctx; c.Valid {
+		b = append(b, `,"user":{"id":"`...)
+		b = strconv.AppendUint(b, uint64(c.EUID), 10)
+		b = append(b, `"},"real_user":{"id":"`...)
+		b = strconv.AppendUint(b, uint64(c.UID), 10)
+		b = append(b, `"},"group":{"id":"`...)
+		b = strconv.AppendUint(b, uint64(c.EGID), 10)
+		b = append(b, `"}`...)
+		b = appendLeaderJSON(b, "group_leader", c.PGID, c.GroupLeader)
+		b = append(b, `,"interactive":`...)
+		b = strconv.AppendBool(b, c.Interactive())
+		b = append(b, `,"vpid":`...)
+		b = strconv.AppendInt(b, int64(c.NSPid), 10)
+	}
+	return append(b, '}')
+}
+
+// appendLeaderJSON appends "key":{"pid":pid,"entity_id":t}.
+func appendLeaderJSON(b []byte, key string, pid int32, t token.Token) []byte {
+	b = append(b, `,"`...)
+	b = append(b, key...)
+	b = append(b, `":{"pid":`...)
+	b = strconv.AppendInt(b, int64(pid), 10)
+	b = append(b, `,"entity_id":`...)
+	b = appendTokenJSON(b, t)
+	return append(b, '}')
 }
 
 // appendContextJSON appends the ids of c with the names ECS gives them
@@ -149,17 +204,8 @@ func appendContextJSON(b []byte, c *Context) []byte {
 		b = append(b, `,"supplemental_groups_count":`...)
 		b = strconv.AppendInt(b, int64(c.NGroups), 10)
 	}
-	leader := func(b []byte, key string, pid int32, t token.Token) []byte {
-		b = append(b, `,"`...)
-		b = append(b, key...)
-		b = append(b, `":{"pid":`...)
-		b = strconv.AppendInt(b, int64(pid), 10)
-		b = append(b, `,"entity_id":`...)
-		b = appendTokenJSON(b, t)
-		return append(b, '}')
-	}
-	b = leader(b, "session_leader", c.SID, c.SessionLeader)
-	b = leader(b, "group_leader", c.PGID, c.GroupLeader)
+	b = appendLeaderJSON(b, "session_leader", c.SID, c.SessionLeader)
+	b = appendLeaderJSON(b, "group_leader", c.PGID, c.GroupLeader)
 	if c.TTY {
 		b = append(b, `,"tty":{"char_device":{"major":`...)
 		b = strconv.AppendUint(b, uint64(c.TTYMajor), 10)
@@ -181,71 +227,6 @@ func appendContextJSON(b []byte, c *Context) []byte {
 		b = append(b, `,"session_id":`...)
 		b = strconv.AppendUint(b, uint64(c.AuditSession), 10)
 		b = append(b, '}')
-	}
-	return b
-}
-
-// AppendText appends ev as one line of the CLI's event table, without a
-// newline: kind, pid, ppid and comm in fixed-width columns, then the token
-// ("-" when zero) and the detail (exit code or signal, executable,
-// "(inferred)"). A Lost event shows its count and mechanism instead. Comm and
-// Exe are written as they are; AppendText does not allocate when b has room.
-func AppendText(b []byte, ev *Event) []byte {
-	var num [12]byte
-	b = pad(b, []byte(ev.Kind.String()), 6, false)
-	b = append(b, ' ')
-	if ev.Kind == Lost {
-		b = append(b, "      -       -  -                "...)
-		b = append(b, "lost "...)
-		b = strconv.AppendUint(b, ev.Count, 10)
-		b = append(b, " events ("...)
-		b = append(b, ev.Mechanism...)
-		return append(b, ')')
-	}
-	b = pad(b, strconv.AppendInt(num[:0], int64(ev.Pid), 10), 7, true)
-	b = append(b, ' ')
-	b = pad(b, strconv.AppendInt(num[:0], int64(ev.PPid), 10), 7, true)
-	b = append(b, ' ', ' ')
-	b = pad(b, ev.Comm[:clen(ev.Comm[:])], 16, false)
-	b = append(b, ' ')
-	if ev.Token.IsZero() {
-		b = append(b, '-')
-	} else {
-		b = ev.Token.Append(b)
-	}
-	switch ev.Kind {
-	case Exit:
-		if code, ok := ev.Exited(); ok {
-			b = append(b, " exit="...)
-			b = strconv.AppendInt(b, int64(code), 10)
-		} else if sig, ok := ev.Signaled(); ok {
-			b = append(b, " signal="...)
-			b = strconv.AppendInt(b, int64(sig), 10)
-		}
-	case Exec:
-		if ev.Exe != "" {
-			b = append(b, ' ')
-			b = append(b, ev.Exe...)
-		}
-	}
-	if ev.Inferred {
-		b = append(b, " (inferred)"...)
-	}
-	return b
-}
-
-// pad appends s padded with spaces to width w: on the left when right is
-// set (right-aligned), otherwise on the right.
-func pad(b, s []byte, w int, right bool) []byte {
-	if right {
-		for i := len(s); i < w; i++ {
-			b = append(b, ' ')
-		}
-		return append(b, s...)
-	}
-	b = append(b, s...)
-	for i := len(s); i < w; i++ {
-		b = append(b, ' ')
 	}
 	return b
 }

@@ -3,9 +3,8 @@
 // (internal/events/tracepoint), the netlink proc connector
 // (internal/events/proccon), and the polling fallback (internal/fallback).
 // Consumers never branch on which one runs; they read Mechanism from the
-// events to say what decided a verdict. AppendJSON and AppendText write an
-// event as one line without allocating; Writer prints a stream of them
-// (the CLI's `events`), buffered and flushed every 100 ms.
+// events to say what decided a verdict. AppendJSON writes an event as one
+// JSON line without allocating (human views are internal/view's).
 //
 // A Source is attached when it is opened, so events that happen while the
 // caller scans /proc are buffered, not missed (attach, scan, drain). A
@@ -105,6 +104,23 @@ type Event struct {
 	// new program starts for Exec. Ctx.Valid is false when the mechanism
 	// does not capture it.
 	Ctx Context
+	// Parent describes the process (PPid, ParentToken) as its last exec
+	// seen showed it, nil when that exec was not seen. Sources never set
+	// it: the consumer's exec cache does (internal/execcache), and it is
+	// valid only until the next event is read.
+	Parent *Desc
+}
+
+// Desc is what the exec of one process instance showed, kept for the
+// events of its children: its comm, executable, arguments and working
+// directory, and its context, refreshed from each fork it makes (a child
+// inherits its creator's ids, terminal and groups at the fork).
+type Desc struct {
+	Comm [16]byte
+	Exe  string
+	Argv []string
+	Exec ExecInfo
+	Ctx  Context
 }
 
 // ExecInfo is what an exec captured beside Exe and Argv. Strings are not
@@ -123,6 +139,10 @@ type ExecInfo struct {
 	ArgsCount     int
 	ArgsSize      int
 	ArgsTruncated bool
+	// ArgsRedacted marks an Argv in which a redaction pattern replaced
+	// something (internal/redact): Argv is then not what the process
+	// received, ArgsCount and ArgsSize still are.
+	ArgsRedacted bool
 	// ExeTruncated, CwdTruncated and CgroupTruncated mark a path whose walk
 	// stopped at a bound: the string is then the path's last components,
 	// without a leading slash, never a wrong absolute path.

@@ -232,7 +232,7 @@ func (g *Graph) fork(ev *events.Event) {
 	case p != 0 && p != i:
 		// A fork inherits its parent's session, group and cgroup.
 		pn := g.at(p)
-		n.sid, n.pgid, n.cgroup = pn.sid, pn.pgid, pn.cgroup
+		n.sid, n.pgid, n.cgroup, n.uid = pn.sid, pn.pgid, pn.cgroup, pn.uid
 		n.sstart, n.sino, n.gstart, n.gino = pn.sstart, pn.sino, pn.gstart, pn.gino
 		n.flags |= pn.flags & fCtx
 	}
@@ -241,7 +241,7 @@ func (g *Graph) fork(ev *events.Event) {
 // setCtx keeps the small ids of an event's context in n. Leader tokens of
 // another boot or precision are not kept.
 func (g *Graph) setCtx(n *node, c *events.Context) {
-	n.sid, n.pgid, n.cgroup = c.SID, c.PGID, c.CgroupID
+	n.sid, n.pgid, n.cgroup, n.uid = c.SID, c.PGID, c.CgroupID, c.UID
 	n.sstart, n.sino, n.gstart, n.gino = 0, 0, 0, 0
 	if t := c.SessionLeader; !t.IsZero() && t.Boot == g.boot && t.Prec == n.prec {
 		n.sstart, n.sino = t.Start, t.Ino

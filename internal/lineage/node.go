@@ -61,7 +61,7 @@ const (
 	fExitUpper    uint32 = 1 << 18 // exitBoot is an upper bound, not the exit time
 	fRootObserved uint32 = 1 << 19 // every link to the admitted root was an observed fork
 	fNew          uint32 = 1 << 20 // created by the reconcile in progress
-	fCtx          uint32 = 1 << 21 // sid, pgid, leaders and cgroup are set
+	fCtx          uint32 = 1 << 21 // sid, pgid, leaders, cgroup and uid are set
 	exportMask    uint32 = 1<<16 - 1
 )
 
@@ -103,6 +103,8 @@ type Session struct {
 	GroupLeader   token.Token
 	// CgroupID is the cgroup2 id.
 	CgroupID uint64
+	// UID is the real uid.
+	UID uint32
 }
 
 // CommString returns Comm without its NUL padding.
@@ -126,6 +128,7 @@ type node struct {
 	sstart, sino, gstart, gino uint64
 	cgroup                     uint64
 	sid, pgid                  int32
+	uid                        uint32 // real uid (fCtx)
 	start, ino                 uint64 // token
 	pstart, pino               uint64 // parent token
 	bornBoot, exitBoot         uint64 // CLOCK_BOOTTIME ns, 0 unknown

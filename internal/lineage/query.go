@@ -304,7 +304,7 @@ func (g *Graph) export(i uint32) Node {
 		Flags:       Flags(n.flags & exportMask),
 	}
 	if n.flags&fCtx != 0 {
-		out.Session = Session{Known: true, SID: n.sid, PGID: n.pgid, CgroupID: n.cgroup,
+		out.Session = Session{Known: true, SID: n.sid, PGID: n.pgid, CgroupID: n.cgroup, UID: n.uid,
 			SessionLeader: g.leaderToken(n, n.sstart, n.sino),
 			GroupLeader:   g.leaderToken(n, n.gstart, n.gino)}
 	}

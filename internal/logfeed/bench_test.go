@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -26,18 +27,34 @@ func sampleExec() events.Event {
 	return ev
 }
 
+// sampleParented is sampleExec with a context and its parent described by
+// the exec cache, as the daemon logs it.
+func sampleParented() events.Event {
+	ev := sampleExec()
+	ev.Ctx = events.Context{Valid: true, UID: 1000, EUID: 1000, SID: 48000, PGID: 48200, NSPid: 48213, PidNS: 4026531836}
+	ev.Exec = events.ExecInfo{Cwd: "/home/user/site", ArgsCount: 6}
+	ev.Parent = &events.Desc{Exe: "/usr/bin/bash", Argv: []string{"bash", "-c", "python3 -m http.server --bind 127.0.0.1 8080"},
+		Exec: events.ExecInfo{Cwd: "/home/user", ArgsCount: 3}, Ctx: ev.Ctx}
+	copy(ev.Parent.Comm[:], "bash")
+	return ev
+}
+
 // BenchmarkEventLine measures what the event path pays per process event:
 // encoding the line and queueing it (the drain goroutine writes it to
 // io.Discard).
 func BenchmarkEventLine(b *testing.B) {
-	for _, schema := range []string{SchemaECS, SchemaOCSF} {
-		b.Run(schema, func(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		ev   events.Event
+	}{{SchemaECS, sampleExec()}, {SchemaOCSF, sampleExec()}, {SchemaECS + "/parent", sampleParented()}, {SchemaOCSF + "/parent", sampleParented()}} {
+		schema, _, _ := strings.Cut(bc.name, "/")
+		b.Run(bc.name, func(b *testing.B) {
 			l, err := New(Config{Schema: schema, Writer: io.Discard, ProcessEvents: true, Hostname: "vm"})
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer l.Close(context.Background())
-			ev := sampleExec()
+			ev := bc.ev
 			// Give every slot of the ring its buffer first.
 			for range 2 * DefaultBufferLines {
 				l.Event(&ev)
@@ -84,20 +101,23 @@ func TestEventLineAllocs(t *testing.T) {
 	if raceEnabled {
 		t.Skip("sync.Pool drops items on purpose under the race detector")
 	}
-	l, err := New(Config{Writer: io.Discard, ProcessEvents: true, BufferLines: 64})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close(context.Background())
-	ev := sampleExec()
-	for range 4 { // warm every slot of the ring
-		for range 64 {
-			l.Event(&ev)
+	for _, schema := range []string{SchemaECS, SchemaOCSF} {
+		l, err := New(Config{Schema: schema, Writer: io.Discard, ProcessEvents: true, BufferLines: 64})
+		if err != nil {
+			t.Fatal(err)
 		}
-		flush(t, l)
-	}
-	allocs := testing.AllocsPerRun(1000, func() { l.Event(&ev) })
-	if allocs != 0 {
-		t.Errorf("Event allocates %v times per line, want 0", allocs)
+		defer l.Close(context.Background())
+		for _, ev := range []events.Event{sampleExec(), sampleParented()} {
+			for range 4 { // warm every slot of the ring
+				for range 64 {
+					l.Event(&ev)
+				}
+				flush(t, l)
+			}
+			allocs := testing.AllocsPerRun(1000, func() { l.Event(&ev) })
+			if allocs != 0 {
+				t.Errorf("%s: Event (parent %v) allocates %v times per line, want 0", schema, ev.Parent != nil, allocs)
+			}
+		}
 	}
 }

@@ -186,7 +186,7 @@ func (x *ecs) event(c *capture, ev *events.Event) {
 		p.Str("executable", ev.Exe)
 	}
 	c.ecsExec(e, p, ev)
-	ecsContext(p, &ev.Ctx, x.h.names)
+	ecsContext(p, &ev.Ctx, x.h.names, false)
 	if ev.Tid != 0 && ev.Tid != ev.Pid {
 		p.Dict("thread", p.CreateDict().Int32("id", ev.Tid))
 	}
@@ -206,6 +206,9 @@ func (x *ecs) event(c *capture, ev *events.Event) {
 			if st, ok := x.h.clock.startTime(now, ev.ParentToken); ok {
 				pp.RawJSON("start", appendTime(ts[:0], st))
 			}
+		}
+		if ev.Parent != nil {
+			c.ecsParent(pp, ev.Parent, x.h.names)
 		}
 		p.Dict("parent", pp)
 	}
@@ -381,6 +384,9 @@ func (x *ecs) request(c *capture, r *Request) {
 		e.Dict("process", p)
 	}
 	sv := e.CreateDict().Dict("requester", e.CreateDict().Int32("pid", r.Pid))
+	if r.ArgsRedacted {
+		sv.Bool("args_redacted", true)
+	}
 	if r.ClaimID != "" {
 		sv.Dict("claim", e.CreateDict().Str("id", r.ClaimID).Str("owner", r.Owner).Str("kind", r.Kind))
 	}

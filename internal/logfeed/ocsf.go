@@ -134,17 +134,8 @@ func (x *ocsf) event(c *capture, ev *events.Event) {
 			p.Int64("created_time", st.UnixMilli())
 		}
 	}
-	if name := commBytes(&ev.Comm); len(name) > 0 {
-		p.Bytes("name", name)
-	}
-	if len(ev.Argv) > 0 {
-		c.scratch = commandLine(c.scratch[:0], ev.Argv)
-		p.Bytes("cmd_line", c.scratch)
-	}
-	if ev.Exe != "" {
-		p.Dict("file", exeFile(p, ev.Exe))
-	}
-	ocsfContext(p, ev, x.h.names)
+	c.ocsfImage(p, commBytes(&ev.Comm), ev.Exe, ev.Argv)
+	ocsfContext(p, &ev.Exec, &ev.Ctx, x.h.names)
 	if ev.Kind == events.Exit {
 		p.Int64("terminated_time", t.UnixMilli())
 	}
@@ -153,6 +144,13 @@ func (x *ocsf) event(c *capture, ev *events.Event) {
 		parent = p.CreateDict().Int32("pid", ev.PPid)
 		if !ev.ParentToken.IsZero() {
 			parent.Bytes("uid", ev.ParentToken.Append(tok[:0]))
+			if st, ok := x.h.clock.startTime(now, ev.ParentToken); ok {
+				parent.Int64("created_time", st.UnixMilli())
+			}
+		}
+		if d := ev.Parent; d != nil {
+			c.ocsfImage(parent, commBytes(&d.Comm), d.Exe, d.Argv)
+			ocsfContext(parent, &d.Exec, &d.Ctx, x.h.names)
 		}
 		p.Dict("parent_process", parent)
 	}
@@ -189,6 +187,21 @@ func (x *ocsf) event(c *capture, ev *events.Event) {
 	ocsfUnmapped(u, ev)
 	e.Dict("unmapped", u)
 	e.Send()
+}
+
+// ocsfImage adds the name, command line and executable file to the OCSF
+// process object p.
+func (c *capture) ocsfImage(p *zerolog.Event, name []byte, exe string, argv []string) {
+	if len(name) > 0 {
+		p.Bytes("name", name)
+	}
+	if len(argv) > 0 {
+		c.scratch = commandLine(c.scratch[:0], argv)
+		p.Bytes("cmd_line", c.scratch)
+	}
+	if exe != "" {
+		p.Dict("file", exeFile(p, exe))
+	}
 }
 
 func (x *ocsf) verdict(c *capture, v *verdict.Verdict) {
@@ -268,6 +281,9 @@ func (x *ocsf) request(c *capture, r *Request) {
 	}
 	e.Dict("process", p)
 	u := e.CreateDict().Str("action", c.action)
+	if r.ArgsRedacted {
+		u.Bool("args_redacted", true)
+	}
 	if r.ClaimID != "" {
 		u.Str("claim_id", r.ClaimID).Str("claim_owner", r.Owner).Str("claim_kind", r.Kind)
 	}

@@ -34,11 +34,11 @@ func commandLine(b []byte, argv []string) []byte {
 
 // argsCount is how many arguments the process received: the kernel's count
 // when the mechanism gave one, else the arguments it delivered.
-func argsCount(ev *events.Event) int {
-	if ev.Exec.ArgsCount > 0 {
-		return ev.Exec.ArgsCount
+func argsCount(argv []string, x *events.ExecInfo) int {
+	if x.ArgsCount > 0 {
+		return x.ArgsCount
 	}
-	return len(ev.Argv)
+	return len(argv)
 }
 
 // idDict is {"id":"<n>","name":"<name>"}, the ECS user and group objects;
@@ -67,22 +67,43 @@ func leaderDict(p *zerolog.Event, pid int32, tok token.Token) *zerolog.Event {
 // ecsExec adds what an exec captured to the ECS process object p, and the
 // line's container object to e.
 func (c *capture) ecsExec(e, p *zerolog.Event, ev *events.Event) {
-	if len(ev.Argv) > 0 || ev.Exec.ArgsCount > 0 {
-		p.Array("args", argsArray(p.CreateArray(), ev.Argv)).Int("args_count", argsCount(ev))
-		c.scratch = commandLine(c.scratch[:0], ev.Argv)
-		p.Bytes("command_line", c.scratch)
-	}
-	if ev.Exec.Cwd != "" {
-		p.Str("working_directory", ev.Exec.Cwd)
-	}
+	c.ecsImage(p, ev.Argv, &ev.Exec)
 	if id, rt, ok := container.ID(ev.Exec.Cgroup); ok && id == ev.Exec.ContainerID {
 		e.Dict("container", e.CreateDict().Str("id", id).Str("runtime", string(rt)))
 	}
 }
 
+// ecsImage adds the arguments and the working directory to the ECS
+// process object p.
+func (c *capture) ecsImage(p *zerolog.Event, argv []string, x *events.ExecInfo) {
+	if len(argv) > 0 || x.ArgsCount > 0 {
+		p.Array("args", argsArray(p.CreateArray(), argv)).Int("args_count", argsCount(argv, x))
+		c.scratch = commandLine(c.scratch[:0], argv)
+		p.Bytes("command_line", c.scratch)
+	}
+	if x.Cwd != "" {
+		p.Str("working_directory", x.Cwd)
+	}
+}
+
+// ecsParent adds the parent's description (from the exec cache) to the
+// ECS object process.parent pp: what ECS defines there, which is the
+// process's own fields but the session leader.
+func (c *capture) ecsParent(pp *zerolog.Event, d *events.Desc, names *userdb.DB) {
+	if name := commBytes(&d.Comm); len(name) > 0 {
+		pp.Bytes("name", name)
+	}
+	if d.Exe != "" {
+		pp.Str("executable", d.Exe)
+	}
+	c.ecsImage(pp, d.Argv, &d.Exec)
+	ecsContext(pp, &d.Ctx, names, true)
+}
+
 // ecsContext adds the ids of events.Context to the ECS process object p,
-// with the names names gives them (none when names is nil).
-func ecsContext(p *zerolog.Event, x *events.Context, names *userdb.DB) {
+// with the names names gives them (none when names is nil); the session
+// leader only when p is not a parent (ECS has no process.parent.session_leader).
+func ecsContext(p *zerolog.Event, x *events.Context, names *userdb.DB, parent bool) {
 	if !x.Valid {
 		return
 	}
@@ -103,7 +124,7 @@ func ecsContext(p *zerolog.Event, x *events.Context, names *userdb.DB) {
 		}
 		p.Array("supplemental_groups", arr)
 	}
-	if x.SID > 0 {
+	if x.SID > 0 && !parent {
 		p.Dict("session_leader", leaderDict(p, x.SID, x.SessionLeader))
 	}
 	if x.PGID > 0 {
@@ -134,24 +155,42 @@ func supervisorContext(s *zerolog.Event, ev *events.Event) {
 		}
 		s.Uint64("cgroup_id", x.CgroupID).Uint32("pid_ns", x.PidNS)
 	}
+	if d := ev.Parent; d != nil && marked(&d.Exec) {
+		s.Dict("parent", execMarks(s.CreateDict(), &d.Exec))
+	}
 	if ev.Kind != events.Exec {
 		return
 	}
 	if ev.Exec.Cgroup != "" {
 		s.Str("cgroup", ev.Exec.Cgroup)
 	}
-	if ev.Exec.ArgsTruncated {
-		s.Bool("args_truncated", true).Int("args_size", ev.Exec.ArgsSize)
-	}
-	if ev.Exec.ExeTruncated {
-		s.Bool("executable_truncated", true)
-	}
-	if ev.Exec.CwdTruncated {
-		s.Bool("working_directory_truncated", true)
-	}
+	execMarks(s, &ev.Exec)
 	if ev.Exec.CgroupTruncated {
 		s.Bool("cgroup_truncated", true)
 	}
+}
+
+// marked reports whether x has a mark execMarks writes.
+func marked(x *events.ExecInfo) bool {
+	return x.ArgsTruncated || x.ArgsRedacted || x.ExeTruncated || x.CwdTruncated
+}
+
+// execMarks adds to s the marks of arguments and paths that are not what
+// the process has: cut (with the real size), redacted.
+func execMarks(s *zerolog.Event, x *events.ExecInfo) *zerolog.Event {
+	if x.ArgsTruncated {
+		s.Bool("args_truncated", true).Int("args_size", x.ArgsSize)
+	}
+	if x.ArgsRedacted {
+		s.Bool("args_redacted", true)
+	}
+	if x.ExeTruncated {
+		s.Bool("executable_truncated", true)
+	}
+	if x.CwdTruncated {
+		s.Bool("working_directory_truncated", true)
+	}
+	return s
 }
 
 // ocsfContext adds the context to the OCSF process object p: the user (the
@@ -159,13 +198,12 @@ func supervisorContext(s *zerolog.Event, ev *events.Event) {
 // the real and saved ids go to unmapped), the session (its id, the
 // leader's token as uid_alt, the terminal), the container, the working
 // directory and the namespace pid.
-func ocsfContext(p *zerolog.Event, ev *events.Event, names *userdb.DB) {
-	x := &ev.Ctx
-	if ev.Exec.Cwd != "" {
-		p.Str("working_directory", ev.Exec.Cwd)
+func ocsfContext(p *zerolog.Event, xi *events.ExecInfo, x *events.Context, names *userdb.DB) {
+	if xi.Cwd != "" {
+		p.Str("working_directory", xi.Cwd)
 	}
-	if ev.Exec.ContainerID != "" {
-		p.Dict("container", p.CreateDict().Str("uid", ev.Exec.ContainerID))
+	if xi.ContainerID != "" {
+		p.Dict("container", p.CreateDict().Str("uid", xi.ContainerID))
 	}
 	if !x.Valid {
 		return

@@ -30,6 +30,13 @@ func contextEvents(pe *procEvents) []events.Event {
 		Exe: "/usr/bin/env", Argv: []string{"env", "a b", "", "x\ny"}, Ctx: ctx,
 		Exec: events.ExecInfo{Cwd: "/home/u/w", Cgroup: "/system.slice/docker-" + testContainerID + ".scope",
 			ContainerID: testContainerID, ArgsCount: 9, ArgsSize: 70000, ArgsTruncated: true}}
+	fork.Parent = &events.Desc{Comm: [16]byte{'i', 'n', 'i', 't'}}
+	pctx := ctx
+	pctx.EUID, pctx.UID, pctx.EGID, pctx.NSPid, pctx.StdTTY = 1000, 1000, 100, 7, false
+	exec.Parent = &events.Desc{Comm: [16]byte{'b', 'a', 's', 'h'}, Exe: "/usr/bin/bash",
+		Argv: []string{"bash", "--token=[REDACTED]"}, Ctx: pctx,
+		Exec: events.ExecInfo{Cwd: "/home/u", ArgsCount: 2, ArgsRedacted: true, Cgroup: "/user.slice"}}
+	exec.Exec.ArgsRedacted = true
 	return []events.Event{fork, exec}
 }
 
@@ -54,37 +61,63 @@ func TestContextLines(t *testing.T) {
 		var want map[string]any
 		if schema == SchemaECS {
 			want = map[string]any{
-				"process.args":                     []any{"env", "a b", "", "x\ny"},
-				"process.args_count":               9.0,
-				"process.command_line":             "env a b  x\ny",
-				"process.executable":               "/usr/bin/env",
-				"process.working_directory":        "/home/u/w",
-				"process.user.id":                  "0",
-				"process.user.name":                "root",
-				"process.real_user.name":           "alice",
-				"process.real_user.id":             "1000",
-				"process.saved_user.id":            "1001",
-				"process.group.id":                 "101",
-				"process.real_group.id":            "100",
-				"process.saved_group.id":           "102",
-				"process.supplemental_groups":      []any{map[string]any{"id": "4", "name": "adm"}, map[string]any{"id": "24"}, map[string]any{"id": "27", "name": "sudo"}},
-				"process.session_leader.pid":       300.0,
-				"process.session_leader.entity_id": leader,
-				"process.group_leader.pid":         4321.0,
-				"process.group_leader.entity_id":   pe.child.String(),
-				"process.tty.char_device.major":    136.0,
-				"process.tty.char_device.minor":    5.0,
-				"process.interactive":              true,
-				"process.vpid":                     1.0,
-				"container.id":                     testContainerID,
-				"container.runtime":                "docker",
-				"supervisor.audit_login_uid":       1000.0,
-				"supervisor.audit_session_id":      7.0,
-				"supervisor.args_truncated":        true,
-				"supervisor.args_size":             70000.0,
-				"supervisor.cgroup_id":             4242.0,
-				"supervisor.cgroup":                evs[1].Exec.Cgroup,
-				"supervisor.pid_ns":                4026532281.0,
+				"process.args":                          []any{"env", "a b", "", "x\ny"},
+				"process.args_count":                    9.0,
+				"process.command_line":                  "env a b  x\ny",
+				"process.executable":                    "/usr/bin/env",
+				"process.working_directory":             "/home/u/w",
+				"process.user.id":                       "0",
+				"process.user.name":                     "root",
+				"process.real_user.name":                "alice",
+				"process.real_user.id":                  "1000",
+				"process.saved_user.id":                 "1001",
+				"process.group.id":                      "101",
+				"process.real_group.id":                 "100",
+				"process.saved_group.id":                "102",
+				"process.supplemental_groups":           []any{map[string]any{"id": "4", "name": "adm"}, map[string]any{"id": "24"}, map[string]any{"id": "27", "name": "sudo"}},
+				"process.session_leader.pid":            300.0,
+				"process.session_leader.entity_id":      leader,
+				"process.group_leader.pid":              4321.0,
+				"process.group_leader.entity_id":        pe.child.String(),
+				"process.tty.char_device.major":         136.0,
+				"process.tty.char_device.minor":         5.0,
+				"process.interactive":                   true,
+				"process.vpid":                          1.0,
+				"container.id":                          testContainerID,
+				"container.runtime":                     "docker",
+				"supervisor.audit_login_uid":            1000.0,
+				"supervisor.audit_session_id":           7.0,
+				"supervisor.args_truncated":             true,
+				"supervisor.args_size":                  70000.0,
+				"supervisor.cgroup_id":                  4242.0,
+				"supervisor.cgroup":                     evs[1].Exec.Cgroup,
+				"supervisor.pid_ns":                     4026532281.0,
+				"supervisor.args_redacted":              true,
+				"process.parent.pid":                    float64(os.Getpid()),
+				"process.parent.name":                   "bash",
+				"process.parent.executable":             "/usr/bin/bash",
+				"process.parent.args":                   []any{"bash", "--token=[REDACTED]"},
+				"process.parent.args_count":             2.0,
+				"process.parent.command_line":           "bash --token=[REDACTED]",
+				"process.parent.working_directory":      "/home/u",
+				"process.parent.user.id":                "1000",
+				"process.parent.user.name":              "alice",
+				"process.parent.real_user.id":           "1000",
+				"process.parent.group.id":               "100",
+				"process.parent.group_leader.pid":       4321.0,
+				"process.parent.group_leader.entity_id": pe.child.String(),
+				"process.parent.interactive":            false,
+				"process.parent.vpid":                   7.0,
+				"supervisor.parent.args_redacted":       true,
+			}
+			checkField(t, "ecs fork", fork, "process.parent.name", "init")
+			for _, k := range []string{"process.parent.executable", "process.parent.args", "process.parent.user.id", "process.parent.session_leader"} {
+				if _, ok := get(fork, k); ok {
+					t.Errorf("ecs fork line has %s: the parent's exec was not seen", k)
+				}
+			}
+			if _, ok := get(exec, "process.parent.session_leader"); ok {
+				t.Error("ecs exec line has process.parent.session_leader: ECS has no such field")
 			}
 			for k, v := range map[string]any{"process.group_leader.pid": 300.0, "process.user.id": "0", "process.session_leader.entity_id": leader} {
 				checkField(t, schema+" fork", fork, k, v)
@@ -96,25 +129,33 @@ func TestContextLines(t *testing.T) {
 			}
 		} else {
 			want = map[string]any{
-				"process.cmd_line":          "env a b  x\ny",
-				"process.file.path":         "/usr/bin/env",
-				"process.working_directory": "/home/u/w",
-				"process.user.uid":          "0",
-				"process.user.name":         "root",
-				"process.user.groups":       []any{map[string]any{"uid": "4", "name": "adm"}, map[string]any{"uid": "24"}, map[string]any{"uid": "27", "name": "sudo"}},
-				"process.session.uid":       "300",
-				"process.session.uid_alt":   leader,
-				"process.session.terminal":  "pts/5",
-				"process.container.uid":     testContainerID,
-				"process.namespace_pid":     1.0,
-				"unmapped.real_uid":         "1000",
-				"unmapped.saved_uid":        "1001",
-				"unmapped.gid":              "101",
-				"unmapped.pgid":             4321.0,
-				"unmapped.group_leader_uid": pe.child.String(),
-				"unmapped.audit_login_uid":  1000.0,
-				"unmapped.args_truncated":   true,
+				"process.cmd_line":                         "env a b  x\ny",
+				"process.file.path":                        "/usr/bin/env",
+				"process.working_directory":                "/home/u/w",
+				"process.user.uid":                         "0",
+				"process.user.name":                        "root",
+				"process.user.groups":                      []any{map[string]any{"uid": "4", "name": "adm"}, map[string]any{"uid": "24"}, map[string]any{"uid": "27", "name": "sudo"}},
+				"process.session.uid":                      "300",
+				"process.session.uid_alt":                  leader,
+				"process.session.terminal":                 "pts/5",
+				"process.container.uid":                    testContainerID,
+				"process.namespace_pid":                    1.0,
+				"unmapped.real_uid":                        "1000",
+				"unmapped.saved_uid":                       "1001",
+				"unmapped.gid":                             "101",
+				"unmapped.pgid":                            4321.0,
+				"unmapped.group_leader_uid":                pe.child.String(),
+				"unmapped.audit_login_uid":                 1000.0,
+				"unmapped.args_truncated":                  true,
+				"unmapped.args_redacted":                   true,
+				"process.parent_process.name":              "bash",
+				"process.parent_process.cmd_line":          "bash --token=[REDACTED]",
+				"process.parent_process.file.path":         "/usr/bin/bash",
+				"process.parent_process.user.uid":          "1000",
+				"process.parent_process.working_directory": "/home/u",
+				"unmapped.parent.args_redacted":            true,
 			}
+			checkField(t, "ocsf fork", fork, "process.parent_process.name", "init")
 		}
 		for k, v := range want {
 			checkField(t, schema+" exec", exec, k, v)

@@ -16,7 +16,7 @@ const customNamespace = "supervisor"
 // objectArrays are the ECS field-set reuses whose value is an array of
 // objects (ECS's reuse note: "this reuse should contain an array of group
 // field set objects"); fields.csv lists their leaves without saying so.
-var objectArrays = map[string]bool{"process.supplemental_groups": true}
+var objectArrays = map[string]bool{"process.supplemental_groups": true, "process.parent.supplemental_groups": true}
 
 // checkValueType reports whether v (decoded with UseNumber) is a value of
 // the ECS type typ.

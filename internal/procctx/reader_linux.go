@@ -43,7 +43,7 @@ func New(root string, argvMax int) *Reader {
 
 // Fill sets ev's Exe, Argv, Exec and Ctx from /proc/PID for the process
 // ev names. When ev.Token has a start time in ticks, the process must have
-// that start time. It returns ErrGone when the process is gone, a zombie,
+// that start time, and its pidfs inode when the token has one. It returns ErrGone when the process is gone, a zombie,
 // or another instance, and leaves ev untouched on any error.
 func (r *Reader) Fill(ev *events.Event) error {
 	dir, err := unix.Open(r.root+"/"+strconv.Itoa(int(ev.Pid)), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
@@ -56,6 +56,12 @@ func (r *Reader) Fill(ev *events.Event) error {
 		return err
 	}
 	if st.Zombie() || ev.Token.Prec == token.Ticks && ev.Token.Start != st.StartTime {
+		return ErrGone
+	}
+	if ev.Token.Ino != 0 && !sameInode(ev.Pid, ev.Token.Ino) {
+		// Another instance started within the same tick: the pidfs
+		// inode tells them apart. (dir was opened first: if it named an
+		// older instance, that one is dead and the last read fails.)
 		return ErrGone
 	}
 	var c events.Context
@@ -198,6 +204,18 @@ func (r *Reader) cmdline(dir int, x *events.ExecInfo) ([]string, error) {
 	}
 	x.ArgsTruncated = total > len(kept)
 	return splitArgs(kept), nil
+}
+
+// sameInode reports whether pid now names the process whose pidfs inode
+// is ino.
+func sameInode(pid int32, ino uint64) bool {
+	fd, err := unix.PidfdOpen(int(pid), 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	var s unix.Stat_t
+	return unix.Fstat(fd, &s) == nil && s.Ino == ino
 }
 
 // gone maps a read's error: a process that exited (ENOENT, ESRCH) is

@@ -57,7 +57,8 @@ func TestIntegrationFill(t *testing.T) {
 	dir := t.TempDir()
 	os.Chmod(dir, 0o755)
 	os.Chmod(filepath.Dir(dir), 0o755)
-	argv := []string{"/bin/sleep", "100", "a b", "", "x\ny"}
+	// sh keeps its argv while it waits for sleep.
+	argv := []string{"/bin/sh", "-c", "sleep 100; :", "a b", "", "x\ny"}
 	cmd := started(t, func(c *exec.Cmd) {
 		c.Dir = dir
 		c.SysProcAttr = &syscall.SysProcAttr{Setsid: true,
@@ -68,7 +69,7 @@ func TestIntegrationFill(t *testing.T) {
 	if err := New("/proc", 0).Fill(&ev); err != nil {
 		t.Fatal(err)
 	}
-	exe, _ := filepath.EvalSymlinks("/bin/sleep")
+	exe, _ := filepath.EvalSymlinks("/bin/sh")
 	cwd, _ := filepath.EvalSymlinks(dir)
 	c := ev.Ctx
 	if !c.Valid || !slices.Equal(ev.Argv, argv) || ev.Exe != exe || ev.Exec.Cwd != cwd {
@@ -108,15 +109,18 @@ func TestIntegrationFill(t *testing.T) {
 func TestIntegrationFillTruncated(t *testing.T) {
 	testenv.RequireRoot(t)
 	long := strings.Repeat("z", 5000)
-	cmd := started(t, nil, "/bin/sleep", "100", long, "tail")
+	// sh keeps its argv while it waits for sleep (sleep would refuse the
+	// long argument and exit).
+	argv := []string{"/bin/sh", "-c", "sleep 100; :", long, "tail"}
+	cmd := started(t, nil, argv...)
 	ev := execEvent(t, cmd.Process.Pid)
 	if err := New("/proc", 100).Fill(&ev); err != nil {
 		t.Fatal(err)
 	}
 	x := ev.Exec
-	if !x.ArgsTruncated || x.ArgsCount != 4 || x.ArgsSize != len("/bin/sleep 100 ")+len(long)+len(" tail ") ||
-		len(strings.Join(ev.Argv, "\x00")) > 100 || ev.Argv[0] != "/bin/sleep" {
-		t.Errorf("truncated %v count %d size %d argv %d bytes; want cut at 100 bytes of 4 args", x.ArgsTruncated, x.ArgsCount, x.ArgsSize, len(strings.Join(ev.Argv, "\x00")))
+	if !x.ArgsTruncated || x.ArgsCount != len(argv) || x.ArgsSize != len(strings.Join(argv, "\x00"))+1 ||
+		len(strings.Join(ev.Argv, "\x00")) > 100 || ev.Argv[0] != "/bin/sh" {
+		t.Errorf("truncated %v count %d size %d argv %d bytes; want cut at 100 bytes of %d args", x.ArgsTruncated, x.ArgsCount, x.ArgsSize, len(strings.Join(ev.Argv, "\x00")), len(argv))
 	}
 }
 

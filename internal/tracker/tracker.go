@@ -18,9 +18,12 @@ import (
 	"sync/atomic"
 
 	"github.com/procsupervisor/supervisor/internal/events"
+	"github.com/procsupervisor/supervisor/internal/execcache"
 	"github.com/procsupervisor/supervisor/internal/fallback"
 	"github.com/procsupervisor/supervisor/internal/lineage"
+	"github.com/procsupervisor/supervisor/internal/procctx"
 	"github.com/procsupervisor/supervisor/internal/procfs"
+	"github.com/procsupervisor/supervisor/internal/redact"
 )
 
 // ErrUnknownMechanism reports a --mechanism value that names nothing.
@@ -40,9 +43,21 @@ type Options struct {
 	// ArgvMax bounds the argument bytes of an eBPF exec event (0: the
 	// source's default, tracepoint.DefaultArgvMax).
 	ArgvMax int
+	// ExecContext, when set and true at the event, fills the exec context
+	// of events whose mechanism captured none (netlink, polling) from
+	// /proc (internal/procctx): exec events, and the forks a poller infers
+	// (the process as it runs when first seen). A process already gone, or
+	// an event without a token, carries none: absent, never invented.
+	ExecContext func() bool
 	// OnEvent, when set, sees every event after the graph applied it, on
 	// the drain goroutine. It must not keep ev.
 	OnEvent func(ev *events.Event)
+	// Execs, when set, is the exec cache that gives OnEvent's events
+	// their Parent (see describe). Only the drain goroutine uses it.
+	Execs *execcache.Cache
+	// Redact, when set, rewrites the arguments of exec events before
+	// OnEvent and the exec cache see them.
+	Redact *redact.Rules
 	// OnResync, when set, is told of each resync after a loss.
 	OnResync func(mech events.Mechanism, lost uint64, err error)
 
@@ -62,6 +77,8 @@ type Tracker struct {
 	err      error // drain error, valid after done
 	resyncs  atomic.Uint64
 	closeOne sync.Once
+	named    events.Desc     // the name-only parent describe lends an event
+	ctxr     *procctx.Reader // nil unless Options.ExecContext
 }
 
 // Start opens the mechanism, seeds the graph and starts draining. The
@@ -80,6 +97,9 @@ func Start(ctx context.Context, opts Options) (*Tracker, error) {
 	t := &Tracker{
 		src: src, graph: lineage.New(opts.Graph), boot: opts.Boot,
 		root: opts.ProcRoot, opts: opts, tried: tried, done: make(chan struct{}),
+	}
+	if opts.ExecContext != nil {
+		t.ctxr = procctx.New(opts.ProcRoot, opts.ArgvMax)
 	}
 	if opts.afterAttach != nil {
 		opts.afterAttach()
@@ -112,23 +132,36 @@ func (t *Tracker) drain() {
 			return
 		}
 		t.enrich(&ev)
+		if t.ctxr != nil && wantsContext(&ev) && t.opts.ExecContext() {
+			_ = t.ctxr.Fill(&ev) // gone: the event carries no context
+		}
 		t.graph.Apply(&ev)
 		if ev.Kind == events.Lost {
 			t.resync(ev.Count)
 		}
 		if t.opts.OnEvent != nil {
+			t.describe(&ev)
 			t.opts.OnEvent(&ev)
 		}
 	}
 }
 
+// wantsContext reports whether ev is one whose exec context /proc can
+// give: an exec, or a poller's inferred fork, of a known instance, that
+// its mechanism did not describe.
+func wantsContext(ev *events.Event) bool {
+	return !ev.Ctx.Valid && !ev.Token.IsZero() && (ev.Kind == events.Exec || ev.Kind == events.Fork && ev.Inferred)
+}
+
 // enrich fills in what the mechanism could not see but the graph knows:
-// the parent's token on a fork, and the token and comm of an exiting
+// the parent's token on a fork or an exec, and the token and comm of an exiting
 // process (the netlink connector sends neither). An exit is attributed only
 // when the live instance at the pid started before the exit happened.
 func (t *Tracker) enrich(ev *events.Event) {
 	switch ev.Kind {
-	case events.Fork:
+	case events.Fork, events.Exec:
+		// The instance the graph holds live at the parent pid, every
+		// earlier event applied: the parent at the event.
 		if ev.ParentToken.IsZero() && ev.PPid > 0 {
 			if p, ok := t.graph.Live(ev.PPid); ok {
 				ev.ParentToken = p.Token

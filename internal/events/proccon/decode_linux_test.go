@@ -2,6 +2,8 @@ package proccon
 
 import (
 	"errors"
+	"fmt"
+	"os"
 	"os/exec"
 	"testing"
 
@@ -32,6 +34,10 @@ func FuzzDecode(f *testing.F) {
 	f.Add(append(appendEvent(nil, ptr(execEv(5*sec, 100, 100)), 0), appendEvent(nil, ptr(exitEv(6*sec, 101, 100, 0, 1)), 0)...))
 	f.Add(appendEvent(nil, ptr(exitEv(6*sec, 100, 100, 256, 1)), 0)[:50])
 	f.Add([]byte{})
+	// A gap in CPU 1's numbers, then a number seen before.
+	f.Add(append(append(appendEvent(nil, ptr(onCPU(1, 5, fork(5*sec, 1, 100, 100))), 0),
+		appendEvent(nil, ptr(onCPU(1, 9, exitEv(6*sec, 100, 100, 0, 1))), 0)...),
+		appendEvent(nil, ptr(onCPU(1, 9, exitEv(6*sec, 100, 100, 0, 1))), 0)...))
 	procs := tableProber{
 		100: proc(100, 1, 'Z', 500, 1, 9001, "child"),
 		200: proc(200, 1, 'S', 500, 3, 9002, "threads"),
@@ -49,6 +55,10 @@ func FuzzDecode(f *testing.F) {
 				t.Fatalf("Read: %v", err)
 			}
 			switch ev.Kind {
+			case events.Lost:
+				if ev.Count == 0 {
+					t.Fatalf("delivered %+v: a gap or an unclassified exit is a count", ev)
+				}
 			case events.Fork, events.Exec, events.Exit:
 				delivered++
 				if ev.Pid <= 0 || ev.Mechanism != events.Netlink {
@@ -128,29 +138,92 @@ func TestNumThreads(t *testing.T) {
 	}
 }
 
-// BenchmarkDecode measures a datagram of fork, exec and exit through the
-// decoder and the event logic, /proc answered by a table: 0 allocs/op.
-func BenchmarkDecode(b *testing.B) {
+// decodeRound is one datagram through the decoder and the event logic, /proc
+// answered by a table: the fork, exec and exit of an observed process, a
+// thread's creation and exit in it, and every fourth round a gap in the
+// CPU's numbers before the datagram (a Lost event).
+type decodeRound struct {
+	s     *Source
+	d     []byte
+	ts    uint64
+	seq   uint32
+	round int
+}
+
+func newDecodeRound(tb testing.TB) *decodeRound {
 	procs := tableProber{100: proc(100, 1, 'Z', 500, 1, 9001, "child")}
 	var d []byte
 	d = appendEvent(d, ptr(fork(5*sec, 1, 100, 100)), 0)
 	d = appendEvent(d, ptr(execEv(5*sec, 100, 100)), 0)
+	d = appendEvent(d, ptr(fork(5*sec, 100, 101, 100)), 0)
+	d = appendEvent(d, ptr(exitEv(5*sec, 101, 100, 0, 1)), 0)
 	d = appendEvent(d, ptr(exitEv(5*sec, 100, 100, 0, 1)), 0)
-	s := rawSource(b, procs, d)
+	return &decodeRound{s: rawSource(tb, procs, d), d: d, ts: 5 * sec}
+}
+
+const decodeMsgs = 5
+
+// run feeds the datagram once more with new times and numbers and reads
+// every event out of it; it returns what went wrong.
+func (r *decodeRound) run(ev *events.Event) error {
+	r.round++
+	if r.round%4 == 0 {
+		r.seq += 7 // five messages the socket never got
+	}
+	for i := range decodeMsgs {
+		r.ts++
+		r.seq++
+		ne.PutUint64(r.d[i*msgLen+44:], r.ts)
+		ne.PutUint32(r.d[i*msgLen+24:], r.seq) // cn_msg seq
+	}
+	r.s.off, r.s.n = 0, len(r.d)
+	want := 3 // fork, exec, exit
+	if r.round%4 == 0 {
+		want++ // the Lost event
+	}
+	for range want {
+		if err := r.s.Read(ev); err != nil {
+			return err
+		}
+	}
+	if r.s.off != r.s.n {
+		return fmt.Errorf("round %d: %d bytes left after %d events", r.round, r.s.n-r.s.off, want)
+	}
+	return nil
+}
+
+// BenchmarkDecode measures decodeRound: 0 allocs/op.
+func BenchmarkDecode(b *testing.B) {
+	r := newDecodeRound(b)
 	var ev events.Event
 	b.ReportAllocs()
-	ts := 5 * sec
 	for b.Loop() {
-		ts += 3
-		for i := range 3 {
-			ne.PutUint64(d[i*msgLen+44:], ts+uint64(i))
+		if err := r.run(&ev); err != nil {
+			b.Fatal(err)
 		}
-		s.off, s.n = 0, len(d)
-		for range 3 {
-			if err := s.Read(&ev); err != nil {
-				b.Fatal(err)
-			}
+	}
+}
+
+// The decode path does not allocate per event: thread counts, exit records
+// and CPU numbers live in maps and slices that reach their size and stay.
+func TestDecodeDoesNotAllocate(t *testing.T) {
+	if raceEnabled {
+		t.Skip("the race detector changes what allocates")
+	}
+	r := newDecodeRound(t)
+	var ev events.Event
+	for range 64 { // let the maps reach their size
+		if err := r.run(&ev); err != nil {
+			t.Fatal(err)
 		}
+	}
+	allocs := testing.AllocsPerRun(1000, func() {
+		if err := r.run(&ev); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if allocs != 0 {
+		t.Errorf("decode allocates %v times per datagram of %d messages, want 0", allocs, decodeMsgs)
 	}
 }
 
@@ -188,4 +261,52 @@ func BenchmarkProbe(b *testing.B) {
 			}
 		}
 	})
+}
+
+// The premise of kernelProber.bind on the live kernel: an open
+// /proc/PID/stat stays tied to the instance that held PID when it was
+// opened, so once that instance is reaped the read fails, and a pid
+// reissued in between is never described by it.
+func TestIntegrationStatFileTiedToInstance(t *testing.T) {
+	testenv.RequireRoot(t)
+	p, err := newKernelProber()
+	if err != nil {
+		testenv.Skip(t, "kernel prober: %v", err)
+	}
+	cmd := exec.Command("/bin/sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := p.openStat(int32(cmd.Process.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer closeFD(fd)
+	cmd.Process.Kill()
+	cmd.Wait() // reaped: the pid is free for anyone
+	var pi procInfo
+	if err := p.readStat(fd, &pi); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("read of a reaped instance's stat = %v (%+v), want ErrNotExist", err, pi.Stat)
+	}
+}
+
+// A process already gone costs bind one failed open, and a live one is read
+// whole: what the storm's forks cost.
+func BenchmarkBind(b *testing.B) {
+	p, err := newKernelProber()
+	if err != nil {
+		testenv.Skip(b, "kernel prober: %v", err)
+	}
+	cmd := exec.Command("/bin/true")
+	if err := cmd.Run(); err != nil {
+		b.Fatal(err)
+	}
+	gone := int32(cmd.Process.Pid)
+	var pi procInfo
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := p.bind(gone, &pi); !errors.Is(err, os.ErrNotExist) {
+			b.Fatalf("bind of a gone pid = %v", err)
+		}
+	}
 }

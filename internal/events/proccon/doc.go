@@ -24,28 +24,54 @@
 // slack cannot be told apart by ticks; the pidfs inode then names the
 // newcomer, which a later comparison with a claim's token exposes.
 //
+// No silent loss, by construction: the kernel numbers the messages it
+// sends from each CPU (cn_msg.seq, a per-CPU counter taken with preemption
+// off, so one CPU's messages are queued in order), and every listener
+// without a filter is sent every number. Read follows each CPU's numbers:
+// a message numbered past the next one expected proves that many messages
+// were sent but never queued (the kernel failed to allocate or queue them
+// without the socket reporting an overflow), and Read delivers an
+// events.Lost event with that count before the message, dropping the
+// thread counts and exit records the missing messages could have changed.
+// (Kernels before about 4.3 could queue one CPU's messages out of order: there a
+// message numbered behind is handled as it is, and the gap it left was a
+// false alarm.) An overflow (ENOBUFS) is reported as below, and the gap it
+// leaves in the numbers is covered by that report. So each exit message
+// the kernel sent is read, or is covered by a reported loss; and each exit
+// message read becomes an exit event, or is provably not the last of its
+// group (coalesced), or is reported as a loss of one event:
+//
 // Threads: the connector reports every thread's creation and exit. Forks
 // with child pid != tgid are not processes. For a process whose fork it saw
-// the source counts threads (the kernel sends a thread's creation before
-// the thread runs), and delivers the exit with the message of the last
-// one: no /proc read, no wait. If the group had threads, /proc is asked
-// once at the end, and a group it proves alive (a creation the kernel
-// failed to send) is forgotten. Counts are dropped at a loss.
+// the source counts threads: the kernel sends a thread's creation before
+// the thread runs, every creation and exit of the group comes after its
+// fork, and a message not read clears the counts, so the count is exact and
+// the exit goes out with the message of the last thread: no /proc read, no
+// wait.
 //
-// A process that predates the source (or crossed a loss) is judged the old
-// way: when one of its threads exits, /proc tells whether the thread group
-// is dead (the tgid is gone, is held by a process started after the event,
-// or is a zombie leader with no other thread). The report is held until the
-// socket queue has been drained or a later event (sent after the group was
-// seen dead) or a fork at the same tgid arrives, so it carries the time and
-// status of the group's last thread exit; exit events of the same
-// generation handled later are recognised (no fork of the tgid in between)
-// and dropped. Limits of that path: if the tgid is reissued within a clock
-// tick of the last thread's exit, that exit can be missed; the records that
-// recognise stragglers are kept for a minute of event time and dropped
-// after a loss, so a straggler handled later than that can repeat an exit.
-// Exit tokens are zero (the instance is gone); Time (boot-time ns) lets the
-// lineage graph attribute the exit to the right generation.
+// A process that predates the source (or crossed a loss) is judged from
+// /proc when one of its threads exits: the thread group is dead when the
+// tgid is gone, is held by a process started after the event's tick
+// (reissued), or is a zombie leader with no other thread; it is alive when
+// the process at tgid started before the event's tick and has a live
+// thread. When /proc cannot tell (a failed read, or a process at tgid
+// started within the event's tick, which is a reissue or the same group),
+// the message is reported as a Lost event of one, and the consumer
+// resyncs: neither a false exit nor a silent miss. A dead group's report
+// is held until the socket queue has been drained or a later event (sent
+// after the group was seen dead) or a fork at the same tgid arrives, so it
+// carries the time and status of the group's last thread exit; exit events
+// of the same generation handled later are recognised (no fork of the tgid
+// in between) and dropped. The records that recognise stragglers are kept
+// for a minute of event time and dropped after a loss, so a straggler
+// handled later than that can repeat an exit (a repeat, never a miss).
+// Exit tokens are zero (the instance is gone); Time (boot-time ns) lets
+// the lineage graph attribute the exit to the right generation.
+//
+// What numbering cannot see: a message the kernel never numbered (it sends
+// none while no listener is counted, which a listener's own LISTEN rules
+// out), and the last messages of a CPU that sends nothing more (seen at its
+// next message).
 //
 // Receiving: one recvmmsg(2) takes up to 64 datagrams. While they come 16
 // or more at a time, Read naps 5 ms between receives instead of being woken by the

@@ -25,10 +25,9 @@ type prober interface {
 	// stat reads pid's stat line and thread count. A missing process
 	// yields an error matching os.ErrNotExist.
 	stat(pid int32, pi *procInfo) error
-	// bind opens a pidfd on pid, reads the stat line and the pidfs inode
-	// through it, and confirms afterwards that the pidfd's process was not
-	// reaped, so the pid could not have been reissued in between and what
-	// was read describes the pidfd's instance. Errors as for stat.
+	// bind reads the stat line and the pidfs inode of the one instance
+	// that held pid throughout the reads (a process reaped, and its pid
+	// reissued, in between fails the read). Errors as for stat.
 	bind(pid int32, pi *procInfo) error
 }
 
@@ -61,12 +60,26 @@ func newKernelProber() (*kernelProber, error) {
 
 func (p *kernelProber) stat(pid int32, pi *procInfo) error {
 	pi.Ino = 0
-	return p.readStat(pid, pi)
+	fd, err := p.openStat(pid)
+	if err != nil {
+		return err
+	}
+	defer closeFD(fd)
+	return p.readStat(fd, pi)
 }
 
+// bind opens a pidfd on pid (a process already gone costs this one call,
+// about 0.2 µs), reads the pidfs inode through it and the stat line from
+// /proc, and confirms with a null signal through the pidfd that its
+// process was not reaped meanwhile: the pid was not reissued between the
+// pidfd and the read, so both describe one instance. (Opening the stat
+// file first would make the confirmation needless, since an open
+// /proc/PID/stat is tied to its instance, but a failed /proc lookup costs
+// over 2 µs, ten times a failed pidfd_open.) All calls are raw: none
+// blocks, and the hot path does not go through the scheduler.
 func (p *kernelProber) bind(pid int32, pi *procInfo) error {
 	pi.Ino = 0
-	fd, _, errno := unix.Syscall(unix.SYS_PIDFD_OPEN, uintptr(pid), 0, 0)
+	fd, _, errno := unix.RawSyscall(unix.SYS_PIDFD_OPEN, uintptr(pid), 0, 0)
 	if errno != 0 {
 		// ESRCH: gone. EINVAL: pid is now a thread of another process,
 		// so not the process the event named.
@@ -75,35 +88,45 @@ func (p *kernelProber) bind(pid int32, pi *procInfo) error {
 		}
 		return errno
 	}
-	defer unix.Close(int(fd))
+	defer closeFD(fd)
 	if p.pidfs {
-		if err := unix.Fstat(int(fd), &p.st); err != nil {
-			return err
+		_, _, errno := unix.RawSyscall(unix.SYS_FSTAT, fd, uintptr(unsafe.Pointer(&p.st)), 0)
+		if errno != 0 {
+			return errno
 		}
 		pi.Ino = p.st.Ino
 	}
-	if err := p.readStat(pid, pi); err != nil {
+	if err := p.stat(pid, pi); err != nil {
 		return err
 	}
-	_, _, errno = unix.Syscall6(unix.SYS_PIDFD_SEND_SIGNAL, fd, 0, 0, 0, 0, 0)
+	if p.pidfs {
+		pi.Ino = p.st.Ino // stat cleared it
+	}
+	_, _, errno = unix.RawSyscall6(unix.SYS_PIDFD_SEND_SIGNAL, fd, 0, 0, 0, 0, 0)
 	if errno == unix.ESRCH {
 		return os.ErrNotExist
 	}
 	return nil
 }
 
-// readStat reads /proc/PID/stat without allocating.
-func (p *kernelProber) readStat(pid int32, pi *procInfo) error {
+// openStat opens /proc/PID/stat without allocating.
+func (p *kernelProber) openStat(pid int32) (uintptr, error) {
 	p.path = append(p.path[:0], "/proc/"...)
 	p.path = strconv.AppendInt(p.path, int64(pid), 10)
 	p.path = append(p.path, "/stat\x00"...)
-	fd, _, errno := unix.Syscall6(unix.SYS_OPENAT, atFDCWD,
+	fd, _, errno := unix.RawSyscall6(unix.SYS_OPENAT, atFDCWD,
 		uintptr(unsafe.Pointer(&p.path[0])), uintptr(unix.O_RDONLY|unix.O_CLOEXEC), 0, 0, 0)
 	if errno != 0 {
-		return mapErrno(errno)
+		return 0, mapErrno(errno)
 	}
-	n, _, errno := unix.Syscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&p.buf[0])), uintptr(len(p.buf)))
-	unix.Close(int(fd))
+	return fd, nil
+}
+
+func closeFD(fd uintptr) { unix.RawSyscall(unix.SYS_CLOSE, fd, 0, 0) }
+
+// readStat reads and parses the stat line behind fd without allocating.
+func (p *kernelProber) readStat(fd uintptr, pi *procInfo) error {
+	n, _, errno := unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&p.buf[0])), uintptr(len(p.buf)))
 	if errno != 0 {
 		return mapErrno(errno)
 	}

@@ -97,9 +97,25 @@ type Source struct {
 	pending    []pendingExit
 	now        func() uint64 // CLOCK_MONOTONIC ns; replay tests set their own
 	newest     uint64        // newest event timestamp seen
-	recent     [16]eventKey
-	recentNext int
+	// seqs is, per CPU, the cn_msg seq the next message sent from that CPU
+	// must carry; seqChecked says the message at s.off passed the check.
+	seqs       []cpuSeq
+	seqChecked bool
 }
+
+// cpuSeq follows one CPU's message counter. The kernel numbers the proc
+// connector messages it sends from each CPU (cn_msg.seq, from a per-CPU
+// counter taken with preemption off, so one CPU's messages reach the queue
+// in order), whichever listeners there are; every listener without a filter
+// sees every number.
+type cpuSeq struct {
+	next  uint32
+	known bool
+}
+
+// maxCPU bounds the CPU numbers followed (the kernel has at most a few
+// thousand; an ack of an old kernel names CPU -1).
+const maxCPU = 1 << 16
 
 // group is a thread group whose birth the source observed: it has seen the
 // creation and the exit of each of its threads since, so it knows when the
@@ -125,13 +141,6 @@ type pendingExit struct {
 	status          uint32
 	ts              uint64 // newest thread exit of the group seen
 	seenAt          uint64 // CLOCK_MONOTONIC when the group was seen dead
-}
-
-// eventKey identifies a fork or exec event for duplicate suppression.
-type eventKey struct {
-	ts   uint64
-	what uint32
-	pid  int32
 }
 
 // New opens a proc connector socket, joins the CN_IDX_PROC multicast group
@@ -309,6 +318,9 @@ func (s *Source) subscribe(timeout time.Duration) error {
 				return unavailable("kernel refused PROC_CN_MCAST_LISTEN", errno)
 			}
 			s.drops, _ = s.dropCount()
+			// The ack is numbered like every message: its CPU's count
+			// starts here, the others' at their first message.
+			s.checkSeq(&s.raw)
 			return nil
 		}
 	}
@@ -373,17 +385,34 @@ func (s *Source) Read(ev *events.Event) error {
 			if err == nil && !s.fromKernel {
 				err = errNotKernel
 			}
+			if err == nil && !s.seqChecked {
+				if gap := s.checkSeq(&s.raw); gap > 0 && !s.lossPending {
+					// Lost goes out first; the message is handled
+					// on the next call, past the check.
+					s.seqChecked = true
+					s.gapLost(ev, gap, s.raw.ts)
+					return nil
+				}
+				// During an overflow the kernel queues again as soon as
+				// a receive empties the queue, so a gap can show before
+				// Read sees the queue empty: the overflow's Lost event
+				// covers it.
+			}
 			if err == nil && s.flushBefore(&s.raw, ev) {
+				s.seqChecked = true
 				s.nEvents.Add(1)
 				return nil // the message is handled on the next call
 			}
 			s.off += next
+			s.seqChecked = false
 			if err != nil {
 				s.nDecodeErrors.Add(1)
 				continue
 			}
 			if s.handle(&s.raw, ev) {
-				s.nEvents.Add(1)
+				if ev.Kind != events.Lost {
+					s.nEvents.Add(1)
+				}
 				return nil
 			}
 			continue
@@ -464,6 +493,11 @@ func (s *Source) lost(ev *events.Event) {
 	s.nLost.Add(max(count, 1))
 	s.nLostReports.Add(1)
 	clear(s.exits)
+	// The dropped messages leave a gap in every CPU's numbers; the count
+	// above covers it, so each CPU's next message starts its count anew.
+	for i := range s.seqs {
+		s.seqs[i].known = false
+	}
 	var now unix.Timespec
 	_ = unix.ClockGettime(unix.CLOCK_BOOTTIME, &now)
 	*ev = events.Event{Kind: events.Lost, Mechanism: events.Netlink, Count: count, Time: uint64(now.Nano())}
@@ -490,7 +524,7 @@ func (s *Source) holdLeft() time.Duration {
 // returns EAGAIN when the socket queue is empty; with wait it blocks in the
 // runtime's poller, which Close wakes.
 func (s *Source) receive(wait bool) error {
-	s.n, s.off = 0, 0
+	s.n, s.off, s.seqChecked = 0, 0, false
 	if s.rc == nil {
 		if !wait {
 			return unix.EAGAIN
@@ -538,7 +572,9 @@ func (s *Source) recvmmsg(fd uintptr) bool {
 		s.hdrs[i].Len = 0
 	}
 	for {
-		n, _, errno := unix.Syscall6(unix.SYS_RECVMMSG, fd,
+		// Raw: MSG_DONTWAIT never blocks, and the runtime need not be
+		// told of a call that returns at once.
+		n, _, errno := unix.RawSyscall6(unix.SYS_RECVMMSG, fd,
 			uintptr(unsafe.Pointer(&s.hdrs[0])), uintptr(len(s.hdrs)), unix.MSG_DONTWAIT, 0, 0)
 		switch errno {
 		case 0:
@@ -607,7 +643,8 @@ func (s *Source) ticks(ts uint64) uint64 { return s.bootNs(ts) / tickNs }
 func (s *Source) bootNs(ts uint64) uint64 { return uint64(int64(ts) + s.offset) }
 
 // handle turns one decoded proc_event into ev, or reports false for events
-// that are not delivered (acks, threads, duplicates, kinds not used).
+// that are not delivered (acks, threads, kinds not used). ev may be a Lost
+// event: an exit /proc could not classify.
 func (s *Source) handle(r *rawEvent, ev *events.Event) bool {
 	if r.ts > s.newest {
 		s.newest = r.ts
@@ -618,9 +655,6 @@ func (s *Source) handle(r *rawEvent, ev *events.Event) bool {
 		parent := int32(r.data[forkParentTgid])
 		if child <= 0 || tgid <= 0 || parent < 0 {
 			s.nDecodeErrors.Add(1)
-			return false
-		}
-		if s.duplicate(r.what, child, r.ts) {
 			return false
 		}
 		if child != tgid {
@@ -645,9 +679,6 @@ func (s *Source) handle(r *rawEvent, ev *events.Event) bool {
 			s.nDecodeErrors.Add(1)
 			return false
 		}
-		if s.duplicate(r.what, tgid, r.ts) {
-			return false
-		}
 		*ev = events.Event{Kind: events.Exec, Mechanism: events.Netlink, Pid: tgid, Time: s.bootNs(r.ts)}
 		if pid != tgid {
 			ev.Tid = pid
@@ -663,7 +694,16 @@ func (s *Source) handle(r *rawEvent, ev *events.Event) bool {
 		if g, ok := s.groups[tgid]; ok && r.ts >= g.born {
 			return s.groupExit(tgid, pid, g, r, ev)
 		}
-		if !s.groupDead(tgid, r.ts) || s.delivered(tgid, r.ts) {
+		switch s.groupDead(tgid, r.ts) {
+		case alive:
+			return false
+		case unsure:
+			// Neither a false exit nor a silent miss: a loss of one
+			// event, which makes the consumer resync from /proc.
+			s.uncertain(ev, r.ts)
+			return true
+		}
+		if s.delivered(tgid, r.ts) {
 			return false
 		}
 		s.addPending(tgid, pid, r)
@@ -674,25 +714,18 @@ func (s *Source) handle(r *rawEvent, ev *events.Event) bool {
 
 // groupExit counts the exit of thread pid in the observed group tgid and
 // fills ev with the process's exit when it was the last thread. The count
-// needs no /proc read and no wait: the kernel sends a thread's creation
-// before the thread runs, so each exit comes after the creation it undoes.
-// Only a group that had other threads is checked against /proc when its
-// count ends, in case the kernel failed to send a creation: if the group
-// is provably still alive it is forgotten and its later exit is found
-// the way an unobserved group's is.
+// is exact and needs no /proc read and no wait: the kernel sends a thread's
+// creation before the thread runs (so before its exit), every creation and
+// exit of the group came after its fork, and a message the socket did not
+// get is seen (ENOBUFS, or a gap in its CPU's numbers) and clears every
+// count before the next message is counted.
 func (s *Source) groupExit(tgid, pid int32, g group, r *rawEvent, ev *events.Event) bool {
-	if s.duplicate(r.what, pid, r.ts) {
-		return false
-	}
 	g.threads--
 	if g.threads > 0 {
 		s.groups[tgid] = g
 		return false
 	}
 	delete(s.groups, tgid)
-	if g.threaded && s.groupAlive(tgid, r.ts) {
-		return false
-	}
 	s.markExit(tgid, r.ts)
 	*ev = events.Event{
 		Kind: events.Exit, Mechanism: events.Netlink, Pid: tgid,
@@ -702,20 +735,6 @@ func (s *Source) groupExit(tgid, pid int32, g group, r *rawEvent, ev *events.Eve
 		ev.Tid = pid
 	}
 	return true
-}
-
-// groupAlive reports whether /proc proves that the thread group tgid still
-// has a live thread after one of its threads exited at ts: the same
-// instance (started no later than the event) that is not a zombie leader
-// without other threads. A failed read proves nothing.
-func (s *Source) groupAlive(tgid int32, ts uint64) bool {
-	if err := s.probe.stat(tgid, &s.pi); err != nil {
-		return false
-	}
-	if s.pi.Stat.StartTime > s.ticks(ts)+1 {
-		return false
-	}
-	return !(s.pi.Threads <= 1 && s.pi.Stat.Zombie())
 }
 
 // identify fills ev's Token, Comm (and PPid for exec) from the process now
@@ -742,22 +761,40 @@ func (s *Source) identify(ev *events.Event, parent int32, ts uint64) {
 	ev.Comm = st.Comm
 }
 
-// groupDead reports whether the thread group tgid has no live thread left
+// liveness is what /proc says of a thread group after one of its threads
+// exited.
+type liveness uint8
+
+const (
+	dead   liveness = iota // no thread of the group is left
+	alive                  // the same instance still has a live thread
+	unsure                 // /proc cannot tell
+)
+
+// groupDead tells whether the thread group tgid has a live thread left
 // after a thread of it exited at ts. The proc connector sends an exit for
 // every thread and does not say which was the last, so /proc decides: the
 // group is dead when tgid is gone, is held by a process started after the
-// event (reissued), or is a zombie leader with no other thread.
-func (s *Source) groupDead(tgid int32, ts uint64) bool {
+// event (reissued), or is a zombie leader with no other thread; it is
+// alive when the process at tgid started before the event's tick (so it
+// held tgid at the event) and has a live thread. A failed read, or a
+// process started within the event's tick (a reissue or the same group:
+// ticks cannot tell), is unsure.
+func (s *Source) groupDead(tgid int32, ts uint64) liveness {
 	err := s.probe.stat(tgid, &s.pi)
 	switch {
 	case errors.Is(err, os.ErrNotExist):
-		return true
+		return dead
 	case err != nil:
-		return false // cannot tell; a missed exit is safer than a false one
+		return unsure
 	case s.pi.Stat.StartTime > s.ticks(ts)+1:
-		return true
+		return dead
+	case s.pi.Threads <= 1 && s.pi.Stat.Zombie():
+		return dead
+	case s.pi.Stat.StartTime+1 >= s.ticks(ts):
+		return unsure
 	}
-	return s.pi.Threads <= 1 && s.pi.Stat.Zombie()
+	return alive
 }
 
 // delivered reports whether an exit of tgid at ts belongs to a generation
@@ -855,16 +892,52 @@ func (s *Source) noteBirth(tgid int32, ts uint64) {
 	}
 }
 
-// duplicate reports whether the same fork or exec event (kind, pid and
-// nanosecond timestamp) was delivered recently, and remembers it.
-func (s *Source) duplicate(what uint32, pid int32, ts uint64) bool {
-	k := eventKey{ts: ts, what: what, pid: pid}
-	for _, r := range s.recent {
-		if r == k {
-			return true
-		}
+// checkSeq follows r's CPU's message numbers and returns how many messages
+// of that CPU were sent but never reached the socket since the last one
+// seen from it. The first message of a CPU starts its count. A message
+// numbered at or before the last one seen is handled as it is: kernels
+// before about 4.3 could queue one CPU's messages out of order (the kernel never
+// sends one twice, and other senders are refused by port id), and there
+// the gap it left was reported as a loss, a false alarm but never a
+// silent miss. A CPU number beyond maxCPU is not followed.
+func (s *Source) checkSeq(r *rawEvent) uint32 {
+	if r.cpu >= maxCPU {
+		return 0
 	}
-	s.recent[s.recentNext] = k
-	s.recentNext = (s.recentNext + 1) % len(s.recent)
-	return false
+	c := int(r.cpu)
+	if c >= len(s.seqs) {
+		s.seqs = append(s.seqs, make([]cpuSeq, c+1-len(s.seqs))...)
+	}
+	e := &s.seqs[c]
+	if !e.known {
+		e.next, e.known = r.seq+1, true
+		return 0
+	}
+	gap := r.seq - e.next
+	if int32(gap) < 0 {
+		return 0
+	}
+	e.next = r.seq + 1
+	return gap
+}
+
+// gapLost fills ev with the Lost event for n messages the kernel numbered
+// but the socket never got (it failed to allocate or queue them without an
+// overflow being reported). Any of them may have been a thread's creation
+// or exit, or a fork between two generations of a pid: counts and exit
+// records are dropped.
+func (s *Source) gapLost(ev *events.Event, n uint32, ts uint64) {
+	s.nLost.Add(uint64(n))
+	s.nLostReports.Add(1)
+	clear(s.groups)
+	clear(s.exits)
+	*ev = events.Event{Kind: events.Lost, Mechanism: events.Netlink, Count: uint64(n), Time: s.bootNs(ts)}
+}
+
+// uncertain fills ev with the Lost event for one exit message that /proc
+// could not classify: it may have ended a process.
+func (s *Source) uncertain(ev *events.Event, ts uint64) {
+	s.nLost.Add(1)
+	s.nLostReports.Add(1)
+	*ev = events.Event{Kind: events.Lost, Mechanism: events.Netlink, Count: 1, Time: s.bootNs(ts)}
 }

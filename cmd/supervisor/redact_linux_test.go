@@ -1,0 +1,121 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/procsupervisor/supervisor/internal/testenv"
+)
+
+// TestIntegrationRedactArgs: a daemon with redact_args patterns, the eBPF
+// mechanism and process events logged. A real shell run with
+// --password=hunter2 and -p hunter2 in its argv, which runs a child: the
+// secret appears nowhere in the log file, the daemon's stream (JSON and
+// text) or the daemon's stderr, while the shell's exec line and its
+// child's (as parent args) show where it was redacted and say so. A
+// launch with the secret in its argv: its launch_requested line is
+// redacted and marked too.
+func TestIntegrationRedactArgs(t *testing.T) {
+	testenv.RequireRoot(t)
+	state, sock := newDirs(t)
+	d := startDaemon(t, state, sock, "--mechanism", "ebpf", "--log-process-events",
+		"--redact-args", "--password=*", "--redact-args", "-p *")
+	js := startStream(t, d, nil, "--json")
+	text := startStream(t, d, nil)
+
+	marker := fmt.Sprintf("redact-e2e-%d-%d", os.Getpid(), time.Now().UnixNano())
+	sh := exec.Command("/bin/sh", "-c", "/bin/true \"$0\"", marker, "--password=hunter2", "-p", "hunter2", "--user=alice")
+	if out, err := sh.CombinedOutput(); err != nil {
+		t.Fatalf("sh: %v: %s", err, out)
+	}
+	// A launch through the API: its launch_requested line, and the exec of
+	// the workload the daemon starts.
+	d.launch(t, "--owner", "root", "--", "/bin/sh", "-c", "exit 0", "sh", marker+"-launch", "--password=hunter2")
+	logPath := filepath.Join(filepath.Dir(sock), "log.json")
+	testenv.Eventually(t, 20*time.Second, func() bool {
+		log := readFile(logPath)
+		return strings.Contains(log, `"launch_requested"`) && strings.Count(log, marker+"-launch") >= 2
+	}, "never: the launch's request and exec lines in the log\n%s", readFile(logPath))
+	if log := readFile(logPath); !strings.Contains(log, `"args_redacted":true,"claim"`) && !strings.Contains(log, `"args_redacted":true,"requester"`) {
+		t.Errorf("the launch_requested line does not mark its redaction:\n%s", log)
+	}
+	var shLine, trueLine map[string]any
+	testenv.Eventually(t, 20*time.Second, func() bool {
+		b, _ := os.ReadFile(logPath)
+		for l := range strings.SplitSeq(string(b), "\n") {
+			if !strings.Contains(l, `"`+marker+`"`) || !strings.Contains(l, `"process_exec"`) {
+				continue
+			}
+			var m map[string]any
+			if json.Unmarshal([]byte(l), &m) != nil {
+				continue
+			}
+			p, _ := m["process"].(map[string]any)
+			switch p["name"] {
+			case "sh":
+				shLine = m
+			case "true":
+				trueLine = m
+			}
+		}
+		return shLine != nil && trueLine != nil && strings.Contains(js.out.String(), `"argv":["/bin/true","`+marker+`"]`) &&
+			strings.Contains(text.out.String(), "/bin/true "+marker)
+	}, "never: the exec lines of sh and true in %s and the streams\nlog: %s\njson: %s", logPath, readFile(logPath), js.out)
+
+	p := shLine["process"].(map[string]any)
+	wantArgs := []any{"/bin/sh", "-c", "/bin/true \"$0\"", marker, "--password=[REDACTED]", "-p", "[REDACTED]", "--user=alice"}
+	if got, _ := p["args"].([]any); !slices.Equal(got, wantArgs) {
+		t.Errorf("sh's process.args = %q, want %q", got, wantArgs)
+	}
+	if got := p["args_count"]; got != float64(len(wantArgs)) {
+		t.Errorf("sh's process.args_count = %v, want %d (the real count)", got, len(wantArgs))
+	}
+	if s, _ := shLine["supervisor"].(map[string]any); s["args_redacted"] != true {
+		t.Errorf("sh's line: supervisor = %v, want args_redacted true", s)
+	}
+	pp, _ := trueLine["process"].(map[string]any)["parent"].(map[string]any)
+	if got, _ := pp["args"].([]any); !slices.Equal(got, wantArgs) {
+		t.Errorf("true's process.parent.args = %q, want %q", got, wantArgs)
+	}
+	if got := pp["command_line"]; !strings.Contains(fmt.Sprint(got), "--password=[REDACTED] -p [REDACTED]") {
+		t.Errorf("true's process.parent.command_line = %q, want the redacted arguments", got)
+	}
+	if s, _ := trueLine["supervisor"].(map[string]any); fmt.Sprint(s["parent"]) != "map[args_redacted:true]" {
+		t.Errorf("true's line: supervisor = %v, want parent.args_redacted true", s)
+	}
+	if !strings.Contains(js.out.String(), `"args_redacted":true`) {
+		t.Errorf("the JSON stream never marks a redaction:\n%s", js.out)
+	}
+	// true's exec in the stream names its parent, redacted.
+	found := false
+	for l := range strings.SplitSeq(js.out.String(), "\n") {
+		if strings.Contains(l, `"kind":"exec"`) && strings.Contains(l, `"argv":["/bin/true","`+marker+`"]`) {
+			found = strings.Contains(l, `"parent":{"comm":"sh","exe":"`) && strings.Contains(l, `"--password=[REDACTED]","-p","[REDACTED]"`)
+			if !found {
+				t.Errorf("true's exec in the stream: %s, want its parent described, redacted", l)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no exec of true with its parent in the JSON stream:\n%s", js.out)
+	}
+	d.term() // its stderr is complete, and no longer written
+	for what, s := range map[string]string{"the log file": readFile(logPath), "the JSON stream": js.out.String(),
+		"the text stream": text.out.String(), "the daemon's stderr": d.stderr.String()} {
+		if strings.Contains(s, "hunter2") {
+			t.Errorf("%s holds the secret:\n%s", what, s)
+		}
+	}
+}
+
+func readFile(path string) string {
+	b, _ := os.ReadFile(path)
+	return string(b)
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package proccon
+
+const raceEnabled = false

@@ -1,0 +1,307 @@
+// Package execcache keeps, for a bounded number of process instances, what
+// their last exec showed (events.Desc: comm, executable, arguments, working
+// directory and context), so that the events of their children can say who
+// the parent is (ECS process.parent.*) although the lineage graph keeps no
+// strings.
+//
+// Mechanism. Observe is called once per event, in the order the mechanism
+// delivers them, on one goroutine. An exec stores its description under
+// (pid, token), holding the event's strings (no copy: sources never reuse
+// them); a fork the kernel described (Ctx.Valid) refreshes its creator's
+// ids, groups, session and terminal, which the child inherited at that
+// moment; an exit marks the entry exited. Every event then gets
+// Event.Parent: the entry whose pid and token are exactly the event's
+// PPid and ParentToken, nil otherwise.
+//
+// Never wrong. An entry lends its strings only to the instance its token
+// names: a fork or an exec of another instance at the pid drops it (a fork
+// at pid P proves every earlier instance at P gone, even one whose token
+// lacks the pidfs inode and would compare equal within a clock tick); an
+// exec that cannot be stored (no token, inferred, too big) drops the
+// entry of its pid, since its program is superseded; a Lost event clears
+// the cache, since a missed exec could have superseded any entry. A
+// parent whose exec was not seen has no Desc.
+//
+// Limits. At most Config.Entries entries and Config.Bytes bytes of
+// strings (an entry is charged the bytes of its paths and arguments plus
+// 16 per argument); one entry above Bytes/16 is not stored at all. When
+// full, exited entries go first, oldest exit first, then the live entry
+// whose exec is oldest. The ids of a parent are those of its last exec or
+// fork seen: a setuid(2) in between is not an event any mechanism
+// reports.
+package execcache
+
+import (
+	"github.com/procsupervisor/supervisor/internal/events"
+	"github.com/procsupervisor/supervisor/internal/token"
+)
+
+// Defaults.
+const (
+	DefaultEntries = 8192
+	DefaultBytes   = 16 << 20
+)
+
+// Config bounds a Cache.
+type Config struct {
+	// Entries bounds the instances kept (DefaultEntries when 0).
+	Entries int
+	// Bytes bounds the bytes of strings kept (DefaultBytes when 0).
+	Bytes int64
+}
+
+// Stats counts what a Cache did.
+type Stats struct {
+	Entries int   // entries held
+	Bytes   int64 // bytes of strings charged
+	Stored  uint64
+	Hits    uint64 // events given a Parent
+	Misses  uint64 // events with a parent token but no entry for it
+	Evicted uint64 // entries dropped to make room
+	TooBig  uint64 // execs not stored for their size
+	Cleared uint64 // Lost events that emptied the cache
+}
+
+// none marks the end of a list.
+const none = -1
+
+type slot struct {
+	pid        int32
+	tok        token.Token
+	desc       events.Desc
+	cost       int64
+	exited     bool
+	prev, next int32
+}
+
+// list is a doubly linked list of slots, oldest first.
+type list struct{ head, tail int32 }
+
+// Cache is the exec cache. It is not safe for concurrent use: one
+// goroutine (the event drain) calls Observe.
+type Cache struct {
+	cfg          Config
+	slots        []slot
+	free         []int32
+	byPid        map[int32]int32
+	live, exited list
+	st           Stats
+}
+
+// New returns an empty cache with cfg's bounds.
+func New(cfg Config) *Cache {
+	if cfg.Entries <= 0 {
+		cfg.Entries = DefaultEntries
+	}
+	if cfg.Bytes <= 0 {
+		cfg.Bytes = DefaultBytes
+	}
+	return &Cache{cfg: cfg, byPid: make(map[int32]int32, cfg.Entries),
+		live: list{none, none}, exited: list{none, none}}
+}
+
+// Stats returns the counters.
+func (c *Cache) Stats() Stats { return c.st }
+
+// Observe applies ev to the cache and sets ev.Parent. The Desc it points
+// to is the cache's: valid until the next Observe.
+func (c *Cache) Observe(ev *events.Event) {
+	ev.Parent = nil
+	switch ev.Kind {
+	case events.Lost:
+		c.clear()
+		return
+	case events.Fork:
+		if i, ok := c.byPid[ev.Pid]; ok {
+			c.drop(i) // a new instance at the pid
+		}
+		if i := c.find(ev.PPid, ev.ParentToken); i != none && ev.Ctx.Valid && !ev.Inferred {
+			inherit(&c.slots[i].desc.Ctx, &ev.Ctx)
+		}
+	case events.Exec:
+		c.store(ev)
+	case events.Exit:
+		if i := c.find(ev.Pid, ev.Token); i != none {
+			c.markExited(i)
+		}
+	}
+	if ev.ParentToken.IsZero() {
+		return
+	}
+	if i := c.find(ev.PPid, ev.ParentToken); i != none {
+		ev.Parent = &c.slots[i].desc
+		c.st.Hits++
+	} else {
+		c.st.Misses++
+	}
+}
+
+// inherit refreshes a parent's context from its child's at the fork: what
+// a child inherits from its creator is the creator's at that moment. The
+// pid namespace, cgroup and namespace pid are the child's own.
+func inherit(p, child *events.Context) {
+	p.Valid = true
+	p.UID, p.EUID, p.SUID = child.UID, child.EUID, child.SUID
+	p.GID, p.EGID, p.SGID = child.GID, child.EGID, child.SGID
+	p.Groups, p.NGroups = child.Groups, child.NGroups
+	p.Audit, p.LoginUID, p.AuditSession = child.Audit, child.LoginUID, child.AuditSession
+	p.SID, p.PGID, p.SessionLeader, p.GroupLeader = child.SID, child.PGID, child.SessionLeader, child.GroupLeader
+	p.TTY, p.StdTTY, p.TTYMajor, p.TTYMinor = child.TTY, child.StdTTY, child.TTYMajor, child.TTYMinor
+}
+
+// find returns the slot of exactly (pid, tok), none when there is none.
+func (c *Cache) find(pid int32, tok token.Token) int32 {
+	if tok.IsZero() {
+		return none
+	}
+	i, ok := c.byPid[pid]
+	if !ok || c.slots[i].tok != tok {
+		return none
+	}
+	return i
+}
+
+// cost is what an exec's description is charged.
+func cost(ev *events.Event) int64 {
+	n := len(ev.Exe) + len(ev.Exec.Cwd) + len(ev.Exec.Cgroup) + 16*len(ev.Argv)
+	for _, a := range ev.Argv {
+		n += len(a)
+	}
+	return int64(n)
+}
+
+// store records ev's description under (pid, token), replacing the
+// entry of the same instance and dropping another instance's.
+func (c *Cache) store(ev *events.Event) {
+	i, ok := c.byPid[ev.Pid]
+	if ok && c.slots[i].tok != ev.Token {
+		c.drop(i)
+		ok = false
+	}
+	n := cost(ev)
+	if ev.Token.IsZero() || ev.Inferred || n > c.cfg.Bytes/16 {
+		if n > c.cfg.Bytes/16 {
+			c.st.TooBig++
+		}
+		if ok {
+			c.drop(i)
+		}
+		return
+	}
+	if ok {
+		// A re-exec of the same instance: the slot takes the new program.
+		s := &c.slots[i]
+		c.st.Bytes -= s.cost
+		c.unlink(i)
+	} else {
+		i = c.alloc()
+		c.byPid[ev.Pid] = i
+		c.st.Entries++
+	}
+	s := &c.slots[i]
+	s.pid, s.tok, s.cost, s.exited = ev.Pid, ev.Token, n, false
+	s.desc = events.Desc{Comm: ev.Comm, Exe: ev.Exe, Argv: ev.Argv, Exec: ev.Exec, Ctx: ev.Ctx}
+	c.st.Bytes += n
+	c.st.Stored++
+	c.push(&c.live, i)
+	for c.st.Bytes > c.cfg.Bytes {
+		if !c.evict(i) {
+			break
+		}
+	}
+}
+
+// alloc returns a free slot, evicting one when the cache is full.
+func (c *Cache) alloc() int32 {
+	if c.st.Entries >= c.cfg.Entries {
+		c.evict(none)
+	}
+	if n := len(c.free); n > 0 {
+		i := c.free[n-1]
+		c.free = c.free[:n-1]
+		return i
+	}
+	c.slots = append(c.slots, slot{})
+	return int32(len(c.slots) - 1)
+}
+
+// evict drops the oldest exited entry, else the oldest live one other
+// than keep, and reports whether there was one.
+func (c *Cache) evict(keep int32) bool {
+	i := c.exited.head
+	if i == none {
+		i = c.live.head
+		if i != none && i == keep {
+			i = c.slots[i].next
+		}
+	}
+	if i == none {
+		return false
+	}
+	c.drop(i)
+	c.st.Evicted++
+	return true
+}
+
+func (c *Cache) markExited(i int32) {
+	if c.slots[i].exited {
+		return
+	}
+	c.unlink(i)
+	c.slots[i].exited = true
+	c.push(&c.exited, i)
+}
+
+// drop forgets slot i.
+func (c *Cache) drop(i int32) {
+	s := &c.slots[i]
+	c.unlink(i)
+	delete(c.byPid, s.pid)
+	c.st.Bytes -= s.cost
+	c.st.Entries--
+	*s = slot{}
+	c.free = append(c.free, i)
+}
+
+func (c *Cache) clear() {
+	c.st.Cleared++
+	clear(c.byPid)
+	clear(c.slots)
+	c.slots = c.slots[:0]
+	c.free = c.free[:0]
+	c.live, c.exited = list{none, none}, list{none, none}
+	c.st.Entries, c.st.Bytes = 0, 0
+}
+
+func (c *Cache) listOf(i int32) *list {
+	if c.slots[i].exited {
+		return &c.exited
+	}
+	return &c.live
+}
+
+func (c *Cache) push(l *list, i int32) {
+	s := &c.slots[i]
+	s.prev, s.next = l.tail, none
+	if l.tail != none {
+		c.slots[l.tail].next = i
+	} else {
+		l.head = i
+	}
+	l.tail = i
+}
+
+func (c *Cache) unlink(i int32) {
+	l, s := c.listOf(i), &c.slots[i]
+	if s.prev != none {
+		c.slots[s.prev].next = s.next
+	} else {
+		l.head = s.next
+	}
+	if s.next != none {
+		c.slots[s.next].prev = s.prev
+	} else {
+		l.tail = s.prev
+	}
+	s.prev, s.next = none, none
+}

@@ -1,0 +1,269 @@
+package execcache
+
+import (
+	"fmt"
+	"reflect"
+	"strconv"
+	"testing"
+
+	"github.com/procsupervisor/supervisor/internal/events"
+	"github.com/procsupervisor/supervisor/internal/token"
+)
+
+func tok(start, ino uint64) token.Token {
+	return token.Token{Start: start, Ino: ino, Prec: token.Ticks}
+}
+
+func execEv(pid int32, t token.Token, ppid int32, pt token.Token, argv ...string) events.Event {
+	ev := events.Event{Kind: events.Exec, Mechanism: events.EBPF, Pid: pid, Token: t, PPid: ppid, ParentToken: pt,
+		Exe: "/bin/" + argv[0], Argv: argv, Exec: events.ExecInfo{Cwd: "/w", ArgsCount: len(argv)}}
+	copy(ev.Comm[:], argv[0])
+	ev.Ctx = events.Context{Valid: true, UID: 1000, EUID: 1000, NSPid: pid}
+	return ev
+}
+
+func forkEv(pid int32, t token.Token, ppid int32, pt token.Token, uid uint32) events.Event {
+	return events.Event{Kind: events.Fork, Mechanism: events.EBPF, Pid: pid, Token: t, PPid: ppid, ParentToken: pt,
+		Ctx: events.Context{Valid: true, UID: uid, EUID: uid, NSPid: pid, TTY: true, TTYMajor: 136}}
+}
+
+func exitEv(pid int32, t token.Token, ppid int32, pt token.Token) events.Event {
+	return events.Event{Kind: events.Exit, Mechanism: events.EBPF, Pid: pid, Token: t, PPid: ppid, ParentToken: pt}
+}
+
+// parentExe is the executable of ev.Parent, "" when it has none, "<nil>"
+// when it is nil.
+func parentExe(ev *events.Event) string {
+	if ev.Parent == nil {
+		return "<nil>"
+	}
+	return ev.Parent.Exe
+}
+
+func TestObserve(t *testing.T) {
+	a, a2, b, c := tok(10, 1), tok(10, 2), tok(11, 3), tok(12, 4)
+	noIno := tok(20, 0)
+	type step struct {
+		ev   events.Event
+		want string // parentExe after Observe
+	}
+	tests := []struct {
+		name  string
+		cfg   Config
+		steps []step
+	}{
+		{"child of a seen exec", Config{}, []step{
+			{execEv(100, a, 1, tok(1, 1), "bash", "-c", "x"), "<nil>"},
+			{forkEv(101, b, 100, a, 1000), "/bin/bash"},
+			{execEv(101, b, 100, a, "ls", "-l"), "/bin/bash"},
+			{exitEv(101, b, 100, a), "/bin/bash"},
+		}},
+		{"parent exec not seen", Config{}, []step{
+			{forkEv(101, b, 100, a, 0), "<nil>"},
+			{execEv(101, b, 100, a, "ls"), "<nil>"},
+		}},
+		{"another instance's token", Config{}, []step{
+			{execEv(100, a, 1, tok(1, 1), "bash"), "<nil>"},
+			{forkEv(101, b, 100, a2, 0), "<nil>"},
+		}},
+		{"same-tick reissue without inode", Config{}, []step{
+			{execEv(100, noIno, 1, tok(1, 1), "secret-holder", "--key=k"), "<nil>"},
+			{exitEv(100, noIno, 1, tok(1, 1)), "<nil>"},
+			{forkEv(100, noIno, 1, tok(1, 1), 0), "<nil>"},
+			{forkEv(101, b, 100, noIno, 0), "<nil>"},
+		}},
+		{"parent that exited still names its late children", Config{}, []step{
+			{execEv(100, a, 1, tok(1, 1), "sh"), "<nil>"},
+			{exitEv(100, a, 1, tok(1, 1)), "<nil>"},
+			{exitEv(101, b, 100, a), "/bin/sh"},
+		}},
+		{"re-exec replaces the program", Config{}, []step{
+			{execEv(100, a, 1, tok(1, 1), "sh"), "<nil>"},
+			{execEv(100, a, 1, tok(1, 1), "python3"), "<nil>"},
+			{forkEv(101, b, 100, a, 0), "/bin/python3"},
+		}},
+		{"exec without a token supersedes the entry", Config{}, []step{
+			{execEv(100, a, 1, tok(1, 1), "sh"), "<nil>"},
+			{execEv(100, token.Token{}, 1, tok(1, 1), "python3"), "<nil>"},
+			{forkEv(101, b, 100, a, 0), "<nil>"},
+		}},
+		{"inferred exec supersedes the entry", Config{}, []step{
+			{execEv(100, a, 1, tok(1, 1), "sh"), "<nil>"},
+			func() step { e := execEv(100, a, 1, tok(1, 1), "py"); e.Inferred = true; return step{e, "<nil>"} }(),
+			{forkEv(101, b, 100, a, 0), "<nil>"},
+		}},
+		{"lost clears", Config{}, []step{
+			{execEv(100, a, 1, tok(1, 1), "sh"), "<nil>"},
+			{events.Event{Kind: events.Lost, Count: 3}, "<nil>"},
+			{forkEv(101, b, 100, a, 0), "<nil>"},
+		}},
+		{"exited entries are evicted first", Config{Entries: 2}, []step{
+			{execEv(100, a, 1, tok(1, 1), "a"), "<nil>"},
+			{execEv(200, b, 1, tok(1, 1), "b"), "<nil>"},
+			{exitEv(100, a, 1, tok(1, 1)), "<nil>"},
+			{execEv(300, c, 1, tok(1, 1), "c"), "<nil>"},
+			{forkEv(101, tok(50, 50), 100, a, 0), "<nil>"},
+			{forkEv(201, tok(51, 51), 200, b, 0), "/bin/b"},
+			{execEv(400, tok(40, 40), 1, tok(1, 1), "d"), "<nil>"},
+			{forkEv(202, tok(52, 52), 200, b, 0), "<nil>"},
+			{forkEv(301, tok(53, 53), 300, c, 0), "/bin/c"},
+		}},
+		{"an exec above the byte bound is not kept", Config{Bytes: 16 * 64}, []step{
+			{execEv(100, a, 1, tok(1, 1), "a", string(make([]byte, 100))), "<nil>"},
+			{forkEv(101, b, 100, a, 0), "<nil>"},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := New(tt.cfg)
+			for i, s := range tt.steps {
+				ev := s.ev
+				c.Observe(&ev)
+				if got := parentExe(&ev); got != s.want {
+					t.Errorf("step %d (%v of %d): parent executable %q, want %q", i, ev.Kind, ev.Pid, got, s.want)
+				}
+				checkBounds(t, c)
+			}
+		})
+	}
+}
+
+// TestForkRefreshesParent checks that a fork described by the kernel
+// gives its creator's entry the ids the child inherited, and not the
+// child's own namespace pid.
+func TestForkRefreshesParent(t *testing.T) {
+	c := New(Config{})
+	p := execEv(100, tok(1, 1), 1, tok(0, 9), "sudo")
+	c.Observe(&p)
+	f := forkEv(101, tok(2, 2), 100, tok(1, 1), 0)
+	c.Observe(&f)
+	if f.Parent == nil {
+		t.Fatal("fork: no parent")
+	}
+	if got := f.Parent.Ctx; got.UID != 0 || got.EUID != 0 || !got.TTY || got.NSPid != 100 {
+		t.Errorf("parent context after fork: uid %d euid %d tty %v nspid %d, want 0 0 true 100", got.UID, got.EUID, got.TTY, got.NSPid)
+	}
+}
+
+// checkBounds fails when the cache holds more than its bounds.
+func checkBounds(t *testing.T, c *Cache) {
+	t.Helper()
+	st := c.Stats()
+	if st.Entries > c.cfg.Entries || st.Bytes > c.cfg.Bytes || st.Entries != len(c.byPid) {
+		t.Fatalf("stats %+v over bounds %+v (map %d)", st, c.cfg, len(c.byPid))
+	}
+	var sum int64
+	for _, i := range c.byPid {
+		sum += c.slots[i].cost
+	}
+	if sum != st.Bytes {
+		t.Fatalf("bytes charged %d, entries cost %d", st.Bytes, sum)
+	}
+}
+
+// world is a model of processes: the truth the cache must never
+// contradict. Each instance has a token and its current program.
+type world struct {
+	next  uint64
+	procs map[int32]*instance
+}
+
+type instance struct {
+	pid  int32
+	tok  token.Token
+	prog string // "" before its first exec
+}
+
+// FuzzObserve drives the cache with events of a modelled world, some of
+// them lost (followed by a Lost event), and checks that every Parent it
+// gives is the parent instance's current program, and that the bounds
+// hold.
+func FuzzObserve(f *testing.F) {
+	f.Add([]byte{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11})
+	f.Add([]byte{1, 1, 1, 33, 2, 66, 3, 99, 4, 130, 200, 7, 9, 250, 1, 1})
+	f.Fuzz(func(t *testing.T, ops []byte) {
+		c := New(Config{Entries: 4, Bytes: 16 * 200})
+		w := &world{procs: map[int32]*instance{}}
+		root := &instance{pid: 1, tok: tok(1, 1), prog: "init"}
+		w.procs[1] = root
+		dropping := false
+		for i := 0; i+1 < len(ops); i += 2 {
+			op, arg := ops[i], ops[i+1]
+			pid := int32(arg%6) + 1
+			// Tokens of pids 5 and 6 lack the inode and reuse ticks:
+			// same-tick reissues.
+			newTok := func() token.Token {
+				w.next++
+				if pid >= 5 {
+					return tok(uint64(pid), 0)
+				}
+				return tok(w.next, w.next)
+			}
+			parent := root
+			if p := w.procs[int32(arg>>4%6)+1]; p != nil {
+				parent = p
+			}
+			var ev events.Event
+			switch op % 5 {
+			case 0: // fork
+				if _, live := w.procs[pid]; live || pid == parent.pid {
+					continue
+				}
+				in := &instance{pid: pid, tok: newTok()}
+				w.procs[pid] = in
+				ev = forkEv(pid, in.tok, parent.pid, parent.tok, uint32(arg))
+			case 1, 2: // exec
+				in := w.procs[pid]
+				if in == nil || pid == 1 {
+					continue
+				}
+				in.prog = "p" + strconv.Itoa(int(arg)) + string(make([]byte, int(arg)%3*40))
+				ev = execEv(pid, in.tok, parent.pid, parent.tok, in.prog)
+			case 3: // exit
+				in := w.procs[pid]
+				if in == nil || pid == 1 {
+					continue
+				}
+				delete(w.procs, pid)
+				ev = exitEv(pid, in.tok, parent.pid, parent.tok)
+			case 4: // start or stop losing events
+				if dropping {
+					ev = events.Event{Kind: events.Lost}
+				}
+				dropping = !dropping
+				if ev.Kind != events.Lost {
+					continue
+				}
+			}
+			if dropping {
+				continue
+			}
+			c.Observe(&ev)
+			checkBounds(t, c)
+			if ev.Parent == nil {
+				continue
+			}
+			p := w.procs[ev.PPid]
+			if p == nil || p.tok != ev.ParentToken {
+				// The parent exited: it must be the instance named.
+				continue
+			}
+			if want := "/bin/" + p.prog; ev.Parent.Exe != want {
+				t.Fatalf("op %d: %v of %d: parent %d executable %q, want %q", i/2, ev.Kind, ev.Pid, ev.PPid, ev.Parent.Exe, want)
+			}
+		}
+	})
+}
+
+func TestParentIsACopyOfTheExec(t *testing.T) {
+	c := New(Config{})
+	p := execEv(100, tok(1, 1), 1, tok(0, 9), "sh", "-c", "x")
+	c.Observe(&p)
+	f := forkEv(101, tok(2, 2), 100, tok(1, 1), 1000)
+	c.Observe(&f)
+	want := events.Desc{Comm: p.Comm, Exe: p.Exe, Argv: p.Argv, Exec: p.Exec, Ctx: p.Ctx}
+	want.Ctx.TTY, want.Ctx.TTYMajor = true, 136
+	if !reflect.DeepEqual(*f.Parent, want) {
+		t.Errorf("parent %s, want %s", fmt.Sprint(*f.Parent), fmt.Sprint(want))
+	}
+}

@@ -1,0 +1,187 @@
+// Package redact hides secrets in argument vectors before they are logged
+// or streamed, by patterns the administrator configures (the daemon's
+// redact_args).
+//
+// Patterns. Each pattern is one of three forms, made of globs:
+//
+//	NAME=VALUE   an argument NAME=VALUE (split at its first '=') whose name
+//	             matches NAME and whose value matches VALUE keeps its name:
+//	             "--password=*" turns --password=hunter2 into
+//	             --password=[REDACTED]
+//	FLAG NEXT    (one space) the argument after one that matches FLAG is
+//	             replaced whole when it matches NEXT: "-p *" turns -p hunter2
+//	             into -p [REDACTED]
+//	GLOB         an argument that matches GLOB is replaced whole: "ghp_*"
+//
+// A glob matches a whole string: '*' matches any run of bytes (slashes,
+// '=' and spaces included), '?' any one byte, and a backslash makes the
+// next byte literal (write "\*", "\?", "\\", "\=" and "\ " for those
+// bytes). There are no character classes; matching is case-sensitive.
+// The '=' and the space that split the first two forms are the first
+// unescaped ones.
+//
+// Cost and limits. Matching never backtracks more than one star: a glob
+// against a string costs at most their lengths multiplied, and in practice
+// (a few literal bytes between stars) about the string's length. At most
+// MaxPatterns patterns of MaxPatternBytes each. A redacted argument is
+// replaced by Marker (after NAME= in the first form); the count of
+// arguments never changes, so the caller can mark the vector redacted and
+// keep its original count and size.
+package redact
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Marker replaces what a pattern hides.
+const Marker = "[REDACTED]"
+
+// Bounds of a rule set.
+const (
+	MaxPatterns     = 64
+	MaxPatternBytes = 256
+)
+
+// ErrPattern wraps every error about a pattern that cannot be used.
+var ErrPattern = errors.New("invalid redaction pattern")
+
+type form uint8
+
+const (
+	whole form = iota // GLOB
+	value             // NAME=VALUE
+	next              // FLAG NEXT
+)
+
+// pattern is one parsed pattern: globs are kept as pieces (see glob).
+type pattern struct {
+	form     form
+	a, b     glob // GLOB / NAME, VALUE / FLAG, NEXT
+	original string
+}
+
+// Rules is a parsed set of patterns. The zero value and nil redact
+// nothing. It is safe for concurrent use.
+type Rules struct {
+	pats []pattern
+}
+
+// Parse parses patterns. Errors wrap ErrPattern and name the pattern.
+func Parse(patterns []string) (*Rules, error) {
+	if len(patterns) > MaxPatterns {
+		return nil, fmt.Errorf("%d patterns (at most %d): %w", len(patterns), MaxPatterns, ErrPattern)
+	}
+	r := &Rules{}
+	for _, s := range patterns {
+		p, err := parse(s)
+		if err != nil {
+			return nil, fmt.Errorf("%q: %w", s, err)
+		}
+		r.pats = append(r.pats, p)
+	}
+	return r, nil
+}
+
+// Patterns returns the patterns r was parsed from.
+func (r *Rules) Patterns() []string {
+	if r == nil {
+		return nil
+	}
+	out := make([]string, len(r.pats))
+	for i, p := range r.pats {
+		out[i] = p.original
+	}
+	return out
+}
+
+// Empty reports whether r redacts nothing.
+func (r *Rules) Empty() bool { return r == nil || len(r.pats) == 0 }
+
+func parse(s string) (pattern, error) {
+	if s == "" {
+		return pattern{}, fmt.Errorf("empty: %w", ErrPattern)
+	}
+	if len(s) > MaxPatternBytes {
+		return pattern{}, fmt.Errorf("%d bytes (at most %d): %w", len(s), MaxPatternBytes, ErrPattern)
+	}
+	n := len(s) - len(strings.TrimRight(s, `\`))
+	if n%2 == 1 {
+		return pattern{}, fmt.Errorf("ends in a lone backslash: %w", ErrPattern)
+	}
+	p := pattern{original: s}
+	sp, eq := split(s, ' '), split(s, '=')
+	switch {
+	case sp >= 0:
+		if split(s[sp+1:], ' ') >= 0 {
+			return pattern{}, fmt.Errorf("more than one unescaped space (escape a literal one as \"\\ \"): %w", ErrPattern)
+		}
+		p.form, p.a, p.b = next, compile(s[:sp]), compile(s[sp+1:])
+		if s[:sp] == "" || s[sp+1:] == "" {
+			return pattern{}, fmt.Errorf("FLAG NEXT with an empty side: %w", ErrPattern)
+		}
+	case eq >= 0:
+		p.form, p.a, p.b = value, compile(s[:eq]), compile(s[eq+1:])
+	default:
+		p.form, p.a = whole, compile(s)
+	}
+	return p, nil
+}
+
+// split returns the index of the first unescaped c in s, -1 when none.
+func split(s string, c byte) int {
+	for i := 0; i < len(s); i++ {
+		switch s[i] {
+		case '\\':
+			i++
+		case c:
+			return i
+		}
+	}
+	return -1
+}
+
+// Argv returns argv with what the rules match replaced, and whether
+// anything was. argv itself is never modified: the result is a new slice
+// when something changed (the only allocation), argv otherwise.
+func (r *Rules) Argv(argv []string) ([]string, bool) {
+	if r.Empty() {
+		return argv, false
+	}
+	var out []string
+	set := func(i int, v string) {
+		if out != nil && out[i] == Marker {
+			return // replaced whole: another pattern must not show its name
+		}
+		if out == nil {
+			out = make([]string, len(argv))
+			copy(out, argv)
+		}
+		out[i] = v
+	}
+	for i, a := range argv {
+		for pi := range r.pats {
+			p := &r.pats[pi]
+			switch p.form {
+			case whole:
+				if p.a.match(a) {
+					set(i, Marker)
+				}
+			case value:
+				name, val, ok := strings.Cut(a, "=")
+				if ok && p.a.match(name) && p.b.match(val) {
+					set(i, name+"="+Marker)
+				}
+			case next:
+				if i+1 < len(argv) && p.a.match(a) && p.b.match(argv[i+1]) {
+					set(i+1, Marker)
+				}
+			}
+		}
+	}
+	if out == nil {
+		return argv, false
+	}
+	return out, true
+}

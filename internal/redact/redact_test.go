@@ -1,0 +1,177 @@
+package redact
+
+import (
+	"errors"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+func TestArgv(t *testing.T) {
+	tests := []struct {
+		pats       []string
+		argv, want []string
+	}{
+		{[]string{"--password=*"}, []string{"db", "--password=hunter2", "--user=x"}, []string{"db", "--password=[REDACTED]", "--user=x"}},
+		{[]string{"--password=*"}, []string{"db", "--password=a=b", "--password"}, []string{"db", "--password=[REDACTED]", "--password"}},
+		{[]string{"-p *"}, []string{"mysql", "-u", "root", "-p", "hunter2"}, []string{"mysql", "-u", "root", "-p", "[REDACTED]"}},
+		{[]string{"-p *"}, []string{"mysql", "-p"}, []string{"mysql", "-p"}},
+		{[]string{"*token*=*"}, []string{"x", "--api-token=abc", "TOKEN=x", "--x=token=abc"}, []string{"x", "--api-token=[REDACTED]", "TOKEN=x", "--x=token=abc"}},
+		{[]string{"ghp_*"}, []string{"gh", "ghp_123", "xghp_1"}, []string{"gh", "[REDACTED]", "xghp_1"}},
+		{[]string{"a?c"}, []string{"abc", "ac", "abbc", "a/c"}, []string{"[REDACTED]", "ac", "abbc", "[REDACTED]"}},
+		{[]string{`\*`}, []string{"*", "x"}, []string{"[REDACTED]", "x"}},
+		{[]string{`a\ b`}, []string{"a b", "a"}, []string{"[REDACTED]", "a"}},
+		{[]string{`a\=b=*`}, []string{"a=b=c"}, []string{"a=b=c"}}, // the name is "a", not "a=b"
+		{[]string{`--key\=x`}, []string{"--key=x", "--key=y"}, []string{"[REDACTED]", "--key=y"}},
+		{[]string{"--pw *", "*"}, []string{"--pw", "x"}, []string{"[REDACTED]", "[REDACTED]"}},
+		// A whole replacement is never undone into NAME=[REDACTED]: the
+		// name may be the secret.
+		{[]string{"*hunter2*", "*=*"}, []string{"--hunter2=v"}, []string{"[REDACTED]"}},
+		{[]string{"*=*", "*hunter2*"}, []string{"--hunter2=v"}, []string{"[REDACTED]"}},
+		{[]string{"-p *", "*=*"}, []string{"-p", "a=b"}, []string{"-p", "[REDACTED]"}},
+		{nil, []string{"--password=x"}, []string{"--password=x"}},
+		{[]string{"--password=*"}, nil, nil},
+		{[]string{"--password=*"}, []string{"--password=", "é=\xff"}, []string{"--password=[REDACTED]", "é=\xff"}},
+	}
+	for _, tt := range tests {
+		r, err := Parse(tt.pats)
+		if err != nil {
+			t.Fatalf("Parse(%q) = %v", tt.pats, err)
+		}
+		in := slices.Clone(tt.argv)
+		got, changed := r.Argv(in)
+		if !slices.Equal(got, tt.want) || changed != !slices.Equal(tt.argv, tt.want) {
+			t.Errorf("Argv(%q) with %q = %q, %v; want %q", tt.argv, tt.pats, got, changed, tt.want)
+		}
+		if !slices.Equal(in, tt.argv) {
+			t.Errorf("Argv(%q) modified its input: %q", tt.argv, in)
+		}
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	for _, p := range []string{"", "a b c", " x", "x ", `x\`, `a\\\`, strings.Repeat("a", MaxPatternBytes+1)} {
+		if _, err := Parse([]string{p}); !errors.Is(err, ErrPattern) {
+			t.Errorf("Parse(%q) = %v, want ErrPattern", p, err)
+		}
+	}
+	if _, err := Parse(make([]string, MaxPatterns+1)); !errors.Is(err, ErrPattern) {
+		t.Errorf("Parse(%d patterns) = %v, want ErrPattern", MaxPatterns+1, err)
+	}
+	for _, p := range []string{`a\ b c`, `x\\`, "*", "=", "a=", "=b", `\ `} {
+		if _, err := Parse([]string{p}); err != nil {
+			t.Errorf("Parse(%q) = %v, want nil", p, err)
+		}
+	}
+}
+
+// reference is the glob as a regular expression (RE2: linear time), the
+// model the matcher is fuzzed against. Each byte of g stands for the rune
+// of the same value: match it against latin1 of the text.
+func reference(g string) *regexp.Regexp {
+	var b strings.Builder
+	b.WriteString(`(?s)\A`)
+	for i := 0; i < len(g); i++ {
+		switch c := g[i]; {
+		case c == '\\' && i+1 < len(g):
+			i++
+			b.WriteString(regexp.QuoteMeta(string(rune(g[i]))))
+		case c == '*':
+			b.WriteString(`.*`)
+		case c == '?':
+			b.WriteString(`.`)
+		default:
+			b.WriteString(regexp.QuoteMeta(string(rune(c))))
+		}
+	}
+	b.WriteString(`\z`)
+	return regexp.MustCompile(b.String())
+}
+
+func FuzzGlob(f *testing.F) {
+	for _, c := range [][2]string{{"*token*", "--api-token"}, {"a?c", "abc"}, {`\*x*`, "*xy"}, {"**a*b", "aab"}, {"*a*a*a*b", strings.Repeat("a", 300)}} {
+		f.Add(c[0], c[1])
+	}
+	f.Fuzz(func(t *testing.T, g, s string) {
+		if len(g) > MaxPatternBytes {
+			return
+		}
+		// The reference works on runes: compare on bytes by mapping both
+		// to Latin-1 first, so that '?' is one byte in both.
+		got := compile(g).match(s)
+		want := reference(g).MatchString(latin1(s))
+		if got != want {
+			t.Errorf("glob %q match %q = %v, want %v", g, s, got, want)
+		}
+	})
+}
+
+// latin1 maps each byte of s to the rune of the same value.
+func latin1(s string) string {
+	r := make([]rune, len(s))
+	for i := 0; i < len(s); i++ {
+		r[i] = rune(s[i])
+	}
+	return string(r)
+}
+
+// FuzzArgv checks, for any patterns and arguments: Parse never panics;
+// the vector keeps its length; an argument is either kept, replaced by
+// Marker, or becomes its own name followed by "=" and Marker; and a
+// whole-form pattern that matches an argument hides all of it.
+func FuzzArgv(f *testing.F) {
+	f.Add("--password=*", "-p *", "db\x00--password=hunter2\x00-p\x00hunter2")
+	f.Add("*token*=*", "ghp_*", "gh\x00ghp_x\x00--my-token=t\x00=\x00")
+	f.Add(`a\ b`, `\\*`, "a b\x00\\\x00\\x")
+	f.Fuzz(func(t *testing.T, p1, p2, args string) {
+		r, err := Parse([]string{p1, p2})
+		if err != nil {
+			if !errors.Is(err, ErrPattern) {
+				t.Fatalf("Parse error %v does not wrap ErrPattern", err)
+			}
+			return
+		}
+		argv := strings.Split(args, "\x00")
+		got, changed := r.Argv(argv)
+		if len(got) != len(argv) {
+			t.Fatalf("Argv(%q) = %q: length changed", argv, got)
+		}
+		if changed == slices.Equal(got, argv) && !slices.Contains(argv, Marker) && !slices.ContainsFunc(argv, func(a string) bool { return strings.HasSuffix(a, "="+Marker) }) {
+			t.Fatalf("Argv(%q) = %q, changed %v", argv, got, changed)
+		}
+		for i, a := range got {
+			if a == argv[i] || a == Marker {
+				continue
+			}
+			name, _, _ := strings.Cut(argv[i], "=")
+			if a != name+"="+Marker {
+				t.Fatalf("Argv(%q)[%d] = %q: neither kept nor redacted", argv, i, a)
+			}
+		}
+		for _, p := range r.pats {
+			if p.form != whole {
+				continue
+			}
+			for i, a := range argv {
+				if p.a.match(a) && got[i] != Marker {
+					t.Fatalf("pattern %q matches %q but Argv gives %q", p.original, a, got[i])
+				}
+			}
+		}
+	})
+}
+
+func BenchmarkArgv(b *testing.B) {
+	r, err := Parse([]string{"--password=*", "-p *", "*token*=*", "ghp_*"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	argv := []string{"python3", "-m", "http.server", "--bind", "127.0.0.1", "8080", "--directory=/srv/www/site"}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, changed := r.Argv(argv); changed {
+			b.Fatal("redacted")
+		}
+	}
+}

@@ -1,0 +1,34 @@
+package tracker
+
+import (
+	"github.com/procsupervisor/supervisor/internal/events"
+	"github.com/procsupervisor/supervisor/internal/token"
+)
+
+// describe gives ev what the consumers of OnEvent see beyond the
+// mechanism's record: an exec's arguments redacted (Options.Redact), so
+// that neither OnEvent nor the exec cache ever holds what the patterns
+// hide; the parent's description from the exec cache (Options.Execs), or,
+// when the cache did not see the parent's exec, only the comm the graph
+// knows of that exact instance.
+func (t *Tracker) describe(ev *events.Event) {
+	if ev.Kind == events.Exec {
+		if argv, ok := t.opts.Redact.Argv(ev.Argv); ok {
+			ev.Argv, ev.Exec.ArgsRedacted = argv, true
+		}
+	}
+	ev.Parent = nil
+	if t.opts.Execs == nil {
+		return
+	}
+	t.opts.Execs.Observe(ev)
+	if ev.Parent != nil || ev.Kind == events.Lost || ev.ParentToken.IsZero() {
+		return
+	}
+	n, m, ok := t.graph.Find(ev.PPid, ev.ParentToken)
+	if !ok || m != token.Same || n.Token != ev.ParentToken || n.Comm == ([16]byte{}) {
+		return
+	}
+	t.named = events.Desc{Comm: n.Comm}
+	ev.Parent = &t.named
+}
