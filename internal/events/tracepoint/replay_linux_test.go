@@ -27,9 +27,24 @@ func newFakeReader(records ...[]byte) *fakeReader {
 	return &fakeReader{records: records, closed: make(chan struct{})}
 }
 
+// Marks among a fakeReader's records: deadlineMark makes ReadInto return
+// os.ErrDeadlineExceeded there (the ring drained, the read deadline
+// passed); discardMark is a discarded record (the program's wake-up), in
+// the ring's remaining bytes but skipped, as ringbuf.Reader skips it.
+var (
+	deadlineMark = []byte("deadline")
+	discardMark  = []byte("discarded record")
+)
+
+func isMark(r, mark []byte) bool { return len(r) > 0 && &r[0] == &mark[0] }
+
 func (f *fakeReader) ReadInto(rec *ringbuf.Record) error {
-	for len(f.records) > 0 && f.records[0] == nil {
+	for len(f.records) > 0 && (f.records[0] == nil || isMark(f.records[0], discardMark)) {
 		f.records = f.records[1:]
+	}
+	if len(f.records) > 0 && isMark(f.records[0], deadlineMark) {
+		f.records = f.records[1:]
+		return os.ErrDeadlineExceeded
 	}
 	if len(f.records) == 0 {
 		if !f.closeWhenDrained {
@@ -48,7 +63,7 @@ func (f *fakeReader) ReadInto(rec *ringbuf.Record) error {
 func (f *fakeReader) available() int {
 	n := 0
 	for _, r := range f.records {
-		if r == nil {
+		if r == nil || isMark(r, deadlineMark) {
 			break
 		}
 		n += len(r)
@@ -126,6 +141,17 @@ func TestReplay(t *testing.T) {
 			want:    []events.Kind{events.Fork, events.Exit, events.Lost, events.Fork, events.Exit, events.Lost},
 			counts:  []uint64{2, 5},
 			stats:   events.Stats{Events: 4, Lost: 7, LostReports: 2},
+		},
+		{
+			// The last record read is followed by a discarded wake-up
+			// record, so it does not say the ring drained; the deadline
+			// that follows does, and the counter is read then.
+			name:    "lost after a discarded record",
+			records: [][]byte{fork, exit, discardMark, deadlineMark},
+			lost:    lostSequence(3),
+			want:    []events.Kind{events.Fork, events.Exit, events.Lost},
+			counts:  []uint64{3},
+			stats:   events.Stats{Events: 2, Lost: 3, LostReports: 1},
 		},
 	}
 	for _, tt := range tests {

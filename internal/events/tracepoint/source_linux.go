@@ -380,6 +380,10 @@ func (s *Source) Read(ev *events.Event) error {
 				return events.ErrClosed
 			}
 			if errors.Is(err, os.ErrDeadlineExceeded) {
+				// The ring is drained: look at the lost counter (the last
+				// record read may not have said so: a discarded wake-up
+				// record can follow it, see wake_reader).
+				s.checkLost = true
 				switch {
 				case s.sawData:
 					s.sawData = false
