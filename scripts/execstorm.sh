@@ -125,7 +125,12 @@ need() {
 need jq jq || die "cannot install jq"
 need bpftool bpftool || die "cannot install bpftool"
 case " $observers " in *" auditd "*)
-	need auditd auditd || die "cannot install auditd" ;;
+	need auditd auditd || die "cannot install auditd"
+	# A running audit daemon (the system's) is left alone: skip.
+	if [ "$(auditctl -s | awk '$1 == "pid" { print $2 }')" != 0 ]; then
+		note "auditd: an audit daemon already runs here; skipped"
+		observers=${observers//auditd/}
+	fi ;;
 esac
 case " $observers " in *" bpftrace "*)
 	if ! need bpftrace bpftrace; then
