@@ -55,6 +55,11 @@ type EventFilter struct {
 	inTree    map[int32]bool
 }
 
+// all reports whether f lets every record through.
+func (f *EventFilter) all() bool {
+	return f.pid == 0 && f.tree == 0 && f.claim == "" && f.kinds == nil && f.comm == ""
+}
+
 // maxTree bounds the processes --tree follows.
 const maxTree = 1 << 16
 
@@ -408,6 +413,15 @@ func (p *EventPrinter) flushLoop() {
 func (p *EventPrinter) Event(ev *events.Event) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.opt.JSON && p.f.all() {
+		// Unfiltered JSON needs no record: the event's own encoding,
+		// without an allocation.
+		if !p.closed {
+			p.buf = append(events.AppendJSON(p.buf[:0], ev), '\n')
+			p.w.Write(p.buf)
+		}
+		return
+	}
 	Record(&p.rec, ev, time.Now())
 	if !p.show() {
 		return
