@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/procsupervisor/supervisor/internal/testenv"
 )
 
 func TestParse(t *testing.T) {
@@ -108,7 +110,7 @@ func itoa(n int) string { return string(rune('0' + n)) }
 
 func TestBash(t *testing.T) {
 	if _, err := exec.LookPath("bash"); err != nil {
-		t.Skip("no bash")
+		testenv.Skip(t, "no bash (.ci/run installs it)")
 	}
 	var b strings.Builder
 	if err := Completion(&b, "bash", "supervisor", testCommands()); err != nil {
@@ -136,7 +138,7 @@ func TestBash(t *testing.T) {
 
 func TestFish(t *testing.T) {
 	if _, err := exec.LookPath("fish"); err != nil {
-		t.Skip("no fish")
+		testenv.Skip(t, "no fish (.ci/run installs it)")
 	}
 	path := filepath.Join(t.TempDir(), "supervisor.fish")
 	f, err := os.Create(path)
@@ -178,7 +180,7 @@ func TestFish(t *testing.T) {
 // its syntax and its compdef registration.
 func TestZsh(t *testing.T) {
 	if _, err := exec.LookPath("zsh"); err != nil {
-		t.Skip("no zsh")
+		testenv.Skip(t, "no zsh (.ci/run installs it)")
 	}
 	dir := t.TempDir()
 	f, err := os.Create(filepath.Join(dir, "_supervisor"))
@@ -228,7 +230,7 @@ func TestMan(t *testing.T) {
 		}
 	}
 	if _, err := exec.LookPath("groff"); err != nil {
-		t.Skip("no groff")
+		testenv.Skip(t, "no groff (.ci/run installs it)")
 	}
 	cmd := exec.Command("groff", "-man", "-Tutf8", "-ww", "-z")
 	cmd.Stdin = strings.NewReader(page)
