@@ -27,6 +27,7 @@ import (
 	"strconv"
 
 	"github.com/procsupervisor/supervisor/internal/events"
+	"github.com/procsupervisor/supervisor/internal/procfs"
 )
 
 // ErrGone reports a process that exited, or whose pid now names another
@@ -39,59 +40,37 @@ var errMalformed = errors.New("malformed /proc content")
 // parseStatus fills the ids of c from a /proc/PID/status file: the Uid,
 // Gid, Groups and NSpid lines. The Uid and Gid lines are required.
 func parseStatus(b []byte, c *events.Context) error {
-	var haveUID, haveGID bool
-	for len(b) > 0 {
-		line := b
-		if i := bytes.IndexByte(b, '\n'); i >= 0 {
-			line, b = b[:i], b[i+1:]
-		} else {
-			b = nil
-		}
-		key, val, ok := bytes.Cut(line, []byte{':'})
-		if !ok {
-			continue
-		}
-		switch string(key) {
-		case "Uid":
-			var ids [3]uint32
-			if !parseIDs(val, ids[:]) {
-				return fmt.Errorf("status: Uid %q: %w", val, errMalformed)
+	uids, err := procfs.ParseStatusUIDs(b)
+	if err != nil {
+		return err
+	}
+	c.UID, c.EUID, c.SUID = uids.Real, uids.Effective, uids.Saved
+	val, ok := procfs.LineValue(b, "Gid:")
+	var gids [3]uint32
+	if !ok || !parseIDs(val, gids[:]) {
+		return fmt.Errorf("status: Gid %q: %w", val, errMalformed)
+	}
+	c.GID, c.EGID, c.SGID = gids[0], gids[1], gids[2]
+	c.NGroups = 0
+	if val, ok := procfs.LineValue(b, "Groups:"); ok {
+		for _, f := range bytes.Fields(val) {
+			g, err := strconv.ParseUint(string(f), 10, 32)
+			if err != nil {
+				return fmt.Errorf("status: Groups %q: %w", val, errMalformed)
 			}
-			c.UID, c.EUID, c.SUID = ids[0], ids[1], ids[2]
-			haveUID = true
-		case "Gid":
-			var ids [3]uint32
-			if !parseIDs(val, ids[:]) {
-				return fmt.Errorf("status: Gid %q: %w", val, errMalformed)
+			if c.NGroups < events.MaxGroups {
+				c.Groups[c.NGroups] = uint32(g)
 			}
-			c.GID, c.EGID, c.SGID = ids[0], ids[1], ids[2]
-			haveGID = true
-		case "Groups":
-			c.NGroups = 0
-			for _, f := range bytes.Fields(val) {
-				g, err := strconv.ParseUint(string(f), 10, 32)
-				if err != nil {
-					return fmt.Errorf("status: Groups %q: %w", val, errMalformed)
-				}
-				if c.NGroups < events.MaxGroups {
-					c.Groups[c.NGroups] = uint32(g)
-				}
-				c.NGroups++
-			}
-		case "NSpid":
-			f := bytes.Fields(val)
-			if len(f) == 0 {
-				return fmt.Errorf("status: empty NSpid: %w", errMalformed)
-			}
-			n, err := strconv.ParseInt(string(f[len(f)-1]), 10, 32)
-			if err != nil || n <= 0 {
-				return fmt.Errorf("status: NSpid %q: %w", val, errMalformed)
-			}
-			c.NSPid = int32(n)
+			c.NGroups++
 		}
 	}
-	if !haveUID || !haveGID {
-		return fmt.Errorf("status: no Uid or Gid line: %w", errMalformed)
+	if _, ok := procfs.LineValue(b, "NSpid:"); ok {
+		// Absent on kernels before 4.1; malformed is an error.
+		ns, err := procfs.ParseStatusNSpid(b)
+		if err != nil {
+			return err
+		}
+		c.NSPid = ns[len(ns)-1]
 	}
 	return nil
 }
@@ -127,21 +106,6 @@ func parseNSLink(s, kind string) (uint64, bool) {
 func parseID(b []byte) (uint32, bool) {
 	v, err := strconv.ParseUint(string(bytes.TrimSpace(b)), 10, 32)
 	return uint32(v), err == nil
-}
-
-// splitArgs splits a cmdline's first bytes (NUL-terminated arguments) into
-// argv. When cut, the last argument may be cut short (no terminating NUL).
-func splitArgs(b []byte) []string {
-	if len(b) == 0 {
-		return nil
-	}
-	b = bytes.TrimSuffix(b, []byte{0})
-	parts := bytes.Split(b, []byte{0})
-	argv := make([]string, len(parts))
-	for i, p := range parts {
-		argv[i] = string(p)
-	}
-	return argv
 }
 
 // ttyDev splits stat's tty_nr into the device's major and minor numbers,

@@ -78,8 +78,8 @@ func TestParseSmall(t *testing.T) {
 		{"a\x00bc", []string{"a", "bc"}}, // cut inside the last argument
 	}
 	for _, tt := range tests {
-		if got := splitArgs([]byte(tt.in)); !slices.Equal(got, tt.want) {
-			t.Errorf("splitArgs(%q) = %q, want %q", tt.in, got, tt.want)
+		if got := events.SplitArgs([]byte(tt.in)); !slices.Equal(got, tt.want) {
+			t.Errorf("SplitArgs(%q) = %q, want %q", tt.in, got, tt.want)
 		}
 	}
 }
@@ -94,6 +94,6 @@ func FuzzParseStatus(f *testing.F) {
 		}
 		parseNSLink(string(b), "pid")
 		parseID(b)
-		splitArgs(b)
+		events.SplitArgs(b)
 	})
 }

@@ -203,7 +203,7 @@ func (r *Reader) cmdline(dir int, x *events.ExecInfo) ([]string, error) {
 		x.ArgsCount++ // a process that rewrote its argv area without the NUL
 	}
 	x.ArgsTruncated = total > len(kept)
-	return splitArgs(kept), nil
+	return events.SplitArgs(kept), nil
 }
 
 // sameInode reports whether pid now names the process whose pidfs inode

@@ -79,7 +79,7 @@ func Tgid(root string, pid int32) (int32, error) {
 
 // ParseStatusTgid extracts the Tgid line of a /proc/PID/status file.
 func ParseStatusTgid(b []byte) (int32, error) {
-	v, ok := lineValue(b, "Tgid:")
+	v, ok := LineValue(b, "Tgid:")
 	if !ok {
 		return 0, fmt.Errorf("status: no Tgid line: %w", ErrMalformed)
 	}
@@ -103,7 +103,7 @@ func ReadBootTime(root string) (int64, error) {
 
 // ParseBootTime extracts the btime line of a /proc/stat file.
 func ParseBootTime(b []byte) (int64, error) {
-	v, ok := lineValue(b, "btime ")
+	v, ok := LineValue(b, "btime ")
 	if !ok {
 		return 0, fmt.Errorf("stat: no btime line: %w", ErrMalformed)
 	}
@@ -114,9 +114,9 @@ func ParseBootTime(b []byte) (int64, error) {
 	return t, nil
 }
 
-// lineValue returns the rest of the first line of b that starts with
+// LineValue returns the rest of the first line of b that starts with
 // prefix, trimmed of spaces.
-func lineValue(b []byte, prefix string) ([]byte, bool) {
+func LineValue(b []byte, prefix string) ([]byte, bool) {
 	for len(b) > 0 {
 		line := b
 		if i := bytes.IndexByte(b, '\n'); i >= 0 {
@@ -148,7 +148,7 @@ func ReadUIDs(root string, pid int32) (IDs, error) {
 // ParseStatusUIDs extracts the Uid line (real, effective, saved, fs) of a
 // /proc/PID/status file.
 func ParseStatusUIDs(b []byte) (IDs, error) {
-	v, ok := lineValue(b, "Uid:")
+	v, ok := LineValue(b, "Uid:")
 	if !ok {
 		return IDs{}, fmt.Errorf("status: no Uid line: %w", ErrMalformed)
 	}
@@ -180,7 +180,7 @@ func NSpid(root string, pid int32) ([]int32, error) {
 
 // ParseStatusNSpid extracts the NSpid line of a /proc/PID/status file.
 func ParseStatusNSpid(b []byte) ([]int32, error) {
-	v, ok := lineValue(b, "NSpid:")
+	v, ok := LineValue(b, "NSpid:")
 	if !ok {
 		return nil, fmt.Errorf("status: no NSpid line: %w", ErrMalformed)
 	}

@@ -257,7 +257,7 @@ func decodeExec(b []byte, ev *events.Event) error {
 		x.ContainerID = id
 	}
 	if xf&xArgsFault == 0 {
-		ev.Argv = splitArgs(blob[exeLen+cwdLen+cgLen:])
+		ev.Argv = events.SplitArgs(blob[exeLen+cwdLen+cgLen:])
 	}
 	return nil
 }
@@ -282,25 +282,5 @@ func appendPath(sb *strings.Builder, names []byte, truncated bool) {
 		first = false
 		sb.Write(names[start:end])
 		end = start - 1
-	}
-}
-
-// splitArgs splits NUL-terminated arguments. The last one lacks its NUL
-// when the capture was cut.
-func splitArgs(b []byte) []string {
-	if len(b) == 0 {
-		return nil
-	}
-	s := string(b)
-	s = strings.TrimSuffix(s, "\x00")
-	n := strings.Count(s, "\x00") + 1
-	argv := make([]string, 0, n)
-	for {
-		i := strings.IndexByte(s, 0)
-		if i < 0 {
-			return append(argv, s)
-		}
-		argv = append(argv, s[:i])
-		s = s[i+1:]
 	}
 }

@@ -1,0 +1,24 @@
+package events
+
+import "strings"
+
+// SplitArgs splits NUL-terminated arguments (an argv area, as exec
+// received it) into one string and its substrings. The last one lacks its
+// NUL when the capture was cut; empty arguments are kept.
+func SplitArgs(b []byte) []string {
+	if len(b) == 0 {
+		return nil
+	}
+	s := string(b)
+	s = strings.TrimSuffix(s, "\x00")
+	n := strings.Count(s, "\x00") + 1
+	argv := make([]string, 0, n)
+	for {
+		i := strings.IndexByte(s, 0)
+		if i < 0 {
+			return append(argv, s)
+		}
+		argv = append(argv, s[:i])
+		s = s[i+1:]
+	}
+}
