@@ -299,6 +299,18 @@ record() {
 	echo "round=$round observer=$o storm=$k base=$base rate=$r reported=${re% *} exact=${re#* } lost=$lost cpu=$cpu bpf0=$b0 bpf1=$b1 basecpu=$bc scpu=$sc" >>"$results"
 }
 
+# await_ready PATTERN FILE NAME: wait up to 60 s until the observer
+# ($opids) writes PATTERN to FILE; die if it exits or never does.
+await_ready() {
+	local i
+	for i in $(seq 600); do
+		grep -q "$1" "$2" 2>/dev/null && return 0
+		kill -0 "$opids" 2>/dev/null || die "$3 exited: $(cat "$2")"
+		sleep 0.1
+	done
+	die "$3 not ready: $(cat "$2")"
+}
+
 # start_OBSERVER: start it, wait until it watches; sets opids (its
 # processes), oprog (pattern of its exec program's name) and out (its
 # output file).
@@ -307,13 +319,7 @@ start_events() {
 	"$supervisor" events --json --mechanism ebpf >"$out" 2>"$dir/$round.events.err" &
 	opids=$!
 	running+=("$opids")
-	local i
-	for i in $(seq 600); do
-		grep -q "mechanism ebpf" "$dir/$round.events.err" 2>/dev/null && break
-		kill -0 "$opids" 2>/dev/null || die "supervisor events exited: $(cat "$dir/$round.events.err")"
-		sleep 0.1
-	done
-	grep -q "mechanism ebpf" "$dir/$round.events.err" || die "supervisor events not ready: $(cat "$dir/$round.events.err")"
+	await_ready "mechanism ebpf" "$dir/$round.events.err" "supervisor events"
 	oprog='^handle_exec$'
 }
 stop_events() {
@@ -328,13 +334,7 @@ start_daemon() {
 		--mechanism ebpf --log-output "file:$out" --log-process-events >"$dir/$round.daemon.out" 2>"$dir/$round.daemon.err" &
 	opids=$!
 	running+=("$opids")
-	local i
-	for i in $(seq 600); do
-		grep -q "serving on" "$dir/$round.daemon.err" 2>/dev/null && break
-		kill -0 "$opids" 2>/dev/null || die "supervisor run exited: $(cat "$dir/$round.daemon.err")"
-		sleep 0.1
-	done
-	grep -q "serving on" "$dir/$round.daemon.err" || die "supervisor run not serving: $(cat "$dir/$round.daemon.err")"
+	await_ready "serving on" "$dir/$round.daemon.err" "supervisor run"
 	oprog='^handle_exec$'
 }
 stop_daemon() {
