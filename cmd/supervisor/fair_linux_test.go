@@ -76,22 +76,7 @@ func TestIntegrationDaemonIdleConnections(t *testing.T) {
 
 	const n = 70
 	hog := testenv.SelfAs(t, &syscall.Credential{Uid: nobody, Gid: nobody}, []string{holdConnsEnv + "=" + strconv.Itoa(n)}, sock)
-	stdin, err := hog.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := hog.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := hog.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer func() { stdin.Close(); hog.Wait() }()
-	out, err := io.ReadAll(stdout)
-	if err != nil {
-		t.Fatal(err)
-	}
+	out := testenv.Held(t, hog)
 	f := strings.Fields(string(out))
 	if len(f) != 8 || f[1] != "16" || f[7] != "0" || f[3] == "0" {
 		t.Errorf("%d connections of one user: %q, want 16 served, the rest 503 or closed, some 503, none hung", n, out)

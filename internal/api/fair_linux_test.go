@@ -155,22 +155,7 @@ func newFairEnv(t *testing.T, lim Limits) *fairEnv {
 func (e *fairEnv) run(t *testing.T, uid uint32, mode string, n int) []string {
 	t.Helper()
 	cmd := testenv.SelfAs(t, &syscall.Credential{Uid: uid, Gid: uid}, []string{helperEnv + "=" + mode}, mode, e.sock, strconv.Itoa(n))
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { stdin.Close(); cmd.Wait() })
-	b, err := io.ReadAll(stdout) // the helper closes its stdout once done
-	if err != nil {
-		t.Fatal(err)
-	}
+	b := testenv.Held(t, cmd) // the helper closes its stdout once done
 	return strings.Split(strings.TrimSpace(string(b)), "\n")
 }
 

@@ -2,6 +2,7 @@ package testenv
 
 import (
 	_ "embed"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -105,4 +106,28 @@ func SelfAs(t testing.TB, cred *syscall.Credential, env []string, args ...string
 	cmd.Dir = "/"
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
 	return cmd
+}
+
+// Held starts cmd with its stdin held open until the test ends (a helper
+// keeps what it opened until its stdin closes) and returns what it writes
+// to stdout before closing it.
+func Held(t testing.TB, cmd *exec.Cmd) []byte {
+	t.Helper()
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stdin.Close(); cmd.Wait() })
+	b, err := io.ReadAll(stdout)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
