@@ -17,8 +17,6 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/procsupervisor/supervisor/internal/api"
 	"github.com/procsupervisor/supervisor/internal/client"
 	"github.com/procsupervisor/supervisor/internal/store"
@@ -265,29 +263,6 @@ func TestIntegrationWait(t *testing.T) {
 	}
 }
 
-// openPty returns the two ends of a new pseudo-terminal.
-func openPty(t *testing.T) (master, tty *os.File) {
-	t.Helper()
-	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR, 0)
-	if err != nil {
-		testenv.Skip(t, "no pseudo-terminal: %v", err)
-	}
-	t.Cleanup(func() { m.Close() })
-	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
-		t.Fatal(err)
-	}
-	n, err := unix.IoctlGetInt(int(m.Fd()), unix.TIOCGPTN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return m, s
-}
-
 // TestIntegrationProgressOnTerminal: release and kill through the daemon
 // of a TERM-ignoring claim, with stderr on a terminal, say each step of
 // the teardown as the daemon takes it; on a pipe they say nothing.
@@ -301,7 +276,7 @@ func TestIntegrationProgressOnTerminal(t *testing.T) {
 		if how == "kill" {
 			args = []string{"kill", fmt.Sprint(c.Pid), c.Token.String()}
 		}
-		master, tty := openPty(t)
+		master, tty, _ := testenv.Pty(t)
 		cmd := exec.Command(binary(t), append(args, "--grace", "300ms")...)
 		cmd.Env = append(os.Environ(), "SUPERVISOR_SOCKET="+d.sock)
 		cmd.Stderr = tty

@@ -148,23 +148,7 @@ func TestIntegrationFillGone(t *testing.T) {
 
 func TestIntegrationFillTTY(t *testing.T) {
 	testenv.RequireRoot(t)
-	ptmx, err := os.OpenFile("/dev/ptmx", os.O_RDWR, 0)
-	if err != nil {
-		testenv.Skip(t, "no /dev/ptmx: %v", err)
-	}
-	defer ptmx.Close()
-	if err := unix.IoctlSetPointerInt(int(ptmx.Fd()), unix.TIOCSPTLCK, 0); err != nil {
-		t.Fatal(err)
-	}
-	n, err := unix.IoctlGetInt(int(ptmx.Fd()), unix.TIOCGPTN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pts, err := os.OpenFile("/dev/pts/"+strconv.Itoa(n), os.O_RDWR|unix.O_NOCTTY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer pts.Close()
+	_, pts, _ := testenv.Pty(t)
 	cmd := started(t, func(c *exec.Cmd) {
 		c.Stdin, c.Stdout, c.Stderr = pts, pts, pts
 		c.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}

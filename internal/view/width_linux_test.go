@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"os"
-	"strconv"
 	"testing"
 	"time"
 
@@ -13,33 +12,10 @@ import (
 	"github.com/procsupervisor/supervisor/internal/testenv"
 )
 
-// openPty returns both ends of a new pseudo-terminal.
-func openPty(t *testing.T) (master, slave *os.File) {
-	t.Helper()
-	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
-	if err != nil {
-		testenv.Skip(t, "no pseudo-terminal: %v", err)
-	}
-	t.Cleanup(func() { m.Close() })
-	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
-		t.Fatal(err)
-	}
-	n, err := unix.IoctlGetInt(int(m.Fd()), unix.TIOCGPTN)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := os.OpenFile("/dev/pts/"+strconv.Itoa(n), os.O_RDWR|unix.O_NOCTTY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return m, s
-}
-
 // TestWidth reads a terminal's width from the kernel, and says 0 for what
 // is not a terminal (a file, a pipe, a buffer).
 func TestWidth(t *testing.T) {
-	_, tty := openPty(t)
+	_, tty, _ := testenv.Pty(t)
 	for _, cols := range []uint16{37, 211} {
 		if err := unix.IoctlSetWinsize(int(tty.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 24, Col: cols}); err != nil {
 			t.Fatal(err)
@@ -69,7 +45,7 @@ func TestWidth(t *testing.T) {
 // TestWatchTerminal: on a terminal, each frame clears the screen and its
 // lines are cut to the terminal's width.
 func TestWatchTerminal(t *testing.T) {
-	master, tty := openPty(t)
+	master, tty, _ := testenv.Pty(t)
 	if err := unix.IoctlSetWinsize(int(tty.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 24, Col: 10}); err != nil {
 		t.Fatal(err)
 	}

@@ -268,37 +268,13 @@ func TestIntegrationContextCreds(t *testing.T) {
 	}
 }
 
-// openPty opens a pseudo-terminal pair and returns the slave's file and
-// number.
-func openPty(t testing.TB) (*os.File, uint32) {
-	t.Helper()
-	m, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
-	if err != nil {
-		testenv.Skip(t, "no /dev/ptmx: %v", err)
-	}
-	t.Cleanup(func() { m.Close() })
-	if err := unix.IoctlSetPointerInt(int(m.Fd()), unix.TIOCSPTLCK, 0); err != nil {
-		t.Fatalf("unlockpt: %v", err)
-	}
-	n, err := unix.IoctlGetUint32(int(m.Fd()), unix.TIOCGPTN)
-	if err != nil {
-		t.Fatalf("ptsname: %v", err)
-	}
-	s, err := os.OpenFile("/dev/pts/"+strconv.FormatUint(uint64(n), 10), os.O_RDWR|unix.O_NOCTTY, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close() })
-	return s, n
-}
-
 // TestIntegrationContextSessionTTY checks a session leader on a pty: its
 // session and group are its own pid and token, the tty is the pty's, and it
 // is interactive; a child of the test has the test's session and no tty
 // unless the test has one.
 func TestIntegrationContextSessionTTY(t *testing.T) {
 	c, boot := openContext(t)
-	pts, n := openPty(t)
+	_, pts, n := testenv.Pty(t)
 	cmd := exec.Command("/bin/sh", "-c", "read x")
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = pts, pts, pts
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}
@@ -329,7 +305,7 @@ func TestIntegrationContextSessionTTY(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer null.Close()
-	pts2, _ := openPty(t)
+	_, pts2, _ := testenv.Pty(t)
 	bg := exec.Command("/bin/true")
 	bg.Stdin, bg.Stdout, bg.Stderr = null, pts2, pts2
 	bg.ExtraFiles = []*os.File{pts2}
