@@ -262,6 +262,23 @@ func (g *Graph) Attribution(pid int32, tok token.Token) (root string, uid uint32
 	return root, uid, uidOK
 }
 
+// Comm returns the comm of the instance at pid that tok names with proof
+// (token.Same) and exactly (the very token the graph holds), as Find would
+// give it, without building the whole Node.
+func (g *Graph) Comm(pid int32, tok token.Token) ([16]byte, bool) {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	i, m, _ := g.resolve(pid, tok)
+	if i == 0 || m != token.Same {
+		return [16]byte{}, false
+	}
+	n := g.at(i)
+	if g.tokenOf(n) != tok {
+		return [16]byte{}, false
+	}
+	return n.comm, true
+}
+
 // resolve finds the generation at pid that tok names by token.Compare: Same
 // wins; otherwise the newest Unproven candidate (same precision and start),
 // with ambiguous set when there are several.

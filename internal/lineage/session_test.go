@@ -104,7 +104,8 @@ func BenchmarkMemorySession(b *testing.B) {
 }
 
 // TestAttribution checks that Attribution says in one lookup what RootOf
-// and Find say: the root, and the uid only for a proven instance.
+// and Find say (the root, and the uid only for a proven instance), and
+// Comm what Find says of an instance its token names exactly.
 func TestAttribution(t *testing.T) {
 	g, init1, shell, child := shellGraph()
 	bare := tk(14, 14)
@@ -138,6 +139,10 @@ func TestAttribution(t *testing.T) {
 		n, m, found := g.Find(tt.pid, tt.tok)
 		if r != root || ok != (root != "") || (found && m == token.Same && n.Session.Known) != uidOK {
 			t.Errorf("%s: Attribution disagrees with RootOf (%q, %v) and Find (%v, %v)", tt.name, r, ok, m, found)
+		}
+		c, cok := g.Comm(tt.pid, tt.tok)
+		if want := found && m == token.Same && n.Token == tt.tok; cok != want || cok && c != n.Comm {
+			t.Errorf("%s: Comm = %q, %v; Find gives %q, proven exactly %v", tt.name, c, cok, n.Comm, want)
 		}
 	}
 }
