@@ -14,7 +14,6 @@ import (
 
 	"github.com/procsupervisor/supervisor/internal/api"
 	"github.com/procsupervisor/supervisor/internal/events"
-	"github.com/procsupervisor/supervisor/internal/lineage"
 	"github.com/procsupervisor/supervisor/internal/logfeed"
 	"github.com/procsupervisor/supervisor/internal/token"
 )
@@ -175,39 +174,38 @@ func (d *Daemon) onEventStream(ev *events.Event) {
 
 // attribute says whose ev is (attributeIn, with the tracker's graph).
 func (d *Daemon) attribute(ev *events.Event) attribution {
-	var g rootFinder
+	var g attributor
 	if tr := d.tr.Load(); tr != nil {
 		g = tr.Graph()
 	}
 	return attributeIn(g, d.claims, ev)
 }
 
-// rootFinder is the lineage graph as attribution uses it.
-type rootFinder interface {
-	RootOf(pid int32, tok token.Token) (root string, observed, ok bool)
-	Find(pid int32, tok token.Token) (n lineage.Node, m token.Match, ok bool)
+// attributor is the lineage graph as attribution uses it.
+type attributor interface {
+	Attribution(pid int32, tok token.Token) (root string, uid uint32, uidOK bool)
 }
 
 // attributeIn says whose ev is: the uid it carries, else the uid the graph
 // kept from the instance's last context, else the owner of the claim g
-// says it belongs to through birth lineage (g may be nil).
-func attributeIn(g rootFinder, claims *claimIndex, ev *events.Event) attribution {
+// says it belongs to through birth lineage (g may be nil). One graph
+// lookup per event.
+func attributeIn(g attributor, claims *claimIndex, ev *events.Event) attribution {
 	var a attribution
 	a.uid, a.uidOK = eventUID(ev)
 	if g == nil || ev.Kind == events.Lost || ev.Token.IsZero() {
 		return a
 	}
-	if !a.uidOK {
+	root, uid, uidOK := g.Attribution(ev.Pid, ev.Token)
+	if !a.uidOK && uidOK {
 		// An exit (or an event of a mechanism without contexts): the
 		// uid the graph kept from the instance's last context.
-		if n, m, ok := g.Find(ev.Pid, ev.Token); ok && m == token.Same && n.Session.Known {
-			a.uid, a.uidOK = n.Session.UID, true
-		}
+		a.uid, a.uidOK = uid, true
 	}
-	if id, _, ok := g.RootOf(ev.Pid, ev.Token); ok {
-		a.claim = id
+	if root != "" {
+		a.claim = root
 		if !a.uidOK {
-			a.uid, a.uidOK = claims.uidOf(id)
+			a.uid, a.uidOK = claims.uidOf(root)
 		}
 	}
 	return a

@@ -228,3 +228,25 @@ func BenchmarkStreamEventPath(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkStreamAttribute is attribution alone (the graph lookups), for an
+// event that carries its uid and for one that does not (an exit).
+func BenchmarkStreamAttribute(b *testing.B) {
+	g, claims := testGraph(b)
+	for _, bc := range []struct {
+		name string
+		ev   events.Event
+	}{
+		{"ctx", events.Event{Kind: events.Exec, Pid: 101, PPid: 100, Token: tok(101), Ctx: events.Context{Valid: true, UID: 1000}}},
+		{"exit", events.Event{Kind: events.Exit, Pid: 101, PPid: 100, Token: tok(101)}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if a := attributeIn(g, claims, &bc.ev); a.claim != "g-1" {
+					b.Fatalf("attributed to %+v", a)
+				}
+			}
+		})
+	}
+}

@@ -241,6 +241,44 @@ func (g *Graph) RootOf(pid int32, tok token.Token) (root string, observed, ok bo
 	return g.roots[n.root], n.flags&fRootObserved != 0, true
 }
 
+// Attribution returns, in one lookup, what RootOf and Find say of whom
+// (pid, tok) is: the root it belongs to ("" when RootOf's ok would be
+// false), and the real uid of its last context when tok names it with
+// proof (token.Same) and the graph kept one.
+func (g *Graph) Attribution(pid int32, tok token.Token) (root string, uid uint32, uidOK bool) {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	i, m, amb := g.resolve(pid, tok)
+	if i == 0 {
+		return "", 0, false
+	}
+	n := g.at(i)
+	if m == token.Same && n.flags&fCtx != 0 {
+		uid, uidOK = n.uid, true
+	}
+	if !amb && n.root != 0 {
+		root = g.roots[n.root]
+	}
+	return root, uid, uidOK
+}
+
+// Comm returns the comm of the instance at pid that tok names with proof
+// (token.Same) and exactly (the very token the graph holds), as Find would
+// give it, without building the whole Node.
+func (g *Graph) Comm(pid int32, tok token.Token) ([16]byte, bool) {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	i, m, _ := g.resolve(pid, tok)
+	if i == 0 || m != token.Same {
+		return [16]byte{}, false
+	}
+	n := g.at(i)
+	if g.tokenOf(n) != tok {
+		return [16]byte{}, false
+	}
+	return n.comm, true
+}
+
 // resolve finds the generation at pid that tok names by token.Compare: Same
 // wins; otherwise the newest Unproven candidate (same precision and start),
 // with ambiguous set when there are several.

@@ -13,22 +13,28 @@ func ctxOf(sid, pgid int32, sl, gl token.Token, cgroup uint64) events.Context {
 	return events.Context{Valid: true, UID: 1000, SID: sid, PGID: pgid, SessionLeader: sl, GroupLeader: gl, CgroupID: cgroup}
 }
 
-// TestSession checks that a fork takes its event's context or, without
-// one, inherits its parent's, and that an exec replaces it.
-func TestSession(t *testing.T) {
-	g := newTestGraph(newClock(), Config{})
-	init1 := tk(1, 1)
+// shellGraph is a graph with init, a shell (pid 10) forked with a context
+// and its child (pid 11) forked without one.
+func shellGraph() (g *Graph, init1, shell, child token.Token) {
+	g = newTestGraph(newClock(), Config{})
+	init1 = tk(1, 1)
 	g.Seed([]events.Proc{proc(1, init1, 0, token.Token{})})
-
-	// A shell with a context of its own.
-	shell := tk(10, 10)
+	shell = tk(10, 10)
 	f := fork(10, shell, 1, init1, 100)
 	f.Ctx = ctxOf(10, 10, shell, shell, 77)
 	g.Apply(&f)
-	// Its child forked without a context (a netlink event): inherited.
-	child := tk(11, 11)
+	child = tk(11, 11)
 	f2 := fork(11, child, 10, shell, 200)
 	g.Apply(&f2)
+	return g, init1, shell, child
+}
+
+// TestSession checks that a fork takes its event's context or, without
+// one, inherits its parent's, and that an exec replaces it.
+func TestSession(t *testing.T) {
+	// A shell with a context of its own; its child forked without a
+	// context (a netlink event): inherited.
+	g, init1, shell, child := shellGraph()
 	// The child execs into a new group with a context: replaced.
 	x := execEv(11, child, "job")
 	x.Ctx = ctxOf(10, 11, shell, child, 78)
@@ -95,4 +101,48 @@ func BenchmarkMemorySession(b *testing.B) {
 		return g
 	})
 	b.ReportMetric(perProc, "bytes/process")
+}
+
+// TestAttribution checks that Attribution says in one lookup what RootOf
+// and Find say (the root, and the uid only for a proven instance), and
+// Comm what Find says of an instance its token names exactly.
+func TestAttribution(t *testing.T) {
+	g, init1, shell, child := shellGraph()
+	bare := tk(14, 14)
+	f3 := fork(14, bare, 1, init1, 300)
+	g.Apply(&f3)
+	if err := g.Admit(10, shell, "r"); err != nil {
+		t.Fatal(err)
+	}
+	noIno := token.Token{Boot: testBoot, Start: 11, Prec: token.Ticks} // Unproven against child
+
+	tests := []struct {
+		name     string
+		pid      int32
+		tok      token.Token
+		wantRoot string
+		wantUID  bool
+	}{
+		{"root", 10, shell, "r", true},
+		{"inherited context", 11, child, "r", true},
+		{"unproven token", 11, noIno, "r", false},
+		{"no context, no root", 14, bare, "", false},
+		{"another instance", 11, tk(99, 99), "", false},
+		{"unknown pid", 50, tk(50, 50), "", false},
+	}
+	for _, tt := range tests {
+		root, uid, uidOK := g.Attribution(tt.pid, tt.tok)
+		if root != tt.wantRoot || uidOK != tt.wantUID || uidOK && uid != 1000 {
+			t.Errorf("%s: Attribution = %q, %d, %v; want %q, uid known %v", tt.name, root, uid, uidOK, tt.wantRoot, tt.wantUID)
+		}
+		r, _, ok := g.RootOf(tt.pid, tt.tok)
+		n, m, found := g.Find(tt.pid, tt.tok)
+		if r != root || ok != (root != "") || (found && m == token.Same && n.Session.Known) != uidOK {
+			t.Errorf("%s: Attribution disagrees with RootOf (%q, %v) and Find (%v, %v)", tt.name, r, ok, m, found)
+		}
+		c, cok := g.Comm(tt.pid, tt.tok)
+		if want := found && m == token.Same && n.Token == tt.tok; cok != want || cok && c != n.Comm {
+			t.Errorf("%s: Comm = %q, %v; Find gives %q, proven exactly %v", tt.name, c, cok, n.Comm, want)
+		}
+	}
 }

@@ -39,6 +39,13 @@ func sampleParented() events.Event {
 	return ev
 }
 
+// sampleTTY is sampleParented run from a terminal (/dev/pts/5).
+func sampleTTY() events.Event {
+	ev := sampleParented()
+	ev.Ctx.TTY, ev.Ctx.TTYMajor, ev.Ctx.TTYMinor = true, 136, 5
+	return ev
+}
+
 // BenchmarkEventLine measures what the event path pays per process event:
 // encoding the line and queueing it (the drain goroutine writes it to
 // io.Discard).
@@ -46,7 +53,7 @@ func BenchmarkEventLine(b *testing.B) {
 	for _, bc := range []struct {
 		name string
 		ev   events.Event
-	}{{SchemaECS, sampleExec()}, {SchemaOCSF, sampleExec()}, {SchemaECS + "/parent", sampleParented()}, {SchemaOCSF + "/parent", sampleParented()}} {
+	}{{SchemaECS, sampleExec()}, {SchemaOCSF, sampleExec()}, {SchemaECS + "/parent", sampleParented()}, {SchemaOCSF + "/parent", sampleParented()}, {SchemaOCSF + "/tty", sampleTTY()}} {
 		schema, _, _ := strings.Cut(bc.name, "/")
 		b.Run(bc.name, func(b *testing.B) {
 			l, err := New(Config{Schema: schema, Writer: io.Discard, ProcessEvents: true, Hostname: "vm"})

@@ -236,7 +236,7 @@ func ocsfContext(p *zerolog.Event, xi *events.ExecInfo, x *events.Context, names
 			s.Bytes("uid_alt", x.SessionLeader.Append(b[:0]))
 		}
 		if x.TTY {
-			s.Str("terminal", ttyName(x.TTYMajor, x.TTYMinor))
+			s.Bytes("terminal", appendTTY(b[:0], x.TTYMajor, x.TTYMinor))
 		}
 		p.Dict("session", s)
 	}
@@ -265,19 +265,19 @@ func ocsfUnmapped(u *zerolog.Event, ev *events.Event) {
 	supervisorContext(u, ev)
 }
 
-// ttyName names a terminal device as ps(1) does for the usual majors,
-// "major:minor" otherwise.
-func ttyName(major, minor uint32) string {
+// appendTTY appends the name of a terminal device to b as ps(1) names the
+// usual majors, "major:minor" otherwise.
+func appendTTY(b []byte, major, minor uint32) []byte {
 	switch major {
 	case 136, 137, 138, 139, 140, 141, 142, 143:
-		return "pts/" + strconv.FormatUint(uint64((major-136)*256+minor), 10)
+		return strconv.AppendUint(append(b, "pts/"...), uint64((major-136)*256+minor), 10)
 	case 4:
 		if minor < 64 {
-			return "tty" + strconv.FormatUint(uint64(minor), 10)
+			return strconv.AppendUint(append(b, "tty"...), uint64(minor), 10)
 		}
-		return "ttyS" + strconv.FormatUint(uint64(minor-64), 10)
+		return strconv.AppendUint(append(b, "ttyS"...), uint64(minor-64), 10)
 	}
-	return strconv.FormatUint(uint64(major), 10) + ":" + strconv.FormatUint(uint64(minor), 10)
+	return strconv.AppendUint(append(strconv.AppendUint(b, uint64(major), 10), ':'), uint64(minor), 10)
 }
 
 // exeFile is the OCSF file object of an executable path.

@@ -180,3 +180,22 @@ func TestCommandLineCut(t *testing.T) {
 		t.Errorf("commandLine cut to %d bytes %q..., want %d", len(got), got[:2], MaxArgsBytes)
 	}
 }
+
+// TestAppendTTY checks the terminal names of the OCSF session.
+func TestAppendTTY(t *testing.T) {
+	for _, tt := range []struct {
+		major, minor uint32
+		want         string
+	}{
+		{136, 5, "pts/5"},
+		{137, 1, "pts/257"},
+		{4, 1, "tty1"},
+		{4, 64, "ttyS0"},
+		{4, 65, "ttyS1"},
+		{5, 1, "5:1"},
+	} {
+		if got := string(appendTTY(nil, tt.major, tt.minor)); got != tt.want {
+			t.Errorf("appendTTY(%d, %d) = %q, want %q", tt.major, tt.minor, got, tt.want)
+		}
+	}
+}

@@ -2,7 +2,6 @@ package tracker
 
 import (
 	"github.com/procsupervisor/supervisor/internal/events"
-	"github.com/procsupervisor/supervisor/internal/token"
 )
 
 // describe gives ev what the consumers of OnEvent see beyond the
@@ -25,10 +24,10 @@ func (t *Tracker) describe(ev *events.Event) {
 	if ev.Parent != nil || ev.Kind == events.Lost || ev.ParentToken.IsZero() {
 		return
 	}
-	n, m, ok := t.graph.Find(ev.PPid, ev.ParentToken)
-	if !ok || m != token.Same || n.Token != ev.ParentToken || n.Comm == ([16]byte{}) {
+	comm, ok := t.graph.Comm(ev.PPid, ev.ParentToken)
+	if !ok || comm == ([16]byte{}) {
 		return
 	}
-	t.named = events.Desc{Comm: n.Comm}
+	t.named = events.Desc{Comm: comm}
 	ev.Parent = &t.named
 }
