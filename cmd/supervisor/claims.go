@@ -89,7 +89,7 @@ func runToken(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	tok, err := local.ReadToken(ctx, pid)
 	if err != nil {
-		return localFail(err)
+		return apiFail(err)
 	}
 	fmt.Fprintln(env.stdout, tok)
 	return nil

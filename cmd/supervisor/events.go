@@ -82,7 +82,7 @@ func runEvents(ctx context.Context, env *cliEnv, args []string) error {
 	t, err := local.Start(ctx, *mech, p.Event)
 	if err != nil {
 		p.Abort()
-		return localFail(err)
+		return apiFail(err)
 	}
 	p.Start()
 	for _, why := range t.Tried() {
@@ -128,7 +128,7 @@ func runTree(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	t, err := local.Start(ctx, *mech, nil)
 	if err != nil {
-		return localFail(err)
+		return apiFail(err)
 	}
 	defer t.Close()
 	tree, ancestry, ok := t.Graph().TreeOf(pid)

@@ -77,7 +77,7 @@ func killCode(out actions.Outcome) int {
 }
 
 // apiFail maps an error of a request (the daemon's, the local path's) to
-// an exit code and a message (client.Exit); localFail is the same.
+// an exit code and a message (client.Exit).
 func apiFail(err error) error {
 	if err == nil {
 		return nil
@@ -88,8 +88,6 @@ func apiFail(err error) error {
 	code, msg := client.Exit(err)
 	return fail(code, "%s", msg)
 }
-
-var localFail = apiFail
 
 // runCode maps an error of daemon.Run to the exit code of `supervisor run`.
 func runCode(err error) int {

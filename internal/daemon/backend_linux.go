@@ -24,6 +24,12 @@ import (
 // refusal of a kill of the daemon or its ancestors.
 const ServiceUnit = "procsupervisor"
 
+// DefaultKillsPerUID is how many kills of members one uid but root may
+// have in progress at once. Each holds descriptors and a goroutine of the
+// daemon's for up to api.MaxGrace after its request has gone; 64 is
+// more than a person kills by hand at once.
+const DefaultKillsPerUID = 64
+
 func may(p api.Peer, c *store.Claim) bool { return p.Root() || c.UID == p.UID }
 
 // serves refuses every caller of another uid when the daemon is not root:
@@ -278,13 +284,23 @@ func (d *Daemon) Kill(ctx context.Context, p api.Peer, r *api.ClaimRequest) (out
 	if h == nil {
 		return actions.Outcome{Verdict: v}, nil
 	}
-	// A worker of the daemon's runs it: the grace outlives the client.
-	w, started := d.work.start("kill:"+strconv.Itoa(int(r.Pid))+"@"+r.Token.String(), func(wctx context.Context, say func(string)) (api.ReportItem, actions.Outcome, error) {
+	// A worker of the daemon's runs it: the grace outlives the client,
+	// so a uid but root has DefaultKillsPerUID of them at most (its claim
+	// quota bounds the teardowns of roots, not these).
+	var asker *uint32
+	if !p.Root() {
+		asker = &p.UID
+	}
+	w, started, err := d.work.startFor("kill:"+strconv.Itoa(int(r.Pid))+"@"+r.Token.String(), asker, func(wctx context.Context, say func(string)) (api.ReportItem, actions.Outcome, error) {
 		defer h.Close()
 		out := d.newTeardown(grace(r.Grace), p.UID, "", held.ID, say).RunBound(wctx, v, h, nil)
 		d.log.TeardownFor(held.ID, out)
 		return api.ReportItem{}, out, nil
 	})
+	if err != nil {
+		h.Close()
+		return actions.Outcome{Verdict: v}, err
+	}
 	if !started {
 		h.Close() // a kill of this member is already running: wait for it
 	}

@@ -41,8 +41,9 @@ const (
 	// streamBuffer is what a subscriber may have unread, in bytes (about
 	// 300 records), in each of its two buffers.
 	streamBuffer = 64 << 10
-	// maxStreams caps the subscribers of all uids together (each uid is
-	// also capped by the API's long-lived request limit).
+	// maxStreams caps root's subscribers, and those of all other uids
+	// together (each uid is also capped by the API's long-lived request
+	// limit).
 	maxStreams = 64
 )
 
@@ -110,8 +111,19 @@ func (h *hub) subscribe(uid uint32, all bool) (*subscriber, error) {
 	if p := h.subs.Load(); p != nil {
 		subs = *p
 	}
-	if len(subs) >= maxStreams {
-		return nil, fmt.Errorf("%d event streams open (cap %d): %w", len(subs), maxStreams, api.ErrUnavailable)
+	// Root's streams and the other uids' have a cap each: users
+	// together never lock root out.
+	n, whose := 0, "other users'"
+	if all {
+		whose = "root's"
+	}
+	for _, x := range subs {
+		if x.all == all {
+			n++
+		}
+	}
+	if n >= maxStreams {
+		return nil, fmt.Errorf("%d of %s event streams open (cap %d): %w", n, whose, maxStreams, api.ErrUnavailable)
 	}
 	s := &subscriber{h: h, uid: uid, all: all, wake: make(chan struct{}, 1),
 		buf: make([]byte, 0, streamBuffer), spare: make([]byte, 0, streamBuffer)}

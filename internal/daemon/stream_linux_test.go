@@ -184,6 +184,25 @@ func TestStreamEnd(t *testing.T) {
 	}
 }
 
+// TestStreamsOfUsersLeaveRoot: the streams of other uids, together at
+// their cap, leave root its own, as the API's gate leaves root its own
+// connections. Before, 16 uids at 4 streams each locked root out of the
+// event stream.
+func TestStreamsOfUsersLeaveRoot(t *testing.T) {
+	var h hub
+	for i := range maxStreams {
+		if _, err := h.subscribe(uint32(1000+i/4), false); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := h.subscribe(5000, false); !errors.Is(err, api.ErrUnavailable) {
+		t.Errorf("user's subscriber %d = %v, want ErrUnavailable", maxStreams+1, err)
+	}
+	if _, err := h.subscribe(0, true); err != nil {
+		t.Errorf("root's subscriber with users' streams at their cap: %v", err)
+	}
+}
+
 // BenchmarkStreamEventPath is the stream's cost on the event path (what
 // onEventStream adds to onEvent) with 0, 1 and 8 subscribers reading as
 // fast as they can, and with 8 that never read (every event lost).

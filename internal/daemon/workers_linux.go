@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"fmt"
 	"sync"
 
 	"github.com/procsupervisor/supervisor/internal/actions"
@@ -73,11 +74,20 @@ type workers struct {
 
 	mu      sync.Mutex
 	running map[string]*worker
+	perUID  map[uint32]int // the capped ones in progress, by the uid that asked
+	capUID  int            // DefaultKillsPerUID
 }
 
 func newWorkers() *workers {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &workers{ctx: ctx, cancel: cancel, running: map[string]*worker{}}
+	return &workers{ctx: ctx, cancel: cancel, running: map[string]*worker{}, perUID: map[uint32]int{}, capUID: DefaultKillsPerUID}
+}
+
+// count returns how many teardowns are in progress.
+func (ws *workers) count() int {
+	ws.mu.Lock()
+	defer ws.mu.Unlock()
+	return len(ws.running)
 }
 
 // get returns the teardown in progress for id, or nil.
@@ -90,11 +100,30 @@ func (ws *workers) get(id string) *worker {
 // start runs fn for id in a worker of its own and returns it; when a
 // worker for id is already running, it returns that one and fn does not
 // run (started is false). fn tells its steps to say.
-func (ws *workers) start(id string, fn func(ctx context.Context, say func(string)) (api.ReportItem, actions.Outcome, error)) (w *worker, started bool) {
+func (ws *workers) start(id string, fn teardownFunc) (w *worker, started bool) {
+	w, started, _ = ws.startFor(id, nil, fn)
+	return w, started
+}
+
+type teardownFunc func(ctx context.Context, say func(string)) (api.ReportItem, actions.Outcome, error)
+
+// startFor is start for a teardown that uid asked for, when uid is not
+// nil: a worker outlives its request and holds descriptors for its grace,
+// so uid may have at most capUID of them in progress at once; past that
+// it starts nothing and fails with api.ErrQuota. Joining the teardown in
+// progress for id costs nothing and is never refused.
+func (ws *workers) startFor(id string, uid *uint32, fn teardownFunc) (w *worker, started bool, err error) {
 	ws.mu.Lock()
 	if cur, ok := ws.running[id]; ok {
 		ws.mu.Unlock()
-		return cur, false
+		return cur, false, nil
+	}
+	if uid != nil {
+		if n := ws.perUID[*uid]; n >= ws.capUID {
+			ws.mu.Unlock()
+			return nil, false, fmt.Errorf("uid %d has %d kills in progress (cap %d): %w", *uid, n, ws.capUID, api.ErrQuota)
+		}
+		ws.perUID[*uid]++
 	}
 	w = &worker{done: make(chan struct{})}
 	ws.running[id] = w
@@ -105,10 +134,15 @@ func (ws *workers) start(id string, fn func(ctx context.Context, say func(string
 		w.it, w.out, w.err = fn(ws.ctx, w.say)
 		ws.mu.Lock()
 		delete(ws.running, id)
+		if uid != nil {
+			if ws.perUID[*uid]--; ws.perUID[*uid] == 0 {
+				delete(ws.perUID, *uid)
+			}
+		}
 		ws.mu.Unlock()
 		close(w.done)
 	}()
-	return w, true
+	return w, true, nil
 }
 
 // wait waits for w, or for ctx (the caller left; w goes on). A request
