@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"regexp"
 	"strconv"
 	"strings"
@@ -146,7 +147,7 @@ func TestIntegrationListWatch(t *testing.T) {
 func TestIntegrationTreeViews(t *testing.T) {
 	testenv.RequireRoot(t)
 	state, sock := newDirs(t)
-	d := startDaemon(t, state, sock)
+	d := startDaemon(t, state, sock, "--socket-group", fmt.Sprint(nobody))
 	c := d.launch(t, "--", "sh", "-c", "sleep 600 & wait")
 	pid := strconv.Itoa(int(c.Pid))
 	var out string
@@ -156,6 +157,10 @@ func TestIntegrationTreeViews(t *testing.T) {
 	}, "tree %s does not show the claimed sleep with its claim and command line:\n%s", pid, out)
 	if !strings.Contains(out, pid+" sh ["+c.ID+"]  sh -c sleep 600 & wait\n") || strings.Contains(out, "v1:") {
 		t.Errorf("tree %s:\n%s\nwant the root with its claim id and command line, and no token", pid, out)
+	}
+	// Another user sees the processes, not root's claim.
+	if code, theirs, errs := d.run(t, asNobody, "tree", pid); code != 0 || !strings.Contains(theirs, "sleep 600") || strings.Contains(theirs, c.ID) {
+		t.Errorf("tree %s as nobody = %d %s\n%s\nwant the processes without root's claim id", pid, code, errs, theirs)
 	}
 	code, out, _ := d.run(t, nil, "tree", "--tokens", pid)
 	if code != 0 || !strings.Contains(out, c.Token.String()) {

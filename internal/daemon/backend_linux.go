@@ -351,5 +351,15 @@ func (d *Daemon) Tree(ctx context.Context, p api.Peer, pid int32, tok token.Toke
 	if err != nil {
 		return nil, fmt.Errorf("%v: %w", err, api.ErrConflict)
 	}
-	return append([]api.TreeNode{g.TreeNode(w.Node)}, g.TreeNodes(nodes)...), nil
+	out := append([]api.TreeNode{g.TreeNode(w.Node)}, g.TreeNodes(nodes)...)
+	if !p.Root() {
+		// Another user's claim is not named to this one (Get answers
+		// it does not exist).
+		for i := range out {
+			if uid, ok := d.claims.uidOf(out[i].Root); out[i].Root != "" && (!ok || uid != p.UID) {
+				out[i].Root = ""
+			}
+		}
+	}
+	return out, nil
 }
