@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/procsupervisor/supervisor/internal/api"
+	"github.com/procsupervisor/supervisor/internal/daemon"
 	"github.com/procsupervisor/supervisor/internal/store"
 	"github.com/procsupervisor/supervisor/internal/token"
 	"github.com/procsupervisor/supervisor/internal/verdict"
@@ -29,16 +30,9 @@ const (
 	maxPoll   = time.Second
 )
 
-// Final reports whether a claim in state s has ended for good: released,
-// exited, retired or dropped. Every other state (running, releasing,
-// survivors, unverifiable) can still change.
-func Final(s store.State) bool {
-	switch s {
-	case store.Released, store.Exited, store.Retired, store.Dropped:
-		return true
-	}
-	return false
-}
+// Final reports whether a claim in state s has ended for good: any state
+// the daemon's table does not count as open (daemon.Open).
+func Final(s store.State) bool { return !daemon.Open(s) }
 
 // Wait returns claim id once it has ended (Final), asking the daemon one
 // question at a time, at most every second: the daemon holds nothing for a
