@@ -48,7 +48,7 @@ does not hold the claim, or --mechanism is given, and says so on stderr. A
 refusal of the daemon is never followed by a local teardown. Exit codes:
 0 everything targeted is dead, 1 the verdict forbade acting, 2 survivors
 remain, 64 bad arguments, 65 malformed token, 69 no daemon and no local
-mechanism, 77 refused (another user's claim, the daemon or its ancestors,
+mechanism, 75 busy, 77 refused (another user's claim, the daemon or its ancestors,
 the socket), 130 interrupted, 70 other errors.`)
 }
 

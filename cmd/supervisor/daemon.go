@@ -20,7 +20,7 @@ import (
 
 // clientExits documents the exit codes of the commands that only ask the
 // daemon (apiFail).
-const clientExits = "Exit codes: 0 done, 64 bad arguments, 69 no daemon, 77 refused, 70 other errors."
+const clientExits = "Exit codes: 0 done, 64 bad arguments, 69 no daemon, 75 busy, 77 refused, 70 other errors."
 
 func init() {
 	register("run", "run the supervisor daemon in the foreground", runDaemon,
@@ -41,14 +41,14 @@ one JSON object). Flags end at PROGRAM (or at "--"): what follows is the
 program's own. --bind-to-caller
 binds the grant to the process that ran this command: when it exits, the
 grant is torn down. Exit codes: 0 launched, 64 bad arguments, 69 no daemon,
-77 refused, 70 other errors.`)
+75 busy (a rate or cap: retry later), 77 refused, 70 other errors.`)
 	commands["launch"].argv = true
 	register("admit", "register an existing process (PID TOKEN) as a grant", runAdmit,
 		`admit PID TOKEN [--owner O] [--socket PATH]
 
 Only a process that verifies now (OWNED) and that the caller may act on is
 admitted. Prints the claim as JSON. Exit codes: 0 admitted, 3 not OWNED or
-already claimed, 64 bad arguments, 65 malformed token, 69 no daemon,
+already claimed, 64 bad arguments, 65 malformed token, 69 no daemon, 75 busy,
 77 refused, 70 other errors.`)
 	register("release", "tear down a claim's whole tree and record the outcome", runRelease,
 		`release ID [--grace D] [--json] [--socket PATH]
@@ -56,7 +56,7 @@ already claimed, 64 bad arguments, 65 malformed token, 69 no daemon,
 The teardown runs in the daemon to its end: interrupted (Ctrl-C), this
 command says so and how to follow it (supervisor wait ID), and exits 130.
 Exit codes: 0 released (nothing left alive), 2 survivors or live members
-reported, 3 unverifiable, 66 no such claim, 69 no daemon, 77 refused (the
+reported, 3 unverifiable, 66 no such claim, 69 no daemon, 75 busy, 77 refused (the
 daemon or one of its ancestors is never released), 130 interrupted.`)
 	register("list", "list live claims with their state, age and result", runList,
 		"list [-a] [--state S] [--owner O] [--watch] [--json] [--socket PATH]\n\nLists the claims still held (running, releasing, survivors, unverifiable;\n-a: every claim, finished ones too). "+clientExits)

@@ -29,7 +29,7 @@ the end). Filters combine; --tree follows PID's children as they fork.
 parent_token, comm, exit_code, signal, exe, argv, count (lost), inferred;
 from the daemon also time, uid, claim, and claim events. Exit codes: 0
 stopped by a signal, 64 bad arguments, 69 the mechanism cannot run here or
-the daemon stopped, 77 refused, 70 other errors.`)
+the daemon stopped, 75 busy (stream cap), 77 refused, 70 other errors.`)
 	register("tree", "print the process lineage as the graph knows it", runTree,
 		`tree [PID] [--tokens] [--mechanism M] [--socket PATH] [--json]
 

@@ -65,7 +65,8 @@ func TestKillRefusalIsTheAnswer(t *testing.T) {
 		{"protected", fmt.Errorf("the daemon: %w", api.ErrProtected), false, ExitNoPerm},
 		{"forbidden", api.ErrForbidden, false, ExitNoPerm},
 		{"conflict", api.ErrConflict, false, ExitUnverifiable},
-		{"unavailable", api.ErrUnavailable, false, ExitSoftware},
+		{"unavailable", api.ErrUnavailable, false, ExitTempFail},
+		{"over quota", api.ErrQuota, false, ExitTempFail},
 		{"not held", fmt.Errorf("%d: %w", pid, api.ErrNotHeld), true, ExitNoInput},
 	}
 	for _, tt := range tests {
@@ -105,6 +106,8 @@ func TestExit(t *testing.T) {
 		{&api.Error{Status: 409, Code: api.CodeConflict, Message: "m"}, ExitUnverifiable},
 		{&api.Error{Status: 400, Code: api.CodeBadRequest, Message: "m"}, ExitUsage},
 		{&api.Error{Status: 500, Code: api.CodeInternal, Message: "m"}, ExitSoftware},
+		{&api.Error{Status: 429, Code: api.CodeQuota, Message: "m"}, ExitTempFail},
+		{&api.Error{Status: 503, Code: api.CodeUnavailable, Message: "m"}, ExitTempFail},
 		{errors.New("other"), ExitSoftware},
 	}
 	for _, tt := range tests {

@@ -20,7 +20,7 @@ const (
 	ExitNoInput      = 66  // no such process or claim (EX_NOINPUT)
 	ExitUnavailable  = 69  // no daemon answers, or a mechanism cannot run (EX_UNAVAILABLE)
 	ExitSoftware     = 70  // internal or system error (EX_SOFTWARE)
-	ExitTempFail     = 75  // a wait ran out of time (EX_TEMPFAIL)
+	ExitTempFail     = 75  // a wait ran out of time, or the daemon is busy: retry (EX_TEMPFAIL)
 	ExitNoPerm       = 77  // refused: the daemon or its socket (EX_NOPERM)
 	ExitInterrupted  = 130 // the client was interrupted; the daemon goes on
 )
@@ -46,10 +46,19 @@ func Exit(err error) (int, string) {
 		return ExitUsage, err.Error()
 	case errors.Is(err, local.ErrUnavailable):
 		return ExitUnavailable, err.Error()
-	case !errors.As(err, &ae) || ae.Status < 400 || ae.Status >= 500:
+	case !errors.As(err, &ae):
 		return ExitSoftware, err.Error()
 	}
 	msg := view.Sanitize(ae.Message)
+	switch ae.Status {
+	case http.StatusTooManyRequests, http.StatusServiceUnavailable:
+		// A rate limit, a cap or a daemon stopping: nothing was done,
+		// and the same request may succeed later.
+		return ExitTempFail, "the daemon is busy: " + msg
+	}
+	if ae.Status < 400 || ae.Status >= 500 {
+		return ExitSoftware, err.Error()
+	}
 	switch ae.Status {
 	case http.StatusForbidden:
 		return ExitNoPerm, "the daemon refused: " + msg
