@@ -118,7 +118,7 @@ func runVerify(ctx context.Context, env *cliEnv, args []string) error {
 		view.Verdict(env.stdout, v)
 	}
 	if err == nil && v.Result != verdict.Owned {
-		err = silentExit(verdictCode(v.Result))
+		err = silentExit(client.VerdictExit(v.Result))
 	}
 	return err
 }
@@ -158,7 +158,7 @@ func runKill(ctx context.Context, env *cliEnv, args []string) error {
 		view.Outcome(env.stdout, out)
 	}
 	if err == nil {
-		err = silentExit(killCode(out))
+		err = silentExit(client.KillExit(out))
 	}
 	return err
 }

@@ -208,7 +208,7 @@ func runRelease(ctx context.Context, env *cliEnv, args []string) error {
 	out := res.Outcome
 	err = show(env, *asJSON, res, func(w io.Writer) { view.Release(w, res) })
 	if err == nil && out != nil && (len(out.Survivors) > 0 || len(out.Unproven) > 0) {
-		err = silentExit(exitKillSurvivors)
+		err = silentExit(client.ExitKillSurvivors)
 	}
 	return err
 }

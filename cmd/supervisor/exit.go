@@ -4,28 +4,16 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/procsupervisor/supervisor/internal/actions"
 	"github.com/procsupervisor/supervisor/internal/api"
 	"github.com/procsupervisor/supervisor/internal/client"
 	"github.com/procsupervisor/supervisor/internal/daemon"
 	"github.com/procsupervisor/supervisor/internal/tracker"
-	"github.com/procsupervisor/supervisor/internal/verdict"
 )
 
-// Exit codes. A verdict is its own code (0-3); kill has its own three; the
-// rest follow sysexits.h. README.md documents each command's codes.
+// Exit codes of this command line (internal/client has them all; a verdict
+// is its own code 0-3, kill has its own three, the rest follow sysexits.h).
 const (
-	exitOK = 0 // the command did what it was asked
-
-	exitOwned        = 0 // verify: the claim is the process at PID
-	exitForeign      = 1 // verify: another process holds PID
-	exitGone         = 2 // verify: the claimed process has exited
-	exitUnverifiable = 3 // verify: the claim cannot be proven either way
-
-	exitKillDead      = 0 // kill: everything targeted is dead
-	exitKillForbidden = 1 // kill: the verdict forbade acting
-	exitKillSurvivors = 2 // kill, release: survivors or unproven members remain
-
+	exitOK          = 0                      // the command did what it was asked
 	exitUsage       = client.ExitUsage       // bad arguments
 	exitData        = client.ExitData        // malformed input, a token
 	exitNoProcess   = client.ExitNoInput     // no such process or claim
@@ -53,28 +41,6 @@ func fail(code int, format string, args ...any) error {
 type silentExit int
 
 func (s silentExit) Error() string { return fmt.Sprintf("exit %d", int(s)) }
-
-func verdictCode(r verdict.Result) int {
-	switch r {
-	case verdict.Owned:
-		return exitOwned
-	case verdict.Foreign:
-		return exitForeign
-	case verdict.Gone:
-		return exitGone
-	}
-	return exitUnverifiable
-}
-
-func killCode(out actions.Outcome) int {
-	switch {
-	case out.Dead:
-		return exitKillDead
-	case !out.Acted && len(out.Unproven) == 0:
-		return exitKillForbidden
-	}
-	return exitKillSurvivors
-}
 
 // apiFail maps an error of a request (the daemon's, the local path's) to
 // an exit code and a message (client.Exit).

@@ -47,8 +47,8 @@ func TestIntegrationRefusalIsTheAnswer(t *testing.T) {
 	}
 	t.Cleanup(func() { own.Process.Kill(); own.Wait() })
 	code, _, errs = d.run(t, asNobody, "kill", fmt.Sprint(own.Process.Pid), tokenOf(t, own.Process.Pid), "--grace", "0s")
-	if code != exitKillDead || !strings.Contains(errs, "the daemon does not hold") || !strings.Contains(errs, "here") {
-		t.Errorf("nobody's kill of its own unheld process: exit %d, stderr %q; want %d and a note that it ran here", code, errs, exitKillDead)
+	if code != client.ExitKillDead || !strings.Contains(errs, "the daemon does not hold") || !strings.Contains(errs, "here") {
+		t.Errorf("nobody's kill of its own unheld process: exit %d, stderr %q; want %d and a note that it ran here", code, errs, client.ExitKillDead)
 	}
 }
 

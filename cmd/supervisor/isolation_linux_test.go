@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/procsupervisor/supervisor/internal/api"
+	"github.com/procsupervisor/supervisor/internal/client"
 	"github.com/procsupervisor/supervisor/internal/daemon"
 	"github.com/procsupervisor/supervisor/internal/procfs"
 	"github.com/procsupervisor/supervisor/internal/testenv"
@@ -342,8 +343,8 @@ func TestIntegrationRefusalsAreSaid(t *testing.T) {
 	if code, out := run(sock); code != exitNoPerm || !strings.Contains(out, "socket-group") {
 		t.Errorf("nobody's kill through a socket it may not use: exit %d %q, want %d naming --socket-group", code, out, exitNoPerm)
 	}
-	if code, out := run(filepath.Join(t.TempDir(), "none.sock")); code != exitForeign || !strings.Contains(out, "not permitted") {
-		t.Errorf("nobody's local kill of root's process: exit %d %q, want %d saying it is not permitted", code, out, exitForeign)
+	if code, out := run(filepath.Join(t.TempDir(), "none.sock")); code != client.ExitForeign || !strings.Contains(out, "not permitted") {
+		t.Errorf("nobody's local kill of root's process: exit %d %q, want %d saying it is not permitted", code, out, client.ExitForeign)
 	}
 	if !owned(int32(victim.Process.Pid), tok) {
 		t.Error("root's process was signalled for nobody")

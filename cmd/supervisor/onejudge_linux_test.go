@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/procsupervisor/supervisor/internal/client"
 	"github.com/procsupervisor/supervisor/internal/procfs"
 	"github.com/procsupervisor/supervisor/internal/testenv"
 	"github.com/procsupervisor/supervisor/internal/token"
@@ -102,8 +103,8 @@ func TestIntegrationOneJudge(t *testing.T) {
 		}
 	}
 	// The case that disagreed: FOREIGN both ways.
-	if code, out, _ := d.run(t, nil, "verify", strconv.Itoa(lpid), claims[4].tok); code != exitForeign {
-		t.Errorf("verify of a seconds claim 100 s off through the daemon = %d %q, want %d FOREIGN", code, out, exitForeign)
+	if code, out, _ := d.run(t, nil, "verify", strconv.Itoa(lpid), claims[4].tok); code != client.ExitForeign {
+		t.Errorf("verify of a seconds claim 100 s off through the daemon = %d %q, want %d FOREIGN", code, out, client.ExitForeign)
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	"testing"
 
 	"github.com/procsupervisor/supervisor/internal/api"
+	"github.com/procsupervisor/supervisor/internal/client"
 	"github.com/procsupervisor/supervisor/internal/cmddoc"
 	"github.com/procsupervisor/supervisor/internal/store"
 	"github.com/procsupervisor/supervisor/internal/testenv"
@@ -220,8 +221,8 @@ func TestVerifyReason(t *testing.T) {
 	}
 	tk.Start++
 	code, out, _ := cli(t, "verify", pid, tk.String(), "--socket", "/nonexistent")
-	if want := "FOREIGN: start time differs: the pid was reissued (by local:"; code != exitForeign || !strings.HasPrefix(out, want) || strings.Count(out, "\n") != 1 {
-		t.Errorf("verify of another instance = %d %q, want %d and a line starting %q", code, out, exitForeign, want)
+	if want := "FOREIGN: start time differs: the pid was reissued (by local:"; code != client.ExitForeign || !strings.HasPrefix(out, want) || strings.Count(out, "\n") != 1 {
+		t.Errorf("verify of another instance = %d %q, want %d and a line starting %q", code, out, client.ExitForeign, want)
 	}
 	code, out, _ = cli(t, "verify", pid, tok, "--socket", "/nonexistent", "--json")
 	if code != 0 || !strings.HasPrefix(out, `{"pid":`) || !strings.Contains(out, `"verdict":"OWNED"`) {

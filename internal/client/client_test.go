@@ -185,3 +185,32 @@ func TestWait(t *testing.T) {
 		t.Errorf("Wait() cancelled = %v, want ErrInterrupted", err)
 	}
 }
+
+func TestVerdictAndKillExit(t *testing.T) {
+	verdicts := []struct {
+		r    verdict.Result
+		code int
+	}{
+		{verdict.Owned, 0}, {verdict.Foreign, 1}, {verdict.Gone, 2}, {verdict.Unverifiable, 3},
+	}
+	for _, tt := range verdicts {
+		if got := VerdictExit(tt.r); got != tt.code {
+			t.Errorf("VerdictExit(%v) = %d, want %d", tt.r, got, tt.code)
+		}
+	}
+	kills := []struct {
+		name string
+		out  actions.Outcome
+		code int
+	}{
+		{"all dead", actions.Outcome{Acted: true, Dead: true}, 0},
+		{"forbidden", actions.Outcome{}, 1},
+		{"survivors", actions.Outcome{Acted: true}, 2},
+		{"unproven members", actions.Outcome{Unproven: []actions.Member{{}}}, 2},
+	}
+	for _, tt := range kills {
+		if got := KillExit(tt.out); got != tt.code {
+			t.Errorf("KillExit(%s) = %d, want %d", tt.name, got, tt.code)
+		}
+	}
+}
