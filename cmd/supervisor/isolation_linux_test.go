@@ -285,8 +285,8 @@ func TestIntegrationQuotas(t *testing.T) {
 			t.Fatalf("nobody's launch %d within quota: exit %d: %s", i, code, errs)
 		}
 	}
-	if code, _, errs := d.run(t, asNobody, "launch", "--json", "--", "sleep", "100"); code == 0 || !strings.Contains(errs, "quota") {
-		t.Errorf("nobody's 4th live claim: exit %d %q, want refused over quota", code, errs)
+	if code, _, errs := d.run(t, asNobody, "launch", "--json", "--", "sleep", "100"); code != 75 || !strings.Contains(errs, "quota") {
+		t.Errorf("nobody's 4th live claim: exit %d %q, want 75, refused over quota", code, errs)
 	}
 	for i := range 20 {
 		d.run(t, asNobody, "launch", "--json", "--", "/nonexistent/tool-"+fmt.Sprint(i))
@@ -310,8 +310,8 @@ func TestIntegrationQuotas(t *testing.T) {
 		}
 	}
 	big := strings.Repeat("x", 2000)
-	if code, _, errs := d.run(t, asNobody, "launch", "--json", "--", "true", big, big, big); code == 0 || !strings.Contains(errs, "quota") {
-		t.Errorf("nobody's claim past its byte quota: exit %d %q, want refused", code, errs)
+	if code, _, errs := d.run(t, asNobody, "launch", "--json", "--", "true", big, big, big); code != 75 || !strings.Contains(errs, "quota") {
+		t.Errorf("nobody's claim past its byte quota: exit %d %q, want 75, refused", code, errs)
 	}
 	if _, err := d.client.Launch(context.Background(), &api.LaunchRequest{Argv: []string{"sleep", "100"}, Cwd: "/"}); err != nil {
 		t.Errorf("root's launch while nobody is at its quotas: %v", err)

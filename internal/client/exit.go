@@ -92,9 +92,10 @@ func Exit(err error) (int, string) {
 	msg := view.Sanitize(ae.Message)
 	switch ae.Status {
 	case http.StatusTooManyRequests, http.StatusServiceUnavailable:
-		// A rate limit, a cap or a daemon stopping: nothing was done,
-		// and the same request may succeed later.
-		return ExitTempFail, "the daemon is busy: " + msg
+		// A rate limit, a quota or cap, a daemon stopping: nothing was
+		// done, and the same request may succeed later (the message
+		// says what to wait for).
+		return ExitTempFail, msg
 	}
 	if ae.Status < 400 || ae.Status >= 500 {
 		return ExitSoftware, err.Error()
