@@ -482,7 +482,28 @@ func (d *Daemon) loadIndex() error {
 		return fmt.Errorf("%w: %w", ErrStore, err)
 	}
 	for i := range cs {
+		d.redactStored(&cs[i])
 		d.claims.set(&cs[i])
 	}
 	return nil
+}
+
+// redactStored rewrites a claim read at startup whose argv the patterns
+// would change (a state directory written before them): the store then
+// holds only the redacted argv. A failed write is logged, not fatal:
+// every view redacts again (view).
+func (d *Daemon) redactStored(c *store.Claim) {
+	x := *c
+	if !redactClaim(d.redact, &x) {
+		return
+	}
+	err := d.st.Update(c.ID, func(s *store.Claim) error {
+		redactClaim(d.redact, s)
+		return nil
+	})
+	if err != nil {
+		d.storeFailed("redact a stored claim's argv", err)
+		return
+	}
+	c.Argv, c.ArgsRedacted = x.Argv, x.ArgsRedacted
 }

@@ -139,10 +139,15 @@ type Claim struct {
 	// Owner is a free-text label given by the caller.
 	Owner string `json:"owner,omitempty"`
 	// UID and GID of the API client that created the claim.
-	UID  uint32   `json:"uid"`
-	GID  uint32   `json:"gid"`
-	Argv []string `json:"argv,omitempty"`
-	Cwd  string   `json:"cwd,omitempty"`
+	UID uint32 `json:"uid"`
+	GID uint32 `json:"gid"`
+	// Argv is the command as the daemon may show it: the caller (the
+	// daemon) redacts it before a Put (internal/redact), and ArgsRedacted
+	// says that a pattern rewrote it. Records older than ArgsRedacted
+	// read as not redacted.
+	Argv         []string `json:"argv,omitempty"`
+	ArgsRedacted bool     `json:"args_redacted,omitempty"`
+	Cwd          string   `json:"cwd,omitempty"`
 	// Pid and Token name the root instance; Pid 0 means not started.
 	Pid   int32       `json:"pid"`
 	Token token.Token `json:"token,omitzero"`

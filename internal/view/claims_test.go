@@ -163,6 +163,20 @@ func TestShow(t *testing.T) {
 			t.Errorf("Show lacks %q:\n%s", want, out)
 		}
 	}
+	for _, c := range []struct {
+		argv     []string
+		redacted bool
+		want     string
+	}{
+		{[]string{"db", "--password=[REDACTED]"}, true, "command: db --password=[REDACTED]  (arguments redacted)\n"},
+		{[]string{"db", "--password=[REDACTED]"}, false, "command: db --password=[REDACTED]\n"},
+	} {
+		b.Reset()
+		Show(&b, api.Claim{ID: "g-r", Kind: store.Grant, Argv: c.argv, ArgsRedacted: c.redacted}, t0)
+		if out := fields(b.String()); !strings.Contains(out, c.want) {
+			t.Errorf("Show(argv %q, redacted %v) lacks %q:\n%s", c.argv, c.redacted, c.want, out)
+		}
+	}
 	b.Reset()
 	Show(&b, api.Claim{ID: "g-b", Kind: store.Grant, State: store.Running}, t0)
 	if out := fields(b.String()); !strings.Contains(out, "root: not started\n") || !strings.Contains(out, "holder: none (unbound)\n") {

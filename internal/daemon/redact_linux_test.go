@@ -1,0 +1,168 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/procsupervisor/supervisor/internal/api"
+	"github.com/procsupervisor/supervisor/internal/redact"
+	"github.com/procsupervisor/supervisor/internal/store"
+	"github.com/procsupervisor/supervisor/internal/testenv"
+)
+
+func rules(t testing.TB, pats ...string) *redact.Rules {
+	t.Helper()
+	r, err := redact.Parse(pats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestRedactClaim: a claim's argv is redacted once, marked, and a claim
+// redacted before is never redacted into something else.
+func TestRedactClaim(t *testing.T) {
+	tests := []struct {
+		name        string
+		pats        []string
+		argv        []string
+		redacted    bool
+		want        []string
+		wantMarked  bool
+		wantChanged bool
+	}{
+		{"no rules", nil, []string{"db", "--password=x"}, false, []string{"db", "--password=x"}, false, false},
+		{"no match", []string{"--password=*"}, []string{"db", "-v"}, false, []string{"db", "-v"}, false, false},
+		{"match", []string{"--password=*"}, []string{"db", "--password=x"}, false, []string{"db", "--password=[REDACTED]"}, true, true},
+		{"already redacted", []string{"--password=*"}, []string{"db", "--password=[REDACTED]"}, true, []string{"db", "--password=[REDACTED]"}, true, false},
+		{"never into another form", []string{`--password=\[*`}, []string{"--password=[REDACTED]"}, true, []string{"--password=[REDACTED]"}, true, false},
+		{"old record, pattern added since", []string{"-p *"}, []string{"--password=[REDACTED]", "-p", "y"}, true, []string{"--password=[REDACTED]", "-p", "[REDACTED]"}, true, true},
+		{"record older than the mark", []string{"-p *"}, []string{"mysql", "-p", "y"}, false, []string{"mysql", "-p", "[REDACTED]"}, true, true},
+	}
+	for _, tt := range tests {
+		c := store.Claim{Argv: slices.Clone(tt.argv), ArgsRedacted: tt.redacted}
+		changed := redactClaim(rules(t, tt.pats...), &c)
+		if changed != tt.wantChanged || !slices.Equal(c.Argv, tt.want) || c.ArgsRedacted != tt.wantMarked {
+			t.Errorf("%s: redactClaim(%q, %v) = %v, argv %q marked %v; want %v, %q, %v",
+				tt.name, tt.argv, tt.redacted, changed, c.Argv, c.ArgsRedacted, tt.wantChanged, tt.want, tt.wantMarked)
+		}
+	}
+}
+
+func TestHideArgv0(t *testing.T) {
+	base := errors.New("exec ghp_s3cret: no such file")
+	tests := []struct {
+		err           error
+		real, shown   string
+		want          string
+		keepsSentinel bool
+	}{
+		{base, "ghp_s3cret", "[REDACTED]", "exec [REDACTED]: no such file", true},
+		{base, "ghp_s3cret", "ghp_s3cret", "exec ghp_s3cret: no such file", true},
+		{base, "other", "[REDACTED]", "exec ghp_s3cret: no such file", true},
+		{nil, "x", "y", "", false},
+	}
+	for _, tt := range tests {
+		got := hideArgv0(tt.err, tt.real, tt.shown)
+		if tt.err == nil {
+			if got != nil {
+				t.Errorf("hideArgv0(nil) = %v", got)
+			}
+			continue
+		}
+		if got.Error() != tt.want || errors.Is(got, base) != tt.keepsSentinel {
+			t.Errorf("hideArgv0(%q, %q, %q) = %q (Is %v), want %q", tt.err, tt.real, tt.shown, got, errors.Is(got, base), tt.want)
+		}
+	}
+}
+
+// TestIntegrationLaunchRedactsClaim: a launch with a secret in its argv
+// runs the workload with the real argument (it writes its argv to a
+// file), and the stored claim, its view and every log line hold only the
+// redacted one. A launch whose argv[0] is the secret and cannot exec
+// does not put it in the stored reason or the error either.
+func TestIntegrationLaunchRedactsClaim(t *testing.T) {
+	h := newHarness(t)
+	h.d.redact = rules(t, "--password=*", "ghp_*")
+	secret := "s3cret-" + strings.ReplaceAll(t.Name(), "/", "-")
+	got := filepath.Join(t.TempDir(), "argv")
+	p := api.Peer{Pid: int32(os.Getpid())}
+	cl, err := h.d.Launch(context.Background(), p, &api.LaunchRequest{
+		Argv: []string{"/bin/sh", "-c", `printf '%s\n' "$@" > "$0.tmp" && mv "$0.tmp" "$0"`, got, "--password=" + secret}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 10*time.Second, func() bool { _, err := os.Stat(got); return err == nil }, "the workload did not write its argv")
+	if b, _ := os.ReadFile(got); !strings.Contains(string(b), "--password="+secret) {
+		t.Errorf("the workload got %q, want its real argument", b)
+	}
+	want := []string{"/bin/sh", "-c", `printf '%s\n' "$@" > "$0.tmp" && mv "$0.tmp" "$0"`, got, "--password=[REDACTED]"}
+	if !slices.Equal(cl.Argv, want) || !cl.ArgsRedacted {
+		t.Errorf("Launch view: argv %q redacted %v, want %q true", cl.Argv, cl.ArgsRedacted, want)
+	}
+	c, err := h.st.Get(cl.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(c.Argv, want) || !c.ArgsRedacted {
+		t.Errorf("stored: argv %q redacted %v, want %q true", c.Argv, c.ArgsRedacted, want)
+	}
+
+	_, err = h.d.Launch(context.Background(), p, &api.LaunchRequest{Argv: []string{"ghp_" + secret, "x"}})
+	if err == nil || strings.Contains(err.Error(), secret) {
+		t.Errorf("Launch of a missing ghp_ program: %v, want an error without the secret", err)
+	}
+	cs, err := h.st.List(store.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cs {
+		if c.LastVerdict != nil && strings.Contains(c.LastVerdict.Reason, secret) || slices.ContainsFunc(c.Argv, func(a string) bool { return strings.Contains(a, secret) }) {
+			t.Errorf("stored claim %s holds the secret: %+v", c.ID, c)
+		}
+	}
+	h.lg.Close(context.Background())
+	if strings.Contains(h.out.b.String(), secret) {
+		t.Errorf("the log feed holds the secret:\n%s", h.out.b.String())
+	}
+}
+
+// TestIntegrationOldClaimRedacted: a claim stored unredacted (a state
+// directory written before the patterns, or before this change: no
+// args_redacted field) is rewritten redacted when the daemon loads its
+// index, and a view of one not rewritten yet is redacted too.
+func TestIntegrationOldClaimRedacted(t *testing.T) {
+	h := newHarness(t)
+	old := store.Claim{Kind: store.Grant, Argv: []string{"db", "--password=hunter2"}, CreatedAt: time.Now()}
+	if err := h.st.Put(&old); err != nil {
+		t.Fatal(err)
+	}
+	h.d.redact = rules(t, "--password=*")
+	want := []string{"db", "--password=[REDACTED]"}
+	if v := h.d.view(old); !slices.Equal(v.Argv, want) || !v.ArgsRedacted {
+		t.Errorf("view of an unredacted stored claim: %q %v, want %q true", v.Argv, v.ArgsRedacted, want)
+	}
+	if err := h.d.loadIndex(); err != nil {
+		t.Fatal(err)
+	}
+	c, err := h.st.Get(old.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(c.Argv, want) || !c.ArgsRedacted {
+		t.Errorf("after loadIndex the store holds %q %v, want %q true", c.Argv, c.ArgsRedacted, want)
+	}
+	rev := c.Rev
+	if err := h.d.loadIndex(); err != nil {
+		t.Fatal(err)
+	}
+	if c, _ := h.st.Get(old.ID); c.Rev != rev {
+		t.Errorf("a second load rewrote a redacted claim (rev %d -> %d)", rev, c.Rev)
+	}
+}
