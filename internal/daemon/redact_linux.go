@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/procsupervisor/supervisor/internal/api"
+	"github.com/procsupervisor/supervisor/internal/local"
 	"github.com/procsupervisor/supervisor/internal/redact"
 	"github.com/procsupervisor/supervisor/internal/store"
 )
@@ -48,3 +50,17 @@ type hidden struct {
 
 func (h *hidden) Error() string { return h.msg }
 func (h *hidden) Unwrap() error { return h.err }
+
+// treeArgs gives each live node of a tree its command line, read for
+// that exact instance (local.Argv) and redacted by the daemon's patterns:
+// the client shows these and reads no /proc of its own for the daemon's
+// tree, so the patterns hold in `supervisor tree` too.
+func (d *Daemon) treeArgs(nodes []api.TreeNode) {
+	for i := range nodes {
+		n := &nodes[i]
+		if n.Exited {
+			continue
+		}
+		n.Args, n.ArgsRedacted = d.redact.Argv(local.Argv(n.Pid, n.Token))
+	}
+}

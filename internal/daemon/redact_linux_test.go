@@ -14,6 +14,7 @@ import (
 	"github.com/procsupervisor/supervisor/internal/redact"
 	"github.com/procsupervisor/supervisor/internal/store"
 	"github.com/procsupervisor/supervisor/internal/testenv"
+	"github.com/procsupervisor/supervisor/internal/token"
 )
 
 func rules(t testing.TB, pats ...string) *redact.Rules {
@@ -164,5 +165,23 @@ func TestIntegrationOldClaimRedacted(t *testing.T) {
 	}
 	if c, _ := h.st.Get(old.ID); c.Rev != rev {
 		t.Errorf("a second load rewrote a redacted claim (rev %d -> %d)", rev, c.Rev)
+	}
+}
+
+// TestIntegrationTreeRedacted: the daemon's tree carries each live
+// process's arguments, read for that instance and redacted.
+func TestIntegrationTreeRedacted(t *testing.T) {
+	h := newHarness(t)
+	h.d.redact = rules(t, "--password=*")
+	cmd := testenv.Start(t, "/bin/sh", "-c", "sleep 600; :", "sh", "--password=hunter2")
+	pid := int32(cmd.Process.Pid)
+	var nodes []api.TreeNode
+	testenv.EventuallyNil(t, 10*time.Second, func() (err error) {
+		nodes, err = h.d.Tree(context.Background(), api.Peer{}, pid, token.Token{})
+		return err
+	}, "the tracker never saw %d", pid)
+	want := []string{"/bin/sh", "-c", "sleep 600; :", "sh", "--password=[REDACTED]"}
+	if len(nodes) == 0 || nodes[0].Pid != pid || !slices.Equal(nodes[0].Args, want) || !nodes[0].ArgsRedacted {
+		t.Fatalf("Tree(%d) = %+v, want the root with args %q, redacted", pid, nodes, want)
 	}
 }

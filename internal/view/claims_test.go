@@ -253,6 +253,23 @@ func TestTreeOptions(t *testing.T) {
 			t.Errorf("%s: Tree =\n%s\nwant\n%s", c.name, got, c.want)
 		}
 	}
+	// A node that carries its arguments (the daemon's, redacted) shows
+	// them and is never looked up.
+	leaf.Args, leaf.ArgsRedacted = []string{"sleep", "--password=[REDACTED]", "\x1b[2J"}, true
+	for _, c := range []struct {
+		name string
+		opt  TreeOptions
+		want string
+	}{
+		{"args, no lookup", TreeOptions{}, "# lineage by daemon\n2 sh\n├─ 3 sleep [g-aaaaaaaaaaaa]  sleep --password=[REDACTED] ?[2J\n└─ 4 true (exited)\n"},
+		{"args win over a lookup", TreeOptions{Cmdline: cmdline}, "# lineage by daemon\n2 sh  cmd-of-2 with arguments\n├─ 3 sleep [g-aaaaaaaaaaaa]  sleep --password=[REDACTED] ?[2J\n└─ 4 true (exited)\n"},
+	} {
+		var b strings.Builder
+		Tree(&b, "daemon", root, nil, c.opt)
+		if got := b.String(); got != c.want {
+			t.Errorf("%s: Tree =\n%s\nwant\n%s", c.name, got, c.want)
+		}
+	}
 }
 
 // TestWatch writes a frame when what render draws changes, and only then;
