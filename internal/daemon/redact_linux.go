@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"os"
 	"slices"
 	"strings"
 
@@ -54,13 +55,54 @@ func (h *hidden) Unwrap() error { return h.err }
 // treeArgs gives each live node of a tree its command line, read for
 // that exact instance (local.Argv) and redacted by the daemon's patterns:
 // the client shows these and reads no /proc of its own for the daemon's
-// tree, so the patterns hold in `supervisor tree` too.
-func (d *Daemon) treeArgs(nodes []api.TreeNode) {
+// tree, so the patterns hold in `supervisor tree` too. A user other than
+// root is shown what it could read itself: every command line when /proc
+// is mounted without hidepid, else those of its own processes only (real
+// uid), as the daemon can read what a hidepid mount denies that user.
+func (d *Daemon) treeArgs(p api.Peer, nodes []api.TreeNode) {
+	ownOnly := false
+	if !p.Root() {
+		mi, err := os.ReadFile("/proc/self/mountinfo")
+		ownOnly = err != nil || procHidesPids(mi)
+	}
 	for i := range nodes {
 		n := &nodes[i]
 		if n.Exited {
 			continue
 		}
+		if ownOnly {
+			// Read before the arguments, whose token check then proves
+			// both were of this instance.
+			if uid, _, err := procIDs(n.Pid); err != nil || uid != p.UID {
+				continue
+			}
+		}
 		n.Args, n.ArgsRedacted = d.redact.Argv(local.Argv(n.Pid, n.Token))
 	}
+}
+
+// procHidesPids reports whether the proc mounted at /proc in mountinfo
+// hides other users' processes (a hidepid option other than 0 or off).
+// The last mount at /proc is the one seen; a mountinfo without one, or a
+// line that cannot be read, answers true: when unsure, hide.
+func procHidesPids(mountinfo []byte) bool {
+	hides := true
+	for line := range strings.SplitSeq(string(mountinfo), "\n") {
+		pre, post, ok := strings.Cut(line, " - ")
+		f, g := strings.Fields(pre), strings.Fields(post)
+		if !ok || len(f) < 5 || f[4] != "/proc" {
+			continue
+		}
+		if len(g) < 3 || g[0] != "proc" {
+			hides = true // something else mounted over /proc
+			continue
+		}
+		hides = false
+		for opt := range strings.SplitSeq(g[2], ",") {
+			if v, ok := strings.CutPrefix(opt, "hidepid="); ok && v != "0" && v != "off" {
+				hides = true
+			}
+		}
+	}
+	return hides
 }

@@ -184,4 +184,56 @@ func TestIntegrationTreeRedacted(t *testing.T) {
 	if len(nodes) == 0 || nodes[0].Pid != pid || !slices.Equal(nodes[0].Args, want) || !nodes[0].ArgsRedacted {
 		t.Fatalf("Tree(%d) = %+v, want the root with args %q, redacted", pid, nodes, want)
 	}
+	// Another user is shown root's command lines only if /proc shows
+	// them to it.
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, err = h.d.Tree(context.Background(), api.Peer{UID: 65534}, pid, token.Token{})
+	if err != nil || len(nodes) == 0 || (nodes[0].Args == nil) != procHidesPids(mi) {
+		t.Errorf("Tree(%d) as uid 65534 = %+v, %v; want arguments only if /proc shows them (hides: %v)", pid, nodes, err, procHidesPids(mi))
+	}
+}
+
+func TestProcHidesPids(t *testing.T) {
+	const (
+		root = "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n"
+		open = "25 22 0:22 / /proc rw,nosuid,nodev,noexec,relatime shared:12 - proc proc rw\n"
+	)
+	tests := []struct {
+		name, in string
+		want     bool
+	}{
+		{"plain", root + open, false},
+		{"hidepid=2", root + "25 22 0:22 / /proc rw - proc proc rw,hidepid=2\n", true},
+		{"hidepid=invisible", root + "25 22 0:22 / /proc rw - proc proc rw,hidepid=invisible,subset=pid\n", true},
+		{"hidepid=0", root + "25 22 0:22 / /proc rw - proc proc rw,hidepid=0\n", false},
+		{"hidepid=off", root + "25 22 0:22 / /proc rw - proc proc rw,hidepid=off\n", false},
+		{"no /proc", root, true},
+		{"proc elsewhere only", root + "25 22 0:22 / /mnt/proc rw - proc proc rw\n", true},
+		{"the last mount wins", root + open + "26 25 0:23 / /proc rw - proc proc rw,hidepid=1\n", true},
+		{"open over hidden", root + "25 22 0:22 / /proc rw - proc proc rw,hidepid=1\n" + open, false},
+		{"tmpfs over /proc", root + open + "26 25 0:23 / /proc rw - tmpfs tmpfs rw\n", true},
+		{"truncated", root + "25 22 0:22 / /proc rw - proc\n", true},
+		{"empty", "", true},
+	}
+	for _, tt := range tests {
+		if got := procHidesPids([]byte(tt.in)); got != tt.want {
+			t.Errorf("%s: procHidesPids = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+// FuzzProcHidesPids: any mountinfo is read without a panic, and one that
+// ends with a plain proc mount at /proc never hides.
+func FuzzProcHidesPids(f *testing.F) {
+	f.Add([]byte("25 22 0:22 / /proc rw - proc proc rw,hidepid=2\n"))
+	f.Add([]byte("25 22 0:22 / /proc rw - proc proc rw\n26 25 0:23 / /proc rw - tmpfs tmpfs rw"))
+	f.Fuzz(func(t *testing.T, mi []byte) {
+		procHidesPids(mi)
+		if procHidesPids(append(append(mi, '\n'), "9 1 0:5 / /proc rw - proc proc rw\n"...)) {
+			t.Errorf("a plain proc last at /proc hides, after %q", mi)
+		}
+	})
 }
