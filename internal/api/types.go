@@ -186,7 +186,8 @@ type Claim struct {
 	UID uint32 `json:"uid"`
 	GID uint32 `json:"gid"`
 	// Argv is the command, with what the daemon's redaction patterns
-	// match replaced; ArgsRedacted says that they matched.
+	// match replaced; ArgsRedacted says that an argument is a marker
+	// (redact.Marker) standing in for what they hid.
 	Argv         []string `json:"argv,omitempty"`
 	ArgsRedacted bool     `json:"args_redacted,omitempty"`
 	Cwd          string   `json:"cwd,omitempty"`
@@ -273,7 +274,7 @@ type Member struct {
 func ClaimOf(c store.Claim) Claim {
 	w := Claim{
 		ID: c.ID, Kind: c.Kind, Owner: c.Owner, UID: c.UID, GID: c.GID,
-		Argv: slices.Clone(c.Argv), ArgsRedacted: c.ArgsRedacted, Cwd: c.Cwd,
+		Argv: slices.Clone(c.Argv), Cwd: c.Cwd,
 		Pid: c.Pid, Token: c.Token, Pgid: c.Pgid, Cgroup: c.Cgroup,
 		CreatedAt: c.CreatedAt, State: c.State,
 		WallClock: Duration(c.WallClock), Deadline: c.Deadline,

@@ -494,16 +494,16 @@ func (d *Daemon) loadIndex() error {
 // every view redacts again (view).
 func (d *Daemon) redactStored(c *store.Claim) {
 	x := *c
-	if !redactClaim(d.redact, &x) {
+	if !redactClaim(d.redact, &x, false) {
 		return
 	}
 	err := d.st.Update(c.ID, func(s *store.Claim) error {
-		redactClaim(d.redact, s)
+		redactClaim(d.redact, s, false)
 		return nil
 	})
 	if err != nil {
 		d.storeFailed("redact a stored claim's argv", err)
 		return
 	}
-	c.Argv, c.ArgsRedacted = x.Argv, x.ArgsRedacted
+	c.Argv = x.Argv
 }

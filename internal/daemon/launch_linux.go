@@ -140,7 +140,7 @@ func (d *Daemon) Launch(ctx context.Context, p api.Peer, r *api.LaunchRequest) (
 		Argv: r.Argv, Cwd: r.Cwd, WallClock: time.Duration(r.WallClock), Limits: clamped,
 	}
 	// What is stored and shown is redacted; the workload gets r.Argv.
-	redactClaim(d.redact, &c)
+	redactClaim(d.redact, &c, true)
 	claimID = c.ID
 	if r.Bind {
 		h, err := d.holder(p, r.Holder)
@@ -386,7 +386,7 @@ func (d *Daemon) Admit(ctx context.Context, p api.Peer, r *api.AdmitRequest) (cl
 		Pid: r.Pid, Token: tok, Pgid: h.Stat().PGrp,
 		LastVerdict: &store.Verdict{Result: v.Result, Reason: api.Trunc(v.Reason, 1000), Mechanism: v.Mechanism, At: now},
 	}
-	redactClaim(d.redact, &c)
+	redactClaim(d.redact, &c, true)
 	if h.Exited() {
 		return api.Claim{}, fmt.Errorf("process %d exited while being admitted: %w", r.Pid, api.ErrConflict)
 	}

@@ -11,23 +11,24 @@ import (
 	"github.com/procsupervisor/supervisor/internal/store"
 )
 
-// redactClaim rewrites c's argv by rules before it is stored or shown:
-// with Argv when no pattern rewrote it yet, with Again when one did (so
-// that what a marker stands in never becomes something else). It
-// reports whether c changed; with no rules it costs nothing.
-func redactClaim(rules *redact.Rules, c *store.Claim) bool {
+// redactClaim rewrites c's argv by rules: with Argv when it is fresh (as
+// a request or /proc gave it), with Again when it was read back from the
+// store, where it may have been redacted before (what a marker stands in
+// then never becomes something else). It reports whether the argv
+// changed; with no rules it costs nothing.
+func redactClaim(rules *redact.Rules, c *store.Claim, fresh bool) bool {
 	if rules.Empty() {
 		return false
 	}
-	f := rules.Argv
-	if c.ArgsRedacted {
-		f = rules.Again
+	f := rules.Again
+	if fresh {
+		f = rules.Argv
 	}
 	argv, changed := f(c.Argv)
-	if !changed || (c.ArgsRedacted && slices.Equal(argv, c.Argv)) {
+	if !changed || slices.Equal(argv, c.Argv) {
 		return false
 	}
-	c.Argv, c.ArgsRedacted = argv, true
+	c.Argv = argv
 	return true
 }
 

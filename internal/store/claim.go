@@ -141,13 +141,12 @@ type Claim struct {
 	// UID and GID of the API client that created the claim.
 	UID uint32 `json:"uid"`
 	GID uint32 `json:"gid"`
-	// Argv is the command as the daemon may show it: the caller (the
-	// daemon) redacts it before a Put (internal/redact), and ArgsRedacted
-	// says that a pattern rewrote it. Records older than ArgsRedacted
-	// read as not redacted.
-	Argv         []string `json:"argv,omitempty"`
-	ArgsRedacted bool     `json:"args_redacted,omitempty"`
-	Cwd          string   `json:"cwd,omitempty"`
+	// Argv is the command as the daemon may show it: the daemon redacts
+	// it before a Put (internal/redact), and a redacted argument carries
+	// the marker itself, so the record needs no field of its own (an
+	// older binary still reads it).
+	Argv []string `json:"argv,omitempty"`
+	Cwd  string   `json:"cwd,omitempty"`
 	// Pid and Token name the root instance; Pid 0 means not started.
 	Pid   int32       `json:"pid"`
 	Token token.Token `json:"token,omitzero"`
