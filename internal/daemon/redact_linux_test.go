@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/procsupervisor/supervisor/internal/api"
+	"github.com/procsupervisor/supervisor/internal/local"
 	"github.com/procsupervisor/supervisor/internal/redact"
 	"github.com/procsupervisor/supervisor/internal/store"
 	"github.com/procsupervisor/supervisor/internal/testenv"
@@ -131,6 +132,32 @@ func TestIntegrationLaunchRedactsClaim(t *testing.T) {
 	h.lg.Close(context.Background())
 	if strings.Contains(h.out.b.String(), secret) {
 		t.Errorf("the log feed holds the secret:\n%s", h.out.b.String())
+	}
+}
+
+// TestIntegrationAdmitRedactsClaim: an admitted process's command line,
+// read from /proc, is stored and shown redacted.
+func TestIntegrationAdmitRedactsClaim(t *testing.T) {
+	h := newHarness(t)
+	h.d.redact = rules(t, "--password=*")
+	cmd := testenv.Start(t, "/bin/sh", "-c", "sleep 600; :", "sh", "--password=hunter2")
+	pid := int32(cmd.Process.Pid)
+	tok, err := local.ReadToken(context.Background(), pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cl api.Claim
+	testenv.EventuallyNil(t, 10*time.Second, func() (err error) {
+		cl, err = h.d.Admit(context.Background(), api.Peer{Pid: int32(os.Getpid())}, &api.AdmitRequest{Pid: pid, Token: tok})
+		return err
+	}, "admit %d", pid)
+	want := []string{"/bin/sh", "-c", "sleep 600; :", "sh", "--password=[REDACTED]"}
+	c, err := h.st.Get(cl.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(cl.Argv, want) || !cl.ArgsRedacted || !slices.Equal(c.Argv, want) {
+		t.Errorf("Admit: view %q (redacted %v), stored %q; want %q, redacted", cl.Argv, cl.ArgsRedacted, c.Argv, want)
 	}
 }
 
