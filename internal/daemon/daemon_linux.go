@@ -159,7 +159,13 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return fmt.Errorf("state dir: %w", err)
 	}
-	st, err := store.Open(filepath.Join(cfg.StateDir, "claims.db"), store.Options{})
+	// Claims stored before a redaction pattern are rewritten, and the
+	// file compacted, before anything reads them (redactClaim).
+	var opts store.Options
+	if rules, _ := redact.Parse(cfg.RedactArgs); !rules.Empty() {
+		opts.Rewrite = func(c *store.Claim) bool { return redactClaim(rules, c, false) }
+	}
+	st, err := store.Open(filepath.Join(cfg.StateDir, "claims.db"), opts)
 	switch {
 	case errors.Is(err, store.ErrLocked):
 		return fmt.Errorf("%s: %w (%v)", cfg.StateDir, ErrAlreadyRunning, err)
@@ -482,28 +488,7 @@ func (d *Daemon) loadIndex() error {
 		return fmt.Errorf("%w: %w", ErrStore, err)
 	}
 	for i := range cs {
-		d.redactStored(&cs[i])
 		d.claims.set(&cs[i])
 	}
 	return nil
-}
-
-// redactStored rewrites a claim read at startup whose argv the patterns
-// would change (a state directory written before them): the store then
-// holds only the redacted argv. A failed write is logged, not fatal:
-// every view redacts again (view).
-func (d *Daemon) redactStored(c *store.Claim) {
-	x := *c
-	if !redactClaim(d.redact, &x, false) {
-		return
-	}
-	err := d.st.Update(c.ID, func(s *store.Claim) error {
-		redactClaim(d.redact, s, false)
-		return nil
-	})
-	if err != nil {
-		d.storeFailed("redact a stored claim's argv", err)
-		return
-	}
-	c.Argv = x.Argv
 }
