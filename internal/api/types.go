@@ -38,6 +38,7 @@ import (
 
 	"github.com/procsupervisor/supervisor/internal/actions"
 	"github.com/procsupervisor/supervisor/internal/lineage"
+	"github.com/procsupervisor/supervisor/internal/redact"
 	"github.com/procsupervisor/supervisor/internal/store"
 	"github.com/procsupervisor/supervisor/internal/token"
 	"github.com/procsupervisor/supervisor/internal/verdict"
@@ -274,7 +275,7 @@ type Member struct {
 func ClaimOf(c store.Claim) Claim {
 	w := Claim{
 		ID: c.ID, Kind: c.Kind, Owner: c.Owner, UID: c.UID, GID: c.GID,
-		Argv: slices.Clone(c.Argv), Cwd: c.Cwd,
+		Argv: slices.Clone(c.Argv), ArgsRedacted: slices.ContainsFunc(c.Argv, redact.Marked), Cwd: c.Cwd,
 		Pid: c.Pid, Token: c.Token, Pgid: c.Pgid, Cgroup: c.Cgroup,
 		CreatedAt: c.CreatedAt, State: c.State,
 		WallClock: Duration(c.WallClock), Deadline: c.Deadline,

@@ -12,7 +12,6 @@ import (
 	"github.com/procsupervisor/supervisor/internal/actions"
 	"github.com/procsupervisor/supervisor/internal/api"
 	"github.com/procsupervisor/supervisor/internal/logfeed"
-	"github.com/procsupervisor/supervisor/internal/redact"
 	"github.com/procsupervisor/supervisor/internal/store"
 	"github.com/procsupervisor/supervisor/internal/token"
 	"github.com/procsupervisor/supervisor/internal/verdict"
@@ -83,12 +82,9 @@ func (d *Daemon) Release(ctx context.Context, p api.Peer, id string, r *api.Rele
 // view is a stored claim as the API shows it. Its argv goes through the
 // patterns again: a claim stored before one of them (or before the
 // startup rewrite could store it redacted) never shows what they hide.
-// ArgsRedacted says that an argument is a redaction marker.
 func (d *Daemon) view(c store.Claim) api.Claim {
 	redactClaim(d.redact, &c, false)
-	w := api.ClaimOf(c)
-	w.ArgsRedacted = slices.ContainsFunc(w.Argv, redact.Marked)
-	return w
+	return api.ClaimOf(c)
 }
 
 // List implements api.Backend: a page from the in-memory index, so its
