@@ -38,8 +38,12 @@
 // before the log feed, the event stream and the exec cache see them; the
 // daemon's tree redacts the command lines it reads from /proc. A claim
 // stored earlier (by a daemon without these patterns, or before this
-// redaction existed) goes through Again when the daemon starts and when
-// it is shown: what a marker already stands in stays as it is.
+// redaction existed) goes through Again when the daemon opens its store
+// (which is then compacted, so no freed page keeps the old bytes) and
+// whenever it is shown: what a marker already stands in stays as it is.
+// Redacting where the data enters, not at each view, means a view the
+// code grows later cannot forget to; the views' own pass is for records
+// the rewrite had to keep.
 package redact
 
 import (
