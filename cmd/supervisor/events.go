@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/procsupervisor/supervisor/internal/api"
+	"github.com/procsupervisor/supervisor/internal/daemon"
 	"github.com/procsupervisor/supervisor/internal/lineage"
 	"github.com/procsupervisor/supervisor/internal/local"
 	"github.com/procsupervisor/supervisor/internal/token"
@@ -142,7 +143,7 @@ func runTree(ctx context.Context, env *cliEnv, args []string) error {
 
 // printTree prints the tree under its ancestry, nearest ancestor first.
 func printTree(env *cliEnv, mech string, tree *lineage.TreeNode, ancestry []lineage.TreeNode, asJSON, tokens bool) error {
-	opt := view.TreeOptions{Tokens: tokens, Width: view.Width(env.stdout), Cmdline: local.Cmdline}
+	opt := view.TreeOptions{Tokens: tokens, Width: view.Width(env.stdout), Cmdline: daemon.TreeCmdline(mech)}
 	v := struct {
 		Mechanism string             `json:"mechanism"`
 		Ancestry  []lineage.TreeNode `json:"ancestry"`

@@ -38,6 +38,7 @@ import (
 
 	"github.com/procsupervisor/supervisor/internal/actions"
 	"github.com/procsupervisor/supervisor/internal/lineage"
+	"github.com/procsupervisor/supervisor/internal/redact"
 	"github.com/procsupervisor/supervisor/internal/store"
 	"github.com/procsupervisor/supervisor/internal/token"
 	"github.com/procsupervisor/supervisor/internal/verdict"
@@ -183,10 +184,14 @@ type Claim struct {
 	Kind  store.Kind `json:"kind"`
 	Owner string     `json:"owner,omitempty"`
 	// UID and GID of the client that created the claim.
-	UID  uint32   `json:"uid"`
-	GID  uint32   `json:"gid"`
-	Argv []string `json:"argv,omitempty"`
-	Cwd  string   `json:"cwd,omitempty"`
+	UID uint32 `json:"uid"`
+	GID uint32 `json:"gid"`
+	// Argv is the command, with what the daemon's redaction patterns
+	// match replaced; ArgsRedacted says that an argument is a marker
+	// (redact.Marker) standing in for what they hid.
+	Argv         []string `json:"argv,omitempty"`
+	ArgsRedacted bool     `json:"args_redacted,omitempty"`
+	Cwd          string   `json:"cwd,omitempty"`
 	// Pid and Token name the root instance; Pid 0 means not started.
 	Pid   int32       `json:"pid"`
 	Token token.Token `json:"token,omitzero"`
@@ -270,7 +275,7 @@ type Member struct {
 func ClaimOf(c store.Claim) Claim {
 	w := Claim{
 		ID: c.ID, Kind: c.Kind, Owner: c.Owner, UID: c.UID, GID: c.GID,
-		Argv: slices.Clone(c.Argv), Cwd: c.Cwd,
+		Argv: slices.Clone(c.Argv), ArgsRedacted: slices.ContainsFunc(c.Argv, redact.Marked), Cwd: c.Cwd,
 		Pid: c.Pid, Token: c.Token, Pgid: c.Pgid, Cgroup: c.Cgroup,
 		CreatedAt: c.CreatedAt, State: c.State,
 		WallClock: Duration(c.WallClock), Deadline: c.Deadline,

@@ -122,6 +122,29 @@ func TestClaimWire(t *testing.T) {
 	}
 }
 
+// TestClaimArgsRedacted: a claim's wire form says its arguments were
+// redacted exactly when one of them is a marker the daemon's patterns
+// left (the store keeps no flag of its own).
+func TestClaimArgsRedacted(t *testing.T) {
+	tests := []struct {
+		argv []string
+		want bool
+	}{
+		{nil, false},
+		{[]string{"sleep", "600"}, false},
+		{[]string{"db", "--password=[REDACTED]"}, true},
+		{[]string{"gh", "[REDACTED]"}, true},
+		{[]string{"echo", "[REDACTED]x", "x[REDACTED]"}, false},
+	}
+	for _, tt := range tests {
+		w := ClaimOf(store.Claim{Kind: store.Grant, Argv: tt.argv})
+		b, _ := json.Marshal(w)
+		if w.ArgsRedacted != tt.want || strings.Contains(string(b), `"args_redacted":true`) != tt.want {
+			t.Errorf("ClaimOf(argv %q): args_redacted %v, wire %s; want %v", tt.argv, w.ArgsRedacted, b, tt.want)
+		}
+	}
+}
+
 func TestTrunc(t *testing.T) {
 	tests := []struct {
 		s    string

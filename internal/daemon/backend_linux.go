@@ -79,7 +79,11 @@ func (d *Daemon) Release(ctx context.Context, p api.Peer, id string, r *api.Rele
 	return api.ReleaseResponse{Claim: d.view(c), Outcome: out}, nil
 }
 
+// view is a stored claim as the API shows it. Its argv goes through the
+// patterns again: a claim stored before one of them (or before the
+// startup rewrite could store it redacted) never shows what they hide.
 func (d *Daemon) view(c store.Claim) api.Claim {
+	redactClaim(d.redact, &c, false)
 	return api.ClaimOf(c)
 }
 
@@ -352,6 +356,7 @@ func (d *Daemon) Tree(ctx context.Context, p api.Peer, pid int32, tok token.Toke
 		return nil, fmt.Errorf("%v: %w", err, api.ErrConflict)
 	}
 	out := append([]api.TreeNode{g.TreeNode(w.Node)}, g.TreeNodes(nodes)...)
+	d.treeArgs(p, out)
 	if !p.Root() {
 		// Another user's claim is not named to this one (Get answers
 		// it does not exist).

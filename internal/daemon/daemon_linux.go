@@ -159,7 +159,13 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
 		return fmt.Errorf("state dir: %w", err)
 	}
-	st, err := store.Open(filepath.Join(cfg.StateDir, "claims.db"), store.Options{})
+	// Claims stored before a redaction pattern are rewritten, and the
+	// file compacted, before anything reads them (redactClaim).
+	var opts store.Options
+	if rules, _ := redact.Parse(cfg.RedactArgs); !rules.Empty() {
+		opts.Rewrite = func(c *store.Claim) bool { return redactClaim(rules, c, false) }
+	}
+	st, err := store.Open(filepath.Join(cfg.StateDir, "claims.db"), opts)
 	switch {
 	case errors.Is(err, store.ErrLocked):
 		return fmt.Errorf("%s: %w (%v)", cfg.StateDir, ErrAlreadyRunning, err)

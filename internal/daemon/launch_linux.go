@@ -139,6 +139,8 @@ func (d *Daemon) Launch(ctx context.Context, p api.Peer, r *api.LaunchRequest) (
 		ID: store.NewID(kind), Kind: kind, Owner: r.Owner, UID: p.UID, GID: p.GID,
 		Argv: r.Argv, Cwd: r.Cwd, WallClock: time.Duration(r.WallClock), Limits: clamped,
 	}
+	// What is stored and shown is redacted; the workload gets r.Argv.
+	redactClaim(d.redact, &c, true)
 	claimID = c.ID
 	if r.Bind {
 		h, err := d.holder(p, r.Holder)
@@ -268,9 +270,9 @@ func (d *Daemon) Launch(ctx context.Context, p api.Peer, r *api.LaunchRequest) (
 			go removeCgroup(cgPath)
 		}
 		if errors.Is(err, spawn.ErrExec) {
-			return fail(badRequest("%v", err))
+			return fail(hideArgv0(badRequest("%v", err), r.Argv[0], c.Argv[0]))
 		}
-		return fail(fmt.Errorf("start %s: %w", r.Argv[0], err))
+		return fail(hideArgv0(fmt.Errorf("start %s: %w", r.Argv[0], err), r.Argv[0], c.Argv[0]))
 	}
 
 	now := d.now()
@@ -301,7 +303,7 @@ func (d *Daemon) Launch(ctx context.Context, p api.Peer, r *api.LaunchRequest) (
 			c = got
 		}
 	}
-	return api.ClaimOf(c), nil
+	return d.view(c), nil
 }
 
 // holder binds the process a grant is to be bound to: the peer itself, or
@@ -384,6 +386,7 @@ func (d *Daemon) Admit(ctx context.Context, p api.Peer, r *api.AdmitRequest) (cl
 		Pid: r.Pid, Token: tok, Pgid: h.Stat().PGrp,
 		LastVerdict: &store.Verdict{Result: v.Result, Reason: api.Trunc(v.Reason, 1000), Mechanism: v.Mechanism, At: now},
 	}
+	redactClaim(d.redact, &c, true)
 	if h.Exited() {
 		return api.Claim{}, fmt.Errorf("process %d exited while being admitted: %w", r.Pid, api.ErrConflict)
 	}
@@ -397,7 +400,7 @@ func (d *Daemon) Admit(ctx context.Context, p api.Peer, r *api.AdmitRequest) (cl
 	d.claims.set(&c)
 	d.index(&c)
 	d.admit(c.ID, r.Pid, tok)
-	return api.ClaimOf(c), nil
+	return d.view(c), nil
 }
 
 // readCmdline reads a process's argv, bounded and made valid UTF-8 for the

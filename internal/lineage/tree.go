@@ -20,8 +20,13 @@ type TreeNode struct {
 	BornObserved bool        `json:"born_observed"`
 	// Root is the id of the admitted root (a claim) the process belongs
 	// to, "" when none.
-	Root     string      `json:"root,omitempty"`
-	Children []*TreeNode `json:"children,omitempty"`
+	Root string `json:"root,omitempty"`
+	// Args, when set, is the command line of a live process as its
+	// producer (the daemon) read it, with what its redaction patterns
+	// match replaced; ArgsRedacted says that they matched.
+	Args         []string    `json:"args,omitempty"`
+	ArgsRedacted bool        `json:"args_redacted,omitempty"`
+	Children     []*TreeNode `json:"children,omitempty"`
 }
 
 // TreeNode returns n as a TreeNode without children, with the root it

@@ -27,6 +27,23 @@
 // replaced by Marker (after NAME= in the first form); the count of
 // arguments never changes, so the caller can mark the vector redacted and
 // keep its original count and size.
+//
+// Where the rules apply. An argument vector is redacted where it enters
+// something that outlives the request or that another user sees, never
+// where it is used: the workload is exec'd with the argv of its request,
+// which lives only in memory for that call. The daemon redacts a claim's
+// argv before the store writes it, so the state directory never holds the
+// secret and every view of the claim (list, show, the API, log lines)
+// reads the one redacted copy; the tracker redacts an exec's arguments
+// before the log feed, the event stream and the exec cache see them; the
+// daemon's tree redacts the command lines it reads from /proc. A claim
+// stored earlier (by a daemon without these patterns, or before this
+// redaction existed) goes through Again when the daemon opens its store
+// (which is then compacted, so no freed page keeps the old bytes) and
+// whenever it is shown: what a marker already stands in stays as it is.
+// Redacting where the data enters, not at each view, means a view the
+// code grows later cannot forget to; the views' own pass is for records
+// the rewrite had to keep.
 package redact
 
 import (
@@ -146,6 +163,28 @@ func split(s string, c byte) int {
 // anything was. argv itself is never modified: the result is a new slice
 // when something changed (the only allocation), argv otherwise.
 func (r *Rules) Argv(argv []string) ([]string, bool) {
+	return r.apply(argv, false)
+}
+
+// Again redacts an argv that was redacted before (by these rules or by
+// earlier ones, as a stored claim's was): an argument a marker already
+// stands in (Marker, or NAME= followed by Marker) is kept as it is and
+// is no FLAG for the argument after it; the others are matched as Argv
+// matches them. So Again(Argv(x)) is Argv(x): a redacted vector is never
+// redacted into something different, while a pattern added since still
+// hides what it matches. The one thing Again cannot do is redact an
+// argument that itself ends in "=" and Marker: it reads as done.
+func (r *Rules) Again(argv []string) ([]string, bool) {
+	return r.apply(argv, true)
+}
+
+// Marked reports whether a is what redaction leaves: Marker, or a name,
+// '=' and Marker.
+func Marked(a string) bool {
+	return a == Marker || strings.HasSuffix(a, "="+Marker)
+}
+
+func (r *Rules) apply(argv []string, again bool) ([]string, bool) {
 	if r.Empty() {
 		return argv, false
 	}
@@ -161,6 +200,9 @@ func (r *Rules) Argv(argv []string) ([]string, bool) {
 		out[i] = v
 	}
 	for i, a := range argv {
+		if again && Marked(a) {
+			continue
+		}
 		for pi := range r.pats {
 			p := &r.pats[pi]
 			switch p.form {
@@ -174,7 +216,7 @@ func (r *Rules) Argv(argv []string) ([]string, bool) {
 					set(i, name+"="+Marker)
 				}
 			case next:
-				if i+1 < len(argv) && p.a.match(a) && p.b.match(argv[i+1]) {
+				if i+1 < len(argv) && !(again && Marked(argv[i+1])) && p.a.match(a) && p.b.match(argv[i+1]) {
 					set(i+1, Marker)
 				}
 			}

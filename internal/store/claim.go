@@ -139,8 +139,12 @@ type Claim struct {
 	// Owner is a free-text label given by the caller.
 	Owner string `json:"owner,omitempty"`
 	// UID and GID of the API client that created the claim.
-	UID  uint32   `json:"uid"`
-	GID  uint32   `json:"gid"`
+	UID uint32 `json:"uid"`
+	GID uint32 `json:"gid"`
+	// Argv is the command as the daemon may show it: the daemon redacts
+	// it before a Put (internal/redact), and a redacted argument carries
+	// the marker itself, so the record needs no field of its own (an
+	// older binary still reads it).
 	Argv []string `json:"argv,omitempty"`
 	Cwd  string   `json:"cwd,omitempty"`
 	// Pid and Token name the root instance; Pid 0 means not started.

@@ -21,7 +21,9 @@
 // left byte for byte as it was, and it is never recreated: an operator
 // moves it aside. A new store is built under a temporary name and renamed
 // into place, so an empty or half-initialised file at the path is corrupt,
-// not new.
+// not new. Open can rewrite claims (Options.Rewrite: the daemon's argument
+// redaction of claims stored before its patterns) and then compacts the
+// file into a new one the same way, since bbolt never clears a freed page.
 //
 // One daemon at a time: Open takes an exclusive flock on "<path>.lock"
 // (which also records the holder's pid) and bbolt's own flock on the data

@@ -58,6 +58,9 @@ type Options struct {
 	MaxFileSize int
 	// Limits bound each write; zero fields take DefaultLimits.
 	Limits Limits
+	// Rewrite, when set, is applied to every claim (members not loaded)
+	// as the store opens, before it is shared; see rewrite.
+	Rewrite func(*Claim) bool
 }
 
 // Store is an open store. It is safe for concurrent use; writes are
@@ -72,7 +75,9 @@ type Store struct {
 // Open opens the store at path, creating it (mode 0600) when no file is
 // there. The directory must exist. Errors wrap ErrLocked, ErrCorrupt,
 // ErrSchema, or the I/O error (fs.ErrPermission...). Open never rewrites,
-// truncates or recreates an existing file it cannot read.
+// truncates or recreates an existing file it cannot read. With
+// Options.Rewrite it rewrites the claims that function changes and then
+// compacts the file (rewrite), or fails and leaves the file as it was.
 func Open(path string, opts Options) (*Store, error) {
 	timeout := opts.LockTimeout
 	if timeout == 0 {
@@ -125,13 +130,31 @@ func (s *Store) open(opts Options, timeout time.Duration) error {
 		// so an empty file was never a store: it was truncated.
 		return fmt.Errorf("empty file: %w", ErrCorrupt)
 	}
+	if err := s.openFile(opts, timeout); err != nil {
+		return err
+	}
+	if opts.Rewrite == nil {
+		return nil
+	}
+	if err := s.rewrite(opts, timeout, opts.Rewrite); err != nil {
+		if s.db != nil {
+			s.db.Close()
+			s.db = nil
+		}
+		return err
+	}
+	return nil
+}
+
+// openFile checks the data file, maps it and checks its records.
+func (s *Store) openFile(opts Options, timeout time.Duration) error {
 	if err := verifyPath(s.path); err != nil {
 		if errors.Is(err, errFormat) {
 			return fmt.Errorf("%v: %w", err, ErrCorrupt)
 		}
 		return err
 	}
-	err = guard(func() error {
+	err := guard(func() error {
 		db, err := bolt.Open(s.path, 0o600, boltOptions(opts, timeout))
 		if err != nil {
 			return err

@@ -206,7 +206,11 @@ func Show(w io.Writer, cl api.Claim, now time.Time) {
 	add("result", Result(cl, now))
 	add("owner", cl.Owner)
 	add("uid", fmt.Sprintf("%d (gid %d)", cl.UID, cl.GID))
-	add("command", quoteArgv(cl.Argv))
+	if cl.ArgsRedacted {
+		add("command", quoteArgv(cl.Argv)+"  (arguments redacted)")
+	} else {
+		add("command", quoteArgv(cl.Argv))
+	}
 	add("cwd", cl.Cwd)
 	if cl.Pid != 0 {
 		add("root", fmt.Sprintf("%d %s", cl.Pid, cl.Token))

@@ -163,6 +163,20 @@ func TestShow(t *testing.T) {
 			t.Errorf("Show lacks %q:\n%s", want, out)
 		}
 	}
+	for _, c := range []struct {
+		argv     []string
+		redacted bool
+		want     string
+	}{
+		{[]string{"db", "--password=[REDACTED]"}, true, "command: db --password=[REDACTED]  (arguments redacted)\n"},
+		{[]string{"db", "--password=[REDACTED]"}, false, "command: db --password=[REDACTED]\n"},
+	} {
+		b.Reset()
+		Show(&b, api.Claim{ID: "g-r", Kind: store.Grant, Argv: c.argv, ArgsRedacted: c.redacted}, t0)
+		if out := fields(b.String()); !strings.Contains(out, c.want) {
+			t.Errorf("Show(argv %q, redacted %v) lacks %q:\n%s", c.argv, c.redacted, c.want, out)
+		}
+	}
 	b.Reset()
 	Show(&b, api.Claim{ID: "g-b", Kind: store.Grant, State: store.Running}, t0)
 	if out := fields(b.String()); !strings.Contains(out, "root: not started\n") || !strings.Contains(out, "holder: none (unbound)\n") {
@@ -232,6 +246,23 @@ func TestTreeOptions(t *testing.T) {
 		{"tokens", TreeOptions{Tokens: true}, "# lineage by daemon\n2 sh  " + tok.String() + "\n├─ 3 sleep [g-aaaaaaaaaaaa]  " + tok.String() + "\n└─ 4 true (exited)  " + tok.String() + "\n"},
 		{"command lines", TreeOptions{Cmdline: cmdline}, "# lineage by daemon\n2 sh  cmd-of-2 with arguments\n├─ 3 sleep [g-aaaaaaaaaaaa]  cmd-of-3 with arguments\n└─ 4 true (exited)\n"},
 		{"cut to 24 columns", TreeOptions{Cmdline: cmdline, Width: 24}, "# lineage by daemon\n2 sh  cmd-of-2 with arg…\n├─ 3 sleep [g-aaaaaaaaa…\n└─ 4 true (exited)\n"},
+	} {
+		var b strings.Builder
+		Tree(&b, "daemon", root, nil, c.opt)
+		if got := b.String(); got != c.want {
+			t.Errorf("%s: Tree =\n%s\nwant\n%s", c.name, got, c.want)
+		}
+	}
+	// A node that carries its arguments (the daemon's, redacted) shows
+	// them and is never looked up.
+	leaf.Args, leaf.ArgsRedacted = []string{"sleep", "--password=[REDACTED]", "\x1b[2J"}, true
+	for _, c := range []struct {
+		name string
+		opt  TreeOptions
+		want string
+	}{
+		{"args, no lookup", TreeOptions{}, "# lineage by daemon\n2 sh\n├─ 3 sleep [g-aaaaaaaaaaaa]  sleep --password=[REDACTED] ?[2J\n└─ 4 true (exited)\n"},
+		{"args win over a lookup", TreeOptions{Cmdline: cmdline}, "# lineage by daemon\n2 sh  cmd-of-2 with arguments\n├─ 3 sleep [g-aaaaaaaaaaaa]  sleep --password=[REDACTED] ?[2J\n└─ 4 true (exited)\n"},
 	} {
 		var b strings.Builder
 		Tree(&b, "daemon", root, nil, c.opt)

@@ -118,7 +118,8 @@ type TreeOptions struct {
 	Tokens bool
 	// Width cuts each line to this many columns (0: no cut).
 	Width int
-	// Cmdline, when set, gives a process's command line ("" when unknown).
+	// Cmdline, when set, gives the command line of a process whose node
+	// carries none (Args) ("" when unknown).
 	Cmdline func(pid int32, tok token.Token) string
 }
 
@@ -157,7 +158,10 @@ func node(w io.Writer, n *lineage.TreeNode, first, rest string, opt *TreeOptions
 	if opt.Tokens {
 		line += "  " + n.Token.String()
 	}
-	if opt.Cmdline != nil && !n.Exited {
+	switch {
+	case n.Args != nil:
+		line += "  " + Sanitize(strings.Join(n.Args, " "))
+	case opt.Cmdline != nil && !n.Exited:
 		if cmd := opt.Cmdline(n.Pid, n.Token); cmd != "" {
 			line += "  " + Sanitize(cmd)
 		}

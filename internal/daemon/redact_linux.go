@@ -1,0 +1,109 @@
+package daemon
+
+import (
+	"os"
+	"slices"
+	"strings"
+
+	"github.com/procsupervisor/supervisor/internal/api"
+	"github.com/procsupervisor/supervisor/internal/local"
+	"github.com/procsupervisor/supervisor/internal/redact"
+	"github.com/procsupervisor/supervisor/internal/store"
+)
+
+// redactClaim rewrites c's argv by rules: with Argv when it is fresh (as
+// a request or /proc gave it), with Again when it was read back from the
+// store, where it may have been redacted before (what a marker stands in
+// then never becomes something else). It reports whether the argv
+// changed; with no rules it costs nothing.
+func redactClaim(rules *redact.Rules, c *store.Claim, fresh bool) bool {
+	if rules.Empty() {
+		return false
+	}
+	f := rules.Again
+	if fresh {
+		f = rules.Argv
+	}
+	argv, changed := f(c.Argv)
+	if !changed || slices.Equal(argv, c.Argv) {
+		return false
+	}
+	c.Argv = argv
+	return true
+}
+
+// hideArgv0 returns err with every occurrence of the real argv[0] replaced
+// by the one shown (redacted), for an error that goes where the claim's
+// argv goes: its stored reason, the API answer, the launch's log line.
+// The error is kept for errors.Is when nothing is hidden.
+func hideArgv0(err error, real, shown string) error {
+	if err == nil || real == shown || real == "" || !strings.Contains(err.Error(), real) {
+		return err
+	}
+	return &hidden{msg: strings.ReplaceAll(err.Error(), real, shown), err: err}
+}
+
+// hidden is an error whose text is rewritten; Unwrap keeps the chain for
+// errors.Is (whose callers never print the inner text).
+type hidden struct {
+	msg string
+	err error
+}
+
+func (h *hidden) Error() string { return h.msg }
+func (h *hidden) Unwrap() error { return h.err }
+
+// treeArgs gives each live node of a tree its command line, read for
+// that exact instance (local.Argv) and redacted by the daemon's patterns:
+// the client shows these and reads no /proc of its own for the daemon's
+// tree, so the patterns hold in `supervisor tree` too. A user other than
+// root is shown what it could read itself: every command line when /proc
+// is mounted without hidepid, else those of its own processes only (real
+// uid), as the daemon can read what a hidepid mount denies that user.
+func (d *Daemon) treeArgs(p api.Peer, nodes []api.TreeNode) {
+	ownOnly := false
+	if !p.Root() {
+		mi, err := os.ReadFile("/proc/self/mountinfo")
+		ownOnly = err != nil || procHidesPids(mi)
+	}
+	for i := range nodes {
+		n := &nodes[i]
+		if n.Exited {
+			continue
+		}
+		if ownOnly {
+			// Read before the arguments, whose token check then proves
+			// both were of this instance.
+			if uid, _, err := procIDs(n.Pid); err != nil || uid != p.UID {
+				continue
+			}
+		}
+		n.Args, n.ArgsRedacted = d.redact.Argv(local.Argv(n.Pid, n.Token))
+	}
+}
+
+// procHidesPids reports whether the proc mounted at /proc in mountinfo
+// hides other users' processes (a hidepid option other than 0 or off).
+// The last mount at /proc is the one seen; a mountinfo without one, or a
+// line that cannot be read, answers true: when unsure, hide.
+func procHidesPids(mountinfo []byte) bool {
+	hides := true
+	for line := range strings.SplitSeq(string(mountinfo), "\n") {
+		pre, post, ok := strings.Cut(line, " - ")
+		f, g := strings.Fields(pre), strings.Fields(post)
+		if !ok || len(f) < 5 || f[4] != "/proc" {
+			continue
+		}
+		if len(g) < 3 || g[0] != "proc" {
+			hides = true // something else mounted over /proc
+			continue
+		}
+		hides = false
+		for opt := range strings.SplitSeq(g[2], ",") {
+			if v, ok := strings.CutPrefix(opt, "hidepid="); ok && v != "0" && v != "off" {
+				hides = true
+			}
+		}
+	}
+	return hides
+}

@@ -1,0 +1,256 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/procsupervisor/supervisor/internal/api"
+	"github.com/procsupervisor/supervisor/internal/local"
+	"github.com/procsupervisor/supervisor/internal/redact"
+	"github.com/procsupervisor/supervisor/internal/store"
+	"github.com/procsupervisor/supervisor/internal/testenv"
+	"github.com/procsupervisor/supervisor/internal/token"
+)
+
+func rules(t testing.TB, pats ...string) *redact.Rules {
+	t.Helper()
+	r, err := redact.Parse(pats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// TestRedactClaim: a fresh argv is redacted in full; one read back from
+// the store is redacted again without changing what a marker stands in.
+func TestRedactClaim(t *testing.T) {
+	tests := []struct {
+		name        string
+		pats        []string
+		argv        []string
+		fresh       bool
+		want        []string
+		wantChanged bool
+	}{
+		{"no rules", nil, []string{"db", "--password=x"}, true, []string{"db", "--password=x"}, false},
+		{"no match", []string{"--password=*"}, []string{"db", "-v"}, true, []string{"db", "-v"}, false},
+		{"match", []string{"--password=*"}, []string{"db", "--password=x"}, true, []string{"db", "--password=[REDACTED]"}, true},
+		{"fresh: a marker-like argument is matched too", []string{`x\=*`}, []string{"x=[REDACTED]"}, true, []string{"[REDACTED]"}, true},
+		{"stored, redacted before", []string{"--password=*"}, []string{"db", "--password=[REDACTED]"}, false, []string{"db", "--password=[REDACTED]"}, false},
+		{"stored: never into another form", []string{`--password=\[*`}, []string{"--password=[REDACTED]"}, false, []string{"--password=[REDACTED]"}, false},
+		{"stored, pattern added since", []string{"-p *"}, []string{"--password=[REDACTED]", "-p", "y"}, false, []string{"--password=[REDACTED]", "-p", "[REDACTED]"}, true},
+		{"stored before any pattern", []string{"-p *"}, []string{"mysql", "-p", "y"}, false, []string{"mysql", "-p", "[REDACTED]"}, true},
+	}
+	for _, tt := range tests {
+		c := store.Claim{Argv: slices.Clone(tt.argv)}
+		changed := redactClaim(rules(t, tt.pats...), &c, tt.fresh)
+		if changed != tt.wantChanged || !slices.Equal(c.Argv, tt.want) {
+			t.Errorf("%s: redactClaim(%q, fresh %v) = %v, argv %q; want %v, %q",
+				tt.name, tt.argv, tt.fresh, changed, c.Argv, tt.wantChanged, tt.want)
+		}
+	}
+}
+
+func TestHideArgv0(t *testing.T) {
+	base := errors.New("exec ghp_s3cret: no such file")
+	tests := []struct {
+		err           error
+		real, shown   string
+		want          string
+		keepsSentinel bool
+	}{
+		{base, "ghp_s3cret", "[REDACTED]", "exec [REDACTED]: no such file", true},
+		{base, "ghp_s3cret", "ghp_s3cret", "exec ghp_s3cret: no such file", true},
+		{base, "other", "[REDACTED]", "exec ghp_s3cret: no such file", true},
+		{nil, "x", "y", "", false},
+	}
+	for _, tt := range tests {
+		got := hideArgv0(tt.err, tt.real, tt.shown)
+		if tt.err == nil {
+			if got != nil {
+				t.Errorf("hideArgv0(nil) = %v", got)
+			}
+			continue
+		}
+		if got.Error() != tt.want || errors.Is(got, base) != tt.keepsSentinel {
+			t.Errorf("hideArgv0(%q, %q, %q) = %q (Is %v), want %q", tt.err, tt.real, tt.shown, got, errors.Is(got, base), tt.want)
+		}
+	}
+}
+
+// TestIntegrationLaunchRedactsClaim: a launch with a secret in its argv
+// runs the workload with the real argument (it writes its argv to a
+// file), and the stored claim, its view and every log line hold only the
+// redacted one. A launch whose argv[0] is the secret and cannot exec
+// does not put it in the stored reason or the error either.
+func TestIntegrationLaunchRedactsClaim(t *testing.T) {
+	h := newHarness(t)
+	h.d.redact = rules(t, "--password=*", "ghp_*")
+	secret := "s3cret-" + strings.ReplaceAll(t.Name(), "/", "-")
+	got := filepath.Join(t.TempDir(), "argv")
+	p := api.Peer{Pid: int32(os.Getpid())}
+	cl, err := h.d.Launch(context.Background(), p, &api.LaunchRequest{
+		Argv: []string{"/bin/sh", "-c", `printf '%s\n' "$@" > "$0.tmp" && mv "$0.tmp" "$0"`, got, "--password=" + secret}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 10*time.Second, func() bool { _, err := os.Stat(got); return err == nil }, "the workload did not write its argv")
+	if b, _ := os.ReadFile(got); !strings.Contains(string(b), "--password="+secret) {
+		t.Errorf("the workload got %q, want its real argument", b)
+	}
+	want := []string{"/bin/sh", "-c", `printf '%s\n' "$@" > "$0.tmp" && mv "$0.tmp" "$0"`, got, "--password=[REDACTED]"}
+	if !slices.Equal(cl.Argv, want) || !cl.ArgsRedacted {
+		t.Errorf("Launch view: argv %q redacted %v, want %q true", cl.Argv, cl.ArgsRedacted, want)
+	}
+	c, err := h.st.Get(cl.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(c.Argv, want) {
+		t.Errorf("stored: argv %q, want %q", c.Argv, want)
+	}
+
+	_, err = h.d.Launch(context.Background(), p, &api.LaunchRequest{Argv: []string{"ghp_" + secret, "x"}})
+	if err == nil || strings.Contains(err.Error(), secret) {
+		t.Errorf("Launch of a missing ghp_ program: %v, want an error without the secret", err)
+	}
+	cs, err := h.st.List(store.Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cs {
+		if c.LastVerdict != nil && strings.Contains(c.LastVerdict.Reason, secret) || slices.ContainsFunc(c.Argv, func(a string) bool { return strings.Contains(a, secret) }) {
+			t.Errorf("stored claim %s holds the secret: %+v", c.ID, c)
+		}
+	}
+	h.lg.Close(context.Background())
+	if strings.Contains(h.out.b.String(), secret) {
+		t.Errorf("the log feed holds the secret:\n%s", h.out.b.String())
+	}
+}
+
+// TestIntegrationAdmitRedactsClaim: an admitted process's command line,
+// read from /proc, is stored and shown redacted.
+func TestIntegrationAdmitRedactsClaim(t *testing.T) {
+	h := newHarness(t)
+	h.d.redact = rules(t, "--password=*")
+	cmd := testenv.Start(t, "/bin/sh", "-c", "sleep 600; :", "sh", "--password=hunter2")
+	pid := int32(cmd.Process.Pid)
+	tok, err := local.ReadToken(context.Background(), pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cl api.Claim
+	testenv.EventuallyNil(t, 10*time.Second, func() (err error) {
+		cl, err = h.d.Admit(context.Background(), api.Peer{Pid: int32(os.Getpid())}, &api.AdmitRequest{Pid: pid, Token: tok})
+		return err
+	}, "admit %d", pid)
+	want := []string{"/bin/sh", "-c", "sleep 600; :", "sh", "--password=[REDACTED]"}
+	c, err := h.st.Get(cl.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(cl.Argv, want) || !cl.ArgsRedacted || !slices.Equal(c.Argv, want) {
+		t.Errorf("Admit: view %q (redacted %v), stored %q; want %q, redacted", cl.Argv, cl.ArgsRedacted, c.Argv, want)
+	}
+}
+
+// TestIntegrationOldClaimRedacted: a claim stored unredacted (a state
+// directory written before the patterns, or before this change) is
+// shown redacted and marked; Run's store rewrite is tested in
+// internal/store (TestRewrite) and cmd/supervisor.
+func TestIntegrationOldClaimRedacted(t *testing.T) {
+	h := newHarness(t)
+	old := store.Claim{Kind: store.Grant, Argv: []string{"db", "--password=hunter2"}, CreatedAt: time.Now()}
+	if err := h.st.Put(&old); err != nil {
+		t.Fatal(err)
+	}
+	h.d.redact = rules(t, "--password=*")
+	want := []string{"db", "--password=[REDACTED]"}
+	c, err := h.st.Get(old.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := h.d.view(c); !slices.Equal(v.Argv, want) || !v.ArgsRedacted {
+		t.Errorf("view of an unredacted stored claim: %q %v, want %q true", v.Argv, v.ArgsRedacted, want)
+	}
+	if v := h.d.view(c); !slices.Equal(c.Argv, []string{"db", "--password=hunter2"}) || v.Argv[1] == c.Argv[1] {
+		t.Errorf("view changed the claim it was given: %q", c.Argv)
+	}
+}
+
+// TestIntegrationTreeRedacted: the daemon's tree carries each live
+// process's arguments, read for that instance and redacted.
+func TestIntegrationTreeRedacted(t *testing.T) {
+	h := newHarness(t)
+	h.d.redact = rules(t, "--password=*")
+	cmd := testenv.Start(t, "/bin/sh", "-c", "sleep 600; :", "sh", "--password=hunter2")
+	pid := int32(cmd.Process.Pid)
+	var nodes []api.TreeNode
+	testenv.EventuallyNil(t, 10*time.Second, func() (err error) {
+		nodes, err = h.d.Tree(context.Background(), api.Peer{}, pid, token.Token{})
+		return err
+	}, "the tracker never saw %d", pid)
+	want := []string{"/bin/sh", "-c", "sleep 600; :", "sh", "--password=[REDACTED]"}
+	if len(nodes) == 0 || nodes[0].Pid != pid || !slices.Equal(nodes[0].Args, want) || !nodes[0].ArgsRedacted {
+		t.Fatalf("Tree(%d) = %+v, want the root with args %q, redacted", pid, nodes, want)
+	}
+	// Another user is shown root's command lines only if /proc shows
+	// them to it.
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, err = h.d.Tree(context.Background(), api.Peer{UID: 65534}, pid, token.Token{})
+	if err != nil || len(nodes) == 0 || (nodes[0].Args == nil) != procHidesPids(mi) {
+		t.Errorf("Tree(%d) as uid 65534 = %+v, %v; want arguments only if /proc shows them (hides: %v)", pid, nodes, err, procHidesPids(mi))
+	}
+}
+
+func TestProcHidesPids(t *testing.T) {
+	const (
+		root = "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n"
+		open = "25 22 0:22 / /proc rw,nosuid,nodev,noexec,relatime shared:12 - proc proc rw\n"
+	)
+	tests := []struct {
+		name, in string
+		want     bool
+	}{
+		{"plain", root + open, false},
+		{"hidepid=2", root + "25 22 0:22 / /proc rw - proc proc rw,hidepid=2\n", true},
+		{"hidepid=invisible", root + "25 22 0:22 / /proc rw - proc proc rw,hidepid=invisible,subset=pid\n", true},
+		{"hidepid=0", root + "25 22 0:22 / /proc rw - proc proc rw,hidepid=0\n", false},
+		{"hidepid=off", root + "25 22 0:22 / /proc rw - proc proc rw,hidepid=off\n", false},
+		{"no /proc", root, true},
+		{"proc elsewhere only", root + "25 22 0:22 / /mnt/proc rw - proc proc rw\n", true},
+		{"the last mount wins", root + open + "26 25 0:23 / /proc rw - proc proc rw,hidepid=1\n", true},
+		{"open over hidden", root + "25 22 0:22 / /proc rw - proc proc rw,hidepid=1\n" + open, false},
+		{"tmpfs over /proc", root + open + "26 25 0:23 / /proc rw - tmpfs tmpfs rw\n", true},
+		{"truncated", root + "25 22 0:22 / /proc rw - proc\n", true},
+		{"empty", "", true},
+	}
+	for _, tt := range tests {
+		if got := procHidesPids([]byte(tt.in)); got != tt.want {
+			t.Errorf("%s: procHidesPids = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+// FuzzProcHidesPids: any mountinfo is read without a panic, and one that
+// ends with a plain proc mount at /proc never hides.
+func FuzzProcHidesPids(f *testing.F) {
+	f.Add([]byte("25 22 0:22 / /proc rw - proc proc rw,hidepid=2\n"))
+	f.Add([]byte("25 22 0:22 / /proc rw - proc proc rw\n26 25 0:23 / /proc rw - tmpfs tmpfs rw"))
+	f.Fuzz(func(t *testing.T, mi []byte) {
+		procHidesPids(mi)
+		if procHidesPids(append(append(mi, '\n'), "9 1 0:5 / /proc rw - proc proc rw\n"...)) {
+			t.Errorf("a plain proc last at /proc hides, after %q", mi)
+		}
+	})
+}

@@ -1,0 +1,48 @@
+package daemon
+
+import (
+	"errors"
+	"io/fs"
+	"strings"
+
+	"github.com/procsupervisor/supervisor/internal/local"
+	"github.com/procsupervisor/supervisor/internal/redact"
+	"github.com/procsupervisor/supervisor/internal/token"
+)
+
+// InstalledConfig is where the packages install the daemon's config file
+// (packaging/nfpm.yaml); the service runs the daemon with it.
+const InstalledConfig = "/etc/procsupervisor/procsupervisor.conf"
+
+// TreeCmdline gives `supervisor tree` the command lines of a tree that
+// mech produced. The daemon's tree ("daemon") needs none: its nodes carry
+// their command lines, redacted by the daemon's patterns, and the client
+// must not read /proc around them. A local tree gets each process's
+// command line redacted by the redact_args of the installed config file;
+// without that file, unredacted. A config file that exists but cannot be
+// read or parsed gives no command lines at all: patterns this user cannot
+// read are not bypassed by printing what they would hide.
+func TreeCmdline(mech string) func(pid int32, tok token.Token) string {
+	return treeCmdline(mech, InstalledConfig, local.Argv)
+}
+
+func treeCmdline(mech, config string, argv func(int32, token.Token) []string) func(int32, token.Token) string {
+	if mech == "daemon" {
+		return nil
+	}
+	cfg := DefaultConfig()
+	err := LoadFile(config, &cfg)
+	if errors.Is(err, fs.ErrNotExist) {
+		cfg.RedactArgs = nil
+	} else if err != nil {
+		return nil
+	}
+	rules, err := redact.Parse(cfg.RedactArgs)
+	if err != nil {
+		return nil
+	}
+	return func(pid int32, tok token.Token) string {
+		a, _ := rules.Argv(argv(pid, tok))
+		return strings.Join(a, " ")
+	}
+}

@@ -1,0 +1,53 @@
+package daemon
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/procsupervisor/supervisor/internal/token"
+)
+
+// TestTreeCmdline: the daemon's tree reads nothing on the client; a local
+// tree is redacted by the installed config's patterns, unredacted without
+// a config, and shows nothing when the config cannot be used.
+func TestTreeCmdline(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string, mode os.FileMode) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), mode); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	withRules := write("rules.conf", `{"redact_args":["--password=*","-p *"]}`, 0o644)
+	noRules := write("plain.conf", `{"grace":"1s"}`, 0o644)
+	broken := write("broken.conf", `{"redact_args":`, 0o644)
+	badPattern := write("bad.conf", `{"redact_args":["a b c"]}`, 0o644)
+	argv := func(int32, token.Token) []string { return []string{"db", "--password=hunter2", "-p", "hunter2", "-v"} }
+	tests := []struct {
+		mech, config string
+		want         string
+		none         bool
+	}{
+		{"daemon", withRules, "", true},
+		{"local:ebpf", withRules, "db --password=[REDACTED] -p [REDACTED] -v", false},
+		{"local:proc", noRules, "db --password=hunter2 -p hunter2 -v", false},
+		{"local:proc", filepath.Join(dir, "absent.conf"), "db --password=hunter2 -p hunter2 -v", false},
+		{"local:proc", broken, "", true},
+		{"local:proc", badPattern, "", true},
+		{"local:proc", dir, "", true}, // a directory: cannot be read as a config
+	}
+	for _, tt := range tests {
+		f := treeCmdline(tt.mech, tt.config, argv)
+		if (f == nil) != tt.none {
+			t.Errorf("treeCmdline(%q, %s) = %v, want none %v", tt.mech, tt.config, f != nil, tt.none)
+			continue
+		}
+		if f != nil {
+			if got := f(1, token.Token{}); got != tt.want {
+				t.Errorf("treeCmdline(%q, %s)(1) = %q, want %q", tt.mech, tt.config, got, tt.want)
+			}
+		}
+	}
+}

@@ -1,0 +1,103 @@
+package store
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// rewrite applies fn to every claim in one transaction and writes back
+// those it changes (Options.Rewrite: the daemon redacts the argv of
+// claims stored before its patterns). A claim whose new form breaks the
+// write limits is left as it was. When any claim changed, the file is
+// then compacted into a new one: bbolt never clears a page it frees, so
+// the old bytes would otherwise stay in the file until the page is
+// reused. It runs inside Open, before the store is shared.
+func (s *Store) rewrite(opts Options, timeout time.Duration, fn func(*Claim) bool) error {
+	changed := 0
+	err := guard(func() error {
+		return s.db.Update(func(tx *bolt.Tx) error {
+			claims, _, err := buckets(tx)
+			if err != nil {
+				return err
+			}
+			type record struct{ k, v []byte }
+			var out []record
+			err = claims.ForEach(func(k, v []byte) error {
+				c, err := decodeClaim(k, v)
+				if err != nil {
+					return err
+				}
+				if !fn(&c) {
+					return nil
+				}
+				nv, err := s.encode(&c)
+				if err != nil {
+					return nil // over a limit: kept as it was
+				}
+				out = append(out, record{append([]byte(nil), k...), nv})
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+			for _, r := range out {
+				if err := claims.Put(r.k, r.v); err != nil {
+					return err
+				}
+			}
+			changed = len(out)
+			return nil
+		})
+	})
+	if err != nil {
+		return fmt.Errorf("rewrite claims: %w", classify(err))
+	}
+	if changed == 0 {
+		return nil
+	}
+	return s.compact(opts, timeout)
+}
+
+// compact copies the open data file into a new one under a temporary
+// name (every commit synced), renames it into place, syncs the directory
+// and opens it: a crash leaves the old file or the complete new one.
+func (s *Store) compact(opts Options, timeout time.Duration) error {
+	tmp := s.path + ".new"
+	if err := os.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove leftover %s: %w", tmp, err)
+	}
+	dst, err := bolt.Open(tmp, 0o600, boltOptions(opts, timeout))
+	if err != nil {
+		return fmt.Errorf("compact into %s: %w", tmp, err)
+	}
+	err = bolt.Compact(dst, s.db, 0)
+	if cerr := dst.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = s.db.Close()
+		s.db = nil
+	}
+	if err == nil {
+		err = os.Rename(tmp, s.path)
+	}
+	if err == nil {
+		err = syncDir(filepath.Dir(s.path))
+	}
+	if err != nil {
+		os.Remove(tmp)
+		if s.db == nil {
+			if oerr := s.openFile(opts, timeout); oerr != nil {
+				return fmt.Errorf("compact: %w; and reopening: %w", err, oerr)
+			}
+		}
+		return fmt.Errorf("compact: %w", err)
+	}
+	return s.openFile(opts, timeout)
+}
