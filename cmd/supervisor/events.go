@@ -67,7 +67,7 @@ func runEvents(ctx context.Context, env *cliEnv, args []string) error {
 	if *mech == "" {
 		c := dial(*sock)
 		defer c.Close()
-		st, err := c.Events(ctx)
+		st, err := c.Events(ctx, p.Filter().StreamKinds())
 		if err == nil {
 			fmt.Fprintf(env.stderr, "supervisor events: the daemon's stream at %s\n", c.Socket())
 			err = p.Copy(ctx, st)

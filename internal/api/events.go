@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
+	"slices"
+	"strings"
 	"time"
 )
 
@@ -18,7 +21,9 @@ import (
 // "stream" when this subscriber fell behind and the daemon dropped count
 // records for it, another mechanism when the kernel source lost events).
 // A blank line is a heartbeat. Root sees every record; another uid sees
-// only the processes and claims of its own uid, and losses.
+// only the processes and claims of its own uid, and losses. The query
+// ?kind=fork,exec,exit,claim keeps only those kinds (losses always come):
+// a subscriber that wants few kinds then has its whole buffer for them.
 
 // StreamHeartbeat is how often an idle stream writes a blank line, under
 // half the server's idle timeout, so that its client sees it live.
@@ -56,6 +61,66 @@ type StreamRecord struct {
 	Reason    string `json:"reason,omitempty"`
 }
 
+// StreamKinds is a set of record kinds a subscriber asked for; the zero
+// value is every kind. Losses are always sent.
+type StreamKinds uint8
+
+// The kinds a subscriber may ask for.
+const (
+	StreamFork StreamKinds = 1 << iota
+	StreamExec
+	StreamExit
+	StreamClaim
+)
+
+type kindName struct {
+	name string
+	k    StreamKinds
+}
+
+var streamKindNames = []kindName{{"fork", StreamFork}, {"exec", StreamExec}, {"exit", StreamExit}, {"claim", StreamClaim}}
+
+// ParseStreamKinds parses a comma-separated list of kinds ("" is every
+// kind; "lost" is accepted and always implied).
+func ParseStreamKinds(s string) (StreamKinds, error) {
+	if s == "" {
+		return 0, nil
+	}
+	k := streamLostOnly
+	for name := range strings.SplitSeq(s, ",") {
+		if name == "lost" {
+			continue
+		}
+		i := slices.IndexFunc(streamKindNames, func(x kindName) bool { return x.name == name })
+		if i < 0 {
+			return 0, fmt.Errorf("kind %q: want some of fork,exec,exit,lost,claim: %w", name, ErrBadRequest)
+		}
+		k |= streamKindNames[i].k
+	}
+	return k, nil
+}
+
+// streamLostOnly is the set of a subscriber that asked for losses only.
+const streamLostOnly StreamKinds = 1 << 7
+
+// Has reports whether the set holds kind k (every set holds them all
+// when it is zero).
+func (s StreamKinds) Has(k StreamKinds) bool { return s == 0 || s&k != 0 }
+
+// String is the set as the query gives it ("" for every kind).
+func (s StreamKinds) String() string {
+	if s == 0 {
+		return ""
+	}
+	names := []string{"lost"}
+	for _, x := range streamKindNames {
+		if s&x.k != 0 {
+			names = append(names, x.name)
+		}
+	}
+	return strings.Join(names, ",")
+}
+
 // Stream is one subscriber's view of the daemon's events.
 type Stream interface {
 	// Next waits until records are ready and returns them, whole NDJSON
@@ -68,9 +133,10 @@ type Stream interface {
 
 // Streamer is a Backend that serves the event stream.
 type Streamer interface {
-	// Subscribe starts a stream of what p may see. It fails with
-	// ErrUnavailable when the daemon has no room for another subscriber.
-	Subscribe(p Peer) (Stream, error)
+	// Subscribe starts a stream of what p may see, of kinds k. It fails
+	// with ErrUnavailable when the daemon has no room for another
+	// subscriber.
+	Subscribe(p Peer, k StreamKinds) (Stream, error)
 }
 
 // events serves GET /events. It is long-lived (Server.longLived): it
@@ -81,7 +147,12 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "this daemon has no event stream")
 		return
 	}
-	st, err := sb.Subscribe(peer(r))
+	kinds, err := ParseStreamKinds(r.URL.Query().Get("kind"))
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	st, err := sb.Subscribe(peer(r), kinds)
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -135,9 +206,14 @@ type EventStream struct {
 	r    *bufio.Reader
 }
 
-// Events opens the daemon's event stream. Errors as Client.do's.
-func (c *Client) Events(ctx context.Context) (*EventStream, error) {
-	resp, err := c.send(ctx, http.MethodGet, "/events", nil)
+// Events opens the daemon's event stream, of kinds k (zero: all). Errors
+// as Client.do's.
+func (c *Client) Events(ctx context.Context, k StreamKinds) (*EventStream, error) {
+	path := "/events"
+	if k != 0 {
+		path += "?kind=" + url.QueryEscape(k.String())
+	}
+	resp, err := c.send(ctx, http.MethodGet, path, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -34,11 +35,15 @@ func (s chanStream) Close() { s.closed.Store(true) }
 
 type streamBackend struct {
 	fakeBackend
-	s    chanStream
-	peer chan Peer
+	s     chanStream
+	peer  chan Peer
+	kinds chan StreamKinds
 }
 
-func (b streamBackend) Subscribe(p Peer) (Stream, error) {
+func (b streamBackend) Subscribe(p Peer, k StreamKinds) (Stream, error) {
+	if b.kinds != nil {
+		b.kinds <- k
+	}
 	b.peer <- p
 	return b.s, nil
 }
@@ -54,7 +59,7 @@ func TestEventStream(t *testing.T) {
 	c := NewClient(sock)
 	defer c.Close()
 	ctx := context.Background()
-	st, err := c.Events(ctx)
+	st, err := c.Events(ctx, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +86,7 @@ func TestEventStream(t *testing.T) {
 	sock2 := serve(t, b2, nil)
 	c2 := NewClient(sock2)
 	defer c2.Close()
-	st2, err := c2.Events(ctx)
+	st2, err := c2.Events(ctx, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,8 +96,61 @@ func TestEventStream(t *testing.T) {
 	c3 := NewClient(serve(t, fakeBackend{}, nil))
 	defer c3.Close()
 	var ae *Error
-	if _, err := c3.Events(ctx); !errors.As(err, &ae) || ae.Status != 404 {
+	if _, err := c3.Events(ctx, 0); !errors.As(err, &ae) || ae.Status != 404 {
 		t.Errorf("Events on a backend without a stream = %v, want HTTP 404", err)
+	}
+}
+
+// TestStreamKinds: ?kind= reaches the backend as the set the client
+// asked for; an unknown kind is a 400 and subscribes nothing.
+func TestStreamKinds(t *testing.T) {
+	tests := []struct {
+		in   string
+		want StreamKinds
+		bad  bool
+	}{
+		{"", 0, false},
+		{"exit", StreamExit | streamLostOnly, false},
+		{"fork,exit,lost", StreamFork | StreamExit | streamLostOnly, false},
+		{"lost", streamLostOnly, false},
+		{"claim,exec", StreamClaim | StreamExec | streamLostOnly, false},
+		{"exits", 0, true},
+		{"exit,", 0, true},
+	}
+	for _, tt := range tests {
+		k, err := ParseStreamKinds(tt.in)
+		if tt.bad != (err != nil) || !tt.bad && k != tt.want {
+			t.Errorf("ParseStreamKinds(%q) = %v, %v; want %v (error %v)", tt.in, k, err, tt.want, tt.bad)
+		}
+		if err == nil {
+			if back, err := ParseStreamKinds(k.String()); err != nil || back != k {
+				t.Errorf("ParseStreamKinds(%q.String() = %q) = %v, %v", tt.in, k.String(), back, err)
+			}
+		}
+	}
+	if !StreamKinds(0).Has(StreamClaim) || (StreamExit | streamLostOnly).Has(StreamFork) {
+		t.Error("Has: the zero set must hold every kind, a set only its own")
+	}
+
+	b := streamBackend{s: chanStream{c: make(chan []byte), closed: &atomic.Bool{}}, peer: make(chan Peer, 2), kinds: make(chan StreamKinds, 2)}
+	c := NewClient(serve(t, b, nil))
+	defer c.Close()
+	ctx := context.Background()
+	st, err := c.Events(ctx, StreamExit|StreamClaim|streamLostOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if got := <-b.kinds; got != StreamExit|StreamClaim|streamLostOnly {
+		t.Errorf("the backend was asked for %q, want lost,exit,claim", got)
+	}
+	resp, err := c.send(ctx, http.MethodGet, "/events?kind=exit,bogus", nil)
+	var ae *Error
+	if err == nil {
+		resp.Body.Close()
+	}
+	if !errors.As(err, &ae) || ae.Status != http.StatusBadRequest || len(b.kinds) != 0 {
+		t.Errorf("?kind=exit,bogus = %v, want HTTP 400 and no subscription", err)
 	}
 }
 

@@ -73,10 +73,11 @@ type hub struct {
 // subscriber is one stream: two buffers, the one events are appended to
 // and the one its reader holds, swapped when the reader takes.
 type subscriber struct {
-	h    *hub
-	uid  uint32
-	all  bool
-	wake chan struct{} // one token: something to take
+	h     *hub
+	uid   uint32
+	all   bool
+	kinds api.StreamKinds // what it asked for (losses always)
+	wake  chan struct{}   // one token: something to take
 
 	mu     sync.Mutex
 	buf    []byte // appended to by publishers
@@ -94,14 +95,14 @@ type attribution struct {
 }
 
 // Subscribe implements api.Streamer.
-func (d *Daemon) Subscribe(p api.Peer) (api.Stream, error) {
+func (d *Daemon) Subscribe(p api.Peer, k api.StreamKinds) (api.Stream, error) {
 	if err := d.serves(p); err != nil {
 		return nil, err
 	}
-	return d.log.hub.subscribe(p.UID, p.Root())
+	return d.log.hub.subscribe(p.UID, p.Root(), k)
 }
 
-func (h *hub) subscribe(uid uint32, all bool) (*subscriber, error) {
+func (h *hub) subscribe(uid uint32, all bool, kinds api.StreamKinds) (*subscriber, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
@@ -125,7 +126,7 @@ func (h *hub) subscribe(uid uint32, all bool) (*subscriber, error) {
 	if n >= maxStreams {
 		return nil, fmt.Errorf("%d of %s event streams open (cap %d): %w", n, whose, maxStreams, api.ErrUnavailable)
 	}
-	s := &subscriber{h: h, uid: uid, all: all, wake: make(chan struct{}, 1),
+	s := &subscriber{h: h, uid: uid, all: all, kinds: kinds, wake: make(chan struct{}, 1),
 		buf: make([]byte, 0, streamBuffer), spare: make([]byte, 0, streamBuffer)}
 	next := append(append(make([]*subscriber, 0, len(subs)+1), subs...), s)
 	h.subs.Store(&next)
@@ -249,11 +250,29 @@ func (h *hub) publishEvent(subs []*subscriber, ev *events.Event, a attribution, 
 	}
 	b = append(b, '}', '\n')
 	h.evBuf = b
+	k := streamKind(ev.Kind)
 	for _, s := range subs {
+		if !s.kinds.Has(k) {
+			continue
+		}
 		if s.all || ev.Kind == events.Lost || a.uidOK && a.uid == s.uid {
 			s.put(b)
 		}
 	}
+}
+
+// streamKind is the stream kind of an event of kind k; every subscriber
+// has a loss (all bits).
+func streamKind(k events.Kind) api.StreamKinds {
+	switch k {
+	case events.Fork:
+		return api.StreamFork
+	case events.Exec:
+		return api.StreamExec
+	case events.Exit:
+		return api.StreamExit
+	}
+	return ^api.StreamKinds(0)
 }
 
 // wallOf returns the wall time of an event stamped in nanoseconds of
@@ -320,7 +339,7 @@ func (h *hub) publishClaim(ev *logfeed.ClaimEvent, now time.Time) {
 	b := append(append(h.claimBuf[:0], line...), '\n')
 	h.claimBuf = b
 	for _, s := range subs {
-		if s.all || s.uid == ev.UID {
+		if s.kinds.Has(api.StreamClaim) && (s.all || s.uid == ev.UID) {
 			s.put(b)
 		}
 	}

@@ -69,9 +69,11 @@ func testGraph(t testing.TB) (*lineage.Graph, *claimIndex) {
 func TestStreamVisibility(t *testing.T) {
 	g, claims := testGraph(t)
 	var h hub
-	root, _ := h.subscribe(0, true)
-	mine, _ := h.subscribe(1000, false)
-	other, _ := h.subscribe(2000, false)
+	root, _ := h.subscribe(0, true, 0)
+	mine, _ := h.subscribe(1000, false, 0)
+	other, _ := h.subscribe(2000, false, 0)
+	exits, _ := h.subscribe(0, true, api.StreamExit|api.StreamFork)
+	claimsOnly, _ := h.subscribe(1000, false, api.StreamClaim)
 	now := time.Now()
 	for _, ev := range []events.Event{
 		{Kind: events.Exec, Pid: 101, PPid: 100, Token: tok(101), Comm: [16]byte{'m', 'a', 'k', 'e'}},
@@ -110,6 +112,8 @@ func TestStreamVisibility(t *testing.T) {
 		{"root", root, "exec:101:uid=1000:claim=g-1 exit:200:uid=-:claim= fork:300:uid=-:claim= lost:ebpf:4 claim:g-1 claim:g-2"},
 		{"uid 1000", mine, "exec:101:uid=1000:claim=g-1 lost:ebpf:4 claim:g-1"},
 		{"uid 2000", other, "lost:ebpf:4 claim:g-2"},
+		{"root, exits and forks", exits, "exit:200:uid=-:claim= fork:300:uid=-:claim= lost:ebpf:4"},
+		{"uid 1000, claims", claimsOnly, "lost:ebpf:4 claim:g-1"},
 	} {
 		if got := seen(take(t, tc.s)); got != tc.want {
 			t.Errorf("%s sees %q, want %q", tc.name, got, tc.want)
@@ -122,7 +126,7 @@ func TestStreamVisibility(t *testing.T) {
 // stream goes on. Publishing never waits for it.
 func TestStreamLoss(t *testing.T) {
 	var h hub
-	slow, _ := h.subscribe(0, true)
+	slow, _ := h.subscribe(0, true, 0)
 	ev := events.Event{Kind: events.Fork, Pid: 7, PPid: 1, Token: tok(7)}
 	n := 0
 	for ; n < 10*streamBuffer/100; n++ {
@@ -147,7 +151,7 @@ func TestStreamLoss(t *testing.T) {
 // from the event path; no subscriber past the cap, or after the stop.
 func TestStreamEnd(t *testing.T) {
 	var h hub
-	s, _ := h.subscribe(1000, false)
+	s, _ := h.subscribe(1000, false, 0)
 	got := make(chan error, 1)
 	go func() {
 		b, err := s.Next(context.Background())
@@ -169,17 +173,17 @@ func TestStreamEnd(t *testing.T) {
 	if n := len(h.active()); n != 0 {
 		t.Errorf("%d subscribers after Close, want 0", n)
 	}
-	if _, err := h.subscribe(0, true); !errors.Is(err, api.ErrUnavailable) {
+	if _, err := h.subscribe(0, true, 0); !errors.Is(err, api.ErrUnavailable) {
 		t.Errorf("subscribe after stop = %v, want ErrUnavailable", err)
 	}
 
 	var h2 hub
 	for i := 0; i < maxStreams; i++ {
-		if _, err := h2.subscribe(0, true); err != nil {
+		if _, err := h2.subscribe(0, true, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := h2.subscribe(0, true); !errors.Is(err, api.ErrUnavailable) {
+	if _, err := h2.subscribe(0, true, 0); !errors.Is(err, api.ErrUnavailable) {
 		t.Errorf("subscriber %d = %v, want ErrUnavailable", maxStreams+1, err)
 	}
 }
@@ -191,14 +195,14 @@ func TestStreamEnd(t *testing.T) {
 func TestStreamsOfUsersLeaveRoot(t *testing.T) {
 	var h hub
 	for i := range maxStreams {
-		if _, err := h.subscribe(uint32(1000+i/4), false); err != nil {
+		if _, err := h.subscribe(uint32(1000+i/4), false, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := h.subscribe(5000, false); !errors.Is(err, api.ErrUnavailable) {
+	if _, err := h.subscribe(5000, false, 0); !errors.Is(err, api.ErrUnavailable) {
 		t.Errorf("user's subscriber %d = %v, want ErrUnavailable", maxStreams+1, err)
 	}
-	if _, err := h.subscribe(0, true); err != nil {
+	if _, err := h.subscribe(0, true, 0); err != nil {
 		t.Errorf("root's subscriber with users' streams at their cap: %v", err)
 	}
 }
@@ -219,7 +223,7 @@ func BenchmarkStreamEventPath(b *testing.B) {
 			ctx, cancel := context.WithCancel(context.Background())
 			var wg sync.WaitGroup
 			for i := 0; i < bc.subs; i++ {
-				s, _ := h.subscribe(uint32(1000+i%2), false)
+				s, _ := h.subscribe(uint32(1000+i%2), false, 0)
 				if bc.reading {
 					wg.Add(1)
 					go func() {

@@ -106,6 +106,26 @@ func containsString(list []string, s string) bool {
 	return false
 }
 
+// StreamKinds is what the daemon's stream needs to send for the filter:
+// the kinds asked for, with forks and exits when --tree follows a tree
+// (losses always come).
+func (f *EventFilter) StreamKinds() api.StreamKinds {
+	if f.kinds == nil {
+		return 0
+	}
+	var names []string
+	for _, k := range eventKinds {
+		if f.kinds[k] || f.tree != 0 && (k == "fork" || k == "exit") {
+			names = append(names, k)
+		}
+	}
+	k, err := api.ParseStreamKinds(strings.Join(names, ","))
+	if err != nil {
+		return 0 // cannot happen: eventKinds are the stream's kinds
+	}
+	return k
+}
+
 // Local reports why the filter cannot work on a local mechanism, nil when
 // it can: a local mechanism knows no claims.
 func (f *EventFilter) Local() error {

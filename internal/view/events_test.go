@@ -173,6 +173,31 @@ func TestEventOptions(t *testing.T) {
 	}
 }
 
+// TestEventStreamKinds: the daemon is asked for the kinds shown, plus the
+// forks and exits --tree needs to follow its tree; nothing for all kinds.
+func TestEventStreamKinds(t *testing.T) {
+	tests := []struct {
+		o    EventOptions
+		want string
+	}{
+		{EventOptions{}, ""},
+		{EventOptions{Pid: 5}, ""},
+		{EventOptions{Kinds: "exit"}, "lost,exit"},
+		{EventOptions{Kinds: "lost"}, "lost"},
+		{EventOptions{Kinds: "claim,exec"}, "lost,exec,claim"},
+		{EventOptions{Kinds: "exec", Tree: 9}, "lost,fork,exec,exit"},
+	}
+	for _, tt := range tests {
+		f, err := tt.o.Filter()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := f.StreamKinds().String(); got != tt.want {
+			t.Errorf("%+v: the daemon is asked for %q, want %q", tt.o, got, tt.want)
+		}
+	}
+}
+
 // TestEventPrinter: JSON passes daemon lines through as they came and
 // encodes local events as events.AppendJSON does; a malformed line is an
 // error; Abort prints nothing, not even the header.
