@@ -307,8 +307,8 @@ func TestIntegrationThreadsAreNotProcesses(t *testing.T) {
 	}
 }
 
-func TestIntegrationCloseUnblocksRead(t *testing.T) {
-	s, _ := openSource(t)
+// readAll reads and discards events until Read fails, and sends that error.
+func readAll(s *Source) <-chan error {
 	errc := make(chan error, 1)
 	go func() {
 		var ev events.Event
@@ -319,6 +319,12 @@ func TestIntegrationCloseUnblocksRead(t *testing.T) {
 			}
 		}
 	}()
+	return errc
+}
+
+func TestIntegrationCloseUnblocksRead(t *testing.T) {
+	s, _ := openSource(t)
+	errc := readAll(s)
 	if err := s.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
