@@ -311,7 +311,12 @@ func (s *Source) subscribe(timeout time.Duration) error {
 	}
 	if s.k != nil {
 		s.deadline = time.Now().Add(timeout)
-		defer func() { s.deadline = time.Time{} }()
+		defer func() {
+			// Out of the poller until Read waits: messages queued
+			// before the first Read wake nobody.
+			s.deadline = time.Time{}
+			s.k.unwait()
+		}()
 	}
 	for {
 		err := s.receive(true)
@@ -601,18 +606,15 @@ func (s *Source) receive(wait bool) error {
 	return nil
 }
 
-// fill receives the next batch of datagrams: one raw, non-blocking
-// recvmmsg(2), and, when it finds the queue empty and wait is set, a wait
-// in the runtime's poller (which puts the socket there; see sock).
+// fill receives the next batch of datagrams: without wait one raw,
+// non-blocking recvmmsg(2); with wait the same call made through the
+// runtime's poller (which puts the socket there; see sock), which waits
+// while the queue is empty.
 func (s *Source) fill(wait bool) error {
-	s.wait = false
-	if err := s.k.recv(s.readFn); err != nil {
-		return err
+	if !wait {
+		s.wait = false
+		return s.k.recv(s.readFn)
 	}
-	if s.rerr != unix.EAGAIN || !wait {
-		return nil
-	}
-	s.rerr = 0
 	rc, err := s.k.waiter(s.deadline)
 	if err != nil {
 		return err
