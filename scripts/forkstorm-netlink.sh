@@ -14,7 +14,9 @@
 # printed (reported), the losses it reported (lost; forkstat counts none),
 # the storm events it missed (missing), CPU per event printed (us/event)
 # and the storm's rate as a share of the unobserved storm (rate); see
-# forkstorm.sh. Configurations run in the opposite order every other round,
+# forkstorm.sh. For the supervisor, paired is the share of storm children
+# whose fork and exit carry one proven token: under netlink, the children
+# whose fork was read while they were still there. Configurations run in the opposite order every other round,
 # so a drift of the machine's load favours neither observer. After each
 # run, one line per round compares the two: CPU per event and storm rate of
 # the supervisor as a multiple of forkstat's. Last, the time from one
@@ -63,11 +65,11 @@ run() {
 		--children "$children" --rounds "$rounds" --mode "$mode" --workers 2 \
 		--supervisor "$supervisor" --alternate | tee "$out"
 	# Per round: the supervisor against forkstat in the same round.
-	awk '$1 ~ /^[0-9]+$/ && $2 == "supervisor" { su[$1] = $9; sr[$1] = $4; rp[$1] = $5; lo[$1] = $6 }
+	awk '$1 ~ /^[0-9]+$/ && $2 == "supervisor" { su[$1] = $9; sr[$1] = $4; rp[$1] = $5; lo[$1] = $6; pa[$1] = $8 }
 	     $1 ~ /^[0-9]+$/ && $2 == "forkstat" { fu[$1] = $9; fr[$1] = $4; fp[$1] = $5 }
 	     END { for (r in su) if (r in fu && fu[r] > 0 && fr[r] > 0)
-	             printf "round %s: supervisor reported %s (lost %s), forkstat %s; CPU per event %.2fx forkstat (%s vs %s us); storm rate %.2fx forkstat (%s vs %s/s)\n",
-	                    r, rp[r], lo[r], fp[r], su[r] / fu[r], su[r], fu[r], sr[r] / fr[r], sr[r], fr[r] }' "$out" | sort -n -k2
+	             printf "round %s: supervisor reported %s (lost %s, paired by token %s), forkstat %s; CPU per event %.2fx forkstat (%s vs %s us); storm rate %.2fx forkstat (%s vs %s/s)\n",
+	                    r, rp[r], lo[r], pa[r], fp[r], su[r] / fu[r], su[r], fu[r], sr[r] / fr[r], sr[r], fr[r] }' "$out" | sort -n -k2
 }
 out=$(mktemp /tmp/forkstorm-netlink.out.XXXXXX)
 

@@ -73,10 +73,15 @@
 // out), and the last messages of a CPU that sends nothing more (seen at its
 // next message).
 //
-// Receiving: one recvmmsg(2) takes up to 64 datagrams. While they come 16
-// or more at a time, Read naps 5 ms between receives instead of being woken by the
-// kernel for each message; once a nap finds the queue empty it waits in the
-// runtime's poller. Close ends either wait at once.
+// Receiving: one raw, non-blocking recvmmsg(2) takes up to 64 datagrams.
+// While 16 or more come within 5 ms (whether one receive takes them or each
+// wakes Read), Read naps 5 ms between receives instead of being woken by
+// the kernel for each message; once a nap finds fewer, it waits in the
+// runtime's poller. The socket is in the poller only during that wait: the
+// runtime's epoll set is edge-triggered and shared, and the kernel wakes
+// whichever runtime thread sleeps in it for every datagram queued, so a
+// socket left there would cost a wake-up per message even while Read naps
+// (see sock). Close ends either wait at once.
 //
 // Loss: when the socket buffer overflows, the kernel fails one receive with
 // ENOBUFS and then drops every message until the queue is drained. Read

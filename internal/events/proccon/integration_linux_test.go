@@ -307,8 +307,8 @@ func TestIntegrationThreadsAreNotProcesses(t *testing.T) {
 	}
 }
 
-func TestIntegrationCloseUnblocksRead(t *testing.T) {
-	s, _ := openSource(t)
+// readAll reads and discards events until Read fails, and sends that error.
+func readAll(s *Source) <-chan error {
 	errc := make(chan error, 1)
 	go func() {
 		var ev events.Event
@@ -319,6 +319,12 @@ func TestIntegrationCloseUnblocksRead(t *testing.T) {
 			}
 		}
 	}()
+	return errc
+}
+
+func TestIntegrationCloseUnblocksRead(t *testing.T) {
+	s, _ := openSource(t)
+	errc := readAll(s)
 	if err := s.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}
@@ -351,7 +357,7 @@ func TestIntegrationForgedSenderDropped(t *testing.T) {
 	}
 	var serr error
 	if err := rc.Control(func(fd uintptr) {
-		serr = unix.Sendto(int(fd), forged, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK, Pid: s.conn.PID()})
+		serr = unix.Sendto(int(fd), forged, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK, Pid: s.pid()})
 	}); err != nil || serr != nil {
 		t.Fatalf("send forged event: %v, %v", err, serr)
 	}
@@ -371,7 +377,7 @@ func TestIntegrationForgedSenderDropped(t *testing.T) {
 func TestIntegrationOverflowReportsLoss(t *testing.T) {
 	s, _ := openSource(t)
 	// Shrink the buffer to its minimum so a few dozen processes overflow it.
-	if err := s.conn.SetReadBuffer(1); err != nil {
+	if err := s.k.setReadBuffer(1); err != nil {
 		t.Fatal(err)
 	}
 	for range 50 {
@@ -392,7 +398,7 @@ func TestIntegrationOverflowReportsLoss(t *testing.T) {
 	if ev.Count == 0 || st.LostReports != 1 || st.Lost < ev.Count {
 		t.Errorf("Lost event Count %d, stats %+v: want Count > 0, one report, Lost >= Count", ev.Count, st)
 	}
-	if err := s.conn.SetReadBuffer(rcvBuf); err != nil {
+	if err := s.k.setReadBuffer(rcvBuf); err != nil {
 		t.Fatal(err)
 	}
 	// Reading goes on after the loss.
@@ -423,7 +429,7 @@ func TestIntegrationReceiveDoesNotAllocate(t *testing.T) {
 	b := appendEvent(nil, ptr(fork(1, 1, 4_000_001, 4_000_001)), 0)
 	var serr error
 	if err := rc.Control(func(fd uintptr) {
-		to := &unix.SockaddrNetlink{Family: unix.AF_NETLINK, Pid: s.conn.PID()}
+		to := &unix.SockaddrNetlink{Family: unix.AF_NETLINK, Pid: s.pid()}
 		for range 300 {
 			if serr = unix.Sendto(int(fd), b, 0, to); serr != nil {
 				return

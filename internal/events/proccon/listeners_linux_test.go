@@ -31,6 +31,9 @@ func TestIntegrationCloseWithoutAnyMessage(t *testing.T) {
 				testenv.Skip(t, "netlink connector: %v", err)
 			}
 			s := newSource(c, testBoot, tableProber{}, 0)
+			if err := s.detach(); err != nil {
+				t.Fatalf("detach: %v", err)
+			}
 			s.busy = napping
 			errc := make(chan error, 1)
 			go func() {
@@ -73,7 +76,7 @@ func TestIntegrationStormThreeListeners(t *testing.T) {
 	for i := range srcs {
 		srcs[i], _ = openSource(t)
 	}
-	if err := srcs[2].conn.SetReadBuffer(4096); err != nil {
+	if err := srcs[2].k.setReadBuffer(4096); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Start(t, "sh", "-c", "while :; do :; done") // the busy core

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"sync/atomic"
-	"syscall"
 	"time"
 	"unsafe"
 
@@ -46,8 +45,8 @@ const (
 	// waiting reader for every message, and those wake-ups, not the
 	// messages, were most of the CPU per event.
 	napFor = 5 * time.Millisecond
-	// busyBatch is the batch size from which Read naps instead of waiting
-	// to be woken.
+	// busyBatch is how many datagrams received within one napFor window
+	// make a storm: from there Read naps instead of waiting to be woken.
 	busyBatch = 16
 )
 
@@ -55,8 +54,8 @@ const (
 // created subscribed by New; Read is called from one goroutine, Stats and
 // Close from any.
 type Source struct {
-	conn   *netlink.Conn
-	rc     syscall.RawConn // nil when conn has no real socket (replay tests)
+	conn   *netlink.Conn // the replay tests' conn; a kernel socket is detached into k
+	k      *sock         // the kernel socket, out of the runtime's poller; nil on replay
 	boot   procfs.BootID
 	probe  prober
 	offset int64 // CLOCK_BOOTTIME - CLOCK_MONOTONIC in ns, measured at New
@@ -75,8 +74,13 @@ type Source struct {
 	rn         int
 	rerr       unix.Errno
 	readFn     func(fd uintptr) bool
-	wait       bool // recvmmsg blocks (through the poller) on an empty queue
-	busy       bool // messages came during the last nap: nap again when drained
+	wait       bool      // recvmmsg blocks (through the poller) on an empty queue
+	deadline   time.Time // bounds a wait in the poller (subscribe), zero for none
+	busy       bool      // busyBatch datagrams came within napFor: nap when drained
+	// got counts the datagrams received since winAt (CLOCK_MONOTONIC ns),
+	// the start of the current napFor window.
+	got   int
+	winAt uint64
 	// The batch of datagrams the last recvmmsg returned: bn of them, the
 	// next at bi; slots, iov, names and hdrs are its reused buffers.
 	bi, bn      int
@@ -183,15 +187,20 @@ func New(boot procfs.BootID) (*Source, error) {
 		return nil, fmt.Errorf("proc connector: %w", err)
 	}
 	s := newSource(c, boot, probe, clockOffset())
-	if err := s.subscribe(ackTimeout); err != nil {
+	if err := s.detach(); err != nil {
 		c.Close()
+		return nil, err
+	}
+	if err := s.subscribe(ackTimeout); err != nil {
+		s.Close()
 		return nil, err
 	}
 	return s, nil
 }
 
 // newSource wraps a connected conn. Replay tests pass an nltest conn, a
-// table prober and a fixed clock offset.
+// table prober and a fixed clock offset; a kernel socket is then detached
+// (Source.detach) before use.
 func newSource(c *netlink.Conn, boot procfs.BootID, p prober, offset int64) *Source {
 	s := &Source{
 		conn:       c,
@@ -206,8 +215,7 @@ func newSource(c *netlink.Conn, boot procfs.BootID, p prober, offset int64) *Sou
 	}
 	s.timer.Stop()
 	s.now = monotonicNow
-	if rc, err := c.SyscallConn(); err == nil {
-		s.rc = rc
+	if _, err := c.SyscallConn(); err == nil {
 		s.readFn = s.recvmmsg
 		s.slots = make([]byte, batch*slotLen)
 		s.iov = make([]unix.Iovec, batch)
@@ -223,6 +231,20 @@ func newSource(c *netlink.Conn, boot procfs.BootID, p prober, offset int64) *Sou
 		}
 	}
 	return s
+}
+
+// detach takes a kernel socket out of the runtime's poller (see sock).
+func (s *Source) detach() error {
+	rc, err := s.conn.SyscallConn()
+	if err != nil {
+		return fmt.Errorf("proc connector: %w", err)
+	}
+	k, err := detach(s.conn, rc)
+	if err != nil {
+		return err
+	}
+	s.k = k
+	return nil
 }
 
 func unavailable(reason string, err error) error {
@@ -283,15 +305,18 @@ func monotonicNow() uint64 {
 func (s *Source) subscribe(timeout time.Duration) error {
 	// The kernel echoes ack+1 but replaces seq with its own per-CPU
 	// counter, so a nonce in ack tells our ack from other listeners'.
-	ack := s.conn.PID() ^ uint32(time.Now().UnixNano())
-	if err := s.control(mcastListen, s.conn.PID(), ack); err != nil {
+	ack := s.pid() ^ uint32(time.Now().UnixNano())
+	if err := s.control(mcastListen, s.pid(), ack); err != nil {
 		return fmt.Errorf("proc connector: send listen: %w", err)
 	}
-	if s.rc != nil {
-		if err := s.conn.SetReadDeadline(time.Now().Add(timeout)); err != nil {
-			return fmt.Errorf("proc connector: %w", err)
-		}
-		defer s.conn.SetReadDeadline(time.Time{})
+	if s.k != nil {
+		s.deadline = time.Now().Add(timeout)
+		defer func() {
+			// Out of the poller until Read waits: messages queued
+			// before the first Read wake nobody.
+			s.deadline = time.Time{}
+			s.k.unwait()
+		}()
 	}
 	for {
 		err := s.receive(true)
@@ -326,12 +351,28 @@ func (s *Source) subscribe(timeout time.Duration) error {
 	}
 }
 
-// control sends a PROC_CN_MCAST_* request to the kernel.
-func (s *Source) control(op, seq, ack uint32) error {
-	_, err := s.conn.Send(netlink.Message{
+// pid is the socket's netlink port id.
+func (s *Source) pid() uint32 {
+	if s.k != nil {
+		return s.k.pid
+	}
+	return s.conn.PID()
+}
+
+// controlMsg is a PROC_CN_MCAST_* request to the kernel.
+func controlMsg(op, seq, ack uint32) netlink.Message {
+	return netlink.Message{
 		Header: netlink.Header{Type: nlmsgDone},
 		Data:   appendControl(make([]byte, 0, cnMsgLen+4), op, seq, ack),
-	})
+	}
+}
+
+// control sends a PROC_CN_MCAST_* request to the kernel.
+func (s *Source) control(op, seq, ack uint32) error {
+	if s.k != nil {
+		return s.k.send(controlMsg(op, seq, ack))
+	}
+	_, err := s.conn.Send(controlMsg(op, seq, ack))
 	return err
 }
 
@@ -358,6 +399,10 @@ func (s *Source) Close() error {
 		return nil
 	}
 	close(s.stop)
+	if s.k != nil {
+		ignore := controlMsg(mcastIgnore, s.k.pid, 0)
+		return s.k.close(&ignore)
+	}
 	_ = s.control(mcastIgnore, s.conn.PID(), 0)
 	if err := s.conn.Close(); err != nil {
 		return fmt.Errorf("proc connector: close: %w", err)
@@ -439,7 +484,7 @@ func (s *Source) Read(ev *events.Event) error {
 			s.lost(ev)
 			return nil
 		}
-		if left := s.holdLeft(); left > 0 && s.rc != nil {
+		if left := s.holdLeft(); left > 0 && s.k != nil {
 			// The last thread's exit may still be on its way from another
 			// CPU: wait a little for it before the process's exit goes out
 			// with an earlier thread's status.
@@ -450,7 +495,7 @@ func (s *Source) Read(ev *events.Event) error {
 			s.nEvents.Add(1)
 			return nil
 		}
-		if s.busy && s.rc != nil {
+		if s.busy && s.k != nil {
 			// Messages keep coming: let them gather instead of being
 			// woken for each.
 			s.busy = false
@@ -471,8 +516,10 @@ func (s *Source) Read(ev *events.Event) error {
 	}
 }
 
-// nap sleeps for d or until Close.
+// nap sleeps for d or until Close, with the socket out of the runtime's
+// poller, so that the messages queued meanwhile wake nobody.
 func (s *Source) nap(d time.Duration) {
+	s.k.unwait()
 	s.timer.Reset(d)
 	select {
 	case <-s.timer.C:
@@ -525,15 +572,15 @@ func (s *Source) holdLeft() time.Duration {
 // runtime's poller, which Close wakes.
 func (s *Source) receive(wait bool) error {
 	s.n, s.off, s.seqChecked = 0, 0, false
-	if s.rc == nil {
+	if s.k == nil {
 		if !wait {
 			return unix.EAGAIN
 		}
 		return s.receiveMessages()
 	}
 	if s.bi >= s.bn {
-		s.bi, s.bn, s.rerr, s.wait = 0, 0, 0, wait
-		if err := s.rc.Read(s.readFn); err != nil {
+		s.bi, s.bn, s.rerr = 0, 0, 0
+		if err := s.fill(wait); err != nil {
 			return err
 		}
 		if s.rerr != 0 {
@@ -543,10 +590,7 @@ func (s *Source) receive(wait bool) error {
 		if s.bn == 0 {
 			return unix.EAGAIN
 		}
-		// Only a full-ish batch means a storm: under light traffic Read
-		// is woken at once, so a short-lived child's fork is still read
-		// while the child lives and keeps its token.
-		s.busy = s.bn >= busyBatch
+		s.count(s.bn)
 	}
 	i := s.bi
 	s.bi++
@@ -560,6 +604,39 @@ func (s *Source) receive(wait bool) error {
 	s.n = int(h.Len)
 	s.fromKernel = s.names[i].Family == unix.AF_NETLINK && s.names[i].Pid == 0
 	return nil
+}
+
+// fill receives the next batch of datagrams: without wait one raw,
+// non-blocking recvmmsg(2); with wait the same call made through the
+// runtime's poller (which puts the socket there; see sock), which waits
+// while the queue is empty.
+func (s *Source) fill(wait bool) error {
+	if !wait {
+		s.wait = false
+		return s.k.recv(s.readFn)
+	}
+	rc, err := s.k.waiter(s.deadline)
+	if err != nil {
+		return err
+	}
+	s.wait = true
+	return rc.Read(s.readFn)
+}
+
+// count adds n datagrams received to the current napFor window, and
+// decides whether the traffic is a storm: busyBatch datagrams or more
+// within one window, whether one receive took them all (Read was behind)
+// or each woke Read on its own (Read kept up, woken by the kernel for
+// every message). Under lighter traffic Read is woken at once, so a
+// short-lived child's fork is still read while the child lives and keeps
+// its token.
+func (s *Source) count(n int) {
+	now := s.now()
+	if now-s.winAt > uint64(napFor) {
+		s.winAt, s.got = now, 0
+	}
+	s.got += n
+	s.busy = s.got >= busyBatch
 }
 
 // recvmmsg is the syscall.RawConn read function: one recvmmsg(2) of up to
@@ -620,20 +697,10 @@ func (s *Source) receiveMessages() error {
 // dropCount reads the socket's drop counter (SO_MEMINFO), which the kernel
 // increments for every message it could not queue.
 func (s *Source) dropCount() (uint32, bool) {
-	if s.rc == nil {
+	if s.k == nil {
 		return 0, false
 	}
-	var mem [unix.SK_MEMINFO_VARS]uint32
-	size := uint32(unsafe.Sizeof(mem))
-	var errno unix.Errno
-	err := s.rc.Control(func(fd uintptr) {
-		_, _, errno = unix.Syscall6(unix.SYS_GETSOCKOPT, fd, unix.SOL_SOCKET, unix.SO_MEMINFO,
-			uintptr(unsafe.Pointer(&mem[0])), uintptr(unsafe.Pointer(&size)), 0)
-	})
-	if err != nil || errno != 0 || size <= unix.SK_MEMINFO_DROPS*4 {
-		return 0, false
-	}
-	return mem[unix.SK_MEMINFO_DROPS], true
+	return s.k.dropCount()
 }
 
 // ticks converts an event's CLOCK_MONOTONIC timestamp to clock ticks since
