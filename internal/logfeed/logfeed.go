@@ -4,17 +4,21 @@
 // request, as OCSF Process Activity (class_uid 1007) events.
 //
 // Mechanism. A line is encoded with zerolog on the caller's goroutine into
-// a pooled buffer and copied into a bounded ring of reusable line buffers;
-// one drain goroutine, owned by the Logger, moves lines from the ring to the
-// sink (stdout, a size-rotated file, or syslog in RFC 5424 form over a
-// unix socket, UDP or TCP). The caller never waits for the sink: when the
-// ring is full, or the sink fails, the line is dropped and counted, and the
-// count is written as a line of its own (event.action "log_lines_dropped")
-// as soon as a later write succeeds. Process events give way: in a full
-// ring an audit, verdict, signal or other line takes the place of the
-// newest process event, so only process events are dropped to make room
-// (Drops counts each class). Encoding a process event allocates
-// nothing in the steady state.
+// a pooled buffer and appended to a bounded batch of lines (at most
+// BufferLines lines and 4 MiB); one drain goroutine, owned by the Logger,
+// is woken when the batch stops being empty, lets it fill for 20 ms (less
+// when it passes 256 KiB, or on Flush, Close or Reopen), swaps it for its
+// spare and hands it whole to the sink (stdout or a size-rotated file:
+// one write per batch; syslog in RFC 5424 form over a unix socket, UDP or
+// TCP: a message per line). Under a storm of process events that is one
+// wake-up and one write per batch, not per line. The caller never waits
+// for the sink: when the batch is full, or the sink fails, the line is
+// dropped and counted, and the count is written as a line of its own
+// (event.action "log_lines_dropped") as soon as a later write succeeds.
+// Process events give way: in a full batch an audit, verdict, signal or
+// other line takes the place of the newest process event, so only process
+// events are dropped to make room (Drops counts each class). Encoding a
+// process event allocates nothing in the steady state.
 //
 // Limits. A line dropped is gone: the feed is a best-effort mirror of the
 // supervisor's decisions, not their record (the store is). Long argument
