@@ -35,7 +35,7 @@ func special(w uint64) bool {
 	lt20 := (w - 0x20*ones) & ^w & highs
 	quote := ((w ^ '"'*ones) - ones) & ^(w ^ '"'*ones) & highs
 	bs := ((w ^ '\\'*ones) - ones) & ^(w ^ '\\'*ones) & highs
-	return (lt20|quote|bs|w&highs) != 0
+	return (lt20 | quote | bs | w&highs) != 0
 }
 
 // AppendString appends s to b as a quoted JSON string.
