@@ -9,7 +9,7 @@ import (
 // The encoding half: appenders for hand-written encoders of hot lines (the
 // log feed's process events), which build a line in one pass into a reused
 // buffer. A string is written as RFC 8259 asks: quoted, '"' and '\\'
-// escaped, control characters as \b \f \n \r \t or \u00XX, and every byte
+// escaped, control characters as \b \f \n \r \t or \u00XX (DEL too), and every byte
 // that is not part of valid UTF-8 replaced by \ufffd, so the output is
 // always valid UTF-8 JSON. Runs of eight plain ASCII bytes are checked a
 // word at a time.
@@ -18,7 +18,7 @@ const hexDigits = "0123456789abcdef"
 
 // plain[c] is true for an ASCII byte written as itself.
 var plain = func() (t [utf8.RuneSelf]bool) {
-	for c := 0x20; c < utf8.RuneSelf; c++ {
+	for c := 0x20; c < utf8.RuneSelf-1; c++ { // DEL (0x7f) as \u007f
 		t[c] = c != '"' && c != '\\'
 	}
 	return t
@@ -30,12 +30,14 @@ const (
 )
 
 // special reports whether the 8 bytes of w hold one that is not plain
-// ASCII: a control character, '"', '\\' or a byte of 0x80 or more.
+// ASCII: a control character (DEL too), '"', '\\' or a byte of 0x80 or
+// more.
 func special(w uint64) bool {
 	lt20 := (w - 0x20*ones) & ^w & highs
 	quote := ((w ^ '"'*ones) - ones) & ^(w ^ '"'*ones) & highs
 	bs := ((w ^ '\\'*ones) - ones) & ^(w ^ '\\'*ones) & highs
-	return (lt20 | quote | bs | w&highs) != 0
+	del := ((w ^ 0x7f*ones) - ones) & ^(w ^ 0x7f*ones) & highs
+	return (lt20 | quote | bs | del | w&highs) != 0
 }
 
 // AppendString appends s to b as a quoted JSON string.

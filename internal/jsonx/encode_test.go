@@ -28,7 +28,7 @@ func referenceEscape(s string) string {
 			b.WriteString(`\r`)
 		case r == '\t':
 			b.WriteString(`\t`)
-		case r < 0x20:
+		case r < 0x20 || r == 0x7f:
 			b.WriteString(`\u00`)
 			b.WriteByte(hexDigits[r>>4])
 			b.WriteByte(hexDigits[r&15])

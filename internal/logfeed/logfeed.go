@@ -254,9 +254,10 @@ type capture struct {
 	sev     severity
 	action  string
 	dst     []byte
-	direct  bool   // append to dst instead of queueing
-	scratch []byte // reused by encoders (OCSF cmd_line)
-	claim   string // the claim a verdict, signal or teardown line is for
+	direct  bool     // append to dst instead of queueing
+	scratch []byte   // reused by encoders (OCSF cmd_line)
+	proc    procLine // the ECS process line (ecsevent.go)
+	claim   string   // the claim a verdict, signal or teardown line is for
 	class   class
 }
 
