@@ -12,10 +12,14 @@ import (
 // to not empty, then lingers batchLinger (unless the buffer passes
 // batchBytes, or Flush, Close or Reopen asks) and hands everything buffered
 // to the sink at once: under a storm of process events, one wake-up and
-// one write per batch instead of per line.
+// one write per batch instead of per line. Under a storm a batch fills to
+// batchBytes first, so the write is started by a caller logging (while the
+// event path runs anyway) rather than by a timer of its own: a process
+// that wakes from idle more often makes the runtime's sysmon thread tick
+// at its fastest more often, which costs more than the write.
 const (
-	batchLinger = 20 * time.Millisecond
-	batchBytes  = 256 << 10
+	batchLinger = 100 * time.Millisecond
+	batchBytes  = 128 << 10
 	// maxBufferBytes bounds the bytes of the lines waiting (as BufferLines
 	// bounds their number): a storm of long command lines must not hold
 	// thousands of them.
