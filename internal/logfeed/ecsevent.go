@@ -1,12 +1,14 @@
 package logfeed
 
 import (
+	"encoding/hex"
 	"strconv"
 	"time"
 
 	"github.com/procsupervisor/supervisor/internal/container"
 	"github.com/procsupervisor/supervisor/internal/events"
 	"github.com/procsupervisor/supervisor/internal/jsonx"
+	"github.com/procsupervisor/supervisor/internal/procfs"
 	"github.com/procsupervisor/supervisor/internal/token"
 	"github.com/procsupervisor/supervisor/internal/userdb"
 )
@@ -50,11 +52,22 @@ func (x *ecs) renderPrefixes() {
 	x.prefixExit = render(ActionProcessEnded, "end")
 }
 
-// procLine is the state of one process line being written.
+// procLine is the state of one process line being written, and what it
+// keeps from line to line of the same capture.
 type procLine struct {
 	b     []byte
 	names userdb.Names
 	spans [][2]int // where the arguments just written in args are, escaped
+
+	// The boot id of the last token written, in hex.
+	boot    procfs.BootID
+	bootHex [32]byte
+	bootSet bool
+	// "2006-01-02T15:04:05" of the last two seconds written, by second.
+	secs    [2]int64
+	secText [2][19]byte
+	secSet  [2]bool
+	secNext int
 }
 
 func (w *procLine) key(k string) {
@@ -83,17 +96,64 @@ func (w *procLine) bool(k string, v bool) {
 	w.b = strconv.AppendBool(w.b, v)
 }
 
-// tok writes a token: its text needs no escaping.
+// tok writes a token: its text needs no escaping. It is token.Append's,
+// with the boot id's hex kept from the last token (every token of a line
+// usually has this boot's id).
 func (w *procLine) tok(k string, t token.Token) {
 	w.key(k)
 	w.b = append(w.b, '"')
-	w.b = t.Append(w.b)
+	w.b = w.appendToken(w.b, t)
 	w.b = append(w.b, '"')
 }
 
+func (w *procLine) appendToken(b []byte, t token.Token) []byte {
+	if !w.bootSet || t.Boot != w.boot {
+		w.boot, w.bootSet = t.Boot, true
+		hex.Encode(w.bootHex[:], t.Boot[:])
+	}
+	b = append(b, 'v', '1', ':', byte(t.Prec), ':')
+	b = append(b, w.bootHex[:]...)
+	b = append(b, ':')
+	b = strconv.AppendUint(b, t.Start, 10)
+	b = append(b, ':')
+	id := t.Ino
+	if t.Prec == token.Micro {
+		id = t.Uniq
+	}
+	if id == 0 {
+		return append(b, '-')
+	}
+	return strconv.AppendUint(b, id, 10)
+}
+
+// time writes t as appendTime does, with the date and time of day of the
+// last two seconds written kept.
 func (w *procLine) time(k string, t time.Time) {
 	w.key(k)
-	w.b = appendTime(w.b, t)
+	w.b = w.appendTime(w.b, t)
+}
+
+func (w *procLine) appendTime(b []byte, t time.Time) []byte {
+	sec := t.Unix()
+	i := 0
+	if !w.secSet[0] || w.secs[0] != sec {
+		i = 1
+	}
+	if !w.secSet[i] || w.secs[i] != sec {
+		if y := t.UTC().Year(); y < 0 || y > 9999 {
+			return appendTime(b, t)
+		}
+		i = w.secNext
+		w.secNext ^= 1
+		var full [32]byte
+		copy(w.secText[i][:], appendRFC3339Micro(full[:0], t))
+		w.secs[i], w.secSet[i] = sec, true
+	}
+	b = append(b, '"')
+	b = append(b, w.secText[i][:]...)
+	b = append(b, '.')
+	b = appendDigits(b, t.Nanosecond()/1000, 6)
+	return append(b, 'Z', '"')
 }
 
 // event writes the ECS line of a fork, exec or exit into w.b.
@@ -102,7 +162,7 @@ func (x *ecs) procEvent(w *procLine, action string, ev *events.Event) {
 	w.names = x.h.names.At(now)
 	t := x.h.clock.eventTime(now, ev.Time)
 	w.b = append(w.b, `{"@timestamp":`...)
-	w.b = appendTime(w.b, t)
+	w.b = w.appendTime(w.b, t)
 	w.b = append(w.b, x.procPrefix(action)...)
 	if id, rt, ok := container.ID(ev.Exec.Cgroup); ok && id == ev.Exec.ContainerID {
 		w.b = append(w.b, `,"container":{"id":`...)
