@@ -19,7 +19,7 @@ import (
 // at its fastest more often, which costs more than the write.
 const (
 	batchLinger = 100 * time.Millisecond
-	batchBytes  = 128 << 10
+	batchBytes  = 512 << 10
 	// maxBufferBytes bounds the bytes of the lines waiting (as BufferLines
 	// bounds their number): a storm of long command lines must not hold
 	// thousands of them.
