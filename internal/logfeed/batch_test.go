@@ -78,7 +78,7 @@ func TestByteBound(t *testing.T) {
 	ev := events.Event{Kind: events.Exec, Pid: 1, Mechanism: events.EBPF, Argv: []string{long, long}}
 	l.Event(&ev)
 	<-w.entered
-	const logged = 2000 // 2000 lines of over 16 KiB: far over the byte bound
+	const logged = 3000 // 3000 lines of over 16 KiB: three times the byte bound
 	for i := range logged {
 		ev.Pid = int32(i + 2)
 		l.Event(&ev)

@@ -5,7 +5,7 @@
 //
 // Mechanism. A line is encoded with zerolog on the caller's goroutine into
 // a pooled buffer and appended to a bounded batch of lines (at most
-// BufferLines lines and 4 MiB); one drain goroutine, owned by the Logger,
+// BufferLines lines and 16 MiB); one drain goroutine, owned by the Logger,
 // is woken when the batch stops being empty, lets it fill for 100 ms (less
 // when it passes 512 KiB, or on Flush, Close or Reopen), swaps it for its
 // spare and hands it whole to the sink (stdout or a size-rotated file:

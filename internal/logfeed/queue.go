@@ -22,8 +22,12 @@ const (
 	batchBytes  = 512 << 10
 	// maxBufferBytes bounds the bytes of the lines waiting (as BufferLines
 	// bounds their number): a storm of long command lines must not hold
-	// thousands of them.
-	maxBufferBytes = 4 << 20
+	// thousands of them. 16 MiB is a third of a second of a storm of 4 KiB
+	// argument vectors, about what 4096 lines of short ones are.
+	maxBufferBytes = 16 << 20
+	// keepBufferBytes bounds the buffer a batch keeps for the next one:
+	// what a stalled sink made grow is given back once written.
+	keepBufferBytes = 4 * batchBytes
 )
 
 // lineMeta describes one buffered line: where it ends in the batch's
@@ -43,8 +47,11 @@ type batch struct {
 }
 
 func (b *batch) reset() {
-	if cap(b.buf) > 2*maxBufferBytes {
+	if cap(b.buf) > keepBufferBytes {
 		b.buf = nil
+	}
+	if cap(b.lines) > keepBufferBytes/256 {
+		b.lines = nil
 	}
 	b.buf, b.lines = b.buf[:0], b.lines[:0]
 }
