@@ -119,3 +119,39 @@ func (l *Logger) queueLen(f func(n, bytes int)) {
 	defer l.q.mu.Unlock()
 	f(l.q.n, l.q.bytes)
 }
+
+// TestFlushUnderLoad: Flush returns once its lines are written although
+// other goroutines keep logging, so the buffer never runs empty.
+func TestFlushUnderLoad(t *testing.T) {
+	l, out := newTestLogger(t, Config{ProcessEvents: true})
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ev := events.Event{Kind: events.Fork, Pid: 1, Mechanism: events.EBPF}
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				l.Event(&ev)
+			}
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	for i := range 5 {
+		l.Verdict(verdict.Verdict{Pid: int32(100 + i), Result: verdict.Gone})
+		flush(t, l)
+		found := false
+		for _, line := range out.lines(t) {
+			if getString(line, "event.action") == ActionVerdict {
+				if n, _ := getInt(line, "process.pid"); n == int64(100+i) {
+					found = true
+				}
+			}
+		}
+		if !found {
+			t.Fatalf("after Flush, the verdict on %d is not written", 100+i)
+		}
+	}
+}

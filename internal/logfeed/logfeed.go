@@ -216,9 +216,8 @@ func New(cfg Config) (*Logger, error) {
 func (l *Logger) Reopen() { l.q.requestReopen() }
 
 // Flush waits until every line logged before the call has been written
-// to the output (or dropped), or until ctx ends. Lines are flushed when the
-// buffer runs empty, so under a load that never lets it, Flush waits for
-// the first pause.
+// to the output (or dropped), or until ctx ends. The batch holding them is
+// written without lingering, whatever the load.
 func (l *Logger) Flush(ctx context.Context) error {
 	return l.q.flush(ctx)
 }
