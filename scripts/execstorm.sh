@@ -340,8 +340,9 @@ start_daemon() {
 stop_daemon() {
 	kill -TERM "$opids"
 	wait "$opids" || die "supervisor run exited with $?: $(cat "$dir/$round.daemon.err")"
-	# Events the source lost, and process event lines the feed dropped.
-	lost_total=$(jq -R -r 'fromjson? | (.supervisor.lost_events // 0) + (.supervisor.dropped.process_events // 0)' "$out" 2>/dev/null |
+	# Events the source lost, and process event lines the feed dropped
+	# (the rotated files too).
+	lost_total=$(jq -R -r 'fromjson? | (.supervisor.lost_events // 0) + (.supervisor.dropped.process_events // 0)' "$out"* 2>/dev/null |
 		awk '{ n += $1 } END { print n + 0 }')
 }
 start_auditd() {

@@ -115,9 +115,6 @@ func (c *Cache) Observe(ev *events.Event) {
 		if i, ok := c.byPid[ev.Pid]; ok {
 			c.drop(i) // a new instance at the pid
 		}
-		if i := c.find(ev.PPid, ev.ParentToken); i != none && ev.Ctx.Valid && !ev.Inferred {
-			inherit(&c.slots[i].desc.Ctx, &ev.Ctx)
-		}
 	case events.Exec:
 		c.store(ev)
 	case events.Exit:
@@ -128,12 +125,16 @@ func (c *Cache) Observe(ev *events.Event) {
 	if ev.ParentToken.IsZero() {
 		return
 	}
-	if i := c.find(ev.PPid, ev.ParentToken); i != none {
-		ev.Parent = &c.slots[i].desc
-		c.st.Hits++
-	} else {
+	i := c.find(ev.PPid, ev.ParentToken)
+	if i == none {
 		c.st.Misses++
+		return
 	}
+	if ev.Kind == events.Fork && ev.Ctx.Valid && !ev.Inferred {
+		inherit(&c.slots[i].desc.Ctx, &ev.Ctx)
+	}
+	ev.Parent = &c.slots[i].desc
+	c.st.Hits++
 }
 
 // inherit refreshes a parent's context from its child's at the fork: what

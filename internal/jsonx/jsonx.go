@@ -6,6 +6,9 @@
 //
 // Limits: duplicate keys are not refused (encoding/json keeps the last),
 // and key matching is case-insensitive, as encoding/json's is.
+//
+// It also holds the string appenders of hand-written JSON encoders (see
+// encode.go): escaping that always gives valid UTF-8 JSON.
 package jsonx
 
 import (

@@ -66,6 +66,9 @@ type ecs struct {
 	ecsJSON  []byte // {"version":...}
 	hostJSON []byte // {"hostname":...,"boot":{"id":...}}
 	svcJSON  []byte // {"name":"supervisor",...}
+	// prefixFork, prefixExec and prefixExit are a process line from
+	// "ecs" to "event" (procPrefix).
+	prefixFork, prefixExec, prefixExit []byte
 }
 
 func newECS(h *host) *ecs {
@@ -85,6 +88,7 @@ func newECS(h *host) *ecs {
 			e.Str("version", h.version)
 		}
 	})
+	x.renderPrefixes()
 	return x
 }
 
@@ -133,20 +137,6 @@ func commBytes(c *[16]byte) []byte {
 	return c[:n]
 }
 
-// argsArray fills arr with argv, cut to MaxArgsBytes in total.
-func argsArray(arr *zerolog.Array, argv []string) *zerolog.Array {
-	budget := MaxArgsBytes
-	for _, a := range argv {
-		if len(a) > budget {
-			arr.Str(a[:budget])
-			break
-		}
-		arr.Str(a)
-		budget -= len(a)
-	}
-	return arr
-}
-
 // signalName names a signal number without allocating.
 func signalName(sig int) string {
 	if n := unix.SignalName(syscall.Signal(sig)); n != "" {
@@ -156,74 +146,10 @@ func signalName(sig int) string {
 }
 
 func (x *ecs) event(c *capture, ev *events.Event) {
-	var types []string
-	switch ev.Kind {
-	case events.Exit:
-		types = typeEnd
-	default:
-		// Exec starts a new program: ECS (and Elastic's own endpoint
-		// data) file it as a process start.
-		types = typeStart
-	}
-	now := time.Now()
-	t := x.h.clock.eventTime(now, ev.Time)
-	e := x.begin(c, t)
-	eventObject(e, c.action, types, "", "")
-
-	var tok [80]byte
-	var ts [40]byte
-	p := e.CreateDict().Int32("pid", ev.Pid)
-	if !ev.Token.IsZero() {
-		p.Bytes("entity_id", ev.Token.Append(tok[:0]))
-		if st, ok := x.h.clock.startTime(now, ev.Token); ok {
-			p.RawJSON("start", appendTime(ts[:0], st))
-		}
-	}
-	if name := commBytes(&ev.Comm); len(name) > 0 {
-		p.Bytes("name", name)
-	}
-	if ev.Exe != "" {
-		p.Str("executable", ev.Exe)
-	}
-	c.ecsExec(e, p, ev)
-	ecsContext(p, &ev.Ctx, x.h.names, false)
-	if ev.Tid != 0 && ev.Tid != ev.Pid {
-		p.Dict("thread", p.CreateDict().Int32("id", ev.Tid))
-	}
-	var sig int
-	if ev.Kind == events.Exit {
-		if code, ok := ev.Exited(); ok {
-			p.Int("exit_code", code)
-		} else if s, ok := ev.Signaled(); ok {
-			sig = s
-		}
-		p.RawJSON("end", appendTime(ts[:0], t))
-	}
-	if ev.PPid != 0 || !ev.ParentToken.IsZero() {
-		pp := p.CreateDict().Int32("pid", ev.PPid)
-		if !ev.ParentToken.IsZero() {
-			pp.Bytes("entity_id", ev.ParentToken.Append(tok[:0]))
-			if st, ok := x.h.clock.startTime(now, ev.ParentToken); ok {
-				pp.RawJSON("start", appendTime(ts[:0], st))
-			}
-		}
-		if ev.Parent != nil {
-			c.ecsParent(pp, ev.Parent, x.h.names)
-		}
-		p.Dict("parent", pp)
-	}
-	e.Dict("process", p)
-
-	s := e.CreateDict().Str("mechanism", string(ev.Mechanism))
-	if ev.Inferred {
-		s.Bool("inferred", true)
-	}
-	if sig != 0 {
-		s.Str("exit_signal", signalName(sig))
-	}
-	supervisorContext(s, ev)
-	e.Dict("supervisor", s)
-	e.Send()
+	w := &c.proc
+	w.b = w.b[:0]
+	x.procEvent(w, c.action, ev)
+	c.Write(w.b)
 }
 
 // processRef adds process.pid and process.entity_id from a claim.

@@ -4,17 +4,21 @@
 // request, as OCSF Process Activity (class_uid 1007) events.
 //
 // Mechanism. A line is encoded with zerolog on the caller's goroutine into
-// a pooled buffer and copied into a bounded ring of reusable line buffers;
-// one drain goroutine, owned by the Logger, moves lines from the ring to the
-// sink (stdout, a size-rotated file, or syslog in RFC 5424 form over a
-// unix socket, UDP or TCP). The caller never waits for the sink: when the
-// ring is full, or the sink fails, the line is dropped and counted, and the
-// count is written as a line of its own (event.action "log_lines_dropped")
-// as soon as a later write succeeds. Process events give way: in a full
-// ring an audit, verdict, signal or other line takes the place of the
-// newest process event, so only process events are dropped to make room
-// (Drops counts each class). Encoding a process event allocates
-// nothing in the steady state.
+// a pooled buffer and appended to a bounded batch of lines (at most
+// BufferLines lines and 16 MiB); one drain goroutine, owned by the Logger,
+// is woken when the batch stops being empty, lets it fill for 100 ms (less
+// when it passes 512 KiB, or on Flush, Close or Reopen), swaps it for its
+// spare and hands it whole to the sink (stdout or a size-rotated file:
+// one write per batch; syslog in RFC 5424 form over a unix socket, UDP or
+// TCP: a message per line). Under a storm of process events that is one
+// wake-up and one write per batch, not per line. The caller never waits
+// for the sink: when the batch is full, or the sink fails, the line is
+// dropped and counted, and the count is written as a line of its own
+// (event.action "log_lines_dropped") as soon as a later write succeeds.
+// Process events give way: in a full batch an audit, verdict, signal or
+// other line takes the place of the newest process event, so only process
+// events are dropped to make room (Drops counts each class). Encoding a
+// process event allocates nothing in the steady state.
 //
 // Limits. A line dropped is gone: the feed is a best-effort mirror of the
 // supervisor's decisions, not their record (the store is). Long argument
@@ -212,9 +216,8 @@ func New(cfg Config) (*Logger, error) {
 func (l *Logger) Reopen() { l.q.requestReopen() }
 
 // Flush waits until every line logged before the call has been written
-// to the output (or dropped), or until ctx ends. Lines are flushed when the
-// buffer runs empty, so under a load that never lets it, Flush waits for
-// the first pause.
+// to the output (or dropped), or until ctx ends. The batch holding them is
+// written without lingering, whatever the load.
 func (l *Logger) Flush(ctx context.Context) error {
 	return l.q.flush(ctx)
 }
@@ -250,9 +253,10 @@ type capture struct {
 	sev     severity
 	action  string
 	dst     []byte
-	direct  bool   // append to dst instead of queueing
-	scratch []byte // reused by encoders (OCSF cmd_line)
-	claim   string // the claim a verdict, signal or teardown line is for
+	direct  bool     // append to dst instead of queueing
+	scratch []byte   // reused by encoders (OCSF cmd_line)
+	proc    procLine // the ECS process line (ecsevent.go)
+	claim   string   // the claim a verdict, signal or teardown line is for
 	class   class
 }
 

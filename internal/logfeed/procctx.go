@@ -6,9 +6,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/procsupervisor/supervisor/internal/container"
 	"github.com/procsupervisor/supervisor/internal/events"
-	"github.com/procsupervisor/supervisor/internal/token"
 	"github.com/procsupervisor/supervisor/internal/userdb"
 )
 
@@ -39,105 +37,6 @@ func argsCount(argv []string, x *events.ExecInfo) int {
 		return x.ArgsCount
 	}
 	return len(argv)
-}
-
-// idDict is {"id":"<n>","name":"<name>"}, the ECS user and group objects;
-// the name comes from lookup and is left out when it has none.
-func idDict(p *zerolog.Event, id uint32, lookup func(uint32) (string, bool)) *zerolog.Event {
-	var num [12]byte
-	d := p.CreateDict().Bytes("id", strconv.AppendUint(num[:0], uint64(id), 10))
-	if lookup != nil {
-		if n, ok := lookup(id); ok {
-			d.Str("name", n)
-		}
-	}
-	return d
-}
-
-// leaderDict is {"pid":n,"entity_id":token} for a session or group leader.
-func leaderDict(p *zerolog.Event, pid int32, tok token.Token) *zerolog.Event {
-	var b [80]byte
-	d := p.CreateDict().Int32("pid", pid)
-	if !tok.IsZero() {
-		d.Bytes("entity_id", tok.Append(b[:0]))
-	}
-	return d
-}
-
-// ecsExec adds what an exec captured to the ECS process object p, and the
-// line's container object to e.
-func (c *capture) ecsExec(e, p *zerolog.Event, ev *events.Event) {
-	c.ecsImage(p, ev.Argv, &ev.Exec)
-	if id, rt, ok := container.ID(ev.Exec.Cgroup); ok && id == ev.Exec.ContainerID {
-		e.Dict("container", e.CreateDict().Str("id", id).Str("runtime", string(rt)))
-	}
-}
-
-// ecsImage adds the arguments and the working directory to the ECS
-// process object p.
-func (c *capture) ecsImage(p *zerolog.Event, argv []string, x *events.ExecInfo) {
-	if len(argv) > 0 || x.ArgsCount > 0 {
-		p.Array("args", argsArray(p.CreateArray(), argv)).Int("args_count", argsCount(argv, x))
-		c.scratch = commandLine(c.scratch[:0], argv)
-		p.Bytes("command_line", c.scratch)
-	}
-	if x.Cwd != "" {
-		p.Str("working_directory", x.Cwd)
-	}
-}
-
-// ecsParent adds the parent's description (from the exec cache) to the
-// ECS object process.parent pp: what ECS defines there, which is the
-// process's own fields but the session leader.
-func (c *capture) ecsParent(pp *zerolog.Event, d *events.Desc, names *userdb.DB) {
-	if name := commBytes(&d.Comm); len(name) > 0 {
-		pp.Bytes("name", name)
-	}
-	if d.Exe != "" {
-		pp.Str("executable", d.Exe)
-	}
-	c.ecsImage(pp, d.Argv, &d.Exec)
-	ecsContext(pp, &d.Ctx, names, true)
-}
-
-// ecsContext adds the ids of events.Context to the ECS process object p,
-// with the names names gives them (none when names is nil); the session
-// leader only when p is not a parent (ECS has no process.parent.session_leader).
-func ecsContext(p *zerolog.Event, x *events.Context, names *userdb.DB, parent bool) {
-	if !x.Valid {
-		return
-	}
-	var user, group func(uint32) (string, bool)
-	if names != nil {
-		user, group = names.User, names.Group
-	}
-	p.Dict("user", idDict(p, x.EUID, user)).
-		Dict("real_user", idDict(p, x.UID, user)).
-		Dict("saved_user", idDict(p, x.SUID, user)).
-		Dict("group", idDict(p, x.EGID, group)).
-		Dict("real_group", idDict(p, x.GID, group)).
-		Dict("saved_group", idDict(p, x.SGID, group))
-	if n := min(x.NGroups, events.MaxGroups); n > 0 {
-		arr := p.CreateArray()
-		for _, g := range x.Groups[:n] {
-			arr.Dict(idDict(p, g, group))
-		}
-		p.Array("supplemental_groups", arr)
-	}
-	if x.SID > 0 && !parent {
-		p.Dict("session_leader", leaderDict(p, x.SID, x.SessionLeader))
-	}
-	if x.PGID > 0 {
-		p.Dict("group_leader", leaderDict(p, x.PGID, x.GroupLeader))
-	}
-	if x.TTY {
-		p.Dict("tty", p.CreateDict().Dict("char_device", p.CreateDict().
-			Uint32("major", x.TTYMajor).Uint32("minor", x.TTYMinor)))
-	}
-	p.Bool("interactive", x.Interactive())
-	if x.NSPid > 0 {
-		p.Int32("vpid", x.NSPid)
-	}
 }
 
 // supervisorContext adds to supervisor.* what ECS has no field for.

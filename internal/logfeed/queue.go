@@ -1,34 +1,83 @@
 package logfeed
 
 import (
+	"bytes"
 	"context"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
-// maxKeptLine bounds the buffer a ring slot keeps between lines: a slot
-// that carried a larger line gives its buffer back to the garbage collector.
-const maxKeptLine = 64 << 10
+// Batching. The drain goroutine is woken when the buffer goes from empty
+// to not empty, then lingers batchLinger (unless the buffer passes
+// batchBytes, or Flush, Close or Reopen asks) and hands everything buffered
+// to the sink at once: under a storm of process events, one wake-up and
+// one write per batch instead of per line. Under a storm a batch fills to
+// batchBytes first, so the write is started by a caller logging (while the
+// event path runs anyway) rather than by a timer of its own: a process
+// that wakes from idle more often makes the runtime's sysmon thread tick
+// at its fastest more often, which costs more than the write.
+const (
+	batchLinger = 100 * time.Millisecond
+	batchBytes  = 512 << 10
+	// maxBufferBytes bounds the bytes of the lines waiting (as BufferLines
+	// bounds their number): a storm of long command lines must not hold
+	// thousands of them. 16 MiB is a third of a second of a storm of 4 KiB
+	// argument vectors, about what 4096 lines of short ones are.
+	maxBufferBytes = 16 << 20
+	// keepBufferBytes bounds the buffer a batch keeps for the next one:
+	// what a stalled sink made grow is given back once written.
+	keepBufferBytes = 4 * batchBytes
+)
 
-// slot is one buffered line.
-type slot struct {
-	buf    []byte
-	sev    severity
-	action string
-	class  class
+// lineMeta describes one buffered line: where it ends in the batch's
+// bytes, and what the sink needs to know about it.
+type lineMeta struct {
+	end     int
+	sev     severity
+	class   class
+	evicted bool // gave way to a line of another class: dropped
+	action  string
+}
+
+// batch is lines back to back, each ending in '\n'.
+type batch struct {
+	buf   []byte
+	lines []lineMeta
+}
+
+func (b *batch) reset() {
+	if cap(b.buf) > keepBufferBytes {
+		b.buf = nil
+	}
+	if cap(b.lines) > keepBufferBytes/256 {
+		b.lines = nil
+	}
+	b.buf, b.lines = b.buf[:0], b.lines[:0]
+}
+
+// start returns where line i begins.
+func (b *batch) start(i int) int {
+	if i == 0 {
+		return 0
+	}
+	return b.lines[i-1].end
 }
 
 // queue is the bounded buffer between the callers and the sink. Callers
-// put lines under a mutex held only for a copy; the drain goroutine takes
-// them out one at a time by swapping buffers, so the sink is written
-// without the mutex held and a blocked sink blocks nobody but drain.
+// append lines to the current batch under a mutex held only for a copy;
+// the drain goroutine swaps the whole batch for its spare and writes it
+// without the mutex held, so a blocked sink blocks nobody but drain.
 type queue struct {
 	mu        sync.Mutex
-	slots     []slot
-	head, n   int
-	nProcess  int  // process events among the n
+	cur       batch
+	n         int // live lines in cur (not evicted)
+	nProcess  int // process events among the n
+	bytes     int // bytes of the n
+	maxLines  int
 	closing   bool // no more lines; drain ends when empty
 	abandoned bool
+	urgent    bool   // write without lingering (Flush, Close, a full batch)
 	seq       uint64 // lines accepted so far (for flush)
 	wake      chan struct{}
 	flushed   *sync.Cond // signalled when done advances
@@ -50,7 +99,7 @@ type queue struct {
 }
 
 func newQueue(lines int, s sink, report func([]byte, Drops) []byte) *queue {
-	q := &queue{slots: make([]slot, lines), sink: s, report: report, wake: make(chan struct{}, 1)}
+	q := &queue{maxLines: lines, sink: s, report: report, wake: make(chan struct{}, 1)}
 	q.flushed = sync.NewCond(&q.mu)
 	return q
 }
@@ -62,45 +111,57 @@ func (q *queue) signal() {
 	}
 }
 
-// put copies a line into the ring, or drops and counts it. In a full
-// ring a line of another class takes the place of the newest process
-// event (evict); a process event is dropped.
+// full reports whether a line of size bytes does not fit. q.mu is held.
+func (q *queue) full(size int) bool {
+	return q.n >= q.maxLines || q.n > 0 && q.bytes+size > maxBufferBytes
+}
+
+// put copies a line into the buffer, or drops and counts it. In a full
+// buffer a line of another class takes the place of the newest process
+// event (evict); a process event is dropped. Only a line that finds the
+// buffer empty, or fills a batch, wakes the drain goroutine.
 func (q *queue) put(p []byte, sev severity, action string, cls class) {
 	q.mu.Lock()
-	if q.closing || (q.n == len(q.slots) && (cls == classProcess || !q.evict())) {
+	if q.closing || (q.full(len(p)) && (cls == classProcess || !q.evict())) {
 		q.mu.Unlock()
 		q.drop(cls, 1)
 		return
 	}
-	s := &q.slots[(q.head+q.n)%len(q.slots)]
-	s.buf = append(s.buf[:0], p...)
-	s.sev, s.action, s.class = sev, action, cls
+	wake := q.n == 0
+	q.cur.buf = append(q.cur.buf, p...)
+	q.cur.lines = append(q.cur.lines, lineMeta{end: len(q.cur.buf), sev: sev, class: cls, action: action})
 	q.n++
+	q.bytes += len(p)
 	if cls == classProcess {
 		q.nProcess++
 	}
 	q.seq++
+	if !q.urgent && (q.bytes >= batchBytes || 2*q.n >= q.maxLines) {
+		q.urgent, wake = true, true
+	}
 	q.mu.Unlock()
-	q.signal()
+	if wake {
+		q.signal()
+	}
 }
 
-// evict drops the newest process event in the ring, moving the lines
-// after it down by one (swapping buffers), and reports whether there was
-// one. q.mu is held.
+// evict drops the newest process event in the buffer (its bytes stay,
+// marked) and reports whether there was one. q.mu is held.
 func (q *queue) evict() bool {
 	if q.nProcess == 0 {
 		return false
 	}
-	at := func(i int) *slot { return &q.slots[(q.head+i)%len(q.slots)] }
-	i := q.n - 1
-	for at(i).class != classProcess {
-		i--
+	i := len(q.cur.lines) - 1
+	for ; i >= 0; i-- {
+		if m := &q.cur.lines[i]; m.class == classProcess && !m.evicted {
+			break
+		}
 	}
-	for ; i < q.n-1; i++ {
-		*at(i), *at(i + 1) = *at(i + 1), *at(i)
-	}
+	m := &q.cur.lines[i]
+	m.evicted = true
 	q.n--
 	q.nProcess--
+	q.bytes -= m.end - q.cur.start(i)
 	q.drop(classProcess, 1)
 	return true
 }
@@ -111,48 +172,101 @@ func (q *queue) drop(cls class, n uint64) {
 	q.pending[cls].Add(n)
 }
 
-// take moves the oldest line into *spare (swapping buffers) and reports
-// whether there was one. It blocks until there is a line, or the queue is
-// closing and empty.
-func (q *queue) take(spare *slot) bool {
+// await blocks until there are lines to write and reports true, or
+// reports false when the queue is closing and empty, or abandoned. While
+// the buffer is empty every line so far is done, for Flush callers.
+func (q *queue) await() bool {
 	for {
 		q.mu.Lock()
-		if q.n > 0 && !q.abandoned {
-			s := &q.slots[q.head]
-			s.buf, spare.buf = spare.buf[:0], s.buf
-			spare.sev, spare.action, spare.class = s.sev, s.action, s.class
-			if s.class == classProcess {
-				q.nProcess--
-			}
-			if cap(s.buf) > maxKeptLine {
-				s.buf = nil
-			}
-			q.head = (q.head + 1) % len(q.slots)
-			q.n--
+		switch {
+		case q.abandoned:
+			q.mu.Unlock()
+			return false
+		case len(q.cur.lines) > 0:
 			q.mu.Unlock()
 			return true
-		}
-		if q.closing || q.abandoned {
+		case q.closing:
 			q.mu.Unlock()
 			return false
 		}
+		q.urgent = false
+		q.done = q.seq
+		q.flushed.Broadcast()
 		q.mu.Unlock()
-		q.idle()
 		<-q.wake
 		q.maybeReopen()
 	}
 }
 
-// idle runs when the ring is empty: flush the sink, and mark every line
-// so far done for Flush callers.
-func (q *queue) idle() {
-	q.account(q.sink.flush())
-	q.mu.Lock()
-	if q.n == 0 {
-		q.done = q.seq
-		q.flushed.Broadcast()
+// linger waits batchLinger for more lines to join the batch, or less when
+// the batch must go now.
+func (q *queue) linger(t *time.Timer) {
+	select { // a stale wake-up from a line put during the last write
+	case <-q.wake:
+	default:
 	}
+	q.mu.Lock()
+	now := q.urgent || q.closing || q.abandoned
 	q.mu.Unlock()
+	if now {
+		return
+	}
+	t.Reset(batchLinger)
+	select {
+	case <-t.C:
+	case <-q.wake:
+		t.Stop()
+	}
+}
+
+// take swaps the buffered batch for spare (emptied) and returns the seq
+// of its last line; ok is false when the queue was abandoned.
+func (q *queue) take(spare *batch) (seq uint64, ok bool) {
+	spare.reset()
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if q.abandoned {
+		return 0, false
+	}
+	q.cur, *spare = *spare, q.cur
+	q.n, q.nProcess, q.bytes, q.urgent = 0, 0, 0, false
+	return q.seq, true
+}
+
+// runWriter is a sink that takes several lines in one call (a stream
+// sink: the batch goes to the output in one write, without a copy).
+type runWriter interface {
+	writeRun(p []byte, lines int) (delivered, lost int, err error)
+}
+
+// writeBatch hands the lines of b to the sink: runs of lines between
+// evicted ones at once to a runWriter, one by one to another sink.
+func (q *queue) writeBatch(b *batch) {
+	rw, runs := q.sink.(runWriter)
+	from, count := 0, 0
+	emit := func(to int) {
+		if count > 0 {
+			q.account(rw.writeRun(b.buf[from:to], count))
+		}
+	}
+	for i := range b.lines {
+		m := &b.lines[i]
+		start := b.start(i)
+		switch {
+		case m.evicted:
+			if runs {
+				emit(start)
+				from, count = m.end, 0
+			}
+		case runs:
+			count++
+		default:
+			q.account(q.sink.write(b.buf[start:m.end], m.sev, m.action))
+		}
+	}
+	if runs {
+		emit(len(b.buf))
+	}
 }
 
 // account counts what a sink call delivered and lost, and reports
@@ -209,27 +323,32 @@ func (q *queue) maybeReopen() {
 // drain is the body of the drain goroutine: it ends when the queue is
 // closed and empty, or abandoned.
 func (q *queue) drain() {
-	var s slot
-	for q.take(&s) {
-		q.maybeReopen()
-		q.account(q.sink.write(s.buf, s.sev, s.action))
-		if cap(s.buf) > maxKeptLine {
-			s.buf = nil
+	var b batch
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	for q.await() {
+		q.linger(t)
+		seq, ok := q.take(&b)
+		if !ok {
+			break
 		}
-	}
-	q.mu.Lock()
-	abandoned := q.abandoned
-	q.mu.Unlock()
-	if !abandoned {
-		q.idle()
+		q.maybeReopen()
+		q.writeBatch(&b)
+		q.account(q.sink.flush())
+		q.mu.Lock()
+		q.done = max(q.done, seq)
+		q.flushed.Broadcast()
+		q.mu.Unlock()
 	}
 	q.mu.Lock()
 	// Lines left by an abandon are dropped.
-	for ; q.n > 0; q.n-- {
-		q.dropped[q.slots[q.head].class].Add(1)
-		q.head = (q.head + 1) % len(q.slots)
+	for _, m := range q.cur.lines {
+		if !m.evicted {
+			q.dropped[m.class].Add(1)
+		}
 	}
-	q.nProcess = 0
+	q.cur.reset()
+	q.n, q.nProcess, q.bytes = 0, 0, 0
 	q.done = q.seq
 	q.flushed.Broadcast()
 	q.mu.Unlock()
@@ -267,6 +386,7 @@ func (q *queue) closeSink() error {
 func (q *queue) flush(ctx context.Context) error {
 	q.mu.Lock()
 	target := q.seq
+	q.urgent = true
 	q.mu.Unlock()
 	q.signal()
 	stop := context.AfterFunc(ctx, func() {
@@ -302,4 +422,13 @@ func (q *queue) stats() Stats {
 	}
 	st.Dropped = st.DroppedBy.total()
 	return st
+}
+
+// nextLine returns the first line of p (through its '\n') and the rest.
+func nextLine(p []byte) (line, rest []byte) {
+	i := bytes.IndexByte(p, '\n')
+	if i < 0 {
+		return p, nil
+	}
+	return p[:i+1], p[i+1:]
 }

@@ -67,20 +67,57 @@ func (s *streamSink) flush() (delivered, lost int, err error) {
 		return 0, 0, nil
 	}
 	defer func() { s.buf, s.lines = s.buf[:0], 0 }()
+	return s.out(s.buf, s.lines)
+}
+
+// writeRun implements runWriter: lines that fit the batch buffer join it;
+// a larger run goes to the output in one write after what is buffered. A
+// run that would cross the rotation size goes line by line.
+func (s *streamSink) writeRun(p []byte, lines int) (delivered, lost int, err error) {
+	if s.file != nil && s.file.max > 0 && s.file.size+int64(len(s.buf)+len(p)) > s.file.max {
+		for len(p) > 0 {
+			var line []byte
+			line, p = nextLine(p)
+			d, l, err := s.write(line, sevInfo, "")
+			delivered, lost = delivered+d, lost+l
+			if err != nil {
+				return delivered, lost + bytesLines(p), err
+			}
+		}
+		return delivered, lost, nil
+	}
+	if len(s.buf)+len(p) <= streamBatch {
+		s.buf = append(s.buf, p...)
+		s.lines += lines
+		return 0, 0, nil
+	}
+	delivered, lost, err = s.flush()
+	if err != nil {
+		return delivered, lost + lines, err
+	}
+	d, l, err := s.out(p, lines)
+	return delivered + d, lost + l, err
+}
+
+// bytesLines counts the lines in p.
+func bytesLines(p []byte) int { return bytes.Count(p, []byte{'\n'}) }
+
+// out writes p, which holds lines whole lines, to the output.
+func (s *streamSink) out(p []byte, lines int) (delivered, lost int, err error) {
 	if s.w == nil {
 		if err := s.reopen(); err != nil {
-			return 0, s.lines, err
+			return 0, lines, err
 		}
 	}
-	n, err := s.w.Write(s.buf)
+	n, err := s.w.Write(p)
 	if s.file != nil {
 		s.file.size += int64(n)
 	}
 	if err != nil {
-		lost = bytes.Count(s.buf[n:], []byte{'\n'})
-		return s.lines - lost, lost, fmt.Errorf("write log: %w", err)
+		lost = bytesLines(p[n:])
+		return lines - lost, lost, fmt.Errorf("write log: %w", err)
 	}
-	return s.lines, 0, nil
+	return lines, 0, nil
 }
 
 func (s *streamSink) rotate() error {

@@ -3,7 +3,8 @@
 // the event path can never wait on LDAP, SSSD or any network service.
 //
 // The files are read on first use and kept as two maps; a lookup costs a
-// map read under a mutex and does not allocate. At most every CheckEvery a
+// map read under a mutex and does not allocate (a Names from At, a map
+// read alone). At most every CheckEvery a
 // lookup stats both files and rereads one whose size or modification time
 // changed. Limits: users and groups that exist only in a network directory
 // have no name here (the id is still logged); a file larger than MaxBytes
@@ -60,13 +61,52 @@ func (d *DB) Group(gid uint32) (string, bool) { return d.lookup(&d.groups, gid) 
 func (d *DB) lookup(t *table, id uint32) (string, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if now := d.now(); d.checked.IsZero() || now.Sub(d.checked) >= CheckEvery {
+	d.check(d.now())
+	n, ok := t.names[id]
+	return n, ok
+}
+
+// check rereads changed files when the last look is CheckEvery old. d.mu
+// is held.
+func (d *DB) check(now time.Time) {
+	if d.checked.IsZero() || now.Sub(d.checked) >= CheckEvery || now.Before(d.checked) {
 		d.checked = now
 		d.users.refresh()
 		d.groups.refresh()
 	}
-	n, ok := t.names[id]
-	return n, ok
+}
+
+// Names is both files as they were read at one moment: an encoder that
+// names many ids in one line takes it once (At) and looks up without a
+// lock or a clock read. The zero Names names nothing.
+type Names struct {
+	users, groups map[uint32]string
+}
+
+// At returns the names as of now, rereading a file that changed when the
+// last look is CheckEvery old, as User and Group do. A nil DB names
+// nothing.
+func (d *DB) At(now time.Time) Names {
+	if d == nil {
+		return Names{}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.check(now)
+	// A refresh replaces the maps, never changes them: these stay as read.
+	return Names{users: d.users.names, groups: d.groups.names}
+}
+
+// User returns the name of uid, and false when there is none.
+func (n Names) User(uid uint32) (string, bool) {
+	s, ok := n.users[uid]
+	return s, ok
+}
+
+// Group returns the name of gid, and false when there is none.
+func (n Names) Group(gid uint32) (string, bool) {
+	s, ok := n.groups[gid]
+	return s, ok
 }
 
 // refresh rereads the file when its size or modification time changed. A

@@ -87,3 +87,57 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+// TestAt checks that a Names taken with At sees the files as of its
+// moment: a change is seen by the next At once CheckEvery has passed (or
+// the clock went back), while the Names taken before keeps naming as read.
+func TestAt(t *testing.T) {
+	dir := t.TempDir()
+	p, g := filepath.Join(dir, "passwd"), filepath.Join(dir, "group")
+	if err := os.WriteFile(p, []byte("a:x:1:1::/:/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(g, []byte("wheel:x:10:a\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := New(p, g)
+	start := time.Unix(1000, 0)
+	first := d.At(start)
+	if u, _ := first.User(1); u != "a" {
+		t.Fatalf("User(1) = %q, want a", u)
+	}
+	if n, _ := first.Group(10); n != "wheel" {
+		t.Fatalf("Group(10) = %q, want wheel", n)
+	}
+	if _, ok := first.User(2); ok {
+		t.Errorf("User(2) found, want none")
+	}
+	if err := os.WriteFile(p, []byte("bb:x:1:1::/:/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name string
+		at   time.Time
+		want string
+	}{
+		{"before CheckEvery", start.Add(CheckEvery - 1), "a"},
+		{"after CheckEvery", start.Add(CheckEvery), "bb"},
+	} {
+		if u, _ := d.At(tt.at).User(1); u != tt.want {
+			t.Errorf("%s: User(1) = %q, want %q", tt.name, u, tt.want)
+		}
+	}
+	if u, _ := first.User(1); u != "a" {
+		t.Errorf("the first Names changed: User(1) = %q, want a", u)
+	}
+	if err := os.WriteFile(p, []byte("ccc:x:1:1::/:/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if u, _ := d.At(start).User(1); u != "ccc" {
+		t.Errorf("after the clock went back: User(1) = %q, want ccc", u)
+	}
+	var none *DB
+	if _, ok := none.At(start).User(0); ok {
+		t.Errorf("a nil DB names uid 0")
+	}
+}

@@ -41,7 +41,9 @@
 //     the ring once more, and only then sleeps; the first program to commit
 //     a record after that sees the flag, clears it and wakes the reader. A
 //     ring a quarter full also wakes it. A record is thus read within about
-//     10 ms, and never left unread while the reader sleeps.
+//     10 ms, and never left unread while the reader sleeps. The reader
+//     waits in the Go runtime's netpoller (a non-blocking duplicate of
+//     the ring's file descriptor), so no thread blocks in epoll_wait.
 //   - WithExecPath needs Linux 6.4+ (open-coded iterators and
 //     bpf_rdonly_cast); before it New fails to load the programs
 //     (events.ErrUnavailable) and callers fall back to another mechanism.

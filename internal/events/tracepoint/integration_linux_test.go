@@ -527,6 +527,9 @@ func realPath(t testing.TB, p string) string {
 // asleep and the test waiting.
 func TestIntegrationWakeAfterQuiet(t *testing.T) {
 	s, _ := openSource(t)
+	if s.ready == nil {
+		t.Fatal("the reader does not wait for the ring in the netpoller")
+	}
 	c := collect(t, s)
 	for i := range 3 {
 		testenv.Eventually(t, waitLimit, func() bool { return atomic.LoadUint32(s.asleep) == 1 },

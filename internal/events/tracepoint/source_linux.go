@@ -76,6 +76,11 @@ type Source struct {
 	// asleep is the reader_asleep flag shared with the programs (a
 	// memory-mapped array element): 1 while quiet. Nil in replay tests.
 	asleep *uint32
+	// ready, when set, waits for the ring in the runtime's netpoller; rd
+	// then never blocks (its deadline stays in the past) and deadline is
+	// the one Read wants. Nil in replay tests: rd blocks until deadline.
+	ready    *readyWaiter
+	deadline time.Time
 
 	// progs are the attached programs by event kind, for tests and
 	// benchmarks that read their size and run-time statistics.
@@ -227,6 +232,12 @@ func New(boot procfs.BootID, opts ...Option) (*Source, error) {
 	}
 	s := newSource(boot, rd, nil, releaseAll)
 	s.asleep = asleep
+	// Wait for the ring in the netpoller when the runtime can poll it; the
+	// reader itself then never blocks (a deadline in the past).
+	if w, err := newReadyWaiter(objs.Events.FD()); err == nil {
+		s.ready = w
+		rd.SetDeadline(time.Unix(1, 0))
+	}
 	s.progs = map[string]*ebpf.Program{"fork": objs.Fork, "exec": objs.Exec, "exit": objs.Exit}
 	var key uint32
 	var val uint64
@@ -375,7 +386,7 @@ func (s *Source) Read(ev *events.Event) error {
 				return nil
 			}
 		}
-		if err := s.rd.ReadInto(&s.rec); err != nil {
+		if err := s.readRecord(); err != nil {
 			if errors.Is(err, ringbuf.ErrClosed) || errors.Is(err, os.ErrClosed) || s.closed.Load() {
 				return events.ErrClosed
 			}
@@ -387,7 +398,7 @@ func (s *Source) Read(ev *events.Event) error {
 				switch {
 				case s.sawData:
 					s.sawData = false
-					s.rd.SetDeadline(time.Now().Add(straggleWait))
+					s.setDeadline(time.Now().Add(straggleWait))
 				case !s.settling:
 					// A quiet stretch: say so (reader_asleep), then look
 					// at the ring once more without waiting. A record
@@ -395,10 +406,10 @@ func (s *Source) Read(ev *events.Event) error {
 					// look; one after it wakes us (see wake_reader).
 					s.settling = true
 					s.setAsleep(1)
-					s.rd.SetDeadline(time.Now())
+					s.setDeadline(time.Now())
 				default:
 					s.quiet = true
-					s.rd.SetDeadline(time.Time{})
+					s.setDeadline(time.Time{})
 				}
 				continue
 			}
@@ -411,7 +422,7 @@ func (s *Source) Read(ev *events.Event) error {
 		if s.quiet || s.settling {
 			s.quiet, s.settling = false, false
 			s.setAsleep(0)
-			s.rd.SetDeadline(time.Now().Add(straggleWait))
+			s.setDeadline(time.Now().Add(straggleWait))
 		}
 		// Look at the lost counter once the buffer is drained (drops happen
 		// only while it is full, so they are then behind us) or, under a
@@ -431,6 +442,89 @@ func (s *Source) Read(ev *events.Event) error {
 		return nil
 	}
 }
+
+// setDeadline sets how long the next read waits for a record.
+func (s *Source) setDeadline(t time.Time) {
+	s.deadline = t
+	if s.ready == nil {
+		s.rd.SetDeadline(t)
+	}
+}
+
+// readRecord reads the next record into s.rec. Without a netpoller waiter
+// it is rd.ReadInto with the deadline set. With one, rd never blocks: a
+// drained ring is waited for in the netpoller until s.deadline (forever
+// when zero), unless the deadline is already due.
+func (s *Source) readRecord() error {
+	err := s.rd.ReadInto(&s.rec)
+	if s.ready == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
+		return err
+	}
+	if !s.deadline.IsZero() && !time.Now().Before(s.deadline) {
+		return err
+	}
+	return s.ready.wait(s.deadline, func() bool {
+		err = s.rd.ReadInto(&s.rec)
+		return !errors.Is(err, os.ErrDeadlineExceeded)
+	}, &err)
+}
+
+// readyWaiter waits until the ring buffer has data in the Go runtime's
+// netpoller, through a non-blocking duplicate of the ring buffer map's
+// file descriptor (a ring buffer map is pollable: readable when a program
+// committed a record with a wake-up). No thread sits in a blocking system
+// call while the reader waits: a blocking epoll_wait of up to 10 ms (the
+// straggle poll) made the runtime retake the thread's P and reset its
+// sysmon thread to its fastest tick, which cost more CPU than reading.
+type readyWaiter struct {
+	f  *os.File
+	rc syscall.RawConn
+}
+
+// newReadyWaiter duplicates fd into a non-blocking file the netpoller
+// watches. It fails when the runtime cannot poll it; the caller then lets
+// the ring buffer reader block instead.
+func newReadyWaiter(fd int) (*readyWaiter, error) {
+	nfd, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("dup ring buffer fd: %w", err)
+	}
+	if err := unix.SetNonblock(nfd, true); err != nil {
+		unix.Close(nfd)
+		return nil, fmt.Errorf("ring buffer fd non-blocking: %w", err)
+	}
+	f := os.NewFile(uintptr(nfd), "ringbuf")
+	// A file the netpoller could not take has no deadlines.
+	if err := f.SetReadDeadline(time.Time{}); err != nil {
+		f.Close()
+		return nil, fmt.Errorf("ring buffer fd not pollable: %w", err)
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("ring buffer fd: %w", err)
+	}
+	return &readyWaiter{f: f, rc: rc}, nil
+}
+
+// wait calls try, and again each time the netpoller says the ring became
+// readable, until it returns true or deadline (none when zero) passes.
+// try reads without blocking and leaves its result in *res. Readiness is
+// reset before the first try, so a wake-up between a try and the wait is
+// never lost. wait returns *res, os.ErrDeadlineExceeded, or an error of
+// the closed file.
+func (w *readyWaiter) wait(deadline time.Time, try func() bool, res *error) error {
+	if err := w.f.SetReadDeadline(deadline); err != nil {
+		return err
+	}
+	if err := w.rc.Read(func(uintptr) bool { return try() }); err != nil {
+		return err
+	}
+	return *res
+}
+
+// close wakes a wait in progress, which then fails.
+func (w *readyWaiter) close() error { return w.f.Close() }
 
 // setAsleep stores v in the reader_asleep flag the programs read, with a
 // sequentially consistent store: a full barrier before the ring is read.
@@ -458,6 +552,10 @@ func (s *Source) Stats() events.Stats {
 func (s *Source) Close() error {
 	s.closeOnce.Do(func() {
 		s.closed.Store(true)
+		var errReady error
+		if s.ready != nil {
+			errReady = s.ready.close()
+		}
 		errRd := s.rd.Close()
 		s.readMu.Lock()
 		defer s.readMu.Unlock()
@@ -465,7 +563,7 @@ func (s *Source) Close() error {
 		if s.release != nil {
 			errRel = s.release()
 		}
-		if err := errors.Join(errRd, errRel); err != nil {
+		if err := errors.Join(errReady, errRd, errRel); err != nil {
 			s.closeErr = fmt.Errorf("tracepoint: close: %w", err)
 		}
 	})

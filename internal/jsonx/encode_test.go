@@ -1,0 +1,121 @@
+package jsonx
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+// referenceEscape is the byte-at-a-time form of appendEscaped.
+func referenceEscape(s string) string {
+	var b strings.Builder
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			b.WriteString(`\ufffd`)
+		case r == '"' || r == '\\':
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		case r == '\b':
+			b.WriteString(`\b`)
+		case r == '\f':
+			b.WriteString(`\f`)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r == '\r':
+			b.WriteString(`\r`)
+		case r == '\t':
+			b.WriteString(`\t`)
+		case r < 0x20 || r == 0x7f:
+			b.WriteString(`\u00`)
+			b.WriteByte(hexDigits[r>>4])
+			b.WriteByte(hexDigits[r&15])
+		default:
+			b.WriteString(s[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
+}
+
+// checkString checks AppendString(s) against the reference, and that it
+// is valid JSON decoding to s with each invalid byte as U+FFFD.
+func checkString(t *testing.T, s string) {
+	t.Helper()
+	got := AppendString([]byte("x"), s)
+	if want := `x"` + referenceEscape(s) + `"`; string(got) != want {
+		t.Fatalf("AppendString(%q) = %q, want %q", s, got, want)
+	}
+	if got := AppendBytes(nil, []byte(s)); string(got) != string(AppendString(nil, s)) {
+		t.Fatalf("AppendBytes(%q) = %q, not AppendString's", s, got)
+	}
+	if !utf8.Valid(got) {
+		t.Fatalf("AppendString(%q) = %q: not valid UTF-8", s, got)
+	}
+	var back string
+	if err := json.Unmarshal(got[1:], &back); err != nil {
+		t.Fatalf("AppendString(%q) = %q: %v", s, got, err)
+	}
+	if want := string([]rune(s)); back != want {
+		t.Fatalf("AppendString(%q) decodes to %q, want %q", s, back, want)
+	}
+}
+
+func TestAppendString(t *testing.T) {
+	for _, s := range []string{
+		"", "a", "plain ascii of more than eight bytes",
+		`quote " here`, `back\slash`, "ctl \x00\x01\x1f\x7f", "\b\f\n\r\t",
+		"héllo wörld ✓ 🎉", "bad \xff byte", "cut \xe2\x82", "\xe2\x82 start",
+		"12345678\"2345678", "1234567\n", "surrogate \xed\xa0\x80",
+		strings.Repeat("a", 4096) + "\x00" + strings.Repeat("é", 100),
+	} {
+		checkString(t, s)
+	}
+	// Every byte value, at every offset within a word.
+	for c := range 256 {
+		for off := range 9 {
+			checkString(t, strings.Repeat("a", off)+string(rune(c))[:1]+strings.Repeat("b", 9))
+		}
+	}
+}
+
+// TestAppendEscapedPieces: escaping a joined string piece by piece gives
+// the escaped whole when pieces are joined at a plain byte.
+func TestAppendEscapedPieces(t *testing.T) {
+	pieces := []string{"a\xe2", "\x82b", "\"x\"", "é"}
+	var b []byte
+	for i, p := range pieces {
+		if i > 0 {
+			b = append(b, ' ')
+		}
+		b = AppendEscaped(b, p)
+	}
+	if want := referenceEscape(strings.Join(pieces, " ")); string(b) != want {
+		t.Errorf("pieces escaped to %q, want %q", b, want)
+	}
+}
+
+func FuzzAppendString(f *testing.F) {
+	for _, s := range []string{"", "plain", "a\"b\\c\x00", "héllo \xff", strings.Repeat("x", 17) + "\x1f"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) { checkString(t, s) })
+}
+
+func BenchmarkAppendString(b *testing.B) {
+	for _, tt := range []struct{ name, s string }{
+		{"ascii-127", strings.Repeat("abcdefgh", 16)[:127]},
+		{"escapes-127", strings.Repeat("ab\"d\\fg\n", 16)[:127]},
+		{"utf8-127", strings.Repeat("héllo ", 25)[:127]},
+	} {
+		b.Run(tt.name, func(b *testing.B) {
+			buf := make([]byte, 0, 1024)
+			b.SetBytes(int64(len(tt.s)))
+			for b.Loop() {
+				buf = AppendString(buf[:0], tt.s)
+			}
+		})
+	}
+}

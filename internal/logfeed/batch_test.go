@@ -1,0 +1,157 @@
+package logfeed
+
+import (
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/procsupervisor/supervisor/internal/events"
+	"github.com/procsupervisor/supervisor/internal/verdict"
+)
+
+// countingWriter counts Write calls and the lines they carried, after
+// blocking the first Write until released.
+type countingWriter struct {
+	blockingWriter
+	cmu    sync.Mutex
+	writes []int // lines per Write
+}
+
+func (w *countingWriter) Write(p []byte) (int, error) {
+	n, err := w.blockingWriter.Write(p)
+	w.cmu.Lock()
+	w.writes = append(w.writes, strings.Count(string(p[:n]), "\n"))
+	w.cmu.Unlock()
+	return n, err
+}
+
+// TestBatchedWrites: lines that wait while the sink is busy reach it
+// together, in one write of the stream.
+func TestBatchedWrites(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		lines  int
+		argLen int
+		writes []int // lines per Write, after the first line's
+	}{
+		{name: "short lines", lines: 40, argLen: 10, writes: []int{40}},
+		// Past the stream sink's batch buffer: what it holds (none
+		// here), then the run in one write.
+		{name: "long lines", lines: 40, argLen: 4 << 10, writes: []int{40}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			w := &countingWriter{blockingWriter: *newBlockingWriter()}
+			l, _ := newTestLogger(t, Config{Writer: w, ProcessEvents: true})
+			ev := events.Event{Kind: events.Exec, Pid: 1, Mechanism: events.EBPF, Argv: []string{strings.Repeat("a", tt.argLen)}}
+			l.Event(&ev)
+			<-w.entered // the drain goroutine is stuck writing the first line
+			for i := range tt.lines {
+				ev.Pid = int32(i + 2)
+				l.Event(&ev)
+			}
+			close(w.release)
+			flush(t, l)
+			w.cmu.Lock()
+			defer w.cmu.Unlock()
+			if len(w.writes) != 1+len(tt.writes) || w.writes[0] != 1 {
+				t.Fatalf("writes carried %v lines, want [1 %v]", w.writes, tt.writes)
+			}
+			for i, n := range tt.writes {
+				if w.writes[i+1] != n {
+					t.Errorf("writes carried %v lines, want [1 %v]", w.writes, tt.writes)
+				}
+			}
+			if st := l.Stats(); st.Written != uint64(tt.lines+1) || st.Dropped != 0 {
+				t.Errorf("Stats = %+v, want %d written, none dropped", st, tt.lines+1)
+			}
+		})
+	}
+}
+
+// TestByteBound: behind a blocked sink, long process lines are dropped
+// once the buffered bytes reach maxBufferBytes, long before BufferLines;
+// a verdict still gets in.
+func TestByteBound(t *testing.T) {
+	w := newBlockingWriter()
+	l, _ := newTestLogger(t, Config{Writer: w, ProcessEvents: true, BufferLines: 1 << 20})
+	long := strings.Repeat("x", MaxArgsBytes/2)
+	ev := events.Event{Kind: events.Exec, Pid: 1, Mechanism: events.EBPF, Argv: []string{long, long}}
+	l.Event(&ev)
+	<-w.entered
+	const logged = 3000 // 3000 lines of over 16 KiB: three times the byte bound
+	for i := range logged {
+		ev.Pid = int32(i + 2)
+		l.Event(&ev)
+	}
+	l.queueLen(func(n, bytes int) {
+		if bytes > maxBufferBytes || n >= logged/2 {
+			t.Errorf("buffered %d lines of %d bytes, want at most %d bytes", n, bytes, maxBufferBytes)
+		}
+	})
+	st := l.Stats()
+	if st.DroppedBy.ProcessEvents == 0 {
+		t.Fatalf("Stats = %+v: nothing dropped past the byte bound", st)
+	}
+	l.Verdict(verdict.Verdict{Pid: 7, Result: verdict.Gone})
+	if st := l.Stats(); st.DroppedBy.Verdicts != 0 {
+		t.Errorf("Stats after a verdict into the full buffer = %+v, want it in", st)
+	}
+	close(w.release)
+	flush(t, l)
+	var verdicts, process int
+	for _, line := range w.lines.lines(t) {
+		switch getString(line, "event.action") {
+		case ActionVerdict:
+			verdicts++
+		case ActionProcessExec:
+			process++
+		}
+	}
+	st = l.Stats()
+	if verdicts != 1 || uint64(process)+st.DroppedBy.ProcessEvents != logged+1 {
+		t.Errorf("%d verdicts and %d process lines written, %+v; want 1 and written+dropped = %d", verdicts, process, st, logged+1)
+	}
+}
+
+// queueLen calls f with the lines and bytes buffered.
+func (l *Logger) queueLen(f func(n, bytes int)) {
+	l.q.mu.Lock()
+	defer l.q.mu.Unlock()
+	f(l.q.n, l.q.bytes)
+}
+
+// TestFlushUnderLoad: Flush returns once its lines are written although
+// other goroutines keep logging, so the buffer never runs empty.
+func TestFlushUnderLoad(t *testing.T) {
+	l, out := newTestLogger(t, Config{ProcessEvents: true})
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		ev := events.Event{Kind: events.Fork, Pid: 1, Mechanism: events.EBPF}
+		for {
+			select {
+			case <-stop:
+				return
+			default:
+				l.Event(&ev)
+			}
+		}
+	}()
+	defer func() { close(stop); <-done }()
+	for i := range 5 {
+		l.Verdict(verdict.Verdict{Pid: int32(100 + i), Result: verdict.Gone})
+		flush(t, l)
+		found := false
+		for _, line := range out.lines(t) {
+			if getString(line, "event.action") == ActionVerdict {
+				if n, _ := getInt(line, "process.pid"); n == int64(100+i) {
+					found = true
+				}
+			}
+		}
+		if !found {
+			t.Fatalf("after Flush, the verdict on %d is not written", 100+i)
+		}
+	}
+}

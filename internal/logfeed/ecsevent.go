@@ -1,0 +1,420 @@
+package logfeed
+
+import (
+	"encoding/hex"
+	"strconv"
+	"time"
+
+	"github.com/procsupervisor/supervisor/internal/container"
+	"github.com/procsupervisor/supervisor/internal/events"
+	"github.com/procsupervisor/supervisor/internal/jsonx"
+	"github.com/procsupervisor/supervisor/internal/procfs"
+	"github.com/procsupervisor/supervisor/internal/token"
+	"github.com/procsupervisor/supervisor/internal/userdb"
+)
+
+// This file is the ECS encoder of process events, the feed's hot line: a
+// fork, an exec and an exit for every process the host starts. It writes
+// the line in one pass into the capture's reused buffer (no zerolog
+// sub-objects copied into their parents), with what repeats rendered once:
+// the part from "ecs" to "event" per action, the names of users and
+// groups from one userdb.Names per line, and the command line copied from
+// the arguments already escaped. The line is, byte for byte, the one the
+// zerolog encoder wrote before it (TestProcessLineEncoders,
+// FuzzProcessLine).
+
+// procPrefix returns `,"ecs":...,"event":{...}` for a process event of
+// action, rendered once per Logger.
+func (x *ecs) procPrefix(action string) []byte {
+	switch action {
+	case ActionProcessStarted:
+		return x.prefixFork
+	case ActionProcessExec:
+		return x.prefixExec
+	}
+	return x.prefixExit
+}
+
+func (x *ecs) renderPrefixes() {
+	render := func(action, typ string) []byte {
+		b := append([]byte(`,"ecs":`), x.ecsJSON...)
+		b = append(append(b, `,"host":`...), x.hostJSON...)
+		b = append(append(b, `,"service":`...), x.svcJSON...)
+		b = append(b, `,"event":{"kind":"event","category":["process"],"type":["`...)
+		b = append(append(b, typ...), `"],"action":`...)
+		b = jsonx.AppendString(b, action)
+		return append(b, `,"module":"supervisor"}`...)
+	}
+	// Exec starts a new program: ECS (and Elastic's own endpoint data)
+	// file it as a process start.
+	x.prefixFork = render(ActionProcessStarted, "start")
+	x.prefixExec = render(ActionProcessExec, "start")
+	x.prefixExit = render(ActionProcessEnded, "end")
+}
+
+// procLine is the state of one process line being written, and what it
+// keeps from line to line of the same capture.
+type procLine struct {
+	b     []byte
+	names userdb.Names
+	spans [][2]int // where the arguments just written in args are, escaped
+
+	// The boot id of the last token written, in hex.
+	boot    procfs.BootID
+	bootHex [32]byte
+	bootSet bool
+	// "2006-01-02T15:04:05" of the last two seconds written, by second.
+	secs    [2]int64
+	secText [2][19]byte
+	secSet  [2]bool
+	secNext int
+}
+
+func (w *procLine) key(k string) {
+	w.b = append(w.b, ',', '"')
+	w.b = append(w.b, k...)
+	w.b = append(w.b, '"', ':')
+}
+
+func (w *procLine) str(k, v string) {
+	w.key(k)
+	w.b = jsonx.AppendString(w.b, v)
+}
+
+func (w *procLine) int(k string, v int64) {
+	w.key(k)
+	w.b = strconv.AppendInt(w.b, v, 10)
+}
+
+func (w *procLine) uint(k string, v uint64) {
+	w.key(k)
+	w.b = strconv.AppendUint(w.b, v, 10)
+}
+
+func (w *procLine) bool(k string, v bool) {
+	w.key(k)
+	w.b = strconv.AppendBool(w.b, v)
+}
+
+// tok writes a token: its text needs no escaping. It is token.Append's,
+// with the boot id's hex kept from the last token (every token of a line
+// usually has this boot's id).
+func (w *procLine) tok(k string, t token.Token) {
+	w.key(k)
+	w.b = append(w.b, '"')
+	w.b = w.appendToken(w.b, t)
+	w.b = append(w.b, '"')
+}
+
+func (w *procLine) appendToken(b []byte, t token.Token) []byte {
+	if !w.bootSet || t.Boot != w.boot {
+		w.boot, w.bootSet = t.Boot, true
+		hex.Encode(w.bootHex[:], t.Boot[:])
+	}
+	b = append(b, 'v', '1', ':', byte(t.Prec), ':')
+	b = append(b, w.bootHex[:]...)
+	b = append(b, ':')
+	b = strconv.AppendUint(b, t.Start, 10)
+	b = append(b, ':')
+	id := t.Ino
+	if t.Prec == token.Micro {
+		id = t.Uniq
+	}
+	if id == 0 {
+		return append(b, '-')
+	}
+	return strconv.AppendUint(b, id, 10)
+}
+
+// time writes t as appendTime does, with the date and time of day of the
+// last two seconds written kept.
+func (w *procLine) time(k string, t time.Time) {
+	w.key(k)
+	w.b = w.appendTime(w.b, t)
+}
+
+func (w *procLine) appendTime(b []byte, t time.Time) []byte {
+	sec := t.Unix()
+	i := 0
+	if !w.secSet[0] || w.secs[0] != sec {
+		i = 1
+	}
+	if !w.secSet[i] || w.secs[i] != sec {
+		if y := t.UTC().Year(); y < 0 || y > 9999 {
+			return appendTime(b, t)
+		}
+		i = w.secNext
+		w.secNext ^= 1
+		var full [32]byte
+		copy(w.secText[i][:], appendRFC3339Micro(full[:0], t))
+		w.secs[i], w.secSet[i] = sec, true
+	}
+	b = append(b, '"')
+	b = append(b, w.secText[i][:]...)
+	b = append(b, '.')
+	b = appendDigits(b, t.Nanosecond()/1000, 6)
+	return append(b, 'Z', '"')
+}
+
+// event writes the ECS line of a fork, exec or exit into w.b.
+func (x *ecs) procEvent(w *procLine, action string, ev *events.Event) {
+	now := time.Now()
+	w.names = x.h.names.At(now)
+	t := x.h.clock.eventTime(now, ev.Time)
+	w.b = append(w.b, `{"@timestamp":`...)
+	w.b = w.appendTime(w.b, t)
+	w.b = append(w.b, x.procPrefix(action)...)
+	if id, rt, ok := container.ID(ev.Exec.Cgroup); ok && id == ev.Exec.ContainerID {
+		w.b = append(w.b, `,"container":{"id":`...)
+		w.b = jsonx.AppendString(w.b, id)
+		w.str("runtime", string(rt))
+		w.b = append(w.b, '}')
+	}
+
+	w.b = append(w.b, `,"process":{"pid":`...)
+	x.instance(w, now, ev.Pid, ev.Token)
+	w.program(&ev.Comm, ev.Exe, ev.Argv, &ev.Exec)
+	w.context(&ev.Ctx, false)
+	if ev.Tid != 0 && ev.Tid != ev.Pid {
+		w.b = append(w.b, `,"thread":{"id":`...)
+		w.b = strconv.AppendInt(w.b, int64(ev.Tid), 10)
+		w.b = append(w.b, '}')
+	}
+	var sig int
+	if ev.Kind == events.Exit {
+		if code, ok := ev.Exited(); ok {
+			w.int("exit_code", int64(code))
+		} else if s, ok := ev.Signaled(); ok {
+			sig = s
+		}
+		w.time("end", t)
+	}
+	if ev.PPid != 0 || !ev.ParentToken.IsZero() {
+		w.b = append(w.b, `,"parent":{"pid":`...)
+		x.instance(w, now, ev.PPid, ev.ParentToken)
+		if d := ev.Parent; d != nil {
+			w.program(&d.Comm, d.Exe, d.Argv, &d.Exec)
+			w.context(&d.Ctx, true)
+		}
+		w.b = append(w.b, '}')
+	}
+	w.b = append(w.b, '}')
+
+	w.b = append(w.b, `,"supervisor":{"mechanism":`...)
+	w.b = jsonx.AppendString(w.b, string(ev.Mechanism))
+	if ev.Inferred {
+		w.bool("inferred", true)
+	}
+	if sig != 0 {
+		w.str("exit_signal", signalName(sig))
+	}
+	w.supervisor(ev)
+	w.b = append(w.b, '}', '}', '\n')
+}
+
+// instance writes the pid (its key already written), and the token with
+// the start time it says.
+func (x *ecs) instance(w *procLine, now time.Time, pid int32, tok token.Token) {
+	w.b = strconv.AppendInt(w.b, int64(pid), 10)
+	if !tok.IsZero() {
+		w.tok("entity_id", tok)
+		if st, ok := x.h.clock.startTime(now, tok); ok {
+			w.time("start", st)
+		}
+	}
+}
+
+// program writes the name, the executable, the arguments and the working
+// directory.
+func (w *procLine) program(comm *[16]byte, exe string, argv []string, x *events.ExecInfo) {
+	if name := commBytes(comm); len(name) > 0 {
+		w.key("name")
+		w.b = jsonx.AppendBytes(w.b, name)
+	}
+	if exe != "" {
+		w.str("executable", exe)
+	}
+	w.image(argv, x)
+}
+
+// image writes the arguments and the working directory: process.args cut
+// to MaxArgsBytes in total, args_count, and command_line, the arguments
+// joined by spaces and cut to MaxArgsBytes, copied from their escaped form
+// in args where whole.
+func (w *procLine) image(argv []string, x *events.ExecInfo) {
+	if len(argv) > 0 || x.ArgsCount > 0 {
+		w.key("args")
+		w.b = append(w.b, '[')
+		w.spans = w.spans[:0]
+		budget := MaxArgsBytes
+		for i, a := range argv {
+			if i > 0 {
+				w.b = append(w.b, ',')
+			}
+			w.b = append(w.b, '"')
+			if len(a) > budget {
+				w.b = jsonx.AppendEscaped(w.b, a[:budget])
+				w.b = append(w.b, '"')
+				break
+			}
+			start := len(w.b)
+			w.b = jsonx.AppendEscaped(w.b, a)
+			w.spans = append(w.spans, [2]int{start, len(w.b)})
+			w.b = append(w.b, '"')
+			budget -= len(a)
+		}
+		w.b = append(w.b, ']')
+		w.int("args_count", int64(argsCount(argv, x)))
+		w.key("command_line")
+		w.b = append(w.b, '"')
+		n := 0 // raw bytes of the command line so far
+		for i, a := range argv {
+			if i > 0 {
+				w.b = append(w.b, ' ')
+				n++
+			}
+			if n+len(a) > MaxArgsBytes {
+				w.b = jsonx.AppendEscaped(w.b, a[:max(0, MaxArgsBytes-n)])
+				break
+			}
+			if i < len(w.spans) {
+				// Whole in args: copy it, escaped.
+				w.b = append(w.b, w.b[w.spans[i][0]:w.spans[i][1]]...)
+			} else {
+				w.b = jsonx.AppendEscaped(w.b, a)
+			}
+			n += len(a)
+		}
+		w.b = append(w.b, '"')
+	}
+	if x.Cwd != "" {
+		w.str("working_directory", x.Cwd)
+	}
+}
+
+// context writes the ids of events.Context with their names; the session
+// leader only when not for the parent (ECS has no
+// process.parent.session_leader).
+func (w *procLine) context(x *events.Context, parent bool) {
+	if !x.Valid {
+		return
+	}
+	w.id("user", x.EUID, w.names.User)
+	w.id("real_user", x.UID, w.names.User)
+	w.id("saved_user", x.SUID, w.names.User)
+	w.id("group", x.EGID, w.names.Group)
+	w.id("real_group", x.GID, w.names.Group)
+	w.id("saved_group", x.SGID, w.names.Group)
+	if n := min(x.NGroups, events.MaxGroups); n > 0 {
+		w.key("supplemental_groups")
+		w.b = append(w.b, '[')
+		for i, g := range x.Groups[:n] {
+			if i > 0 {
+				w.b = append(w.b, ',')
+			}
+			w.idObject(g, w.names.Group)
+		}
+		w.b = append(w.b, ']')
+	}
+	if x.SID > 0 && !parent {
+		w.leader("session_leader", x.SID, x.SessionLeader)
+	}
+	if x.PGID > 0 {
+		w.leader("group_leader", x.PGID, x.GroupLeader)
+	}
+	if x.TTY {
+		w.b = append(w.b, `,"tty":{"char_device":{"major":`...)
+		w.b = strconv.AppendUint(w.b, uint64(x.TTYMajor), 10)
+		w.uint("minor", uint64(x.TTYMinor))
+		w.b = append(w.b, '}', '}')
+	}
+	w.bool("interactive", x.Interactive())
+	if x.NSPid > 0 {
+		w.int("vpid", int64(x.NSPid))
+	}
+}
+
+// id writes k: {"id":"<n>","name":"<name>"}, the ECS user and group
+// objects; the name is left out when lookup has none.
+func (w *procLine) id(k string, id uint32, lookup func(uint32) (string, bool)) {
+	w.key(k)
+	w.idObject(id, lookup)
+}
+
+func (w *procLine) idObject(id uint32, lookup func(uint32) (string, bool)) {
+	w.b = append(w.b, `{"id":"`...)
+	w.b = strconv.AppendUint(w.b, uint64(id), 10)
+	w.b = append(w.b, '"')
+	if n, ok := lookup(id); ok {
+		w.str("name", n)
+	}
+	w.b = append(w.b, '}')
+}
+
+// leader writes k: {"pid":n,"entity_id":token}.
+func (w *procLine) leader(k string, pid int32, tok token.Token) {
+	w.key(k)
+	w.b = append(w.b, `{"pid":`...)
+	w.b = strconv.AppendInt(w.b, int64(pid), 10)
+	if !tok.IsZero() {
+		w.tok("entity_id", tok)
+	}
+	w.b = append(w.b, '}')
+}
+
+// supervisor writes into supervisor.* what ECS has no field for, as
+// supervisorContext does for the zerolog encoders.
+func (w *procLine) supervisor(ev *events.Event) {
+	x := &ev.Ctx
+	if x.Valid {
+		if x.Audit && x.LoginUID != events.UnsetID {
+			w.uint("audit_login_uid", uint64(x.LoginUID))
+		}
+		if x.Audit && x.AuditSession != events.UnsetID {
+			w.uint("audit_session_id", uint64(x.AuditSession))
+		}
+		if x.NGroups > events.MaxGroups {
+			w.int("supplemental_groups_count", int64(x.NGroups))
+		}
+		w.uint("cgroup_id", x.CgroupID)
+		w.uint("pid_ns", uint64(x.PidNS))
+	}
+	if d := ev.Parent; d != nil && marked(&d.Exec) {
+		w.key("parent")
+		w.b = append(w.b, '{')
+		n := len(w.b)
+		w.marks(&d.Exec)
+		if len(w.b) > n && w.b[n] == ',' { // the first member has no comma
+			w.b = append(w.b[:n], w.b[n+1:]...)
+		}
+		w.b = append(w.b, '}')
+	}
+	if ev.Kind != events.Exec {
+		return
+	}
+	if ev.Exec.Cgroup != "" {
+		w.str("cgroup", ev.Exec.Cgroup)
+	}
+	w.marks(&ev.Exec)
+	if ev.Exec.CgroupTruncated {
+		w.bool("cgroup_truncated", true)
+	}
+}
+
+// marks writes the marks of arguments and paths that are not what the
+// process has: cut (with the real size), redacted.
+func (w *procLine) marks(x *events.ExecInfo) {
+	if x.ArgsTruncated {
+		w.bool("args_truncated", true)
+		w.int("args_size", int64(x.ArgsSize))
+	}
+	if x.ArgsRedacted {
+		w.bool("args_redacted", true)
+	}
+	if x.ExeTruncated {
+		w.bool("executable_truncated", true)
+	}
+	if x.CwdTruncated {
+		w.bool("working_directory_truncated", true)
+	}
+}

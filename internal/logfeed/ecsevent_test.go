@@ -1,0 +1,203 @@
+package logfeed
+
+import (
+	"bytes"
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+	"unicode/utf8"
+
+	"github.com/procsupervisor/supervisor/internal/events"
+	"github.com/procsupervisor/supervisor/internal/token"
+	"github.com/procsupervisor/supervisor/internal/userdb"
+)
+
+// encoders returns the ECS encoder with its clock pinned (so that two
+// encodings of one event have the same times) and a function that encodes
+// an event with the one-pass encoder and with the zerolog reference.
+func encoders(t testing.TB) func(action string, ev *events.Event) (got, want []byte) {
+	h := newHost(Config{Hostname: "host \"q\"", Version: "1.2", Boot: sampleExec().Token.Boot,
+		Names: userdb.New("../userdb/testdata/passwd", "../userdb/testdata/group")})
+	h.clock.offset.Store(1_700_000_000_000_000_000)
+	h.clock.sampled.Store(1 << 62) // never resampled
+	x := newECS(h)
+	return func(action string, ev *events.Event) (got, want []byte) {
+		if ev.Time == 0 { // an unstamped event is "now": not the same twice
+			ev.Time = 42
+		}
+		var w procLine
+		x.procEvent(&w, action, ev)
+		ref := &capture{action: action, direct: true}
+		x.refEvent(ref, ev)
+		return w.b, ref.dst
+	}
+}
+
+// richExec is an exec with every part of the context set.
+func richExec() events.Event {
+	ev := sampleTTY()
+	ev.Time = 123_456_789_000
+	ev.Ctx.NGroups = 2
+	ev.Ctx.Groups[0], ev.Ctx.Groups[1] = 0, 27
+	ev.Ctx.Audit, ev.Ctx.LoginUID, ev.Ctx.AuditSession = true, 1000, 5
+	ev.Ctx.SessionLeader, ev.Ctx.GroupLeader = ev.ParentToken, ev.Token
+	ev.Ctx.StdTTY = true
+	ev.Exec.Cgroup = "/system.slice/docker-0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef.scope"
+	ev.Exec.ContainerID = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	ev.Exec.ArgsTruncated, ev.Exec.ArgsSize = true, 99999
+	ev.Exec.ExeTruncated, ev.Exec.CwdTruncated, ev.Exec.CgroupTruncated = true, true, true
+	ev.Parent.Exec.ArgsRedacted = true
+	ev.Parent.Exec.CwdTruncated = true
+	ev.Tid = 48214
+	return ev
+}
+
+// TestProcessLineEncoders: the one-pass encoder writes the line the
+// zerolog encoder wrote, byte for byte, for every kind of process event.
+func TestProcessLineEncoders(t *testing.T) {
+	enc := encoders(t)
+	long := strings.Repeat("x", MaxArgsBytes/3)
+	type tc struct {
+		name   string
+		action string
+		ev     func() events.Event
+	}
+	tests := []tc{
+		{"exec", ActionProcessExec, sampleExec},
+		{"exec with parent", ActionProcessExec, sampleParented},
+		{"exec with tty", ActionProcessExec, sampleTTY},
+		{"exec with everything", ActionProcessExec, richExec},
+		{"fork", ActionProcessStarted, func() events.Event {
+			ev := richExec()
+			ev.Kind, ev.Argv, ev.Exe, ev.Exec = events.Fork, nil, "", events.ExecInfo{}
+			ev.Ctx.NGroups = events.MaxGroups + 3
+			return ev
+		}},
+		{"exit with a code", ActionProcessEnded, func() events.Event {
+			ev := richExec()
+			ev.Kind, ev.Status = events.Exit, 3<<8
+			return ev
+		}},
+		{"exit by a signal", ActionProcessEnded, func() events.Event {
+			ev := sampleParented()
+			ev.Kind, ev.Status, ev.Time = events.Exit, 9, 0
+			return ev
+		}},
+		{"inferred, no token", ActionProcessStarted, func() events.Event {
+			return events.Event{Kind: events.Fork, Mechanism: events.Netlink, Pid: 9, PPid: 1, Inferred: true, Time: 1}
+		}},
+		{"bare", ActionProcessEnded, func() events.Event {
+			return events.Event{Kind: events.Exit, Pid: 9, Time: 1}
+		}},
+		{"count without args", ActionProcessExec, func() events.Event {
+			ev := sampleExec()
+			ev.Argv, ev.Exec.ArgsCount, ev.Time = nil, 4, 1
+			return ev
+		}},
+		{"escapes", ActionProcessExec, func() events.Event {
+			ev := sampleParented()
+			ev.Time = 1
+			ev.Argv = []string{"a\"b", "tab\there", "nl\n", "\x00\x1f", `back\slash`, "", "ünï ✓"}
+			ev.Exe, ev.Exec.Cwd = "/tmp/\"odd\"\n", "/home/ü"
+			copy(ev.Comm[:], "a\"\\\x01")
+			return ev
+		}},
+		{"args past MaxArgsBytes", ActionProcessExec, func() events.Event {
+			ev := sampleParented()
+			ev.Time = 1
+			ev.Argv = []string{long, long, long, long, "tail"}
+			ev.Parent.Argv = []string{long + "\"\"", long, long + "ü"}
+			return ev
+		}},
+		{"cut inside a character", ActionProcessExec, func() events.Event {
+			ev := sampleExec()
+			ev.Time = 1
+			ev.Argv = []string{strings.Repeat("é", MaxArgsBytes)}
+			return ev
+		}},
+		{"no container match", ActionProcessExec, func() events.Event {
+			ev := richExec()
+			ev.Exec.ContainerID = ""
+			return ev
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ev := tt.ev()
+			got, want := enc(tt.action, &ev)
+			if !bytes.Equal(got, want) {
+				t.Errorf("one-pass line differs from zerolog's:\n got %s\nwant %s", got, want)
+			}
+			if !json.Valid(got) || !utf8.Valid(got) {
+				t.Errorf("line is not valid UTF-8 JSON: %s", got)
+			}
+		})
+	}
+}
+
+// FuzzProcessLine: whatever the strings of an event, the one-pass line is
+// valid UTF-8 JSON, the same bytes as the zerolog line.
+func FuzzProcessLine(f *testing.F) {
+	f.Add("/usr/bin/python3", "/home/user", "python3", "-m\x00http.server", "bash\x00-c", int32(7), uint32(1000))
+	f.Add("/bin/\xff", "/\"q\"", "a\nb", "\xe2\x82\x00x", "", int32(-1), uint32(0))
+	enc := encoders(f)
+	f.Fuzz(func(t *testing.T, exe, cwd, comm, args, pargs string, tid int32, uid uint32) {
+		ev := richExec()
+		ev.Exe, ev.Exec.Cwd, ev.Exec.Cgroup = exe, cwd, cwd
+		ev.Comm = [16]byte{}
+		copy(ev.Comm[:], comm)
+		ev.Argv = strings.Split(args, "\x00")
+		ev.Parent.Argv = strings.Split(pargs, "\x00")
+		ev.Tid, ev.Ctx.UID = tid, uid
+		got, want := enc(ActionProcessExec, &ev)
+		if !json.Valid(got) || !utf8.Valid(got) {
+			t.Fatalf("line is not valid UTF-8 JSON: %q", got)
+		}
+		var g, w any
+		if err := json.Unmarshal(got, &g); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(want, &w); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(g, w) {
+			t.Fatalf("one-pass line decodes differently:\n got %q\nwant %q", got, want)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("one-pass line differs from zerolog's:\n got %q\nwant %q", got, want)
+		}
+	})
+}
+
+// TestProcLineCaches: the token and time a procLine writes from what it
+// kept are token.Append's and appendTime's, across boots, precisions and
+// seconds in any order.
+func TestProcLineCaches(t *testing.T) {
+	var w procLine
+	boot2 := sampleExec().Token.Boot
+	boot2[0]++
+	toks := []token.Token{
+		sampleExec().Token,
+		{Boot: boot2, Start: 5, Prec: token.Ticks},
+		{Boot: boot2, Start: 1700000000123456, Uniq: 77, Ino: 9, Prec: token.Micro},
+		{Boot: sampleExec().Token.Boot, Start: 1700000000, Prec: token.Second},
+		sampleExec().Token,
+	}
+	for _, tok := range toks {
+		if got, want := w.appendToken(nil, tok), tok.Append(nil); !bytes.Equal(got, want) {
+			t.Errorf("appendToken(%v) = %s, want %s", tok, got, want)
+		}
+	}
+	base := time.Date(2026, 12, 1, 6, 59, 59, 999999000, time.UTC)
+	for _, tm := range []time.Time{
+		base, base.Add(time.Microsecond), base, base.Add(-time.Hour), base.Add(time.Second),
+		base.Add(-time.Hour), base.Add(2 * time.Second), time.Date(12000, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Unix(0, 5).In(time.FixedZone("x", 3600)), base,
+	} {
+		if got, want := w.appendTime(nil, tm), appendTime(nil, tm); !bytes.Equal(got, want) {
+			t.Errorf("appendTime(%v) = %s, want %s", tm, got, want)
+		}
+	}
+}
