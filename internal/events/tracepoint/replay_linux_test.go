@@ -166,20 +166,12 @@ func TestReplay(t *testing.T) {
 			s := newSource(testBoot, rd, lost, nil)
 			var got []events.Kind
 			var counts []uint64
-			for {
-				var ev events.Event
-				err := s.Read(&ev)
-				if errors.Is(err, events.ErrClosed) {
-					break
-				}
-				if err != nil {
-					t.Fatalf("Read() error = %v", err)
-				}
+			readAll(t, s, func(ev *events.Event) {
 				got = append(got, ev.Kind)
 				if ev.Kind == events.Lost {
 					counts = append(counts, ev.Count)
 				}
-			}
+			})
 			if !equalSlices(got, tt.want) {
 				t.Errorf("Read kinds = %v, want %v", got, tt.want)
 			}
@@ -190,6 +182,22 @@ func TestReplay(t *testing.T) {
 				t.Errorf("Stats() = %+v, want %+v", st, tt.stats)
 			}
 		})
+	}
+}
+
+// readAll reads s until it is closed, calling got with each event.
+func readAll(t *testing.T, s *Source, got func(*events.Event)) {
+	t.Helper()
+	for {
+		var ev events.Event
+		err := s.Read(&ev)
+		if errors.Is(err, events.ErrClosed) {
+			return
+		}
+		if err != nil {
+			t.Fatalf("Read() error = %v", err)
+		}
+		got(&ev)
 	}
 }
 
@@ -374,17 +382,7 @@ func TestStragglePoll(t *testing.T) {
 	s := newSource(testBoot, rd, lostSequence(0), nil)
 	s.asleep = &asleep
 	var waits []time.Duration
-	for {
-		var ev events.Event
-		err := s.Read(&ev)
-		if errors.Is(err, events.ErrClosed) {
-			break
-		}
-		if err != nil {
-			t.Fatalf("Read() error = %v", err)
-		}
-		waits = append(waits, s.straggle)
-	}
+	readAll(t, s, func(*events.Event) { waits = append(waits, s.straggle) })
 	ms := time.Millisecond
 	if want := []time.Duration{10 * ms, 20 * ms, 40 * ms, 80 * ms, 80 * ms, 10 * ms, 20 * ms}; !equalSlices(waits, want) {
 		t.Errorf("straggle waits = %v, want %v", waits, want)
