@@ -83,8 +83,10 @@ type Source struct {
 	// a Read it interrupted before releasing the maps Read uses.
 	readMu     sync.Mutex
 	rec        ringbuf.Record
-	lostSeen   uint64 // lost counter value already reported
-	sinceCheck int    // records since the last look at the lost counter
+	readErr    error              // result of the last tryRead
+	try        func(uintptr) bool // s.tryRead, made once
+	lostSeen   uint64             // lost counter value already reported
+	sinceCheck int                // records since the last look at the lost counter
 	checkLost  bool
 	sawData    bool          // a record arrived since the read deadline was set
 	straggle   time.Duration // wait of the current straggle poll
@@ -115,7 +117,9 @@ var _ events.Source = (*Source)(nil)
 // newSource wires a Source around a record reader; New passes the ring
 // buffer, tests a fake.
 func newSource(boot procfs.BootID, rd recordReader, lost func() (uint64, error), release func() error) *Source {
-	return &Source{boot: boot, rd: rd, lost: lost, release: release, quiet: true}
+	s := &Source{boot: boot, rd: rd, lost: lost, release: release, quiet: true}
+	s.try = s.tryRead
+	return s
 }
 
 // objects are the kernel objects New loads; the exit program is
@@ -474,18 +478,21 @@ func (s *Source) setDeadline(t time.Time) {
 // it is rd.ReadInto with the deadline set. With one, rd never blocks: a
 // drained ring is waited for in the netpoller until s.deadline (forever
 // when zero), unless the deadline is already due.
+// The result and the try function live in s, so that a read allocates
+// nothing.
 func (s *Source) readRecord() error {
-	err := s.rd.ReadInto(&s.rec)
-	if s.ready == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
-		return err
+	if !s.tryRead(0) && s.ready != nil && (s.deadline.IsZero() || time.Now().Before(s.deadline)) {
+		return s.ready.wait(s.deadline, s.try, &s.readErr)
 	}
-	if !s.deadline.IsZero() && !time.Now().Before(s.deadline) {
-		return err
-	}
-	return s.ready.wait(s.deadline, func() bool {
-		err = s.rd.ReadInto(&s.rec)
-		return !errors.Is(err, os.ErrDeadlineExceeded)
-	}, &err)
+	return s.readErr
+}
+
+// tryRead reads the next record into s.rec and its error into s.readErr,
+// and reports whether the read is over (anything but a drained ring). Its
+// argument is the file descriptor syscall.RawConn.Read passes, unused.
+func (s *Source) tryRead(uintptr) bool {
+	s.readErr = s.rd.ReadInto(&s.rec)
+	return !errors.Is(s.readErr, os.ErrDeadlineExceeded)
 }
 
 // readyWaiter waits until the ring buffer has data in the Go runtime's
@@ -528,15 +535,16 @@ func newReadyWaiter(fd int) (*readyWaiter, error) {
 
 // wait calls try, and again each time the netpoller says the ring became
 // readable, until it returns true or deadline (none when zero) passes.
-// try reads without blocking and leaves its result in *res. Readiness is
+// try reads without blocking and leaves its result in *res (try is the
+// function syscall.RawConn.Read takes, so that no closure is allocated). Readiness is
 // reset before the first try, so a wake-up between a try and the wait is
 // never lost. wait returns *res, os.ErrDeadlineExceeded, or an error of
 // the closed file.
-func (w *readyWaiter) wait(deadline time.Time, try func() bool, res *error) error {
+func (w *readyWaiter) wait(deadline time.Time, try func(uintptr) bool, res *error) error {
 	if err := w.f.SetReadDeadline(deadline); err != nil {
 		return err
 	}
-	if err := w.rc.Read(func(uintptr) bool { return try() }); err != nil {
+	if err := w.rc.Read(try); err != nil {
 		return err
 	}
 	return *res
