@@ -9,7 +9,15 @@ func SplitArgs(b []byte) []string {
 	if len(b) == 0 {
 		return nil
 	}
-	s := string(b)
+	return SplitArgString(string(b))
+}
+
+// SplitArgString is SplitArgs on an argv area already held in a string:
+// the arguments are its substrings, and only their slice is allocated.
+func SplitArgString(s string) []string {
+	if s == "" {
+		return nil
+	}
 	s = strings.TrimSuffix(s, "\x00")
 	n := strings.Count(s, "\x00") + 1
 	argv := make([]string, 0, n)

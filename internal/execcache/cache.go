@@ -86,6 +86,11 @@ type Cache struct {
 	byPid        map[int32]int32
 	live, exited list
 	st           Stats
+	// parent is the slot the last parent lookup found (none at first): a
+	// storm's events name the same parent over and over. It is only a
+	// hint, checked against the slot's pid and token before use (a
+	// dropped slot is zeroed).
+	parent int32
 }
 
 // New returns an empty cache with cfg's bounds.
@@ -97,7 +102,7 @@ func New(cfg Config) *Cache {
 		cfg.Bytes = DefaultBytes
 	}
 	return &Cache{cfg: cfg, byPid: make(map[int32]int32, cfg.Entries),
-		live: list{none, none}, exited: list{none, none}}
+		live: list{none, none}, exited: list{none, none}, parent: none}
 }
 
 // Stats returns the counters.
@@ -125,7 +130,7 @@ func (c *Cache) Observe(ev *events.Event) {
 	if ev.ParentToken.IsZero() {
 		return
 	}
-	i := c.find(ev.PPid, ev.ParentToken)
+	i := c.findParent(ev.PPid, ev.ParentToken)
 	if i == none {
 		c.st.Misses++
 		return
@@ -158,6 +163,20 @@ func (c *Cache) find(pid int32, tok token.Token) int32 {
 	i, ok := c.byPid[pid]
 	if !ok || c.slots[i].tok != tok {
 		return none
+	}
+	return i
+}
+
+// findParent is find with the last parent found tried first: the same
+// answer, without the map lookup when the parent is the last one's.
+func (c *Cache) findParent(pid int32, tok token.Token) int32 {
+	if i := c.parent; i != none && int(i) < len(c.slots) && !tok.IsZero() &&
+		c.slots[i].pid == pid && c.slots[i].tok == tok {
+		return i
+	}
+	i := c.find(pid, tok)
+	if i != none {
+		c.parent = i
 	}
 	return i
 }

@@ -108,6 +108,34 @@ func TestObserve(t *testing.T) {
 			{forkEv(202, tok(52, 52), 200, b, 0), "<nil>"},
 			{forkEv(301, tok(53, 53), 300, c, 0), "/bin/c"},
 		}},
+		// The last parent found is remembered as a hint: each case finds
+		// a parent, then makes its slot stale.
+		{"last parent superseded by a fork at its pid", Config{}, []step{
+			{execEv(100, a, 1, tok(1, 1), "sh"), "<nil>"},
+			{forkEv(101, b, 100, a, 0), "/bin/sh"},
+			{forkEv(100, a2, 1, tok(1, 1), 0), "<nil>"},
+			{forkEv(102, c, 100, a, 0), "<nil>"},
+		}},
+		{"last parent's slot reused by another pid", Config{Entries: 1}, []step{
+			{execEv(100, a, 1, tok(1, 1), "sh"), "<nil>"},
+			{forkEv(101, b, 100, a, 0), "/bin/sh"},
+			{execEv(200, c, 1, tok(1, 1), "x"), "<nil>"},
+			{forkEv(102, tok(50, 50), 100, a, 0), "<nil>"},
+			{forkEv(201, tok(51, 51), 200, c, 0), "/bin/x"},
+		}},
+		{"last parent's slot reused by another instance at its pid", Config{}, []step{
+			{execEv(100, a, 1, tok(1, 1), "sh"), "<nil>"},
+			{forkEv(101, b, 100, a, 0), "/bin/sh"},
+			{execEv(100, a2, 1, tok(1, 1), "py"), "<nil>"},
+			{forkEv(102, c, 100, a, 0), "<nil>"},
+			{forkEv(103, tok(50, 50), 100, a2, 0), "/bin/py"},
+		}},
+		{"last parent cleared by a loss", Config{}, []step{
+			{execEv(100, a, 1, tok(1, 1), "sh"), "<nil>"},
+			{forkEv(101, b, 100, a, 0), "/bin/sh"},
+			{events.Event{Kind: events.Lost, Count: 1}, "<nil>"},
+			{forkEv(102, c, 100, a, 0), "<nil>"},
+		}},
 		{"an exec above the byte bound is not kept", Config{Bytes: 16 * 64}, []step{
 			{execEv(100, a, 1, tok(1, 1), "a", string(make([]byte, 100))), "<nil>"},
 			{forkEv(101, b, 100, a, 0), "<nil>"},

@@ -241,9 +241,14 @@ func decodeExec(b []byte, ev *events.Event) error {
 	x.CgroupTruncated = xf&xCgroupTrunc != 0
 	blob := b[execFixedSize:]
 	exe, cwd, cg := blob[:exeLen], blob[exeLen:exeLen+cwdLen], blob[exeLen+cwdLen:exeLen+cwdLen+cgLen]
-	// One string holds the three paths.
+	args := blob[exeLen+cwdLen+cgLen:]
+	if xf&xArgsFault != 0 {
+		args = nil
+	}
+	// One string holds the three paths and the arguments: one allocation
+	// (and the argv slice), never reused, so consumers may keep them.
 	var sb strings.Builder
-	sb.Grow(exeLen + cwdLen + cgLen + 3)
+	sb.Grow(exeLen + cwdLen + cgLen + 3 + len(args))
 	var ends [3]int
 	for i, p := range [][]byte{exe, cwd, cg} {
 		if i > 0 || xf&xNoExe == 0 {
@@ -251,13 +256,14 @@ func decodeExec(b []byte, ev *events.Event) error {
 		}
 		ends[i] = sb.Len()
 	}
+	sb.Write(args)
 	ps := sb.String()
 	ev.Exe, x.Cwd, x.Cgroup = ps[:ends[0]], ps[ends[0]:ends[1]], ps[ends[1]:ends[2]]
 	if id, _, ok := container.ID(x.Cgroup); ok && !x.CgroupTruncated {
 		x.ContainerID = id
 	}
-	if xf&xArgsFault == 0 {
-		ev.Argv = events.SplitArgs(blob[exeLen+cwdLen+cgLen:])
+	if len(args) > 0 {
+		ev.Argv = events.SplitArgString(ps[ends[2]:])
 	}
 	return nil
 }

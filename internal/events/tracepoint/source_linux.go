@@ -38,14 +38,30 @@ type recordReader interface {
 	Close() error
 }
 
-// straggleWait is how long Read keeps polling after the last record it saw.
-// The eBPF programs submit records without waking the reader (see
-// wake_reader in bpf/process.bpf.c) unless the reader said it sleeps
-// without a deadline, or the ring is a quarter full: a record submitted
-// silently is found by this poll. Only after a quiet stretch of
-// straggleWait does Read say it sleeps (Source.asleep) and sleep until a
-// program wakes it.
-const straggleWait = 10 * time.Millisecond
+// The straggle poll: while records come, Read polls the ring with a read
+// deadline instead of being woken. The eBPF programs submit records
+// without waking the reader (see wake_reader in bpf/process.bpf.c) unless
+// the reader said it sleeps without a deadline, or the ring is a quarter
+// full: a record submitted silently is found by this poll. The first poll
+// after a wake-up waits straggleMin; each poll that found records doubles
+// the next one's wait, up to straggleMax, because a ring that keeps filling
+// is cheaper to read in fewer, larger batches (each wake-up takes the
+// process out of idle and costs the Go runtime more than tens of records).
+// The first poll that finds nothing starts the quiet protocol: Read says
+// it sleeps (Source.asleep), looks once more, and sleeps until a program
+// wakes it, and the next wake-up starts again at straggleMin. A record is
+// thus read at most straggleMax after it was committed (sooner when the
+// ring reaches a quarter full), and at once after a quiet stretch.
+const (
+	straggleMin = 10 * time.Millisecond
+	straggleMax = 80 * time.Millisecond
+)
+
+// nextStraggle is the wait of the poll after one that found records and
+// waited cur.
+func nextStraggle(cur time.Duration) time.Duration {
+	return min(2*max(cur, straggleMin/2), straggleMax)
+}
 
 // lostCheckEvery bounds how many records Read decodes between two looks at
 // the kernel's lost counter while the ring buffer never drains.
@@ -67,12 +83,15 @@ type Source struct {
 	// a Read it interrupted before releasing the maps Read uses.
 	readMu     sync.Mutex
 	rec        ringbuf.Record
-	lostSeen   uint64 // lost counter value already reported
-	sinceCheck int    // records since the last look at the lost counter
+	readErr    error              // result of the last tryRead
+	try        func(uintptr) bool // s.tryRead, made once
+	lostSeen   uint64             // lost counter value already reported
+	sinceCheck int                // records since the last look at the lost counter
 	checkLost  bool
-	sawData    bool // a record arrived since the read deadline was set
-	quiet      bool // no deadline: asleep until the program wakes us
-	settling   bool // reader_asleep set, one last look at the ring due
+	sawData    bool          // a record arrived since the read deadline was set
+	straggle   time.Duration // wait of the current straggle poll
+	quiet      bool          // no deadline: asleep until the program wakes us
+	settling   bool          // reader_asleep set, one last look at the ring due
 	// asleep is the reader_asleep flag shared with the programs (a
 	// memory-mapped array element): 1 while quiet. Nil in replay tests.
 	asleep *uint32
@@ -98,7 +117,9 @@ var _ events.Source = (*Source)(nil)
 // newSource wires a Source around a record reader; New passes the ring
 // buffer, tests a fake.
 func newSource(boot procfs.BootID, rd recordReader, lost func() (uint64, error), release func() error) *Source {
-	return &Source{boot: boot, rd: rd, lost: lost, release: release, quiet: true}
+	s := &Source{boot: boot, rd: rd, lost: lost, release: release, quiet: true}
+	s.try = s.tryRead
+	return s
 }
 
 // objects are the kernel objects New loads; the exit program is
@@ -398,7 +419,8 @@ func (s *Source) Read(ev *events.Event) error {
 				switch {
 				case s.sawData:
 					s.sawData = false
-					s.setDeadline(time.Now().Add(straggleWait))
+					s.straggle = nextStraggle(s.straggle)
+					s.setDeadline(time.Now().Add(s.straggle))
 				case !s.settling:
 					// A quiet stretch: say so (reader_asleep), then look
 					// at the ring once more without waiting. A record
@@ -422,7 +444,8 @@ func (s *Source) Read(ev *events.Event) error {
 		if s.quiet || s.settling {
 			s.quiet, s.settling = false, false
 			s.setAsleep(0)
-			s.setDeadline(time.Now().Add(straggleWait))
+			s.straggle = straggleMin
+			s.setDeadline(time.Now().Add(s.straggle))
 		}
 		// Look at the lost counter once the buffer is drained (drops happen
 		// only while it is full, so they are then behind us) or, under a
@@ -455,18 +478,21 @@ func (s *Source) setDeadline(t time.Time) {
 // it is rd.ReadInto with the deadline set. With one, rd never blocks: a
 // drained ring is waited for in the netpoller until s.deadline (forever
 // when zero), unless the deadline is already due.
+// The result and the try function live in s, so that a read allocates
+// nothing.
 func (s *Source) readRecord() error {
-	err := s.rd.ReadInto(&s.rec)
-	if s.ready == nil || !errors.Is(err, os.ErrDeadlineExceeded) {
-		return err
+	if !s.tryRead(0) && s.ready != nil && (s.deadline.IsZero() || time.Now().Before(s.deadline)) {
+		return s.ready.wait(s.deadline, s.try, &s.readErr)
 	}
-	if !s.deadline.IsZero() && !time.Now().Before(s.deadline) {
-		return err
-	}
-	return s.ready.wait(s.deadline, func() bool {
-		err = s.rd.ReadInto(&s.rec)
-		return !errors.Is(err, os.ErrDeadlineExceeded)
-	}, &err)
+	return s.readErr
+}
+
+// tryRead reads the next record into s.rec and its error into s.readErr,
+// and reports whether the read is over (anything but a drained ring). Its
+// argument is the file descriptor syscall.RawConn.Read passes, unused.
+func (s *Source) tryRead(uintptr) bool {
+	s.readErr = s.rd.ReadInto(&s.rec)
+	return !errors.Is(s.readErr, os.ErrDeadlineExceeded)
 }
 
 // readyWaiter waits until the ring buffer has data in the Go runtime's
@@ -509,15 +535,16 @@ func newReadyWaiter(fd int) (*readyWaiter, error) {
 
 // wait calls try, and again each time the netpoller says the ring became
 // readable, until it returns true or deadline (none when zero) passes.
-// try reads without blocking and leaves its result in *res. Readiness is
+// try reads without blocking and leaves its result in *res (try is the
+// function syscall.RawConn.Read takes, so that no closure is allocated). Readiness is
 // reset before the first try, so a wake-up between a try and the wait is
 // never lost. wait returns *res, os.ErrDeadlineExceeded, or an error of
 // the closed file.
-func (w *readyWaiter) wait(deadline time.Time, try func() bool, res *error) error {
+func (w *readyWaiter) wait(deadline time.Time, try func(uintptr) bool, res *error) error {
 	if err := w.f.SetReadDeadline(deadline); err != nil {
 		return err
 	}
-	if err := w.rc.Read(func(uintptr) bool { return try() }); err != nil {
+	if err := w.rc.Read(try); err != nil {
 		return err
 	}
 	return *res
