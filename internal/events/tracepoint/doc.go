@@ -36,17 +36,12 @@
 //     slash, never a wrong absolute path (see bpf/process.bpf.c).
 //   - Records are submitted without waking the reader: a wake-up is a
 //     self-IPI (a VM exit in a guest), which cost more than the record. The
-//     reader polls while records come: 10 ms after its wake-up, then each
-//     poll that found records doubles the next wait, up to 80 ms, so a
-//     storm is read in few large batches (each wake-up costs the Go
-//     runtime more than tens of records). The first poll that finds
-//     nothing sets reader_asleep (an array element shared through mmap),
-//     looks at the ring once more, and only then sleeps; the first program
-//     to commit a record after that sees the flag, clears it and wakes the
-//     reader. A ring a quarter full (256 KiB) also wakes it. Worst-case
-//     latency: a record is read within 80 ms of its commit while records
-//     flow (sooner when they fill a quarter of the ring), at once after a
-//     quiet stretch, and never left unread while the reader sleeps. The reader
+//     reader polls every 10 ms while records come; after a quiet stretch it
+//     sets reader_asleep (an array element shared through mmap), looks at
+//     the ring once more, and only then sleeps; the first program to commit
+//     a record after that sees the flag, clears it and wakes the reader. A
+//     ring a quarter full also wakes it. A record is thus read within about
+//     10 ms, and never left unread while the reader sleeps. The reader
 //     waits in the Go runtime's netpoller (a non-blocking duplicate of
 //     the ring's file descriptor), so no thread blocks in epoll_wait.
 //   - WithExecPath needs Linux 6.4+ (open-coded iterators and

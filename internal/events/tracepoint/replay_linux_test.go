@@ -4,7 +4,6 @@ package tracepoint
 
 import (
 	"errors"
-	"fmt"
 	"os"
 	"testing"
 	"time"
@@ -350,67 +349,3 @@ func (l *loopReader) ReadInto(rec *ringbuf.Record) error {
 }
 func (l *loopReader) SetDeadline(time.Time) {}
 func (l *loopReader) Close() error          { return nil }
-
-// deadlineLog is a fakeReader that records, for each deadline set, whether
-// it was none (asleep until woken) and the reader_asleep flag then.
-type deadlineLog struct {
-	*fakeReader
-	asleep *uint32
-	log    []string
-}
-
-func (d *deadlineLog) SetDeadline(t time.Time) {
-	switch {
-	case t.IsZero():
-		d.log = append(d.log, fmt.Sprintf("sleep(asleep=%d)", *d.asleep))
-	default:
-		d.log = append(d.log, fmt.Sprintf("poll(asleep=%d)", *d.asleep))
-	}
-}
-
-// TestStragglePoll checks the adaptive poll: each poll that found records
-// doubles the next wait up to straggleMax; the first empty poll sets
-// reader_asleep, looks once more and sleeps without a deadline; the next
-// record clears the flag and starts again at straggleMin.
-func TestStragglePoll(t *testing.T) {
-	fork := record{kind: recFork, pid: 10, tid: 10, ppid: 1, start: 3, flags: flagPidfs, ino: 5, comm: "a"}.encode()
-	d := deadlineMark
-	rd := &deadlineLog{fakeReader: newFakeReader(fork, d, fork, d, fork, d, fork, d, fork, d, d, d, fork, d, fork)}
-	rd.closeWhenDrained = true
-	var asleep uint32 = 1
-	rd.asleep = &asleep
-	s := newSource(testBoot, rd, lostSequence(0), nil)
-	s.asleep = &asleep
-	var waits []time.Duration
-	readAll(t, s, func(*events.Event) { waits = append(waits, s.straggle) })
-	ms := time.Millisecond
-	if want := []time.Duration{10 * ms, 20 * ms, 40 * ms, 80 * ms, 80 * ms, 10 * ms, 20 * ms}; !equalSlices(waits, want) {
-		t.Errorf("straggle waits = %v, want %v", waits, want)
-	}
-	want := []string{
-		"poll(asleep=0)", "poll(asleep=0)", "poll(asleep=0)", "poll(asleep=0)", "poll(asleep=0)", "poll(asleep=0)",
-		// the empty poll: flag set, one look without waiting, then sleep
-		"poll(asleep=1)", "sleep(asleep=1)",
-		"poll(asleep=0)", "poll(asleep=0)",
-	}
-	if !equalSlices(rd.log, want) {
-		t.Errorf("deadlines = %v, want %v", rd.log, want)
-	}
-}
-
-func TestNextStraggle(t *testing.T) {
-	ms := time.Millisecond
-	tests := []struct{ cur, want time.Duration }{
-		{0, straggleMin},
-		{straggleMin, 2 * straggleMin},
-		{straggleMax / 2, straggleMax},
-		{straggleMax, straggleMax},
-		{3 * straggleMax, straggleMax},
-		{30 * ms, 60 * ms},
-	}
-	for _, tt := range tests {
-		if got := nextStraggle(tt.cur); got != tt.want {
-			t.Errorf("nextStraggle(%v) = %v, want %v", tt.cur, got, tt.want)
-		}
-	}
-}

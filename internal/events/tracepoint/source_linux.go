@@ -38,30 +38,14 @@ type recordReader interface {
 	Close() error
 }
 
-// The straggle poll: while records come, Read polls the ring with a read
-// deadline instead of being woken. The eBPF programs submit records
-// without waking the reader (see wake_reader in bpf/process.bpf.c) unless
-// the reader said it sleeps without a deadline, or the ring is a quarter
-// full: a record submitted silently is found by this poll. The first poll
-// after a wake-up waits straggleMin; each poll that found records doubles
-// the next one's wait, up to straggleMax, because a ring that keeps filling
-// is cheaper to read in fewer, larger batches (each wake-up takes the
-// process out of idle and costs the Go runtime more than tens of records).
-// The first poll that finds nothing starts the quiet protocol: Read says
-// it sleeps (Source.asleep), looks once more, and sleeps until a program
-// wakes it, and the next wake-up starts again at straggleMin. A record is
-// thus read at most straggleMax after it was committed (sooner when the
-// ring reaches a quarter full), and at once after a quiet stretch.
-const (
-	straggleMin = 10 * time.Millisecond
-	straggleMax = 80 * time.Millisecond
-)
-
-// nextStraggle is the wait of the poll after one that found records and
-// waited cur.
-func nextStraggle(cur time.Duration) time.Duration {
-	return min(2*max(cur, straggleMin/2), straggleMax)
-}
+// straggleWait is how long Read keeps polling after the last record it saw.
+// The eBPF programs submit records without waking the reader (see
+// wake_reader in bpf/process.bpf.c) unless the reader said it sleeps
+// without a deadline, or the ring is a quarter full: a record submitted
+// silently is found by this poll. Only after a quiet stretch of
+// straggleWait does Read say it sleeps (Source.asleep) and sleep until a
+// program wakes it.
+const straggleWait = 10 * time.Millisecond
 
 // lostCheckEvery bounds how many records Read decodes between two looks at
 // the kernel's lost counter while the ring buffer never drains.
@@ -88,10 +72,9 @@ type Source struct {
 	lostSeen   uint64             // lost counter value already reported
 	sinceCheck int                // records since the last look at the lost counter
 	checkLost  bool
-	sawData    bool          // a record arrived since the read deadline was set
-	straggle   time.Duration // wait of the current straggle poll
-	quiet      bool          // no deadline: asleep until the program wakes us
-	settling   bool          // reader_asleep set, one last look at the ring due
+	sawData    bool // a record arrived since the read deadline was set
+	quiet      bool // no deadline: asleep until the program wakes us
+	settling   bool // reader_asleep set, one last look at the ring due
 	// asleep is the reader_asleep flag shared with the programs (a
 	// memory-mapped array element): 1 while quiet. Nil in replay tests.
 	asleep *uint32
@@ -419,8 +402,7 @@ func (s *Source) Read(ev *events.Event) error {
 				switch {
 				case s.sawData:
 					s.sawData = false
-					s.straggle = nextStraggle(s.straggle)
-					s.setDeadline(time.Now().Add(s.straggle))
+					s.setDeadline(time.Now().Add(straggleWait))
 				case !s.settling:
 					// A quiet stretch: say so (reader_asleep), then look
 					// at the ring once more without waiting. A record
@@ -444,8 +426,7 @@ func (s *Source) Read(ev *events.Event) error {
 		if s.quiet || s.settling {
 			s.quiet, s.settling = false, false
 			s.setAsleep(0)
-			s.straggle = straggleMin
-			s.setDeadline(time.Now().Add(s.straggle))
+			s.setDeadline(time.Now().Add(straggleWait))
 		}
 		// Look at the lost counter once the buffer is drained (drops happen
 		// only while it is full, so they are then behind us) or, under a
