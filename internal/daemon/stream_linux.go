@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -235,6 +236,10 @@ func (x *claimIndex) uidOf(id string) (uint32, bool) {
 // publishEvent encodes ev once and hands it to every subscriber that may
 // see it. Only the drain goroutine calls it.
 func (h *hub) publishEvent(subs []*subscriber, ev *events.Event, a attribution, now time.Time) {
+	k := streamKind(ev.Kind)
+	if !slices.ContainsFunc(subs, func(s *subscriber) bool { return s.kinds.Has(k) }) {
+		return // nobody asked for this kind: not even encoded
+	}
 	b := events.AppendJSON(h.evBuf[:0], ev)
 	b = b[:len(b)-1] // reopen the object
 	b = append(b, `,"time":"`...)
@@ -250,7 +255,6 @@ func (h *hub) publishEvent(subs []*subscriber, ev *events.Event, a attribution, 
 	}
 	b = append(b, '}', '\n')
 	h.evBuf = b
-	k := streamKind(ev.Kind)
 	for _, s := range subs {
 		if !s.kinds.Has(k) {
 			continue

@@ -43,7 +43,7 @@ func special(w uint64) bool {
 // AppendString appends s to b as a quoted JSON string.
 func AppendString(b []byte, s string) []byte {
 	b = append(b, '"')
-	b = appendEscaped(b, s)
+	b = AppendEscaped(b, s)
 	return append(b, '"')
 }
 
@@ -56,9 +56,7 @@ func AppendBytes(b, p []byte) []byte {
 // without the quotes: a string built from pieces is the concatenation of
 // their escaped forms, when each piece is whole UTF-8 or cut at a byte
 // that is not.
-func AppendEscaped(b []byte, s string) []byte { return appendEscaped(b, s) }
-
-func appendEscaped(b []byte, s string) []byte {
+func AppendEscaped(b []byte, s string) []byte {
 	start, i := 0, 0
 	for i < len(s) {
 		if i+8 <= len(s) {

@@ -7,7 +7,7 @@ import (
 	"unicode/utf8"
 )
 
-// referenceEscape is the byte-at-a-time form of appendEscaped.
+// referenceEscape is the byte-at-a-time form of AppendEscaped.
 func referenceEscape(s string) string {
 	var b strings.Builder
 	for i := 0; i < len(s); {
