@@ -37,7 +37,6 @@ type sock struct {
 	pid  uint32     // the socket's netlink port id
 	wait *os.File   // a duplicate of fd in the runtime's poller, nil when out
 	wrc  syscall.RawConn
-	dead bool // closed
 }
 
 // detach takes c's socket out of the runtime's poller: it keeps a
@@ -65,7 +64,7 @@ func detach(c *netlink.Conn, rc syscall.RawConn) (*sock, error) {
 func (k *sock) recv(fn func(fd uintptr) bool) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.dead {
+	if k.fd < 0 {
 		return events.ErrClosed
 	}
 	fn(uintptr(k.fd))
@@ -78,7 +77,7 @@ func (k *sock) recv(fn func(fd uintptr) bool) error {
 func (k *sock) waiter(deadline time.Time) (syscall.RawConn, error) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.dead {
+	if k.fd < 0 {
 		return nil, events.ErrClosed
 	}
 	if k.wait == nil {
@@ -128,7 +127,7 @@ func (k *sock) send(m netlink.Message) error {
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.dead {
+	if k.fd < 0 {
 		return events.ErrClosed
 	}
 	return unix.Sendto(k.fd, b, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK})
@@ -140,7 +139,7 @@ func (k *sock) dropCount() (uint32, bool) {
 	size := uint32(unsafe.Sizeof(mem))
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.dead {
+	if k.fd < 0 {
 		return 0, false
 	}
 	_, _, errno := unix.RawSyscall6(unix.SYS_GETSOCKOPT, uintptr(k.fd), unix.SOL_SOCKET, unix.SO_MEMINFO,
@@ -159,10 +158,9 @@ func (k *sock) close(ignore *netlink.Message) error {
 	}
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.dead {
+	if k.fd < 0 {
 		return nil
 	}
-	k.dead = true
 	k.unwaitLocked()
 	err := unix.Close(k.fd)
 	k.fd = -1
@@ -176,7 +174,7 @@ func (k *sock) close(ignore *netlink.Message) error {
 func (k *sock) setReadBuffer(n int) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	if k.dead {
+	if k.fd < 0 {
 		return events.ErrClosed
 	}
 	if err := unix.SetsockoptInt(k.fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, n); err == nil {
