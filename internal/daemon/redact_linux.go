@@ -7,6 +7,7 @@ import (
 
 	"github.com/procsupervisor/supervisor/internal/api"
 	"github.com/procsupervisor/supervisor/internal/local"
+	"github.com/procsupervisor/supervisor/internal/procfs"
 	"github.com/procsupervisor/supervisor/internal/redact"
 	"github.com/procsupervisor/supervisor/internal/store"
 )
@@ -88,18 +89,13 @@ func (d *Daemon) treeArgs(p api.Peer, nodes []api.TreeNode) {
 // line that cannot be read, answers true: when unsure, hide.
 func procHidesPids(mountinfo []byte) bool {
 	hides := true
-	for line := range strings.SplitSeq(string(mountinfo), "\n") {
-		pre, post, ok := strings.Cut(line, " - ")
-		f, g := strings.Fields(pre), strings.Fields(post)
-		if !ok || len(f) < 5 || f[4] != "/proc" {
+	for m := range procfs.Mounts(mountinfo) {
+		if m.Point != "/proc" {
 			continue
 		}
-		if len(g) < 3 || g[0] != "proc" {
-			hides = true // something else mounted over /proc
-			continue
-		}
-		hides = false
-		for opt := range strings.SplitSeq(g[2], ",") {
+		// Something else mounted over /proc, or proc without options.
+		hides = m.FSType != "proc" || m.Options == ""
+		for opt := range strings.SplitSeq(m.Options, ",") {
 			if v, ok := strings.CutPrefix(opt, "hidepid="); ok && v != "0" && v != "off" {
 				hides = true
 			}

@@ -3,24 +3,51 @@ package procfs
 import (
 	"bufio"
 	"bytes"
+	"iter"
 	"strconv"
 	"strings"
 )
 
+// Mount is one line of a mountinfo file: where it is mounted, the
+// filesystem type and the superblock options.
+type Mount struct {
+	Point   string // unescaped
+	FSType  string
+	Options string // super options, comma-separated ("" when absent)
+}
+
+// Mounts yields the mounts of a mountinfo file in its order; lines without
+// the " - " separator or a mount point are skipped, and a mount whose
+// fields after the separator are missing has them empty.
+func Mounts(mountinfo []byte) iter.Seq[Mount] {
+	return func(yield func(Mount) bool) {
+		sc := bufio.NewScanner(bytes.NewReader(mountinfo))
+		sc.Buffer(make([]byte, 0, 4096), 1<<20)
+		for sc.Scan() {
+			pre, post, ok := strings.Cut(sc.Text(), " - ")
+			f, g := strings.Fields(pre), strings.Fields(post)
+			if !ok || len(f) < 5 {
+				continue
+			}
+			m := Mount{Point: unescapeMount(f[4])}
+			if len(g) >= 1 {
+				m.FSType = g[0]
+			}
+			if len(g) >= 3 {
+				m.Options = g[2]
+			}
+			if !yield(m) {
+				return
+			}
+		}
+	}
+}
+
 // Cgroup2Mount finds the cgroup v2 mount point in a mountinfo file.
 func Cgroup2Mount(mountinfo []byte) (string, bool) {
-	sc := bufio.NewScanner(bytes.NewReader(mountinfo))
-	sc.Buffer(make([]byte, 0, 4096), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		sep := strings.Index(line, " - ")
-		if sep < 0 {
-			continue
-		}
-		post := strings.Fields(line[sep+3:])
-		pre := strings.Fields(line[:sep])
-		if len(post) >= 1 && post[0] == "cgroup2" && len(pre) >= 5 {
-			return unescapeMount(pre[4]), true
+	for m := range Mounts(mountinfo) {
+		if m.FSType == "cgroup2" {
+			return m.Point, true
 		}
 	}
 	return "", false

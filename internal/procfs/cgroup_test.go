@@ -1,6 +1,9 @@
 package procfs
 
-import "testing"
+import (
+	"slices"
+	"testing"
+)
 
 func TestCgroup2Mount(t *testing.T) {
 	tests := []struct {
@@ -32,4 +35,28 @@ func FuzzCgroup2Mount(f *testing.F) {
 		Cgroup2Mount(b)
 		Cgroup2Path(b)
 	})
+}
+
+// TestMounts: mount points unescaped, type and super options read, lines
+// without a separator or a mount point skipped, missing fields empty.
+func TestMounts(t *testing.T) {
+	mi := []byte(`22 1 0:21 / /proc rw,nosuid shared:12 - proc proc rw,hidepid=2
+23 1 0:22 / /mnt/a\040b rw - ext4 /dev/sda1 rw,relatime
+24 1 0:23 / /broken rw no separator here
+25 1 0:24 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw,nsdelegate
+26 1 0:25
+`+"27 1 0:26 / /short rw - \n")
+	var got []Mount
+	for m := range Mounts(mi) {
+		got = append(got, m)
+	}
+	want := []Mount{
+		{"/proc", "proc", "rw,hidepid=2"},
+		{"/mnt/a b", "ext4", "rw,relatime"},
+		{"/sys/fs/cgroup/unified", "cgroup2", "rw,nsdelegate"},
+		{"/short", "", ""},
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("Mounts = %+v, want %+v", got, want)
+	}
 }
