@@ -45,7 +45,7 @@ func TestMounts(t *testing.T) {
 24 1 0:23 / /broken rw no separator here
 25 1 0:24 / /sys/fs/cgroup/unified rw - cgroup2 cgroup2 rw,nsdelegate
 26 1 0:25
-`+"27 1 0:26 / /short rw - \n")
+` + "27 1 0:26 / /short rw - \n")
 	var got []Mount
 	for m := range Mounts(mi) {
 		got = append(got, m)
