@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -192,12 +193,18 @@ func TestIntegrationTreeRedacted(t *testing.T) {
 	h.d.redact = rules(t, "--password=*")
 	cmd := testenv.Start(t, "/bin/sh", "-c", "sleep 600; :", "sh", "--password=hunter2")
 	pid := int32(cmd.Process.Pid)
+	want := []string{"/bin/sh", "-c", "sleep 600; :", "sh", "--password=[REDACTED]"}
+	// The tracker may see the fork before the child has exec'd sh: its
+	// arguments are then the test binary's, or none mid-exec. Wait for
+	// the exec, then check.
 	var nodes []api.TreeNode
 	testenv.EventuallyNil(t, 10*time.Second, func() (err error) {
 		nodes, err = h.d.Tree(context.Background(), api.Peer{}, pid, token.Token{})
+		if err == nil && (len(nodes) == 0 || len(nodes[0].Args) != len(want)) {
+			err = fmt.Errorf("%d: %+v so far", pid, nodes)
+		}
 		return err
-	}, "the tracker never saw %d", pid)
-	want := []string{"/bin/sh", "-c", "sleep 600; :", "sh", "--password=[REDACTED]"}
+	}, "the tracker never saw %d exec sh", pid)
 	if len(nodes) == 0 || nodes[0].Pid != pid || !slices.Equal(nodes[0].Args, want) || !nodes[0].ArgsRedacted {
 		t.Fatalf("Tree(%d) = %+v, want the root with args %q, redacted", pid, nodes, want)
 	}
