@@ -223,6 +223,7 @@ struct {
 	__uint(max_entries, 1);
 	__type(key, __u32);
 	__type(value, __u64);
+	__uint(map_flags, BPF_F_MMAPABLE);
 } lost SEC(".maps");
 
 static __always_inline void count_lost(void)

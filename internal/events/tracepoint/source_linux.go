@@ -25,7 +25,10 @@ import (
 )
 
 // recordReader is the consumer side of the ring buffer, as Source uses it.
-// *ringbuf.Reader implements it; tests replay records through a fake.
+// *mmapRing implements it (never waiting: Source waits in the netpoller),
+// *ringbuf.Reader when the netpoller cannot wait for the ring; tests replay
+// records through a fake. The record filled in may alias the reader's
+// memory: it is valid until the next ReadInto.
 type recordReader interface {
 	// ReadInto blocks until the next record and fills rec, reusing its
 	// buffer, and sets rec.Remaining (0 when the buffer is drained). After
@@ -79,8 +82,9 @@ type Source struct {
 	// memory-mapped array element): 1 while quiet. Nil in replay tests.
 	asleep *uint32
 	// ready, when set, waits for the ring in the runtime's netpoller; rd
-	// then never blocks (its deadline stays in the past) and deadline is
-	// the one Read wants. Nil in replay tests: rd blocks until deadline.
+	// (an mmapRing) then never blocks and deadline is the one Read wants.
+	// Nil in replay tests and without the netpoller: rd blocks until
+	// deadline.
 	ready    *readyWaiter
 	deadline time.Time
 
@@ -193,7 +197,8 @@ func New(boot procfs.BootID, opts ...Option) (*Source, error) {
 	if err := spec.LoadAndAssign(&objs, nil); err != nil {
 		return nil, fmt.Errorf("tracepoint: load eBPF objects: %w: %w", events.ErrUnavailable, err)
 	}
-	asleepMem, err := unix.Mmap(objs.Asleep.FD(), 0, os.Getpagesize(), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	page := os.Getpagesize()
+	asleepMem, err := unix.Mmap(objs.Asleep.FD(), 0, page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
 	if err != nil {
 		objs.close()
 		return nil, fmt.Errorf("tracepoint: map reader_asleep: %w", err)
@@ -201,30 +206,62 @@ func New(boot procfs.BootID, opts ...Option) (*Source, error) {
 	// The reader starts asleep (Source.quiet): the first record wakes it.
 	asleep := (*uint32)(unsafe.Pointer(&asleepMem[0]))
 	atomic.StoreUint32(asleep, 1)
-	rd, err := ringbuf.NewReader(objs.Events)
+	// The lost counter is read through its mapping too: a lookup was a
+	// system call each time the ring drained (see mmapRing).
+	lostMem, err := unix.Mmap(objs.Lost.FD(), 0, page, unix.PROT_READ, unix.MAP_SHARED)
 	if err != nil {
 		unix.Munmap(asleepMem)
 		objs.close()
-		return nil, fmt.Errorf("tracepoint: ring buffer reader: %w", err)
+		return nil, fmt.Errorf("tracepoint: map lost counter: %w", err)
 	}
-	// Exit first, fork last: a process whose fork is seen then has its
-	// exit seen too. An exit without its fork is harmless (the /proc scan
-	// knows the process).
+	lost := (*uint64)(unsafe.Pointer(&lostMem[0]))
 	var links []link.Link
+	var ring *mmapRing
 	releaseAll := func() error {
 		var errs []error
 		for i := len(links) - 1; i >= 0; i-- {
 			errs = append(errs, links[i].Close())
 		}
-		errs = append(errs, objs.close(), unix.Munmap(asleepMem))
+		if ring != nil {
+			errs = append(errs, ring.unmap())
+		}
+		errs = append(errs, objs.close(), unix.Munmap(asleepMem), unix.Munmap(lostMem))
 		return errors.Join(errs...)
 	}
+	// The ring is read through its mapping, and waited for in the
+	// netpoller, when the runtime can poll it; else through cilium/ebpf's
+	// reader, which blocks in epoll_wait.
+	var rd recordReader
+	ready, err := newReadyWaiter(objs.Events.FD())
+	if err == nil {
+		ring, err = newMmapRing(objs.Events.FD(), int(objs.Events.MaxEntries()))
+		if err != nil {
+			ready.close()
+			releaseAll()
+			return nil, fmt.Errorf("tracepoint: %w", err)
+		}
+		rd = ring
+	} else {
+		ready = nil
+		r, err := ringbuf.NewReader(objs.Events)
+		if err != nil {
+			releaseAll()
+			return nil, fmt.Errorf("tracepoint: ring buffer reader: %w", err)
+		}
+		rd = r
+	}
+	// Exit first, fork last: a process whose fork is seen then has its
+	// exit seen too. An exit without its fork is harmless (the /proc scan
+	// knows the process).
 	for _, p := range []struct {
 		name string
 		prog *ebpf.Program
 	}{{"sched_process_exit", objs.Exit}, {"sched_process_exec", objs.Exec}, {"sched_process_fork", objs.Fork}} {
 		l, err := link.AttachTracing(link.TracingOptions{Program: p.prog})
 		if err != nil {
+			if ready != nil {
+				ready.close()
+			}
 			rd.Close()
 			releaseAll()
 			if errors.Is(err, ebpf.ErrNotSupported) {
@@ -234,23 +271,10 @@ func New(boot procfs.BootID, opts ...Option) (*Source, error) {
 		}
 		links = append(links, l)
 	}
-	s := newSource(boot, rd, nil, releaseAll)
+	s := newSource(boot, rd, func() (uint64, error) { return atomic.LoadUint64(lost), nil }, releaseAll)
 	s.asleep = asleep
-	// Wait for the ring in the netpoller when the runtime can poll it; the
-	// reader itself then never blocks (a deadline in the past).
-	if w, err := newReadyWaiter(objs.Events.FD()); err == nil {
-		s.ready = w
-		rd.SetDeadline(time.Unix(1, 0))
-	}
+	s.ready = ready
 	s.progs = map[string]*ebpf.Program{"fork": objs.Fork, "exec": objs.Exec, "exit": objs.Exit}
-	var key uint32
-	var val uint64
-	s.lost = func() (uint64, error) {
-		if err := objs.Lost.Lookup(&key, &val); err != nil {
-			return 0, err
-		}
-		return val, nil
-	}
 	return s, nil
 }
 
