@@ -1,6 +1,7 @@
 package events
 
 import (
+	"bytes"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -219,4 +220,80 @@ func FuzzAppendJSON(f *testing.F) {
 			t.Errorf("AppendJSON(%+v) = %s, want pid %d", ev, b, pid)
 		}
 	})
+}
+
+// refJSONString is appendJSONString byte by byte, as it was before plain
+// runs were copied whole: the reference the fast path must equal.
+func refJSONString(b, s []byte) []byte {
+	const hex = "0123456789abcdef"
+	b = append(b, '"')
+	for i := 0; i < len(s); {
+		c := s[i]
+		switch {
+		case c == '"' || c == '\\':
+			b = append(b, '\\', c)
+		case c < 0x20 || c == 0x7f:
+			b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&15])
+		case c < 0x80:
+			b = append(b, c)
+		default:
+			r, n := decodeRune(s[i:])
+			if r < 0 {
+				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&15])
+				i++
+				continue
+			}
+			b = append(b, s[i:i+n]...)
+			i += n
+			continue
+		}
+		i++
+	}
+	return append(b, '"')
+}
+
+func TestAppendJSONStringRuns(t *testing.T) {
+	long := strings.Repeat("0123456789abcdef", 300)
+	for _, s := range []string{
+		"", "plain", long, long + "\"" + long, "a\\b", "tab\there", "\x7f", "é and ü", "\xff\xfe",
+		"12345678\x00", "1234567\"", "123456\\", "\u2028x", long + "\xc3", "--password=*",
+		strings.Repeat("\x1f", 17), strings.Repeat("~", 9) + "\x80",
+	} {
+		got, want := appendJSONString(nil, []byte(s)), refJSONString(nil, []byte(s))
+		if !bytes.Equal(got, want) {
+			t.Errorf("appendJSONString(%q) = %s, want %s", s, got, want)
+		}
+	}
+}
+
+// FuzzAppendJSONString checks the run-copying encoder against the byte by
+// byte reference, and plainRun against its definition.
+func FuzzAppendJSONString(f *testing.F) {
+	f.Add([]byte("plain ascii with \"quotes\" and \\ and \x01"))
+	f.Add([]byte("\xe2\x82\xac\xff12345678abcdefgh\x7f"))
+	f.Fuzz(func(t *testing.T, s []byte) {
+		if got, want := appendJSONString(nil, s), refJSONString(nil, s); !bytes.Equal(got, want) {
+			t.Fatalf("appendJSONString(%q) = %s, want %s", s, got, want)
+		}
+		n := plainRun(s)
+		for i, c := range s[:n] {
+			if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+				t.Fatalf("plainRun(%q) = %d takes byte %d (%#x)", s, n, i, c)
+			}
+		}
+		if n < len(s) {
+			if c := s[n]; c >= 0x20 && c < 0x7f && c != '"' && c != '\\' {
+				t.Fatalf("plainRun(%q) = %d stops at a plain byte %#x", s, n, c)
+			}
+		}
+	})
+}
+
+func BenchmarkAppendJSONString(b *testing.B) {
+	s := []byte(strings.Repeat("--flag=value-0123456789/abcdefghijklmnopqrstuvwxyz ", 80))
+	buf := make([]byte, 0, 8192)
+	b.SetBytes(int64(len(s)))
+	for b.Loop() {
+		buf = appendJSONString(buf[:0], s)
+	}
 }
