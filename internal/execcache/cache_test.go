@@ -177,12 +177,16 @@ func TestForkRefreshesParent(t *testing.T) {
 func checkBounds(t *testing.T, c *Cache) {
 	t.Helper()
 	st := c.Stats()
-	if st.Entries > c.cfg.Entries || st.Bytes > c.cfg.Bytes || st.Entries != len(c.byPid) {
-		t.Fatalf("stats %+v over bounds %+v (map %d)", st, c.cfg, len(c.byPid))
+	if st.Entries > c.cfg.Entries || st.Bytes > c.cfg.Bytes || st.Entries != c.byPid.Len() {
+		t.Fatalf("stats %+v over bounds %+v (index %d)", st, c.cfg, c.byPid.Len())
 	}
 	var sum int64
-	for _, i := range c.byPid {
-		sum += c.slots[i].cost
+	for pid, v := range c.byPid.All() {
+		s := &c.slots[v-1]
+		if s.pid != pid {
+			t.Fatalf("index: pid %d -> slot %d of pid %d", pid, v-1, s.pid)
+		}
+		sum += s.cost
 	}
 	if sum != st.Bytes {
 		t.Fatalf("bytes charged %d, entries cost %d", st.Bytes, sum)
