@@ -81,3 +81,57 @@ func BenchmarkMemory(b *testing.B) {
 		runtime.KeepAlive(c)
 	}
 }
+
+// BenchmarkObserveStorm measures an exec storm through the cache as the
+// daemon runs it: per op one child's fork, exec and exit, at pids handed
+// out in turn over a window of 32768, children of one parent, with the
+// exec's strings allocated as the eBPF decoder allocates them (one string
+// for paths and arguments, split into the argv slice) and retained by the
+// cache until evicted. "few" has 4 short arguments, "4KiB" 64 arguments of
+// 63 bytes.
+func BenchmarkObserveStorm(b *testing.B) {
+	for _, bc := range []struct {
+		name string
+		args string
+	}{
+		{"few", "worker\x00--jobs=4\x00--verbose\x00input.txt\x00"},
+		{"4KiB", strings.Repeat(strings.Repeat("a", 63)+"\x00", 64)},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			const pids = 32768
+			paths := "/usr/bin/worker/home/user/project"
+			whole := paths + bc.args
+			c := New(Config{})
+			parent := events.Event{Kind: events.Exec, Mechanism: events.EBPF, Pid: 1, Token: tok(1, 1),
+				Exe: "/usr/bin/storm", Argv: []string{"storm"}, Ctx: events.Context{Valid: true}}
+			c.Observe(&parent)
+			step := func(k int) {
+				pid := int32(300 + k%pids)
+				tk := token.Token{Start: uint64(k) + 10, Ino: uint64(k) + 10, Prec: token.Ticks}
+				fork := events.Event{Kind: events.Fork, Mechanism: events.EBPF, Pid: pid, Token: tk, PPid: 1, ParentToken: parent.Token,
+					Ctx: events.Context{Valid: true, UID: 1000}}
+				c.Observe(&fork)
+				if fork.Parent == nil {
+					b.Fatal("parent evicted")
+				}
+				s := strings.Clone(whole) // the decoder's one string
+				ev := events.Event{Kind: events.Exec, Mechanism: events.EBPF, Pid: pid, Token: tk, PPid: 1, ParentToken: parent.Token,
+					Exe: s[:15], Argv: events.SplitArgString(s[len(paths):]), Exec: events.ExecInfo{Cwd: s[15:len(paths)]}, Ctx: fork.Ctx}
+				c.Observe(&ev)
+				exit := events.Event{Kind: events.Exit, Mechanism: events.EBPF, Pid: pid, Token: tk, PPid: 1, ParentToken: parent.Token}
+				c.Observe(&exit)
+				if k%1024 == 0 {
+					c.Observe(&parent) // the parent stays recent
+				}
+			}
+			for k := range 2 * pids {
+				step(k)
+			}
+			b.ReportAllocs()
+			b.ResetTimer()
+			for k := 2 * pids; b.Loop(); k++ {
+				step(k)
+			}
+		})
+	}
+}

@@ -22,6 +22,8 @@
 // the cache, since a missed exec could have superseded any entry. A
 // parent whose exec was not seen has no Desc.
 //
+// The pid index is a pidtab.Table (no hashing on the event path).
+//
 // Limits. At most Config.Entries entries and Config.Bytes bytes of
 // strings (an entry is charged the bytes of its paths and arguments plus
 // 16 per argument); one entry above Bytes/16 is not stored at all. When
@@ -33,6 +35,7 @@ package execcache
 
 import (
 	"github.com/procsupervisor/supervisor/internal/events"
+	"github.com/procsupervisor/supervisor/internal/pidtab"
 	"github.com/procsupervisor/supervisor/internal/token"
 )
 
@@ -83,7 +86,7 @@ type Cache struct {
 	cfg          Config
 	slots        []slot
 	free         []int32
-	byPid        map[int32]int32
+	byPid        pidtab.Table // pid -> slot + 1
 	live, exited list
 	st           Stats
 	// parent is the slot the last parent lookup found (none at first): a
@@ -101,8 +104,7 @@ func New(cfg Config) *Cache {
 	if cfg.Bytes <= 0 {
 		cfg.Bytes = DefaultBytes
 	}
-	return &Cache{cfg: cfg, byPid: make(map[int32]int32, cfg.Entries),
-		live: list{none, none}, exited: list{none, none}, parent: none}
+	return &Cache{cfg: cfg, live: list{none, none}, exited: list{none, none}, parent: none}
 }
 
 // Stats returns the counters.
@@ -117,7 +119,7 @@ func (c *Cache) Observe(ev *events.Event) {
 		c.clear()
 		return
 	case events.Fork:
-		if i, ok := c.byPid[ev.Pid]; ok {
+		if i, ok := c.slotOf(ev.Pid); ok {
 			c.drop(i) // a new instance at the pid
 		}
 	case events.Exec:
@@ -155,12 +157,18 @@ func inherit(p, child *events.Context) {
 	p.TTY, p.StdTTY, p.TTYMajor, p.TTYMinor = child.TTY, child.StdTTY, child.TTYMajor, child.TTYMinor
 }
 
+// slotOf returns the slot held for pid.
+func (c *Cache) slotOf(pid int32) (int32, bool) {
+	v := c.byPid.Get(pid)
+	return int32(v) - 1, v != 0
+}
+
 // find returns the slot of exactly (pid, tok), none when there is none.
 func (c *Cache) find(pid int32, tok token.Token) int32 {
 	if tok.IsZero() {
 		return none
 	}
-	i, ok := c.byPid[pid]
+	i, ok := c.slotOf(pid)
 	if !ok || c.slots[i].tok != tok {
 		return none
 	}
@@ -193,7 +201,7 @@ func cost(ev *events.Event) int64 {
 // store records ev's description under (pid, token), replacing the
 // entry of the same instance and dropping another instance's.
 func (c *Cache) store(ev *events.Event) {
-	i, ok := c.byPid[ev.Pid]
+	i, ok := c.slotOf(ev.Pid)
 	if ok && c.slots[i].tok != ev.Token {
 		c.drop(i)
 		ok = false
@@ -215,7 +223,7 @@ func (c *Cache) store(ev *events.Event) {
 		c.unlink(i)
 	} else {
 		i = c.alloc()
-		c.byPid[ev.Pid] = i
+		c.byPid.Set(ev.Pid, uint32(i)+1)
 		c.st.Entries++
 	}
 	s := &c.slots[i]
@@ -276,7 +284,7 @@ func (c *Cache) markExited(i int32) {
 func (c *Cache) drop(i int32) {
 	s := &c.slots[i]
 	c.unlink(i)
-	delete(c.byPid, s.pid)
+	c.byPid.Delete(s.pid)
 	c.st.Bytes -= s.cost
 	c.st.Entries--
 	*s = slot{}
@@ -285,7 +293,7 @@ func (c *Cache) drop(i int32) {
 
 func (c *Cache) clear() {
 	c.st.Cleared++
-	clear(c.byPid)
+	c.byPid.Clear()
 	clear(c.slots)
 	c.slots = c.slots[:0]
 	c.free = c.free[:0]

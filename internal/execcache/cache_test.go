@@ -3,7 +3,9 @@ package execcache
 import (
 	"fmt"
 	"reflect"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/procsupervisor/supervisor/internal/events"
@@ -177,12 +179,16 @@ func TestForkRefreshesParent(t *testing.T) {
 func checkBounds(t *testing.T, c *Cache) {
 	t.Helper()
 	st := c.Stats()
-	if st.Entries > c.cfg.Entries || st.Bytes > c.cfg.Bytes || st.Entries != len(c.byPid) {
-		t.Fatalf("stats %+v over bounds %+v (map %d)", st, c.cfg, len(c.byPid))
+	if st.Entries > c.cfg.Entries || st.Bytes > c.cfg.Bytes || st.Entries != c.byPid.Len() {
+		t.Fatalf("stats %+v over bounds %+v (index %d)", st, c.cfg, c.byPid.Len())
 	}
 	var sum int64
-	for _, i := range c.byPid {
-		sum += c.slots[i].cost
+	for pid, v := range c.byPid.All() {
+		s := &c.slots[v-1]
+		if s.pid != pid {
+			t.Fatalf("index: pid %d -> slot %d of pid %d", pid, v-1, s.pid)
+		}
+		sum += s.cost
 	}
 	if sum != st.Bytes {
 		t.Fatalf("bytes charged %d, entries cost %d", st.Bytes, sum)
@@ -293,5 +299,50 @@ func TestParentIsACopyOfTheExec(t *testing.T) {
 	want.Ctx.TTY, want.Ctx.TTYMajor = true, 136
 	if !reflect.DeepEqual(*f.Parent, want) {
 		t.Errorf("parent %s, want %s", fmt.Sprint(*f.Parent), fmt.Sprint(want))
+	}
+}
+
+// TestParentArgv checks that a parent's description gives back exactly the
+// exec's paths and arguments (nil and empty kept apart, a NUL inside an
+// argument kept), on every lookup.
+func TestParentArgv(t *testing.T) {
+	many := make([]string, 4000)
+	for k := range many {
+		many[k] = strconv.Itoa(k)
+	}
+	tests := []struct {
+		name string
+		argv []string
+	}{
+		{"nil", nil},
+		{"empty", []string{}},
+		{"one empty", []string{""}},
+		{"empty inside", []string{"sh", "", "-c", ""}},
+		{"unicode", []string{"prog", "héllo wörld", "日本語", "\u2028"}},
+		{"NUL inside", []string{"a\x00b", "c"}},
+		{"4000 args", many},
+		{"4 KiB arg", []string{"x", strings.Repeat("y", 4096)}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := New(Config{})
+			p := events.Event{Kind: events.Exec, Mechanism: events.EBPF, Pid: 100, Token: tok(1, 1), Exe: "/usr/bin/prog", Argv: tt.argv,
+				Exec: events.ExecInfo{Cwd: "/home/u", Cgroup: "/docker/abc", ContainerID: "abc", ArgsCount: len(tt.argv)}}
+			c.Observe(&p)
+			for k := range 2 {
+				f := forkEv(int32(101+k), tok(uint64(2+k), uint64(2+k)), 100, tok(1, 1), 0)
+				c.Observe(&f)
+				d := f.Parent
+				if d == nil {
+					t.Fatalf("lookup %d: no parent", k)
+				}
+				if !slices.Equal(d.Argv, tt.argv) || (d.Argv == nil) != (tt.argv == nil) {
+					t.Errorf("lookup %d: Argv = %q (nil %v), want %q (nil %v)", k, d.Argv, d.Argv == nil, tt.argv, tt.argv == nil)
+				}
+				if d.Exe != p.Exe || d.Exec != p.Exec {
+					t.Errorf("lookup %d: Exe %q Exec %+v, want %q %+v", k, d.Exe, d.Exec, p.Exe, p.Exec)
+				}
+			}
+		})
 	}
 }

@@ -100,3 +100,36 @@ func heapPerProcess(b *testing.B, n int, build func() *Graph) float64 {
 	}
 	return perProc
 }
+
+// BenchmarkApplyStorm measures an exec storm through the graph: per op one
+// child's fork, exec and exit, at pids handed out in turn over a window of
+// 32768 (each pid reused, as the kernel's allocator wraps), children of one
+// live parent, with the retention full.
+func BenchmarkApplyStorm(b *testing.B) {
+	g := newTestGraph(newClock(), Config{})
+	parent := tk(1, 1)
+	g.Seed([]events.Proc{proc(1, parent, 0, token.Token{})})
+	const pids = 32768
+	var f, x, e events.Event
+	step := func(k int) {
+		pid := int32(300 + k%pids)
+		tok := tk(uint64(10+k), uint64(10+k))
+		t := uint64(k) * 3000
+		f = fork(pid, tok, 1, parent, t)
+		f.Ctx = events.Context{Valid: true, SID: 1, PGID: 1, UID: 1000}
+		g.Apply(&f)
+		x = execEv(pid, tok, "worker")
+		x.Time, x.PPid, x.ParentToken, x.Ctx = t+1000, 1, parent, f.Ctx
+		g.Apply(&x)
+		e = exit(pid, tok, 0, t+2000)
+		g.Apply(&e)
+	}
+	for k := range 2 * pids { // warm up: fill retention and the pid index
+		step(k)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	for k := 2 * pids; b.Loop(); k++ {
+		step(k)
+	}
+}

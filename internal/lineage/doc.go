@@ -7,7 +7,9 @@
 // connector, or a poller whose events are Inferred) and seeded from a /proc
 // scan taken after the source is attached (attach, Seed, drain). Apply is the
 // hot path: it takes one write lock, allocates nothing once node slots are
-// recycled, and costs O(1) amortised for in-order events.
+// recycled, and costs O(1) amortised for in-order events. The newest
+// generation at each pid is found through a pid-indexed table
+// (internal/pidtab), not a hash map.
 //
 // What the graph keeps:
 //

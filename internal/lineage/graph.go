@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/procsupervisor/supervisor/internal/events"
+	"github.com/procsupervisor/supervisor/internal/pidtab"
 	"github.com/procsupervisor/supervisor/internal/procfs"
 	"github.com/procsupervisor/supervisor/internal/token"
 )
@@ -77,8 +78,8 @@ type Graph struct {
 	bootSet bool
 	seeded  bool
 	s       slots
-	pids    map[int32]uint32 // pid -> newest generation
-	lists   [3]list          // indexed by onRetained, onPinned
+	pids    pidtab.Table // pid -> newest generation
+	lists   [3]list      // indexed by onRetained, onPinned
 	live    int
 	epoch   uint32
 	gapAt   int64
@@ -103,7 +104,6 @@ func New(cfg Config) *Graph {
 	}
 	g := &Graph{
 		cfg:     cfg,
-		pids:    make(map[int32]uint32),
 		roots:   []string{""},
 		rootIdx: make(map[string]uint32),
 		epoch:   1,
@@ -177,7 +177,7 @@ func (g *Graph) fork(ev *events.Event) {
 		return
 	}
 	g.stats.Forks++
-	head := g.pids[ev.Pid]
+	head := g.pids.Get(ev.Pid)
 	t := ev.Time
 	if t == 0 {
 		t = bootOf(tok)
@@ -311,7 +311,7 @@ func (g *Graph) exec(ev *events.Event) {
 		return
 	}
 	g.stats.Execs++
-	head := g.pids[ev.Pid]
+	head := g.pids.Get(ev.Pid)
 	var i uint32
 	switch {
 	case !tok.IsZero():
@@ -365,7 +365,7 @@ func (g *Graph) exit(ev *events.Event) {
 		return
 	}
 	g.stats.Exits++
-	head := g.pids[ev.Pid]
+	head := g.pids.Get(ev.Pid)
 	if !tok.IsZero() {
 		if i := g.matchExit(head, tok); i != 0 {
 			g.exitNode(i, ev)
@@ -506,7 +506,7 @@ func (g *Graph) pushGeneration(head, i uint32, t uint64) {
 		h.newer = i
 		n.older = head
 	}
-	g.pids[n.pid] = i
+	g.pids.Set(n.pid, i)
 }
 
 // insertOlder links i into the generation chain below head, before the first
@@ -618,7 +618,7 @@ func (g *Graph) parentOf(ppid int32, ptok token.Token, t uint64) uint32 {
 	if ppid <= 0 {
 		return 0
 	}
-	head := g.pids[ppid]
+	head := g.pids.Get(ppid)
 	if head == 0 {
 		return 0
 	}
@@ -825,9 +825,9 @@ func (g *Graph) evict(i uint32) {
 	if n.newer != 0 {
 		g.at(n.newer).older = n.older
 	} else if n.older != 0 {
-		g.pids[n.pid] = n.older
+		g.pids.Set(n.pid, n.older)
 	} else {
-		delete(g.pids, n.pid)
+		g.pids.Delete(n.pid)
 	}
 	if n.older != 0 {
 		g.at(n.older).newer = n.newer

@@ -2,12 +2,14 @@ package lineage
 
 import (
 	"errors"
+	"math"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/procsupervisor/supervisor/internal/events"
+	"github.com/procsupervisor/supervisor/internal/pidtab"
 	"github.com/procsupervisor/supervisor/internal/token"
 )
 
@@ -37,6 +39,30 @@ func TestSequences(t *testing.T) {
 		live  []int32 // pids with a live node, exactly
 		stats Stats   // non-zero counters are compared
 	}{{
+		// The pid index pages by 1024 and keeps pids from 2^22 on in a map:
+		// the graph answers the same on either side of each edge.
+		name: "pids at the edges of the pid index",
+		seed: []events.Proc{proc(1, initTok, 0, token.Token{})},
+		evs: []events.Event{
+			fork(1023, tk(300, 60), 1, initTok, 3*sec),
+			fork(1024, tk(301, 61), 1023, tk(300, 60), 3*sec),
+			fork(pidtab.Max-1, tk(302, 62), 1024, tk(301, 61), 3*sec),
+			fork(pidtab.Max, tk(303, 63), pidtab.Max-1, tk(302, 62), 3*sec),
+			fork(math.MaxInt32, tk(304, 64), pidtab.Max, tk(303, 63), 3*sec),
+			exit(pidtab.Max, tk(303, 63), 0, 4*sec),
+			fork(pidtab.Max, tk(305, 65), 1, initTok, 5*sec),
+			exit(1024, tk(301, 61), 0, 5*sec),
+		},
+		nodes: []wantNode{
+			{pid: 1024, tok: tk(301, 61), ppid: 1023, has: BornObserved | Exited | ExitObserved},
+			{pid: pidtab.Max - 1, tok: tk(302, 62), ppid: 1024, has: BornObserved, hasNot: Exited},
+			{pid: pidtab.Max, tok: tk(303, 63), ppid: pidtab.Max - 1, has: BornObserved | Exited | ExitObserved},
+			{pid: pidtab.Max, tok: tk(305, 65), ppid: 1, has: BornObserved, hasNot: Exited},
+			{pid: math.MaxInt32, tok: tk(304, 64), ppid: pidtab.Max, has: BornObserved, hasNot: Exited},
+		},
+		live:  []int32{1, 1023, pidtab.Max - 1, pidtab.Max, math.MaxInt32},
+		stats: Stats{Forks: 6, Exits: 2, Exited: 2, Pinned: 2, Reissues: 1},
+	}, {
 		name: "fork exec exit",
 		seed: []events.Proc{proc(1, initTok, 0, token.Token{})},
 		evs: []events.Event{
@@ -225,7 +251,7 @@ func TestSequences(t *testing.T) {
 			if tt.live != nil {
 				var live []int32
 				g.mu.RLock()
-				for pid, i := range g.pids {
+				for pid, i := range g.pids.All() {
 					if g.at(i).live() {
 						live = append(live, pid)
 					}

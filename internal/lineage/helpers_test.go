@@ -89,7 +89,7 @@ func (g *Graph) check() error {
 	defer g.mu.RUnlock()
 	reached := make(map[uint32]bool)
 	live := 0
-	for pid, head := range g.pids {
+	for pid, head := range g.pids.All() {
 		if head == 0 || head >= g.s.n {
 			return fmt.Errorf("pid %d: head %d out of range", pid, head)
 		}

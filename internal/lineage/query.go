@@ -84,7 +84,7 @@ func (g *Graph) Stats() Stats {
 func (g *Graph) Live(pid int32) (Node, bool) {
 	g.mu.RLock()
 	defer g.mu.RUnlock()
-	i := g.pids[pid]
+	i := g.pids.Get(pid)
 	if i == 0 || !g.at(i).live() {
 		return Node{}, false
 	}
@@ -286,7 +286,7 @@ func (g *Graph) resolve(pid int32, tok token.Token) (idx uint32, m token.Match, 
 	var cand uint32
 	var count int
 	sawDiff, sawOther := false, false
-	for i := g.pids[pid]; i != 0; i = g.at(i).older {
+	for i := g.pids.Get(pid); i != 0; i = g.at(i).older {
 		n := g.at(i)
 		mm, _ := token.Compare(tok, g.tokenOf(n))
 		switch mm {

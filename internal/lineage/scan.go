@@ -14,7 +14,7 @@ func (g *Graph) Seed(procs []events.Proc) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	g.now = now
-	if g.seeded || g.s.n > 1 || len(g.pids) > 0 {
+	if g.seeded || g.s.n > 1 || g.pids.Len() > 0 {
 		g.gap()
 		g.reconcile(procs, true)
 		return
@@ -54,7 +54,7 @@ func (g *Graph) reconcile(procs []events.Proc, sweep bool) {
 			g.stats.OtherBoot++
 			continue
 		}
-		head := g.pids[p.Pid]
+		head := g.pids.Get(p.Pid)
 		if i := g.match(head, tok); i != 0 {
 			n := g.at(i)
 			if n.live() {
