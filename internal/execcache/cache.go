@@ -9,7 +9,9 @@
 // (pid, token), holding the event's strings (no copy: sources never reuse
 // them); a fork the kernel described (Ctx.Valid) refreshes its creator's
 // ids, groups, session and terminal, which the child inherited at that
-// moment; an exit marks the entry exited. Every event then gets
+// moment; an exit marks the entry exited, and Forget drops it at once
+// when the caller knows no child can name it (the tracker asks the lineage
+// graph: an exited process with no birth child). Every event then gets
 // Event.Parent: the entry whose pid and token are exactly the event's
 // PPid and ParentToken, nil otherwise.
 //
@@ -63,6 +65,8 @@ type Stats struct {
 	Evicted uint64 // entries dropped to make room
 	TooBig  uint64 // execs not stored for their size
 	Cleared uint64 // Lost events that emptied the cache
+	// Forgotten: exited entries dropped because no child could need them.
+	Forgotten uint64
 }
 
 // none marks the end of a list.
@@ -142,6 +146,18 @@ func (c *Cache) Observe(ev *events.Event) {
 	}
 	ev.Parent = &c.slots[i].desc
 	c.st.Hits++
+}
+
+// Forget drops the entry of the exited instance (pid, tok), when there is
+// one: the caller knows no later event can name it as parent (see
+// lineage.Graph.Childless). An exec storm's children are thus not kept
+// until evicted: their argument vectors, held for nothing, kept the heap
+// large and the collector busy.
+func (c *Cache) Forget(pid int32, tok token.Token) {
+	if i := c.find(pid, tok); i != none && c.slots[i].exited {
+		c.drop(i)
+		c.st.Forgotten++
+	}
 }
 
 // inherit refreshes a parent's context from its child's at the fork: what

@@ -346,3 +346,44 @@ func TestParentArgv(t *testing.T) {
 		})
 	}
 }
+
+func TestForget(t *testing.T) {
+	init1, p, c := tok(1, 1), tok(100, 10), tok(101, 11)
+	tests := []struct {
+		name      string
+		evs       []events.Event
+		pid       int32
+		tok       token.Token
+		forgotten bool
+	}{
+		{name: "exited", evs: []events.Event{execEv(10, p, 1, init1, "a", "x"), exitEv(10, p, 1, init1)}, pid: 10, tok: p, forgotten: true},
+		{name: "live entry kept", evs: []events.Event{execEv(10, p, 1, init1, "a", "x")}, pid: 10, tok: p},
+		{name: "another instance's token", evs: []events.Event{execEv(10, p, 1, init1, "a", "x"), exitEv(10, p, 1, init1)}, pid: 10, tok: tok(100, 99)},
+		{name: "no entry", pid: 10, tok: p},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cc := New(Config{})
+			for i := range tt.evs {
+				cc.Observe(&tt.evs[i])
+			}
+			before := cc.Stats()
+			cc.Forget(tt.pid, tt.tok)
+			st := cc.Stats()
+			if got := st.Forgotten == 1; got != tt.forgotten {
+				t.Fatalf("Forgotten %d, want forgotten %v", st.Forgotten, tt.forgotten)
+			}
+			if tt.forgotten && (st.Entries != before.Entries-1 || st.Bytes >= before.Bytes) {
+				t.Errorf("after Forget: %d entries, %d bytes; before %d, %d", st.Entries, st.Bytes, before.Entries, before.Bytes)
+			}
+			// A child event naming the instance finds its description only
+			// when it was kept.
+			ev := forkEv(11, c, 10, p, 0)
+			cc.Observe(&ev)
+			if kept := ev.Parent != nil; kept == tt.forgotten && len(tt.evs) > 0 && tt.tok == p {
+				t.Errorf("parent described %v after Forget (forgotten %v)", kept, tt.forgotten)
+			}
+			checkBounds(t, cc)
+		})
+	}
+}

@@ -279,6 +279,22 @@ func (g *Graph) Comm(pid int32, tok token.Token) ([16]byte, bool) {
 	return n.comm, true
 }
 
+// Childless reports whether the graph holds the instance at pid that tok
+// names exactly, exited, with no birth child: no process it knows, live or
+// retained, was born of it. A kernel mechanism reports a fork before its
+// creator's exit, so once such an instance has exited no later event names
+// it as parent (only a resync, after a loss, could link one).
+func (g *Graph) Childless(pid int32, tok token.Token) bool {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	i, m, _ := g.resolve(pid, tok)
+	if i == 0 || m != token.Same {
+		return false
+	}
+	n := g.at(i)
+	return g.tokenOf(n) == tok && !n.live() && n.child == 0
+}
+
 // resolve finds the generation at pid that tok names by token.Compare: Same
 // wins; otherwise the newest Unproven candidate (same precision and start),
 // with ambiguous set when there are several.

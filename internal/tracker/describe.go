@@ -9,7 +9,8 @@ import (
 // that neither OnEvent nor the exec cache ever holds what the patterns
 // hide; the parent's description from the exec cache (Options.Execs), or,
 // when the cache did not see the parent's exec, only the comm the graph
-// knows of that exact instance.
+// knows of that exact instance. The cache forgets an exited process at
+// once when the graph holds no child of it.
 func (t *Tracker) describe(ev *events.Event) {
 	if ev.Kind == events.Exec {
 		if argv, ok := t.opts.Redact.Argv(ev.Argv); ok {
@@ -21,6 +22,11 @@ func (t *Tracker) describe(ev *events.Event) {
 		return
 	}
 	t.opts.Execs.Observe(ev)
+	if ev.Kind == events.Exit && !ev.Inferred && t.graph.Childless(ev.Pid, ev.Token) {
+		// Nothing will ask for this instance as a parent: its
+		// description need not wait for eviction.
+		t.opts.Execs.Forget(ev.Pid, ev.Token)
+	}
 	if ev.Parent != nil || ev.Kind == events.Lost || ev.ParentToken.IsZero() {
 		return
 	}

@@ -211,3 +211,95 @@ func testParentDescribed(t *testing.T, mech string) {
 	}
 	t.Fatal("could not reissue a pid")
 }
+
+// TestIntegrationChildlessForgotten runs a process L that forks nothing and
+// a process P that forks a child, lets both exit, and checks the exec
+// cache: L's description is forgotten at its exit (nothing can name it as
+// parent any more), P's is kept for its child.
+func TestIntegrationChildlessForgotten(t *testing.T) {
+	for _, mech := range kernelMechanisms {
+		t.Run(mech, func(t *testing.T) { testChildlessForgotten(t, mech) })
+	}
+}
+
+func testChildlessForgotten(t *testing.T, mech string) {
+	testenv.RequireRoot(t)
+	boot, err := procfs.ReadBootID("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cache := execcache.New(execcache.Config{})
+	rec := &recorder{marker: "execdrop-test"}
+	tr, err := Start(context.Background(), Options{Mechanism: mech, Boot: boot, Execs: cache, OnEvent: rec.onEvent,
+		ExecContext: func() bool { return true }})
+	if err != nil {
+		testenv.Skip(t, "mechanism %s: %v", mech, err)
+	}
+	defer tr.Close()
+
+	// Each waits for a line on stdin, so that its token is read while it
+	// lives; P's child outlives it.
+	start := func(script, marker string) (*exec.Cmd, io.WriteCloser, io.Reader, int32, token.Token) {
+		c := exec.Command("/bin/sh", "-c", script, "sh", marker)
+		in, err := c.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		out, err := c.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Start(); err != nil {
+			t.Fatal(err)
+		}
+		pid := int32(c.Process.Pid)
+		tok := tokenOf(t, boot, pid)
+		testenv.Eventually(t, 10*time.Second, func() bool {
+			_, ok := rec.find(func(s *seen) bool { return s.kind == events.Exec && s.pid == pid && slices.Contains(s.argv, marker) })
+			return ok
+		}, "never: the exec of %s", marker)
+		return c, in, out, pid, tok
+	}
+	lc, lin, _, lpid, ltok := start("read x", "execdrop-test-L")
+	pc, pin, pout, ppid, ptok := start("sleep 30 & echo $!; read x", "execdrop-test-P")
+	var childPid int
+	if _, err := fmt.Fscan(pout, &childPid); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if p, err := os.FindProcess(childPid); err == nil {
+			p.Kill()
+		}
+	}()
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		_, ok := rec.find(func(s *seen) bool { return s.kind == events.Fork && s.ppid == ppid })
+		return ok
+	}, "never: the fork of P's child")
+	lin.Close()
+	pin.Close()
+	lc.Wait()
+	pc.Wait()
+	for _, pid := range []int32{lpid, ppid} {
+		testenv.Eventually(t, 10*time.Second, func() bool {
+			_, ok := rec.find(func(s *seen) bool { return s.kind == events.Exit && s.pid == pid })
+			return ok
+		}, "never: the exit of %d", pid)
+	}
+	tr.Close()
+	if st := cache.Stats(); st.Forgotten == 0 {
+		t.Errorf("cache stats %+v: nothing forgotten", st)
+	}
+	for _, c := range []struct {
+		pid    int32
+		tok    token.Token
+		marker string // "" when the description must be gone
+	}{{lpid, ltok, ""}, {ppid, ptok, "execdrop-test-P"}} {
+		ev := events.Event{Kind: events.Fork, Mechanism: events.EBPF, Pid: 1 << 22, Token: c.tok, PPid: c.pid, ParentToken: c.tok}
+		ev.Token.Start++
+		cache.Observe(&ev)
+		kept := ev.Parent != nil && slices.Contains(ev.Parent.Argv, c.marker)
+		if kept != (c.marker != "") || c.marker == "" && ev.Parent != nil {
+			t.Errorf("after the exits, parent %d: described %+v, want kept %v", c.pid, ev.Parent, c.marker != "")
+		}
+	}
+}
