@@ -31,13 +31,21 @@ const (
 
 // special reports whether the 8 bytes of w hold one that is not plain
 // ASCII: a control character (DEL too), '"', '\\' or a byte of 0x80 or
-// more.
-func special(w uint64) bool {
-	lt20 := (w - 0x20*ones) & ^w & highs
-	quote := ((w ^ '"'*ones) - ones) & ^(w ^ '"'*ones) & highs
-	bs := ((w ^ '\\'*ones) - ones) & ^(w ^ '\\'*ones) & highs
-	del := ((w ^ 0x7f*ones) - ones) & ^(w ^ 0x7f*ones) & highs
-	return (lt20 | quote | bs | del | w&highs) != 0
+// more. Each term sets the high bit of a byte that is one of them (w
+// itself those of 0x80 or more, w+1 also DEL, w-0x20 those under 0x20,
+// the XORs minus one a '"' or '\\'); a carry or borrow between bytes
+// can only start at a byte a term already flagged, so a false high bit
+// never comes alone.
+func special(w uint64) bool { return flags(w)&highs != 0 }
+
+// flags is special's word before the mask of high bits.
+func flags(w uint64) uint64 {
+	return w | (w + ones) | (w - 0x20*ones) | ((w ^ '"'*ones) - ones) | ((w ^ '\\'*ones) - ones)
+}
+
+// word returns the 8 bytes of s at i, little-endian.
+func word(s string, i int) uint64 {
+	return binary.LittleEndian.Uint64(unsafe.Slice(unsafe.StringData(s[i:]), 8))
 }
 
 // AppendString appends s to b as a quoted JSON string.
@@ -59,12 +67,14 @@ func AppendBytes(b, p []byte) []byte {
 func AppendEscaped(b []byte, s string) []byte {
 	start, i := 0, 0
 	for i < len(s) {
-		if i+8 <= len(s) {
-			w := binary.LittleEndian.Uint64(unsafe.Slice(unsafe.StringData(s[i:]), 8))
-			if !special(w) {
-				i += 8
-				continue
-			}
+		for len(s)-i >= 16 && (flags(word(s, i))|flags(word(s, i+8)))&highs == 0 {
+			i += 16
+		}
+		for len(s)-i >= 8 && !special(word(s, i)) {
+			i += 8
+		}
+		if i == len(s) {
+			break
 		}
 		c := s[i]
 		if c < utf8.RuneSelf {
