@@ -59,10 +59,13 @@ type procLine struct {
 	names userdb.Names
 	spans [][2]int // where the arguments just written in args are, escaped
 
-	// The boot id of the last token written, in hex.
-	boot    procfs.BootID
-	bootHex [32]byte
-	bootSet bool
+	// The boot id of the last token written, and "v1:?:<its hex>:", the
+	// start of its tokens but for the precision ('?').
+	boot      procfs.BootID
+	tokPrefix [38]byte
+	bootSet   bool
+	// The name of the last user and group id named in this line.
+	user, group lastName
 	// "2006-01-02T15:04:05" of the last two seconds written, by second.
 	secs    [2]int64
 	secText [2][19]byte
@@ -109,11 +112,13 @@ func (w *procLine) tok(k string, t token.Token) {
 func (w *procLine) appendToken(b []byte, t token.Token) []byte {
 	if !w.bootSet || t.Boot != w.boot {
 		w.boot, w.bootSet = t.Boot, true
-		hex.Encode(w.bootHex[:], t.Boot[:])
+		copy(w.tokPrefix[:], "v1:?:")
+		hex.Encode(w.tokPrefix[5:37], t.Boot[:])
+		w.tokPrefix[37] = ':'
 	}
-	b = append(b, 'v', '1', ':', byte(t.Prec), ':')
-	b = append(b, w.bootHex[:]...)
-	b = append(b, ':')
+	n := len(b)
+	b = append(b, w.tokPrefix[:]...)
+	b[n+3] = byte(t.Prec)
 	b = strconv.AppendUint(b, t.Start, 10)
 	b = append(b, ':')
 	id := t.Ino
@@ -160,6 +165,7 @@ func (w *procLine) appendTime(b []byte, t time.Time) []byte {
 func (x *ecs) procEvent(w *procLine, action string, ev *events.Event) {
 	now := time.Now()
 	w.names = x.h.names.At(now)
+	w.user, w.group = lastName{}, lastName{}
 	t := x.h.clock.eventTime(now, ev.Time)
 	w.b = append(w.b, `{"@timestamp":`...)
 	w.b = w.appendTime(w.b, t)
@@ -244,48 +250,48 @@ func (w *procLine) program(comm *[16]byte, exe string, argv []string, x *events.
 func (w *procLine) image(argv []string, x *events.ExecInfo) {
 	if len(argv) > 0 || x.ArgsCount > 0 {
 		w.key("args")
-		w.b = append(w.b, '[')
-		w.spans = w.spans[:0]
+		// b and spans are local while the arguments are written: one
+		// store of each into w at the end, not one per argument.
+		b, spans := append(w.b, '['), w.spans[:0]
 		budget := MaxArgsBytes
 		for i, a := range argv {
 			if i > 0 {
-				w.b = append(w.b, ',')
+				b = append(b, ',')
 			}
-			w.b = append(w.b, '"')
+			b = append(b, '"')
 			if len(a) > budget {
-				w.b = jsonx.AppendEscaped(w.b, a[:budget])
-				w.b = append(w.b, '"')
+				b = jsonx.AppendEscaped(b, a[:budget])
+				b = append(b, '"')
 				break
 			}
-			start := len(w.b)
-			w.b = jsonx.AppendEscaped(w.b, a)
-			w.spans = append(w.spans, [2]int{start, len(w.b)})
-			w.b = append(w.b, '"')
+			start := len(b)
+			b = jsonx.AppendEscaped(b, a)
+			spans = append(spans, [2]int{start, len(b)})
+			b = append(b, '"')
 			budget -= len(a)
 		}
-		w.b = append(w.b, ']')
-		w.int("args_count", int64(argsCount(argv, x)))
-		w.key("command_line")
-		w.b = append(w.b, '"')
+		b = append(b, `],"args_count":`...)
+		b = strconv.AppendInt(b, int64(argsCount(argv, x)), 10)
+		b = append(b, `,"command_line":"`...)
 		n := 0 // raw bytes of the command line so far
 		for i, a := range argv {
 			if i > 0 {
-				w.b = append(w.b, ' ')
+				b = append(b, ' ')
 				n++
 			}
 			if n+len(a) > MaxArgsBytes {
-				w.b = jsonx.AppendEscaped(w.b, a[:max(0, MaxArgsBytes-n)])
+				b = jsonx.AppendEscaped(b, a[:max(0, MaxArgsBytes-n)])
 				break
 			}
-			if i < len(w.spans) {
+			if i < len(spans) {
 				// Whole in args: copy it, escaped.
-				w.b = append(w.b, w.b[w.spans[i][0]:w.spans[i][1]]...)
+				b = append(b, b[spans[i][0]:spans[i][1]]...)
 			} else {
-				w.b = jsonx.AppendEscaped(w.b, a)
+				b = jsonx.AppendEscaped(b, a)
 			}
 			n += len(a)
 		}
-		w.b = append(w.b, '"')
+		w.b, w.spans = append(b, '"'), spans
 	}
 	if x.Cwd != "" {
 		w.str("working_directory", x.Cwd)
@@ -299,12 +305,12 @@ func (w *procLine) context(x *events.Context, parent bool) {
 	if !x.Valid {
 		return
 	}
-	w.id("user", x.EUID, w.names.User)
-	w.id("real_user", x.UID, w.names.User)
-	w.id("saved_user", x.SUID, w.names.User)
-	w.id("group", x.EGID, w.names.Group)
-	w.id("real_group", x.GID, w.names.Group)
-	w.id("saved_group", x.SGID, w.names.Group)
+	w.id("user", x.EUID, &w.user, w.names.User)
+	w.id("real_user", x.UID, &w.user, w.names.User)
+	w.id("saved_user", x.SUID, &w.user, w.names.User)
+	w.id("group", x.EGID, &w.group, w.names.Group)
+	w.id("real_group", x.GID, &w.group, w.names.Group)
+	w.id("saved_group", x.SGID, &w.group, w.names.Group)
 	if n := min(x.NGroups, events.MaxGroups); n > 0 {
 		w.key("supplemental_groups")
 		w.b = append(w.b, '[')
@@ -312,7 +318,7 @@ func (w *procLine) context(x *events.Context, parent bool) {
 			if i > 0 {
 				w.b = append(w.b, ',')
 			}
-			w.idObject(g, w.names.Group)
+			w.idObject(g, &w.group, w.names.Group)
 		}
 		w.b = append(w.b, ']')
 	}
@@ -334,19 +340,32 @@ func (w *procLine) context(x *events.Context, parent bool) {
 	}
 }
 
-// id writes k: {"id":"<n>","name":"<name>"}, the ECS user and group
-// objects; the name is left out when lookup has none.
-func (w *procLine) id(k string, id uint32, lookup func(uint32) (string, bool)) {
-	w.key(k)
-	w.idObject(id, lookup)
+// lastName is the last id a line named, and its name: the ids of one line
+// are mostly the same few (a uid, its real and saved copies, the parent's).
+type lastName struct {
+	id    uint32
+	name  string
+	found bool // the id has a name
+	set   bool // id and name hold a lookup
 }
 
-func (w *procLine) idObject(id uint32, lookup func(uint32) (string, bool)) {
+// id writes k: {"id":"<n>","name":"<name>"}, the ECS user and group
+// objects; the name is left out when lookup has none.
+func (w *procLine) id(k string, id uint32, last *lastName, lookup func(uint32) (string, bool)) {
+	w.key(k)
+	w.idObject(id, last, lookup)
+}
+
+func (w *procLine) idObject(id uint32, last *lastName, lookup func(uint32) (string, bool)) {
 	w.b = append(w.b, `{"id":"`...)
 	w.b = strconv.AppendUint(w.b, uint64(id), 10)
 	w.b = append(w.b, '"')
-	if n, ok := lookup(id); ok {
-		w.str("name", n)
+	if !last.set || last.id != id {
+		last.name, last.found = lookup(id)
+		last.id, last.set = id, true
+	}
+	if last.found {
+		w.str("name", last.name)
 	}
 	w.b = append(w.b, '}')
 }
