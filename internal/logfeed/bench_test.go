@@ -142,3 +142,25 @@ func TestEventLineAllocs(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkProcLine measures encoding alone: the ECS line of a process
+// event written into a reused procLine, without the queue.
+func BenchmarkProcLine(b *testing.B) {
+	h := newHost(Config{Hostname: "vm", Boot: sampleExec().Token.Boot})
+	x := newECS(h)
+	for _, bc := range []struct {
+		name string
+		ev   events.Event
+	}{{"exec", sampleExec()}, {"parent", sampleParented()}, {"args4k", sampleArgs4K()}} {
+		b.Run(bc.name, func(b *testing.B) {
+			var w procLine
+			ev := bc.ev
+			b.ReportAllocs()
+			for b.Loop() {
+				w.b = w.b[:0]
+				x.procEvent(&w, ActionProcessExec, &ev)
+			}
+			b.SetBytes(int64(len(w.b)))
+		})
+	}
+}

@@ -73,11 +73,10 @@ type procLine struct {
 	secNext int
 }
 
-func (w *procLine) key(k string) {
-	w.b = append(w.b, ',', '"')
-	w.b = append(w.b, k...)
-	w.b = append(w.b, '"', ':')
-}
+// key starts a member: k is its comma, quoted name and colon, as in
+// `,"name":` (every k of the methods below is that form, written out so
+// that a member starts with one copy).
+func (w *procLine) key(k string) { w.b = append(w.b, k...) }
 
 func (w *procLine) str(k, v string) {
 	w.key(k)
@@ -173,7 +172,7 @@ func (x *ecs) procEvent(w *procLine, action string, ev *events.Event) {
 	if id, rt, ok := container.ID(ev.Exec.Cgroup); ok && id == ev.Exec.ContainerID {
 		w.b = append(w.b, `,"container":{"id":`...)
 		w.b = jsonx.AppendString(w.b, id)
-		w.str("runtime", string(rt))
+		w.str(`,"runtime":`, string(rt))
 		w.b = append(w.b, '}')
 	}
 
@@ -189,11 +188,11 @@ func (x *ecs) procEvent(w *procLine, action string, ev *events.Event) {
 	var sig int
 	if ev.Kind == events.Exit {
 		if code, ok := ev.Exited(); ok {
-			w.int("exit_code", int64(code))
+			w.int(`,"exit_code":`, int64(code))
 		} else if s, ok := ev.Signaled(); ok {
 			sig = s
 		}
-		w.time("end", t)
+		w.time(`,"end":`, t)
 	}
 	if ev.PPid != 0 || !ev.ParentToken.IsZero() {
 		w.b = append(w.b, `,"parent":{"pid":`...)
@@ -209,10 +208,10 @@ func (x *ecs) procEvent(w *procLine, action string, ev *events.Event) {
 	w.b = append(w.b, `,"supervisor":{"mechanism":`...)
 	w.b = jsonx.AppendString(w.b, string(ev.Mechanism))
 	if ev.Inferred {
-		w.bool("inferred", true)
+		w.bool(`,"inferred":`, true)
 	}
 	if sig != 0 {
-		w.str("exit_signal", signalName(sig))
+		w.str(`,"exit_signal":`, signalName(sig))
 	}
 	w.supervisor(ev)
 	w.b = append(w.b, '}', '}', '\n')
@@ -223,9 +222,9 @@ func (x *ecs) procEvent(w *procLine, action string, ev *events.Event) {
 func (x *ecs) instance(w *procLine, now time.Time, pid int32, tok token.Token) {
 	w.b = strconv.AppendInt(w.b, int64(pid), 10)
 	if !tok.IsZero() {
-		w.tok("entity_id", tok)
+		w.tok(`,"entity_id":`, tok)
 		if st, ok := x.h.clock.startTime(now, tok); ok {
-			w.time("start", st)
+			w.time(`,"start":`, st)
 		}
 	}
 }
@@ -234,11 +233,11 @@ func (x *ecs) instance(w *procLine, now time.Time, pid int32, tok token.Token) {
 // directory.
 func (w *procLine) program(comm *[16]byte, exe string, argv []string, x *events.ExecInfo) {
 	if name := commBytes(comm); len(name) > 0 {
-		w.key("name")
+		w.key(`,"name":`)
 		w.b = jsonx.AppendBytes(w.b, name)
 	}
 	if exe != "" {
-		w.str("executable", exe)
+		w.str(`,"executable":`, exe)
 	}
 	w.image(argv, x)
 }
@@ -249,7 +248,7 @@ func (w *procLine) program(comm *[16]byte, exe string, argv []string, x *events.
 // in args where whole.
 func (w *procLine) image(argv []string, x *events.ExecInfo) {
 	if len(argv) > 0 || x.ArgsCount > 0 {
-		w.key("args")
+		w.key(`,"args":`)
 		// b and spans are local while the arguments are written: one
 		// store of each into w at the end, not one per argument.
 		b, spans := append(w.b, '['), w.spans[:0]
@@ -294,7 +293,7 @@ func (w *procLine) image(argv []string, x *events.ExecInfo) {
 		w.b, w.spans = append(b, '"'), spans
 	}
 	if x.Cwd != "" {
-		w.str("working_directory", x.Cwd)
+		w.str(`,"working_directory":`, x.Cwd)
 	}
 }
 
@@ -305,14 +304,14 @@ func (w *procLine) context(x *events.Context, parent bool) {
 	if !x.Valid {
 		return
 	}
-	w.id("user", x.EUID, &w.user, w.names.User)
-	w.id("real_user", x.UID, &w.user, w.names.User)
-	w.id("saved_user", x.SUID, &w.user, w.names.User)
-	w.id("group", x.EGID, &w.group, w.names.Group)
-	w.id("real_group", x.GID, &w.group, w.names.Group)
-	w.id("saved_group", x.SGID, &w.group, w.names.Group)
+	w.id(`,"user":`, x.EUID, &w.user, w.names.User)
+	w.id(`,"real_user":`, x.UID, &w.user, w.names.User)
+	w.id(`,"saved_user":`, x.SUID, &w.user, w.names.User)
+	w.id(`,"group":`, x.EGID, &w.group, w.names.Group)
+	w.id(`,"real_group":`, x.GID, &w.group, w.names.Group)
+	w.id(`,"saved_group":`, x.SGID, &w.group, w.names.Group)
 	if n := min(x.NGroups, events.MaxGroups); n > 0 {
-		w.key("supplemental_groups")
+		w.key(`,"supplemental_groups":`)
 		w.b = append(w.b, '[')
 		for i, g := range x.Groups[:n] {
 			if i > 0 {
@@ -323,20 +322,20 @@ func (w *procLine) context(x *events.Context, parent bool) {
 		w.b = append(w.b, ']')
 	}
 	if x.SID > 0 && !parent {
-		w.leader("session_leader", x.SID, x.SessionLeader)
+		w.leader(`,"session_leader":`, x.SID, x.SessionLeader)
 	}
 	if x.PGID > 0 {
-		w.leader("group_leader", x.PGID, x.GroupLeader)
+		w.leader(`,"group_leader":`, x.PGID, x.GroupLeader)
 	}
 	if x.TTY {
 		w.b = append(w.b, `,"tty":{"char_device":{"major":`...)
 		w.b = strconv.AppendUint(w.b, uint64(x.TTYMajor), 10)
-		w.uint("minor", uint64(x.TTYMinor))
+		w.uint(`,"minor":`, uint64(x.TTYMinor))
 		w.b = append(w.b, '}', '}')
 	}
-	w.bool("interactive", x.Interactive())
+	w.bool(`,"interactive":`, x.Interactive())
 	if x.NSPid > 0 {
-		w.int("vpid", int64(x.NSPid))
+		w.int(`,"vpid":`, int64(x.NSPid))
 	}
 }
 
@@ -365,7 +364,7 @@ func (w *procLine) idObject(id uint32, last *lastName, lookup func(uint32) (stri
 		last.id, last.set = id, true
 	}
 	if last.found {
-		w.str("name", last.name)
+		w.str(`,"name":`, last.name)
 	}
 	w.b = append(w.b, '}')
 }
@@ -376,7 +375,7 @@ func (w *procLine) leader(k string, pid int32, tok token.Token) {
 	w.b = append(w.b, `{"pid":`...)
 	w.b = strconv.AppendInt(w.b, int64(pid), 10)
 	if !tok.IsZero() {
-		w.tok("entity_id", tok)
+		w.tok(`,"entity_id":`, tok)
 	}
 	w.b = append(w.b, '}')
 }
@@ -387,19 +386,19 @@ func (w *procLine) supervisor(ev *events.Event) {
 	x := &ev.Ctx
 	if x.Valid {
 		if x.Audit && x.LoginUID != events.UnsetID {
-			w.uint("audit_login_uid", uint64(x.LoginUID))
+			w.uint(`,"audit_login_uid":`, uint64(x.LoginUID))
 		}
 		if x.Audit && x.AuditSession != events.UnsetID {
-			w.uint("audit_session_id", uint64(x.AuditSession))
+			w.uint(`,"audit_session_id":`, uint64(x.AuditSession))
 		}
 		if x.NGroups > events.MaxGroups {
-			w.int("supplemental_groups_count", int64(x.NGroups))
+			w.int(`,"supplemental_groups_count":`, int64(x.NGroups))
 		}
-		w.uint("cgroup_id", x.CgroupID)
-		w.uint("pid_ns", uint64(x.PidNS))
+		w.uint(`,"cgroup_id":`, x.CgroupID)
+		w.uint(`,"pid_ns":`, uint64(x.PidNS))
 	}
 	if d := ev.Parent; d != nil && marked(&d.Exec) {
-		w.key("parent")
+		w.key(`,"parent":`)
 		w.b = append(w.b, '{')
 		n := len(w.b)
 		w.marks(&d.Exec)
@@ -412,11 +411,11 @@ func (w *procLine) supervisor(ev *events.Event) {
 		return
 	}
 	if ev.Exec.Cgroup != "" {
-		w.str("cgroup", ev.Exec.Cgroup)
+		w.str(`,"cgroup":`, ev.Exec.Cgroup)
 	}
 	w.marks(&ev.Exec)
 	if ev.Exec.CgroupTruncated {
-		w.bool("cgroup_truncated", true)
+		w.bool(`,"cgroup_truncated":`, true)
 	}
 }
 
@@ -424,16 +423,16 @@ func (w *procLine) supervisor(ev *events.Event) {
 // process has: cut (with the real size), redacted.
 func (w *procLine) marks(x *events.ExecInfo) {
 	if x.ArgsTruncated {
-		w.bool("args_truncated", true)
-		w.int("args_size", int64(x.ArgsSize))
+		w.bool(`,"args_truncated":`, true)
+		w.int(`,"args_size":`, int64(x.ArgsSize))
 	}
 	if x.ArgsRedacted {
-		w.bool("args_redacted", true)
+		w.bool(`,"args_redacted":`, true)
 	}
 	if x.ExeTruncated {
-		w.bool("executable_truncated", true)
+		w.bool(`,"executable_truncated":`, true)
 	}
 	if x.CwdTruncated {
-		w.bool("working_directory_truncated", true)
+		w.bool(`,"working_directory_truncated":`, true)
 	}
 }
