@@ -169,11 +169,10 @@ func (x *ecs) procEvent(w *procLine, action string, ev *events.Event) {
 	w.b = append(w.b, `{"@timestamp":`...)
 	w.b = w.appendTime(w.b, t)
 	w.b = append(w.b, x.procPrefix(action)...)
-	if id, rt, ok := container.ID(ev.Exec.Cgroup); ok && id == ev.Exec.ContainerID {
-		w.b = append(w.b, `,"container":{"id":`...)
-		w.b = jsonx.AppendString(w.b, id)
-		w.str(`,"runtime":`, string(rt))
-		w.b = append(w.b, '}')
+	// Without a container id there is none to match: the cgroup path is
+	// not parsed.
+	if ev.Exec.ContainerID != "" {
+		w.container(ev.Exec.Cgroup, ev.Exec.ContainerID)
 	}
 
 	w.b = append(w.b, `,"process":{"pid":`...)
@@ -215,6 +214,17 @@ func (x *ecs) procEvent(w *procLine, action string, ev *events.Event) {
 	}
 	w.supervisor(ev)
 	w.b = append(w.b, '}', '}', '\n')
+}
+
+// container writes container.* when the cgroup path names the container
+// id the event carries.
+func (w *procLine) container(cgroup, want string) {
+	if id, rt, ok := container.ID(cgroup); ok && id == want {
+		w.b = append(w.b, `,"container":{"id":`...)
+		w.b = jsonx.AppendString(w.b, id)
+		w.str(`,"runtime":`, string(rt))
+		w.b = append(w.b, '}')
+	}
 }
 
 // instance writes the pid (its key already written), and the token with
