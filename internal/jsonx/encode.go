@@ -73,7 +73,9 @@ func AppendEscaped(b []byte, s string) []byte {
 		for len(s)-i >= 8 && !special(word(s, i)) {
 			i += 8
 		}
-		if i == len(s) {
+		// A tail shorter than a word: the last word of s holds it (and
+		// bytes already seen); when that is plain, so is the tail.
+		if i == len(s) || len(s)-i < 8 && len(s) >= 8 && !special(word(s, len(s)-8)) {
 			break
 		}
 		c := s[i]

@@ -113,6 +113,8 @@ func BenchmarkAppendString(b *testing.B) {
 		{"escapes-127", strings.Repeat("ab\"d\\fg\n", 16)[:127]},
 		{"utf8-127", strings.Repeat("héllo ", 25)[:127]},
 		{"ascii-64", strings.Repeat("--option=value-", 5)[:64]},
+		{"ascii-15", "--option=value-"},
+		{"ascii-61", strings.Repeat("--option=value-", 5)[:61]},
 		{"ascii-4k", strings.Repeat("--option=value-", 300)[:4096]},
 	} {
 		b.Run(tt.name, func(b *testing.B) {
