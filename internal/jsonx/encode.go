@@ -31,13 +31,18 @@ const (
 
 // special reports whether the 8 bytes of w hold one that is not plain
 // ASCII: a control character (DEL too), '"', '\\' or a byte of 0x80 or
-// more.
+// more. Each term sets the high bit of a byte that is one of them (w
+// itself those of 0x80 or more, w+1 also DEL, w-0x20 those under 0x20,
+// the XORs minus one a '"' or '\\'); a carry or borrow between bytes
+// can only start at a byte a term already flagged, so a false high bit
+// never comes alone.
 func special(w uint64) bool {
-	lt20 := (w - 0x20*ones) & ^w & highs
-	quote := ((w ^ '"'*ones) - ones) & ^(w ^ '"'*ones) & highs
-	bs := ((w ^ '\\'*ones) - ones) & ^(w ^ '\\'*ones) & highs
-	del := ((w ^ 0x7f*ones) - ones) & ^(w ^ 0x7f*ones) & highs
-	return (lt20 | quote | bs | del | w&highs) != 0
+	return (w|(w+ones)|(w-0x20*ones)|((w^'"'*ones)-ones)|((w^'\\'*ones)-ones))&highs != 0
+}
+
+// word returns the 8 bytes of s at i, little-endian.
+func word(s string, i int) uint64 {
+	return binary.LittleEndian.Uint64(unsafe.Slice(unsafe.StringData(s[i:]), 8))
 }
 
 // AppendString appends s to b as a quoted JSON string.
@@ -59,49 +64,57 @@ func AppendBytes(b, p []byte) []byte {
 func AppendEscaped(b []byte, s string) []byte {
 	start, i := 0, 0
 	for i < len(s) {
-		if i+8 <= len(s) {
-			w := binary.LittleEndian.Uint64(unsafe.Slice(unsafe.StringData(s[i:]), 8))
-			if !special(w) {
-				i += 8
-				continue
-			}
+		for len(s)-i >= 8 && !special(word(s, i)) {
+			i += 8
 		}
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if plain[c] {
+		end := i + 8 // the word that needs work, a byte at a time
+		if len(s)-i < 8 {
+			// A tail shorter than a word: the last word of s holds it
+			// (and bytes already seen); when that is plain, so is the
+			// tail.
+			if i == len(s) || len(s) >= 8 && !special(word(s, len(s)-8)) {
+				break
+			}
+			end = len(s)
+		}
+		for i < end {
+			c := s[i]
+			if c < utf8.RuneSelf {
+				if plain[c] {
+					i++
+					continue
+				}
+				b = append(b, s[start:i]...)
+				switch c {
+				case '"', '\\':
+					b = append(b, '\\', c)
+				case '\b':
+					b = append(b, '\\', 'b')
+				case '\f':
+					b = append(b, '\\', 'f')
+				case '\n':
+					b = append(b, '\\', 'n')
+				case '\r':
+					b = append(b, '\\', 'r')
+				case '\t':
+					b = append(b, '\\', 't')
+				default:
+					b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&15])
+				}
 				i++
+				start = i
 				continue
 			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&15])
+			r, size := utf8.DecodeRuneInString(s[i:])
+			if r == utf8.RuneError && size == 1 {
+				b = append(b, s[start:i]...)
+				b = append(b, `\ufffd`...)
+				i++
+				start = i
+				continue
 			}
-			i++
-			start = i
-			continue
+			i += size // may end past the word: the next one starts there
 		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i++
-			start = i
-			continue
-		}
-		i += size
 	}
 	return append(b, s[start:]...)
 }

@@ -1,10 +1,13 @@
 package jsonx
 
 import (
+	"bytes"
+	"encoding/binary"
 	"encoding/json"
 	"strings"
 	"testing"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // referenceEscape is the byte-at-a-time form of AppendEscaped.
@@ -109,6 +112,10 @@ func BenchmarkAppendString(b *testing.B) {
 		{"ascii-127", strings.Repeat("abcdefgh", 16)[:127]},
 		{"escapes-127", strings.Repeat("ab\"d\\fg\n", 16)[:127]},
 		{"utf8-127", strings.Repeat("héllo ", 25)[:127]},
+		{"ascii-64", strings.Repeat("--option=value-", 5)[:64]},
+		{"ascii-15", "--option=value-"},
+		{"ascii-61", strings.Repeat("--option=value-", 5)[:61]},
+		{"ascii-4k", strings.Repeat("--option=value-", 300)[:4096]},
 	} {
 		b.Run(tt.name, func(b *testing.B) {
 			buf := make([]byte, 0, 1024)
@@ -118,4 +125,110 @@ func BenchmarkAppendString(b *testing.B) {
 			}
 		})
 	}
+}
+
+// oldSpecial and oldAppendEscaped are the word-at-a-time escaper as it was
+// before special was folded into one test per word: FuzzAppendEscapedOld
+// checks that the new one gives the same bytes.
+func oldSpecial(w uint64) bool {
+	lt20 := (w - 0x20*ones) & ^w & highs
+	quote := ((w ^ '"'*ones) - ones) & ^(w ^ '"'*ones) & highs
+	bs := ((w ^ '\\'*ones) - ones) & ^(w ^ '\\'*ones) & highs
+	del := ((w ^ 0x7f*ones) - ones) & ^(w ^ 0x7f*ones) & highs
+	return (lt20 | quote | bs | del | w&highs) != 0
+}
+func oldAppendEscaped(b []byte, s string) []byte {
+	start, i := 0, 0
+	for i < len(s) {
+		if i+8 <= len(s) {
+			w := binary.LittleEndian.Uint64(unsafe.Slice(unsafe.StringData(s[i:]), 8))
+			if !oldSpecial(w) {
+				i += 8
+				continue
+			}
+		}
+		c := s[i]
+		if c < utf8.RuneSelf {
+			if plain[c] {
+				i++
+				continue
+			}
+			b = append(b, s[start:i]...)
+			switch c {
+			case '"', '\\':
+				b = append(b, '\\', c)
+			case '\b':
+				b = append(b, '\\', 'b')
+			case '\f':
+				b = append(b, '\\', 'f')
+			case '\n':
+				b = append(b, '\\', 'n')
+			case '\r':
+				b = append(b, '\\', 'r')
+			case '\t':
+				b = append(b, '\\', 't')
+			default:
+				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&15])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if r == utf8.RuneError && size == 1 {
+			b = append(b, s[start:i]...)
+			b = append(b, `\ufffd`...)
+			i++
+			start = i
+			continue
+		}
+		i += size
+	}
+	return append(b, s[start:]...)
+}
+
+// TestSpecial: special flags a word exactly when one of its bytes is not
+// plain, for every byte value at every position among plain neighbours
+// of every kind, and for words of two non-plain bytes.
+func TestSpecial(t *testing.T) {
+	isPlain := func(c byte) bool { return c < utf8.RuneSelf && plain[c] }
+	word := func(p [8]byte) uint64 { return binary.LittleEndian.Uint64(p[:]) }
+	for fill := range 256 {
+		if !isPlain(byte(fill)) {
+			continue
+		}
+		for c := range 256 {
+			for pos := range 8 {
+				var p [8]byte
+				for i := range p {
+					p[i] = byte(fill)
+				}
+				p[pos] = byte(c)
+				if got, want := special(word(p)), !isPlain(byte(c)); got != want {
+					t.Fatalf("special(% x) = %v, want %v", p, got, want)
+				}
+			}
+		}
+	}
+	for c := range 256 {
+		for d := range 256 {
+			p := [8]byte{'a', byte(c), 'b', 'c', byte(d), 'e', 'f', 'g'}
+			if got, want := special(word(p)), !isPlain(byte(c)) || !isPlain(byte(d)); got != want {
+				t.Fatalf("special(% x) = %v, want %v", p, got, want)
+			}
+		}
+	}
+}
+
+// FuzzAppendEscapedOld: AppendEscaped writes what the escaper before it
+// wrote, byte for byte.
+func FuzzAppendEscapedOld(f *testing.F) {
+	for _, s := range []string{"", "plain ascii, long enough", "a\"b\\c\x00\x7f", "héllo \xff\xe2\x82", strings.Repeat("x", 17) + "\x1f"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if got, want := AppendEscaped([]byte("p"), s), oldAppendEscaped([]byte("p"), s); !bytes.Equal(got, want) {
+			t.Fatalf("AppendEscaped(%q) = %q, want %q", s, got, want)
+		}
+	})
 }

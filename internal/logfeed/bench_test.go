@@ -2,6 +2,7 @@ package logfeed
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"path/filepath"
 	"strings"
@@ -46,6 +47,18 @@ func sampleTTY() events.Event {
 	return ev
 }
 
+// sampleArgs4K is sampleParented with 4 KiB of arguments (64 of 64
+// bytes), the long exec line of an exec storm.
+func sampleArgs4K() events.Event {
+	ev := sampleParented()
+	ev.Argv = make([]string, 64)
+	for i := range ev.Argv {
+		ev.Argv[i] = fmt.Sprintf("--option-%02d=%s", i, strings.Repeat("v", 64-13))
+	}
+	ev.Exec.ArgsCount = len(ev.Argv)
+	return ev
+}
+
 // BenchmarkEventLine measures what the event path pays per process event:
 // encoding the line and queueing it (the drain goroutine writes it to
 // io.Discard).
@@ -53,7 +66,8 @@ func BenchmarkEventLine(b *testing.B) {
 	for _, bc := range []struct {
 		name string
 		ev   events.Event
-	}{{SchemaECS, sampleExec()}, {SchemaOCSF, sampleExec()}, {SchemaECS + "/parent", sampleParented()}, {SchemaOCSF + "/parent", sampleParented()}, {SchemaOCSF + "/tty", sampleTTY()}} {
+	}{{SchemaECS, sampleExec()}, {SchemaOCSF, sampleExec()}, {SchemaECS + "/parent", sampleParented()}, {SchemaOCSF + "/parent", sampleParented()}, {SchemaOCSF + "/tty", sampleTTY()},
+		{SchemaECS + "/args4k", sampleArgs4K()}, {SchemaOCSF + "/args4k", sampleArgs4K()}} {
 		schema, _, _ := strings.Cut(bc.name, "/")
 		b.Run(bc.name, func(b *testing.B) {
 			l, err := New(Config{Schema: schema, Writer: io.Discard, ProcessEvents: true, Hostname: "vm"})
@@ -126,5 +140,27 @@ func TestEventLineAllocs(t *testing.T) {
 				t.Errorf("%s: Event (parent %v) allocates %v times per line, want 0", schema, ev.Parent != nil, allocs)
 			}
 		}
+	}
+}
+
+// BenchmarkProcLine measures encoding alone: the ECS line of a process
+// event written into a reused procLine, without the queue.
+func BenchmarkProcLine(b *testing.B) {
+	h := newHost(Config{Hostname: "vm", Boot: sampleExec().Token.Boot})
+	x := newECS(h)
+	for _, bc := range []struct {
+		name string
+		ev   events.Event
+	}{{"exec", sampleExec()}, {"parent", sampleParented()}, {"args4k", sampleArgs4K()}} {
+		b.Run(bc.name, func(b *testing.B) {
+			var w procLine
+			ev := bc.ev
+			b.ReportAllocs()
+			for b.Loop() {
+				w.b = w.b[:0]
+				x.procEvent(&w, ActionProcessExec, &ev)
+			}
+			b.SetBytes(int64(len(w.b)))
+		})
 	}
 }

@@ -59,10 +59,13 @@ type procLine struct {
 	names userdb.Names
 	spans [][2]int // where the arguments just written in args are, escaped
 
-	// The boot id of the last token written, in hex.
-	boot    procfs.BootID
-	bootHex [32]byte
-	bootSet bool
+	// The boot id of the last token written, and "v1:?:<its hex>:", the
+	// start of its tokens but for the precision ('?').
+	boot      procfs.BootID
+	tokPrefix [38]byte
+	bootSet   bool
+	// The name of the last user and group id named in this line.
+	user, group lastName
 	// "2006-01-02T15:04:05" of the last two seconds written, by second.
 	secs    [2]int64
 	secText [2][19]byte
@@ -70,11 +73,10 @@ type procLine struct {
 	secNext int
 }
 
-func (w *procLine) key(k string) {
-	w.b = append(w.b, ',', '"')
-	w.b = append(w.b, k...)
-	w.b = append(w.b, '"', ':')
-}
+// key starts a member: k is its comma, quoted name and colon, as in
+// `,"name":` (every k of the methods below is that form, written out so
+// that a member starts with one copy).
+func (w *procLine) key(k string) { w.b = append(w.b, k...) }
 
 func (w *procLine) str(k, v string) {
 	w.key(k)
@@ -109,11 +111,13 @@ func (w *procLine) tok(k string, t token.Token) {
 func (w *procLine) appendToken(b []byte, t token.Token) []byte {
 	if !w.bootSet || t.Boot != w.boot {
 		w.boot, w.bootSet = t.Boot, true
-		hex.Encode(w.bootHex[:], t.Boot[:])
+		copy(w.tokPrefix[:], "v1:?:")
+		hex.Encode(w.tokPrefix[5:37], t.Boot[:])
+		w.tokPrefix[37] = ':'
 	}
-	b = append(b, 'v', '1', ':', byte(t.Prec), ':')
-	b = append(b, w.bootHex[:]...)
-	b = append(b, ':')
+	n := len(b)
+	b = append(b, w.tokPrefix[:]...)
+	b[n+3] = byte(t.Prec)
 	b = strconv.AppendUint(b, t.Start, 10)
 	b = append(b, ':')
 	id := t.Ino
@@ -160,15 +164,15 @@ func (w *procLine) appendTime(b []byte, t time.Time) []byte {
 func (x *ecs) procEvent(w *procLine, action string, ev *events.Event) {
 	now := time.Now()
 	w.names = x.h.names.At(now)
+	w.user, w.group = lastName{}, lastName{}
 	t := x.h.clock.eventTime(now, ev.Time)
 	w.b = append(w.b, `{"@timestamp":`...)
 	w.b = w.appendTime(w.b, t)
 	w.b = append(w.b, x.procPrefix(action)...)
-	if id, rt, ok := container.ID(ev.Exec.Cgroup); ok && id == ev.Exec.ContainerID {
-		w.b = append(w.b, `,"container":{"id":`...)
-		w.b = jsonx.AppendString(w.b, id)
-		w.str("runtime", string(rt))
-		w.b = append(w.b, '}')
+	// Without a container id there is none to match: the cgroup path is
+	// not parsed.
+	if ev.Exec.ContainerID != "" {
+		w.container(ev.Exec.Cgroup, ev.Exec.ContainerID)
 	}
 
 	w.b = append(w.b, `,"process":{"pid":`...)
@@ -183,11 +187,11 @@ func (x *ecs) procEvent(w *procLine, action string, ev *events.Event) {
 	var sig int
 	if ev.Kind == events.Exit {
 		if code, ok := ev.Exited(); ok {
-			w.int("exit_code", int64(code))
+			w.int(`,"exit_code":`, int64(code))
 		} else if s, ok := ev.Signaled(); ok {
 			sig = s
 		}
-		w.time("end", t)
+		w.time(`,"end":`, t)
 	}
 	if ev.PPid != 0 || !ev.ParentToken.IsZero() {
 		w.b = append(w.b, `,"parent":{"pid":`...)
@@ -203,13 +207,24 @@ func (x *ecs) procEvent(w *procLine, action string, ev *events.Event) {
 	w.b = append(w.b, `,"supervisor":{"mechanism":`...)
 	w.b = jsonx.AppendString(w.b, string(ev.Mechanism))
 	if ev.Inferred {
-		w.bool("inferred", true)
+		w.bool(`,"inferred":`, true)
 	}
 	if sig != 0 {
-		w.str("exit_signal", signalName(sig))
+		w.str(`,"exit_signal":`, signalName(sig))
 	}
 	w.supervisor(ev)
 	w.b = append(w.b, '}', '}', '\n')
+}
+
+// container writes container.* when the cgroup path names the container
+// id the event carries.
+func (w *procLine) container(cgroup, want string) {
+	if id, rt, ok := container.ID(cgroup); ok && id == want {
+		w.b = append(w.b, `,"container":{"id":`...)
+		w.b = jsonx.AppendString(w.b, id)
+		w.str(`,"runtime":`, string(rt))
+		w.b = append(w.b, '}')
+	}
 }
 
 // instance writes the pid (its key already written), and the token with
@@ -217,9 +232,9 @@ func (x *ecs) procEvent(w *procLine, action string, ev *events.Event) {
 func (x *ecs) instance(w *procLine, now time.Time, pid int32, tok token.Token) {
 	w.b = strconv.AppendInt(w.b, int64(pid), 10)
 	if !tok.IsZero() {
-		w.tok("entity_id", tok)
+		w.tok(`,"entity_id":`, tok)
 		if st, ok := x.h.clock.startTime(now, tok); ok {
-			w.time("start", st)
+			w.time(`,"start":`, st)
 		}
 	}
 }
@@ -228,11 +243,11 @@ func (x *ecs) instance(w *procLine, now time.Time, pid int32, tok token.Token) {
 // directory.
 func (w *procLine) program(comm *[16]byte, exe string, argv []string, x *events.ExecInfo) {
 	if name := commBytes(comm); len(name) > 0 {
-		w.key("name")
+		w.key(`,"name":`)
 		w.b = jsonx.AppendBytes(w.b, name)
 	}
 	if exe != "" {
-		w.str("executable", exe)
+		w.str(`,"executable":`, exe)
 	}
 	w.image(argv, x)
 }
@@ -243,52 +258,52 @@ func (w *procLine) program(comm *[16]byte, exe string, argv []string, x *events.
 // in args where whole.
 func (w *procLine) image(argv []string, x *events.ExecInfo) {
 	if len(argv) > 0 || x.ArgsCount > 0 {
-		w.key("args")
-		w.b = append(w.b, '[')
-		w.spans = w.spans[:0]
+		w.key(`,"args":`)
+		// b and spans are local while the arguments are written: one
+		// store of each into w at the end, not one per argument.
+		b, spans := append(w.b, '['), w.spans[:0]
 		budget := MaxArgsBytes
 		for i, a := range argv {
 			if i > 0 {
-				w.b = append(w.b, ',')
+				b = append(b, ',')
 			}
-			w.b = append(w.b, '"')
+			b = append(b, '"')
 			if len(a) > budget {
-				w.b = jsonx.AppendEscaped(w.b, a[:budget])
-				w.b = append(w.b, '"')
+				b = jsonx.AppendEscaped(b, a[:budget])
+				b = append(b, '"')
 				break
 			}
-			start := len(w.b)
-			w.b = jsonx.AppendEscaped(w.b, a)
-			w.spans = append(w.spans, [2]int{start, len(w.b)})
-			w.b = append(w.b, '"')
+			start := len(b)
+			b = jsonx.AppendEscaped(b, a)
+			spans = append(spans, [2]int{start, len(b)})
+			b = append(b, '"')
 			budget -= len(a)
 		}
-		w.b = append(w.b, ']')
-		w.int("args_count", int64(argsCount(argv, x)))
-		w.key("command_line")
-		w.b = append(w.b, '"')
+		b = append(b, `],"args_count":`...)
+		b = strconv.AppendInt(b, int64(argsCount(argv, x)), 10)
+		b = append(b, `,"command_line":"`...)
 		n := 0 // raw bytes of the command line so far
 		for i, a := range argv {
 			if i > 0 {
-				w.b = append(w.b, ' ')
+				b = append(b, ' ')
 				n++
 			}
 			if n+len(a) > MaxArgsBytes {
-				w.b = jsonx.AppendEscaped(w.b, a[:max(0, MaxArgsBytes-n)])
+				b = jsonx.AppendEscaped(b, a[:max(0, MaxArgsBytes-n)])
 				break
 			}
-			if i < len(w.spans) {
+			if i < len(spans) {
 				// Whole in args: copy it, escaped.
-				w.b = append(w.b, w.b[w.spans[i][0]:w.spans[i][1]]...)
+				b = append(b, b[spans[i][0]:spans[i][1]]...)
 			} else {
-				w.b = jsonx.AppendEscaped(w.b, a)
+				b = jsonx.AppendEscaped(b, a)
 			}
 			n += len(a)
 		}
-		w.b = append(w.b, '"')
+		w.b, w.spans = append(b, '"'), spans
 	}
 	if x.Cwd != "" {
-		w.str("working_directory", x.Cwd)
+		w.str(`,"working_directory":`, x.Cwd)
 	}
 }
 
@@ -299,54 +314,67 @@ func (w *procLine) context(x *events.Context, parent bool) {
 	if !x.Valid {
 		return
 	}
-	w.id("user", x.EUID, w.names.User)
-	w.id("real_user", x.UID, w.names.User)
-	w.id("saved_user", x.SUID, w.names.User)
-	w.id("group", x.EGID, w.names.Group)
-	w.id("real_group", x.GID, w.names.Group)
-	w.id("saved_group", x.SGID, w.names.Group)
+	w.id(`,"user":`, x.EUID, &w.user, w.names.User)
+	w.id(`,"real_user":`, x.UID, &w.user, w.names.User)
+	w.id(`,"saved_user":`, x.SUID, &w.user, w.names.User)
+	w.id(`,"group":`, x.EGID, &w.group, w.names.Group)
+	w.id(`,"real_group":`, x.GID, &w.group, w.names.Group)
+	w.id(`,"saved_group":`, x.SGID, &w.group, w.names.Group)
 	if n := min(x.NGroups, events.MaxGroups); n > 0 {
-		w.key("supplemental_groups")
+		w.key(`,"supplemental_groups":`)
 		w.b = append(w.b, '[')
 		for i, g := range x.Groups[:n] {
 			if i > 0 {
 				w.b = append(w.b, ',')
 			}
-			w.idObject(g, w.names.Group)
+			w.idObject(g, &w.group, w.names.Group)
 		}
 		w.b = append(w.b, ']')
 	}
 	if x.SID > 0 && !parent {
-		w.leader("session_leader", x.SID, x.SessionLeader)
+		w.leader(`,"session_leader":`, x.SID, x.SessionLeader)
 	}
 	if x.PGID > 0 {
-		w.leader("group_leader", x.PGID, x.GroupLeader)
+		w.leader(`,"group_leader":`, x.PGID, x.GroupLeader)
 	}
 	if x.TTY {
 		w.b = append(w.b, `,"tty":{"char_device":{"major":`...)
 		w.b = strconv.AppendUint(w.b, uint64(x.TTYMajor), 10)
-		w.uint("minor", uint64(x.TTYMinor))
+		w.uint(`,"minor":`, uint64(x.TTYMinor))
 		w.b = append(w.b, '}', '}')
 	}
-	w.bool("interactive", x.Interactive())
+	w.bool(`,"interactive":`, x.Interactive())
 	if x.NSPid > 0 {
-		w.int("vpid", int64(x.NSPid))
+		w.int(`,"vpid":`, int64(x.NSPid))
 	}
+}
+
+// lastName is the last id a line named, and its name: the ids of one line
+// are mostly the same few (a uid, its real and saved copies, the parent's).
+type lastName struct {
+	id    uint32
+	name  string
+	found bool // the id has a name
+	set   bool // id and name hold a lookup
 }
 
 // id writes k: {"id":"<n>","name":"<name>"}, the ECS user and group
 // objects; the name is left out when lookup has none.
-func (w *procLine) id(k string, id uint32, lookup func(uint32) (string, bool)) {
+func (w *procLine) id(k string, id uint32, last *lastName, lookup func(uint32) (string, bool)) {
 	w.key(k)
-	w.idObject(id, lookup)
+	w.idObject(id, last, lookup)
 }
 
-func (w *procLine) idObject(id uint32, lookup func(uint32) (string, bool)) {
+func (w *procLine) idObject(id uint32, last *lastName, lookup func(uint32) (string, bool)) {
 	w.b = append(w.b, `{"id":"`...)
 	w.b = strconv.AppendUint(w.b, uint64(id), 10)
 	w.b = append(w.b, '"')
-	if n, ok := lookup(id); ok {
-		w.str("name", n)
+	if !last.set || last.id != id {
+		last.name, last.found = lookup(id)
+		last.id, last.set = id, true
+	}
+	if last.found {
+		w.str(`,"name":`, last.name)
 	}
 	w.b = append(w.b, '}')
 }
@@ -357,7 +385,7 @@ func (w *procLine) leader(k string, pid int32, tok token.Token) {
 	w.b = append(w.b, `{"pid":`...)
 	w.b = strconv.AppendInt(w.b, int64(pid), 10)
 	if !tok.IsZero() {
-		w.tok("entity_id", tok)
+		w.tok(`,"entity_id":`, tok)
 	}
 	w.b = append(w.b, '}')
 }
@@ -368,19 +396,19 @@ func (w *procLine) supervisor(ev *events.Event) {
 	x := &ev.Ctx
 	if x.Valid {
 		if x.Audit && x.LoginUID != events.UnsetID {
-			w.uint("audit_login_uid", uint64(x.LoginUID))
+			w.uint(`,"audit_login_uid":`, uint64(x.LoginUID))
 		}
 		if x.Audit && x.AuditSession != events.UnsetID {
-			w.uint("audit_session_id", uint64(x.AuditSession))
+			w.uint(`,"audit_session_id":`, uint64(x.AuditSession))
 		}
 		if x.NGroups > events.MaxGroups {
-			w.int("supplemental_groups_count", int64(x.NGroups))
+			w.int(`,"supplemental_groups_count":`, int64(x.NGroups))
 		}
-		w.uint("cgroup_id", x.CgroupID)
-		w.uint("pid_ns", uint64(x.PidNS))
+		w.uint(`,"cgroup_id":`, x.CgroupID)
+		w.uint(`,"pid_ns":`, uint64(x.PidNS))
 	}
 	if d := ev.Parent; d != nil && marked(&d.Exec) {
-		w.key("parent")
+		w.key(`,"parent":`)
 		w.b = append(w.b, '{')
 		n := len(w.b)
 		w.marks(&d.Exec)
@@ -393,11 +421,11 @@ func (w *procLine) supervisor(ev *events.Event) {
 		return
 	}
 	if ev.Exec.Cgroup != "" {
-		w.str("cgroup", ev.Exec.Cgroup)
+		w.str(`,"cgroup":`, ev.Exec.Cgroup)
 	}
 	w.marks(&ev.Exec)
 	if ev.Exec.CgroupTruncated {
-		w.bool("cgroup_truncated", true)
+		w.bool(`,"cgroup_truncated":`, true)
 	}
 }
 
@@ -405,16 +433,16 @@ func (w *procLine) supervisor(ev *events.Event) {
 // process has: cut (with the real size), redacted.
 func (w *procLine) marks(x *events.ExecInfo) {
 	if x.ArgsTruncated {
-		w.bool("args_truncated", true)
-		w.int("args_size", int64(x.ArgsSize))
+		w.bool(`,"args_truncated":`, true)
+		w.int(`,"args_size":`, int64(x.ArgsSize))
 	}
 	if x.ArgsRedacted {
-		w.bool("args_redacted", true)
+		w.bool(`,"args_redacted":`, true)
 	}
 	if x.ExeTruncated {
-		w.bool("executable_truncated", true)
+		w.bool(`,"executable_truncated":`, true)
 	}
 	if x.CwdTruncated {
-		w.bool("working_directory_truncated", true)
+		w.bool(`,"working_directory_truncated":`, true)
 	}
 }

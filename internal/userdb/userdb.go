@@ -4,9 +4,9 @@
 //
 // The files are read on first use and kept as two maps; a lookup costs a
 // map read under a mutex and does not allocate (a Names from At, a map
-// read alone). At most every CheckEvery a
-// lookup stats both files and rereads one whose size or modification time
-// changed. Limits: users and groups that exist only in a network directory
+// read alone; At takes no lock while the last look is recent). At most
+// every CheckEvery a lookup stats both files and rereads one whose size or
+// modification time changed. Limits: users and groups that exist only in a network directory
 // have no name here (the id is still logged); a file larger than MaxBytes
 // is read up to MaxBytes; entries are taken as they are, the first one of
 // an id winning, as getpwuid does.
@@ -18,6 +18,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -30,11 +31,20 @@ const MaxBytes = 8 << 20
 // DB names users and groups. It is safe for concurrent use.
 type DB struct {
 	now func() time.Time
+	// fresh is the maps as read by the last look and its time: At reads
+	// them without the lock while that look is less than CheckEvery old.
+	fresh atomic.Pointer[snapshot]
 
 	mu      sync.Mutex
 	checked time.Time
 	users   table
 	groups  table
+}
+
+// snapshot is a Names and the time of the look that read it.
+type snapshot struct {
+	names   Names
+	checked int64 // Unix ns
 }
 
 type table struct {
@@ -73,6 +83,7 @@ func (d *DB) check(now time.Time) {
 		d.checked = now
 		d.users.refresh()
 		d.groups.refresh()
+		d.fresh.Store(&snapshot{Names{users: d.users.names, groups: d.groups.names}, now.UnixNano()})
 	}
 }
 
@@ -89,6 +100,11 @@ type Names struct {
 func (d *DB) At(now time.Time) Names {
 	if d == nil {
 		return Names{}
+	}
+	if s := d.fresh.Load(); s != nil {
+		if n := now.UnixNano(); n >= s.checked && n-s.checked < int64(CheckEvery) {
+			return s.names
+		}
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()

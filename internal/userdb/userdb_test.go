@@ -3,6 +3,7 @@ package userdb
 import (
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 )
@@ -139,5 +140,50 @@ func TestAt(t *testing.T) {
 	var none *DB
 	if _, ok := none.At(start).User(0); ok {
 		t.Errorf("a nil DB names uid 0")
+	}
+}
+
+// TestAtConcurrent: Names taken by many goroutines at once, across
+// CheckEvery boundaries and while the file changes, name uid 1 as one of
+// the files written (run with -race).
+func TestAtConcurrent(t *testing.T) {
+	dir := t.TempDir()
+	p, g := filepath.Join(dir, "passwd"), filepath.Join(dir, "group")
+	write := func(name string) { // whole or not at all, as a reader sees it
+		if err := os.WriteFile(p+".new", []byte(name+":x:1:1::/:/bin/sh\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(p+".new", p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("a")
+	d := New(p, g)
+	start := time.Unix(1000, 0)
+	var wg sync.WaitGroup
+	for w := range 4 {
+		wg.Go(func() {
+			for i := range 200 {
+				at := start.Add(time.Duration(i) * CheckEvery / 3)
+				if u, ok := d.At(at).User(1); !ok || u != "a" && u != "bb" {
+					t.Errorf("worker %d: At(%v).User(1) = %q, %v", w, at, u, ok)
+					return
+				}
+			}
+		})
+	}
+	for range 20 {
+		write("bb")
+		write("a")
+	}
+	wg.Wait()
+}
+
+func BenchmarkAt(b *testing.B) {
+	d := New("testdata/passwd", "testdata/group")
+	now := time.Now()
+	d.At(now)
+	for b.Loop() {
+		d.At(now).User(1000)
 	}
 }
