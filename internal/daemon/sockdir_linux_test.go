@@ -3,8 +3,11 @@ package daemon
 import (
 	"context"
 	"errors"
+	"math"
 	"os"
 	"path/filepath"
+	"runtime/debug"
+	"runtime/metrics"
 	"strings"
 	"syscall"
 	"testing"
@@ -188,5 +191,39 @@ func chown(t *testing.T, path string, uid int) {
 	t.Helper()
 	if err := os.Chown(path, uid, -1); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestRunCollectorSettings: Run sets the collector's growth target and soft
+// limit unless the environment does (GOGC, GOMEMLIMIT).
+func TestRunCollectorSettings(t *testing.T) {
+	prevGC, prevLimit := debug.SetGCPercent(100), debug.SetMemoryLimit(math.MaxInt64)
+	t.Cleanup(func() { debug.SetGCPercent(prevGC); debug.SetMemoryLimit(prevLimit) })
+	gogc := func() uint64 {
+		s := []metrics.Sample{{Name: "/gc/gogc:percent"}}
+		metrics.Read(s)
+		return s[0].Value.Uint64()
+	}
+	for _, tt := range []struct {
+		env       string
+		wantGC    uint64
+		wantLimit int64
+	}{{"", gcPercent, softMemoryLimit}, {"150", 77, math.MaxInt64}} {
+		t.Setenv("GOGC", tt.env)
+		t.Setenv("GOMEMLIMIT", tt.env)
+		debug.SetGCPercent(77)
+		debug.SetMemoryLimit(math.MaxInt64)
+		base := t.TempDir()
+		os.Chmod(base, 0o755)
+		cfg := DefaultConfig()
+		cfg.StateDir = filepath.Join(base, "state")
+		cfg.Socket = filepath.Join(mkdir(t, base, "open", 0o777), "api.sock")
+		cfg.LogOutput = "file:" + filepath.Join(base, "log.json")
+		if err := Run(context.Background(), cfg, nil); !errors.Is(err, ErrUnsafeSocketDir) {
+			t.Fatalf("Run = %v, want ErrUnsafeSocketDir", err)
+		}
+		if got, lim := gogc(), debug.SetMemoryLimit(-1); got != tt.wantGC || lim != tt.wantLimit {
+			t.Errorf("GOGC=%q GOMEMLIMIT=%q: collector at %d%%, limit %d; want %d%%, %d", tt.env, tt.env, got, lim, tt.wantGC, tt.wantLimit)
+		}
 	}
 }
