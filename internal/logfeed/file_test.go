@@ -2,6 +2,7 @@ package logfeed
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -149,5 +150,71 @@ func TestFileUnwritable(t *testing.T) {
 	}
 	if len(got) != 2 || got[0] != ActionVerdict || got[1] != ActionLogLinesDropped {
 		t.Errorf("lines %v, want the verdict then the drop report", got)
+	}
+}
+
+// TestFileOutputNotRegular: a device or a FIFO named as the log file is
+// written as a stream, never rotated: rotating file:/dev/null renamed the
+// device to /dev/null.1 and created a regular file in its place. The test
+// uses its own null device node and a FIFO, never /dev/null.
+func TestFileOutputNotRegular(t *testing.T) {
+	for _, kind := range []string{"device", "fifo"} {
+		t.Run(kind, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "out")
+			switch kind {
+			case "device":
+				testenv.RequireRoot(t)
+				if err := syscall.Mknod(path, syscall.S_IFCHR|0o666, 1<<8|3); err != nil { // 1:3, null
+					t.Fatal(err)
+				}
+			case "fifo":
+				if err := syscall.Mkfifo(path, 0o600); err != nil {
+					t.Fatal(err)
+				}
+				// A reader drains it, so that writes never block.
+				r, err := os.OpenFile(path, os.O_RDWR, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer r.Close()
+				go func() {
+					buf := make([]byte, 64<<10)
+					for {
+						if _, err := r.Read(buf); err != nil {
+							return
+						}
+					}
+				}()
+			}
+			before, err := os.Lstat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			l, err := New(Config{Output: "file:" + path, MaxFileBytes: 512, MaxBackups: 2, BufferLines: 1024})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range 100 {
+				l.Verdict(verdict.Verdict{Pid: int32(i + 1), Result: verdict.Gone, Reason: "exit observed", Mechanism: "netlink"})
+				if i%10 == 0 {
+					flush(t, l)
+				}
+			}
+			if err := l.Close(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			after, err := os.Lstat(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if after.Mode() != before.Mode() || !os.SameFile(before, after) {
+				t.Errorf("%s after 100 lines past a 512-byte rotation size: %v, want the same %v", path, after.Mode(), before.Mode())
+			}
+			for _, p := range []string{path + ".1", path + ".2"} {
+				if _, err := os.Lstat(p); !errors.Is(err, os.ErrNotExist) {
+					t.Errorf("%s: %v, want no rotated file", p, err)
+				}
+			}
+		})
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"sync"
+	"sync/atomic"
 )
 
 // sink is where the drain goroutine writes lines. Only the drain goroutine
@@ -43,7 +44,7 @@ func newStreamSink(w io.Writer, f *fileOut) *streamSink {
 }
 
 func (s *streamSink) write(line []byte, _ severity, _ string) (delivered, lost int, err error) {
-	if s.file != nil && s.file.max > 0 && s.file.size+int64(len(s.buf)+len(line)) > s.file.max &&
+	if s.file.rotates() && s.file.size+int64(len(s.buf)+len(line)) > s.file.max &&
 		s.file.size+int64(len(s.buf)) > 0 {
 		delivered, lost, err = s.flush()
 		if err == nil {
@@ -74,7 +75,7 @@ func (s *streamSink) flush() (delivered, lost int, err error) {
 // a larger run goes to the output in one write after what is buffered. A
 // run that would cross the rotation size goes line by line.
 func (s *streamSink) writeRun(p []byte, lines int) (delivered, lost int, err error) {
-	if s.file != nil && s.file.max > 0 && s.file.size+int64(len(s.buf)+len(p)) > s.file.max {
+	if s.file.rotates() && s.file.size+int64(len(s.buf)+len(p)) > s.file.max {
 		for len(p) > 0 {
 			var line []byte
 			line, p = nextLine(p)
@@ -150,15 +151,23 @@ func (s *streamSink) close() error {
 
 // fileOut is a log file with size-based rotation: PATH is renamed to
 // PATH.1, PATH.1 to PATH.2 and so on up to PATH.<backups>, and a new PATH
-// is opened.
+// is opened. A PATH that is not a regular file (a device such as
+// /dev/null, a FIFO) is written as a stream and never rotated: rotating
+// /dev/null renamed the device and put a regular file in its place.
 type fileOut struct {
 	mu      sync.Mutex // f and closed: close may run while the drain writes
 	closed  bool
 	path    string
 	f       *os.File
 	size    int64
-	max     int64 // <= 0: no rotation
-	backups int   // <= 0: keep no rotated file
+	max     int64       // <= 0: no rotation
+	backups int         // <= 0: keep no rotated file
+	special atomic.Bool // the open PATH is not a regular file
+}
+
+// rotates reports whether fo (nil: not a file) is rotated by size.
+func (fo *fileOut) rotates() bool {
+	return fo != nil && fo.max > 0 && !fo.special.Load()
 }
 
 func openFile(path string, max int64, backups int) (*fileOut, error) {
@@ -194,6 +203,7 @@ func (fo *fileOut) openLocked() error {
 		return fmt.Errorf("open log file: %w", err)
 	}
 	fo.f, fo.size = f, st.Size()
+	fo.special.Store(!st.Mode().IsRegular())
 	return nil
 }
 
@@ -202,6 +212,9 @@ func (fo *fileOut) rotate() error {
 	defer fo.mu.Unlock()
 	if fo.closed {
 		return errSinkClosed
+	}
+	if fo.special.Load() {
+		return nil // never rename or remove a device or a FIFO
 	}
 	if fo.f != nil {
 		fo.f.Close()
