@@ -316,6 +316,7 @@ await_ready() {
 # output file).
 start_events() {
 	out=$dir/$round.events.json
+	rm -f "$dir/$round.events.err" # a kept directory's old file would pass await_ready
 	"$supervisor" events --json --mechanism ebpf >"$out" 2>"$dir/$round.events.err" &
 	opids=$!
 	running+=("$opids")
@@ -330,6 +331,7 @@ stop_events() {
 start_daemon() {
 	out=$dir/$round.feed.json
 	mkdir -p "$dir/state.$round"
+	rm -f "$dir/$round.daemon.err" "$out"* # a kept directory's old files would pass await_ready or add lines
 	"$supervisor" run --state-dir "$dir/state.$round" --socket "$dir/state.$round/api.sock" --cgroup off \
 		--mechanism ebpf --log-output "file:$out" --log-process-events >"$dir/$round.daemon.out" 2>"$dir/$round.daemon.err" &
 	opids=$!
@@ -400,6 +402,7 @@ start_bpftrace() {
 		mount -t tracefs nodev /sys/kernel/tracing || die "cannot mount tracefs"
 		tracefs_mounted=/sys/kernel/tracing
 	fi
+	rm -f "$dir/$round.bpftrace.err" # a kept directory's old file would pass await_ready
 	bpftrace -B full -e 'tracepoint:syscalls:sys_enter_execve { join(args->argv); }' >"$out" 2>"$dir/$round.bpftrace.err" &
 	opids=$!
 	running+=("$opids")
