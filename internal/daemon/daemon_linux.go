@@ -330,6 +330,10 @@ func (d *Daemon) run(ctx context.Context, ready func(Info)) error {
 	if err != nil {
 		return err
 	}
+	// Start-up's garbage (the kernel's BTF parsed to load the programs,
+	// the /proc scan) goes back to the system now, not when the collector
+	// next runs at gcPercent: the daemon settles at its idle size.
+	debug.FreeOSMemory()
 	srv := api.NewServer(d, d.log.Internal, api.WithLimits(d.cfg.APILimits()))
 	serveErr := make(chan error, 1)
 	go func() { serveErr <- srv.Serve(ln) }()
