@@ -107,8 +107,8 @@ func (r *mmapRing) ReadInto(rec *ringbuf.Record) error {
 	for {
 		cons := r.next
 		if prod-cons < ringHeaderSize {
-			// Empty (a producer writes header and data before it moves
-			// the producer position, so nothing shorter can be there).
+			// Empty: the producer position moves by whole records (at
+			// reservation, the header busy until the commit).
 			return os.ErrDeadlineExceeded
 		}
 		hdr := atomic.LoadUint32((*uint32)(unsafe.Pointer(&r.data[cons&r.mask])))
