@@ -1,10 +1,10 @@
 package events
 
 import (
-	"encoding/binary"
 	"strconv"
 	"unicode/utf8"
 
+	"github.com/procsupervisor/supervisor/internal/jsonx"
 	"github.com/procsupervisor/supervisor/internal/token"
 )
 
@@ -259,7 +259,7 @@ func appendJSONString(b, s []byte) []byte {
 	const hex = "0123456789abcdef"
 	b = append(b, '"')
 	for i := 0; i < len(s); {
-		if n := plainRun(s[i:]); n > 0 {
+		if n := jsonx.PlainPrefix(s[i:]); n > 0 {
 			b = append(b, s[i:i+n]...)
 			i += n
 			if i == len(s) {
@@ -288,33 +288,6 @@ func appendJSONString(b, s []byte) []byte {
 		i++
 	}
 	return append(b, '"')
-}
-
-// plainRun returns how many bytes at the start of s need no escaping:
-// printable ASCII other than '"' and '\\'. It looks at 8 bytes at a time
-// (a byte below 0x20, equal to '"' or '\\', or from 0x7f up ends a run),
-// so that long arguments are copied in runs, not byte by byte.
-func plainRun(s []byte) int {
-	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	i := 0
-	for ; i+8 <= len(s); i += 8 {
-		x := binary.LittleEndian.Uint64(s[i:])
-		ctl := (x - 0x20*ones) &^ x       // a byte < 0x20
-		high := ((x &^ highs) + ones | x) // a byte >= 0x7f
-		q := x ^ '"'*ones                 // a '"' is zero here
-		bs := x ^ '\\'*ones               // a '\\' is zero here
-		zq := (q - ones) &^ q
-		zb := (bs - ones) &^ bs
-		if (ctl|high|zq|zb)&highs != 0 {
-			break
-		}
-	}
-	for ; i < len(s); i++ {
-		if c := s[i]; c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
-			break
-		}
-	}
-	return i
 }
 
 // decodeRune returns the rune at the start of b and its length, or -1 and 1

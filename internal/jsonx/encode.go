@@ -45,6 +45,21 @@ func word(s string, i int) uint64 {
 	return binary.LittleEndian.Uint64(unsafe.Slice(unsafe.StringData(s[i:]), 8))
 }
 
+// PlainPrefix returns how many bytes at the start of p are plain ASCII,
+// written as themselves inside a JSON string: no control character, DEL,
+// '"', '\\' or byte of 0x80 or more. It looks a word at a time, for
+// encoders that copy plain runs whole and escape the rest their own way.
+func PlainPrefix(p []byte) int {
+	i := 0
+	for len(p)-i >= 8 && !special(binary.LittleEndian.Uint64(p[i:])) {
+		i += 8
+	}
+	for i < len(p) && p[i] < utf8.RuneSelf && plain[p[i]] {
+		i++
+	}
+	return i
+}
+
 // AppendString appends s to b as a quoted JSON string.
 func AppendString(b []byte, s string) []byte {
 	b = append(b, '"')

@@ -232,3 +232,33 @@ func FuzzAppendEscapedOld(f *testing.F) {
 		}
 	})
 }
+
+// plainPrefixRef is PlainPrefix byte by byte.
+func plainPrefixRef(p []byte) int {
+	for i, c := range p {
+		if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			return i
+		}
+	}
+	return len(p)
+}
+
+func TestPlainPrefix(t *testing.T) {
+	long := strings.Repeat("abcdefgh", 40)
+	for _, s := range []string{"", "a", "abcdefg", "abcdefgh", long, long + "\"", long + "x\\", "\x7f", "1234567\x1f",
+		"12345678\x80", "é", "tab\t", long + "\xff" + long, "~~~~~~~~ ", "        \x00"} {
+		if got, want := PlainPrefix([]byte(s)), plainPrefixRef([]byte(s)); got != want {
+			t.Errorf("PlainPrefix(%q) = %d, want %d", s, got, want)
+		}
+	}
+}
+
+func FuzzPlainPrefix(f *testing.F) {
+	f.Add([]byte("plain then \"quoted\""))
+	f.Add([]byte("12345678\x7f12345678"))
+	f.Fuzz(func(t *testing.T, p []byte) {
+		if got, want := PlainPrefix(p), plainPrefixRef(p); got != want {
+			t.Fatalf("PlainPrefix(%q) = %d, want %d", p, got, want)
+		}
+	})
+}
