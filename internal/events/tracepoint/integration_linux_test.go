@@ -460,14 +460,7 @@ func BenchmarkForkStorm(b *testing.B) {
 	s, _ := openSource(b)
 	defer s.Close()
 
-	cmd := exec.Command(helper, "storm", strconv.Itoa(b.N))
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
+	cmd, stdin := startStorm(b, helper, b.N)
 	top := int32(cmd.Process.Pid)
 	done := make(chan error, 1)
 	var mine, lost uint64
@@ -507,6 +500,21 @@ func BenchmarkForkStorm(b *testing.B) {
 	if testing.Verbose() {
 		fmt.Fprintf(os.Stderr, "fork storm: %d events in %v, %d lost, stats %+v\n", mine, elapsed, lost, s.Stats())
 	}
+}
+
+// startStorm starts the helper's storm of n forks, which begins at the
+// first byte written to stdin.
+func startStorm(tb testing.TB, helper string, n int) (*exec.Cmd, io.WriteCloser) {
+	tb.Helper()
+	cmd := exec.Command(helper, "storm", strconv.Itoa(n))
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	return cmd, stdin
 }
 
 // realPath resolves every symlink in p.
@@ -552,14 +560,7 @@ func TestIntegrationOverflowReported(t *testing.T) {
 	s, _ := openSource(t)
 	defer s.Close()
 	const n = 20000
-	cmd := exec.Command(helper, "storm", strconv.Itoa(n))
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	cmd, stdin := startStorm(t, helper, n)
 	top := int32(cmd.Process.Pid)
 	if _, err := stdin.Write([]byte{1}); err != nil {
 		t.Fatal(err)
