@@ -85,7 +85,7 @@ func runEvents(ctx context.Context, env *cliEnv, args []string) error {
 		return fail(exitUsage, "%v", err)
 	}
 	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(300) // short-lived event garbage, as the daemon's
+		debug.SetGCPercent(daemon.GCPercent) // short-lived event garbage, as in the daemon
 	}
 	t, err := local.Start(ctx, *mech, p.Event)
 	if err != nil {

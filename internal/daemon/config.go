@@ -21,6 +21,11 @@ import (
 	"github.com/procsupervisor/supervisor/internal/tracker"
 )
 
+// GCPercent is the collector's growth target (GOGC) for the daemon and the
+// events command, unless the environment sets one: the event path's garbage
+// is short-lived (see Run).
+const GCPercent = 300
+
 // ErrConfig wraps every error about a configuration that cannot work.
 var ErrConfig = errors.New("invalid configuration")
 

@@ -35,9 +35,6 @@ import (
 // softMemoryLimit is the collector's target ceiling (runtime/debug).
 const softMemoryLimit = 40 << 20
 
-// gcPercent is the collector's growth target (GOGC) unless the environment
-// sets one.
-const gcPercent = 300
 
 // Queue bounds.
 const (
@@ -161,7 +158,7 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	// storm with 4 KiB argument vectors (24 cycles per 20,000 execs at
 	// GOGC=100) while the heap stays a few MiB when idle.
 	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(gcPercent)
+		debug.SetGCPercent(GCPercent)
 	}
 	// Descriptors this process inherited open across exec would leak into
 	// every child it starts: close them at exec.
@@ -332,7 +329,7 @@ func (d *Daemon) run(ctx context.Context, ready func(Info)) error {
 	}
 	// Start-up's garbage (the kernel's BTF parsed to load the programs,
 	// the /proc scan) goes back to the system now, not when the collector
-	// next runs at gcPercent: the daemon settles at its idle size.
+	// next runs at GCPercent: the daemon settles at its idle size.
 	debug.FreeOSMemory()
 	srv := api.NewServer(d, d.log.Internal, api.WithLimits(d.cfg.APILimits()))
 	serveErr := make(chan error, 1)

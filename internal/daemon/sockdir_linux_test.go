@@ -208,7 +208,7 @@ func TestRunCollectorSettings(t *testing.T) {
 		env       string
 		wantGC    uint64
 		wantLimit int64
-	}{{"", gcPercent, softMemoryLimit}, {"150", 77, math.MaxInt64}} {
+	}{{"", GCPercent, softMemoryLimit}, {"150", 77, math.MaxInt64}} {
 		t.Setenv("GOGC", tt.env)
 		t.Setenv("GOMEMLIMIT", tt.env)
 		debug.SetGCPercent(77)
