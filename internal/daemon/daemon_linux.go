@@ -35,7 +35,6 @@ import (
 // softMemoryLimit is the collector's target ceiling (runtime/debug).
 const softMemoryLimit = 40 << 20
 
-
 // Queue bounds.
 const (
 	memberQueue = 8192
