@@ -463,27 +463,11 @@ func BenchmarkForkStorm(b *testing.B) {
 	cmd, stdin := startStorm(b, helper, b.N)
 	top := int32(cmd.Process.Pid)
 	done := make(chan error, 1)
-	var mine, lost uint64
+	var c stormCount
 	b.ReportAllocs()
 	b.ResetTimer()
 	start := time.Now()
-	go func() {
-		var ev events.Event
-		want := uint64(2 * b.N)
-		for mine+lost < want {
-			if err := s.Read(&ev); err != nil {
-				done <- err
-				return
-			}
-			switch {
-			case ev.Kind == events.Lost:
-				lost += ev.Count
-			case ev.PPid == top && (ev.Kind == events.Fork || ev.Kind == events.Exit):
-				mine++
-			}
-		}
-		done <- nil
-	}()
+	go func() { done <- c.read(s, top, uint64(2*b.N)) }()
 	if _, err := stdin.Write([]byte{1}); err != nil {
 		b.Fatal(err)
 	}
@@ -495,10 +479,10 @@ func BenchmarkForkStorm(b *testing.B) {
 	if err := cmd.Wait(); err != nil {
 		b.Fatalf("helper: %v", err)
 	}
-	b.ReportMetric(float64(mine)/elapsed.Seconds(), "events/s")
-	b.ReportMetric(float64(lost), "lost")
+	b.ReportMetric(float64(c.mine)/elapsed.Seconds(), "events/s")
+	b.ReportMetric(float64(c.lost), "lost")
 	if testing.Verbose() {
-		fmt.Fprintf(os.Stderr, "fork storm: %d events in %v, %d lost, stats %+v\n", mine, elapsed, lost, s.Stats())
+		fmt.Fprintf(os.Stderr, "fork storm: %d events in %v, %d lost, stats %+v\n", c.mine, elapsed, c.lost, s.Stats())
 	}
 }
 
@@ -515,6 +499,29 @@ func startStorm(tb testing.TB, helper string, n int) (*exec.Cmd, io.WriteCloser)
 		tb.Fatal(err)
 	}
 	return cmd, stdin
+}
+
+// stormCount counts what Read delivered of a helper's storm: its fork and
+// exit records, and the records the kernel reported lost (anyone's).
+type stormCount struct{ mine, lost, reports uint64 }
+
+// read reads until want of the storm's records (those whose parent is top)
+// are delivered or counted lost.
+func (c *stormCount) read(s *Source, top int32, want uint64) error {
+	var ev events.Event
+	for c.mine+c.lost < want {
+		if err := s.Read(&ev); err != nil {
+			return err
+		}
+		switch {
+		case ev.Kind == events.Lost:
+			c.lost += ev.Count
+			c.reports++
+		case ev.PPid == top && (ev.Kind == events.Fork || ev.Kind == events.Exit):
+			c.mine++
+		}
+	}
+	return nil
 }
 
 // realPath resolves every symlink in p.
@@ -568,25 +575,9 @@ func TestIntegrationOverflowReported(t *testing.T) {
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("helper: %v", err)
 	}
-	var mine, lost, reports uint64
+	var c stormCount
 	done := make(chan error, 1)
-	go func() {
-		var ev events.Event
-		for mine+lost < 2*n {
-			if err := s.Read(&ev); err != nil {
-				done <- err
-				return
-			}
-			switch {
-			case ev.Kind == events.Lost:
-				lost += ev.Count
-				reports++
-			case ev.PPid == top && (ev.Kind == events.Fork || ev.Kind == events.Exit):
-				mine++
-			}
-		}
-		done <- nil
-	}()
+	go func() { done <- c.read(s, top, 2*n) }()
 	select {
 	case err := <-done:
 		if err != nil {
@@ -595,7 +586,7 @@ func TestIntegrationOverflowReported(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		s.Close()
 		<-done
-		t.Fatalf("after 30 s: %d of the storm's %d records delivered, %d counted lost", mine, 2*n, lost)
+		t.Fatalf("after 30 s: %d of the storm's %d records delivered, %d counted lost", c.mine, 2*n, c.lost)
 	}
 	kernel, err := s.lost()
 	if err != nil {
@@ -604,8 +595,8 @@ func TestIntegrationOverflowReported(t *testing.T) {
 	st := s.Stats()
 	// The kernel's counter may be ahead: drops not yet reported (Read
 	// reports them once the ring drains), never behind.
-	if lost == 0 || reports == 0 || st.Lost != lost || kernel < lost {
+	if c.lost == 0 || c.reports == 0 || st.Lost != c.lost || kernel < c.lost {
 		t.Errorf("%d delivered, %d lost in %d reports; stats %+v; kernel counter %d: want losses, reported, the stats equal, the counter not behind",
-			mine, lost, reports, st, kernel)
+			c.mine, c.lost, c.reports, st, kernel)
 	}
 }
