@@ -163,4 +163,18 @@ func BenchmarkProcLine(b *testing.B) {
 			b.SetBytes(int64(len(w.b)))
 		})
 	}
+	// A storm: a new child of one parent each line, as its exec.
+	b.Run("storm", func(b *testing.B) {
+		var w procLine
+		ev := sampleParented()
+		b.ReportAllocs()
+		for b.Loop() {
+			ev.Pid++
+			ev.Token.Ino++
+			ev.Ctx.NSPid = ev.Pid
+			w.b = w.b[:0]
+			x.procEvent(&w, ActionProcessExec, &ev)
+		}
+		b.SetBytes(int64(len(w.b)))
+	})
 }

@@ -18,8 +18,11 @@ import (
 // the line in one pass into the capture's reused buffer (no zerolog
 // sub-objects copied into their parents), with what repeats rendered once:
 // the part from "ecs" to "event" per action, the names of users and
-// groups from one userdb.Names per line, and the command line copied from
-// the arguments already escaped. The line is, byte for byte, the one the
+// groups from one userdb.Names per line, the command line copied from the
+// arguments already escaped, and, kept from line to line, the text of the
+// last few process instances (pid, entity_id, start) and contexts (users,
+// groups, leaders, terminal): under a storm one parent's children repeat
+// the parent, its leaders and their ids in every line. The line is, byte for byte, the one the
 // zerolog encoder wrote before it (TestProcessLineEncoders,
 // FuzzProcessLine).
 
@@ -71,6 +74,37 @@ type procLine struct {
 	secText [2][19]byte
 	secSet  [2]bool
 	secNext int
+	// The text of the last instances and contexts written (see instance
+	// and context), replaced round robin.
+	insts    [4]instText
+	instNext int
+	ctxs     [2]ctxText
+	ctxNext  int
+}
+
+// instText is the text instance wrote for a pid and token, with the boot
+// clock offset its start time was converted with.
+type instText struct {
+	pid  int32
+	tok  token.Token
+	off  int64
+	set  bool
+	text []byte
+}
+
+// ctxText is the text context wrote for a context (its NSPid left out: the
+// vpid is written after it) with the names of one userdb.Names.
+type ctxText struct {
+	key    events.Context
+	parent bool
+	gen    uint64
+	set    bool
+	text   []byte
+}
+
+// remember copies w.b[from:] into *dst, reusing its array.
+func (w *procLine) remember(dst *[]byte, from int) {
+	*dst = append((*dst)[:0], w.b[from:]...)
 }
 
 // key starts a member: k is its comma, quoted name and colon, as in
@@ -228,8 +262,20 @@ func (w *procLine) container(cgroup, want string) {
 }
 
 // instance writes the pid (its key already written), and the token with
-// the start time it says.
+// the start time it says: the text kept for the pid and token when the
+// boot clock offset is still the one it was converted with.
 func (x *ecs) instance(w *procLine, now time.Time, pid int32, tok token.Token) {
+	var off int64
+	if tok.Prec == token.Ticks {
+		off = x.h.clock.bootOffset(now)
+	}
+	for i := range w.insts {
+		if c := &w.insts[i]; c.set && c.pid == pid && c.tok == tok && c.off == off {
+			w.b = append(w.b, c.text...)
+			return
+		}
+	}
+	from := len(w.b)
 	w.b = strconv.AppendInt(w.b, int64(pid), 10)
 	if !tok.IsZero() {
 		w.tok(`,"entity_id":`, tok)
@@ -237,6 +283,10 @@ func (x *ecs) instance(w *procLine, now time.Time, pid int32, tok token.Token) {
 			w.time(`,"start":`, st)
 		}
 	}
+	c := &w.insts[w.instNext]
+	w.instNext = (w.instNext + 1) % len(w.insts)
+	c.pid, c.tok, c.off, c.set = pid, tok, off, true
+	w.remember(&c.text, from)
 }
 
 // program writes the name, the executable, the arguments and the working
@@ -314,6 +364,37 @@ func (w *procLine) context(x *events.Context, parent bool) {
 	if !x.Valid {
 		return
 	}
+	key := *x
+	key.NSPid = 0
+	gen := w.names.Gen()
+	if c := w.findContext(&key, parent, gen); c != nil {
+		w.b = append(w.b, c.text...)
+	} else {
+		from := len(w.b)
+		w.ids(x, parent)
+		c := &w.ctxs[w.ctxNext]
+		w.ctxNext = (w.ctxNext + 1) % len(w.ctxs)
+		c.key, c.parent, c.gen, c.set = key, parent, gen, true
+		w.remember(&c.text, from)
+	}
+	if x.NSPid > 0 {
+		w.int(`,"vpid":`, int64(x.NSPid))
+	}
+}
+
+// findContext returns the text kept for key, or nil. A Names of Gen 0 (no
+// user database) names nothing, so its text is the same for any.
+func (w *procLine) findContext(key *events.Context, parent bool, gen uint64) *ctxText {
+	for i := range w.ctxs {
+		if c := &w.ctxs[i]; c.set && c.parent == parent && c.gen == gen && c.key == *key {
+			return c
+		}
+	}
+	return nil
+}
+
+// ids writes what context writes before the vpid.
+func (w *procLine) ids(x *events.Context, parent bool) {
 	w.id(`,"user":`, x.EUID, &w.user, w.names.User)
 	w.id(`,"real_user":`, x.UID, &w.user, w.names.User)
 	w.id(`,"saved_user":`, x.SUID, &w.user, w.names.User)
@@ -344,9 +425,6 @@ func (w *procLine) context(x *events.Context, parent bool) {
 		w.b = append(w.b, '}', '}')
 	}
 	w.bool(`,"interactive":`, x.Interactive())
-	if x.NSPid > 0 {
-		w.int(`,"vpid":`, int64(x.NSPid))
-	}
 }
 
 // lastName is the last id a line named, and its name: the ids of one line

@@ -3,6 +3,8 @@ package logfeed
 import (
 	"bytes"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -23,15 +25,18 @@ func encoders(t testing.TB) func(action string, ev *events.Event) (got, want []b
 	h.clock.offset.Store(1_700_000_000_000_000_000)
 	h.clock.sampled.Store(1 << 62) // never resampled
 	x := newECS(h)
+	// One procLine for every line, as a capture keeps it: what it kept of
+	// earlier lines must not show in later ones.
+	var w procLine
 	return func(action string, ev *events.Event) (got, want []byte) {
 		if ev.Time == 0 { // an unstamped event is "now": not the same twice
 			ev.Time = 42
 		}
-		var w procLine
+		w.b = w.b[:0]
 		x.procEvent(&w, action, ev)
 		ref := &capture{action: action, direct: true}
 		x.refEvent(ref, ev)
-		return w.b, ref.dst
+		return append([]byte(nil), w.b...), ref.dst
 	}
 }
 
@@ -199,5 +204,81 @@ func TestProcLineCaches(t *testing.T) {
 		if got, want := w.appendTime(nil, tm), appendTime(nil, tm); !bytes.Equal(got, want) {
 			t.Errorf("appendTime(%v) = %s, want %s", tm, got, want)
 		}
+	}
+}
+
+// TestProcLineKeeps: lines written by one procLine, which keeps the text of
+// recent instances and contexts, are the lines a fresh procLine writes,
+// whatever changes from line to line: the pid, the token, one id of the
+// context, the namespace pid, the boot clock's offset, the user database.
+func TestProcLineKeeps(t *testing.T) {
+	dir := t.TempDir()
+	passwd := filepath.Join(dir, "passwd")
+	if err := os.WriteFile(passwd, []byte("carol:x:1000:1000::/:/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h := newHost(Config{Hostname: "vm", Boot: sampleExec().Token.Boot,
+		Names: userdb.New("../userdb/testdata/passwd", "../userdb/testdata/group")})
+	h.clock.offset.Store(1_700_000_000_000_000_000)
+	h.clock.sampled.Store(1 << 62)
+	x := newECS(h)
+	base := richExec()
+	other := base
+	other.Pid, other.Token.Ino = other.Pid+1, other.Token.Ino+1
+	other.Ctx.NSPid++
+	setuid := base
+	setuid.Ctx.EUID = 0
+	fork := base
+	fork.Kind, fork.Argv, fork.Exe, fork.Exec = events.Fork, nil, "", events.ExecInfo{}
+	pidReused := base
+	pidReused.Token.Ino += 100
+	noTTY := other
+	noTTY.Ctx.TTY = false
+	steps := []struct {
+		name   string
+		action string
+		ev     events.Event
+		before func()
+	}{
+		{"exec", ActionProcessExec, base, nil},
+		{"the same again", ActionProcessExec, base, nil},
+		{"another child, another vpid", ActionProcessExec, other, nil},
+		{"euid changed", ActionProcessExec, setuid, nil},
+		{"fork", ActionProcessStarted, fork, nil},
+		{"the pid reused", ActionProcessExec, pidReused, nil},
+		{"no terminal", ActionProcessExec, noTTY, nil},
+		{"the wall clock stepped", ActionProcessExec, base, func() { h.clock.offset.Add(3_600_000_000_000) }},
+		{"another user database", ActionProcessExec, base, func() { h.names = userdb.New(passwd, filepath.Join(dir, "group")) }},
+		{"no user database", ActionProcessExec, base, func() { h.names = nil }},
+		{"back to the first", ActionProcessExec, base, nil},
+	}
+	var kept procLine
+	lines := map[string]string{}
+	for _, st := range steps {
+		if st.before != nil {
+			st.before()
+		}
+		ev := st.ev
+		kept.b = kept.b[:0]
+		x.procEvent(&kept, st.action, &ev)
+		var fresh procLine
+		x.procEvent(&fresh, st.action, &ev)
+		if !bytes.Equal(kept.b, fresh.b) {
+			t.Errorf("%s: kept text shows:\n got %s\nwant %s", st.name, kept.b, fresh.b)
+		}
+		lines[st.name] = string(kept.b)
+	}
+	// The changes the steps make show in the lines: the kept text was
+	// replaced, not merely equal by chance.
+	for _, c := range []struct{ a, b, sub string }{
+		{"the wall clock stepped", "another user database", `"name":"carol"`},
+		{"another user database", "no user database", `"name":"carol"`},
+	} {
+		if strings.Contains(lines[c.a], c.sub) == strings.Contains(lines[c.b], c.sub) {
+			t.Errorf("%q and %q agree on %s", c.a, c.b, c.sub)
+		}
+	}
+	if lines["the same again"] == lines["the wall clock stepped"] {
+		t.Error("the line after the clock stepped is the line before it")
 	}
 }

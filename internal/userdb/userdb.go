@@ -39,7 +39,11 @@ type DB struct {
 	checked time.Time
 	users   table
 	groups  table
+	gen     uint64 // of the maps as read (from gens)
 }
+
+// gens numbers the maps read, by any DB: a Gen is never reused.
+var gens atomic.Uint64
 
 // snapshot is a Names and the time of the look that read it.
 type snapshot struct {
@@ -81,9 +85,10 @@ func (d *DB) lookup(t *table, id uint32) (string, bool) {
 func (d *DB) check(now time.Time) {
 	if d.checked.IsZero() || now.Sub(d.checked) >= CheckEvery || now.Before(d.checked) {
 		d.checked = now
-		d.users.refresh()
-		d.groups.refresh()
-		d.fresh.Store(&snapshot{Names{users: d.users.names, groups: d.groups.names}, now.UnixNano()})
+		if cu, cg := d.users.refresh(), d.groups.refresh(); cu || cg || d.gen == 0 {
+			d.gen = gens.Add(1)
+		}
+		d.fresh.Store(&snapshot{d.names(), now.UnixNano()})
 	}
 }
 
@@ -92,7 +97,13 @@ func (d *DB) check(now time.Time) {
 // lock or a clock read. The zero Names names nothing.
 type Names struct {
 	users, groups map[uint32]string
+	gen           uint64
 }
+
+// Gen tells Names apart: two Names with the same Gen are of one DB, whose
+// files were not reread with a change in between, and name every id alike.
+// The zero Names has Gen 0, a DB's Names never do.
+func (n Names) Gen() uint64 { return n.gen }
 
 // At returns the names as of now, rereading a file that changed when the
 // last look is CheckEvery old, as User and Group do. A nil DB names
@@ -109,8 +120,13 @@ func (d *DB) At(now time.Time) Names {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.check(now)
-	// A refresh replaces the maps, never changes them: these stay as read.
-	return Names{users: d.users.names, groups: d.groups.names}
+	return d.names()
+}
+
+// names returns the maps as read. d.mu is held. A refresh replaces the
+// maps, never changes them: these stay as read.
+func (d *DB) names() Names {
+	return Names{users: d.users.names, groups: d.groups.names, gen: d.gen}
 }
 
 // User returns the name of uid, and false when there is none.
@@ -125,29 +141,32 @@ func (n Names) Group(gid uint32) (string, bool) {
 	return s, ok
 }
 
-// refresh rereads the file when its size or modification time changed. A
-// file that cannot be read names nothing.
-func (t *table) refresh() {
+// refresh rereads the file when its size or modification time changed,
+// and reports whether it replaced the map. A file that cannot be read
+// names nothing.
+func (t *table) refresh() (changed bool) {
 	st, err := os.Stat(t.path)
 	if err != nil {
+		changed = t.names != nil
 		t.names, t.size, t.mtime = nil, 0, time.Time{}
-		return
+		return changed
 	}
 	if t.names != nil && st.Size() == t.size && st.ModTime().Equal(t.mtime) {
-		return
+		return false
 	}
 	f, err := os.Open(t.path)
 	if err != nil {
 		t.names = nil
-		return
+		return true
 	}
 	defer f.Close()
 	b, err := io.ReadAll(io.LimitReader(f, MaxBytes))
 	if err != nil {
 		t.names = nil
-		return
+		return true
 	}
 	t.names, t.size, t.mtime = Parse(b), st.Size(), st.ModTime()
+	return true
 }
 
 // Parse reads passwd or group lines (name:password:id:...) into a map from

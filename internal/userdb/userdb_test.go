@@ -187,3 +187,52 @@ func BenchmarkAt(b *testing.B) {
 		d.At(now).User(1000)
 	}
 }
+
+// TestNamesGen: Names of one DB share a Gen while the files stay as read,
+// and get a new one when a reread changed a map; a DB whose files are
+// missing still has a Gen, the zero Names none.
+func TestNamesGen(t *testing.T) {
+	dir := t.TempDir()
+	p, g := filepath.Join(dir, "passwd"), filepath.Join(dir, "group")
+	if err := os.WriteFile(p, []byte("a:x:1:1::/:/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := New(p, g)
+	start := time.Unix(1000, 0)
+	first := d.At(start).Gen()
+	if first == 0 {
+		t.Fatal("a DB's Names have Gen 0")
+	}
+	if got := d.At(start.Add(CheckEvery)).Gen(); got != first {
+		t.Errorf("Gen after an unchanged reread = %d, want %d", got, first)
+	}
+	if err := os.WriteFile(g, []byte("wheel:x:10:a\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	second := d.At(start.Add(2 * CheckEvery)).Gen()
+	if second == first {
+		t.Errorf("Gen after the group file appeared = %d, unchanged", second)
+	}
+	if err := os.Remove(p); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.At(start.Add(3 * CheckEvery)).Gen(); got == second {
+		t.Errorf("Gen after the passwd file went = %d, unchanged", got)
+	}
+	if got := New(filepath.Join(dir, "no"), filepath.Join(dir, "none")).At(start).Gen(); got == 0 {
+		t.Error("a DB without files has Names of Gen 0")
+	}
+	if got := (Names{}).Gen(); got != 0 {
+		t.Errorf("zero Names Gen = %d, want 0", got)
+	}
+}
+
+// TestNamesGenPerDB: two DBs over the same files never share a Gen.
+func TestNamesGenPerDB(t *testing.T) {
+	at := time.Unix(1000, 0)
+	a := New("testdata/passwd", "testdata/group").At(at).Gen()
+	b := New("testdata/passwd", "testdata/group").At(at).Gen()
+	if a == b {
+		t.Errorf("two DBs share Gen %d", a)
+	}
+}
