@@ -7,7 +7,7 @@
 // a pooled buffer and appended to a bounded batch of lines (at most
 // BufferLines lines and 16 MiB); one drain goroutine, owned by the Logger,
 // is woken when the batch stops being empty, lets it fill for 100 ms (less
-// when it passes 512 KiB, or on Flush, Close or Reopen), swaps it for its
+// when it passes 2 MiB, or on Flush, Close or Reopen), swaps it for its
 // spare and hands it whole to the sink (stdout or a size-rotated file:
 // one write per batch; syslog in RFC 5424 form over a unix socket, UDP or
 // TCP: a message per line). Under a storm of process events that is one

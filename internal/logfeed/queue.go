@@ -17,9 +17,18 @@ import (
 // event path runs anyway) rather than by a timer of its own: a process
 // that wakes from idle more often makes the runtime's sysmon thread tick
 // at its fastest more often, which costs more than the write.
+//
+// A batch is large (2 MiB) because of that sysmon thread: a goroutine that
+// enters a system call while sysmon sleeps (the process was idle when it
+// last looked) wakes it and resets it to its 20 us tick, about twenty
+// thread switches before it slows down again. Under a storm the process
+// idles between the event reader's polls, so nearly every write does that:
+// with 512 KiB batches and 4 KiB argument vectors, 200 wake-ups and 6,400
+// thread switches per 20,000 execs; with 2 MiB, 30 and 3,400. The buffers
+// a storm grew are given back once the queue has been empty a second.
 const (
 	batchLinger = 100 * time.Millisecond
-	batchBytes  = 512 << 10
+	batchBytes  = 2 << 20
 	// maxBufferBytes bounds the bytes of the lines waiting (as BufferLines
 	// bounds their number): a storm of long command lines must not hold
 	// thousands of them. 16 MiB is a third of a second of a storm of 4 KiB
@@ -27,7 +36,12 @@ const (
 	maxBufferBytes = 16 << 20
 	// keepBufferBytes bounds the buffer a batch keeps for the next one:
 	// what a stalled sink made grow is given back once written.
-	keepBufferBytes = 4 * batchBytes
+	keepBufferBytes = 2 * batchBytes
+	// idleBufferBytes bounds the buffers kept once the queue has been empty
+	// for idleTrim: a quiet feed holds a few KiB, not the megabytes a storm
+	// needed.
+	idleBufferBytes = 64 << 10
+	idleTrim        = time.Second
 )
 
 // lineMeta describes one buffered line: where it ends in the batch's
@@ -46,11 +60,15 @@ type batch struct {
 	lines []lineMeta
 }
 
-func (b *batch) reset() {
-	if cap(b.buf) > keepBufferBytes {
+func (b *batch) reset() { b.trim(keepBufferBytes) }
+
+// trim empties b, and gives back a buffer past limit bytes (and a line
+// index past the lines of limit bytes of 256-byte lines).
+func (b *batch) trim(limit int) {
+	if cap(b.buf) > limit {
 		b.buf = nil
 	}
-	if cap(b.lines) > keepBufferBytes/256 {
+	if cap(b.lines) > limit/256 {
 		b.lines = nil
 	}
 	b.buf, b.lines = b.buf[:0], b.lines[:0]
@@ -71,7 +89,8 @@ func (b *batch) start(i int) int {
 type queue struct {
 	mu        sync.Mutex
 	cur       batch
-	n         int // live lines in cur (not evicted)
+	spare     batch // the batch being written (by drain without mu), then the next one
+	n         int   // live lines in cur (not evicted)
 	nProcess  int // process events among the n
 	bytes     int // bytes of the n
 	maxLines  int
@@ -175,7 +194,7 @@ func (q *queue) drop(cls class, n uint64) {
 // await blocks until there are lines to write and reports true, or
 // reports false when the queue is closing and empty, or abandoned. While
 // the buffer is empty every line so far is done, for Flush callers.
-func (q *queue) await() bool {
+func (q *queue) await(t *time.Timer) bool {
 	for {
 		q.mu.Lock()
 		switch {
@@ -193,9 +212,29 @@ func (q *queue) await() bool {
 		q.done = q.seq
 		q.flushed.Broadcast()
 		q.mu.Unlock()
-		<-q.wake
+		q.idle(t)
 		q.maybeReopen()
 	}
+}
+
+// idle waits for a line (or Flush, Close, Reopen). After idleTrim without
+// one, it gives back the buffers a storm grew, then waits on: one timer per
+// quiet stretch, none while lines keep coming. Giving them back at once
+// would make every storm's next batch grow them again (the queue runs
+// empty between the event reader's polls).
+func (q *queue) idle(t *time.Timer) {
+	t.Reset(idleTrim)
+	select {
+	case <-q.wake:
+		t.Stop()
+		return
+	case <-t.C:
+	}
+	q.mu.Lock()
+	q.cur.trim(idleBufferBytes)
+	q.spare.trim(idleBufferBytes)
+	q.mu.Unlock()
+	<-q.wake
 }
 
 // linger waits batchLinger for more lines to join the batch, or less when
@@ -222,9 +261,9 @@ func (q *queue) linger(t *time.Timer) {
 // take swaps the buffered batch for spare (emptied) and returns the seq
 // of its last line; ok is false when the queue was abandoned.
 func (q *queue) take(spare *batch) (seq uint64, ok bool) {
-	spare.reset()
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	spare.reset()
 	if q.abandoned {
 		return 0, false
 	}
@@ -323,17 +362,16 @@ func (q *queue) maybeReopen() {
 // drain is the body of the drain goroutine: it ends when the queue is
 // closed and empty, or abandoned.
 func (q *queue) drain() {
-	var b batch
 	t := time.NewTimer(time.Hour)
 	t.Stop()
-	for q.await() {
+	for q.await(t) {
 		q.linger(t)
-		seq, ok := q.take(&b)
+		seq, ok := q.take(&q.spare)
 		if !ok {
 			break
 		}
 		q.maybeReopen()
-		q.writeBatch(&b)
+		q.writeBatch(&q.spare)
 		q.account(q.sink.flush())
 		q.mu.Lock()
 		q.done = max(q.done, seq)
