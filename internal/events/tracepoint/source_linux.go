@@ -510,6 +510,12 @@ func (s *Source) tryRead(uintptr) bool {
 type readyWaiter struct {
 	f  *os.File
 	rc syscall.RawConn
+	// The read deadline last set, the zero time (none) at first. Setting
+	// it again, even to the same time, moves the runtime's timer, and
+	// that wakes a thread blocked in the netpoller to look at it again:
+	// under a storm the reader waits many times within one straggle poll,
+	// all with the same deadline, and set it each time.
+	deadline time.Time
 }
 
 // newReadyWaiter duplicates fd into a non-blocking file the netpoller
@@ -546,8 +552,11 @@ func newReadyWaiter(fd int) (*readyWaiter, error) {
 // never lost. wait returns *res, os.ErrDeadlineExceeded, or an error of
 // the closed file.
 func (w *readyWaiter) wait(deadline time.Time, try func(uintptr) bool, res *error) error {
-	if err := w.f.SetReadDeadline(deadline); err != nil {
-		return err
+	if !deadline.Equal(w.deadline) {
+		if err := w.f.SetReadDeadline(deadline); err != nil {
+			return err
+		}
+		w.deadline = deadline
 	}
 	if err := w.rc.Read(try); err != nil {
 		return err
