@@ -91,8 +91,8 @@ type queue struct {
 	cur       batch
 	spare     batch // the batch being written (by drain without mu), then the next one
 	n         int   // live lines in cur (not evicted)
-	nProcess  int // process events among the n
-	bytes     int // bytes of the n
+	nProcess  int   // process events among the n
+	bytes     int   // bytes of the n
 	maxLines  int
 	closing   bool // no more lines; drain ends when empty
 	abandoned bool
