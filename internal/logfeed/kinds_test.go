@@ -1,8 +1,10 @@
 package logfeed
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"slices"
 	"strings"
 	"testing"
@@ -195,4 +197,38 @@ func FuzzParseKinds(f *testing.F) {
 			t.Fatalf("UnmarshalJSON(%q) = %v, want %v as ParseKinds", b, j, k)
 		}
 	})
+}
+
+// BenchmarkEventKinds measures what the feed costs the event path per
+// exec of a storm (a fork, an exec with 4 KiB of arguments, an exit) with
+// every kind logged, exec lines only, and none: a kind not chosen should
+// cost next to nothing.
+func BenchmarkEventKinds(b *testing.B) {
+	exec := sampleArgs4K()
+	fork := events.Event{Kind: events.Fork, Mechanism: events.EBPF, Pid: exec.Pid, PPid: exec.PPid, Token: exec.Token, ParentToken: exec.ParentToken, Ctx: exec.Ctx}
+	exit := events.Event{Kind: events.Exit, Mechanism: events.EBPF, Pid: exec.Pid, PPid: exec.PPid, Token: exec.Token, ParentToken: exec.ParentToken}
+	for _, k := range []Kinds{AllKinds, Execs, 0} {
+		b.Run(k.String(), func(b *testing.B) {
+			l, err := New(Config{Writer: io.Discard, ProcessEvents: k, Hostname: "vm"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer l.Close(context.Background())
+			for range DefaultBufferLines { // give the ring its buffers
+				l.Event(&fork)
+				l.Event(&exec)
+				l.Event(&exit)
+			}
+			l.Flush(context.Background())
+			b.ReportAllocs()
+			for b.Loop() {
+				l.Event(&fork)
+				l.Event(&exec)
+				l.Event(&exit)
+			}
+			b.StopTimer()
+			l.Flush(context.Background())
+			b.ReportMetric(float64(l.Stats().Dropped)/float64(b.N), "dropped/op")
+		})
+	}
 }
