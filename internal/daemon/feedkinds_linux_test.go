@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -86,55 +87,17 @@ func TestIntegrationFeedKinds(t *testing.T) {
 		{logfeed.Forks | logfeed.Exits, []string{logfeed.ActionProcessStarted, logfeed.ActionProcessEnded}},
 	} {
 		t.Run(tt.kinds.String(), func(t *testing.T) {
-			base := t.TempDir()
-			if err := os.Chmod(base, 0o755); err != nil {
-				t.Fatal(err)
-			}
-			logPath := filepath.Join(base, "log.json")
-			cfg := DefaultConfig()
-			cfg.StateDir = filepath.Join(base, "state")
-			cfg.Socket = filepath.Join(base, "run", "api.sock")
-			cfg.Mechanism = "ebpf"
-			cfg.Cgroup = "off"
-			cfg.LogOutput = "file:" + logPath
-			cfg.LogProcessEvents = tt.kinds
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			served := make(chan Info, 1)
-			done := make(chan error, 1)
-			go func() { done <- Run(ctx, cfg, func(i Info) { served <- i }) }()
-			select {
-			case i := <-served:
-				if i.Mechanism != "ebpf" {
-					t.Fatalf("the daemon runs %s, want ebpf", i.Mechanism)
-				}
-			case err := <-done:
-				if errors.Is(err, ErrMechanism) {
-					testenv.Skip(t, "no eBPF: %v", err)
-				}
-				t.Fatalf("Run = %v before serving", err)
-			}
+			logPath, stop := runFeedDaemon(t, "ebpf", tt.kinds)
 
 			marker := fmt.Sprintf("feedkinds-%d-%d", os.Getpid(), time.Now().UnixNano())
-			child := exec.Command("/bin/true", marker)
-			if err := child.Run(); err != nil {
-				t.Fatal(err)
-			}
-			pid := child.Process.Pid
+			pid := runChild(t, "/bin/true", marker)
 			// The barrier: a process that execs (every kind chosen here
 			// shows a fork or an exec of it) after the child exited.
-			barrier := exec.Command("/bin/true", marker+"-barrier")
-			if err := barrier.Run(); err != nil {
-				t.Fatal(err)
-			}
-			bpid := barrier.Process.Pid
+			bpid := runChild(t, "/bin/true", marker+"-barrier")
 			testenv.Eventually(t, 20*time.Second, func() bool {
 				return len(processLines(t, logPath, bpid)) > 0
 			}, "never a line of the barrier (pid %d) in %s:\n%s", bpid, logPath, readLog(logPath))
-			cancel()
-			if err := <-done; err != nil {
-				t.Fatalf("Run = %v after cancel", err)
-			}
+			stop()
 
 			lines := processLines(t, logPath, pid)
 			var got []string
@@ -153,14 +116,122 @@ func TestIntegrationFeedKinds(t *testing.T) {
 	}
 }
 
-type procLine struct {
-	action string
-	args   []string
+// TestIntegrationExitOnlyReadsNoContext: with netlink, the daemon reads a
+// process's exec context from /proc only while its feed shows exec or
+// fork lines. A shell, started under the daemon, runs a child: the
+// child's exit line describes the shell as its parent with the shell's
+// arguments (read from /proc at its exec) when forks are logged too, and
+// without them when only exits are (nothing was read).
+func TestIntegrationExitOnlyReadsNoContext(t *testing.T) {
+	testenv.RequireRoot(t)
+	for _, tt := range []struct {
+		kinds      logfeed.Kinds
+		parentArgs bool
+	}{
+		{logfeed.Exits, false},
+		{logfeed.Forks | logfeed.Exits, true},
+	} {
+		t.Run(tt.kinds.String(), func(t *testing.T) {
+			logPath, stop := runFeedDaemon(t, "netlink", tt.kinds)
+			marker := fmt.Sprintf("feedkinds-%d-%d", os.Getpid(), time.Now().UnixNano())
+			argv := []string{"/bin/sh", "-c", `/bin/true "$0"; exit 0`, marker}
+			shPid := runChild(t, argv...)
+			// The shell's exit line comes after its child's.
+			testenv.Eventually(t, 20*time.Second, func() bool {
+				return slices.ContainsFunc(processLines(t, logPath, shPid), func(l procLine) bool { return l.action == logfeed.ActionProcessEnded })
+			}, "never the shell's exit line (pid %d) in %s:\n%s", shPid, logPath, readLog(logPath))
+			stop()
+			var exit *procLine
+			for _, l := range processLines(t, logPath, -shPid) {
+				if l.action == logfeed.ActionProcessEnded {
+					exit = &l
+				}
+			}
+			if exit == nil {
+				t.Fatalf("no exit line of the shell's child in %s:\n%s", logPath, readLog(logPath))
+			}
+			if got := exit.parentArgs != nil; got != tt.parentArgs {
+				t.Errorf("the child's exit line: process.parent.args %q, want them shown %v", exit.parentArgs, tt.parentArgs)
+			}
+			if tt.parentArgs && !slices.Equal(exit.parentArgs, argv) {
+				t.Errorf("the child's exit line: process.parent.args %q, want %q", exit.parentArgs, argv)
+			}
+		})
+	}
 }
 
-// processLines returns the process lines (fork, exec, exit) of pid in the
-// ECS feed at path, in order. A last line without its newline (being
-// written) is left out.
+// runChild runs argv to its end and returns its pid. The daemon running
+// in this process reaps every zombie child it has (waitChildren), so the
+// child's own Wait may find it gone (ECHILD): it did end.
+func runChild(t *testing.T, argv ...string) int {
+	t.Helper()
+	c := exec.Command(argv[0], argv[1:]...)
+	if err := c.Run(); err != nil && !errors.Is(err, syscall.ECHILD) {
+		t.Fatalf("%q: %v", argv, err)
+	}
+	return c.Process.Pid
+}
+
+// runFeedDaemon runs the daemon (Run) with mechanism mech and its ECS
+// feed, of process events of kinds, to a file, until the test ends or
+// stop is called. It returns the feed's path. It skips (testenv.Skip)
+// when the mechanism cannot run.
+func runFeedDaemon(t *testing.T, mech string, kinds logfeed.Kinds) (logPath string, stop func()) {
+	t.Helper()
+	base := t.TempDir()
+	if err := os.Chmod(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	logPath = filepath.Join(base, "log.json")
+	cfg := DefaultConfig()
+	cfg.StateDir = filepath.Join(base, "state")
+	cfg.Socket = filepath.Join(base, "run", "api.sock")
+	cfg.Mechanism = mech
+	cfg.Cgroup = "off"
+	cfg.LogOutput = "file:" + logPath
+	cfg.LogProcessEvents = kinds
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan Info, 1)
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, cfg, func(i Info) { served <- i }) }()
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run = %v after cancel", err)
+		}
+	}
+	select {
+	case i := <-served:
+		t.Cleanup(stop)
+		if i.Mechanism != mech {
+			stop()
+			t.Fatalf("the daemon runs %s, want %s", i.Mechanism, mech)
+		}
+	case err := <-done:
+		cancel()
+		if errors.Is(err, ErrMechanism) {
+			testenv.Skip(t, "no %s: %v", mech, err)
+		}
+		t.Fatalf("Run = %v before serving", err)
+	}
+	return logPath, stop
+}
+
+type procLine struct {
+	action     string
+	args       []string
+	parentPid  int
+	parentArgs []string
+}
+
+// processLines returns the process lines (fork, exec, exit) of pid (of
+// any child of -pid when pid is negative) in the ECS feed at path, in
+// order. A last line without its newline (being written) is left out.
 func processLines(t *testing.T, path string, pid int) []procLine {
 	t.Helper()
 	var out []procLine
@@ -174,8 +245,12 @@ func processLines(t *testing.T, path string, pid int) []procLine {
 				Action string `json:"action"`
 			} `json:"event"`
 			Process struct {
-				Pid  int      `json:"pid"`
-				Args []string `json:"args"`
+				Pid    int      `json:"pid"`
+				Args   []string `json:"args"`
+				Parent struct {
+					Pid  int      `json:"pid"`
+					Args []string `json:"args"`
+				} `json:"parent"`
 			} `json:"process"`
 		}
 		if err := json.Unmarshal([]byte(l), &m); err != nil {
@@ -183,8 +258,8 @@ func processLines(t *testing.T, path string, pid int) []procLine {
 		}
 		switch m.Event.Action {
 		case logfeed.ActionProcessStarted, logfeed.ActionProcessExec, logfeed.ActionProcessEnded:
-			if m.Process.Pid == pid {
-				out = append(out, procLine{m.Event.Action, m.Process.Args})
+			if m.Process.Pid == pid || pid < 0 && m.Process.Parent.Pid == -pid {
+				out = append(out, procLine{m.Event.Action, m.Process.Args, m.Process.Parent.Pid, m.Process.Parent.Args})
 			}
 		}
 	}
