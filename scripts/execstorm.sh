@@ -14,6 +14,9 @@
 #   events    `supervisor events --json --mechanism ebpf` writing to a file
 #   daemon    `supervisor run --mechanism ebpf --log-process-events` with its
 #             ECS log feed written to a file
+#   daemon-exec  the same daemon with `--log-process-events=exec`: its feed
+#             writes exec lines only (the volume of an auditd execve rule),
+#             and forks and exits cost it no encoding or write
 #   auditd    auditd (installed with apt-get if missing, run with its own
 #             config in a temporary directory) with the rule
 #             `auditctl -a always,exit -F arch=b64 -S execve`
@@ -45,7 +48,7 @@
 # of each figure over the rounds (other work shares the cores: one round's
 # rates are noisy).
 #
-# Usage: scripts/execstorm.sh [--execs N] [--rounds R] [--observers "events daemon auditd bpftrace"]
+# Usage: scripts/execstorm.sh [--execs N] [--rounds R] [--observers "events daemon daemon-exec auditd bpftrace"]
 #          [--supervisor PATH] [--keep DIR]
 #
 # Needs root, gcc, go (unless --supervisor), jq and bpftool (installed with
@@ -243,7 +246,7 @@ check() {
 	END { r = 0; e = 0; for (i in seen) r++; for (i in exact) e++; print r, e }' "$3"
 }
 
-# args_events FILE, args_daemon FILE, args_auditd FILE, args_bpftrace FILE:
+# args_events FILE, args_daemon FILE (and args_daemon-exec), args_auditd FILE, args_bpftrace FILE:
 # each exec the observer reported, as one line of \037-separated arguments.
 args_events() {
 	jq -R -r 'fromjson? | select(.kind == "exec") | (.argv // []) | join("\u001f")' "$1"
@@ -252,6 +255,7 @@ args_events() {
 args_daemon() {
 	jq -R -r 'fromjson? | select(.event.action == "process_exec") | (.process.args // []) | join("\u001f")' "$1"*
 }
+args_daemon-exec() { args_daemon "$@"; }
 args_bpftrace() {
 	tr ' ' '\037' <"$1"
 }
@@ -328,20 +332,26 @@ stop_events() {
 	wait "$opids" || die "supervisor events exited with $?: $(cat "$dir/$round.events.err")"
 	lost_total=$(sed -n 's/.* events, \([0-9]*\) lost.*/\1/p' "$dir/$round.events.err")
 }
-start_daemon() {
-	out=$dir/$round.feed.json
-	mkdir -p "$dir/state.$round"
-	rm -f "$dir/$round.daemon.err" "$out"* # a kept directory's old files would pass await_ready or add lines
-	"$supervisor" run --state-dir "$dir/state.$round" --socket "$dir/state.$round/api.sock" --cgroup off \
-		--mechanism ebpf --log-output "file:$out" --log-process-events >"$dir/$round.daemon.out" 2>"$dir/$round.daemon.err" &
+# run_daemon SUFFIX FLAG: start the daemon with FLAG (the process events
+# its feed logs); its files are named with SUFFIX (oerr: its stderr).
+run_daemon() {
+	out=$dir/$round.feed$1.json
+	oerr=$dir/$round.daemon$1.err
+	mkdir -p "$dir/state.$round$1"
+	rm -f "$oerr" "$out"* # a kept directory's old files would pass await_ready or add lines
+	"$supervisor" run --state-dir "$dir/state.$round$1" --socket "$dir/state.$round$1/api.sock" --cgroup off \
+		--mechanism ebpf --log-output "file:$out" "$2" >"$dir/$round.daemon$1.out" 2>"$oerr" &
 	opids=$!
 	running+=("$opids")
-	await_ready "serving on" "$dir/$round.daemon.err" "supervisor run"
+	await_ready "serving on" "$oerr" "supervisor run"
 	oprog='^handle_exec$'
 }
+start_daemon() { run_daemon "" --log-process-events; }
+start_daemon-exec() { run_daemon -exec --log-process-events=exec; }
+stop_daemon-exec() { stop_daemon; }
 stop_daemon() {
 	kill -TERM "$opids"
-	wait "$opids" || die "supervisor run exited with $?: $(cat "$dir/$round.daemon.err")"
+	wait "$opids" || die "supervisor run exited with $?: $(cat "$oerr")"
 	# Events the source lost, and process event lines the feed dropped
 	# (the rotated files too).
 	lost_total=$(jq -R -r 'fromjson? | (.supervisor.lost_events // 0) + (.supervisor.dropped.process_events // 0)' "$out"* 2>/dev/null |
@@ -477,7 +487,7 @@ function median(list,   m, a, i, j, t) {
 }
 function us(x) { return (x == "-") ? "-" : sprintf("%.2fus", x) }
 BEGIN {
-	hdr = sprintf("%-5s %-9s %-5s %8s %8s %7s %15s %9s %9s %7s %9s %9s %9s", "round", "observer", "storm", "base/s", "execs/s", "rate", "storm cpu/exec", "reported", "exact", "lost", "cpu/exec", "probe", "probes")
+	hdr = sprintf("%-5s %-11s %-5s %8s %8s %7s %15s %9s %9s %7s %9s %9s %9s", "round", "observer", "storm", "base/s", "execs/s", "rate", "storm cpu/exec", "reported", "exact", "lost", "cpu/exec", "probe", "probes")
 	print hdr
 }
 {
@@ -489,7 +499,7 @@ BEGIN {
 	probes = (b1[3] > b0[3]) ? (b1[3] - b0[3]) / n / 1000 : "-"
 	rel = 100 * v["rate"] / v["base"]; rep = 100 * v["reported"] / n; ex = 100 * v["exact"] / n
 	cpu = 1e6 * v["cpu"] / hz / n
-	printf "%-5s %-9s %-5s %8.0f %8.0f %6.1f%% %6.1f->%6.1fus %8.2f%% %8.2f%% %7s %7.2fus %9s %9s\n", v["round"], v["observer"], v["storm"], v["base"], v["rate"], rel, v["basecpu"], v["scpu"], rep, ex, v["lost"], cpu, us(probe), us(probes)
+	printf "%-5s %-11s %-5s %8.0f %8.0f %6.1f%% %6.1f->%6.1fus %8.2f%% %8.2f%% %7s %7.2fus %9s %9s\n", v["round"], v["observer"], v["storm"], v["base"], v["rate"], rel, v["basecpu"], v["scpu"], rep, ex, v["lost"], cpu, us(probe), us(probes)
 	k = v["observer"] " " v["storm"]
 	if (!(k in seen)) { seen[k] = 1; order[++nk] = k }
 	B[k] = B[k] " " v["base"]; S[k] = S[k] " " v["rate"]; Q[k] = Q[k] " " rel; R[k] = R[k] " " rep; E[k] = E[k] " " ex
@@ -504,7 +514,7 @@ END {
 	print substr(hdr, 7)
 	for (i = 1; i <= nk; i++) {
 		k = order[i]; split(k, c, " ")
-		printf "%-9s %-5s %8.0f %8.0f %6.1f%% %6.1f->%6.1fus %8.2f%% %8.2f%% %7s %7.2fus %9s %9s\n", c[1], c[2], median(B[k]), median(S[k]), median(Q[k]), median(BC[k]), median(SC[k]), median(R[k]), median(E[k]), median(L[k]), median(C[k]), us(median(P[k])), us(median(PP[k]))
+		printf "%-11s %-5s %8.0f %8.0f %6.1f%% %6.1f->%6.1fus %8.2f%% %8.2f%% %7s %7.2fus %9s %9s\n", c[1], c[2], median(B[k]), median(S[k]), median(Q[k]), median(BC[k]), median(SC[k]), median(R[k]), median(E[k]), median(L[k]), median(C[k]), us(median(P[k])), us(median(PP[k]))
 	}
 }' "$results"
 note "probe: the exec program's run time per run (bpf_stats); probes: all the observer's programs' run time per storm exec"

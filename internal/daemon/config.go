@@ -45,10 +45,13 @@ type Config struct {
 	// Mechanism is auto, ebpf, netlink, proc or ps.
 	Mechanism string `json:"mechanism"`
 	// LogOutput and LogSchema go to internal/logfeed (Config.Output,
-	// Config.Schema); LogProcessEvents logs every fork, exec and exit.
-	LogOutput        string `json:"log_output"`
-	LogSchema        string `json:"log_schema"`
-	LogProcessEvents bool   `json:"log_process_events"`
+	// Config.Schema); LogProcessEvents are the kinds of process events
+	// logged a line each (Config.ProcessEvents): true or false in the
+	// file as before (every fork, exec and exit, or none), or a string
+	// listing kinds ("exec,exit"); the flag takes the same text.
+	LogOutput        string        `json:"log_output"`
+	LogSchema        string        `json:"log_schema"`
+	LogProcessEvents logfeed.Kinds `json:"log_process_events"`
 	// ArgvMax bounds the argument bytes an eBPF exec event carries
 	// (tracepoint.WithArgvMax; past it the event says it was cut).
 	ArgvMax int `json:"argv_max"`
@@ -282,6 +285,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("cgroup %q: want auto, off or an absolute path: %w", c.Cgroup, ErrConfig)
 	case !slices.Contains(tracker.Mechanisms, c.Mechanism):
 		return fmt.Errorf("mechanism %q: want one of %v: %w", c.Mechanism, tracker.Mechanisms, ErrConfig)
+	case c.LogProcessEvents&^logfeed.AllKinds != 0:
+		return fmt.Errorf("log_process_events %v: want kinds from fork, exec, exit: %w", c.LogProcessEvents, ErrConfig)
 	case c.LogSchema != logfeed.SchemaECS && c.LogSchema != logfeed.SchemaOCSF:
 		return fmt.Errorf("log_schema %q: want %s or %s: %w", c.LogSchema, logfeed.SchemaECS, logfeed.SchemaOCSF, ErrConfig)
 	case c.QuotaClaims < 0 || c.QuotaBytes < 0 || c.QuotaFailed < 0:

@@ -265,9 +265,10 @@ func (d *Daemon) run(ctx context.Context, ready func(Info)) error {
 		// needs no line of its own.
 		OnEvent: d.onEventStream,
 		// netlink and polling read the exec context from /proc only
-		// while something shows it: process lines in the log feed, or a
-		// subscriber to the event stream.
-		ExecContext: func() bool { return d.cfg.LogProcessEvents || d.log.hub.active() != nil },
+		// while something shows it: exec lines in the log feed, fork
+		// lines (a poller's inferred fork carries it), or a subscriber
+		// to the event stream. An exit-only feed needs none.
+		ExecContext: func() bool { return wantsExecContext(d.cfg.LogProcessEvents) || d.log.hub.active() != nil },
 		// The log feed and the stream name each event's parent.
 		Execs:  execcache.New(execcache.Config{}),
 		Redact: rules,

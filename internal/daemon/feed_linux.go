@@ -65,3 +65,11 @@ func (f *feed) TeardownFor(claimID string, o actions.Outcome) {
 func (f *feed) Error(what string, err error) {
 	f.Logger.Internal(what+": "+err.Error(), nil)
 }
+
+// wantsExecContext reports whether log feed lines of kinds k show the
+// exec context that netlink and polling read from /proc (tracker
+// Options.ExecContext): exec lines, and fork lines, since a poller's
+// inferred fork carries the context of the process as first seen. An
+// exit-only feed needs none; its exit lines then describe a parent
+// without the arguments and context only that read gives.
+func wantsExecContext(k logfeed.Kinds) bool { return k&(logfeed.Forks|logfeed.Execs) != 0 }

@@ -20,7 +20,7 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.Mechanism, "mechanism", c.Mechanism, "event mechanism: "+strings.Join(tracker.Mechanisms, "|"))
 	fs.StringVar(&c.LogOutput, "log-output", c.LogOutput, "log feed output: stdout, file:PATH, syslog[:ADDR]")
 	fs.StringVar(&c.LogSchema, "log-schema", c.LogSchema, "log feed schema: ecs|ocsf")
-	fs.BoolVar(&c.LogProcessEvents, "log-process-events", c.LogProcessEvents, "log every fork, exec and exit")
+	fs.Var(&c.LogProcessEvents, "log-process-events", "log a line per process event: bare (or =true) for fork, exec and exit, =false for none, or =KINDS, a list from fork,exec,exit such as =exec")
 	fs.IntVar(&c.ArgvMax, "argv-max", c.ArgvMax, "argument bytes an eBPF exec event carries (0 to 1048576; longer argv is cut and flagged)")
 	fs.Var((*patternList)(&c.RedactArgs), "redact-args", "argument redaction `pattern` (repeat for more): NAME=VALUE, 'FLAG NEXT' or GLOB; see supervisor.conf.md")
 	fs.Var(&c.Grace, "grace", fmt.Sprintf("default teardown grace period, a `duration` of at most %v", api.MaxGrace))

@@ -67,7 +67,7 @@ func TestBatchedWrites(t *testing.T) {
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			w := &countingWriter{blockingWriter: *newBlockingWriter()}
-			l, _ := newTestLogger(t, Config{Writer: w, ProcessEvents: true})
+			l, _ := newTestLogger(t, Config{Writer: w, ProcessEvents: AllKinds})
 			ev := events.Event{Kind: events.Exec, Pid: 1, Mechanism: events.EBPF, Argv: []string{strings.Repeat("a", tt.argLen)}}
 			l.Event(&ev)
 			<-w.entered // the drain goroutine is stuck writing the first line
@@ -99,7 +99,7 @@ func TestBatchedWrites(t *testing.T) {
 // a verdict still gets in.
 func TestByteBound(t *testing.T) {
 	w := newBlockingWriter()
-	l, _ := newTestLogger(t, Config{Writer: w, ProcessEvents: true, BufferLines: 1 << 20})
+	l, _ := newTestLogger(t, Config{Writer: w, ProcessEvents: AllKinds, BufferLines: 1 << 20})
 	long := strings.Repeat("x", MaxArgsBytes/2)
 	ev := events.Event{Kind: events.Exec, Pid: 1, Mechanism: events.EBPF, Argv: []string{long, long}}
 	l.Event(&ev)
@@ -152,7 +152,7 @@ func TestFlushUnderLoad(t *testing.T) {
 	// The flood's lines are counted and dropped, not kept: kept, they grow
 	// without bound for as long as a loaded machine makes Flush take.
 	out := &verdictsOnly{}
-	l, _ := newTestLogger(t, Config{ProcessEvents: true, Writer: out})
+	l, _ := newTestLogger(t, Config{ProcessEvents: AllKinds, Writer: out})
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	go func() {

@@ -70,7 +70,7 @@ func BenchmarkEventLine(b *testing.B) {
 		{SchemaECS + "/args4k", sampleArgs4K()}, {SchemaOCSF + "/args4k", sampleArgs4K()}} {
 		schema, _, _ := strings.Cut(bc.name, "/")
 		b.Run(bc.name, func(b *testing.B) {
-			l, err := New(Config{Schema: schema, Writer: io.Discard, ProcessEvents: true, Hostname: "vm"})
+			l, err := New(Config{Schema: schema, Writer: io.Discard, ProcessEvents: AllKinds, Hostname: "vm"})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -98,7 +98,7 @@ func BenchmarkEventLine(b *testing.B) {
 // not keep up with are dropped and counted.
 func BenchmarkFileSustained(b *testing.B) {
 	path := filepath.Join(b.TempDir(), "feed.log")
-	l, err := New(Config{Output: "file:" + path, MaxFileBytes: -1, ProcessEvents: true})
+	l, err := New(Config{Output: "file:" + path, MaxFileBytes: -1, ProcessEvents: AllKinds})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -123,7 +123,7 @@ func TestEventLineAllocs(t *testing.T) {
 		t.Skip("sync.Pool drops items on purpose under the race detector")
 	}
 	for _, schema := range []string{SchemaECS, SchemaOCSF} {
-		l, err := New(Config{Schema: schema, Writer: io.Discard, ProcessEvents: true, BufferLines: 64})
+		l, err := New(Config{Schema: schema, Writer: io.Discard, ProcessEvents: AllKinds, BufferLines: 64})
 		if err != nil {
 			t.Fatal(err)
 		}

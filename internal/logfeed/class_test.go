@@ -16,7 +16,7 @@ import (
 func TestPriorityOverProcessEvents(t *testing.T) {
 	w := newBlockingWriter()
 	const buffer = 8
-	l, _ := newTestLogger(t, Config{Writer: w, BufferLines: buffer, ProcessEvents: true})
+	l, _ := newTestLogger(t, Config{Writer: w, BufferLines: buffer, ProcessEvents: AllKinds})
 	ev := events.Event{Kind: events.Fork, Pid: 1, Mechanism: events.EBPF}
 	l.Event(&ev)
 	<-w.entered // the drain goroutine is now stuck in Write with pid 1

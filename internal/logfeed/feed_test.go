@@ -97,7 +97,7 @@ func TestProcessEventsDisabled(t *testing.T) {
 
 func TestArgsCut(t *testing.T) {
 	for _, schema := range []string{SchemaECS, SchemaOCSF} {
-		l, out := newTestLogger(t, Config{Schema: schema, ProcessEvents: true})
+		l, out := newTestLogger(t, Config{Schema: schema, ProcessEvents: AllKinds})
 		long := strings.Repeat("a", MaxArgsBytes/2)
 		ev := events.Event{Kind: events.Exec, Pid: 7, Argv: []string{long, long, long, "tail"}}
 		l.Event(&ev)
@@ -244,7 +244,7 @@ func (w *blockingWriter) Write(p []byte) (int, error) {
 func TestBlockedSink(t *testing.T) {
 	w := newBlockingWriter()
 	const buffer, logged = 8, 200
-	l, _ := newTestLogger(t, Config{Writer: w, BufferLines: buffer, ProcessEvents: true})
+	l, _ := newTestLogger(t, Config{Writer: w, BufferLines: buffer, ProcessEvents: AllKinds})
 	ev := events.Event{Kind: events.Fork, Pid: 1, Mechanism: events.EBPF}
 	l.Event(&ev)
 	<-w.entered // the drain goroutine is now stuck in Write
@@ -339,7 +339,7 @@ func TestCloseBlockedSink(t *testing.T) {
 }
 
 func TestConcurrentLogging(t *testing.T) {
-	l, out := newTestLogger(t, Config{ProcessEvents: true, BufferLines: 1 << 14})
+	l, out := newTestLogger(t, Config{ProcessEvents: AllKinds, BufferLines: 1 << 14})
 	var wg sync.WaitGroup
 	const workers, each = 4, 500
 	for g := range workers {
@@ -370,7 +370,7 @@ func TestConcurrentLogging(t *testing.T) {
 }
 
 func ExampleLogger() {
-	l, err := New(Config{Output: "stdout", ProcessEvents: true})
+	l, err := New(Config{Output: "stdout", ProcessEvents: AllKinds})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -130,7 +130,7 @@ var allActions = []string{
 // the drain goroutine renders it.
 func produceAll(t *testing.T, schema string) ([]map[string]any, *procEvents) {
 	t.Helper()
-	l, out := newTestLogger(t, Config{Schema: schema, ProcessEvents: true, Version: "0.1.0-test"})
+	l, out := newTestLogger(t, Config{Schema: schema, ProcessEvents: AllKinds, Version: "0.1.0-test"})
 	pe := realEvents(t)
 	l.Service(Service{Mechanism: events.EBPF, Reason: "eBPF tracepoints attached"})
 	for i := range pe.all {

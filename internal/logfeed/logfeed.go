@@ -1,5 +1,5 @@
 // Package logfeed writes the supervisor's JSON log feed for a SIEM: one
-// line per process event (when enabled), verdict, signal, teardown,
+// line per process event (of the kinds chosen), verdict, signal, teardown,
 // reconcile and loss, named after the Elastic Common Schema (ECS) or, on
 // request, as OCSF Process Activity (class_uid 1007) events.
 //
@@ -104,9 +104,9 @@ type Config struct {
 	// BufferLines bounds the lines waiting for the sink (DefaultBufferLines
 	// when 0).
 	BufferLines int
-	// ProcessEvents enables one line per fork, exec and exit. Losses are
-	// always logged.
-	ProcessEvents bool
+	// ProcessEvents are the kinds of process events (fork, exec, exit)
+	// that get a line each; none when zero. Losses are always logged.
+	ProcessEvents Kinds
 	// Hostname is host.hostname (os.Hostname when empty).
 	Hostname string
 	// Boot is host.boot.id (read from /proc when zero, on Linux).
@@ -132,7 +132,7 @@ type Stats struct {
 // flush and stop its goroutine.
 type Logger struct {
 	enc    encoder
-	events bool
+	kinds  Kinds // process event kinds written (Config.ProcessEvents)
 	q      *queue
 	done   chan struct{} // closed when the drain goroutine ends
 	closed atomic.Bool
@@ -162,6 +162,9 @@ func New(cfg Config) (*Logger, error) {
 	}
 	if cfg.BufferLines < 0 {
 		return nil, fmt.Errorf("buffer of %d lines: %w", cfg.BufferLines, ErrConfig)
+	}
+	if cfg.ProcessEvents&^AllKinds != 0 {
+		return nil, fmt.Errorf("process event kinds %v: %w", cfg.ProcessEvents, ErrConfig)
 	}
 	if cfg.MaxFileBytes == 0 {
 		cfg.MaxFileBytes = DefaultMaxFileBytes
@@ -200,7 +203,7 @@ func New(cfg Config) (*Logger, error) {
 			return nil, err
 		}
 	}
-	l := &Logger{enc: enc, events: cfg.ProcessEvents, done: make(chan struct{})}
+	l := &Logger{enc: enc, kinds: cfg.ProcessEvents, done: make(chan struct{})}
 	l.q = newQueue(cfg.BufferLines, s, l.encodeDropped)
 	l.pool.New = func() any { return &capture{l: l} }
 	go func() {

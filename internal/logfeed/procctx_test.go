@@ -47,7 +47,7 @@ func TestContextLines(t *testing.T) {
 	evs := contextEvents(pe)
 	leader := evs[1].Ctx.SessionLeader.String()
 	for _, schema := range []string{SchemaECS, SchemaOCSF} {
-		l, out := newTestLogger(t, Config{Schema: schema, ProcessEvents: true,
+		l, out := newTestLogger(t, Config{Schema: schema, ProcessEvents: AllKinds,
 			Names: userdb.New("../userdb/testdata/passwd", "../userdb/testdata/group")})
 		for i := range evs {
 			l.Event(&evs[i])

@@ -131,7 +131,7 @@ func TestSyslogRsyslog(t *testing.T) {
 		{"tcp", fmt.Sprintf("syslog:tcp://127.0.0.1:%d", r.tcpPort)},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			l, err := New(Config{Output: tc.output, Hostname: "host-" + tc.name, ProcessEvents: true})
+			l, err := New(Config{Output: tc.output, Hostname: "host-" + tc.name, ProcessEvents: AllKinds})
 			if err != nil {
 				t.Fatal(err)
 			}

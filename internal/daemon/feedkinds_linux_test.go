@@ -1,0 +1,272 @@
+package daemon
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/procsupervisor/supervisor/internal/events"
+	"github.com/procsupervisor/supervisor/internal/logfeed"
+	"github.com/procsupervisor/supervisor/internal/metrics"
+	"github.com/procsupervisor/supervisor/internal/testenv"
+)
+
+// TestFeedCountsUnloggedKinds: the metrics count every event, whatever
+// kinds the log feed writes.
+func TestFeedCountsUnloggedKinds(t *testing.T) {
+	out := &lockedBuf{}
+	lg, err := logfeed.New(logfeed.Config{Writer: out, ProcessEvents: logfeed.Execs})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := metrics.New("test", metrics.Options{})
+	f := &feed{Logger: lg, m: m}
+	for _, k := range []events.Kind{events.Fork, events.Exec, events.Exit, events.Fork} {
+		f.Event(&events.Event{Kind: k, Pid: 4242, Mechanism: events.EBPF})
+	}
+	if err := lg.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(out.lines(t)); n != 1 {
+		t.Errorf("the feed wrote %d lines, want 1 (the exec)", n)
+	}
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	for _, want := range []string{
+		metrics.EventsTotal + `{kind="fork",mechanism="ebpf"} 2`,
+		metrics.EventsTotal + `{kind="exec",mechanism="ebpf"} 1`,
+		metrics.EventsTotal + `{kind="exit",mechanism="ebpf"} 1`,
+	} {
+		if !strings.Contains(rec.Body.String(), want+"\n") {
+			t.Errorf("metrics lack %s:\n%s", want, rec.Body)
+		}
+	}
+}
+
+func TestWantsExecContext(t *testing.T) {
+	for _, tt := range []struct {
+		kinds logfeed.Kinds
+		want  bool
+	}{
+		{0, false},
+		{logfeed.Exits, false},
+		{logfeed.Execs, true},
+		{logfeed.Forks, true}, // a poller's inferred fork carries context
+		{logfeed.Forks | logfeed.Exits, true},
+		{logfeed.Execs | logfeed.Exits, true},
+		{logfeed.AllKinds, true},
+	} {
+		if got := wantsExecContext(tt.kinds); got != tt.want {
+			t.Errorf("wantsExecContext(%v) = %v, want %v", tt.kinds, got, tt.want)
+		}
+	}
+}
+
+// TestIntegrationFeedKinds runs the daemon (Run, the eBPF mechanism, its
+// feed to a file) with a choice of process event kinds, runs a child with
+// a unique argument, then a second one as a barrier (its exec line comes
+// after every line of the first child: one ring, one drain, one queue),
+// and finds in the feed exactly the chosen kinds' lines for the child.
+func TestIntegrationFeedKinds(t *testing.T) {
+	testenv.RequireRoot(t)
+	for _, tt := range []struct {
+		kinds logfeed.Kinds
+		want  []string // the child's process lines, in order
+	}{
+		{logfeed.Execs, []string{logfeed.ActionProcessExec}},
+		{logfeed.Forks | logfeed.Exits, []string{logfeed.ActionProcessStarted, logfeed.ActionProcessEnded}},
+	} {
+		t.Run(tt.kinds.String(), func(t *testing.T) {
+			logPath, stop := runFeedDaemon(t, "ebpf", tt.kinds)
+
+			marker := fmt.Sprintf("feedkinds-%d-%d", os.Getpid(), time.Now().UnixNano())
+			pid := runChild(t, "/bin/true", marker)
+			// The barrier: a process that execs (every kind chosen here
+			// shows a fork or an exec of it) after the child exited.
+			bpid := runChild(t, "/bin/true", marker+"-barrier")
+			testenv.Eventually(t, 20*time.Second, func() bool {
+				return len(processLines(t, logPath, bpid)) > 0
+			}, "never a line of the barrier (pid %d) in %s:\n%s", bpid, logPath, readLog(logPath))
+			stop()
+
+			lines := processLines(t, logPath, pid)
+			var got []string
+			for _, l := range lines {
+				got = append(got, l.action)
+			}
+			if !slices.Equal(got, tt.want) {
+				t.Fatalf("process lines of the child (pid %d) = %q, want %q:\n%s", pid, got, tt.want, readLog(logPath))
+			}
+			for _, l := range lines {
+				if l.action == logfeed.ActionProcessExec && !slices.Equal(l.args, []string{"/bin/true", marker}) {
+					t.Errorf("the child's exec line has process.args %q, want %q", l.args, []string{"/bin/true", marker})
+				}
+			}
+		})
+	}
+}
+
+// TestIntegrationExitOnlyReadsNoContext: with netlink, the daemon reads a
+// process's exec context from /proc only while its feed shows exec or
+// fork lines. A shell, started under the daemon, runs a child: the
+// child's exit line describes the shell as its parent with the shell's
+// arguments (read from /proc at its exec) when forks are logged too, and
+// without them when only exits are (nothing was read).
+func TestIntegrationExitOnlyReadsNoContext(t *testing.T) {
+	testenv.RequireRoot(t)
+	for _, tt := range []struct {
+		kinds      logfeed.Kinds
+		parentArgs bool
+	}{
+		{logfeed.Exits, false},
+		{logfeed.Forks | logfeed.Exits, true},
+	} {
+		t.Run(tt.kinds.String(), func(t *testing.T) {
+			logPath, stop := runFeedDaemon(t, "netlink", tt.kinds)
+			marker := fmt.Sprintf("feedkinds-%d-%d", os.Getpid(), time.Now().UnixNano())
+			argv := []string{"/bin/sh", "-c", `/bin/true "$0"; exit 0`, marker}
+			shPid := runChild(t, argv...)
+			// The shell's exit line comes after its child's.
+			testenv.Eventually(t, 20*time.Second, func() bool {
+				return slices.ContainsFunc(processLines(t, logPath, shPid), func(l procLine) bool { return l.action == logfeed.ActionProcessEnded })
+			}, "never the shell's exit line (pid %d) in %s:\n%s", shPid, logPath, readLog(logPath))
+			stop()
+			var exit *procLine
+			for _, l := range processLines(t, logPath, -shPid) {
+				if l.action == logfeed.ActionProcessEnded {
+					exit = &l
+				}
+			}
+			if exit == nil {
+				t.Fatalf("no exit line of the shell's child in %s:\n%s", logPath, readLog(logPath))
+			}
+			if got := exit.parentArgs != nil; got != tt.parentArgs {
+				t.Errorf("the child's exit line: process.parent.args %q, want them shown %v", exit.parentArgs, tt.parentArgs)
+			}
+			if tt.parentArgs && !slices.Equal(exit.parentArgs, argv) {
+				t.Errorf("the child's exit line: process.parent.args %q, want %q", exit.parentArgs, argv)
+			}
+		})
+	}
+}
+
+// runChild runs argv to its end and returns its pid. The daemon running
+// in this process reaps every zombie child it has (waitChildren), so the
+// child's own Wait may find it gone (ECHILD): it did end.
+func runChild(t *testing.T, argv ...string) int {
+	t.Helper()
+	c := exec.Command(argv[0], argv[1:]...)
+	if err := c.Run(); err != nil && !errors.Is(err, syscall.ECHILD) {
+		t.Fatalf("%q: %v", argv, err)
+	}
+	return c.Process.Pid
+}
+
+// runFeedDaemon runs the daemon (Run) with mechanism mech and its ECS
+// feed, of process events of kinds, to a file, until the test ends or
+// stop is called. It returns the feed's path. It skips (testenv.Skip)
+// when the mechanism cannot run.
+func runFeedDaemon(t *testing.T, mech string, kinds logfeed.Kinds) (logPath string, stop func()) {
+	t.Helper()
+	base := t.TempDir()
+	if err := os.Chmod(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	logPath = filepath.Join(base, "log.json")
+	cfg := DefaultConfig()
+	cfg.StateDir = filepath.Join(base, "state")
+	cfg.Socket = filepath.Join(base, "run", "api.sock")
+	cfg.Mechanism = mech
+	cfg.Cgroup = "off"
+	cfg.LogOutput = "file:" + logPath
+	cfg.LogProcessEvents = kinds
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan Info, 1)
+	done := make(chan error, 1)
+	go func() { done <- Run(ctx, cfg, func(i Info) { served <- i }) }()
+	stopped := false
+	stop = func() {
+		if stopped {
+			return
+		}
+		stopped = true
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run = %v after cancel", err)
+		}
+	}
+	select {
+	case i := <-served:
+		t.Cleanup(stop)
+		if i.Mechanism != mech {
+			stop()
+			t.Fatalf("the daemon runs %s, want %s", i.Mechanism, mech)
+		}
+	case err := <-done:
+		cancel()
+		if errors.Is(err, ErrMechanism) {
+			testenv.Skip(t, "no %s: %v", mech, err)
+		}
+		t.Fatalf("Run = %v before serving", err)
+	}
+	return logPath, stop
+}
+
+type procLine struct {
+	action     string
+	args       []string
+	parentPid  int
+	parentArgs []string
+}
+
+// processLines returns the process lines (fork, exec, exit) of pid (of
+// any child of -pid when pid is negative) in the ECS feed at path, in
+// order. A last line without its newline (being written) is left out.
+func processLines(t *testing.T, path string, pid int) []procLine {
+	t.Helper()
+	var out []procLine
+	log := readLog(path)
+	for l := range strings.SplitSeq(log[:strings.LastIndexByte(log, '\n')+1], "\n") {
+		if l == "" {
+			continue
+		}
+		var m struct {
+			Event struct {
+				Action string `json:"action"`
+			} `json:"event"`
+			Process struct {
+				Pid    int      `json:"pid"`
+				Args   []string `json:"args"`
+				Parent struct {
+					Pid  int      `json:"pid"`
+					Args []string `json:"args"`
+				} `json:"parent"`
+			} `json:"process"`
+		}
+		if err := json.Unmarshal([]byte(l), &m); err != nil {
+			t.Fatalf("log line %q: %v", l, err)
+		}
+		switch m.Event.Action {
+		case logfeed.ActionProcessStarted, logfeed.ActionProcessExec, logfeed.ActionProcessEnded:
+			if m.Process.Pid == pid || pid < 0 && m.Process.Parent.Pid == -pid {
+				out = append(out, procLine{m.Event.Action, m.Process.Args, m.Process.Parent.Pid, m.Process.Parent.Args})
+			}
+		}
+	}
+	return out
+}
+
+func readLog(path string) string {
+	b, _ := os.ReadFile(path)
+	return string(b)
+}
