@@ -191,7 +191,7 @@ func TestFlushUnderLoad(t *testing.T) {
 // next line still gets through.
 func TestIdleBuffersReturned(t *testing.T) {
 	out := &lineBuf{}
-	l, _ := newTestLogger(t, Config{Writer: out, ProcessEvents: true})
+	l, _ := newTestLogger(t, Config{Writer: out, ProcessEvents: AllKinds})
 	ev := events.Event{Kind: events.Exec, Pid: 1, Mechanism: events.EBPF, Argv: []string{strings.Repeat("a", 4<<10)}}
 	const burst = 2000 // about 9 MiB: several batches
 	grown := 0
