@@ -40,7 +40,7 @@
 //     sets reader_asleep (an array element shared through mmap), looks at
 //     the ring once more, and only then sleeps; the first program to commit
 //     a record after that sees the flag, clears it and wakes the reader. A
-//     ring a quarter full also wakes it. A record is thus read within about
+//     ring half full also wakes it. A record is thus read within about
 //     10 ms, and never left unread while the reader sleeps. The reader
 //     waits in the Go runtime's netpoller (a non-blocking duplicate of
 //     the ring's file descriptor), so no thread blocks in epoll_wait, and

@@ -92,6 +92,7 @@ const (
 	processVarUnusedEvent      = "unused_event"
 	processVarUnusedExecEvent  = "unused_exec_event"
 	processVarUnusedForkEvent  = "unused_fork_event"
+	processVarWakeupBytes      = "wakeup_bytes"
 	processVarWantContext      = "want_context"
 )
 
@@ -162,6 +163,7 @@ type processVariableSpecs struct {
 	UnusedEvent      *ebpf.VariableSpec `ebpf:"unused_event"`
 	UnusedExecEvent  *ebpf.VariableSpec `ebpf:"unused_exec_event"`
 	UnusedForkEvent  *ebpf.VariableSpec `ebpf:"unused_fork_event"`
+	WakeupBytes      *ebpf.VariableSpec `ebpf:"wakeup_bytes"`
 	WantContext      *ebpf.VariableSpec `ebpf:"want_context"`
 }
 
@@ -209,6 +211,7 @@ type processVariables struct {
 	UnusedEvent      *ebpf.Variable `ebpf:"unused_event"`
 	UnusedExecEvent  *ebpf.Variable `ebpf:"unused_exec_event"`
 	UnusedForkEvent  *ebpf.Variable `ebpf:"unused_fork_event"`
+	WakeupBytes      *ebpf.Variable `ebpf:"wakeup_bytes"`
 	WantContext      *ebpf.Variable `ebpf:"want_context"`
 }
 

@@ -44,7 +44,7 @@ type recordReader interface {
 // straggleWait is how long Read keeps polling after the last record it saw.
 // The eBPF programs submit records without waking the reader (see
 // wake_reader in bpf/process.bpf.c) unless the reader said it sleeps
-// without a deadline, or the ring is a quarter full: a record submitted
+// without a deadline, or the ring is half full: a record submitted
 // silently is found by this poll. Only after a quiet stretch of
 // straggleWait does Read say it sleeps (Source.asleep) and sleep until a
 // program wakes it.
@@ -193,6 +193,9 @@ func New(boot procfs.BootID, opts ...Option) (*Source, error) {
 			return nil, err
 		}
 	}
+	if err := setWakeup(spec); err != nil {
+		return nil, err
+	}
 	var objs objects
 	if err := spec.LoadAndAssign(&objs, nil); err != nil {
 		return nil, fmt.Errorf("tracepoint: load eBPF objects: %w: %w", events.ErrUnavailable, err)
@@ -302,6 +305,19 @@ func setContext(spec *ebpf.CollectionSpec, argvMax int) error {
 	ring := spec.Maps[processMapEvents]
 	for ring.MaxEntries < 16*scratch.ValueSize {
 		ring.MaxEntries *= 2
+	}
+	return nil
+}
+
+// setWakeup tells the programs to wake a polling reader early once half the
+// ring, as sized now, is waiting (wakeup_bytes in bpf/process.bpf.c).
+func setWakeup(spec *ebpf.CollectionSpec) error {
+	v, ok := spec.Variables[processVarWakeupBytes]
+	if !ok {
+		return fmt.Errorf("tracepoint: embedded object has no %s", processVarWakeupBytes)
+	}
+	if err := v.Set(spec.Maps[processMapEvents].MaxEntries / 2); err != nil {
+		return fmt.Errorf("tracepoint: set %s: %w", processVarWakeupBytes, err)
 	}
 	return nil
 }
