@@ -185,37 +185,3 @@ func TestFlushUnderLoad(t *testing.T) {
 		}
 	}
 }
-
-// TestIdleBuffersReturned: the batch buffers a burst of long lines grew
-// are given back once the queue has written them and runs empty, and the
-// next line still gets through.
-func TestIdleBuffersReturned(t *testing.T) {
-	out := &lineBuf{}
-	l, _ := newTestLogger(t, Config{Writer: out, ProcessEvents: AllKinds})
-	ev := events.Event{Kind: events.Exec, Pid: 1, Mechanism: events.EBPF, Argv: []string{strings.Repeat("a", 4<<10)}}
-	const burst = 2000 // about 9 MiB: several batches
-	grown := 0
-	for i := range burst {
-		ev.Pid = int32(i + 2)
-		l.Event(&ev)
-		l.q.mu.Lock()
-		grown = max(grown, cap(l.q.cur.buf), cap(l.q.spare.buf))
-		l.q.mu.Unlock()
-	}
-	flush(t, l)
-	if grown <= idleBufferBytes {
-		t.Fatalf("the burst grew the batch buffers to %d bytes only, not past %d: nothing to give back", grown, idleBufferBytes)
-	}
-	// Flush may return before the drain goroutine finds the queue empty.
-	testenv.Eventually(t, 30*time.Second, func() bool {
-		l.q.mu.Lock()
-		defer l.q.mu.Unlock()
-		return cap(l.q.cur.buf) <= idleBufferBytes && cap(l.q.spare.buf) <= idleBufferBytes
-	}, "the empty queue keeps the buffers the burst grew")
-	ev.Pid = 1
-	l.Event(&ev)
-	flush(t, l)
-	if n := len(out.lines(t)); n != burst+1 {
-		t.Errorf("%d lines written, want %d", n, burst+1)
-	}
-}

@@ -25,7 +25,8 @@ import (
 // idles between the event reader's polls, so nearly every write does that:
 // with 512 KiB batches and 4 KiB argument vectors, 200 wake-ups and 6,400
 // thread switches per 20,000 execs; with 2 MiB, 30 and 3,400. The buffers
-// a storm grew are given back once the queue has been empty a second.
+// a storm grew are given back once the queue has been empty a second; the
+// bytes live outside the Go heap (arena.go).
 const (
 	batchLinger = 100 * time.Millisecond
 	batchBytes  = 2 << 20
@@ -54,24 +55,34 @@ type lineMeta struct {
 	action  string
 }
 
-// batch is lines back to back, each ending in '\n'.
+// batch is lines back to back, each ending in '\n', in its arena.
 type batch struct {
 	buf   []byte
 	lines []lineMeta
+	arena arena
 }
 
+// reset empties b for the next batch; a buffer that grew on the heap is
+// given back when past keepBufferBytes (what a stalled sink made grow).
 func (b *batch) reset() { b.trim(keepBufferBytes) }
 
-// trim empties b, and gives back a buffer past limit bytes (and a line
-// index past the lines of limit bytes of 256-byte lines).
+// idle empties b and gives back its arena's pages and any buffer past
+// idleBufferBytes: the feed has been quiet for idleTrim.
+func (b *batch) idle() {
+	b.trim(idleBufferBytes)
+	b.arena.release()
+}
+
+// trim empties b, and gives back a heap buffer past limit bytes (and a
+// line index past the lines of limit bytes of 256-byte lines).
 func (b *batch) trim(limit int) {
-	if cap(b.buf) > limit {
+	if b.arena.mem == nil && cap(b.buf) > limit {
 		b.buf = nil
 	}
 	if cap(b.lines) > limit/256 {
 		b.lines = nil
 	}
-	b.buf, b.lines = b.buf[:0], b.lines[:0]
+	b.buf, b.lines = b.arena.reuse(b.buf), b.lines[:0]
 }
 
 // start returns where line i begins.
@@ -119,6 +130,9 @@ type queue struct {
 
 func newQueue(lines int, s sink, report func([]byte, Drops) []byte) *queue {
 	q := &queue{maxLines: lines, sink: s, report: report, wake: make(chan struct{}, 1)}
+	q.cur.arena, q.spare.arena = newArena(arenaBytes), newArena(arenaBytes)
+	q.cur.reset()
+	q.spare.reset()
 	q.flushed = sync.NewCond(&q.mu)
 	return q
 }
@@ -231,8 +245,8 @@ func (q *queue) idle(t *time.Timer) {
 	case <-t.C:
 	}
 	q.mu.Lock()
-	q.cur.trim(idleBufferBytes)
-	q.spare.trim(idleBufferBytes)
+	q.cur.idle()
+	q.spare.idle()
 	q.mu.Unlock()
 	<-q.wake
 }
@@ -388,6 +402,11 @@ func (q *queue) drain() {
 	q.cur.reset()
 	q.n, q.nProcess, q.bytes = 0, 0, 0
 	q.done = q.seq
+	// The queue is closing (put appends nothing) and the sink has
+	// returned: nothing uses the arenas' bytes any more.
+	q.cur.arena.free()
+	q.spare.arena.free()
+	q.cur.buf, q.spare.buf = nil, nil
 	q.flushed.Broadcast()
 	q.mu.Unlock()
 }
