@@ -5,8 +5,10 @@
 //
 // Mechanism. A line is encoded with zerolog on the caller's goroutine into
 // a pooled buffer and appended to a bounded batch of lines (at most
-// BufferLines lines and 16 MiB); one drain goroutine, owned by the Logger,
-// is woken when the batch stops being empty, lets it fill for 100 ms (less
+// BufferLines lines and 16 MiB, in an anonymous mapping outside the Go
+// heap whose pages go back to the kernel when the feed is quiet: arena.go);
+// one drain goroutine, owned by the Logger, is woken when the batch stops
+// being empty, lets it fill for 100 ms (less
 // when it passes 2 MiB, or on Flush, Close or Reopen), swaps it for its
 // spare and hands it whole to the sink (stdout or a size-rotated file:
 // one write per batch; syslog in RFC 5424 form over a unix socket, UDP or
