@@ -342,6 +342,7 @@ func (d *Daemon) run(ctx context.Context, ready func(Info)) error {
 	defer reap.Stop()
 	clock := time.NewTicker(time.Second)
 	defer clock.Stop()
+	var mem memWatch
 	var stopErr error
 	reason := "signal"
 loop:
@@ -369,6 +370,9 @@ loop:
 			tr.Graph().Expire() // on a quiet host no event expires old exits
 		case <-clock.C:
 			d.wallClock(ctx)
+			if mem.tick(tr.Stats().Events) {
+				debug.FreeOSMemory() // a storm is over: see memWatch
+			}
 		}
 	}
 	// Teardowns in progress send nothing more (their claims stay
