@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -14,11 +15,18 @@ import (
 	"github.com/procsupervisor/supervisor/internal/verdict"
 )
 
-// fakePS writes an executable shell script standing in for ps.
+// fakePS writes an executable shell script standing in for ps. It writes
+// with syscall.ForkLock held, as os/exec forks under it: a parallel test
+// forking while the file is open for writing would give its child the
+// descriptor until that child's exec, and an exec of the script meanwhile
+// fails with ETXTBSY ("text file busy", seen in CI).
 func fakePS(t *testing.T, body string) string {
 	t.Helper()
 	p := filepath.Join(t.TempDir(), "ps")
-	if err := os.WriteFile(p, []byte("#!/bin/sh\n"+body+"\n"), 0o755); err != nil {
+	syscall.ForkLock.Lock()
+	err := os.WriteFile(p, []byte("#!/bin/sh\n"+body+"\n"), 0o755)
+	syscall.ForkLock.Unlock()
+	if err != nil {
 		t.Fatal(err)
 	}
 	return p
