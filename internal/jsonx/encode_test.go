@@ -1,13 +1,11 @@
 package jsonx
 
 import (
-	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"strings"
 	"testing"
 	"unicode/utf8"
-	"unsafe"
 )
 
 // referenceEscape is the byte-at-a-time form of AppendEscaped.
@@ -101,7 +99,8 @@ func TestAppendEscapedPieces(t *testing.T) {
 }
 
 func FuzzAppendString(f *testing.F) {
-	for _, s := range []string{"", "plain", "a\"b\\c\x00", "héllo \xff", strings.Repeat("x", 17) + "\x1f"} {
+	for _, s := range []string{"", "plain", "plain ascii, long enough", "a\"b\\c\x00", "a\"b\\c\x00\x7f",
+		"héllo \xff", "héllo \xff\xe2\x82", strings.Repeat("x", 17) + "\x1f"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) { checkString(t, s) })
@@ -125,66 +124,6 @@ func BenchmarkAppendString(b *testing.B) {
 			}
 		})
 	}
-}
-
-// oldSpecial and oldAppendEscaped are the word-at-a-time escaper as it was
-// before special was folded into one test per word: FuzzAppendEscapedOld
-// checks that the new one gives the same bytes.
-func oldSpecial(w uint64) bool {
-	lt20 := (w - 0x20*ones) & ^w & highs
-	quote := ((w ^ '"'*ones) - ones) & ^(w ^ '"'*ones) & highs
-	bs := ((w ^ '\\'*ones) - ones) & ^(w ^ '\\'*ones) & highs
-	del := ((w ^ 0x7f*ones) - ones) & ^(w ^ 0x7f*ones) & highs
-	return (lt20 | quote | bs | del | w&highs) != 0
-}
-func oldAppendEscaped(b []byte, s string) []byte {
-	start, i := 0, 0
-	for i < len(s) {
-		if i+8 <= len(s) {
-			w := binary.LittleEndian.Uint64(unsafe.Slice(unsafe.StringData(s[i:]), 8))
-			if !oldSpecial(w) {
-				i += 8
-				continue
-			}
-		}
-		c := s[i]
-		if c < utf8.RuneSelf {
-			if plain[c] {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&15])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		if r == utf8.RuneError && size == 1 {
-			b = append(b, s[start:i]...)
-			b = append(b, `\ufffd`...)
-			i++
-			start = i
-			continue
-		}
-		i += size
-	}
-	return append(b, s[start:]...)
 }
 
 // TestSpecial: special flags a word exactly when one of its bytes is not
@@ -218,19 +157,6 @@ func TestSpecial(t *testing.T) {
 			}
 		}
 	}
-}
-
-// FuzzAppendEscapedOld: AppendEscaped writes what the escaper before it
-// wrote, byte for byte.
-func FuzzAppendEscapedOld(f *testing.F) {
-	for _, s := range []string{"", "plain ascii, long enough", "a\"b\\c\x00\x7f", "héllo \xff\xe2\x82", strings.Repeat("x", 17) + "\x1f"} {
-		f.Add(s)
-	}
-	f.Fuzz(func(t *testing.T, s string) {
-		if got, want := AppendEscaped([]byte("p"), s), oldAppendEscaped([]byte("p"), s); !bytes.Equal(got, want) {
-			t.Fatalf("AppendEscaped(%q) = %q, want %q", s, got, want)
-		}
-	})
 }
 
 // plainPrefixRef is PlainPrefix byte by byte.
