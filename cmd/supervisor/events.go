@@ -6,8 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
-	"runtime/debug"
 	"strings"
 
 	"github.com/procsupervisor/supervisor/internal/api"
@@ -84,9 +82,7 @@ func runEvents(ctx context.Context, env *cliEnv, args []string) error {
 	if err := p.Filter().Local(); err != nil {
 		return fail(exitUsage, "%v", err)
 	}
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(daemon.GCPercent) // short-lived event garbage, as in the daemon
-	}
+	daemon.SetGCPercent() // short-lived event garbage, as in the daemon
 	t, err := local.Start(ctx, *mech, p.Event)
 	if err != nil {
 		p.Abort()

@@ -151,14 +151,7 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	if os.Getenv("GOMEMLIMIT") == "" {
 		debug.SetMemoryLimit(softMemoryLimit)
 	}
-	// The event path's garbage is short-lived (an exec's strings live
-	// until its lines are encoded): collecting at 4x the live heap instead
-	// of 2x, under the soft limit, halves the collector's share of an exec
-	// storm with 4 KiB argument vectors (24 cycles per 20,000 execs at
-	// GOGC=100) while the heap stays a few MiB when idle.
-	if os.Getenv("GOGC") == "" {
-		debug.SetGCPercent(GCPercent)
-	}
+	SetGCPercent()
 	// Descriptors this process inherited open across exec would leak into
 	// every child it starts: close them at exec.
 	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
