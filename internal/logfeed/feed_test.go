@@ -369,6 +369,61 @@ func TestConcurrentLogging(t *testing.T) {
 	}
 }
 
+// TestConcurrentMixedLines: process lines, written straight onto the
+// batch, and verdicts, copied into it, from several goroutines at once,
+// with a buffer large enough to keep them all and one small enough that
+// verdicts evict process lines: every line comes out whole, and every line
+// is written or counted as dropped (no verdict from the large buffer).
+func TestConcurrentMixedLines(t *testing.T) {
+	for _, buffer := range []int{1 << 14, 64} {
+		t.Run(fmt.Sprint(buffer), func(t *testing.T) {
+			l, out := newTestLogger(t, Config{ProcessEvents: AllKinds, BufferLines: buffer})
+			const workers, each = 4, 400
+			var wg sync.WaitGroup
+			for g := range workers {
+				wg.Add(2)
+				go func() {
+					defer wg.Done()
+					ev := events.Event{Kind: events.Exec, Mechanism: events.EBPF, Argv: []string{"run", strings.Repeat("a\"", 300)}}
+					for i := range each {
+						ev.Pid = int32(g*each + i + 1)
+						l.Event(&ev)
+					}
+				}()
+				go func() {
+					defer wg.Done()
+					for i := range each / 8 {
+						l.Verdict(verdict.Verdict{Pid: int32(g*each + i + 1), Result: verdict.Gone, Reason: "exit observed"})
+					}
+				}()
+			}
+			wg.Wait()
+			flush(t, l)
+			st := l.Stats()
+			pids := map[int64]bool{}
+			verdicts := 0
+			for _, line := range out.lines(t) {
+				switch getString(line, "event.action") {
+				case ActionProcessExec:
+					p, _ := getInt(line, "process.pid")
+					pids[p] = true
+					if got := getString(line, "process.command_line"); got != "run "+strings.Repeat("a\"", 300) {
+						t.Fatalf("pid %d: command line %q", p, got)
+					}
+				case ActionVerdict:
+					verdicts++
+				}
+			}
+			if uint64(len(pids))+st.DroppedBy.ProcessEvents != workers*each {
+				t.Errorf("%d distinct pids logged + %d dropped, want %d", len(pids), st.DroppedBy.ProcessEvents, workers*each)
+			}
+			if uint64(verdicts)+st.DroppedBy.Verdicts != workers*each/8 || buffer > workers*each && st.DroppedBy.Verdicts != 0 {
+				t.Errorf("%d verdicts written, %d dropped; want %d in all, none dropped from a buffer of %d", verdicts, st.DroppedBy.Verdicts, workers*each/8, buffer)
+			}
+		})
+	}
+}
+
 func ExampleLogger() {
 	l, err := New(Config{Output: "stdout", ProcessEvents: AllKinds})
 	if err != nil {
