@@ -42,8 +42,10 @@
 //     a record after that sees the flag, clears it and wakes the reader. A
 //     ring half full also wakes it. A record is thus read within about
 //     10 ms, and never left unread while the reader sleeps. The reader
-//     waits in the Go runtime's netpoller (a non-blocking duplicate of
-//     the ring's file descriptor), so no thread blocks in epoll_wait, and
+//     waits in the Go runtime's netpoller (a private epoll set holding
+//     the ring's file descriptor and a timerfd for the 10 ms poll, so the
+//     poll is no Go runtime timer, whose every expiry also woke the
+//     runtime's sysmon thread), so no thread blocks in epoll_wait, and
 //     reads the ring, and the lost counter, through their memory mappings
 //     (mmapRing): records are decoded where they lie, and reading makes no
 //     system call at all. Each system call after an idle moment wakes the

@@ -6,10 +6,13 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"os"
 	"testing"
 
 	"github.com/cilium/ebpf/ringbuf"
+
+	"github.com/procsupervisor/supervisor/internal/events"
 )
 
 // fakeRing lays out a ring buffer as the kernel maps it, in plain memory:
@@ -178,4 +181,42 @@ func FuzzMmapRing(f *testing.F) {
 		}
 		t.Fatalf("no end after %d reads", size)
 	})
+}
+
+// TestReadCopiesOutOfRing reads exec records through a Source over a small
+// ring, each record given back to the producer when the next is read, and
+// the producer writing the next ones over its space: every event's
+// strings must still be what its own record said (decoded from ring
+// memory, never aliasing it).
+func TestReadCopiesOutOfRing(t *testing.T) {
+	const page, size, n = 4096, 4096, 40
+	f := newFakeRing(page, size, 0)
+	s := newSource(testBoot, ringOver(f.cons, f.prod, page, size), lostSequence(0), nil)
+	type want struct{ exe, cwd, arg0 string }
+	var evs []events.Event
+	var wants []want
+	for i := range n {
+		x := execRec{
+			record: record{kind: recExec, pid: int32(100 + i), tid: int32(100 + i), ppid: 1, start: uint64(i), comm: "x"},
+			argc:   2, argsSize: 10,
+			exe: fmt.Sprintf("x%02d\x00bin\x00", i), cwd: fmt.Sprintf("w%02d\x00", i), cgroup: "\x00",
+			arg: fmt.Sprintf("a%02d\x00b\x00", i),
+		}
+		f.put(x.encode(), 0)
+		var ev events.Event
+		if err := s.Read(&ev); err != nil {
+			t.Fatalf("record %d: Read() = %v", i, err)
+		}
+		evs = append(evs, ev)
+		wants = append(wants, want{fmt.Sprintf("/bin/x%02d", i), fmt.Sprintf("/w%02d", i), fmt.Sprintf("a%02d", i)})
+	}
+	if f.pos < 2*size {
+		t.Fatalf("the records filled %d bytes: the ring of %d did not wrap twice", f.pos, size)
+	}
+	for i, ev := range evs {
+		w := wants[i]
+		if ev.Exe != w.exe || ev.Exec.Cwd != w.cwd || len(ev.Argv) != 2 || ev.Argv[0] != w.arg0 {
+			t.Errorf("event %d after the ring moved on: exe %q cwd %q argv %q; want %q, %q, [%q b]", i, ev.Exe, ev.Exec.Cwd, ev.Argv, w.exe, w.cwd, w.arg0)
+		}
+	}
 }

@@ -232,14 +232,14 @@ func New(boot procfs.BootID, opts ...Option) (*Source, error) {
 		return errors.Join(errs...)
 	}
 	// The ring is read through its mapping, and waited for in the
-	// netpoller, when the runtime can poll it; else through cilium/ebpf's
-	// reader, which blocks in epoll_wait.
+	// netpoller (readyWaiter), when the runtime can poll it; else through
+	// cilium/ebpf's reader, which blocks in epoll_wait.
 	var rd recordReader
 	ready, err := newReadyWaiter(objs.Events.FD())
 	if err == nil {
 		ring, err = newMmapRing(objs.Events.FD(), int(objs.Events.MaxEntries()))
 		if err != nil {
-			ready.close()
+			ready.closeAll()
 			releaseAll()
 			return nil, fmt.Errorf("tracepoint: %w", err)
 		}
@@ -263,7 +263,7 @@ func New(boot procfs.BootID, opts ...Option) (*Source, error) {
 		l, err := link.AttachTracing(link.TracingOptions{Program: p.prog})
 		if err != nil {
 			if ready != nil {
-				ready.close()
+				ready.closeAll()
 			}
 			rd.Close()
 			releaseAll()
@@ -516,73 +516,6 @@ func (s *Source) tryRead(uintptr) bool {
 	return !errors.Is(s.readErr, os.ErrDeadlineExceeded)
 }
 
-// readyWaiter waits until the ring buffer has data in the Go runtime's
-// netpoller, through a non-blocking duplicate of the ring buffer map's
-// file descriptor (a ring buffer map is pollable: readable when a program
-// committed a record with a wake-up). No thread sits in a blocking system
-// call while the reader waits: a blocking epoll_wait of up to 10 ms (the
-// straggle poll) made the runtime retake the thread's P and reset its
-// sysmon thread to its fastest tick, which cost more CPU than reading.
-type readyWaiter struct {
-	f  *os.File
-	rc syscall.RawConn
-	// The read deadline last set, the zero time (none) at first. Setting
-	// it again, even to the same time, moves the runtime's timer, and
-	// that wakes a thread blocked in the netpoller to look at it again:
-	// under a storm the reader waits many times within one straggle poll,
-	// all with the same deadline, and set it each time.
-	deadline time.Time
-}
-
-// newReadyWaiter duplicates fd into a non-blocking file the netpoller
-// watches. It fails when the runtime cannot poll it; the caller then lets
-// the ring buffer reader block instead.
-func newReadyWaiter(fd int) (*readyWaiter, error) {
-	nfd, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
-	if err != nil {
-		return nil, fmt.Errorf("dup ring buffer fd: %w", err)
-	}
-	if err := unix.SetNonblock(nfd, true); err != nil {
-		unix.Close(nfd)
-		return nil, fmt.Errorf("ring buffer fd non-blocking: %w", err)
-	}
-	f := os.NewFile(uintptr(nfd), "ringbuf")
-	// A file the netpoller could not take has no deadlines.
-	if err := f.SetReadDeadline(time.Time{}); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("ring buffer fd not pollable: %w", err)
-	}
-	rc, err := f.SyscallConn()
-	if err != nil {
-		f.Close()
-		return nil, fmt.Errorf("ring buffer fd: %w", err)
-	}
-	return &readyWaiter{f: f, rc: rc}, nil
-}
-
-// wait calls try, and again each time the netpoller says the ring became
-// readable, until it returns true or deadline (none when zero) passes.
-// try reads without blocking and leaves its result in *res (try is the
-// function syscall.RawConn.Read takes, so that no closure is allocated). Readiness is
-// reset before the first try, so a wake-up between a try and the wait is
-// never lost. wait returns *res, os.ErrDeadlineExceeded, or an error of
-// the closed file.
-func (w *readyWaiter) wait(deadline time.Time, try func(uintptr) bool, res *error) error {
-	if !deadline.Equal(w.deadline) {
-		if err := w.f.SetReadDeadline(deadline); err != nil {
-			return err
-		}
-		w.deadline = deadline
-	}
-	if err := w.rc.Read(try); err != nil {
-		return err
-	}
-	return *res
-}
-
-// close wakes a wait in progress, which then fails.
-func (w *readyWaiter) close() error { return w.f.Close() }
-
 // setAsleep stores v in the reader_asleep flag the programs read, with a
 // sequentially consistent store: a full barrier before the ring is read.
 func (s *Source) setAsleep(v uint32) {
@@ -617,6 +550,9 @@ func (s *Source) Close() error {
 		s.readMu.Lock()
 		defer s.readMu.Unlock()
 		var errRel error
+		if s.ready != nil {
+			errReady = errors.Join(errReady, s.ready.release())
+		}
 		if s.release != nil {
 			errRel = s.release()
 		}

@@ -1,0 +1,5 @@
+//go:build linux && !race
+
+package tracepoint
+
+const raceEnabled = false
