@@ -37,6 +37,10 @@
  *   args    mm->arg_start..arg_end as the process received them, at most
  *           argv_max bytes; argc and the original size are always sent
  *
+ * unless user space said it reads none (skip_blobs, set at run time): the
+ * record is then its fixed part and context, flagged X_SKIPPED, and the
+ * walks and the argument copy, most of an exec's probe time, are not done.
+ *
  * bpf_d_path is not allowed in tp_btf programs, so paths are resolved by a
  * bounded walk in the program: dentry by dentry up d_parent, crossing from a
  * mount's root to its mountpoint in the parent mount, until the task's root
@@ -166,6 +170,7 @@ struct fork_event {
 #define X_CGROUP_TRUNC 8
 #define X_ARGS_FAULT 16  /* the argument pages could not be read */
 #define X_NO_EXE 32      /* bprm->file had no path */
+#define X_SKIPPED 64     /* no blobs: user space reads none (skip_blobs) */
 
 struct exec_event {
 	struct event ev;
@@ -314,6 +319,20 @@ struct {
 } reader_asleep SEC(".maps");
 
 __u64 last_full_wakeup_ns = 0;
+
+/* skip_blobs: 1 while nothing in user space shows what an exec captured
+ * (no log lines of forks or execs, no subscriber to the event stream), set
+ * by user space through its mapping (Source.SetExecBlobs). An exec record
+ * then carries its fixed part and context but no blobs: the paths are not
+ * walked and the arguments not read, which is most of an exec's probe
+ * time. 0, the default, captures them. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, __u32);
+	__uint(map_flags, BPF_F_MMAPABLE);
+} skip_blobs SEC(".maps");
 
 /* wake_reader wakes the reader if it sleeps without a deadline, or if the
  * ring is filling up; called after a record was committed. The wake-up is a
@@ -682,7 +701,7 @@ static __always_inline void exec_context(struct task_struct *p, pid_t old_pid, s
 	struct mm_struct *mm;
 	unsigned long as, ae;
 	__u64 size;
-	__u32 pos, mark, n;
+	__u32 pos, mark, n, zero = 0, *skip;
 	__u8 *data;
 
 	if (!s) {
@@ -703,6 +722,17 @@ static __always_inline void exec_context(struct task_struct *p, pid_t old_pid, s
 	x->xflags = 0;
 	x->pad = 0;
 	s->pos = 0;
+
+	skip = bpf_map_lookup_elem(&skip_blobs, &zero);
+	if (skip && *skip) {
+		x->xflags = X_SKIPPED;
+		x->exe_len = x->cwd_len = x->cgroup_len = 0;
+		x->args_size = x->args_len = 0;
+		if (bpf_ringbuf_output(&events, x, sizeof(*x), RB_NO_WAKEUP) < 0)
+			count_lost();
+		wake_reader(x->ev.time_ns);
+		return;
+	}
 
 	fs = p->fs;
 	rootd = fs->root.dentry;

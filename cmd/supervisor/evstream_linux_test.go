@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -162,6 +163,13 @@ func TestIntegrationEventsFromDaemon(t *testing.T) {
 	}
 	if !has(rs, func(r api.StreamRecord) bool { return r.Kind == "exec" && r.Pid == ownPid && r.Claim == "" }) {
 		t.Errorf("nobody's stream lacks the exec of its own unclaimed process %d:\n%s", ownPid, theirsStream.out)
+	}
+	// The daemon logs no process lines here: eBPF captures arguments only
+	// because the streams are open.
+	if !has(rs, func(r api.StreamRecord) bool {
+		return r.Kind == "exec" && r.Pid == ownPid && (r.Mechanism != "ebpf" || slices.Equal(r.Argv, own.Args))
+	}) {
+		t.Errorf("nobody's stream: the exec of %d lacks its arguments %q:\n%s", ownPid, own.Args, theirsStream.out)
 	}
 	if !has(rs, isExit(ownPid, 6)) {
 		t.Errorf("nobody's stream lacks the exit of its own unclaimed process %d (the graph's uid):\n%s", ownPid, theirsStream.out)

@@ -257,10 +257,11 @@ func (d *Daemon) run(ctx context.Context, ready func(Info)) error {
 		// writes its events_lost line from it; the resync that follows it
 		// needs no line of its own.
 		OnEvent: d.onEventStream,
-		// netlink and polling read the exec context from /proc only
-		// while something shows it: exec lines in the log feed, fork
-		// lines (a poller's inferred fork carries it), or a subscriber
-		// to the event stream. An exit-only feed needs none.
+		// netlink and polling read the exec context from /proc, and
+		// eBPF's exec program captures paths and arguments, only while
+		// something shows them: exec lines in the log feed, fork lines
+		// (a poller's inferred fork carries it), or a subscriber to the
+		// event stream. An exit-only feed needs none.
 		ExecContext: func() bool { return wantsExecContext(d.cfg.LogProcessEvents) || d.log.hub.active() != nil },
 		// The log feed and the stream name each event's parent.
 		Execs:  execcache.New(execcache.Config{}),
@@ -271,6 +272,12 @@ func (d *Daemon) run(ctx context.Context, ready func(Info)) error {
 	}
 	defer tr.Close()
 	d.setTracker(tr)
+	// Subscribers coming and going switch eBPF's exec capture; the call
+	// after the store covers one that came before it.
+	changed := tr.ExecContextChanged
+	d.log.hub.changed.Store(&changed)
+	defer d.log.hub.changed.Store(nil)
+	tr.ExecContextChanged()
 	hw, err := newHolderWatch(d.boot, d.holderExited)
 	if err != nil {
 		return fmt.Errorf("holder watch: %w", err)

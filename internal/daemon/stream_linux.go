@@ -57,6 +57,10 @@ func eventUID(ev *events.Event) (uint32, bool) { return ev.Ctx.UID, ev.Ctx.Valid
 // hub fans stream records out to subscribers. Its zero value has none.
 type hub struct {
 	subs atomic.Pointer[[]*subscriber] // copied on write, under mu
+	// changed, when set, is called after a subscriber came or went (the
+	// tracker's ExecContextChanged: eBPF captures exec arguments only
+	// while something shows them).
+	changed atomic.Pointer[func()]
 
 	mu     sync.Mutex
 	closed bool
@@ -131,7 +135,16 @@ func (h *hub) subscribe(uid uint32, all bool, kinds api.StreamKinds) (*subscribe
 		buf: make([]byte, 0, streamBuffer), spare: make([]byte, 0, streamBuffer)}
 	next := append(append(make([]*subscriber, 0, len(subs)+1), subs...), s)
 	h.subs.Store(&next)
+	h.notify()
 	return s, nil
+}
+
+// notify calls changed, if set; with mu held, so that the calls follow
+// the changes in order.
+func (h *hub) notify() {
+	if f := h.changed.Load(); f != nil {
+		(*f)()
+	}
 }
 
 func (h *hub) unsubscribe(s *subscriber) {
@@ -148,6 +161,7 @@ func (h *hub) unsubscribe(s *subscriber) {
 		}
 	}
 	h.subs.Store(&next)
+	h.notify()
 }
 
 // close ends every stream (after what is buffered) and refuses new ones:

@@ -48,6 +48,10 @@ type Options struct {
 	// /proc (internal/procctx): exec events, and the forks a poller infers
 	// (the process as it runs when first seen). A process already gone, or
 	// an event without a token, carries none: absent, never invented.
+	// With eBPF, whose exec program captures the executable, directory,
+	// cgroup and arguments itself, it decides whether the program does:
+	// read at Start and at each ExecContextChanged, and exec events of a
+	// time it was false carry none of them (the context still).
 	ExecContext func() bool
 	// OnEvent, when set, sees every event after the graph applied it, on
 	// the drain goroutine. It must not keep ev.
@@ -79,6 +83,20 @@ type Tracker struct {
 	closeOne sync.Once
 	named    events.Desc     // the name-only parent describe lends an event
 	ctxr     *procctx.Reader // nil unless Options.ExecContext
+	// blobs is the source's switch of its exec capture (eBPF), nil when it
+	// has none or Options.ExecContext is nil; blobsMu makes each
+	// ExecContextChanged read Options.ExecContext and set the switch as
+	// one step, so that the last call leaves the switch as the last
+	// answer says.
+	blobs   execBlobSwitch
+	blobsMu sync.Mutex
+}
+
+// execBlobSwitch is a source whose exec events carry what its program
+// captured (paths and arguments) only while asked to
+// (tracepoint.Source.SetExecBlobs).
+type execBlobSwitch interface {
+	SetExecBlobs(on bool)
 }
 
 // Start opens the mechanism, seeds the graph and starts draining. The
@@ -100,6 +118,10 @@ func Start(ctx context.Context, opts Options) (*Tracker, error) {
 	}
 	if opts.ExecContext != nil {
 		t.ctxr = procctx.New(opts.ProcRoot, opts.ArgvMax)
+		if b, ok := src.(execBlobSwitch); ok {
+			t.blobs = b
+			t.ExecContextChanged()
+		}
 	}
 	if opts.afterAttach != nil {
 		opts.afterAttach()
@@ -144,6 +166,21 @@ func (t *Tracker) drain() {
 			t.opts.OnEvent(&ev)
 		}
 	}
+}
+
+// ExecContextChanged tells the tracker that Options.ExecContext may answer
+// otherwise now (a consumer of exec context came or went). With eBPF the
+// exec program captures paths and arguments from the next exec on while
+// the answer is true, and skips them while it is false; netlink and polling
+// read Options.ExecContext at each event and need no telling. Safe to call
+// from any goroutine.
+func (t *Tracker) ExecContextChanged() {
+	if t.blobs == nil {
+		return
+	}
+	t.blobsMu.Lock()
+	defer t.blobsMu.Unlock()
+	t.blobs.SetExecBlobs(t.opts.ExecContext())
 }
 
 // wantsContext reports whether ev is one whose exec context /proc can

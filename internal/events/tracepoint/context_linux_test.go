@@ -514,3 +514,32 @@ func TestIntegrationContextLoss(t *testing.T) {
 		t.Errorf("%d exec records read and %d lost (stats %+v), want some of each adding up to at least %d", whole, lost, s.Stats(), runs)
 	}
 }
+
+// TestIntegrationExecBlobs checks SetExecBlobs: switched off, an exec
+// event carries its context but no executable, directory, cgroup or
+// arguments (absent, not another exec's); switched on again, the next exec
+// carries them whole; and after Close the switch does nothing.
+func TestIntegrationExecBlobs(t *testing.T) {
+	c, _ := openContext(t)
+	argv := []string{"/bin/true", "exec-blobs-marker", "--secret=x"}
+	exe, err := filepath.EvalSymlinks(argv[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.src.SetExecBlobs(false)
+	off := c.runExec(t, exec.Command(argv[0], argv[1:]...))
+	if !off.Ctx.Valid || off.Ctx.UID != uint32(os.Getuid()) || off.Ctx.PidNS == 0 {
+		t.Errorf("exec without blobs: context %+v, want it whole", off.Ctx)
+	}
+	if off.Exe != "" || off.Argv != nil || off.Exec != (events.ExecInfo{}) {
+		t.Errorf("exec without blobs: exe %q argv %q exec %+v, want none", off.Exe, off.Argv, off.Exec)
+	}
+	c.src.SetExecBlobs(true)
+	on := c.runExec(t, exec.Command(argv[0], argv[1:]...))
+	checkArgv(t, on, argv, DefaultArgvMax, false)
+	if on.Exe != exe || on.Exec.Cwd == "" {
+		t.Errorf("exec with blobs again: exe %q cwd %q, want %q and a directory", on.Exe, on.Exec.Cwd, exe)
+	}
+	c.src.Close()
+	c.src.SetExecBlobs(false) // unmapped: must not fault
+}

@@ -83,6 +83,7 @@ const (
 	xCgroupTrunc = 8
 	xArgsFault   = 16
 	xNoExe       = 32
+	xSkipped     = 64
 )
 
 // Record kinds (enum event_kind).
@@ -233,6 +234,15 @@ func decodeExec(b []byte, ev *events.Event) error {
 	}
 	xf := le.Uint32(b[offXFlags:])
 	x := &ev.Exec
+	if xf&xSkipped != 0 {
+		// Nothing read the blobs when the program ran (SetExecBlobs):
+		// the executable, directory, cgroup and arguments are absent, not
+		// empty; the context is there.
+		if exeLen+cwdLen+cgLen+argsLen != 0 {
+			return fmt.Errorf("%w: %d blob bytes in a record without blobs", errRecordBlob, exeLen+cwdLen+cgLen+argsLen)
+		}
+		return nil
+	}
 	x.ArgsCount = int(le.Uint32(b[offArgc:]))
 	x.ArgsSize = int(le.Uint32(b[offArgsSize:]))
 	x.ArgsTruncated = xf&xArgsTrunc != 0

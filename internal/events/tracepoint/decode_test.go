@@ -149,6 +149,8 @@ func TestDecode(t *testing.T) {
 		exe: "sh\x00bin\x00", cwd: "c\x00b\x00", cgroup: "docker-" + cid + ".scope\x00",
 		arg: "sh\x00-c\x00ech"}
 	noExe := execRec{record: execPath, ctx: noLeaders, argc: 0, xflags: xNoExe | xArgsFault, cwd: "tmp\x00"}
+	skipped := execRec{record: execPath, ctx: ctx, argc: 4, xflags: xSkipped}
+	skippedBlobs := execRec{record: execPath, ctx: ctx, argc: 4, xflags: xSkipped, cwd: "tmp\x00"}
 	badLen := full.encode()
 	badLen[offArgsLen]++
 	wantFull := events.Event{Kind: events.Exec, Mechanism: events.EBPF, Pid: 42, PPid: 41,
@@ -177,6 +179,9 @@ func TestDecode(t *testing.T) {
 		{"exec truncated", truncated.encode(), wantTrunc, nil},
 		{"exec without exe and args", noExe.encode(), wantNoExe, nil},
 		{"exec with lengths that do not add up", badLen, events.Event{}, errRecordBlob},
+		{"exec without blobs", skipped.encode(), events.Event{Kind: events.Exec, Mechanism: events.EBPF, Pid: 42, PPid: 41,
+			Token: tok(500, 7001), ParentToken: tok(400, 7000), Comm: comm("true"), Time: 100, Ctx: wantCtx}, nil},
+		{"exec without blobs that has some", skippedBlobs.encode(), events.Event{}, errRecordBlob},
 		{"exec cut short", full.encode()[:execFixedSize-1], events.Event{}, errRecordSize},
 		{"fork with context", fork.encodeFork(ctx), wantForkCtx, nil},
 		{"fork with exec size", append(fork.encodeFork(ctx), make([]byte, execFixedSize-forkRecordSize)...), events.Event{}, errRecordSize},
@@ -236,6 +241,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add(execRec{record: record{kind: recExec, pid: 42, tid: 42, ppid: 1}, argc: 2, argsSize: 6,
 		exe: "sh\x00bin\x00", cwd: "tmp\x00", cgroup: "docker-0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\x00", arg: "sh\x00-c\x00"}.encode())
 	f.Add(record{kind: recFork, pid: 42, tid: 42, ppid: 1}.encodeFork(ctxRec{ngroups: 40, flags: 15}))
+	f.Add(execRec{record: record{kind: recExec, pid: 42, tid: 42, ppid: 1}, argc: 2, xflags: xSkipped}.encode())
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var ev events.Event
 		err := decode(b, testBoot, &ev)

@@ -29,6 +29,10 @@
 //     cgroup path with its container id (internal/container). Exec records
 //     are variable-length, assembled in a per-CPU scratch entry and sent with
 //     bpf_ringbuf_output; only exec events allocate (their strings).
+//     SetExecBlobs(false) switches the strings off while nothing shows
+//     them (a flag the exec program reads through a shared mapping): exec
+//     records then carry the context only, and the program skips the
+//     walks and the argument copy, most of its time.
 //   - Paths come from a bounded dentry walk in the program (bpf_d_path is
 //     not allowed in tp_btf programs): at most 128 steps and 4 KiB per
 //     path, crossing mounts up to the task's root. A path past the bound is

@@ -83,6 +83,7 @@ const (
 	processMapLost             = "lost"
 	processMapReaderAsleep     = "reader_asleep"
 	processMapScratch          = "scratch"
+	processMapSkipBlobs        = "skip_blobs"
 	processProgHandleExec      = "handle_exec"
 	processProgHandleExit      = "handle_exit"
 	processProgHandleExitLive  = "handle_exit_live"
@@ -152,6 +153,7 @@ type processMapSpecs struct {
 	Lost         *ebpf.MapSpec `ebpf:"lost"`
 	ReaderAsleep *ebpf.MapSpec `ebpf:"reader_asleep"`
 	Scratch      *ebpf.MapSpec `ebpf:"scratch"`
+	SkipBlobs    *ebpf.MapSpec `ebpf:"skip_blobs"`
 }
 
 // processVariableSpecs contains global variables before they are loaded into the kernel.
@@ -191,6 +193,7 @@ type processMaps struct {
 	Lost         *ebpf.Map `ebpf:"lost"`
 	ReaderAsleep *ebpf.Map `ebpf:"reader_asleep"`
 	Scratch      *ebpf.Map `ebpf:"scratch"`
+	SkipBlobs    *ebpf.Map `ebpf:"skip_blobs"`
 }
 
 func (m *processMaps) Close() error {
@@ -199,6 +202,7 @@ func (m *processMaps) Close() error {
 		m.Lost,
 		m.ReaderAsleep,
 		m.Scratch,
+		m.SkipBlobs,
 	)
 }
 

@@ -81,6 +81,12 @@ type Source struct {
 	// asleep is the reader_asleep flag shared with the programs (a
 	// memory-mapped array element): 1 while quiet. Nil in replay tests.
 	asleep *uint32
+	// skipBlobs is the skip_blobs flag the exec program reads (a
+	// memory-mapped array element): 1 while exec records are to carry no
+	// blobs (SetExecBlobs). Nil without WithExecPath and in replay tests.
+	// skipMu orders SetExecBlobs before Close unmaps it.
+	skipBlobs *uint32
+	skipMu    sync.Mutex
 	// ready, when set, waits for the ring in the runtime's netpoller; rd
 	// (an mmapRing) then never blocks and deadline is the one Read wants.
 	// Nil in replay tests and without the netpoller: rd blocks until
@@ -117,6 +123,7 @@ type objects struct {
 	Lost    *ebpf.Map     `ebpf:"lost"`
 	Scratch *ebpf.Map     `ebpf:"scratch"`
 	Asleep  *ebpf.Map     `ebpf:"reader_asleep"`
+	Skip    *ebpf.Map     `ebpf:"skip_blobs"`
 	Fork    *ebpf.Program `ebpf:"handle_fork"`
 	Exec    *ebpf.Program `ebpf:"handle_exec"`
 	Exit    *ebpf.Program `ebpf:"handle_exit"`
@@ -124,7 +131,7 @@ type objects struct {
 
 func (o *objects) close() error {
 	var errs []error
-	for _, c := range []interface{ Close() error }{o.Fork, o.Exec, o.Exit, o.Events, o.Lost, o.Scratch, o.Asleep} {
+	for _, c := range []interface{ Close() error }{o.Fork, o.Exec, o.Exit, o.Events, o.Lost, o.Scratch, o.Asleep, o.Skip} {
 		if c == nil {
 			continue
 		}
@@ -218,6 +225,13 @@ func New(boot procfs.BootID, opts ...Option) (*Source, error) {
 		return nil, fmt.Errorf("tracepoint: map lost counter: %w", err)
 	}
 	lost := (*uint64)(unsafe.Pointer(&lostMem[0]))
+	skipMem, err := unix.Mmap(objs.Skip.FD(), 0, page, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_SHARED)
+	if err != nil {
+		unix.Munmap(asleepMem)
+		unix.Munmap(lostMem)
+		objs.close()
+		return nil, fmt.Errorf("tracepoint: map skip_blobs: %w", err)
+	}
 	var links []link.Link
 	var ring *mmapRing
 	releaseAll := func() error {
@@ -228,7 +242,7 @@ func New(boot procfs.BootID, opts ...Option) (*Source, error) {
 		if ring != nil {
 			errs = append(errs, ring.unmap())
 		}
-		errs = append(errs, objs.close(), unix.Munmap(asleepMem), unix.Munmap(lostMem))
+		errs = append(errs, objs.close(), unix.Munmap(asleepMem), unix.Munmap(lostMem), unix.Munmap(skipMem))
 		return errors.Join(errs...)
 	}
 	// The ring is read through its mapping, and waited for in the
@@ -276,6 +290,9 @@ func New(boot procfs.BootID, opts ...Option) (*Source, error) {
 	}
 	s := newSource(boot, rd, func() (uint64, error) { return atomic.LoadUint64(lost), nil }, releaseAll)
 	s.asleep = asleep
+	if cfg.execPath {
+		s.skipBlobs = (*uint32)(unsafe.Pointer(&skipMem[0]))
+	}
 	s.ready = ready
 	s.progs = map[string]*ebpf.Program{"fork": objs.Fork, "exec": objs.Exec, "exit": objs.Exit}
 	return s, nil
@@ -524,6 +541,30 @@ func (s *Source) setAsleep(v uint32) {
 	}
 }
 
+// SetExecBlobs says whether exec events are to carry what the program
+// captures beside the context: the executable, working directory and
+// cgroup paths and the arguments (WithExecPath; on until told otherwise).
+// A consumer that shows none of it turns it off while it shows none: the
+// program then skips the path walks and the argument copy, and the events
+// of execs it ran meanwhile have those fields absent (empty), never
+// another exec's. The switch reaches programs already running at once,
+// and records already in the ring keep what they carry. SetExecBlobs may
+// be called from any goroutine; without WithExecPath it does nothing.
+func (s *Source) SetExecBlobs(on bool) {
+	if s.skipBlobs == nil {
+		return
+	}
+	var v uint32
+	if !on {
+		v = 1
+	}
+	s.skipMu.Lock()
+	defer s.skipMu.Unlock()
+	if !s.closed.Load() {
+		atomic.StoreUint32(s.skipBlobs, v)
+	}
+}
+
 // Stats returns the counts so far. Events counts fork, exec and exit events
 // delivered; Lost events are counted in LostReports.
 func (s *Source) Stats() events.Stats {
@@ -554,7 +595,9 @@ func (s *Source) Close() error {
 			errReady = errors.Join(errReady, s.ready.release())
 		}
 		if s.release != nil {
+			s.skipMu.Lock()
 			errRel = s.release()
+			s.skipMu.Unlock()
 		}
 		if err := errors.Join(errReady, errRd, errRel); err != nil {
 			s.closeErr = fmt.Errorf("tracepoint: close: %w", err)
