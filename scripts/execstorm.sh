@@ -17,6 +17,11 @@
 #   daemon-exec  the same daemon with `--log-process-events=exec`: its feed
 #             writes exec lines only (the volume of an auditd execve rule),
 #             and forks and exits cost it no encoding or write
+#   daemon-quiet  the daemon on its defaults (`--log-process-events=false`):
+#             no process lines, so its exec program captures no arguments
+#             or paths (skip_blobs in bpf/process.bpf.c). It reports no
+#             execs (reported 0%): the row is the cost of watching lineage
+#             alone
 #   auditd    auditd (installed with apt-get if missing, run with its own
 #             config in a temporary directory) with the rule
 #             `auditctl -a always,exit -F arch=b64 -S execve`
@@ -49,7 +54,7 @@
 # of each figure over the rounds (other work shares the cores: one round's
 # rates are noisy).
 #
-# Usage: scripts/execstorm.sh [--execs N] [--rounds R] [--observers "events daemon daemon-exec auditd bpftrace"]
+# Usage: scripts/execstorm.sh [--execs N] [--rounds R] [--observers "events daemon daemon-exec daemon-quiet auditd bpftrace"]
 #          [--supervisor PATH] [--keep DIR]
 #
 # Needs root, gcc, go (unless --supervisor), jq and bpftool (installed with
@@ -260,7 +265,8 @@ check() {
 	END { r = 0; e = 0; for (i in seen) r++; for (i in exact) e++; print r, e }' "$3"
 }
 
-# args_events FILE, args_daemon FILE (and args_daemon-exec), args_auditd FILE, args_bpftrace FILE:
+# args_events FILE, args_daemon FILE (and args_daemon-exec; args_daemon-quiet
+# reports none), args_auditd FILE, args_bpftrace FILE:
 # each exec the observer reported, as one line of \037-separated arguments.
 args_events() {
 	jq -R -r 'fromjson? | select(.kind == "exec") | (.argv // []) | join("\u001f")' "$1"
@@ -270,6 +276,7 @@ args_daemon() {
 	jq -R -r 'fromjson? | select(.event.action == "process_exec") | (.process.args // []) | join("\u001f")' "$1"*
 }
 args_daemon-exec() { args_daemon "$@"; }
+args_daemon-quiet() { :; }
 args_bpftrace() {
 	tr ' ' '\037' <"$1"
 }
@@ -363,6 +370,8 @@ run_daemon() {
 start_daemon() { run_daemon "" --log-process-events; }
 start_daemon-exec() { run_daemon -exec --log-process-events=exec; }
 stop_daemon-exec() { stop_daemon; }
+start_daemon-quiet() { run_daemon -quiet --log-process-events=false; }
+stop_daemon-quiet() { stop_daemon; }
 stop_daemon() {
 	kill -TERM "$opids"
 	wait "$opids" || die "supervisor run exited with $?: $(cat "$oerr")"
