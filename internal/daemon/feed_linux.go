@@ -67,9 +67,11 @@ func (f *feed) Error(what string, err error) {
 }
 
 // wantsExecContext reports whether log feed lines of kinds k show the
-// exec context that netlink and polling read from /proc (tracker
-// Options.ExecContext): exec lines, and fork lines, since a poller's
-// inferred fork carries the context of the process as first seen. An
-// exit-only feed needs none; its exit lines then describe a parent
-// without the arguments and context only that read gives.
+// exec context that netlink and polling read from /proc and eBPF's exec
+// program captures (tracker Options.ExecContext): exec lines, and fork
+// lines, since a poller's inferred fork carries the context of the process
+// as first seen. An exit-only feed needs none; its exit lines then
+// describe a parent by the name and ids the graph and the kernel give,
+// without its executable, arguments and directory, whatever the
+// mechanism.
 func wantsExecContext(k logfeed.Kinds) bool { return k&(logfeed.Forks|logfeed.Execs) != 0 }
