@@ -121,7 +121,9 @@ func TestIntegrationFeedKinds(t *testing.T) {
 // fork lines. A shell, started under the daemon, runs a child: the
 // child's exit line describes the shell as its parent with the shell's
 // arguments (read from /proc at its exec) when forks are logged too, and
-// without them when only exits are (nothing was read).
+// without them when only exits are (nothing was read). The shell lives
+// until its exec has been drained, so a read that was wanted cannot miss
+// it.
 func TestIntegrationExitOnlyReadsNoContext(t *testing.T) {
 	testenv.RequireRoot(t)
 	for _, tt := range []struct {
@@ -134,8 +136,27 @@ func TestIntegrationExitOnlyReadsNoContext(t *testing.T) {
 		t.Run(tt.kinds.String(), func(t *testing.T) {
 			logPath, stop := runFeedDaemon(t, "netlink", tt.kinds)
 			marker := fmt.Sprintf("feedkinds-%d-%d", os.Getpid(), time.Now().UnixNano())
-			argv := []string{"/bin/sh", "-c", `/bin/true "$0"; exit 0`, marker}
-			shPid := runChild(t, argv...)
+			// The shell waits on its stdin until a barrier's exit line
+			// is in the feed: its exec was drained (and, when wanted,
+			// its context read) while it was alive.
+			argv := []string{"/bin/sh", "-c", `read x; /bin/true "$0"; exit 0`, marker}
+			sh := exec.Command(argv[0], argv[1:]...)
+			gate, err := sh.StdinPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := sh.Start(); err != nil {
+				t.Fatal(err)
+			}
+			shPid := sh.Process.Pid
+			bpid := runChild(t, "/bin/true", marker+"-barrier")
+			testenv.Eventually(t, 20*time.Second, func() bool {
+				return len(processLines(t, logPath, bpid)) > 0
+			}, "never a line of the barrier (pid %d) in %s:\n%s", bpid, logPath, readLog(logPath))
+			gate.Close()
+			if err := sh.Wait(); err != nil && !errors.Is(err, syscall.ECHILD) {
+				t.Fatalf("%q: %v", argv, err)
+			}
 			// The shell's exit line comes after its child's.
 			testenv.Eventually(t, 20*time.Second, func() bool {
 				return slices.ContainsFunc(processLines(t, logPath, shPid), func(l procLine) bool { return l.action == logfeed.ActionProcessEnded })
