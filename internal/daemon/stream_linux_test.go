@@ -207,6 +207,52 @@ func TestStreamsOfUsersLeaveRoot(t *testing.T) {
 	}
 }
 
+// TestStreamChangedFollowsSubscribers: the hub tells its changed callback
+// (the tracker's ExecContextChanged) of every subscriber that comes or
+// goes, after the change, so that eBPF captures exec strings exactly while
+// a stream is open. Subscribers from many goroutines at once leave the
+// last call seeing none.
+func TestStreamChangedFollowsSubscribers(t *testing.T) {
+	var h hub
+	var mu sync.Mutex
+	var seen []int
+	changed := func() {
+		mu.Lock()
+		seen = append(seen, len(h.active()))
+		mu.Unlock()
+	}
+	h.changed.Store(&changed)
+	a, err := h.subscribe(1000, false, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := h.subscribe(0, true, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a.Close()
+	b.Close()
+	if want := []int{1, 2, 1, 0}; fmt.Sprint(seen) != fmt.Sprint(want) {
+		t.Fatalf("changed saw %v subscribers, want %v", seen, want)
+	}
+	var wg sync.WaitGroup
+	for i := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if s, err := h.subscribe(uint32(2000+i), false, 0); err == nil {
+				s.Close()
+			}
+		}()
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 4+32 || seen[len(seen)-1] != 0 {
+		t.Fatalf("after 16 streams opened and closed at once: %d calls, the last saw %d subscribers, want 36 and 0", len(seen), seen[len(seen)-1])
+	}
+}
+
 // BenchmarkStreamEventPath is the stream's cost on the event path (what
 // onEventStream adds to onEvent) with 0, 1 and 8 subscribers reading as
 // fast as they can, and with 8 that never read (every event lost).
