@@ -262,7 +262,7 @@ func (d *Daemon) run(ctx context.Context, ready func(Info)) error {
 		// something shows them: exec lines in the log feed, fork lines
 		// (a poller's inferred fork carries it), or a subscriber to the
 		// event stream. An exit-only feed needs none.
-		ExecContext: func() bool { return wantsExecContext(d.cfg.LogProcessEvents) || d.log.hub.active() != nil },
+		ExecContext: func() bool { return wantsExecContext(d.cfg.LogProcessEvents) || d.log.hub.streaming() },
 		// The log feed and the stream name each event's parent.
 		Execs:  execcache.New(execcache.Config{}),
 		Redact: rules,

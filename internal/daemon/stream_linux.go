@@ -180,7 +180,11 @@ func (h *hub) close() {
 	}
 }
 
-// active returns the subscribers, nil when there are none.
+// streaming reports whether a subscriber is open. Not active() != nil:
+// after the last one leaves, active returns an empty slice, not nil.
+func (h *hub) streaming() bool { return len(h.active()) > 0 }
+
+// active returns the subscribers, nil or empty when there are none.
 func (h *hub) active() []*subscriber {
 	if p := h.subs.Load(); p != nil {
 		return *p

@@ -217,8 +217,12 @@ func TestStreamChangedFollowsSubscribers(t *testing.T) {
 	var mu sync.Mutex
 	var seen []int
 	changed := func() {
+		n := 0
+		if h.streaming() { // what the daemon's Options.ExecContext asks
+			n = len(h.active())
+		}
 		mu.Lock()
-		seen = append(seen, len(h.active()))
+		seen = append(seen, n)
 		mu.Unlock()
 	}
 	h.changed.Store(&changed)
@@ -232,6 +236,9 @@ func TestStreamChangedFollowsSubscribers(t *testing.T) {
 	}
 	a.Close()
 	b.Close()
+	if h.streaming() {
+		t.Fatal("streaming() after every subscriber left: the exec strings would be captured for no one")
+	}
 	if want := []int{1, 2, 1, 0}; fmt.Sprint(seen) != fmt.Sprint(want) {
 		t.Fatalf("changed saw %v subscribers, want %v", seen, want)
 	}
