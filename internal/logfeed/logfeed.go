@@ -11,8 +11,9 @@
 // being empty, lets it fill for 100 ms (less when it passes 2 MiB, or on
 // Flush, Close or Reopen), swaps it for its spare and hands it whole to
 // the sink (stdout or a size-rotated file: one write per batch; syslog in
-// RFC 5424 form over a unix socket, UDP or TCP: a message per line). Under a storm of process events that is one
-// wake-up and one write per batch, not per line. The caller never waits
+// RFC 5424 form over a unix socket, UDP or TCP: a message per line).
+// Under a storm of process events that is one wake-up and one write per
+// batch, not per line. The caller never waits
 // for the sink: when the batch is full, or the sink fails, the line is
 // dropped and counted, and the count is written as a line of its own
 // (event.action "log_lines_dropped") as soon as a later write succeeds.
