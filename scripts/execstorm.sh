@@ -17,6 +17,11 @@
 #   daemon-exec  the same daemon with `--log-process-events=exec`: its feed
 #             writes exec lines only (the volume of an auditd execve rule),
 #             and forks and exits cost it no encoding or write
+#   daemon-null  the daemon as `daemon`, its feed written to /dev/null
+#             (--log-output stdout): the same encoding and write calls
+#             without the page cache, so the difference from `daemon` is
+#             what the kernel charged for putting the lines in a file. It
+#             reports no execs (reported 0%)
 #   daemon-quiet  the daemon on its defaults (`--log-process-events=false`):
 #             no process lines, so its exec program captures no arguments
 #             or paths (skip_blobs in bpf/process.bpf.c). It reports no
@@ -49,12 +54,14 @@
 #             set for the run and restored): the observer's exec program
 #             (supervisor: handle_exec; bpftrace: its execve program) run
 #             time per run, and all its programs' run time per storm exec
+#   out/exec  bytes the observer wrote to its output file (and the files
+#             it rotated to) per storm exec
 #
 # With --rounds R all of it runs R times, and the table ends with the median
 # of each figure over the rounds (other work shares the cores: one round's
 # rates are noisy).
 #
-# Usage: scripts/execstorm.sh [--execs N] [--rounds R] [--observers "events daemon daemon-exec daemon-quiet auditd bpftrace"]
+# Usage: scripts/execstorm.sh [--execs N] [--rounds R] [--observers "events daemon daemon-exec daemon-null daemon-quiet auditd bpftrace"]
 #          [--supervisor PATH] [--keep DIR]
 #
 # Needs root, gcc, go (unless --supervisor), jq and bpftool (installed with
@@ -229,6 +236,16 @@ drained() {
 	echo "execstorm: observers still busy 60 s after the storm" >&2
 }
 
+# outbytes: the bytes in the observer's output file ($out) and the files
+# it rotated to ($out.1 ...); 0 for an output that is not a file.
+outbytes() {
+	local f t=0
+	for f in "$out"*; do
+		[ -f "$f" ] && t=$((t + $(stat -c %s "$f")))
+	done
+	echo "$t"
+}
+
 # storm KIND PREFIX: run one storm; sets rate and scpu (its CPU per exec).
 storm() {
 	local out
@@ -277,6 +294,7 @@ args_daemon() {
 }
 args_daemon-exec() { args_daemon "$@"; }
 args_daemon-quiet() { :; }
+args_daemon-null() { :; }
 args_bpftrace() {
 	tr ' ' '\037' <"$1"
 }
@@ -318,10 +336,10 @@ args_auditd() {
 results=$dir/results
 : >"$results"
 
-# record OBSERVER KIND BASE RATE REPORTED_EXACT LOST CPU_TICKS BPF0 BPF1 BASECPU SCPU
+# record OBSERVER KIND BASE RATE REPORTED_EXACT LOST CPU_NS BPF0 BPF1 BASECPU SCPU OUT_BYTES
 record() {
-	local o=$1 k=$2 base=$3 r=$4 re=$5 lost=$6 cpu=$7 b0=$8 b1=$9 bc=${10} sc=${11}
-	echo "round=$round observer=$o storm=$k base=$base rate=$r reported=${re% *} exact=${re#* } lost=$lost cpu=$cpu bpf0=$b0 bpf1=$b1 basecpu=$bc scpu=$sc" >>"$results"
+	local o=$1 k=$2 base=$3 r=$4 re=$5 lost=$6 cpu=$7 b0=$8 b1=$9 bc=${10} sc=${11} ob=${12}
+	echo "round=$round observer=$o storm=$k base=$base rate=$r reported=${re% *} exact=${re#* } lost=$lost cpu=$cpu bpf0=$b0 bpf1=$b1 basecpu=$bc scpu=$sc out=$ob" >>"$results"
 }
 
 # await_ready PATTERN FILE NAME: wait up to 60 s until the observer
@@ -353,15 +371,20 @@ stop_events() {
 	wait "$opids" || die "supervisor events exited with $?: $(cat "$dir/$round.events.err")"
 	lost_total=$(sed -n 's/.* events, \([0-9]*\) lost.*/\1/p' "$dir/$round.events.err")
 }
-# run_daemon SUFFIX FLAG: start the daemon with FLAG (the process events
-# its feed logs); its files are named with SUFFIX (oerr: its stderr).
+# run_daemon SUFFIX FLAG [null]: start the daemon with FLAG (the process
+# events its feed logs); its files are named with SUFFIX (oerr: its
+# stderr). With null its feed goes to stdout, which is /dev/null.
 run_daemon() {
 	out=$dir/$round.feed$1.json
 	oerr=$dir/$round.daemon$1.err
 	mkdir -p "$dir/state.$round$1"
 	rm -f "$oerr" "$out"* # a kept directory's old files would pass await_ready or add lines
+	local output="file:$out" stdout=$dir/$round.daemon$1.out
+	if [ "${3:-}" = null ]; then
+		output=stdout stdout=/dev/null
+	fi
 	"$supervisor" run --state-dir "$dir/state.$round$1" --socket "$dir/state.$round$1/api.sock" --cgroup off \
-		--mechanism ebpf --log-output "file:$out" "$2" >"$dir/$round.daemon$1.out" 2>"$oerr" &
+		--mechanism ebpf --log-output "$output" "$2" >"$stdout" 2>"$oerr" &
 	opids=$!
 	running+=("$opids")
 	await_ready "serving on" "$oerr" "supervisor run"
@@ -370,6 +393,12 @@ run_daemon() {
 start_daemon() { run_daemon "" --log-process-events; }
 start_daemon-exec() { run_daemon -exec --log-process-events=exec; }
 stop_daemon-exec() { stop_daemon; }
+start_daemon-null() { run_daemon -null --log-process-events null; }
+stop_daemon-null() {
+	kill -TERM "$opids"
+	wait "$opids" || die "supervisor run exited with $?: $(cat "$oerr")"
+	lost_total=- # its totals went to /dev/null with its feed
+}
 start_daemon-quiet() { run_daemon -quiet --log-process-events=false; }
 stop_daemon-quiet() { stop_daemon; }
 stop_daemon() {
@@ -478,17 +507,19 @@ for o in $observers; do
 		# shellcheck disable=SC2086
 		b0=$(bpfstat "$oprog" $ids | tr '\t' ,)
 		c0=$(cpuns $opids)
+		o0=$(outbytes)
 		storm "$k" "$o$k"
 		drained $opids
 		c1=$(cpuns $opids)
+		o1=$(outbytes)
 		b1=$(bpfstat "$oprog" $ids | tr '\t' ,)
-		tally[$k]="${base[$k]} $rate $((c1 - c0)) $b0 $b1 ${basecpu[$k]} $scpu"
+		tally[$k]="${base[$k]} $rate $((c1 - c0)) $b0 $b1 ${basecpu[$k]} $scpu $((o1 - o0))"
 	done
 	"stop_$o"
 	"args_$o" "$out" >"$dir/$round.args.$o"
 	for k in small 4k; do
 		set -- ${tally[$k]}
-		record "$o" "$k" "$1" "$2" "$(check "$k" "$o$k" "$dir/$round.args.$o")" "${lost_total:-?}" "$3" "$4" "$5" "$6" "$7"
+		record "$o" "$k" "$1" "$2" "$(check "$k" "$o$k" "$dir/$round.args.$o")" "${lost_total:-?}" "$3" "$4" "$5" "$6" "$7" "$8"
 	done
 	[ -n "$keep" ] || rm -f "$out"* "$dir/$round.args.$o" # hundreds of MB
 	sleep 2 # leave the cores to others for a moment
@@ -510,7 +541,7 @@ function median(list,   m, a, i, j, t) {
 }
 function us(x) { return (x == "-") ? "-" : sprintf("%.2fus", x) }
 BEGIN {
-	hdr = sprintf("%-5s %-11s %-5s %8s %8s %7s %15s %9s %9s %7s %9s %9s %9s", "round", "observer", "storm", "base/s", "execs/s", "rate", "storm cpu/exec", "reported", "exact", "lost", "cpu/exec", "probe", "probes")
+	hdr = sprintf("%-5s %-12s %-5s %8s %8s %7s %15s %9s %9s %7s %9s %9s %9s %8s", "round", "observer", "storm", "base/s", "execs/s", "rate", "storm cpu/exec", "reported", "exact", "lost", "cpu/exec", "probe", "probes", "out/exec")
 	print hdr
 }
 {
@@ -522,11 +553,13 @@ BEGIN {
 	probes = (b1[3] > b0[3]) ? (b1[3] - b0[3]) / n / 1000 : "-"
 	rel = 100 * v["rate"] / v["base"]; rep = 100 * v["reported"] / n; ex = 100 * v["exact"] / n
 	cpu = v["cpu"] / 1000 / n
-	printf "%-5s %-11s %-5s %8.0f %8.0f %6.1f%% %6.1f->%6.1fus %8.2f%% %8.2f%% %7s %7.2fus %9s %9s\n", v["round"], v["observer"], v["storm"], v["base"], v["rate"], rel, v["basecpu"], v["scpu"], rep, ex, v["lost"], cpu, us(probe), us(probes)
+	ob = v["out"] / n
+	printf "%-5s %-12s %-5s %8.0f %8.0f %6.1f%% %6.1f->%6.1fus %8.2f%% %8.2f%% %7s %7.2fus %9s %9s %8.0f\n", v["round"], v["observer"], v["storm"], v["base"], v["rate"], rel, v["basecpu"], v["scpu"], rep, ex, v["lost"], cpu, us(probe), us(probes), ob
 	k = v["observer"] " " v["storm"]
 	if (!(k in seen)) { seen[k] = 1; order[++nk] = k }
 	B[k] = B[k] " " v["base"]; S[k] = S[k] " " v["rate"]; Q[k] = Q[k] " " rel; R[k] = R[k] " " rep; E[k] = E[k] " " ex
 	L[k] = L[k] " " v["lost"]; C[k] = C[k] " " cpu; BC[k] = BC[k] " " v["basecpu"]; SC[k] = SC[k] " " v["scpu"]
+	O[k] = O[k] " " ob
 	if (probe != "-") P[k] = P[k] " " probe
 	if (probes != "-") PP[k] = PP[k] " " probes
 	nr[k]++
@@ -537,8 +570,9 @@ END {
 	print substr(hdr, 7)
 	for (i = 1; i <= nk; i++) {
 		k = order[i]; split(k, c, " ")
-		printf "%-11s %-5s %8.0f %8.0f %6.1f%% %6.1f->%6.1fus %8.2f%% %8.2f%% %7s %7.2fus %9s %9s\n", c[1], c[2], median(B[k]), median(S[k]), median(Q[k]), median(BC[k]), median(SC[k]), median(R[k]), median(E[k]), median(L[k]), median(C[k]), us(median(P[k])), us(median(PP[k]))
+		printf "%-12s %-5s %8.0f %8.0f %6.1f%% %6.1f->%6.1fus %8.2f%% %8.2f%% %7s %7.2fus %9s %9s %8.0f\n", c[1], c[2], median(B[k]), median(S[k]), median(Q[k]), median(BC[k]), median(SC[k]), median(R[k]), median(E[k]), median(L[k]), median(C[k]), us(median(P[k])), us(median(PP[k])), median(O[k])
 	}
 }' "$results"
 note "probe: the exec program's run time per run (bpf_stats); probes: all the observer's programs' run time per storm exec"
+note "out/exec: bytes written to the observer's output file per storm exec"
 [ -z "$keep" ] || note "raw results and observer output kept in $dir"
