@@ -9,7 +9,10 @@
 // than reading a newer process that took the pid. The stat file is read
 // first, to check the start time against the event's token, and again last:
 // when the last read succeeds, every read before it described the same
-// instance.
+// instance. An exiting process gives back its memory (and with it its
+// argument vector) before it turns zombie: a cmdline that took more than
+// one read is read again at its first byte, and when that finds no memory
+// the process gets no context, never a vector cut short by its exit.
 //
 // Limits: this reads after the fact, so it is a description of the process
 // when it was read, not at the exec. A process already gone (or a zombie)

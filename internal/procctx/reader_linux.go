@@ -198,6 +198,16 @@ func (r *Reader) cmdline(dir int, x *events.ExecInfo) ([]string, error) {
 		total += n
 		last = chunk[n-1]
 	}
+	if total >= len(r.buf) {
+		// More than one read: an exit between two of them (exit_mm, which
+		// comes before the zombie state the last stat read checks) ends
+		// the vector early, as an end of file would. The memory is given
+		// back once and for all, so reading a byte of it again tells:
+		// still there, every read before was whole.
+		if n, err := unix.Pread(fd, r.buf[:1], 0); err != nil || n != 1 {
+			return nil, ErrGone
+		}
+	}
 	x.ArgsSize, x.ArgsCount = total, nuls
 	if total > 0 && last != 0 {
 		x.ArgsCount++ // a process that rewrote its argv area without the NUL
