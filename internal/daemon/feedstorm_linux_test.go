@@ -59,7 +59,8 @@ type feedShell struct {
 // working directory of its own, as one of four users, with its own
 // arguments, each running sleep; and checks the feed line by line. A
 // shell's exec line holds its arguments, directory and ids; its sleep's
-// exec line holds the same directory and ids, and the shell as its parent
+// fork line the shell's ids, and its exec line the same directory and
+// ids; both lines have the shell as the parent
 // (pid, entity_id, arguments, directory, user) from the daemon's exec
 // cache: never another shell's, whatever ran at the same time. With
 // netlink a part /proc did not give is absent, never wrong.
@@ -124,16 +125,19 @@ func TestIntegrationFeedStorm(t *testing.T) {
 			}, "never a line of the barrier (pid %d)", bpid)
 			stop()
 
-			// The exec lines, by pid.
-			execs := map[int][]ecsLine{}
+			// The exec and fork lines, by pid.
+			execs, forks := map[int][]ecsLine{}, map[int][]ecsLine{}
 			log := readLog(logPath)
 			for l := range strings.SplitSeq(strings.TrimSuffix(log, "\n"), "\n") {
 				var m ecsLine
 				if err := json.Unmarshal([]byte(l), &m); err != nil {
 					t.Fatalf("feed line %q: %v", l, err)
 				}
-				if m.Event.Action == logfeed.ActionProcessExec {
+				switch m.Event.Action {
+				case logfeed.ActionProcessExec:
 					execs[m.Process.Pid] = append(execs[m.Process.Pid], m)
+				case logfeed.ActionProcessStarted:
+					forks[m.Process.Pid] = append(forks[m.Process.Pid], m)
 				}
 			}
 			// children: the exec lines of the processes whose parent is
@@ -183,6 +187,28 @@ func TestIntegrationFeedStorm(t *testing.T) {
 					continue
 				}
 				k := kids[0].Process
+				// The fork that made the sleep: the shell's ids, inherited,
+				// and the shell as its parent.
+				if fs := forks[k.Pid]; len(fs) != 1 {
+					t.Errorf("%s: %d fork lines of its sleep (pid %d), want 1", s.argv[3], len(fs), k.Pid)
+				} else {
+					f := fs[0].Process
+					if f.User != nil || mech == "ebpf" {
+						present["fork.user"]++
+						if f.User == nil || f.User.ID != uid(s) || f.Group == nil || f.Group.ID != gid(s) {
+							t.Errorf("%s: its sleep's fork line has user %+v group %+v, want %s and %s", s.argv[3], f.User, f.Group, uid(s), gid(s))
+						}
+					}
+					if f.Parent.Pid != s.pid || f.Parent.EntityID != p.EntityID {
+						t.Errorf("%s: its sleep's fork line has parent %d %q, want the shell %d %q", s.argv[3], f.Parent.Pid, f.Parent.EntityID, s.pid, p.EntityID)
+					}
+					if f.Parent.Args != nil || p.Args != nil && mech == "ebpf" {
+						present["fork.parent.args"]++
+						if !slices.Equal(f.Parent.Args, s.argv) {
+							t.Errorf("%s: its sleep's fork line has process.parent.args %q, want the shell's %q", s.argv[3], f.Parent.Args, s.argv)
+						}
+					}
+				}
 				if k.Cwd != "" || mech == "ebpf" {
 					if k.Cwd != s.dir {
 						t.Errorf("%s: its sleep's working_directory %q, want %q", s.argv[3], k.Cwd, s.dir)
@@ -217,8 +243,10 @@ func TestIntegrationFeedStorm(t *testing.T) {
 				}
 			}
 			t.Logf("%s: %d shells; checked: %v", mech, len(shells), present)
-			for _, what := range []string{"args", "cwd", "user", "parent.args", "parent.cwd", "parent.user"} {
-				if present[what] == 0 {
+			for _, what := range []string{"args", "cwd", "user", "parent.args", "parent.cwd", "parent.user", "fork.user", "fork.parent.args"} {
+				// netlink's forks carry no ids: /proc is read at an exec,
+				// and the creator's of then may have changed since.
+				if present[what] == 0 && !(mech == "netlink" && what == "fork.user") {
 					t.Errorf("no line carried %s: nothing was checked", what)
 				}
 			}
