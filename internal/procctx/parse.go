@@ -19,8 +19,10 @@
 // gets no context at all (Context.Valid false, no argv, no paths), never
 // its parent's or a successor's. A process that exec'd again between the
 // event and the read is described as its newer program: the start time does
-// not change across exec. Leader tokens are left zero (the lineage graph
-// knows them); supplementary groups stop at events.MaxGroups.
+// not change across exec, so only the event stream can tell (the tracker
+// drops the context when netlink has the later exec queued,
+// proccon.Source.ExecFollows). Leader tokens are left zero (the lineage
+// graph knows them); supplementary groups stop at events.MaxGroups.
 package procctx
 
 import (

@@ -92,6 +92,13 @@ type Tracker struct {
 	blobsMu sync.Mutex
 }
 
+// execFollower is a source that can tell, after /proc was read for an
+// exec event, that the process has exec'd again since the event
+// (proccon.Source.ExecFollows): /proc then showed a later program.
+type execFollower interface {
+	ExecFollows(pid int32) bool
+}
+
 // execBlobSwitch is a source whose exec events carry what its program
 // captured (paths and arguments) only while asked to
 // (tracepoint.Source.SetExecBlobs).
@@ -155,7 +162,7 @@ func (t *Tracker) drain() {
 		}
 		t.enrich(&ev)
 		if t.ctxr != nil && wantsContext(&ev) && t.opts.ExecContext() {
-			_ = t.ctxr.Fill(&ev) // gone: the event carries no context
+			t.fill(&ev)
 		}
 		t.graph.Apply(&ev)
 		if ev.Kind == events.Lost {
@@ -165,6 +172,18 @@ func (t *Tracker) drain() {
 			t.describe(&ev)
 			t.opts.OnEvent(&ev)
 		}
+	}
+}
+
+// fill reads ev's context from /proc. A process gone meanwhile gets none;
+// so does an exec whose process has exec'd again since (what /proc showed
+// is the later program: its own exec event will carry it).
+func (t *Tracker) fill(ev *events.Event) {
+	if t.ctxr.Fill(ev) != nil {
+		return // gone: the event carries no context
+	}
+	if f, ok := t.src.(execFollower); ok && ev.Kind == events.Exec && f.ExecFollows(ev.Pid) {
+		ev.Exe, ev.Argv, ev.Exec, ev.Ctx = "", nil, events.ExecInfo{}, events.Context{}
 	}
 }
 

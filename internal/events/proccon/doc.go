@@ -90,6 +90,14 @@
 // a resync started on the Lost event misses nothing after it. The receive
 // buffer is raised to 8 MiB (SO_RCVBUFFORCE as root) to make loss rare.
 //
+// Looking ahead: a consumer that reads /proc for an exec event (the
+// tracker's exec context) asks ExecFollows afterwards whether an exec of
+// the same process is already queued behind it; /proc then showed the
+// later program. ExecFollows parses the messages received and not yet
+// read and, when Read has consumed them all, makes the receive Read would
+// make next (non-blocking; an overflow or error it meets is Read's as
+// before). It cannot see past a whole received batch (64 datagrams).
+//
 // The proc connector serves only the initial pid and user namespaces; New
 // checks both and fails with events.ErrUnavailable elsewhere, as it does
 // without CAP_NET_ADMIN or a kernel built without CONFIG_PROC_EVENTS.

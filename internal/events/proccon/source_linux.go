@@ -90,6 +90,7 @@ type Source struct {
 	hdrs        []unix.Mmsghdr
 	drops       uint32 // socket drop counter (SO_MEMINFO) at the last loss
 	lossPending bool   // ENOBUFS seen, Lost not yet delivered
+	aheadErr    error  // a receive error ExecFollows met, for Read to return
 	replay      []byte // marshalled messages on the replay path
 
 	// Decode state, owned by the Read goroutine.
@@ -425,6 +426,10 @@ func (s *Source) Read(ev *events.Event) error {
 		if s.closed.Load() {
 			return events.ErrClosed
 		}
+		if err := s.aheadErr; err != nil {
+			s.aheadErr = nil
+			return fmt.Errorf("proc connector: receive: %w", err)
+		}
 		if s.off < s.n {
 			next, err := parseMessage(s.buf[s.off:s.n], &s.raw)
 			if err == nil && !s.fromKernel {
@@ -514,6 +519,70 @@ func (s *Source) Read(ev *events.Event) error {
 			return fmt.Errorf("proc connector: receive: %w", err)
 		}
 	}
+}
+
+// ExecFollows reports whether the kernel has queued an exec of process
+// tgid after the message of the event Read returned last: the process has
+// run another program since, so what /proc shows of it is no longer that
+// event's program (the tracker then leaves the event's context absent).
+// Call it after reading /proc: an exec that replaced the program before
+// the read had queued its message by then, but for the few microseconds
+// between the new program's arguments being set up and the message.
+//
+// It looks through the messages already received and, when Read has
+// consumed them all, receives the next batch without waiting (as Read's
+// next call would have). An exec queued behind a whole batch of unread
+// messages is not seen: false means none seen. Read's goroutine only.
+func (s *Source) ExecFollows(tgid int32) bool {
+	if s.k == nil {
+		return false
+	}
+	if s.off >= s.n && s.bi >= s.bn {
+		switch err := s.receive(false); {
+		case err == nil:
+		case errors.Is(err, unix.EAGAIN):
+			return false
+		case errors.Is(err, unix.ENOBUFS):
+			// As Read does: the messages from here on may lie on either
+			// side of the gap.
+			s.lossPending = true
+			clear(s.groups)
+			return false
+		default:
+			s.aheadErr = err
+			return false
+		}
+	}
+	if s.fromKernel && execIn(s.buf[s.off:s.n], tgid) {
+		return true
+	}
+	for i := s.bi; i < s.bn; i++ {
+		h := &s.hdrs[i]
+		if h.Hdr.Flags&unix.MSG_TRUNC != 0 || int(h.Len) > slotLen ||
+			s.names[i].Family != unix.AF_NETLINK || s.names[i].Pid != 0 {
+			continue // Read drops it too
+		}
+		if execIn(s.slots[i*slotLen:i*slotLen+int(h.Len)], tgid) {
+			return true
+		}
+	}
+	return false
+}
+
+// execIn reports whether the messages in b hold an exec of process tgid.
+func execIn(b []byte, tgid int32) bool {
+	var r rawEvent
+	for len(b) > 0 {
+		next, err := parseMessage(b, &r)
+		if err == nil && r.what == whatExec && int32(r.data[execTgid]) == tgid {
+			return true
+		}
+		if next <= 0 {
+			return false
+		}
+		b = b[next:]
+	}
+	return false
 }
 
 // nap sleeps for d or until Close, with the socket out of the runtime's
