@@ -94,9 +94,10 @@
 // tracker's exec context) asks ExecFollows afterwards whether an exec of
 // the same process is already queued behind it; /proc then showed the
 // later program. ExecFollows parses the messages received and not yet
-// read and, when Read has consumed them all, makes the receive Read would
-// make next (non-blocking; an overflow or error it meets is Read's as
-// before). It cannot see past a whole received batch (64 datagrams).
+// read, then receives what the socket queued since, without waiting, into
+// a second batch that Read takes next (an overflow or error met there is
+// Read's, as if its own receive had met it). It sees at most 64 datagrams
+// past the batch being read.
 //
 // The proc connector serves only the initial pid and user namespaces; New
 // checks both and fails with events.ErrUnavailable elsewhere, as it does

@@ -81,17 +81,14 @@ type Source struct {
 	// the start of the current napFor window.
 	got   int
 	winAt uint64
-	// The batch of datagrams the last recvmmsg returned: bn of them, the
-	// next at bi; slots, iov, names and hdrs are its reused buffers.
-	bi, bn      int
-	slots       []byte
-	iov         []unix.Iovec
-	names       []unix.RawSockaddrNetlink
-	hdrs        []unix.Mmsghdr
-	drops       uint32 // socket drop counter (SO_MEMINFO) at the last loss
-	lossPending bool   // ENOBUFS seen, Lost not yet delivered
-	aheadErr    error  // a receive error ExecFollows met, for Read to return
-	replay      []byte // marshalled messages on the replay path
+	// bat is the batch of datagrams Read takes from; ahead holds those
+	// ExecFollows received past it (Read takes them next); into is the
+	// one recvmmsg fills.
+	bat, ahead, into *batchBuf
+	drops            uint32 // socket drop counter (SO_MEMINFO) at the last loss
+	lossPending      bool   // ENOBUFS seen, Lost not yet delivered
+	aheadErr         error  // a receive error ExecFollows met, for Read to return
+	replay           []byte // marshalled messages on the replay path
 
 	// Decode state, owned by the Read goroutine.
 	raw        rawEvent
@@ -218,20 +215,58 @@ func newSource(c *netlink.Conn, boot procfs.BootID, p prober, offset int64) *Sou
 	s.now = monotonicNow
 	if _, err := c.SyscallConn(); err == nil {
 		s.readFn = s.recvmmsg
-		s.slots = make([]byte, batch*slotLen)
-		s.iov = make([]unix.Iovec, batch)
-		s.names = make([]unix.RawSockaddrNetlink, batch)
-		s.hdrs = make([]unix.Mmsghdr, batch)
-		for i := range s.hdrs {
-			s.iov[i].Base = &s.slots[i*slotLen]
-			s.iov[i].SetLen(slotLen)
-			h := &s.hdrs[i].Hdr
-			h.Name = (*byte)(unsafe.Pointer(&s.names[i]))
-			h.Iov = &s.iov[i]
-			h.SetIovlen(1)
-		}
+		s.bat, s.ahead = newBatchBuf(), newBatchBuf()
 	}
 	return s
+}
+
+// batchBuf is one recvmmsg(2) batch: up to batch datagrams in reused
+// slots, with their senders' addresses; bn received, the next to read at
+// bi.
+type batchBuf struct {
+	bi, bn int
+	slots  []byte
+	iov    []unix.Iovec
+	names  []unix.RawSockaddrNetlink
+	hdrs   []unix.Mmsghdr
+}
+
+func newBatchBuf() *batchBuf {
+	b := &batchBuf{
+		slots: make([]byte, batch*slotLen),
+		iov:   make([]unix.Iovec, batch),
+		names: make([]unix.RawSockaddrNetlink, batch),
+		hdrs:  make([]unix.Mmsghdr, batch),
+	}
+	for i := range b.hdrs {
+		b.iov[i].Base = &b.slots[i*slotLen]
+		b.iov[i].SetLen(slotLen)
+		h := &b.hdrs[i].Hdr
+		h.Name = (*byte)(unsafe.Pointer(&b.names[i]))
+		h.Iov = &b.iov[i]
+		h.SetIovlen(1)
+	}
+	return b
+}
+
+// datagram returns datagram i, and false when Read drops it: truncated,
+// or not sent by the kernel (port id 0).
+func (b *batchBuf) datagram(i int) ([]byte, bool) {
+	h := &b.hdrs[i]
+	if h.Hdr.Flags&unix.MSG_TRUNC != 0 || int(h.Len) > slotLen {
+		return nil, false
+	}
+	return b.slots[i*slotLen : i*slotLen+int(h.Len)], b.names[i].Family == unix.AF_NETLINK && b.names[i].Pid == 0
+}
+
+// execIn reports whether the datagrams from i on hold an exec of tgid.
+func (b *batchBuf) execIn(i int, tgid int32) bool {
+	for ; i < b.bn; i++ {
+		if d, ok := b.datagram(i); ok && execIn(d, tgid) {
+			return true
+		}
+	}
+	return false
 }
 
 // detach takes a kernel socket out of the runtime's poller (see sock).
@@ -529,44 +564,47 @@ func (s *Source) Read(ev *events.Event) error {
 // the read had queued its message by then, but for the few microseconds
 // between the new program's arguments being set up and the message.
 //
-// It looks through the messages already received and, when Read has
-// consumed them all, receives the next batch without waiting (as Read's
-// next call would have). An exec queued behind a whole batch of unread
-// messages is not seen: false means none seen. Read's goroutine only.
+// It parses the messages received and not yet read, then receives what
+// the socket queued since, without waiting, into the look-ahead batch
+// (Read takes those next; an overflow or error met there is Read's, as if
+// its own receive had met it). It sees at most a batch (64 datagrams) past
+// the one being read: false means none seen. Read's goroutine only.
 func (s *Source) ExecFollows(tgid int32) bool {
 	if s.k == nil {
 		return false
 	}
-	if s.off >= s.n && s.bi >= s.bn {
-		switch err := s.receive(false); {
-		case err == nil:
-		case errors.Is(err, unix.EAGAIN):
-			return false
-		case errors.Is(err, unix.ENOBUFS):
-			// As Read does: the messages from here on may lie on either
-			// side of the gap.
-			s.lossPending = true
-			clear(s.groups)
-			return false
-		default:
-			s.aheadErr = err
-			return false
-		}
-	}
-	if s.fromKernel && execIn(s.buf[s.off:s.n], tgid) {
+	if s.fromKernel && s.off < s.n && execIn(s.buf[s.off:s.n], tgid) {
 		return true
 	}
-	for i := s.bi; i < s.bn; i++ {
-		h := &s.hdrs[i]
-		if h.Hdr.Flags&unix.MSG_TRUNC != 0 || int(h.Len) > slotLen ||
-			s.names[i].Family != unix.AF_NETLINK || s.names[i].Pid != 0 {
-			continue // Read drops it too
-		}
-		if execIn(s.slots[i*slotLen:i*slotLen+int(h.Len)], tgid) {
-			return true
-		}
+	if s.bat.execIn(s.bat.bi, tgid) || s.ahead.execIn(0, tgid) {
+		return true
 	}
-	return false
+	b := s.ahead
+	if b.bn == len(b.hdrs) || s.lossPending || s.aheadErr != nil {
+		return false
+	}
+	from := b.bn
+	s.into, s.rerr, s.rn, s.wait = b, 0, 0, false
+	if err := s.k.recv(s.readFn); err != nil {
+		return false // closed: Read sees it
+	}
+	switch s.rerr {
+	case 0:
+	case unix.EAGAIN:
+		return false
+	case unix.ENOBUFS:
+		// As Read does: the messages from here on may lie on either side
+		// of the gap.
+		s.lossPending = true
+		clear(s.groups)
+		return false
+	default:
+		s.aheadErr = s.rerr
+		return false
+	}
+	b.bn += s.rn
+	s.count(s.rn)
+	return b.execIn(from, tgid)
 }
 
 // execIn reports whether the messages in b hold an exec of process tgid.
@@ -647,31 +685,37 @@ func (s *Source) receive(wait bool) error {
 		}
 		return s.receiveMessages()
 	}
-	if s.bi >= s.bn {
-		s.bi, s.bn, s.rerr = 0, 0, 0
+	b := s.bat
+	if b.bi >= b.bn && s.ahead.bn > 0 {
+		// What ExecFollows received past the batch (counted then).
+		s.bat, s.ahead = s.ahead, b
+		b.bi, b.bn = 0, 0
+		b = s.bat
+	}
+	if b.bi >= b.bn {
+		b.bi, b.bn, s.rerr, s.rn = 0, 0, 0, 0
+		s.into = b
 		if err := s.fill(wait); err != nil {
 			return err
 		}
 		if s.rerr != 0 {
 			return s.rerr
 		}
-		s.bn = s.rn
-		if s.bn == 0 {
+		b.bn = s.rn
+		if b.bn == 0 {
 			return unix.EAGAIN
 		}
-		s.count(s.bn)
+		s.count(b.bn)
 	}
-	i := s.bi
-	s.bi++
-	h := &s.hdrs[i]
-	s.buf = s.slots[i*slotLen : (i+1)*slotLen]
-	if h.Hdr.Flags&unix.MSG_TRUNC != 0 || int(h.Len) > slotLen {
+	i := b.bi
+	b.bi++
+	d, fromKernel := b.datagram(i)
+	if d == nil {
 		// The datagram did not fit; nothing in it can be trusted.
 		s.nDecodeErrors.Add(1)
 		return nil
 	}
-	s.n = int(h.Len)
-	s.fromKernel = s.names[i].Family == unix.AF_NETLINK && s.names[i].Pid == 0
+	s.buf, s.n, s.fromKernel = d, len(d), fromKernel
 	return nil
 }
 
@@ -708,20 +752,21 @@ func (s *Source) count(n int) {
 	s.busy = s.got >= busyBatch
 }
 
-// recvmmsg is the syscall.RawConn read function: one recvmmsg(2) of up to
-// batch datagrams into the reused slots, with their senders' addresses,
-// without allocating.
+// recvmmsg is the syscall.RawConn read function: one recvmmsg(2) of as
+// many datagrams as s.into has free slots (past its bn), with their
+// senders' addresses, without allocating; s.rn is how many came.
 func (s *Source) recvmmsg(fd uintptr) bool {
-	for i := range s.hdrs {
-		s.hdrs[i].Hdr.Namelen = unix.SizeofSockaddrNetlink
-		s.hdrs[i].Hdr.Flags = 0
-		s.hdrs[i].Len = 0
+	hdrs := s.into.hdrs[s.into.bn:]
+	for i := range hdrs {
+		hdrs[i].Hdr.Namelen = unix.SizeofSockaddrNetlink
+		hdrs[i].Hdr.Flags = 0
+		hdrs[i].Len = 0
 	}
 	for {
 		// Raw: MSG_DONTWAIT never blocks, and the runtime need not be
 		// told of a call that returns at once.
 		n, _, errno := unix.RawSyscall6(unix.SYS_RECVMMSG, fd,
-			uintptr(unsafe.Pointer(&s.hdrs[0])), uintptr(len(s.hdrs)), unix.MSG_DONTWAIT, 0, 0)
+			uintptr(unsafe.Pointer(&hdrs[0])), uintptr(len(hdrs)), unix.MSG_DONTWAIT, 0, 0)
 		switch errno {
 		case 0:
 			s.rn = int(n)
