@@ -568,7 +568,8 @@ func (s *Source) Read(ev *events.Event) error {
 // the socket queued since, without waiting, into the look-ahead batch
 // (Read takes those next; an overflow or error met there is Read's, as if
 // its own receive had met it). It sees at most a batch (64 datagrams) past
-// the one being read: false means none seen. Read's goroutine only.
+// the one being read, and receives nothing during an overflow (the Lost
+// event to come covers it): false means none seen. Read's goroutine only.
 func (s *Source) ExecFollows(tgid int32) bool {
 	if s.k == nil {
 		return false
