@@ -12,7 +12,10 @@
 // instance. An exiting process gives back its memory (and with it its
 // argument vector) before it turns zombie: a cmdline that took more than
 // one read is read again at its first byte, and when that finds no memory
-// the process gets no context, never a vector cut short by its exit.
+// the process gets no context, never a vector cut short by its exit. The
+// executable and working directory are the paths the files had, as the
+// eBPF source gives them: the " (deleted)" the kernel appends to an
+// unlinked file's link is dropped when the file has no links left.
 //
 // Limits: this reads after the fact, so it is a description of the process
 // when it was read, not at the exec. A process already gone (or a zombie)

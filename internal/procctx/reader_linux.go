@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 
 	"github.com/procsupervisor/supervisor/internal/container"
 	"github.com/procsupervisor/supervisor/internal/events"
@@ -100,8 +101,8 @@ func (r *Reader) Fill(ev *events.Event) error {
 			}
 		}
 	}
-	exe, _ := r.readlink(dir, "exe")
-	x.Cwd, _ = r.readlink(dir, "cwd")
+	exe, _ := r.pathLink(dir, "exe")
+	x.Cwd, _ = r.pathLink(dir, "cwd")
 	argv, err := r.cmdline(dir, &x)
 	if err != nil {
 		return err
@@ -154,6 +155,29 @@ func (r *Reader) readlink(dir int, name string) (string, bool) {
 		return "", false
 	}
 	return string(r.link[:n]), true
+}
+
+// deletedSuffix is what the kernel appends to the path of an unlinked
+// file or directory in a /proc link.
+const deletedSuffix = " (deleted)"
+
+// pathLink reads the exe or cwd link name under dir as the path the file
+// had: the kernel appends " (deleted)" to the target of a file unlinked
+// since, which the eBPF source (reading the path at the exec) never shows.
+// The link's file itself tells (no path is looked up, which a hung mount
+// could block): unlinked, it has no links left; a file whose real name
+// ends in " (deleted)" keeps it.
+func (r *Reader) pathLink(dir int, name string) (string, bool) {
+	p, ok := r.readlink(dir, name)
+	trimmed, deleted := strings.CutSuffix(p, deletedSuffix)
+	if !ok || !deleted {
+		return p, ok
+	}
+	var st unix.Stat_t
+	if unix.Fstatat(dir, name, &st, 0) == nil && st.Nlink == 0 {
+		return trimmed, true
+	}
+	return p, true
 }
 
 // onTTY reports whether fd link name under dir is the process's

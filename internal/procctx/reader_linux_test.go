@@ -166,3 +166,58 @@ func TestIntegrationFillTTY(t *testing.T) {
 		t.Errorf("tty %v std %v %d:%d; want the pty %d:%d on stdin and stderr", c.TTY, c.StdTTY, c.TTYMajor, c.TTYMinor, unix.Major(s.Rdev), unix.Minor(s.Rdev))
 	}
 }
+
+// TestIntegrationFillDeleted: a program and a working directory unlinked
+// since the exec read as the paths they had, as the eBPF source gives them
+// (the kernel's /proc links append " (deleted)"); a program whose real
+// name ends in " (deleted)" keeps its name.
+func TestIntegrationFillDeleted(t *testing.T) {
+	testenv.RequireRoot(t)
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile("/bin/sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name   string
+		file   string // the program's name in dir
+		unlink bool   // unlink the program and its working directory
+	}{
+		{"unlinked", "sleepy", true},
+		{"named so", "sleepy (deleted)", false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cwd := filepath.Join(dir, tt.name+" cwd")
+			if err := os.Mkdir(cwd, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			prog := filepath.Join(dir, tt.file)
+			if err := os.WriteFile(prog, b, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			cmd := started(t, func(c *exec.Cmd) { c.Dir = cwd }, prog, "100")
+			if tt.unlink {
+				if err := os.Remove(prog); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Remove(cwd); err != nil {
+					t.Fatal(err)
+				}
+				link, _ := os.Readlink("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/exe")
+				if !strings.HasSuffix(link, " (deleted)") {
+					t.Fatalf("the kernel's exe link is %q, without the suffix this test is about", link)
+				}
+			}
+			ev := execEvent(t, cmd.Process.Pid)
+			if err := New("/proc", 0).Fill(&ev); err != nil {
+				t.Fatal(err)
+			}
+			if ev.Exe != prog || ev.Exec.Cwd != cwd {
+				t.Errorf("exe %q cwd %q, want %q %q", ev.Exe, ev.Exec.Cwd, prog, cwd)
+			}
+		})
+	}
+}
