@@ -24,7 +24,9 @@
 // event and the read is described as its newer program: the start time does
 // not change across exec, so only the event stream can tell (the tracker
 // drops the context when netlink has the later exec queued,
-// proccon.Source.ExecFollows). Leader tokens are left zero (the lineage
+// proccon.Source.ExecFollows), but for a process its tracer holds inside
+// an exec, before the kernel sends the message: Fill reads that one as
+// nothing (ErrInExec). Leader tokens are left zero (the lineage
 // graph knows them); supplementary groups stop at events.MaxGroups.
 package procctx
 
@@ -41,6 +43,12 @@ import (
 // ErrGone reports a process that exited, or whose pid now names another
 // instance, before its context could be read. The event then carries none.
 var ErrGone = errors.New("process gone before its context was read")
+
+// ErrInExec reports a process its tracer holds inside an exec (a
+// PTRACE_EVENT_EXEC stop): /proc may already show the program it is
+// starting, whose own exec event the kernel has not sent yet. The event
+// then carries no context.
+var ErrInExec = errors.New("process held by its tracer inside an exec")
 
 // errMalformed reports /proc content that does not parse.
 var errMalformed = errors.New("malformed /proc content")

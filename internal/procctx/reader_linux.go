@@ -44,8 +44,10 @@ func New(root string, argvMax int) *Reader {
 
 // Fill sets ev's Exe, Argv, Exec and Ctx from /proc/PID for the process
 // ev names. When ev.Token has a start time in ticks, the process must have
-// that start time, and its pidfs inode when the token has one. It returns ErrGone when the process is gone, a zombie,
-// or another instance, and leaves ev untouched on any error.
+// that start time, and its pidfs inode when the token has one. It returns
+// ErrGone when the process is gone, a zombie, or another instance,
+// ErrInExec when its tracer holds it inside an exec, and leaves ev
+// untouched on any error.
 func (r *Reader) Fill(ev *events.Event) error {
 	dir, err := unix.Open(r.root+"/"+strconv.Itoa(int(ev.Pid)), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
@@ -116,9 +118,23 @@ func (r *Reader) Fill(ev *events.Event) error {
 	if again.Zombie() || again.StartTime != st.StartTime {
 		return ErrGone
 	}
+	if again.State == 't' && r.inExec(dir) {
+		return ErrInExec
+	}
 	c.Valid = true
 	ev.Ctx, ev.Exec, ev.Exe, ev.Argv = c, x, exe, argv
 	return nil
+}
+
+// inExec reports whether the process, stopped by its tracer, is inside
+// an execve or execveat: its syscall file names the call it is in.
+func (r *Reader) inExec(dir int) bool {
+	n, err := r.readAt(dir, "syscall", r.buf)
+	if err != nil {
+		return true // cannot tell: as if it were
+	}
+	nr, _, _ := strings.Cut(string(r.buf[:n]), " ")
+	return nr == strconv.Itoa(unix.SYS_EXECVE) || nr == strconv.Itoa(unix.SYS_EXECVEAT)
 }
 
 // stat reads and parses the stat file under dir.

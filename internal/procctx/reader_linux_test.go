@@ -2,9 +2,11 @@ package procctx
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -220,4 +222,64 @@ func TestIntegrationFillDeleted(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestIntegrationFillTracedExec: a shell that execs sleep, held by its
+// tracer at sleep's exec (PTRACE_O_TRACEEXEC: the stop comes before the
+// kernel sends the exec's message), already shows sleep in /proc. Reading
+// the context for the shell's exec then fails with ErrInExec and fills
+// nothing; once the stop is over, the read is sleep's as usual.
+func TestIntegrationFillTracedExec(t *testing.T) {
+	testenv.RequireRoot(t)
+	// ptrace requests come from the thread that started the tracee.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	cmd := exec.Command("/bin/sh", "-c", "exec /bin/sleep 100", "traced")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Ptrace: true}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := cmd.Process.Pid
+	defer func() {
+		syscall.Kill(pid, syscall.SIGKILL)
+		var ws syscall.WaitStatus
+		syscall.Wait4(pid, &ws, 0, nil)
+	}()
+	wait := func(what string) syscall.WaitStatus {
+		t.Helper()
+		var ws syscall.WaitStatus
+		if _, err := syscall.Wait4(pid, &ws, 0, nil); err != nil || !ws.Stopped() {
+			t.Fatalf("%s: wait4 = %v, status %v; want a stop", what, err, ws)
+		}
+		return ws
+	}
+	wait("the shell's exec") // the SIGTRAP after the traced child's exec
+	shell := execEvent(t, pid)
+	if err := syscall.PtraceSetOptions(pid, syscall.PTRACE_O_TRACEEXEC); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.PtraceCont(pid, 0); err != nil {
+		t.Fatal(err)
+	}
+	if ws := wait("sleep's exec"); ws.StopSignal() != syscall.SIGTRAP || ws.TrapCause() != syscall.PTRACE_EVENT_EXEC {
+		t.Fatalf("stop %v cause %d, want PTRACE_EVENT_EXEC", ws.StopSignal(), ws.TrapCause())
+	}
+	ev := shell
+	if err := New("/proc", 0).Fill(&ev); !errors.Is(err, ErrInExec) || ev.Argv != nil || ev.Ctx.Valid {
+		t.Errorf("held inside sleep's exec: Fill = %v, argv %q, ctx valid %v; want ErrInExec and nothing", err, ev.Argv, ev.Ctx.Valid)
+	}
+	if err := syscall.PtraceDetach(pid); err != nil {
+		t.Fatal(err)
+	}
+	sleep := []string{"/bin/sleep", "100"}
+	testenv.EventuallyNil(t, 10*time.Second, func() error {
+		ev := shell
+		if err := New("/proc", 0).Fill(&ev); err != nil {
+			return err
+		}
+		if !slices.Equal(ev.Argv, sleep) {
+			return fmt.Errorf("argv %q, want %q", ev.Argv, sleep)
+		}
+		return nil
+	}, "released, the process reads as sleep")
 }

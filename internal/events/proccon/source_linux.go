@@ -562,9 +562,9 @@ func (s *Source) Read(ev *events.Event) error {
 // event's program (the tracker then leaves the event's context absent).
 // Call it after reading /proc: an exec that replaced the program before
 // the read had queued its message by then, but for the few microseconds
-// between the new program's arguments being set up and the message, and
-// but for a process its tracer holds at the exec (PTRACE_EVENT_EXEC comes
-// before the message): that one can still be read as the later program.
+// between the new program's arguments being set up and the message. (A
+// process its tracer holds at the exec, PTRACE_EVENT_EXEC, stops before
+// the message: procctx fails such a read with ErrInExec.)
 //
 // It parses the messages received and not yet read, then receives what
 // the socket queued since, without waiting, into the look-ahead batch
