@@ -1,6 +1,7 @@
 package procctx
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -133,8 +134,9 @@ func (r *Reader) inExec(dir int) bool {
 	if err != nil {
 		return true // cannot tell: as if it were
 	}
-	nr, _, _ := strings.Cut(string(r.buf[:n]), " ")
-	return nr == strconv.Itoa(unix.SYS_EXECVE) || nr == strconv.Itoa(unix.SYS_EXECVEAT)
+	nr, _, _ := bytes.Cut(r.buf[:n], []byte{' '})
+	v, err := strconv.Atoi(string(nr)) // the conversion does not allocate
+	return err != nil || v == unix.SYS_EXECVE || v == unix.SYS_EXECVEAT
 }
 
 // stat reads and parses the stat file under dir.
