@@ -196,26 +196,13 @@ func TestIntegrationContextStorm(t *testing.T) {
 			procs := newStorm(t, base, 96)
 			run := func(ps []*stormProc, parallel int) {
 				t.Helper()
-				var wg sync.WaitGroup
-				sem := make(chan struct{}, parallel)
-				errs := make(chan error, len(ps))
-				for _, p := range ps {
-					wg.Add(1)
-					sem <- struct{}{}
-					go func() {
-						defer func() { <-sem; wg.Done() }()
-						c := p.cmd()
-						if out, err := c.CombinedOutput(); err != nil {
-							errs <- fmt.Errorf("%s: %v: %s", p.marker, err, out)
-							return
-						}
-						p.pid = int32(c.Process.Pid)
-					}()
+				cmds := make([]*exec.Cmd, len(ps))
+				for i, p := range ps {
+					cmds[i] = p.cmd()
 				}
-				wg.Wait()
-				close(errs)
-				for err := range errs {
-					t.Fatal(err)
+				testenv.RunEach(t, parallel, cmds)
+				for i, p := range ps {
+					p.pid = int32(cmds[i].Process.Pid)
 				}
 			}
 			// find returns the exec events that carry p's marker, or with
