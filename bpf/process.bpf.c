@@ -44,12 +44,16 @@
  * bpf_d_path is not allowed in tp_btf programs, so paths are resolved by a
  * bounded walk in the program: dentry by dentry up d_parent, crossing from a
  * mount's root to its mountpoint in the parent mount, until the task's root
- * (fs->root) or the root of the mount tree. Each path blob holds the names
- * leaf first, each NUL-terminated (names cannot contain '/' or NUL); user
- * space reverses them. A walk that hits PATH_DEPTH steps (components and
- * mount crossings) or PATH_BYTES bytes, or meets a dentry that is its own
- * parent without being a mount root (a disconnected dentry), stops and sets
- * the path's truncated flag: a path is either whole or marked, never wrong.
+ * (fs->root): paths are absolute as the task sees them (inside a chroot or
+ * a container, from its root). Each path blob holds the names leaf first,
+ * each NUL-terminated (names cannot contain '/' or NUL); user space reverses
+ * them. A walk that hits PATH_DEPTH steps (components and mount crossings)
+ * or PATH_BYTES bytes, meets a dentry that is its own parent without being
+ * a mount root (a disconnected dentry), or reaches the top of a mount tree
+ * without meeting the task's root (a file or directory beyond its chroot or
+ * in another mount namespace, or on a detached mount: umount -l,
+ * open_tree), stops and sets the path's truncated flag: a path is either
+ * whole or marked, never wrong.
  * A deleted file's path is its last name, without the " (deleted)" d_path
  * adds. The cgroup path walks kernfs parents the same way (CGROUP_DEPTH).
  *
@@ -601,8 +605,8 @@ static __always_inline struct mount *real_mount(struct vfsmount *vm)
 }
 
 /* walk_path appends the names of path (d, vm) from the leaf up to the root
- * (rootd, rootvm) or the root of the mount tree, and returns -1 when it
- * stopped before (bounds, a disconnected dentry, a failed read). Dentries
+ * (rootd, rootvm), and returns -1 when it stopped before (bounds, a
+ * disconnected dentry, the top of a mount tree, a failed read). Dentries
  * and mounts are read by direct loads; only the names are copied with a
  * helper. */
 static __always_inline int walk_path(struct scratch *s, struct dentry *d, struct vfsmount *vm,
@@ -631,10 +635,13 @@ static __always_inline int walk_path(struct scratch *s, struct dentry *d, struct
 		if ((void *)d == (void *)mroot) {
 			struct mount *mp = m->mnt_parent;
 
-			if (mp == m) {
-				ret = 0;
+			/* The top of a mount tree without meeting the root: the
+			 * path is outside the task's root (a descriptor from
+			 * beyond a chroot, another mount namespace) or on a
+			 * detached mount (umount -l, open_tree), and the names
+			 * so far are no absolute path in the task's view. */
+			if (mp == m)
 				break;
-			}
 			d = as_dentry(m->mnt_mountpoint);
 			m = mp;
 			mroot = mp->mnt.mnt_root;

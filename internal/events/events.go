@@ -144,8 +144,10 @@ type ExecInfo struct {
 	// received, ArgsCount and ArgsSize still are.
 	ArgsRedacted bool
 	// ExeTruncated, CwdTruncated and CgroupTruncated mark a path whose walk
-	// stopped at a bound: the string is then the path's last components,
-	// without a leading slash, never a wrong absolute path.
+	// stopped at a bound, or (executable and directory) never met the
+	// process's root (beyond its chroot, on a detached mount): the string
+	// is then the path's last components, without a leading slash, never a
+	// wrong absolute path.
 	ExeTruncated    bool
 	CwdTruncated    bool
 	CgroupTruncated bool

@@ -479,6 +479,86 @@ func TestIntegrationContextMountCrossing(t *testing.T) {
 	}
 }
 
+// TestIntegrationContextUnreachable runs programs whose path, or working
+// directory, the walk cannot lead to the process's root: on a lazily
+// unmounted tmpfs (a detached mount, whose names would read as a path from
+// /) and beyond a chroot. Each is marked truncated, its names without a
+// leading slash, never an absolute path the process's root does not lead
+// to; a program inside the same chroot still has its whole path.
+func TestIntegrationContextUnreachable(t *testing.T) {
+	c, _ := openContext(t)
+	dir := realPath(t, t.TempDir())
+	helper := helperPath(t)
+	tru := realPath(t, "/bin/true")
+
+	t.Run("lazily unmounted", func(t *testing.T) {
+		mnt := filepath.Join(dir, "m")
+		if err := os.Mkdir(mnt, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Mount("tmpfs", mnt, "tmpfs", 0, ""); err != nil {
+			testenv.Skip(t, "mount tmpfs: %v", err)
+		}
+		defer unix.Unmount(mnt, unix.MNT_DETACH)
+		copyTrue(t, filepath.Join(mnt, "usr", "bin", "sudo"))
+		prog, err := os.Open(filepath.Join(mnt, "usr", "bin", "sudo"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer prog.Close()
+		wd, err := os.Open(filepath.Join(mnt, "usr"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer wd.Close()
+		if err := unix.Unmount(mnt, unix.MNT_DETACH); err != nil {
+			t.Fatal(err)
+		}
+		// The child inherits the descriptors until its exec: the program
+		// and the directory through them, on the detached mount.
+		cmd := exec.Command("/proc/self/fd/" + strconv.Itoa(int(prog.Fd())))
+		cmd.Dir = "/proc/self/fd/" + strconv.Itoa(int(wd.Fd()))
+		ev := c.runExec(t, cmd)
+		if ev.Exe != "usr/bin/sudo" || !ev.Exec.ExeTruncated {
+			t.Errorf("exe = %q (truncated %v), want \"usr/bin/sudo\" marked truncated", ev.Exe, ev.Exec.ExeTruncated)
+		}
+		if ev.Exec.Cwd != "usr" || !ev.Exec.CwdTruncated {
+			t.Errorf("cwd = %q (truncated %v), want \"usr\" marked truncated", ev.Exec.Cwd, ev.Exec.CwdTruncated)
+		}
+	})
+
+	root := filepath.Join(dir, "root")
+	if err := os.Mkdir(root, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Run("beyond a chroot", func(t *testing.T) {
+		// The chroot is a bind of / in the helper's own mount namespace:
+		// the program, opened before, and the directory, left as it was,
+		// are reached only through the mounts the root is not on.
+		cmd := exec.Command(helper, "chroot-fexecve", root, tru, "true", "beyond")
+		cmd.Dir = dir
+		ev := c.runExec(t, cmd)
+		if want := strings.TrimPrefix(tru, "/"); ev.Exe != want || !ev.Exec.ExeTruncated {
+			t.Errorf("exe = %q (truncated %v), want %q marked truncated", ev.Exe, ev.Exec.ExeTruncated, want)
+		}
+		if want := strings.TrimPrefix(dir, "/"); ev.Exec.Cwd != want || !ev.Exec.CwdTruncated {
+			t.Errorf("cwd = %q (truncated %v), want %q marked truncated", ev.Exec.Cwd, ev.Exec.CwdTruncated, want)
+		}
+		if !slices.Equal(ev.Argv, []string{"true", "beyond"}) {
+			t.Errorf("argv = %q", ev.Argv)
+		}
+	})
+	t.Run("inside a chroot", func(t *testing.T) {
+		ev := c.runExec(t, exec.Command(helper, "chroot-exec", root, tru, "true", "inside"))
+		if ev.Exe != tru || ev.Exec.ExeTruncated {
+			t.Errorf("exe = %q (truncated %v), want %q", ev.Exe, ev.Exec.ExeTruncated, tru)
+		}
+		if ev.Exec.Cwd != "/" || ev.Exec.CwdTruncated {
+			t.Errorf("cwd = %q (truncated %v), want /", ev.Exec.Cwd, ev.Exec.CwdTruncated)
+		}
+	})
+}
+
 // TestIntegrationContextLoss fills the ring buffer with exec records of
 // 32 KiB of arguments while nothing reads it: the records that cannot be
 // written are counted and reported as a Lost event, never dropped

@@ -35,9 +35,13 @@
 //     walks and the argument copy, most of its time.
 //   - Paths come from a bounded dentry walk in the program (bpf_d_path is
 //     not allowed in tp_btf programs): at most 128 steps and 4 KiB per
-//     path, crossing mounts up to the task's root. A path past the bound is
-//     flagged truncated and holds its last components without a leading
-//     slash, never a wrong absolute path (see bpf/process.bpf.c).
+//     path, crossing mounts up to the task's root, so a path is absolute as
+//     the task sees it (inside a chroot or a container, from its root). A
+//     path past the bound, or one the task's root does not lead to (a file
+//     or directory beyond its chroot or in another mount namespace, or on a
+//     detached mount: umount -l, open_tree), is flagged truncated and holds
+//     its last components without a leading slash, never a wrong absolute
+//     path (see bpf/process.bpf.c).
 //   - Records are submitted without waking the reader: a wake-up is a
 //     self-IPI (a VM exit in a guest), which cost more than the record. The
 //     reader polls every 10 ms while records come; after a quiet stretch it

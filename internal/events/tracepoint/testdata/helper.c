@@ -13,7 +13,18 @@
 //	helper fexecve PATH ARG.. open PATH and run it by descriptor
 //	                          (execveat with AT_EMPTY_PATH, as fexecve does)
 //	                          with argv ARG..
+//	helper chroot-fexecve DIR PATH ARG..
+//	                          in a mount namespace of its own, bind DIR to
+//	                          / (recursively), open PATH, chroot to DIR
+//	                          without changing directory and run PATH by
+//	                          descriptor: program and directory are
+//	                          outside the root
+//	helper chroot-exec DIR PATH ARG..
+//	                          the same chroot, then chdir to / and execve
+//	                          PATH, a path inside the root
 #define _GNU_SOURCE
+#include <sched.h>
+#include <sys/mount.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -74,6 +85,30 @@ int main(int argc, char **argv)
 		}
 		syscall(SYS_execveat, fd, "", &argv[3], environ, AT_EMPTY_PATH);
 		perror("execveat");
+		return 100;
+	}
+	if ((!strcmp(argv[1], "chroot-fexecve") || !strcmp(argv[1], "chroot-exec")) && argc >= 5) {
+		extern char **environ;
+		int fd;
+
+		if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) ||
+		    mount("/", argv[2], NULL, MS_BIND | MS_REC, NULL)) {
+			perror("mount namespace");
+			return 100;
+		}
+		fd = open(argv[3], O_RDONLY | O_CLOEXEC);
+		if (fd < 0 || chroot(argv[2])) {
+			perror("chroot");
+			return 100;
+		}
+		if (!strcmp(argv[1], "chroot-exec")) {
+			if (chdir("/"))
+				return 100;
+			execve(argv[3], &argv[4], environ);
+		} else {
+			syscall(SYS_execveat, fd, "", &argv[4], environ, AT_EMPTY_PATH);
+		}
+		perror("exec");
 		return 100;
 	}
 	if (!strcmp(argv[1], "thread-exec")) {
