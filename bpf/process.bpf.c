@@ -513,13 +513,20 @@ static __always_inline void fill_ctx(struct proc_ctx *c, struct task_struct *t)
 		if (std_tty(t, c->tty_major << 20 | c->tty_minor))
 			c->flags |= CTX_STD_TTY;
 	}
-	/* numbers[level]: the pid in the task's own namespace. */
-	level = tp->level & 31;
-	up = bpf_rdonly_cast((void *)tp + bpf_core_field_offset(struct pid, numbers) +
-			     level * bpf_core_type_size(struct upid),
-			     bpf_core_type_id_kernel(struct upid));
-	c->ns_pid = up->nr;
-	c->pidns_ino = up->ns->ns.inum;
+	/* numbers[level]: the pid in the task's own namespace. Levels run
+	 * from 0 to MAX_PID_NS_LEVEL, 33 of them: a mask of 31 would read a
+	 * task 32 namespaces deep as one of the initial namespace. */
+	level = tp->level;
+	if (level <= MAX_PID_NS_LEVEL) {
+		up = bpf_rdonly_cast((void *)tp + bpf_core_field_offset(struct pid, numbers) +
+				     level * bpf_core_type_size(struct upid),
+				     bpf_core_type_id_kernel(struct upid));
+		c->ns_pid = up->nr;
+		c->pidns_ino = up->ns->ns.inum;
+	} else {
+		c->ns_pid = 0;
+		c->pidns_ino = 0;
+	}
 	c->cgroup_id = t->cgroups->dfl_cgrp->kn->id;
 }
 

@@ -44,6 +44,9 @@ typedef struct {
 	int counter;
 } atomic_t;
 
+/* include/linux/pid_namespace.h: the deepest pid namespace level. */
+#define MAX_PID_NS_LEVEL 32
+
 /* include/linux/pid_types.h */
 enum pid_type_subset {
 	PIDTYPE_PID = 0,

@@ -7,6 +7,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -557,6 +558,31 @@ func TestIntegrationContextUnreachable(t *testing.T) {
 			t.Errorf("cwd = %q (truncated %v), want /", ev.Exec.Cwd, ev.Exec.CwdTruncated)
 		}
 	})
+}
+
+// TestIntegrationContextPidNSDeep checks a process in the deepest pid
+// namespace the kernel allows (32 levels below the initial one): its
+// namespace pid and inode are its own, not the initial namespace's.
+func TestIntegrationContextPidNSDeep(t *testing.T) {
+	c, _ := openContext(t)
+	helper := helperPath(t)
+	sh := realPath(t, "/bin/sh")
+	const marker = "pidns-deep"
+	var out strings.Builder
+	cmd := exec.Command(helper, "nest-pidns", "32", sh, "sh", "-c", "echo $$; readlink /proc/self/ns/pid", marker)
+	cmd.Stdout = &out
+	c.runExec(t, cmd)
+	var vpid int32
+	var ino uint64
+	if _, err := fmt.Sscanf(out.String(), "%d\npid:[%d]", &vpid, &ino); err != nil {
+		t.Fatalf("shell printed %q: %v", out.String(), err)
+	}
+	ev := c.waitFor(t, "the shell's exec", func(ev *events.Event) bool {
+		return ev.Kind == events.Exec && ev.Exe == sh && len(ev.Argv) == 4 && ev.Argv[3] == marker
+	})
+	if ev.Ctx.NSPid != vpid || uint64(ev.Ctx.PidNS) != ino {
+		t.Errorf("ns pid %d ns %d, want %d %d", ev.Ctx.NSPid, ev.Ctx.PidNS, vpid, ino)
+	}
 }
 
 // TestIntegrationContextLoss fills the ring buffer with exec records of

@@ -22,6 +22,9 @@
 //	helper chroot-exec DIR PATH ARG..
 //	                          the same chroot, then chdir to / and execve
 //	                          PATH, a path inside the root
+//	helper nest-pidns N PATH ARG..
+//	                          create N nested pid namespaces (a fork into
+//	                          each), then execve PATH in the deepest
 #define _GNU_SOURCE
 #include <sched.h>
 #include <sys/mount.h>
@@ -109,6 +112,30 @@ int main(int argc, char **argv)
 			syscall(SYS_execveat, fd, "", &argv[4], environ, AT_EMPTY_PATH);
 		}
 		perror("exec");
+		return 100;
+	}
+	if (!strcmp(argv[1], "nest-pidns") && argc >= 4) {
+		int n = atoi(argv[2]);
+
+		for (int i = 0; i < n; i++) {
+			pid_t child;
+			int st;
+
+			if (unshare(CLONE_NEWPID)) {
+				perror("unshare");
+				return 100;
+			}
+			child = fork();
+			if (child < 0)
+				return 101;
+			if (child == 0)
+				continue;
+			if (waitpid(child, &st, 0) < 0)
+				return 101;
+			return WIFEXITED(st) ? WEXITSTATUS(st) : 102;
+		}
+		execv(argv[3], &argv[4]);
+		perror("execv");
 		return 100;
 	}
 	if (!strcmp(argv[1], "thread-exec")) {
