@@ -34,6 +34,9 @@
  *           symlinks, fexecve and #! interpreters all end at the real file)
  *   cwd     fs->pwd
  *   cgroup  the cgroup2 (default hierarchy) path of the process
+ *   cgtop   when the cgroup path was cut: the names of its CGROUP_TOP
+ *           levels nearest the root (where container runtimes put their
+ *           scopes), so nesting cgroups past the bound hides no container
  *   args    mm->arg_start..arg_end as the process received them, at most
  *           argv_max bytes; argc and the original size are always sent
  *
@@ -55,7 +58,8 @@
  * open_tree), stops and sets the path's truncated flag: a path is either
  * whole or marked, never wrong.
  * A deleted file's path is its last name, without the " (deleted)" d_path
- * adds. The cgroup path walks kernfs parents the same way (CGROUP_DEPTH).
+ * adds. The cgroup path walks kernfs parents the same way (CGROUP_DEPTH);
+ * past that bound, the top levels are read through cgroup->ancestors[].
  *
  * Cost: task, cred, pid, mount, dentry and kernfs fields are read by direct
  * loads through BTF pointers (the verifier makes them fault-safe), not a
@@ -186,7 +190,7 @@ struct exec_event {
 	__u16 exe_len;       /* bytes of each blob, in this order after the */
 	__u16 cwd_len;       /* fixed part: exe, cwd, cgroup, then args */
 	__u16 cgroup_len;
-	__u16 pad;
+	__u16 cgtop_len;     /* then cgtop, before args */
 };
 
 /* Walk bounds (see the comment at the top). */
@@ -194,6 +198,7 @@ struct exec_event {
 #define NAME_BUF 256
 #define PATH_DEPTH 128
 #define CGROUP_DEPTH 32
+#define CGROUP_TOP 8
 /* The three path blobs start within AREA bytes of the blob area. */
 #define AREA 16384
 #define AREA_MASK (AREA - 1)
@@ -701,6 +706,30 @@ static __always_inline int walk_cgroup(struct scratch *s, struct kernfs_node *kn
 	return ret;
 }
 
+/* walk_cgroup_top appends, leaf first, the names of the top CGROUP_TOP
+ * levels of cgroup cg (below the root, whose name is no part of the path):
+ * called only when walk_cgroup stopped at its bound, so cg is deeper. */
+static __always_inline int walk_cgroup_top(struct scratch *s, struct cgroup *cg)
+{
+	__u32 level = cg->level;
+	int i;
+
+	s->end = s->pos + CGROUP_TOP * NAME_BUF;
+	if (level <= CGROUP_TOP)
+		return -1;
+	for (i = CGROUP_TOP; i > 0; i--) {
+		struct cgroup *a;
+
+		if (bpf_probe_read_kernel(&a, sizeof(a), (void *)cg + bpf_core_field_offset(struct cgroup, ancestors) +
+					  i * sizeof(struct cgroup *)) < 0 || !a)
+			return -1;
+		a = bpf_rdonly_cast(a, bpf_core_type_id_kernel(struct cgroup));
+		if (put_name(s, a->kn->name) < 0)
+			return -1;
+	}
+	return 0;
+}
+
 /* exec_context sends an exec record with the context of p: assembled in
  * the scratch entry of this CPU, sent with bpf_ringbuf_output. */
 static __always_inline void exec_context(struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
@@ -734,7 +763,7 @@ static __always_inline void exec_context(struct task_struct *p, pid_t old_pid, s
 	fill_ctx(&x->ctx, p);
 	x->argc = bprm->argc;
 	x->xflags = 0;
-	x->pad = 0;
+	x->cgtop_len = 0;
 	s->pos = 0;
 
 	skip = bpf_map_lookup_elem(&skip_blobs, &zero);
@@ -762,9 +791,16 @@ static __always_inline void exec_context(struct task_struct *p, pid_t old_pid, s
 		x->xflags |= X_CWD_TRUNC;
 	x->cwd_len = s->pos - mark;
 	mark = s->pos;
-	if (walk_cgroup(s, p->cgroups->dfl_cgrp->kn) < 0)
+	if (walk_cgroup(s, p->cgroups->dfl_cgrp->kn) < 0) {
 		x->xflags |= X_CGROUP_TRUNC;
-	x->cgroup_len = s->pos - mark;
+		x->cgroup_len = s->pos - mark;
+		mark = s->pos;
+		if (walk_cgroup_top(s, p->cgroups->dfl_cgrp) < 0)
+			s->pos = mark; /* all or nothing */
+		x->cgtop_len = s->pos - mark;
+	} else {
+		x->cgroup_len = s->pos - mark;
+	}
 
 	mm = p->mm;
 	as = mm->arg_start;

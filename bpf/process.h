@@ -189,8 +189,12 @@ struct kernfs_node___old {
 	struct kernfs_node *parent;
 } __attribute__((preserve_access_index));
 
+/* ancestors[i] is the cgroup's ancestor at level i, ancestors[level] the
+ * cgroup itself (Linux 6.0+). */
 struct cgroup {
 	struct kernfs_node *kn;
+	int level;
+	struct cgroup *ancestors[];
 } __attribute__((preserve_access_index));
 
 struct css_set {

@@ -130,7 +130,9 @@ type ExecInfo struct {
 	Cwd string
 	// Cgroup is the cgroup2 path of the process, from the hierarchy's root
 	// ("" when unknown), and ContainerID the container id derived from it
-	// (see internal/container), "" when it is no container's.
+	// (see internal/container), "" when it is no container's. When the
+	// path is cut (CgroupTruncated), the id may come from its top levels,
+	// which a mechanism read beside it, rather than from Cgroup.
 	Cgroup      string
 	ContainerID string
 	// ArgsCount and ArgsSize are the argument count and bytes (NULs

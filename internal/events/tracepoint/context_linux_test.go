@@ -442,6 +442,32 @@ func TestIntegrationContextContainer(t *testing.T) {
 	if got, _, _ := container.ID(wantPath); got != id {
 		t.Errorf("container.ID(%q) = %q", wantPath, got)
 	}
+	// Sub-cgroups nested below the scope past the walk's bound (32
+	// names): the path is cut at its top, the container is still named.
+	deep := dir
+	for i := range 32 {
+		deep = filepath.Join(deep, "n"+strconv.Itoa(i))
+	}
+	if err := os.MkdirAll(deep, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		for d := deep; d != dir; d = filepath.Dir(d) {
+			os.Remove(d)
+		}
+	}()
+	dfd, err := unix.Open(deep, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(dfd)
+	cmd = exec.Command("/bin/true")
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: dfd}
+	ev = c.runExec(t, cmd)
+	if wantPath := strings.TrimPrefix(deep, root+"/"); !ev.Exec.CgroupTruncated || !strings.HasSuffix(wantPath, ev.Exec.Cgroup) || ev.Exec.ContainerID != id {
+		t.Errorf("deep: cgroup %q (truncated %v) container %q, want a suffix of %q, truncated, and %q",
+			ev.Exec.Cgroup, ev.Exec.CgroupTruncated, ev.Exec.ContainerID, wantPath, id)
+	}
 	// The test's own exec children are in no container.
 	ev2 := c.runExec(t, exec.Command("/bin/true"))
 	if ev2.Exec.ContainerID != "" || !strings.HasPrefix(ev2.Exec.Cgroup, "/") {

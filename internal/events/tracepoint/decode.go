@@ -67,6 +67,7 @@ const (
 	offExeLen         = offArgc + 16
 	offCwdLen         = offArgc + 18
 	offCgroupLen      = offArgc + 20
+	offCgtopLen       = offArgc + 22
 	execFixedSize     = offArgc + 24
 	ctxFlagTTY        = 1
 	ctxFlagAudit      = 2
@@ -227,10 +228,11 @@ func decodeExec(b []byte, ev *events.Event) error {
 	exeLen := int(le.Uint16(b[offExeLen:]))
 	cwdLen := int(le.Uint16(b[offCwdLen:]))
 	cgLen := int(le.Uint16(b[offCgroupLen:]))
+	topLen := int(le.Uint16(b[offCgtopLen:]))
 	argsLen := int(le.Uint32(b[offArgsLen:]))
-	if execFixedSize+exeLen+cwdLen+cgLen+argsLen != len(b) {
-		return fmt.Errorf("%w: %d+%d+%d+%d+%d bytes in a record of %d", errRecordBlob,
-			execFixedSize, exeLen, cwdLen, cgLen, argsLen, len(b))
+	if execFixedSize+exeLen+cwdLen+cgLen+topLen+argsLen != len(b) {
+		return fmt.Errorf("%w: %d+%d+%d+%d+%d+%d bytes in a record of %d", errRecordBlob,
+			execFixedSize, exeLen, cwdLen, cgLen, topLen, argsLen, len(b))
 	}
 	xf := le.Uint32(b[offXFlags:])
 	x := &ev.Exec
@@ -238,8 +240,8 @@ func decodeExec(b []byte, ev *events.Event) error {
 		// Nothing read the blobs when the program ran (SetExecBlobs):
 		// the executable, directory, cgroup and arguments are absent, not
 		// empty; the context is there.
-		if exeLen+cwdLen+cgLen+argsLen != 0 {
-			return fmt.Errorf("%w: %d blob bytes in a record without blobs", errRecordBlob, exeLen+cwdLen+cgLen+argsLen)
+		if n := exeLen + cwdLen + cgLen + topLen + argsLen; n != 0 {
+			return fmt.Errorf("%w: %d blob bytes in a record without blobs", errRecordBlob, n)
 		}
 		return nil
 	}
@@ -251,7 +253,8 @@ func decodeExec(b []byte, ev *events.Event) error {
 	x.CgroupTruncated = xf&xCgroupTrunc != 0
 	blob := b[execFixedSize:]
 	exe, cwd, cg := blob[:exeLen], blob[exeLen:exeLen+cwdLen], blob[exeLen+cwdLen:exeLen+cwdLen+cgLen]
-	args := blob[exeLen+cwdLen+cgLen:]
+	top := blob[exeLen+cwdLen+cgLen : exeLen+cwdLen+cgLen+topLen]
+	args := blob[exeLen+cwdLen+cgLen+topLen:]
 	if xf&xArgsFault != 0 {
 		args = nil
 	}
@@ -269,13 +272,33 @@ func decodeExec(b []byte, ev *events.Event) error {
 	sb.Write(args)
 	ps := sb.String()
 	ev.Exe, x.Cwd, x.Cgroup = ps[:ends[0]], ps[ends[0]:ends[1]], ps[ends[1]:ends[2]]
-	if id, _, ok := container.ID(x.Cgroup); ok && !x.CgroupTruncated {
-		x.ContainerID = id
-	}
+	x.ContainerID = containerID(x.Cgroup, x.CgroupTruncated, top)
+
 	if len(args) > 0 {
 		ev.Argv = events.SplitArgString(ps[ends[2]:])
 	}
 	return nil
+}
+
+// containerID derives the container id from the cgroup path, or, when the
+// walk cut it, from the names it kept nearest the process (each whole) and
+// then from the top levels the program read instead (top, names leaf first):
+// container runtimes put their scopes near the root, so a process that
+// nests cgroups past the walk's bound is not taken out of its container.
+// Only the cut case allocates (the top's path).
+func containerID(cgroup string, truncated bool, top []byte) string {
+	if id, _, ok := container.ID(cgroup); ok {
+		return id
+	}
+	if !truncated || len(top) == 0 {
+		return ""
+	}
+	var sb strings.Builder
+	appendPath(&sb, top, false)
+	if id, _, ok := container.ID(sb.String()); ok {
+		return id
+	}
+	return ""
 }
 
 // appendPath writes the path whose names the program wrote leaf first,

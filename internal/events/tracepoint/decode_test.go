@@ -1,6 +1,7 @@
 package tracepoint
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"reflect"
@@ -28,6 +29,7 @@ type execRec struct {
 	argc, argsSize        uint32
 	xflags                uint32
 	exe, cwd, cgroup, arg string // blobs as the program writes them
+	cgtop                 string // the cut cgroup path's top levels
 }
 
 // ctxRec is a test-side struct proc_ctx.
@@ -82,7 +84,8 @@ func (x execRec) encode() []byte {
 	le.PutUint16(b[offExeLen:], uint16(len(x.exe)))
 	le.PutUint16(b[offCwdLen:], uint16(len(x.cwd)))
 	le.PutUint16(b[offCgroupLen:], uint16(len(x.cgroup)))
-	return append(append(append(append(b, x.exe...), x.cwd...), x.cgroup...), x.arg...)
+	le.PutUint16(b[offCgtopLen:], uint16(len(x.cgtop)))
+	return append(append(append(append(append(b, x.exe...), x.cwd...), x.cgroup...), x.cgtop...), x.arg...)
 }
 
 // encode lays r out as bpf/process.bpf.c's struct event.
@@ -148,6 +151,16 @@ func TestDecode(t *testing.T) {
 	truncated := execRec{record: execPath, ctx: ctx, argc: 3, argsSize: 9000, xflags: xArgsTrunc | xCwdTrunc | xCgroupTrunc,
 		exe: "sh\x00bin\x00", cwd: "c\x00b\x00", cgroup: "docker-" + cid + ".scope\x00",
 		arg: "sh\x00-c\x00ech"}
+	// Cut below the scope: the top levels name the container, the
+	// innermost scope kept in the cut path wins over them.
+	deepCgroup := execRec{record: execPath, ctx: ctx, argc: 1, argsSize: 3, xflags: xCgroupTrunc,
+		exe: "sh\x00bin\x00", cwd: "", cgroup: "n9\x00n8\x00", cgtop: "n1\x00n0\x00docker-" + cid + ".scope\x00system.slice\x00",
+		arg: "sh\x00"}
+	const inner = "fedcba9876543210fedcba9876543210fedcba9876543210fedcba9876543210"
+	nestedCgroup := deepCgroup
+	nestedCgroup.cgroup = "n9\x00libpod-" + inner + ".scope\x00"
+	topNotCut := deepCgroup
+	topNotCut.xflags = 0
 	noExe := execRec{record: execPath, ctx: noLeaders, argc: 0, xflags: xNoExe | xArgsFault, cwd: "tmp\x00"}
 	skipped := execRec{record: execPath, ctx: ctx, argc: 4, xflags: xSkipped}
 	skippedBlobs := execRec{record: execPath, ctx: ctx, argc: 4, xflags: xSkipped, cwd: "tmp\x00"}
@@ -161,8 +174,16 @@ func TestDecode(t *testing.T) {
 	wantTrunc := events.Event{Kind: events.Exec, Mechanism: events.EBPF, Pid: 42, PPid: 41,
 		Token: tok(500, 7001), ParentToken: tok(400, 7000), Comm: comm("true"), Time: 100,
 		Exe: "/bin/sh", Argv: []string{"sh", "-c", "ech"}, Ctx: wantCtx,
-		Exec: events.ExecInfo{Cwd: "b/c", Cgroup: "docker-" + cid + ".scope",
+		Exec: events.ExecInfo{Cwd: "b/c", Cgroup: "docker-" + cid + ".scope", ContainerID: cid,
 			ArgsCount: 3, ArgsSize: 9000, ArgsTruncated: true, CwdTruncated: true, CgroupTruncated: true}}
+	wantDeep := events.Event{Kind: events.Exec, Mechanism: events.EBPF, Pid: 42, PPid: 41,
+		Token: tok(500, 7001), ParentToken: tok(400, 7000), Comm: comm("true"), Time: 100,
+		Exe: "/bin/sh", Argv: []string{"sh"}, Ctx: wantCtx,
+		Exec: events.ExecInfo{Cwd: "/", Cgroup: "n8/n9", ContainerID: cid, ArgsCount: 1, ArgsSize: 3, CgroupTruncated: true}}
+	wantNested := wantDeep
+	wantNested.Exec.Cgroup, wantNested.Exec.ContainerID = "libpod-"+inner+".scope/n9", inner
+	wantNotCut := wantDeep
+	wantNotCut.Exec.Cgroup, wantNotCut.Exec.ContainerID, wantNotCut.Exec.CgroupTruncated = "/n8/n9", "", false
 	wantNoExe := events.Event{Kind: events.Exec, Mechanism: events.EBPF, Pid: 42, PPid: 41,
 		Token: tok(500, 7001), ParentToken: tok(400, 7000), Comm: comm("true"), Time: 100,
 		Ctx: wantNoLeaders, Exec: events.ExecInfo{Cwd: "/tmp", Cgroup: "/"}}
@@ -177,6 +198,9 @@ func TestDecode(t *testing.T) {
 	}{
 		{"exec with context", full.encode(), wantFull, nil},
 		{"exec truncated", truncated.encode(), wantTrunc, nil},
+		{"exec with a cgroup cut below the scope", deepCgroup.encode(), wantDeep, nil},
+		{"exec with a cgroup cut below an inner scope", nestedCgroup.encode(), wantNested, nil},
+		{"exec with top levels but a whole cgroup", topNotCut.encode(), wantNotCut, nil},
 		{"exec without exe and args", noExe.encode(), wantNoExe, nil},
 		{"exec with lengths that do not add up", badLen, events.Event{}, errRecordBlob},
 		{"exec without blobs", skipped.encode(), events.Event{Kind: events.Exec, Mechanism: events.EBPF, Pid: 42, PPid: 41,
@@ -242,6 +266,8 @@ func FuzzDecode(f *testing.F) {
 		exe: "sh\x00bin\x00", cwd: "tmp\x00", cgroup: "docker-0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\x00", arg: "sh\x00-c\x00"}.encode())
 	f.Add(record{kind: recFork, pid: 42, tid: 42, ppid: 1}.encodeFork(ctxRec{ngroups: 40, flags: 15}))
 	f.Add(execRec{record: record{kind: recExec, pid: 42, tid: 42, ppid: 1}, argc: 2, xflags: xSkipped}.encode())
+	f.Add(execRec{record: record{kind: recExec, pid: 42, tid: 42, ppid: 1}, argc: 1, argsSize: 3, xflags: xCgroupTrunc,
+		exe: "sh\x00bin\x00", cgroup: "n9\x00", cgtop: "n0\x00docker-0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef.scope\x00", arg: "sh\x00"}.encode())
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var ev events.Event
 		err := decode(b, testBoot, &ev)
@@ -255,8 +281,11 @@ func FuzzDecode(f *testing.F) {
 			if len(ev.Exe)+len(ev.Exec.Cwd)+len(ev.Exec.Cgroup) > len(b) {
 				t.Fatalf("decode made paths longer than the record")
 			}
-			if ev.Exec.ContainerID != "" && !strings.Contains(ev.Exec.Cgroup, ev.Exec.ContainerID) {
-				t.Fatalf("container id %q not in cgroup %q", ev.Exec.ContainerID, ev.Exec.Cgroup)
+			// The id is in the path, or, for a cut one, in the top
+			// levels the record carries beside it.
+			if id := ev.Exec.ContainerID; id != "" && !strings.Contains(ev.Exec.Cgroup, id) &&
+				(!ev.Exec.CgroupTruncated || !bytes.Contains(b[execFixedSize:], []byte(id))) {
+				t.Fatalf("container id %q not in cgroup %q", id, ev.Exec.Cgroup)
 			}
 		default:
 			t.Fatalf("decode accepted %d bytes as %v with Exe %q", len(b), ev.Kind, ev.Exe)

@@ -26,7 +26,9 @@
 //     events then also carry argv as received (up to WithArgvMax bytes, 32
 //     KiB by default; a cut argv is flagged with its real count and size),
 //     the executable the kernel resolved, the working directory and the
-//     cgroup path with its container id (internal/container). Exec records
+//     cgroup path with its container id (internal/container; for a cgroup
+//     nested past the walk's bound, from the top levels the program reads
+//     beside the cut path). Exec records
 //     are variable-length, assembled in a per-CPU scratch entry and sent with
 //     bpf_ringbuf_output; only exec events allocate (their strings).
 //     SetExecBlobs(false) switches the strings off while nothing shows

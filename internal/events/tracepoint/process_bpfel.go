@@ -40,7 +40,7 @@ type processExecEvent struct {
 	ExeLen    uint16
 	CwdLen    uint16
 	CgroupLen uint16
-	Pad       uint16
+	CgtopLen  uint16
 }
 
 type processForkEvent struct {

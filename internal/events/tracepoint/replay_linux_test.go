@@ -290,6 +290,7 @@ func TestRecordLayout(t *testing.T) {
 		{"exec_event exe_len", unsafe.Offsetof(x.ExeLen), offExeLen},
 		{"exec_event cwd_len", unsafe.Offsetof(x.CwdLen), offCwdLen},
 		{"exec_event cgroup_len", unsafe.Offsetof(x.CgroupLen), offCgroupLen},
+		{"exec_event cgtop_len", unsafe.Offsetof(x.CgtopLen), offCgtopLen},
 		{"proc_ctx size", unsafe.Sizeof(c), ctxSize},
 		{"proc_ctx cgroup_id", unsafe.Offsetof(c.CgroupId), ctxCgroupID},
 		{"proc_ctx sid_start_ticks", unsafe.Offsetof(c.SidStartTicks), ctxSidStart},
