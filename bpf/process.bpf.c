@@ -52,7 +52,8 @@
  * each NUL-terminated (names cannot contain '/' or NUL); user space reverses
  * them. A walk that hits PATH_DEPTH steps (components and mount crossings)
  * or PATH_BYTES bytes, meets a dentry that is its own parent without being
- * a mount root (a disconnected dentry), or reaches the top of a mount tree
+ * a mount root (a disconnected dentry: a memfd's path is then its name,
+ * memfd:NAME), or reaches the top of a mount tree
  * without meeting the task's root (a file or directory beyond its chroot or
  * in another mount namespace, or on a detached mount: umount -l,
  * open_tree), stops and sets the path's truncated flag: a path is either
@@ -627,6 +628,7 @@ static __always_inline int walk_path(struct scratch *s, struct dentry *d, struct
 	struct bpf_iter_num it;
 	struct mount *m, *rootm;
 	struct dentry *mroot;
+	__u8 *data = (__u8 *)(s + 1);
 	int ret = -1;
 
 	begin_blob(s);
@@ -660,8 +662,18 @@ static __always_inline int walk_path(struct scratch *s, struct dentry *d, struct
 			continue;
 		}
 		parent = d->d_parent;
-		if (parent == d || !parent)
+		if (!parent)
 			break;
+		if (parent == d) {
+			/* A disconnected dentry: a pseudo file's (memfd:NAME,
+			 * what fileless programs run from) is its name; an
+			 * anonymous one's, or a filesystem root's, is "/". */
+			__u32 p = s->pos;
+
+			if (put_name(s, d->d_name.name) == 0 && s->pos == p + 2 && p < AREA && data[p] == '/')
+				s->pos = p;
+			break;
+		}
 		if (put_name(s, d->d_name.name) < 0)
 			break;
 		d = as_dentry(parent);

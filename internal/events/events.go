@@ -149,7 +149,9 @@ type ExecInfo struct {
 	// stopped at a bound, or (executable and directory) never met the
 	// process's root (beyond its chroot, on a detached mount): the string
 	// is then the path's last components, without a leading slash, never a
-	// wrong absolute path.
+	// wrong absolute path. A program run from a memfd has no path: its
+	// Exe is its name, memfd:NAME (NAME as the creator chose it, which
+	// may hold slashes), marked truncated.
 	ExeTruncated    bool
 	CwdTruncated    bool
 	CgroupTruncated bool

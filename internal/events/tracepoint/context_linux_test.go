@@ -506,12 +506,27 @@ func TestIntegrationContextMountCrossing(t *testing.T) {
 	}
 }
 
+// mountTmpfs mounts a tmpfs on a new directory dir until the test ends.
+func mountTmpfs(t testing.TB, dir string) string {
+	t.Helper()
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Mount("tmpfs", dir, "tmpfs", 0, ""); err != nil {
+		testenv.Skip(t, "mount tmpfs: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(dir, unix.MNT_DETACH) })
+	return dir
+}
+
 // TestIntegrationContextUnreachable runs programs whose path, or working
 // directory, the walk cannot lead to the process's root: on a lazily
 // unmounted tmpfs (a detached mount, whose names would read as a path from
 // /) and beyond a chroot. Each is marked truncated, its names without a
 // leading slash, never an absolute path the process's root does not lead
-// to; a program inside the same chroot still has its whole path.
+// to; a program inside the same chroot still has its whole path. A
+// program run from a memfd (no path at all) is its name, memfd:NAME, so
+// marked.
 func TestIntegrationContextUnreachable(t *testing.T) {
 	c, _ := openContext(t)
 	dir := realPath(t, t.TempDir())
@@ -519,14 +534,7 @@ func TestIntegrationContextUnreachable(t *testing.T) {
 	tru := realPath(t, "/bin/true")
 
 	t.Run("lazily unmounted", func(t *testing.T) {
-		mnt := filepath.Join(dir, "m")
-		if err := os.Mkdir(mnt, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		if err := unix.Mount("tmpfs", mnt, "tmpfs", 0, ""); err != nil {
-			testenv.Skip(t, "mount tmpfs: %v", err)
-		}
-		defer unix.Unmount(mnt, unix.MNT_DETACH)
+		mnt := mountTmpfs(t, filepath.Join(dir, "m"))
 		copyTrue(t, filepath.Join(mnt, "usr", "bin", "sudo"))
 		prog, err := os.Open(filepath.Join(mnt, "usr", "bin", "sudo"))
 		if err != nil {
@@ -551,6 +559,53 @@ func TestIntegrationContextUnreachable(t *testing.T) {
 		}
 		if ev.Exec.Cwd != "usr" || !ev.Exec.CwdTruncated {
 			t.Errorf("cwd = %q (truncated %v), want \"usr\" marked truncated", ev.Exec.Cwd, ev.Exec.CwdTruncated)
+		}
+	})
+
+	t.Run("moved out of a bind mount", func(t *testing.T) {
+		// A directory renamed out of the subtree a bind mount shows: its
+		// file's parents never meet the mount's root, they end at the
+		// filesystem's, which is no name of the path.
+		fs, mnt := mountTmpfs(t, filepath.Join(dir, "fs")), filepath.Join(dir, "bind")
+		if err := os.Mkdir(mnt, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		copyTrue(t, filepath.Join(fs, "shown", "sub", "x"))
+		if err := unix.Mount(filepath.Join(fs, "shown"), mnt, "", unix.MS_BIND, ""); err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Unmount(mnt, unix.MNT_DETACH)
+		prog, err := os.Open(filepath.Join(mnt, "sub", "x"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer prog.Close()
+		if err := os.Rename(filepath.Join(fs, "shown", "sub"), filepath.Join(fs, "sub")); err != nil {
+			t.Fatal(err)
+		}
+		ev := c.runExec(t, exec.Command("/proc/self/fd/"+strconv.Itoa(int(prog.Fd()))))
+		if ev.Exe != "sub/x" || !ev.Exec.ExeTruncated {
+			t.Errorf("exe = %q (truncated %v), want \"sub/x\" marked truncated", ev.Exe, ev.Exec.ExeTruncated)
+		}
+	})
+
+	t.Run("memfd", func(t *testing.T) {
+		fd, err := unix.MemfdCreate("supervisor-test", unix.MFD_CLOEXEC)
+		if err != nil {
+			testenv.Skip(t, "memfd_create: %v", err)
+		}
+		mem := os.NewFile(uintptr(fd), "memfd")
+		defer mem.Close()
+		b, err := os.ReadFile(tru)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := mem.Write(b); err != nil {
+			t.Fatal(err)
+		}
+		ev := c.runExec(t, exec.Command("/proc/self/fd/"+strconv.Itoa(fd), "fileless"))
+		if ev.Exe != "memfd:supervisor-test" || !ev.Exec.ExeTruncated {
+			t.Errorf("exe = %q (truncated %v), want \"memfd:supervisor-test\" marked truncated", ev.Exe, ev.Exec.ExeTruncated)
 		}
 	})
 

@@ -43,7 +43,8 @@
 //     or directory beyond its chroot or in another mount namespace, or on a
 //     detached mount: umount -l, open_tree), is flagged truncated and holds
 //     its last components without a leading slash, never a wrong absolute
-//     path (see bpf/process.bpf.c).
+//     path; a program run from a memfd is its name, memfd:NAME, flagged
+//     so too (see bpf/process.bpf.c).
 //   - Records are submitted without waking the reader: a wake-up is a
 //     self-IPI (a VM exit in a guest), which cost more than the record. The
 //     reader polls every 10 ms while records come; after a quiet stretch it
