@@ -20,9 +20,10 @@ import (
 // parent's exec (Event.Parent), parent: the fields ECS defines under
 // process.parent, with the same keys (see appendParentJSON); inferred
 // when set.
-// args_redacted marks arguments a redaction pattern rewrote. Text that is not valid UTF-8 is
-// escaped byte by byte, so the object is always valid JSON. AppendJSON does
-// not allocate when b has room.
+// args_redacted marks arguments a redaction pattern rewrote. A byte that is
+// not part of valid UTF-8 is written as U+FFFD (as the log feed writes it),
+// so the object is always valid JSON and such a name never reads as
+// another, valid one. AppendJSON does not allocate when b has room.
 func AppendJSON(b []byte, ev *Event) []byte {
 	b = append(b, `{"kind":"`...)
 	b = append(b, ev.Kind.String()...)
@@ -253,8 +254,10 @@ func clen(b []byte) int {
 }
 
 // appendJSONString appends s as a JSON string. Quotes, backslashes and
-// control characters are escaped; bytes that are not valid UTF-8 are escaped
-// one by one as \u00XX, so the result is always valid JSON.
+// control characters are escaped; each byte that is not part of valid UTF-8
+// is written as \ufffd, the replacement character, so the result is always
+// valid JSON. Not as \u00XX: that is the character U+00XX, so a name with
+// the byte 0xff would decode as one with ÿ, another valid name.
 func appendJSONString(b, s []byte) []byte {
 	const hex = "0123456789abcdef"
 	b = append(b, '"')
@@ -277,7 +280,7 @@ func appendJSONString(b, s []byte) []byte {
 		default:
 			r, n := decodeRune(s[i:])
 			if r < 0 {
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&15])
+				b = append(b, `\ufffd`...)
 				i++
 				continue
 			}

@@ -106,7 +106,7 @@ var encodeCases = []struct {
 	{
 		name:     "comm and exe that need escaping",
 		ev:       Event{Kind: Exec, Mechanism: EBPF, Pid: 3, Token: testTok, Comm: comm("a\"b\\\x01\xff"), Exe: "/tmp/\x7fé"},
-		wantJSON: `{"kind":"exec","mechanism":"ebpf","pid":3,"ppid":0,"token":"` + testTokText + `","parent_token":null,"comm":"a\"b\\\u0001\u00ff","exe":"/tmp/\u007fé"}`,
+		wantJSON: `{"kind":"exec","mechanism":"ebpf","pid":3,"ppid":0,"token":"` + testTokText + `","parent_token":null,"comm":"a\"b\\\u0001\ufffd","exe":"/tmp/\u007fé"}`,
 	},
 }
 
@@ -124,6 +124,25 @@ func TestAppendJSON(t *testing.T) {
 	}
 }
 
+// TestAppendJSONInvalidUTF8 decodes the line of an exec whose path has a
+// byte that is not UTF-8: it must not read as the path of another file
+// whose name is valid UTF-8 (0xff is not ÿ).
+func TestAppendJSONInvalidUTF8(t *testing.T) {
+	exe := func(path string) string {
+		t.Helper()
+		var v struct{ Exe string }
+		line := AppendJSON(nil, &Event{Kind: Exec, Mechanism: EBPF, Pid: 3, Exe: path})
+		if err := json.Unmarshal(line, &v); err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		return v.Exe
+	}
+	bad, good := exe("/tmp/x\xffy"), exe("/tmp/xÿy")
+	if bad == good || bad != "/tmp/x\ufffdy" {
+		t.Errorf("exe /tmp/x\\xffy reads %q, /tmp/xÿy reads %q, want %q and the latter", bad, good, "/tmp/x\ufffdy")
+	}
+}
+
 func TestAppendJSONString(t *testing.T) {
 	cases := []struct{ in, want string }{
 		{"", `""`},
@@ -131,11 +150,11 @@ func TestAppendJSONString(t *testing.T) {
 		{`q"b\`, `"q\"b\\"`},
 		{"\x00\n\x1f\x7f", `"\u0000\u000a\u001f\u007f"`},
 		{"é€𝄞", `"é€𝄞"`},
-		{"\xff", `"\u00ff"`},
-		{"a\xe2\x82", `"a\u00e2\u0082"`},         // a truncated rune
-		{"\xed\xa0\x80", `"\u00ed\u00a0\u0080"`}, // a surrogate half
-		{"\xc0\xaf", `"\u00c0\u00af"`},           // an overlong encoding
-		{"€\xe2", `"€\u00e2"`},
+		{"\xff", `"\ufffd"`},
+		{"a\xe2\x82", `"a\ufffd\ufffd"`},         // a truncated rune
+		{"\xed\xa0\x80", `"\ufffd\ufffd\ufffd"`}, // a surrogate half
+		{"\xc0\xaf", `"\ufffd\ufffd"`},           // an overlong encoding
+		{"€\xe2", `"€\ufffd"`},
 	}
 	for _, c := range cases {
 		if got := string(appendJSONString(nil, []byte(c.in))); got != c.want {
@@ -239,7 +258,7 @@ func refJSONString(b, s []byte) []byte {
 		default:
 			r, n := decodeRune(s[i:])
 			if r < 0 {
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&15])
+				b = append(b, `\ufffd`...)
 				i++
 				continue
 			}
