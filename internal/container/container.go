@@ -22,7 +22,9 @@
 // Limits: the path alone is the evidence. A process that can create cgroups
 // (root, or a user with a delegated subtree) can name one like a container
 // scope; the id then says where the process runs, not that a runtime
-// started it.
+// started it. Only the cgroup v2 path is read: on a host in cgroup v1
+// (legacy) mode, or a hybrid one whose runtime places its containers in the
+// v1 hierarchies only, they sit at the v2 root, with no id.
 package container
 
 import "strings"
