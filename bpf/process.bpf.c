@@ -49,18 +49,18 @@
  * mount's root to its mountpoint in the parent mount, until the task's root
  * (fs->root): paths are absolute as the task sees them (inside a chroot or
  * a container, from its root). Each path blob holds the names leaf first,
- * each NUL-terminated (names cannot contain '/' or NUL); user space reverses
- * them. A walk that hits PATH_DEPTH steps (components and mount crossings)
- * or PATH_BYTES bytes, meets a dentry that is its own parent without being
- * a mount root (a disconnected dentry: a memfd's path is then its name,
- * memfd:NAME), or reaches the top of a mount tree
- * without meeting the task's root (a file or directory beyond its chroot or
- * in another mount namespace, or on a detached mount: umount -l,
- * open_tree), stops and sets the path's truncated flag: a path is either
- * whole or marked, never wrong.
- * A deleted file's path is its last name, without the " (deleted)" d_path
- * adds. The cgroup path walks kernfs parents the same way (CGROUP_DEPTH);
- * past that bound, the top levels are read through cgroup->ancestors[].
+ * each NUL-terminated (a directory entry's name cannot contain '/' or NUL);
+ * user space reverses them. A walk that hits PATH_DEPTH steps (components
+ * and mount crossings) or PATH_BYTES bytes, meets a dentry that is its own
+ * parent without being a mount root (a disconnected dentry: a memfd's path
+ * is then its name, memfd:NAME, which may hold '/'), or reaches the top of
+ * a mount tree without meeting the task's root (a file or directory beyond
+ * its chroot or in another mount namespace, or on a detached mount:
+ * umount -l, open_tree), stops and sets the path's truncated flag: a path
+ * is either whole or marked, never wrong. A deleted file's path is its
+ * last name, without the " (deleted)" d_path adds. The cgroup path walks
+ * kernfs parents the same way (CGROUP_DEPTH); past that bound, the top
+ * levels are read through cgroup->ancestors[].
  *
  * Cost: task, cred, pid, mount, dentry and kernfs fields are read by direct
  * loads through BTF pointers (the verifier makes them fault-safe), not a
@@ -200,7 +200,8 @@ struct exec_event {
 #define PATH_DEPTH 128
 #define CGROUP_DEPTH 32
 #define CGROUP_TOP 8
-/* The three path blobs start within AREA bytes of the blob area. */
+/* The path blobs (exe, cwd, cgroup, cgtop: at most 3 * PATH_BYTES +
+ * CGROUP_TOP * NAME_BUF) start within AREA bytes of the blob area. */
 #define AREA 16384
 #define AREA_MASK (AREA - 1)
 
