@@ -6,10 +6,11 @@
 // map read under a mutex and does not allocate (a Names from At, a map
 // read alone; At takes no lock while the last look is recent). At most
 // every CheckEvery a lookup stats both files and rereads one whose size or
-// modification time changed. Limits: users and groups that exist only in a network directory
-// have no name here (the id is still logged); a file larger than MaxBytes
-// is read up to MaxBytes; entries are taken as they are, the first one of
-// an id winning, as getpwuid does.
+// modification time changed. Limits: users and groups that exist only in a
+// network directory have no name here (the id is still logged); a file
+// larger than MaxBytes is read up to its last whole line within MaxBytes;
+// entries are taken as glibc takes them, the first one of an id winning,
+// as getpwuid does.
 package userdb
 
 import (
@@ -52,15 +53,16 @@ type snapshot struct {
 }
 
 type table struct {
-	path  string
-	size  int64
-	mtime time.Time
-	names map[uint32]string
+	path   string
+	passwd bool // passwd lines (ParsePasswd), not group lines
+	size   int64
+	mtime  time.Time
+	names  map[uint32]string
 }
 
 // New returns a DB over the given passwd and group files.
 func New(passwd, group string) *DB {
-	return &DB{now: time.Now, users: table{path: passwd}, groups: table{path: group}}
+	return &DB{now: time.Now, users: table{path: passwd, passwd: true}, groups: table{path: group}}
 }
 
 // Local returns a DB over /etc/passwd and /etc/group.
@@ -160,12 +162,18 @@ func (t *table) refresh() (changed bool) {
 		return true
 	}
 	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, MaxBytes))
+	b, err := io.ReadAll(io.LimitReader(f, MaxBytes+1))
 	if err != nil {
 		t.names = nil
 		return true
 	}
-	t.names, t.size, t.mtime = Parse(b), st.Size(), st.ModTime()
+	if len(b) > MaxBytes {
+		// Cut at the bound: the line it cuts would read as another
+		// (the group "staff:x:12345:bob" as "staff:x:12"), so it is
+		// left out.
+		b = b[:bytes.LastIndexByte(b[:MaxBytes], '\n')+1]
+	}
+	t.names, t.size, t.mtime = t.parse(b), st.Size(), st.ModTime()
 	return true
 }
 
@@ -173,7 +181,17 @@ func (t *table) refresh() (changed bool) {
 // id to name. Comments, blank lines, NIS lines (+ and -) and lines whose
 // third field is not a 32-bit number are skipped; the first name of an id
 // wins.
-func Parse(b []byte) map[uint32]string {
+func Parse(b []byte) map[uint32]string { return parse(b, false) }
+
+// ParsePasswd is Parse for passwd lines, which also need a fourth field,
+// the group id, that is a number: glibc skips a line without one
+// ("foo:x:1000" or "foo:x:1000:"), so getpwuid names the id by a later
+// line, and so must this.
+func ParsePasswd(b []byte) map[uint32]string { return parse(b, true) }
+
+func (t *table) parse(b []byte) map[uint32]string { return parse(b, t.passwd) }
+
+func parse(b []byte, passwd bool) map[uint32]string {
 	names := make(map[uint32]string)
 	for len(b) > 0 {
 		line := b
@@ -192,6 +210,15 @@ func Parse(b []byte) map[uint32]string {
 		id, err := strconv.ParseUint(string(f[2]), 10, 32)
 		if err != nil {
 			continue
+		}
+		if passwd {
+			if len(f) < 4 {
+				continue
+			}
+			gid, _, _ := bytes.Cut(f[3], []byte{':'})
+			if _, err := strconv.ParseUint(string(gid), 10, 32); err != nil {
+				continue
+			}
 		}
 		if _, dup := names[uint32(id)]; !dup {
 			names[uint32(id)] = string(f[0])
