@@ -485,11 +485,11 @@ func (w *procLine) supervisor(ev *events.Event) {
 		w.uint(`,"cgroup_id":`, x.CgroupID)
 		w.uint(`,"pid_ns":`, uint64(x.PidNS))
 	}
-	if d := ev.Parent; d != nil && marked(&d.Exec) {
+	if d := ev.Parent; d != nil && marked(d.Argv, &d.Exec) {
 		w.key(`,"parent":`)
 		w.b = append(w.b, '{')
 		n := len(w.b)
-		w.marks(&d.Exec)
+		w.marks(d.Argv, &d.Exec)
 		if len(w.b) > n && w.b[n] == ',' { // the first member has no comma
 			w.b = append(w.b[:n], w.b[n+1:]...)
 		}
@@ -501,18 +501,19 @@ func (w *procLine) supervisor(ev *events.Event) {
 	if ev.Exec.Cgroup != "" {
 		w.str(`,"cgroup":`, ev.Exec.Cgroup)
 	}
-	w.marks(&ev.Exec)
+	w.marks(ev.Argv, &ev.Exec)
 	if ev.Exec.CgroupTruncated {
 		w.bool(`,"cgroup_truncated":`, true)
 	}
 }
 
 // marks writes the marks of arguments and paths that are not what the
-// process has: cut (with the real size), redacted.
-func (w *procLine) marks(x *events.ExecInfo) {
-	if x.ArgsTruncated {
+// process has: cut, by the mechanism's bound or the line's (with the real
+// size), redacted.
+func (w *procLine) marks(argv []string, x *events.ExecInfo) {
+	if x.ArgsTruncated || lineCut(argv) {
 		w.bool(`,"args_truncated":`, true)
-		w.int(`,"args_size":`, int64(x.ArgsSize))
+		w.int(`,"args_size":`, int64(argsSize(argv, x)))
 	}
 	if x.ArgsRedacted {
 		w.bool(`,"args_redacted":`, true)

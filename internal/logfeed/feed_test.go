@@ -482,3 +482,53 @@ func TestClaimOnLines(t *testing.T) {
 		}
 	}
 }
+
+// TestArgsCutMarked: arguments the kernel gave whole but the line cuts at
+// MaxArgsBytes are marked as cut, with their real size, for the process
+// and for its parent; a vector that just fits is not. One argument of 20
+// KiB (under the eBPF bound, so not ArgsTruncated) had 8 KiB in the line
+// with args_count 1 and no mark: nothing said it was not whole.
+func TestArgsCutMarked(t *testing.T) {
+	long := strings.Repeat("y", 20000)
+	fits := []string{strings.Repeat("a", MaxArgsBytes-2), "b"} // joined: MaxArgsBytes
+	for _, schema := range []string{SchemaECS, SchemaOCSF} {
+		l, out := newTestLogger(t, Config{Schema: schema, ProcessEvents: AllKinds})
+		cut := events.Event{Kind: events.Exec, Pid: 7, PPid: 6, Argv: []string{"true", long},
+			Exec:   events.ExecInfo{ArgsCount: 2, ArgsSize: 20006},
+			Parent: &events.Desc{Argv: []string{"sh", "-c", long}}}
+		whole := events.Event{Kind: events.Exec, Pid: 8, PPid: 6, Argv: fits,
+			Exec:   events.ExecInfo{ArgsCount: 2, ArgsSize: MaxArgsBytes + 1},
+			Parent: &events.Desc{Argv: fits}}
+		l.Event(&cut)
+		l.Event(&whole)
+		flush(t, l)
+		lines := out.lines(t)
+		if len(lines) != 2 {
+			t.Fatalf("%s: %d lines, want 2", schema, len(lines))
+		}
+		ns := "supervisor."
+		if schema == SchemaOCSF {
+			ns = "unmapped."
+		}
+		for _, tt := range []struct {
+			line   map[string]any
+			prefix string
+			size   int64
+		}{
+			{lines[0], ns, 20006},
+			{lines[0], ns + "parent.", int64(len("sh -c ") + len(long) + 1)},
+		} {
+			if v, _ := get(tt.line, tt.prefix+"args_truncated"); v != true {
+				t.Errorf("%s: %sargs_truncated = %v, want true", schema, tt.prefix, v)
+			}
+			if n, _ := getInt(tt.line, tt.prefix+"args_size"); n != tt.size {
+				t.Errorf("%s: %sargs_size = %d, want %d", schema, tt.prefix, n, tt.size)
+			}
+		}
+		for _, k := range []string{ns + "args_truncated", ns + "parent"} {
+			if v, ok := get(lines[1], k); ok {
+				t.Errorf("%s: arguments that fit have %s = %v", schema, k, v)
+			}
+		}
+	}
+}

@@ -30,6 +30,33 @@ func commandLine(b []byte, argv []string) []byte {
 	return b
 }
 
+// lineCut reports whether a line holds less of argv than there is:
+// command_line, argv joined by spaces (the longer of its two forms), is
+// cut at MaxArgsBytes, and process.args with it when their bytes alone are
+// over.
+func lineCut(argv []string) bool {
+	n := -1 // no space before the first
+	for _, a := range argv {
+		if n += 1 + len(a); n > MaxArgsBytes {
+			return true
+		}
+	}
+	return false
+}
+
+// argsSize is the argument bytes (NULs included) the process received:
+// the mechanism's count when it gave one, else those of argv.
+func argsSize(argv []string, x *events.ExecInfo) int {
+	if x.ArgsSize > 0 {
+		return x.ArgsSize
+	}
+	n := 0
+	for _, a := range argv {
+		n += len(a) + 1
+	}
+	return n
+}
+
 // argsCount is how many arguments the process received: the kernel's count
 // when the mechanism gave one, else the arguments it delivered.
 func argsCount(argv []string, x *events.ExecInfo) int {
@@ -54,8 +81,8 @@ func supervisorContext(s *zerolog.Event, ev *events.Event) {
 		}
 		s.Uint64("cgroup_id", x.CgroupID).Uint32("pid_ns", x.PidNS)
 	}
-	if d := ev.Parent; d != nil && marked(&d.Exec) {
-		s.Dict("parent", execMarks(s.CreateDict(), &d.Exec))
+	if d := ev.Parent; d != nil && marked(d.Argv, &d.Exec) {
+		s.Dict("parent", execMarks(s.CreateDict(), d.Argv, &d.Exec))
 	}
 	if ev.Kind != events.Exec {
 		return
@@ -63,22 +90,23 @@ func supervisorContext(s *zerolog.Event, ev *events.Event) {
 	if ev.Exec.Cgroup != "" {
 		s.Str("cgroup", ev.Exec.Cgroup)
 	}
-	execMarks(s, &ev.Exec)
+	execMarks(s, ev.Argv, &ev.Exec)
 	if ev.Exec.CgroupTruncated {
 		s.Bool("cgroup_truncated", true)
 	}
 }
 
-// marked reports whether x has a mark execMarks writes.
-func marked(x *events.ExecInfo) bool {
-	return x.ArgsTruncated || x.ArgsRedacted || x.ExeTruncated || x.CwdTruncated
+// marked reports whether argv and x have a mark execMarks writes.
+func marked(argv []string, x *events.ExecInfo) bool {
+	return x.ArgsTruncated || x.ArgsRedacted || x.ExeTruncated || x.CwdTruncated || lineCut(argv)
 }
 
 // execMarks adds to s the marks of arguments and paths that are not what
-// the process has: cut (with the real size), redacted.
-func execMarks(s *zerolog.Event, x *events.ExecInfo) *zerolog.Event {
-	if x.ArgsTruncated {
-		s.Bool("args_truncated", true).Int("args_size", x.ArgsSize)
+// the process has: cut, by the mechanism's bound or the line's (with the
+// real size), redacted.
+func execMarks(s *zerolog.Event, argv []string, x *events.ExecInfo) *zerolog.Event {
+	if x.ArgsTruncated || lineCut(argv) {
+		s.Bool("args_truncated", true).Int("args_size", argsSize(argv, x))
 	}
 	if x.ArgsRedacted {
 		s.Bool("args_redacted", true)
