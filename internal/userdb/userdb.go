@@ -21,6 +21,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 )
 
 // CheckEvery is how often lookups look for changed files.
@@ -78,8 +79,14 @@ func (d *DB) lookup(t *table, id uint32) (string, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.check(d.now())
-	n, ok := t.names[id]
-	return n, ok
+	return name(t.names, id)
+}
+
+// name returns the name of id in names, and false when there is none or
+// it is not UTF-8 (kept as "": see Parse).
+func name(names map[uint32]string, id uint32) (string, bool) {
+	n, ok := names[id]
+	return n, ok && n != ""
 }
 
 // check rereads changed files when the last look is CheckEvery old. d.mu
@@ -132,16 +139,10 @@ func (d *DB) names() Names {
 }
 
 // User returns the name of uid, and false when there is none.
-func (n Names) User(uid uint32) (string, bool) {
-	s, ok := n.users[uid]
-	return s, ok
-}
+func (n Names) User(uid uint32) (string, bool) { return name(n.users, uid) }
 
 // Group returns the name of gid, and false when there is none.
-func (n Names) Group(gid uint32) (string, bool) {
-	s, ok := n.groups[gid]
-	return s, ok
-}
+func (n Names) Group(gid uint32) (string, bool) { return name(n.groups, gid) }
 
 // refresh rereads the file when its size or modification time changed,
 // and reports whether it replaced the map. A file that cannot be read
@@ -180,7 +181,10 @@ func (t *table) refresh() (changed bool) {
 // Parse reads passwd or group lines (name:password:id:...) into a map from
 // id to name. Comments, blank lines, NIS lines (+ and -) and lines whose
 // third field is not a 32-bit number are skipped; the first name of an id
-// wins.
+// wins. A name that is not UTF-8 is kept as "", no name: JSON would show
+// it with U+FFFD in place of its odd bytes, a name the user does not have,
+// and a later line of its id must not name it either (getpwuid would give
+// the first).
 func Parse(b []byte) map[uint32]string { return parse(b, false) }
 
 // ParsePasswd is Parse for passwd lines, which also need a fourth field,
@@ -221,7 +225,11 @@ func parse(b []byte, passwd bool) map[uint32]string {
 			}
 		}
 		if _, dup := names[uint32(id)]; !dup {
-			names[uint32(id)] = string(f[0])
+			n := ""
+			if utf8.Valid(f[0]) {
+				n = string(f[0])
+			}
+			names[uint32(id)] = n
 		}
 	}
 	return names

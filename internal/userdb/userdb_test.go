@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 )
 
 func TestLookup(t *testing.T) {
@@ -84,13 +85,13 @@ func FuzzParse(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		all := Parse(b)
 		for _, name := range all {
-			if name == "" {
-				t.Fatalf("Parse(%q) named an id with an empty name", b)
+			if name != "" && !utf8.ValidString(name) {
+				t.Fatalf("Parse(%q) named an id %q, not UTF-8", b, name)
 			}
 		}
 		// A passwd line is a group line with one more field checked.
 		for id, name := range ParsePasswd(b) {
-			if _, ok := all[id]; !ok || name == "" {
+			if _, ok := all[id]; !ok || name != "" && !utf8.ValidString(name) {
 				t.Fatalf("ParsePasswd(%q) named %d %q, Parse nothing", b, id, name)
 			}
 		}
@@ -303,5 +304,29 @@ func TestPasswdLines(t *testing.T) {
 	}
 	if n, _ := New(p, filepath.Join(dir, "group")).User(4100); n != "alice" {
 		t.Errorf("User(4100) = %q, want alice", n)
+	}
+}
+
+// TestNameNotUTF8: a name that is not UTF-8 names nothing (JSON would show
+// it with U+FFFD in place of its bytes), and a later line of its id does
+// not name it either: getpwuid gives the first line.
+func TestNameNotUTF8(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "passwd")
+	b := "b\xe9a:x:4200:100::/:/bin/sh\nbea:x:4200:100::/:/bin/sh\nb\u00e9b:x:4201:100::/:/bin/sh\nesc\x1b:x:4202:100::/:/bin/sh\n"
+	if err := os.WriteFile(p, []byte(b), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	d := New(p, filepath.Join(dir, "group"))
+	if n, ok := d.User(4200); ok {
+		t.Errorf("User(4200) = %q, want no name", n)
+	}
+	if n, ok := d.At(time.Now()).User(4200); ok {
+		t.Errorf("At().User(4200) = %q, want no name", n)
+	}
+	for id, want := range map[uint32]string{4201: "b\u00e9b", 4202: "esc\x1b"} {
+		if n, ok := d.User(id); !ok || n != want {
+			t.Errorf("User(%d) = %q, %v, want %q", id, n, ok, want)
+		}
 	}
 }
