@@ -495,6 +495,9 @@ func (w *procLine) supervisor(ev *events.Event) {
 		}
 		w.b = append(w.b, '}')
 	}
+	if bad := badTexts(ev); bad != 0 {
+		w.invalid(bad)
+	}
 	if ev.Kind != events.Exec {
 		return
 	}
@@ -505,6 +508,24 @@ func (w *procLine) supervisor(ev *events.Event) {
 	if ev.Exec.CgroupTruncated {
 		w.bool(`,"cgroup_truncated":`, true)
 	}
+}
+
+// invalid writes the fields of bad as supervisor.invalid_utf8.
+func (w *procLine) invalid(bad badText) {
+	w.key(`,"invalid_utf8":`)
+	w.b = append(w.b, '[')
+	n := len(w.b)
+	for i := range badBits {
+		if bad&(1<<i) != 0 {
+			for _, f := range badFieldsECS[i] {
+				if len(w.b) > n {
+					w.b = append(w.b, ',')
+				}
+				w.b = jsonx.AppendString(w.b, f)
+			}
+		}
+	}
+	w.b = append(w.b, ']')
 }
 
 // marks writes the marks of arguments and paths that are not what the

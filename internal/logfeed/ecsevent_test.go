@@ -109,6 +109,15 @@ func TestProcessLineEncoders(t *testing.T) {
 			copy(ev.Comm[:], "a\"\\\x01")
 			return ev
 		}},
+		{"not UTF-8", ActionProcessExec, func() events.Event {
+			ev := richExec()
+			ev.Argv = []string{"a\xff", "\xe2\x82"}
+			ev.Exe, ev.Exec.Cwd, ev.Exec.Cgroup = "/tmp/\xc0", "/\xed\xa0\x80", "/\xfe"
+			ev.Parent.Argv, ev.Parent.Exe = []string{"\x80"}, "/\xff"
+			copy(ev.Comm[:], "\xf8")
+			copy(ev.Parent.Comm[:], "\xf8")
+			return ev
+		}},
 		{"args past MaxArgsBytes", ActionProcessExec, func() events.Event {
 			ev := sampleParented()
 			ev.Time = 1

@@ -492,24 +492,13 @@ func TestArgsCutMarked(t *testing.T) {
 	long := strings.Repeat("y", 20000)
 	fits := []string{strings.Repeat("a", MaxArgsBytes-2), "b"} // joined: MaxArgsBytes
 	for _, schema := range []string{SchemaECS, SchemaOCSF} {
-		l, out := newTestLogger(t, Config{Schema: schema, ProcessEvents: AllKinds})
 		cut := events.Event{Kind: events.Exec, Pid: 7, PPid: 6, Argv: []string{"true", long},
 			Exec:   events.ExecInfo{ArgsCount: 2, ArgsSize: 20006},
 			Parent: &events.Desc{Argv: []string{"sh", "-c", long}}}
 		whole := events.Event{Kind: events.Exec, Pid: 8, PPid: 6, Argv: fits,
 			Exec:   events.ExecInfo{ArgsCount: 2, ArgsSize: MaxArgsBytes + 1},
 			Parent: &events.Desc{Argv: fits}}
-		l.Event(&cut)
-		l.Event(&whole)
-		flush(t, l)
-		lines := out.lines(t)
-		if len(lines) != 2 {
-			t.Fatalf("%s: %d lines, want 2", schema, len(lines))
-		}
-		ns := "supervisor."
-		if schema == SchemaOCSF {
-			ns = "unmapped."
-		}
+		lines, ns := linesOf(t, schema, &cut, &whole)
 		for _, tt := range []struct {
 			line   map[string]any
 			prefix string
@@ -531,4 +520,22 @@ func TestArgsCutMarked(t *testing.T) {
 			}
 		}
 	}
+}
+
+// linesOf logs evs with every process event on and returns their lines,
+// and the namespace of the supervisor's own fields in schema.
+func linesOf(t *testing.T, schema string, evs ...*events.Event) (lines []map[string]any, ns string) {
+	t.Helper()
+	l, out := newTestLogger(t, Config{Schema: schema, ProcessEvents: AllKinds})
+	for _, ev := range evs {
+		l.Event(ev)
+	}
+	flush(t, l)
+	if lines = out.lines(t); len(lines) != len(evs) {
+		t.Fatalf("%s: %d lines, want %d", schema, len(lines), len(evs))
+	}
+	if schema == SchemaOCSF {
+		return lines, "unmapped."
+	}
+	return lines, "supervisor."
 }

@@ -3,6 +3,8 @@ package logfeed
 import (
 	"path"
 	"strconv"
+	"unicode/utf8"
+	"unsafe"
 
 	"github.com/rs/zerolog"
 
@@ -66,8 +68,112 @@ func argsCount(argv []string, x *events.ExecInfo) int {
 	return len(argv)
 }
 
-// supervisorContext adds to supervisor.* what ECS has no field for.
-func supervisorContext(s *zerolog.Event, ev *events.Event) {
+// badText says which texts of a process line hold bytes that are not
+// UTF-8: the line has U+FFFD in their place (jsonx, zerolog), which reads
+// the same as a real U+FFFD, so the line names those fields (in
+// supervisor.invalid_utf8, OCSF unmapped.invalid_utf8). One bit for each
+// of the process's name, executable, arguments and working directory, the
+// same four of the parent (badParent times each), and the cgroup.
+type badText uint16
+
+const (
+	badName badText = 1 << iota
+	badExe
+	badArgs
+	badCwd
+	badParent = 1 << 4 // badParent*badName is the parent's name
+	badCgroup = 1 << 8
+	badBits   = 9
+)
+
+// badTextFields are the fields of each badText bit, ECS and OCSF.
+var (
+	badFieldsECS = [badBits][]string{
+		{"process.name"}, {"process.executable"}, {"process.args", "process.command_line"}, {"process.working_directory"},
+		{"process.parent.name"}, {"process.parent.executable"}, {"process.parent.args", "process.parent.command_line"}, {"process.parent.working_directory"},
+		{"supervisor.cgroup"},
+	}
+	badFieldsOCSF = [badBits][]string{
+		{"process.name"}, {"process.file.path", "process.file.name"}, {"process.cmd_line"}, {"process.working_directory"},
+		{"process.parent_process.name"}, {"process.parent_process.file.path", "process.parent_process.file.name"},
+		{"process.parent_process.cmd_line"}, {"process.parent_process.working_directory"},
+		{"unmapped.cgroup"},
+	}
+)
+
+// badTexts returns the texts of ev's line that are not UTF-8: what the
+// line writes of them (the arguments up to MaxArgsBytes), a character cut
+// at the end of a cut text (the name at 15 bytes by the kernel, the
+// arguments at MaxArgsBytes) not counted, as the cut is marked.
+func badTexts(ev *events.Event) badText {
+	bad := imageBad(&ev.Comm, ev.Exe, ev.Argv, ev.Exec.Cwd)
+	if d := ev.Parent; d != nil {
+		bad |= badParent * imageBad(&d.Comm, d.Exe, d.Argv, d.Exec.Cwd)
+	}
+	if ev.Kind == events.Exec && !utf8.ValidString(ev.Exec.Cgroup) {
+		bad |= badCgroup
+	}
+	return bad
+}
+
+func imageBad(comm *[16]byte, exe string, argv []string, cwd string) badText {
+	var bad badText
+	if name := commBytes(comm); !validCut(unsafe.String(unsafe.SliceData(name), len(name))) {
+		bad |= badName
+	}
+	if !utf8.ValidString(exe) {
+		bad |= badExe
+	}
+	budget := MaxArgsBytes
+	for _, a := range argv {
+		if len(a) > budget {
+			if !validCut(a[:budget]) {
+				bad |= badArgs
+			}
+			break
+		}
+		if !utf8.ValidString(a) {
+			bad |= badArgs
+			break
+		}
+		budget -= len(a)
+	}
+	if !utf8.ValidString(cwd) {
+		bad |= badCwd
+	}
+	return bad
+}
+
+// validCut reports whether s is UTF-8 but for the first bytes of one
+// character at its end, where something cut it.
+func validCut(s string) bool {
+	if utf8.ValidString(s) {
+		return true
+	}
+	for i := len(s) - 1; i >= 0 && i >= len(s)-utf8.UTFMax+1; i-- {
+		if utf8.RuneStart(s[i]) {
+			return !utf8.FullRuneInString(s[i:]) && utf8.ValidString(s[:i])
+		}
+	}
+	return false
+}
+
+// badFieldList adds the fields of bad to s as invalid_utf8.
+func badFieldList(s *zerolog.Event, bad badText, fields *[badBits][]string) {
+	arr := s.CreateArray()
+	for i := range badBits {
+		if bad&(1<<i) != 0 {
+			for _, f := range fields[i] {
+				arr.Str(f)
+			}
+		}
+	}
+	s.Array("invalid_utf8", arr)
+}
+
+// supervisorContext adds to supervisor.* what ECS has no field for; fields
+// names the fields of a badText, in the line's schema.
+func supervisorContext(s *zerolog.Event, ev *events.Event, fields *[badBits][]string) {
 	x := &ev.Ctx
 	if x.Valid {
 		if x.Audit && x.LoginUID != events.UnsetID {
@@ -83,6 +189,9 @@ func supervisorContext(s *zerolog.Event, ev *events.Event) {
 	}
 	if d := ev.Parent; d != nil && marked(d.Argv, &d.Exec) {
 		s.Dict("parent", execMarks(s.CreateDict(), d.Argv, &d.Exec))
+	}
+	if bad := badTexts(ev); bad != 0 {
+		badFieldList(s, bad, fields)
 	}
 	if ev.Kind != events.Exec {
 		return
@@ -189,7 +298,7 @@ func ocsfUnmapped(u *zerolog.Event, ev *events.Event) {
 			u.Bytes("group_leader_uid", x.GroupLeader.Append(b[:0]))
 		}
 	}
-	supervisorContext(u, ev)
+	supervisorContext(u, ev, &badFieldsOCSF)
 }
 
 // appendTTY appends the name of a terminal device to b as ps(1) names the
