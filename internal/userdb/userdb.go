@@ -5,8 +5,9 @@
 // The files are read on first use and kept as two maps; a lookup costs a
 // map read under a mutex and does not allocate (a Names from At, a map
 // read alone; At takes no lock while the last look is recent). At most
-// every CheckEvery a lookup stats both files and rereads one whose size or
-// modification time changed. Limits: users and groups that exist only in a
+// every CheckEvery a lookup stats both files and rereads one that is
+// another file (replaced by a rename, as the shadow tools write it) or
+// whose size or modification time changed. Limits: users and groups that exist only in a
 // network directory have no name here (the id is still logged); a file
 // larger than MaxBytes is read up to its last whole line within MaxBytes;
 // entries are taken as glibc takes them, the first one of an id winning,
@@ -24,8 +25,10 @@ import (
 	"unicode/utf8"
 )
 
-// CheckEvery is how often lookups look for changed files.
-const CheckEvery = 10 * time.Second
+// CheckEvery is how often lookups look for changed files: a user renamed,
+// added or removed is named as the files say at most this long after (two
+// stats a second cost the event path nothing it would notice).
+const CheckEvery = time.Second
 
 // MaxBytes bounds how much of each file is read.
 const MaxBytes = 8 << 20
@@ -55,9 +58,8 @@ type snapshot struct {
 
 type table struct {
 	path   string
-	passwd bool // passwd lines (ParsePasswd), not group lines
-	size   int64
-	mtime  time.Time
+	passwd bool        // passwd lines (ParsePasswd), not group lines
+	info   os.FileInfo // of the file read, nil when none
 	names  map[uint32]string
 }
 
@@ -144,17 +146,19 @@ func (n Names) User(uid uint32) (string, bool) { return name(n.users, uid) }
 // Group returns the name of gid, and false when there is none.
 func (n Names) Group(gid uint32) (string, bool) { return name(n.groups, gid) }
 
-// refresh rereads the file when its size or modification time changed,
+// refresh rereads the file when it is another file or its size or
+// modification time changed (a rewrite within one tick of the clock that
+// stamps it can keep both: usermod -l a1 a2 just after useradd a1),
 // and reports whether it replaced the map. A file that cannot be read
 // names nothing.
 func (t *table) refresh() (changed bool) {
 	st, err := os.Stat(t.path)
 	if err != nil {
 		changed = t.names != nil
-		t.names, t.size, t.mtime = nil, 0, time.Time{}
+		t.names, t.info = nil, nil
 		return changed
 	}
-	if t.names != nil && st.Size() == t.size && st.ModTime().Equal(t.mtime) {
+	if t.names != nil && os.SameFile(st, t.info) && st.Size() == t.info.Size() && st.ModTime().Equal(t.info.ModTime()) {
 		return false
 	}
 	f, err := os.Open(t.path)
@@ -163,6 +167,13 @@ func (t *table) refresh() (changed bool) {
 		return true
 	}
 	defer f.Close()
+	// Kept is the opened file's stat, taken before reading it: a file
+	// renamed over the path since the first stat is another at the next
+	// look, and one written while it is read has changed since.
+	if st, err = f.Stat(); err != nil {
+		t.names = nil
+		return true
+	}
 	b, err := io.ReadAll(io.LimitReader(f, MaxBytes+1))
 	if err != nil {
 		t.names = nil
@@ -174,7 +185,7 @@ func (t *table) refresh() (changed bool) {
 		// left out.
 		b = b[:bytes.LastIndexByte(b[:MaxBytes], '\n')+1]
 	}
-	t.names, t.size, t.mtime = t.parse(b), st.Size(), st.ModTime()
+	t.names, t.info = t.parse(b), st
 	return true
 }
 
