@@ -118,7 +118,10 @@ func badTexts(ev *events.Event) badText {
 
 func imageBad(comm *[16]byte, exe string, argv []string, cwd string) badText {
 	var bad badText
-	if name := commBytes(comm); !validCut(unsafe.String(unsafe.SliceData(name), len(name))) {
+	// The kernel cuts a name at 15 bytes (TASK_COMM_LEN less its NUL):
+	// a shorter one was not cut.
+	name := unsafe.String(&comm[0], len(commBytes(comm)))
+	if len(name) < len(comm)-1 && !utf8.ValidString(name) || !validCut(name) {
 		bad |= badName
 	}
 	if !utf8.ValidString(exe) {

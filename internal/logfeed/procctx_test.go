@@ -219,6 +219,8 @@ func TestInvalidUTF8Marked(t *testing.T) {
 		Exec:   events.ExecInfo{Cwd: "/home/\u2028", Cgroup: "/"},
 		Parent: &events.Desc{Exe: "/bin/é", Argv: []string{"\uFFFD"}}}
 	copy(good.Comm[:15], strings.Repeat("é", 8)) // the kernel's cut, inside the 8th
+	short := events.Event{Kind: events.Exec, Pid: 9, PPid: 6, Argv: []string{"x"}}
+	copy(short.Comm[:], "n\xc3") // not cut: 2 bytes
 	want := map[string][]any{
 		SchemaECS: {"process.name", "process.executable", "process.args", "process.command_line",
 			"process.working_directory", "process.parent.working_directory", "supervisor.cgroup"},
@@ -226,8 +228,11 @@ func TestInvalidUTF8Marked(t *testing.T) {
 			"process.working_directory", "process.parent_process.working_directory", "unmapped.cgroup"},
 	}
 	for _, schema := range []string{SchemaECS, SchemaOCSF} {
-		lines, ns := linesOf(t, schema, &bad, &good)
+		lines, ns := linesOf(t, schema, &bad, &good, &short)
 		key := ns + "invalid_utf8"
+		if got, _ := get(lines[2], key); !reflect.DeepEqual(got, []any{"process.name"}) {
+			t.Errorf("%s: a 2-byte name ending in the start of a character: %s = %v, want [process.name]", schema, key, got)
+		}
 		if got, _ := get(lines[0], key); !reflect.DeepEqual(got, want[schema]) {
 			t.Errorf("%s: %s = %v, want %v", schema, key, got, want[schema])
 		}
