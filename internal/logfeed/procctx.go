@@ -107,7 +107,7 @@ var (
 // arguments at MaxArgsBytes) not counted, as the cut is marked.
 func badTexts(ev *events.Event) badText {
 	bad := imageBad(&ev.Comm, ev.Exe, ev.Argv, ev.Exec.Cwd)
-	if d := ev.Parent; d != nil {
+	if d := ev.Parent; d != nil && (ev.PPid != 0 || !ev.ParentToken.IsZero()) { // written
 		bad |= badParent * imageBad(&d.Comm, d.Exe, d.Argv, d.Exec.Cwd)
 	}
 	if ev.Kind == events.Exec && !utf8.ValidString(ev.Exec.Cgroup) {
@@ -117,13 +117,7 @@ func badTexts(ev *events.Event) badText {
 }
 
 func imageBad(comm *[16]byte, exe string, argv []string, cwd string) badText {
-	var bad badText
-	// The kernel cuts a name at 15 bytes (TASK_COMM_LEN less its NUL):
-	// a shorter one was not cut.
-	name := unsafe.String(&comm[0], len(commBytes(comm)))
-	if len(name) < len(comm)-1 && !utf8.ValidString(name) || !validCut(name) {
-		bad |= badName
-	}
+	bad := nameBad(comm)
 	if !utf8.ValidString(exe) {
 		bad |= badExe
 	}
@@ -145,6 +139,17 @@ func imageBad(comm *[16]byte, exe string, argv []string, cwd string) badText {
 		bad |= badCwd
 	}
 	return bad
+}
+
+// nameBad returns badName when the name is not UTF-8. The kernel cuts a
+// name at 15 bytes (TASK_COMM_LEN less its NUL): a shorter one was not
+// cut.
+func nameBad(comm *[16]byte) badText {
+	name := unsafe.String(&comm[0], len(commBytes(comm)))
+	if len(name) < len(comm)-1 && !utf8.ValidString(name) || !validCut(name) {
+		return badName
+	}
+	return 0
 }
 
 // validCut reports whether s is UTF-8 but for the first bytes of one
