@@ -15,8 +15,8 @@ import (
 // This file maps the process context an event carries (events.Context,
 // events.ExecInfo: captured in the kernel by the eBPF source) onto ECS and
 // OCSF. Ids are ECS keywords (strings); what ECS has no field for (the
-// audit ids, the cgroup, the pid namespace, truncation marks) goes under
-// supervisor.*.
+// audit ids, the cgroup, the pid namespace, truncation and redaction
+// marks, the fields whose text was not UTF-8) goes under supervisor.*.
 
 // commandLine appends argv joined by spaces to b, cut to MaxArgsBytes.
 func commandLine(b []byte, argv []string) []byte {
