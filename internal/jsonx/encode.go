@@ -77,6 +77,15 @@ func AppendBytes(b, p []byte) []byte {
 // their escaped forms, when each piece is whole UTF-8 or cut at a byte
 // that is not.
 func AppendEscaped(b []byte, s string) []byte {
+	b, _ = AppendEscapedUTF8(b, s)
+	return b
+}
+
+// AppendEscapedUTF8 is AppendEscaped, and reports whether s is UTF-8: false
+// when a byte was replaced by \ufffd, which a decoder reads as it reads a
+// real U+FFFD. It costs what AppendEscaped costs.
+func AppendEscapedUTF8(b []byte, s string) ([]byte, bool) {
+	valid := true
 	start, i := 0, 0
 	for i < len(s) {
 		for len(s)-i >= 8 && !special(word(s, i)) {
@@ -126,10 +135,11 @@ func AppendEscaped(b []byte, s string) []byte {
 				b = append(b, `\ufffd`...)
 				i++
 				start = i
+				valid = false
 				continue
 			}
 			i += size // may end past the word: the next one starts there
 		}
 	}
-	return append(b, s[start:]...)
+	return append(b, s[start:]...), valid
 }

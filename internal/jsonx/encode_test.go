@@ -62,6 +62,9 @@ func checkString(t *testing.T, s string) {
 	if want := string([]rune(s)); back != want {
 		t.Fatalf("AppendString(%q) decodes to %q, want %q", s, back, want)
 	}
+	if esc, ok := AppendEscapedUTF8(nil, s); string(esc) != string(got[2:len(got)-1]) || ok != utf8.ValidString(s) {
+		t.Fatalf("AppendEscapedUTF8(%q) = %q, %v; want AppendEscaped's %q, %v", s, esc, ok, got[2:len(got)-1], utf8.ValidString(s))
+	}
 }
 
 func TestAppendString(t *testing.T) {

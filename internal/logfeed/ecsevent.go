@@ -4,6 +4,7 @@ import (
 	"encoding/hex"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/procsupervisor/supervisor/internal/container"
 	"github.com/procsupervisor/supervisor/internal/events"
@@ -60,6 +61,7 @@ func (x *ecs) renderPrefixes() {
 type procLine struct {
 	b     []byte
 	names userdb.Names
+	bad   badText  // the texts written that are not UTF-8 (program)
 	spans [][2]int // where the arguments just written in args are, escaped
 
 	// The boot id of the last token written, and "v1:?:<its hex>:", the
@@ -211,7 +213,7 @@ func (x *ecs) procEvent(w *procLine, action string, ev *events.Event) {
 
 	w.b = append(w.b, `,"process":{"pid":`...)
 	x.instance(w, now, ev.Pid, ev.Token)
-	w.program(&ev.Comm, ev.Exe, ev.Argv, &ev.Exec)
+	w.bad = w.program(&ev.Comm, ev.Exe, ev.Argv, &ev.Exec)
 	w.context(&ev.Ctx, false)
 	if ev.Tid != 0 && ev.Tid != ev.Pid {
 		w.b = append(w.b, `,"thread":{"id":`...)
@@ -231,7 +233,7 @@ func (x *ecs) procEvent(w *procLine, action string, ev *events.Event) {
 		w.b = append(w.b, `,"parent":{"pid":`...)
 		x.instance(w, now, ev.PPid, ev.ParentToken)
 		if d := ev.Parent; d != nil {
-			w.program(&d.Comm, d.Exe, d.Argv, &d.Exec)
+			w.bad |= badParent * w.program(&d.Comm, d.Exe, d.Argv, &d.Exec)
 			w.context(&d.Ctx, true)
 		}
 		w.b = append(w.b, '}')
@@ -290,23 +292,35 @@ func (x *ecs) instance(w *procLine, now time.Time, pid int32, tok token.Token) {
 }
 
 // program writes the name, the executable, the arguments and the working
-// directory.
-func (w *procLine) program(comm *[16]byte, exe string, argv []string, x *events.ExecInfo) {
+// directory, and returns which of them are not UTF-8 (as imageBad, the
+// arguments seen as they are escaped).
+func (w *procLine) program(comm *[16]byte, exe string, argv []string, x *events.ExecInfo) badText {
+	bad := nameBad(comm)
 	if name := commBytes(comm); len(name) > 0 {
 		w.key(`,"name":`)
 		w.b = jsonx.AppendBytes(w.b, name)
 	}
-	if exe != "" {
-		w.str(`,"executable":`, exe)
+	if exe != "" && !w.text(`,"executable":`, exe) {
+		bad |= badExe
 	}
-	w.image(argv, x)
+	return bad | w.image(argv, x)
+}
+
+// text writes k: v as str does, and reports whether v is UTF-8.
+func (w *procLine) text(k, v string) bool {
+	w.key(k)
+	w.b = append(w.b, '"')
+	var ok bool
+	w.b, ok = jsonx.AppendEscapedUTF8(w.b, v)
+	w.b = append(w.b, '"')
+	return ok
 }
 
 // image writes the arguments and the working directory: process.args cut
 // to MaxArgsBytes in total, args_count, and command_line, the arguments
 // joined by spaces and cut to MaxArgsBytes, copied from their escaped form
-// in args where whole.
-func (w *procLine) image(argv []string, x *events.ExecInfo) {
+// in args where whole. It returns badArgs and badCwd as imageBad does.
+func (w *procLine) image(argv []string, x *events.ExecInfo) (bad badText) {
 	if len(argv) > 0 || x.ArgsCount > 0 {
 		w.key(`,"args":`)
 		// b and spans are local while the arguments are written: one
@@ -321,10 +335,16 @@ func (w *procLine) image(argv []string, x *events.ExecInfo) {
 			if len(a) > budget {
 				b = jsonx.AppendEscaped(b, a[:budget])
 				b = append(b, '"')
+				if !validCut(a[:budget]) {
+					bad |= badArgs
+				}
 				break
 			}
 			start := len(b)
-			b = jsonx.AppendEscaped(b, a)
+			var ok bool
+			if b, ok = jsonx.AppendEscapedUTF8(b, a); !ok {
+				bad |= badArgs
+			}
 			spans = append(spans, [2]int{start, len(b)})
 			b = append(b, '"')
 			budget -= len(a)
@@ -352,9 +372,10 @@ func (w *procLine) image(argv []string, x *events.ExecInfo) {
 		}
 		w.b, w.spans = append(b, '"'), spans
 	}
-	if x.Cwd != "" {
-		w.str(`,"working_directory":`, x.Cwd)
+	if x.Cwd != "" && !w.text(`,"working_directory":`, x.Cwd) {
+		bad |= badCwd
 	}
+	return bad
 }
 
 // context writes the ids of events.Context with their names; the session
@@ -485,15 +506,22 @@ func (w *procLine) supervisor(ev *events.Event) {
 		w.uint(`,"cgroup_id":`, x.CgroupID)
 		w.uint(`,"pid_ns":`, uint64(x.PidNS))
 	}
-	if d := ev.Parent; d != nil && marked(&d.Exec) {
+	if d := ev.Parent; d != nil && marked(d.Argv, &d.Exec) {
 		w.key(`,"parent":`)
 		w.b = append(w.b, '{')
 		n := len(w.b)
-		w.marks(&d.Exec)
+		w.marks(d.Argv, &d.Exec)
 		if len(w.b) > n && w.b[n] == ',' { // the first member has no comma
 			w.b = append(w.b[:n], w.b[n+1:]...)
 		}
 		w.b = append(w.b, '}')
+	}
+	bad := w.bad
+	if ev.Kind == events.Exec && !utf8.ValidString(ev.Exec.Cgroup) {
+		bad |= badCgroup
+	}
+	if bad != 0 {
+		w.invalid(bad)
 	}
 	if ev.Kind != events.Exec {
 		return
@@ -501,18 +529,37 @@ func (w *procLine) supervisor(ev *events.Event) {
 	if ev.Exec.Cgroup != "" {
 		w.str(`,"cgroup":`, ev.Exec.Cgroup)
 	}
-	w.marks(&ev.Exec)
+	w.marks(ev.Argv, &ev.Exec)
 	if ev.Exec.CgroupTruncated {
 		w.bool(`,"cgroup_truncated":`, true)
 	}
 }
 
+// invalid writes the fields of bad as supervisor.invalid_utf8.
+func (w *procLine) invalid(bad badText) {
+	w.key(`,"invalid_utf8":`)
+	w.b = append(w.b, '[')
+	n := len(w.b)
+	for i := range badBits {
+		if bad&(1<<i) != 0 {
+			for _, f := range badFieldsECS[i] {
+				if len(w.b) > n {
+					w.b = append(w.b, ',')
+				}
+				w.b = jsonx.AppendString(w.b, f)
+			}
+		}
+	}
+	w.b = append(w.b, ']')
+}
+
 // marks writes the marks of arguments and paths that are not what the
-// process has: cut (with the real size), redacted.
-func (w *procLine) marks(x *events.ExecInfo) {
-	if x.ArgsTruncated {
+// process has: cut, by the mechanism's bound or the line's (with the real
+// size), redacted.
+func (w *procLine) marks(argv []string, x *events.ExecInfo) {
+	if x.ArgsTruncated || lineCut(argv) {
 		w.bool(`,"args_truncated":`, true)
-		w.int(`,"args_size":`, int64(x.ArgsSize))
+		w.int(`,"args_size":`, int64(argsSize(argv, x)))
 	}
 	if x.ArgsRedacted {
 		w.bool(`,"args_redacted":`, true)

@@ -109,6 +109,15 @@ func TestProcessLineEncoders(t *testing.T) {
 			copy(ev.Comm[:], "a\"\\\x01")
 			return ev
 		}},
+		{"not UTF-8", ActionProcessExec, func() events.Event {
+			ev := richExec()
+			ev.Argv = []string{"a\xff", "\xe2\x82"}
+			ev.Exe, ev.Exec.Cwd, ev.Exec.Cgroup = "/tmp/\xc0", "/\xed\xa0\x80", "/\xfe"
+			ev.Parent.Argv, ev.Parent.Exe = []string{"\x80"}, "/\xff"
+			copy(ev.Comm[:], "\xf8")
+			copy(ev.Parent.Comm[:], "\xf8")
+			return ev
+		}},
 		{"args past MaxArgsBytes", ActionProcessExec, func() events.Event {
 			ev := sampleParented()
 			ev.Time = 1
@@ -143,10 +152,14 @@ func TestProcessLineEncoders(t *testing.T) {
 }
 
 // FuzzProcessLine: whatever the strings of an event, the one-pass line is
-// valid UTF-8 JSON, the same bytes as the zerolog line.
+// valid UTF-8 JSON, the same bytes as the zerolog line; a strict decoder
+// reads each text back as it was, every byte that is not UTF-8 as U+FFFD,
+// and the line names exactly the texts that had such bytes.
 func FuzzProcessLine(f *testing.F) {
 	f.Add("/usr/bin/python3", "/home/user", "python3", "-m\x00http.server", "bash\x00-c", int32(7), uint32(1000))
 	f.Add("/bin/\xff", "/\"q\"", "a\nb", "\xe2\x82\x00x", "", int32(-1), uint32(0))
+	f.Add("/tmp/\u2028\u2029", "/\ufffd\xef\xbf", "\x7f\x1b[31m", "\xed\xa0\x80\x00\xc0\xaf\x00\xf4\x90\x80\x80", "\\\x00\"", int32(0), uint32(4294967295))
+	f.Add(strings.Repeat("/\xff", 2000), strings.Repeat("é", 3000), "ééééééé", strings.Repeat("a\x00", 3000)+strings.Repeat("\xff", MaxArgsBytes), "", int32(1), uint32(1))
 	enc := encoders(f)
 	f.Fuzz(func(t *testing.T, exe, cwd, comm, args, pargs string, tid int32, uid uint32) {
 		ev := richExec()
@@ -172,6 +185,35 @@ func FuzzProcessLine(f *testing.F) {
 		}
 		if !bytes.Equal(got, want) {
 			t.Fatalf("one-pass line differs from zerolog's:\n got %q\nwant %q", got, want)
+		}
+		line := g.(map[string]any)
+		marked := map[string]bool{}
+		if v, ok := get(line, "supervisor.invalid_utf8"); ok {
+			for _, f := range v.([]any) {
+				marked[f.(string)] = true
+			}
+		}
+		// string([]rune(s)) is s with U+FFFD for each byte not UTF-8.
+		for _, tt := range []struct{ field, text string }{{"process.executable", exe}, {"process.working_directory", cwd}} {
+			if v, _ := get(line, tt.field); tt.text != "" && v != string([]rune(tt.text)) {
+				t.Fatalf("%s decodes as %q, want %q", tt.field, v, string([]rune(tt.text)))
+			}
+			if marked[tt.field] == utf8.ValidString(tt.text) {
+				t.Fatalf("%s %q: marked as not UTF-8 %v", tt.field, tt.text, marked[tt.field])
+			}
+		}
+		if !lineCut(ev.Argv) {
+			valid := true
+			v, _ := get(line, "process.args")
+			for i, a := range v.([]any) {
+				if a != string([]rune(ev.Argv[i])) {
+					t.Fatalf("process.args[%d] decodes as %q, want %q", i, a, string([]rune(ev.Argv[i])))
+				}
+				valid = valid && utf8.ValidString(ev.Argv[i])
+			}
+			if marked["process.args"] == valid || marked["process.command_line"] == valid {
+				t.Fatalf("args %q: marked as not UTF-8 %v", ev.Argv, marked["process.args"])
+			}
 		}
 	})
 }

@@ -81,7 +81,7 @@ func (x *ecs) refEvent(c *capture, ev *events.Event) {
 	if sig != 0 {
 		s.Str("exit_signal", signalName(sig))
 	}
-	supervisorContext(s, ev)
+	supervisorContext(s, ev, &badFieldsECS)
 	e.Dict("supervisor", s)
 	e.Send()
 }

@@ -482,3 +482,60 @@ func TestClaimOnLines(t *testing.T) {
 		}
 	}
 }
+
+// TestArgsCutMarked: arguments the kernel gave whole but the line cuts at
+// MaxArgsBytes are marked as cut, with their real size, for the process
+// and for its parent; a vector that just fits is not. One argument of 20
+// KiB (under the eBPF bound, so not ArgsTruncated) had 8 KiB in the line
+// with args_count 1 and no mark: nothing said it was not whole.
+func TestArgsCutMarked(t *testing.T) {
+	long := strings.Repeat("y", 20000)
+	fits := []string{strings.Repeat("a", MaxArgsBytes-2), "b"} // joined: MaxArgsBytes
+	for _, schema := range []string{SchemaECS, SchemaOCSF} {
+		cut := events.Event{Kind: events.Exec, Pid: 7, PPid: 6, Argv: []string{"true", long},
+			Exec:   events.ExecInfo{ArgsCount: 2, ArgsSize: 20006},
+			Parent: &events.Desc{Argv: []string{"sh", "-c", long}}}
+		whole := events.Event{Kind: events.Exec, Pid: 8, PPid: 6, Argv: fits,
+			Exec:   events.ExecInfo{ArgsCount: 2, ArgsSize: MaxArgsBytes + 1},
+			Parent: &events.Desc{Argv: fits}}
+		lines, ns := linesOf(t, schema, &cut, &whole)
+		for _, tt := range []struct {
+			line   map[string]any
+			prefix string
+			size   int64
+		}{
+			{lines[0], ns, 20006},
+			{lines[0], ns + "parent.", int64(len("sh -c ") + len(long) + 1)},
+		} {
+			if v, _ := get(tt.line, tt.prefix+"args_truncated"); v != true {
+				t.Errorf("%s: %sargs_truncated = %v, want true", schema, tt.prefix, v)
+			}
+			if n, _ := getInt(tt.line, tt.prefix+"args_size"); n != tt.size {
+				t.Errorf("%s: %sargs_size = %d, want %d", schema, tt.prefix, n, tt.size)
+			}
+		}
+		for _, k := range []string{ns + "args_truncated", ns + "parent"} {
+			if v, ok := get(lines[1], k); ok {
+				t.Errorf("%s: arguments that fit have %s = %v", schema, k, v)
+			}
+		}
+	}
+}
+
+// linesOf logs evs with every process event on and returns their lines,
+// and the namespace of the supervisor's own fields in schema.
+func linesOf(t *testing.T, schema string, evs ...*events.Event) (lines []map[string]any, ns string) {
+	t.Helper()
+	l, out := newTestLogger(t, Config{Schema: schema, ProcessEvents: AllKinds})
+	for _, ev := range evs {
+		l.Event(ev)
+	}
+	flush(t, l)
+	if lines = out.lines(t); len(lines) != len(evs) {
+		t.Fatalf("%s: %d lines, want %d", schema, len(lines), len(evs))
+	}
+	if schema == SchemaOCSF {
+		return lines, "unmapped."
+	}
+	return lines, "supervisor."
+}

@@ -24,10 +24,12 @@
 //
 // Limits. A line dropped is gone: the feed is a best-effort mirror of the
 // supervisor's decisions, not their record (the store is). Long argument
-// vectors are cut to MaxArgsBytes (process.args_count still says how many
-// there were). Wall-clock times of events and process starts are derived
-// from CLOCK_BOOTTIME and the boot-time offset, sampled at most every few
-// seconds, so a step of the wall clock shows up in the feed a little late.
+// vectors are cut to MaxArgsBytes, and the line says so as it does for the
+// kernel's cut (supervisor.args_truncated, args_size; process.args_count
+// still says how many there were). Wall-clock times of events and process
+// starts are derived from CLOCK_BOOTTIME and the boot-time offset, sampled
+// at most every few seconds, so a step of the wall clock shows up in the
+// feed a little late.
 //
 // ECS choices. ecs.version is "8.11.0", a released ECS version that has every
 // field used here (host.boot.id is still beta in it); the schema test checks

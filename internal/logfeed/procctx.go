@@ -3,6 +3,8 @@ package logfeed
 import (
 	"path"
 	"strconv"
+	"unicode/utf8"
+	"unsafe"
 
 	"github.com/rs/zerolog"
 
@@ -13,8 +15,8 @@ import (
 // This file maps the process context an event carries (events.Context,
 // events.ExecInfo: captured in the kernel by the eBPF source) onto ECS and
 // OCSF. Ids are ECS keywords (strings); what ECS has no field for (the
-// audit ids, the cgroup, the pid namespace, truncation marks) goes under
-// supervisor.*.
+// audit ids, the cgroup, the pid namespace, truncation and redaction
+// marks, the fields whose text was not UTF-8) goes under supervisor.*.
 
 // commandLine appends argv joined by spaces to b, cut to MaxArgsBytes.
 func commandLine(b []byte, argv []string) []byte {
@@ -30,6 +32,33 @@ func commandLine(b []byte, argv []string) []byte {
 	return b
 }
 
+// lineCut reports whether a line holds less of argv than there is:
+// command_line, argv joined by spaces (the longer of its two forms), is
+// cut at MaxArgsBytes, and process.args with it when their bytes alone are
+// over.
+func lineCut(argv []string) bool {
+	n := -1 // no space before the first
+	for _, a := range argv {
+		if n += 1 + len(a); n > MaxArgsBytes {
+			return true
+		}
+	}
+	return false
+}
+
+// argsSize is the argument bytes (NULs included) the process received:
+// the mechanism's count when it gave one, else those of argv.
+func argsSize(argv []string, x *events.ExecInfo) int {
+	if x.ArgsSize > 0 {
+		return x.ArgsSize
+	}
+	n := 0
+	for _, a := range argv {
+		n += len(a) + 1
+	}
+	return n
+}
+
 // argsCount is how many arguments the process received: the kernel's count
 // when the mechanism gave one, else the arguments it delivered.
 func argsCount(argv []string, x *events.ExecInfo) int {
@@ -39,8 +68,120 @@ func argsCount(argv []string, x *events.ExecInfo) int {
 	return len(argv)
 }
 
-// supervisorContext adds to supervisor.* what ECS has no field for.
-func supervisorContext(s *zerolog.Event, ev *events.Event) {
+// badText says which texts of a process line hold bytes that are not
+// UTF-8: the line has U+FFFD in their place (jsonx, zerolog), which reads
+// the same as a real U+FFFD, so the line names those fields (in
+// supervisor.invalid_utf8, OCSF unmapped.invalid_utf8). One bit for each
+// of the process's name, executable, arguments and working directory, the
+// same four of the parent (badParent times each), and the cgroup.
+type badText uint16
+
+const (
+	badName badText = 1 << iota
+	badExe
+	badArgs
+	badCwd
+	badParent = 1 << 4 // badParent*badName is the parent's name
+	badCgroup = 1 << 8
+	badBits   = 9
+)
+
+// badTextFields are the fields of each badText bit, ECS and OCSF.
+var (
+	badFieldsECS = [badBits][]string{
+		{"process.name"}, {"process.executable"}, {"process.args", "process.command_line"}, {"process.working_directory"},
+		{"process.parent.name"}, {"process.parent.executable"}, {"process.parent.args", "process.parent.command_line"}, {"process.parent.working_directory"},
+		{"supervisor.cgroup"},
+	}
+	badFieldsOCSF = [badBits][]string{
+		{"process.name"}, {"process.file.path", "process.file.name"}, {"process.cmd_line"}, {"process.working_directory"},
+		{"process.parent_process.name"}, {"process.parent_process.file.path", "process.parent_process.file.name"},
+		{"process.parent_process.cmd_line"}, {"process.parent_process.working_directory"},
+		{"unmapped.cgroup"},
+	}
+)
+
+// badTexts returns the texts of ev's line that are not UTF-8: what the
+// line writes of them (the arguments up to MaxArgsBytes), a character cut
+// at the end of a cut text (the name at 15 bytes by the kernel, the
+// arguments at MaxArgsBytes) not counted, as the cut is marked.
+func badTexts(ev *events.Event) badText {
+	bad := imageBad(&ev.Comm, ev.Exe, ev.Argv, ev.Exec.Cwd)
+	if d := ev.Parent; d != nil && (ev.PPid != 0 || !ev.ParentToken.IsZero()) { // written
+		bad |= badParent * imageBad(&d.Comm, d.Exe, d.Argv, d.Exec.Cwd)
+	}
+	if ev.Kind == events.Exec && !utf8.ValidString(ev.Exec.Cgroup) {
+		bad |= badCgroup
+	}
+	return bad
+}
+
+func imageBad(comm *[16]byte, exe string, argv []string, cwd string) badText {
+	bad := nameBad(comm)
+	if !utf8.ValidString(exe) {
+		bad |= badExe
+	}
+	budget := MaxArgsBytes
+	for _, a := range argv {
+		if len(a) > budget {
+			if !validCut(a[:budget]) {
+				bad |= badArgs
+			}
+			break
+		}
+		if !utf8.ValidString(a) {
+			bad |= badArgs
+			break
+		}
+		budget -= len(a)
+	}
+	if !utf8.ValidString(cwd) {
+		bad |= badCwd
+	}
+	return bad
+}
+
+// nameBad returns badName when the name is not UTF-8. The kernel cuts a
+// name at 15 bytes (TASK_COMM_LEN less its NUL): a shorter one was not
+// cut.
+func nameBad(comm *[16]byte) badText {
+	name := unsafe.String(&comm[0], len(commBytes(comm)))
+	if len(name) < len(comm)-1 && !utf8.ValidString(name) || !validCut(name) {
+		return badName
+	}
+	return 0
+}
+
+// validCut reports whether s is UTF-8 but for the first bytes of one
+// character at its end, where something cut it.
+func validCut(s string) bool {
+	if utf8.ValidString(s) {
+		return true
+	}
+	for i := len(s) - 1; i >= 0 && i >= len(s)-utf8.UTFMax+1; i-- {
+		if utf8.RuneStart(s[i]) {
+			return !utf8.FullRuneInString(s[i:]) && utf8.ValidString(s[:i])
+		}
+	}
+	return false
+}
+
+// badFieldList adds the fields of bad to s as invalid_utf8.
+func badFieldList(s *zerolog.Event, bad badText, fields *[badBits][]string) {
+	arr := s.CreateArray()
+	for i := range badBits {
+		if bad&(1<<i) != 0 {
+			for _, f := range fields[i] {
+				arr.Str(f)
+			}
+		}
+	}
+	s.Array("invalid_utf8", arr)
+}
+
+// supervisorContext adds to supervisor.* what ECS has no field for; fields
+// names the fields of a badText, in the line's schema.
+func supervisorContext(s *zerolog.Event, ev *events.Event, fields *[badBits][]string) {
 	x := &ev.Ctx
 	if x.Valid {
 		if x.Audit && x.LoginUID != events.UnsetID {
@@ -54,8 +195,11 @@ func supervisorContext(s *zerolog.Event, ev *events.Event) {
 		}
 		s.Uint64("cgroup_id", x.CgroupID).Uint32("pid_ns", x.PidNS)
 	}
-	if d := ev.Parent; d != nil && marked(&d.Exec) {
-		s.Dict("parent", execMarks(s.CreateDict(), &d.Exec))
+	if d := ev.Parent; d != nil && marked(d.Argv, &d.Exec) {
+		s.Dict("parent", execMarks(s.CreateDict(), d.Argv, &d.Exec))
+	}
+	if bad := badTexts(ev); bad != 0 {
+		badFieldList(s, bad, fields)
 	}
 	if ev.Kind != events.Exec {
 		return
@@ -63,22 +207,23 @@ func supervisorContext(s *zerolog.Event, ev *events.Event) {
 	if ev.Exec.Cgroup != "" {
 		s.Str("cgroup", ev.Exec.Cgroup)
 	}
-	execMarks(s, &ev.Exec)
+	execMarks(s, ev.Argv, &ev.Exec)
 	if ev.Exec.CgroupTruncated {
 		s.Bool("cgroup_truncated", true)
 	}
 }
 
-// marked reports whether x has a mark execMarks writes.
-func marked(x *events.ExecInfo) bool {
-	return x.ArgsTruncated || x.ArgsRedacted || x.ExeTruncated || x.CwdTruncated
+// marked reports whether argv and x have a mark execMarks writes.
+func marked(argv []string, x *events.ExecInfo) bool {
+	return x.ArgsTruncated || x.ArgsRedacted || x.ExeTruncated || x.CwdTruncated || lineCut(argv)
 }
 
 // execMarks adds to s the marks of arguments and paths that are not what
-// the process has: cut (with the real size), redacted.
-func execMarks(s *zerolog.Event, x *events.ExecInfo) *zerolog.Event {
-	if x.ArgsTruncated {
-		s.Bool("args_truncated", true).Int("args_size", x.ArgsSize)
+// the process has: cut, by the mechanism's bound or the line's (with the
+// real size), redacted.
+func execMarks(s *zerolog.Event, argv []string, x *events.ExecInfo) *zerolog.Event {
+	if x.ArgsTruncated || lineCut(argv) {
+		s.Bool("args_truncated", true).Int("args_size", argsSize(argv, x))
 	}
 	if x.ArgsRedacted {
 		s.Bool("args_redacted", true)
@@ -161,7 +306,7 @@ func ocsfUnmapped(u *zerolog.Event, ev *events.Event) {
 			u.Bytes("group_leader_uid", x.GroupLeader.Append(b[:0]))
 		}
 	}
-	supervisorContext(u, ev)
+	supervisorContext(u, ev, &badFieldsOCSF)
 }
 
 // appendTTY appends the name of a terminal device to b as ps(1) names the

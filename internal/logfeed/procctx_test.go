@@ -3,6 +3,7 @@ package logfeed
 import (
 	"encoding/json"
 	"os"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -196,6 +197,47 @@ func TestAppendTTY(t *testing.T) {
 	} {
 		if got := string(appendTTY(nil, tt.major, tt.minor)); got != tt.want {
 			t.Errorf("appendTTY(%d, %d) = %q, want %q", tt.major, tt.minor, got, tt.want)
+		}
+	}
+}
+
+// TestInvalidUTF8Marked: a text with bytes that are not UTF-8 is written
+// with U+FFFD in their place, which decodes as a real U+FFFD does: the
+// line names those fields, ECS and OCSF. Before, an executable
+// /tmp/\xff and one named /tmp/\u00ef\u00bf\u00bd's bytes (U+FFFD) gave the
+// same line. A text cut inside a character (the kernel's 15-byte name, the
+// arguments at MaxArgsBytes) is not one: the cut is what made it so.
+func TestInvalidUTF8Marked(t *testing.T) {
+	bad := events.Event{Kind: events.Exec, Mechanism: events.EBPF, Pid: 7, PPid: 6,
+		Exe: "/tmp/\xff", Argv: []string{"x", "a\xc0\xafb"},
+		Exec:   events.ExecInfo{Cwd: "/home/\xed\xa0\x80", Cgroup: "/x\xfe"},
+		Parent: &events.Desc{Exe: "/bin/sh", Argv: []string{"sh"}, Exec: events.ExecInfo{Cwd: "/\x80"}}}
+	copy(bad.Comm[:], "n\xff")
+	copy(bad.Parent.Comm[:], "sh")
+	good := events.Event{Kind: events.Exec, Mechanism: events.EBPF, Pid: 8, PPid: 6,
+		Exe: "/tmp/\uFFFD", Argv: []string{"abc", strings.Repeat("é", MaxArgsBytes)}, // cut inside an é
+		Exec:   events.ExecInfo{Cwd: "/home/\u2028", Cgroup: "/"},
+		Parent: &events.Desc{Exe: "/bin/é", Argv: []string{"\uFFFD"}}}
+	copy(good.Comm[:15], strings.Repeat("é", 8)) // the kernel's cut, inside the 8th
+	short := events.Event{Kind: events.Exec, Pid: 9, PPid: 6, Argv: []string{"x"}}
+	copy(short.Comm[:], "n\xc3") // not cut: 2 bytes
+	want := map[string][]any{
+		SchemaECS: {"process.name", "process.executable", "process.args", "process.command_line",
+			"process.working_directory", "process.parent.working_directory", "supervisor.cgroup"},
+		SchemaOCSF: {"process.name", "process.file.path", "process.file.name", "process.cmd_line",
+			"process.working_directory", "process.parent_process.working_directory", "unmapped.cgroup"},
+	}
+	for _, schema := range []string{SchemaECS, SchemaOCSF} {
+		lines, ns := linesOf(t, schema, &bad, &good, &short)
+		key := ns + "invalid_utf8"
+		if got, _ := get(lines[2], key); !reflect.DeepEqual(got, []any{"process.name"}) {
+			t.Errorf("%s: a 2-byte name ending in the start of a character: %s = %v, want [process.name]", schema, key, got)
+		}
+		if got, _ := get(lines[0], key); !reflect.DeepEqual(got, want[schema]) {
+			t.Errorf("%s: %s = %v, want %v", schema, key, got, want[schema])
+		}
+		if got, ok := get(lines[1], key); ok {
+			t.Errorf("%s: UTF-8 texts have %s = %v", schema, key, got)
 		}
 	}
 }

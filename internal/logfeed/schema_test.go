@@ -76,6 +76,10 @@ func (d *ecsDefs) checkECS(line map[string]any) []string {
 				continue
 			}
 			f, isField := d.fields[name]
+			if _, ok := v.(map[string]any); ok && objectArrays[name] {
+				bad("%s: want an array of objects, got one object", name)
+				continue
+			}
 			if sub, ok := v.(map[string]any); ok && (!isField || f.typ != "object" && f.typ != "flattened") {
 				walk(name+".", sub)
 				continue
@@ -239,6 +243,9 @@ func TestECSCheckerRejects(t *testing.T) {
 		{"object array of scalars", func(m map[string]any) {
 			m["process"].(map[string]any)["supplemental_groups"] = []any{"4"}
 		}, "process.supplemental_groups: want an array of objects"},
+		{"object array as one object", func(m map[string]any) {
+			m["process"].(map[string]any)["supplemental_groups"] = map[string]any{"id": "4"}
+		}, "process.supplemental_groups: want an array of objects, got one object"},
 		{"object array member", func(m map[string]any) {
 			m["process"].(map[string]any)["supplemental_groups"] = []any{map[string]any{"gid": "4"}}
 		}, "process.supplemental_groups.gid is not an ECS field"},

@@ -37,7 +37,16 @@ func compile(s string) glob {
 // the last star: the text the star absorbs grows by one byte at each
 // failure after it, and earlier stars never need revisiting, so the cost
 // is at most len(g)*len(s).
-func (g glob) match(s string) bool {
+func (g glob) match(s string) bool { return g.run(s, false) }
+
+// matchPrefix reports whether g matches some string that begins with s:
+// whether s, cut short, may be the start of what g matches whole.
+func (g glob) matchPrefix(s string) bool { return g.run(s, true) }
+
+// run is match, and with prefix set matchPrefix: once s is used up, the
+// tokens left can match what s was cut from (a literal its byte, '?' any
+// byte, '*' nothing).
+func (g glob) run(s string, prefix bool) bool {
 	gi, si := 0, 0
 	star, mark := -1, 0
 	for si < len(s) {
@@ -58,6 +67,9 @@ func (g glob) match(s string) bool {
 		}
 		mark++
 		gi, si = star+1, mark
+	}
+	if prefix {
+		return true
 	}
 	for gi < len(g) && g[gi].kind == '*' {
 		gi++

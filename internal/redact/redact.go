@@ -26,7 +26,9 @@
 // MaxPatterns patterns of MaxPatternBytes each. A redacted argument is
 // replaced by Marker (after NAME= in the first form); the count of
 // arguments never changes, so the caller can mark the vector redacted and
-// keep its original count and size.
+// keep its original count and size. A vector cut at a bound goes through
+// ArgvCut, which also hides a last argument that may be the start of one
+// a pattern matches (a secret cut in the middle).
 //
 // Where the rules apply. An argument vector is redacted where it enters
 // something that outlives the request or that another user sees, never
@@ -163,7 +165,19 @@ func split(s string, c byte) int {
 // anything was. argv itself is never modified: the result is a new slice
 // when something changed (the only allocation), argv otherwise.
 func (r *Rules) Argv(argv []string) ([]string, bool) {
-	return r.apply(argv, false)
+	return r.apply(argv, false, false)
+}
+
+// ArgvCut is Argv for a vector cut short at a bound (an exec's arguments
+// past the capture's bound, events.ExecInfo.ArgsTruncated): its last
+// argument may be the start of one a pattern matches whole, so it is
+// hidden when a pattern matches some argument that begins with it. With
+// "AKIA????????????????" the cut "AKIAABCDEFGHIJKL" is hidden as
+// "AKIAABCDEFGHIJKLMNOP" is; with "--key=????????" the value of a cut
+// "--key=ABCD"; with "-p ????????" the cut "hunt" after "-p". An argument
+// no pattern can match however it goes on is kept.
+func (r *Rules) ArgvCut(argv []string) ([]string, bool) {
+	return r.apply(argv, false, true)
 }
 
 // Again redacts an argv that was redacted before (by these rules or by
@@ -175,7 +189,7 @@ func (r *Rules) Argv(argv []string) ([]string, bool) {
 // hides what it matches. The one thing Again cannot do is redact an
 // argument that itself ends in "=" and Marker: it reads as done.
 func (r *Rules) Again(argv []string) ([]string, bool) {
-	return r.apply(argv, true)
+	return r.apply(argv, true, false)
 }
 
 // Marked reports whether a is what redaction leaves: Marker, or a name,
@@ -184,7 +198,8 @@ func Marked(a string) bool {
 	return a == Marker || strings.HasSuffix(a, "="+Marker)
 }
 
-func (r *Rules) apply(argv []string, again bool) ([]string, bool) {
+// apply redacts argv; again as Again does, cut as ArgvCut does.
+func (r *Rules) apply(argv []string, again, cut bool) ([]string, bool) {
 	if r.Empty() {
 		return argv, false
 	}
@@ -199,6 +214,15 @@ func (r *Rules) apply(argv []string, again bool) ([]string, bool) {
 		}
 		out[i] = v
 	}
+	// matches reports whether g matches the argument at i: whole, or,
+	// for the last one of a cut vector, what it may have been.
+	last := len(argv) - 1
+	matches := func(g glob, i int, s string) bool {
+		if cut && i == last {
+			return g.matchPrefix(s)
+		}
+		return g.match(s)
+	}
 	for i, a := range argv {
 		if again && Marked(a) {
 			continue
@@ -207,16 +231,17 @@ func (r *Rules) apply(argv []string, again bool) ([]string, bool) {
 			p := &r.pats[pi]
 			switch p.form {
 			case whole:
-				if p.a.match(a) {
+				if matches(p.a, i, a) {
 					set(i, Marker)
 				}
 			case value:
+				// The name is whole: the '=' after it was not cut.
 				name, val, ok := strings.Cut(a, "=")
-				if ok && p.a.match(name) && p.b.match(val) {
+				if ok && p.a.match(name) && matches(p.b, i, val) {
 					set(i, name+"="+Marker)
 				}
 			case next:
-				if i+1 < len(argv) && !(again && Marked(argv[i+1])) && p.a.match(a) && p.b.match(argv[i+1]) {
+				if i+1 < len(argv) && !(again && Marked(argv[i+1])) && p.a.match(a) && matches(p.b, i+1, argv[i+1]) {
 					set(i+1, Marker)
 				}
 			}

@@ -135,7 +135,71 @@ func FuzzGlob(f *testing.F) {
 		if got != want {
 			t.Errorf("glob %q match %q = %v, want %v", g, s, got, want)
 		}
+		got = compile(g).matchPrefix(s)
+		want = prefixReference(compile(g)).MatchString(latin1(s))
+		if got != want {
+			t.Errorf("glob %q matchPrefix %q = %v, want %v", g, s, got, want)
+		}
 	})
+}
+
+// prefixReference is the model of matchPrefix: s begins a string g
+// matches when some first tokens of g match all of s (those left match
+// what follows: a literal its byte, '?' any, '*' nothing).
+func prefixReference(g glob) *regexp.Regexp {
+	var b strings.Builder
+	b.WriteString(`(?s)\A(?:`)
+	for k := 0; k <= len(g); k++ {
+		if k > 0 {
+			b.WriteByte('|')
+		}
+		for _, t := range g[:k] {
+			switch t.kind {
+			case '*':
+				b.WriteString(`.*`)
+			case '?':
+				b.WriteString(`.`)
+			default:
+				b.WriteString(regexp.QuoteMeta(string(rune(t.c))))
+			}
+		}
+	}
+	b.WriteString(`)\z`)
+	return regexp.MustCompile(b.String())
+}
+
+// TestArgvCut: the last argument of a cut vector is hidden when a pattern
+// matches some argument that begins with it (the daemon with argv_max 64
+// logged AKIAABCDEFGHIJKL, --key=ABCDEFGHIJKL and hunter2hun, the start
+// of secrets its patterns hide whole); the others, and an argument no
+// pattern can match however it goes on, are matched as Argv does.
+func TestArgvCut(t *testing.T) {
+	pats := []string{"AKIA????????????????", "--key=????????????????????", "-p ????????????", "--token=*secret"}
+	r, err := Parse(pats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct{ argv, want []string }{
+		{[]string{"x", "AKIAABCDEFGHIJKL"}, []string{"x", Marker}},
+		{[]string{"x", "--key=ABCDEFGHIJKL"}, []string{"x", "--key=" + Marker}},
+		{[]string{"x", "-p", "hunter2hun"}, []string{"x", "-p", Marker}},
+		{[]string{"x", "--token=b"}, []string{"x", "--token=" + Marker}}, // --token=b...secret
+		{[]string{"x", "-p"}, []string{"x", "-p"}},
+		{[]string{"AKIA", "x", "AKIB"}, []string{"AKIA", "x", "AKIB"}},
+		{[]string{"x", "--key=ABCDEFGHIJKLMNOPQRSTU"}, []string{"x", "--key=ABCDEFGHIJKLMNOPQRSTU"}}, // longer than any match
+		{[]string{"x", "--ke"}, []string{"x", "--ke"}},                                               // the name cut: no value shown
+		{[]string{"-p", "hunter2hun", "y"}, []string{"-p", "hunter2hun", "y"}},                       // not the last
+		{nil, nil},
+	}
+	for _, tt := range tests {
+		got, changed := r.ArgvCut(slices.Clone(tt.argv))
+		if !slices.Equal(got, tt.want) || changed != !slices.Equal(tt.argv, tt.want) {
+			t.Errorf("ArgvCut(%q) = %q, %v; want %q", tt.argv, got, changed, tt.want)
+		}
+	}
+	if got, _ := r.Argv([]string{"x", "AKIAABCDEFGHIJKL"}); got[1] != "AKIAABCDEFGHIJKL" {
+		t.Errorf("Argv hides a whole argument no pattern matches: %q", got)
+	}
 }
 
 // latin1 maps each byte of s to the rune of the same value.
@@ -199,6 +263,23 @@ func FuzzArgv(f *testing.F) {
 				if p.a.match(a) && got[i] != Marker {
 					t.Fatalf("pattern %q matches %q but Argv gives %q", p.original, a, got[i])
 				}
+			}
+		}
+		// A cut vector hides all that Argv hides, and its last argument
+		// when a whole pattern could match what it was cut from.
+		cut, _ := r.ArgvCut(argv)
+		if len(cut) != len(argv) {
+			t.Fatalf("ArgvCut(%q) = %q: length changed", argv, cut)
+		}
+		for i := range argv {
+			if got[i] != argv[i] && cut[i] != got[i] && cut[i] != Marker {
+				t.Fatalf("ArgvCut(%q)[%d] = %q, Argv hid it as %q", argv, i, cut[i], got[i])
+			}
+		}
+		last := len(argv) - 1
+		for _, p := range r.pats {
+			if p.form == whole && p.a.matchPrefix(argv[last]) && cut[last] != Marker {
+				t.Fatalf("pattern %q may match what %q was cut from, but ArgvCut gives %q", p.original, argv[last], cut[last])
 			}
 		}
 	})

@@ -5,11 +5,13 @@
 // The files are read on first use and kept as two maps; a lookup costs a
 // map read under a mutex and does not allocate (a Names from At, a map
 // read alone; At takes no lock while the last look is recent). At most
-// every CheckEvery a lookup stats both files and rereads one whose size or
-// modification time changed. Limits: users and groups that exist only in a network directory
-// have no name here (the id is still logged); a file larger than MaxBytes
-// is read up to MaxBytes; entries are taken as they are, the first one of
-// an id winning, as getpwuid does.
+// every CheckEvery a lookup stats both files and rereads one that is
+// another file (replaced by a rename, as the shadow tools write it) or
+// whose size or modification time changed. Limits: users and groups that exist only in a
+// network directory have no name here (the id is still logged); a file
+// larger than MaxBytes is read up to its last whole line within MaxBytes;
+// entries are taken as glibc takes them, the first one of an id winning,
+// as getpwuid does.
 package userdb
 
 import (
@@ -20,10 +22,13 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 )
 
-// CheckEvery is how often lookups look for changed files.
-const CheckEvery = 10 * time.Second
+// CheckEvery is how often lookups look for changed files: a user renamed,
+// added or removed is named as the files say at most this long after (two
+// stats a second cost the event path nothing it would notice).
+const CheckEvery = time.Second
 
 // MaxBytes bounds how much of each file is read.
 const MaxBytes = 8 << 20
@@ -52,15 +57,15 @@ type snapshot struct {
 }
 
 type table struct {
-	path  string
-	size  int64
-	mtime time.Time
-	names map[uint32]string
+	path   string
+	passwd bool        // passwd lines (ParsePasswd), not group lines
+	info   os.FileInfo // of the file read, nil when none
+	names  map[uint32]string
 }
 
 // New returns a DB over the given passwd and group files.
 func New(passwd, group string) *DB {
-	return &DB{now: time.Now, users: table{path: passwd}, groups: table{path: group}}
+	return &DB{now: time.Now, users: table{path: passwd, passwd: true}, groups: table{path: group}}
 }
 
 // Local returns a DB over /etc/passwd and /etc/group.
@@ -76,8 +81,14 @@ func (d *DB) lookup(t *table, id uint32) (string, bool) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.check(d.now())
-	n, ok := t.names[id]
-	return n, ok
+	return name(t.names, id)
+}
+
+// name returns the name of id in names, and false when there is none or
+// it is not UTF-8 (kept as "": see Parse).
+func name(names map[uint32]string, id uint32) (string, bool) {
+	n, ok := names[id]
+	return n, ok && n != ""
 }
 
 // check rereads changed files when the last look is CheckEvery old. d.mu
@@ -130,28 +141,24 @@ func (d *DB) names() Names {
 }
 
 // User returns the name of uid, and false when there is none.
-func (n Names) User(uid uint32) (string, bool) {
-	s, ok := n.users[uid]
-	return s, ok
-}
+func (n Names) User(uid uint32) (string, bool) { return name(n.users, uid) }
 
 // Group returns the name of gid, and false when there is none.
-func (n Names) Group(gid uint32) (string, bool) {
-	s, ok := n.groups[gid]
-	return s, ok
-}
+func (n Names) Group(gid uint32) (string, bool) { return name(n.groups, gid) }
 
-// refresh rereads the file when its size or modification time changed,
+// refresh rereads the file when it is another file or its size or
+// modification time changed (a rewrite within one tick of the clock that
+// stamps it can keep both: usermod -l a1 a2 just after useradd a1),
 // and reports whether it replaced the map. A file that cannot be read
 // names nothing.
 func (t *table) refresh() (changed bool) {
 	st, err := os.Stat(t.path)
 	if err != nil {
 		changed = t.names != nil
-		t.names, t.size, t.mtime = nil, 0, time.Time{}
+		t.names, t.info = nil, nil
 		return changed
 	}
-	if t.names != nil && st.Size() == t.size && st.ModTime().Equal(t.mtime) {
+	if t.names != nil && os.SameFile(st, t.info) && st.Size() == t.info.Size() && st.ModTime().Equal(t.info.ModTime()) {
 		return false
 	}
 	f, err := os.Open(t.path)
@@ -160,20 +167,46 @@ func (t *table) refresh() (changed bool) {
 		return true
 	}
 	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, MaxBytes))
+	// Kept is the opened file's stat, taken before reading it: a file
+	// renamed over the path since the first stat is another at the next
+	// look, and one written while it is read has changed since.
+	if st, err = f.Stat(); err != nil {
+		t.names = nil
+		return true
+	}
+	b, err := io.ReadAll(io.LimitReader(f, MaxBytes+1))
 	if err != nil {
 		t.names = nil
 		return true
 	}
-	t.names, t.size, t.mtime = Parse(b), st.Size(), st.ModTime()
+	if len(b) > MaxBytes {
+		// Cut at the bound: the line it cuts would read as another
+		// (the group "staff:x:12345:bob" as "staff:x:12"), so it is
+		// left out.
+		b = b[:bytes.LastIndexByte(b[:MaxBytes], '\n')+1]
+	}
+	t.names, t.info = t.parse(b), st
 	return true
 }
 
 // Parse reads passwd or group lines (name:password:id:...) into a map from
 // id to name. Comments, blank lines, NIS lines (+ and -) and lines whose
 // third field is not a 32-bit number are skipped; the first name of an id
-// wins.
-func Parse(b []byte) map[uint32]string {
+// wins. A name that is not UTF-8 is kept as "", no name: JSON would show
+// it with U+FFFD in place of its odd bytes, a name the user does not have,
+// and a later line of its id must not name it either (getpwuid would give
+// the first).
+func Parse(b []byte) map[uint32]string { return parse(b, false) }
+
+// ParsePasswd is Parse for passwd lines, which also need a fourth field,
+// the group id, that is a number: glibc skips a line without one
+// ("foo:x:1000" or "foo:x:1000:"), so getpwuid names the id by a later
+// line, and so must this.
+func ParsePasswd(b []byte) map[uint32]string { return parse(b, true) }
+
+func (t *table) parse(b []byte) map[uint32]string { return parse(b, t.passwd) }
+
+func parse(b []byte, passwd bool) map[uint32]string {
 	names := make(map[uint32]string)
 	for len(b) > 0 {
 		line := b
@@ -193,8 +226,21 @@ func Parse(b []byte) map[uint32]string {
 		if err != nil {
 			continue
 		}
+		if passwd {
+			if len(f) < 4 {
+				continue
+			}
+			gid, _, _ := bytes.Cut(f[3], []byte{':'})
+			if _, err := strconv.ParseUint(string(gid), 10, 32); err != nil {
+				continue
+			}
+		}
 		if _, dup := names[uint32(id)]; !dup {
-			names[uint32(id)] = string(f[0])
+			n := ""
+			if utf8.Valid(f[0]) {
+				n = string(f[0])
+			}
+			names[uint32(id)] = n
 		}
 	}
 	return names
