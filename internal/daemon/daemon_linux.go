@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/procsupervisor/supervisor/internal/api"
+	"github.com/procsupervisor/supervisor/internal/events/tracepoint"
 	"github.com/procsupervisor/supervisor/internal/execcache"
 	"github.com/procsupervisor/supervisor/internal/lineage"
 	"github.com/procsupervisor/supervisor/internal/logfeed"
@@ -183,9 +184,16 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	if err != nil {
 		return fmt.Errorf("boot id: %w", err)
 	}
+	// A process line writes the arguments the capture gave, up to its
+	// bound: the line cuts nothing the event holds whole.
+	argsBytes := cfg.ArgvMax
+	if argsBytes == 0 {
+		argsBytes = tracepoint.DefaultArgvMax
+	}
 	lg, err := logfeed.New(logfeed.Config{
 		Schema: cfg.LogSchema, Output: cfg.LogOutput, Boot: boot,
 		ProcessEvents: cfg.LogProcessEvents, Version: cfg.Version,
+		ArgsBytes: argsBytes,
 	})
 	if err != nil {
 		return fmt.Errorf("log feed: %w", err)

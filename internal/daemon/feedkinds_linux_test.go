@@ -291,3 +291,69 @@ func readLog(path string) string {
 	b, _ := os.ReadFile(path)
 	return string(b)
 }
+
+// TestIntegrationFeedArgsWhole: the feed writes as many argument bytes as
+// the capture gave (the daemon's argv_max, 32 KiB by default), so an
+// argument of 20,000 bytes, whole in the event, is whole in the exec line
+// and not marked as cut. The line's own bound was once 8 KiB whatever
+// argv_max said. With netlink the arguments come from /proc while the
+// shell lives; a run whose read missed them (the line has none) is
+// repeated.
+func TestIntegrationFeedArgsWhole(t *testing.T) {
+	testenv.RequireRoot(t)
+	for _, mech := range []string{"ebpf", "netlink"} {
+		t.Run(mech, func(t *testing.T) {
+			logPath, stop := runFeedDaemon(t, mech, logfeed.Execs)
+			defer stop()
+			long := strings.Repeat("z", 20000)
+			for attempt := 1; ; attempt++ {
+				marker := fmt.Sprintf("argswhole-%d-%d", os.Getpid(), time.Now().UnixNano())
+				// Two commands: the shell forks sleep rather than
+				// becoming it, and lives while /proc is read.
+				argv := []string{"/bin/sh", "-c", "sleep 0.2; :", marker, long}
+				pid := runChild(t, argv...)
+				bpid := runChild(t, "/bin/true", marker+"-barrier")
+				testenv.Eventually(t, 20*time.Second, func() bool {
+					return len(processLines(t, logPath, bpid)) > 0
+				}, "never a line of the barrier (pid %d)", bpid)
+				lines := processLines(t, logPath, pid)
+				if len(lines) != 1 {
+					t.Fatalf("%d exec lines of the shell (pid %d), want 1", len(lines), pid)
+				}
+				if len(lines[0].args) == 0 && mech == "netlink" && attempt < 3 {
+					t.Logf("attempt %d: /proc was not read in time; again", attempt)
+					continue
+				}
+				if !slices.Equal(lines[0].args, argv) {
+					t.Fatalf("process.args has %d arguments of %d bytes in all, want %d of %d",
+						len(lines[0].args), argsBytes(lines[0].args), len(argv), argsBytes(argv))
+				}
+				if line := execLine(t, logPath, pid); strings.Contains(line, `"args_truncated"`) {
+					t.Errorf("the whole arguments are marked as cut: %.300s", line)
+				}
+				return
+			}
+		})
+	}
+}
+
+func argsBytes(argv []string) int {
+	n := 0
+	for _, a := range argv {
+		n += len(a)
+	}
+	return n
+}
+
+// execLine returns the raw exec line of pid in the feed at path.
+func execLine(t *testing.T, path string, pid int) string {
+	t.Helper()
+	needle := fmt.Sprintf(`"action":%q`, logfeed.ActionProcessExec)
+	for l := range strings.SplitSeq(readLog(path), "\n") {
+		if strings.Contains(l, needle) && strings.Contains(l, fmt.Sprintf(`"process":{"pid":%d,`, pid)) {
+			return l
+		}
+	}
+	t.Fatalf("no exec line of pid %d", pid)
+	return ""
+}

@@ -100,7 +100,7 @@ func TestBatchedWrites(t *testing.T) {
 func TestByteBound(t *testing.T) {
 	w := newBlockingWriter()
 	l, _ := newTestLogger(t, Config{Writer: w, ProcessEvents: AllKinds, BufferLines: 1 << 20})
-	long := strings.Repeat("x", MaxArgsBytes/2)
+	long := strings.Repeat("x", DefaultArgsBytes/2)
 	ev := events.Event{Kind: events.Exec, Pid: 1, Mechanism: events.EBPF, Argv: []string{long, long}}
 	l.Event(&ev)
 	<-w.entered

@@ -28,10 +28,14 @@ type host struct {
 	pid      int
 	clock    bootClock
 	names    *userdb.DB
+	argsMax  int // Config.ArgsBytes
 }
 
 func newHost(cfg Config) *host {
-	h := &host{hostname: cfg.Hostname, version: cfg.Version, pid: os.Getpid(), names: cfg.Names}
+	h := &host{hostname: cfg.Hostname, version: cfg.Version, pid: os.Getpid(), names: cfg.Names, argsMax: cfg.ArgsBytes}
+	if h.argsMax == 0 {
+		h.argsMax = DefaultArgsBytes
+	}
 	if cfg.Boot != (procfs.BootID{}) {
 		h.boot = uuid(cfg.Boot)
 	}

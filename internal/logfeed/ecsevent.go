@@ -59,10 +59,11 @@ func (x *ecs) renderPrefixes() {
 // procLine is the state of one process line being written, and what it
 // keeps from line to line of the same capture.
 type procLine struct {
-	b     []byte
-	names userdb.Names
-	bad   badText  // the texts written that are not UTF-8 (program)
-	spans [][2]int // where the arguments just written in args are, escaped
+	b       []byte
+	names   userdb.Names
+	argsMax int      // the line's argument bytes (Config.ArgsBytes)
+	bad     badText  // the texts written that are not UTF-8 (program)
+	spans   [][2]int // where the arguments just written in args are, escaped
 
 	// The boot id of the last token written, and "v1:?:<its hex>:", the
 	// start of its tokens but for the precision ('?').
@@ -199,7 +200,7 @@ func (w *procLine) appendTime(b []byte, t time.Time) []byte {
 // event writes the ECS line of a fork, exec or exit into w.b.
 func (x *ecs) procEvent(w *procLine, action string, ev *events.Event) {
 	now := time.Now()
-	w.names = x.h.names.At(now)
+	w.names, w.argsMax = x.h.names.At(now), x.h.argsMax
 	w.user, w.group = lastName{}, lastName{}
 	t := x.h.clock.eventTime(now, ev.Time)
 	w.b = append(w.b, `{"@timestamp":`...)
@@ -317,8 +318,8 @@ func (w *procLine) text(k, v string) bool {
 }
 
 // image writes the arguments and the working directory: process.args cut
-// to MaxArgsBytes in total, args_count, and command_line, the arguments
-// joined by spaces and cut to MaxArgsBytes, copied from their escaped form
+// to w.argsMax bytes in total, args_count, and command_line, the arguments
+// joined by spaces and cut to w.argsMax, copied from their escaped form
 // in args where whole. It returns badArgs and badCwd as imageBad does.
 func (w *procLine) image(argv []string, x *events.ExecInfo) (bad badText) {
 	if len(argv) > 0 || x.ArgsCount > 0 {
@@ -326,7 +327,7 @@ func (w *procLine) image(argv []string, x *events.ExecInfo) (bad badText) {
 		// b and spans are local while the arguments are written: one
 		// store of each into w at the end, not one per argument.
 		b, spans := append(w.b, '['), w.spans[:0]
-		budget := MaxArgsBytes
+		budget := w.argsMax
 		for i, a := range argv {
 			if i > 0 {
 				b = append(b, ',')
@@ -358,8 +359,8 @@ func (w *procLine) image(argv []string, x *events.ExecInfo) (bad badText) {
 				b = append(b, ' ')
 				n++
 			}
-			if n+len(a) > MaxArgsBytes {
-				b = jsonx.AppendEscaped(b, a[:max(0, MaxArgsBytes-n)])
+			if n+len(a) > w.argsMax {
+				b = jsonx.AppendEscaped(b, a[:max(0, w.argsMax-n)])
 				break
 			}
 			if i < len(spans) {
@@ -506,7 +507,7 @@ func (w *procLine) supervisor(ev *events.Event) {
 		w.uint(`,"cgroup_id":`, x.CgroupID)
 		w.uint(`,"pid_ns":`, uint64(x.PidNS))
 	}
-	if d := ev.Parent; d != nil && marked(d.Argv, &d.Exec) {
+	if d := ev.Parent; d != nil && marked(d.Argv, &d.Exec, w.argsMax) {
 		w.key(`,"parent":`)
 		w.b = append(w.b, '{')
 		n := len(w.b)
@@ -557,7 +558,7 @@ func (w *procLine) invalid(bad badText) {
 // process has: cut, by the mechanism's bound or the line's (with the real
 // size), redacted.
 func (w *procLine) marks(argv []string, x *events.ExecInfo) {
-	if x.ArgsTruncated || lineCut(argv) {
+	if x.ArgsTruncated || lineCut(argv, w.argsMax) {
 		w.bool(`,"args_truncated":`, true)
 		w.int(`,"args_size":`, int64(argsSize(argv, x)))
 	}

@@ -63,7 +63,7 @@ func richExec() events.Event {
 // zerolog encoder wrote, byte for byte, for every kind of process event.
 func TestProcessLineEncoders(t *testing.T) {
 	enc := encoders(t)
-	long := strings.Repeat("x", MaxArgsBytes/3)
+	long := strings.Repeat("x", DefaultArgsBytes/3)
 	type tc struct {
 		name   string
 		action string
@@ -118,7 +118,7 @@ func TestProcessLineEncoders(t *testing.T) {
 			copy(ev.Parent.Comm[:], "\xf8")
 			return ev
 		}},
-		{"args past MaxArgsBytes", ActionProcessExec, func() events.Event {
+		{"args past DefaultArgsBytes", ActionProcessExec, func() events.Event {
 			ev := sampleParented()
 			ev.Time = 1
 			ev.Argv = []string{long, long, long, long, "tail"}
@@ -128,7 +128,7 @@ func TestProcessLineEncoders(t *testing.T) {
 		{"cut inside a character", ActionProcessExec, func() events.Event {
 			ev := sampleExec()
 			ev.Time = 1
-			ev.Argv = []string{strings.Repeat("é", MaxArgsBytes)}
+			ev.Argv = []string{strings.Repeat("é", DefaultArgsBytes)}
 			return ev
 		}},
 		{"no container match", ActionProcessExec, func() events.Event {
@@ -159,7 +159,7 @@ func FuzzProcessLine(f *testing.F) {
 	f.Add("/usr/bin/python3", "/home/user", "python3", "-m\x00http.server", "bash\x00-c", int32(7), uint32(1000))
 	f.Add("/bin/\xff", "/\"q\"", "a\nb", "\xe2\x82\x00x", "", int32(-1), uint32(0))
 	f.Add("/tmp/\u2028\u2029", "/\ufffd\xef\xbf", "\x7f\x1b[31m", "\xed\xa0\x80\x00\xc0\xaf\x00\xf4\x90\x80\x80", "\\\x00\"", int32(0), uint32(4294967295))
-	f.Add(strings.Repeat("/\xff", 2000), strings.Repeat("é", 3000), "ééééééé", strings.Repeat("a\x00", 3000)+strings.Repeat("\xff", MaxArgsBytes), "", int32(1), uint32(1))
+	f.Add(strings.Repeat("/\xff", 2000), strings.Repeat("é", 3000), "ééééééé", strings.Repeat("a\x00", 3000)+strings.Repeat("\xff", DefaultArgsBytes), "", int32(1), uint32(1))
 	enc := encoders(f)
 	f.Fuzz(func(t *testing.T, exe, cwd, comm, args, pargs string, tid int32, uid uint32) {
 		ev := richExec()
@@ -202,7 +202,7 @@ func FuzzProcessLine(f *testing.F) {
 				t.Fatalf("%s %q: marked as not UTF-8 %v", tt.field, tt.text, marked[tt.field])
 			}
 		}
-		if !lineCut(ev.Argv) {
+		if !lineCut(ev.Argv, DefaultArgsBytes) {
 			valid := true
 			v, _ := get(line, "process.args")
 			for i, a := range v.([]any) {

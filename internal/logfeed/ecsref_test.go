@@ -45,7 +45,7 @@ func (x *ecs) refEvent(c *capture, ev *events.Event) {
 	if ev.Exe != "" {
 		p.Str("executable", ev.Exe)
 	}
-	c.ecsExec(e, p, ev)
+	c.ecsExec(e, p, ev, x.h.argsMax)
 	ecsContext(p, &ev.Ctx, x.h.names, false)
 	if ev.Tid != 0 && ev.Tid != ev.Pid {
 		p.Dict("thread", p.CreateDict().Int32("id", ev.Tid))
@@ -68,7 +68,7 @@ func (x *ecs) refEvent(c *capture, ev *events.Event) {
 			}
 		}
 		if ev.Parent != nil {
-			c.ecsParent(pp, ev.Parent, x.h.names)
+			c.ecsParent(pp, ev.Parent, x.h.names, x.h.argsMax)
 		}
 		p.Dict("parent", pp)
 	}
@@ -81,14 +81,14 @@ func (x *ecs) refEvent(c *capture, ev *events.Event) {
 	if sig != 0 {
 		s.Str("exit_signal", signalName(sig))
 	}
-	supervisorContext(s, ev, &badFieldsECS)
+	supervisorContext(s, ev, &badFieldsECS, x.h.argsMax)
 	e.Dict("supervisor", s)
 	e.Send()
 }
 
-// argsArray fills arr with argv, cut to MaxArgsBytes in total.
-func argsArray(arr *zerolog.Array, argv []string) *zerolog.Array {
-	budget := MaxArgsBytes
+// argsArray fills arr with argv, cut to limit bytes in total.
+func argsArray(arr *zerolog.Array, argv []string, limit int) *zerolog.Array {
+	budget := limit
 	for _, a := range argv {
 		if len(a) > budget {
 			arr.Str(a[:budget])
@@ -125,8 +125,8 @@ func leaderDict(p *zerolog.Event, pid int32, tok token.Token) *zerolog.Event {
 
 // ecsExec adds what an exec captured to the ECS process object p, and the
 // line's container object to e.
-func (c *capture) ecsExec(e, p *zerolog.Event, ev *events.Event) {
-	c.ecsImage(p, ev.Argv, &ev.Exec)
+func (c *capture) ecsExec(e, p *zerolog.Event, ev *events.Event, limit int) {
+	c.ecsImage(p, ev.Argv, &ev.Exec, limit)
 	if id, rt, ok := container.ID(ev.Exec.Cgroup); ok && id == ev.Exec.ContainerID {
 		e.Dict("container", e.CreateDict().Str("id", id).Str("runtime", string(rt)))
 	}
@@ -134,10 +134,10 @@ func (c *capture) ecsExec(e, p *zerolog.Event, ev *events.Event) {
 
 // ecsImage adds the arguments and the working directory to the ECS
 // process object p.
-func (c *capture) ecsImage(p *zerolog.Event, argv []string, x *events.ExecInfo) {
+func (c *capture) ecsImage(p *zerolog.Event, argv []string, x *events.ExecInfo, limit int) {
 	if len(argv) > 0 || x.ArgsCount > 0 {
-		p.Array("args", argsArray(p.CreateArray(), argv)).Int("args_count", argsCount(argv, x))
-		c.scratch = commandLine(c.scratch[:0], argv)
+		p.Array("args", argsArray(p.CreateArray(), argv, limit)).Int("args_count", argsCount(argv, x))
+		c.scratch = commandLine(c.scratch[:0], argv, limit)
 		p.Bytes("command_line", c.scratch)
 	}
 	if x.Cwd != "" {
@@ -148,14 +148,14 @@ func (c *capture) ecsImage(p *zerolog.Event, argv []string, x *events.ExecInfo) 
 // ecsParent adds the parent's description (from the exec cache) to the
 // ECS object process.parent pp: what ECS defines there, which is the
 // process's own fields but the session leader.
-func (c *capture) ecsParent(pp *zerolog.Event, d *events.Desc, names *userdb.DB) {
+func (c *capture) ecsParent(pp *zerolog.Event, d *events.Desc, names *userdb.DB, limit int) {
 	if name := commBytes(&d.Comm); len(name) > 0 {
 		pp.Bytes("name", name)
 	}
 	if d.Exe != "" {
 		pp.Str("executable", d.Exe)
 	}
-	c.ecsImage(pp, d.Argv, &d.Exec)
+	c.ecsImage(pp, d.Argv, &d.Exec, limit)
 	ecsContext(pp, &d.Ctx, names, true)
 }
 

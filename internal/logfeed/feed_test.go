@@ -98,7 +98,7 @@ func TestProcessEventsDisabled(t *testing.T) {
 func TestArgsCut(t *testing.T) {
 	for _, schema := range []string{SchemaECS, SchemaOCSF} {
 		l, out := newTestLogger(t, Config{Schema: schema, ProcessEvents: AllKinds})
-		long := strings.Repeat("a", MaxArgsBytes/2)
+		long := strings.Repeat("a", DefaultArgsBytes/2)
 		ev := events.Event{Kind: events.Exec, Pid: 7, Argv: []string{long, long, long, "tail"}}
 		l.Event(&ev)
 		flush(t, l)
@@ -110,11 +110,11 @@ func TestArgsCut(t *testing.T) {
 			for _, a := range args.([]any) {
 				total += len(a.(string))
 			}
-			if n != 4 || total != MaxArgsBytes {
-				t.Errorf("ecs: args_count %d, %d bytes of args; want 4 and %d", n, total, MaxArgsBytes)
+			if n != 4 || total != DefaultArgsBytes {
+				t.Errorf("ecs: args_count %d, %d bytes of args; want 4 and %d", n, total, DefaultArgsBytes)
 			}
-		} else if got := len(getString(line, "process.cmd_line")); got != MaxArgsBytes {
-			t.Errorf("ocsf: cmd_line of %d bytes, want %d", got, MaxArgsBytes)
+		} else if got := len(getString(line, "process.cmd_line")); got != DefaultArgsBytes {
+			t.Errorf("ocsf: cmd_line of %d bytes, want %d", got, DefaultArgsBytes)
 		}
 	}
 }
@@ -194,6 +194,8 @@ func TestConfigErrors(t *testing.T) {
 		{Schema: "cef"},
 		{Output: "kafka://x"},
 		{BufferLines: -1},
+		{ArgsBytes: -1},
+		{ArgsBytes: MaxArgsBytes + 1},
 		{Output: "file:/nonexistent-dir/x/y.log"},
 	} {
 		l, err := New(cfg)
@@ -484,27 +486,41 @@ func TestClaimOnLines(t *testing.T) {
 }
 
 // TestArgsCutMarked: arguments the kernel gave whole but the line cuts at
-// MaxArgsBytes are marked as cut, with their real size, for the process
-// and for its parent; a vector that just fits is not. One argument of 20
-// KiB (under the eBPF bound, so not ArgsTruncated) had 8 KiB in the line
-// with args_count 1 and no mark: nothing said it was not whole.
+// its bound (Config.ArgsBytes) are marked as cut, with their real size,
+// for the process and for its parent; a vector that just fits is not.
+// (One argument of 20 KiB, under the eBPF bound and so not ArgsTruncated,
+// once had 8 KiB in the line with args_count 1 and no mark.) The bound is
+// the configured one: the default, and a smaller one.
 func TestArgsCutMarked(t *testing.T) {
-	long := strings.Repeat("y", 20000)
-	fits := []string{strings.Repeat("a", MaxArgsBytes-2), "b"} // joined: MaxArgsBytes
+	for _, tc := range []struct {
+		name  string
+		bytes int // Config.ArgsBytes
+		limit int // what the line keeps
+	}{
+		{"default", 0, DefaultArgsBytes},
+		{"configured", 8 << 10, 8 << 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) { testArgsCutMarked(t, tc.bytes, tc.limit) })
+	}
+}
+
+func testArgsCutMarked(t *testing.T, bytes, limit int) {
+	long := strings.Repeat("y", limit+100)
+	fits := []string{strings.Repeat("a", limit-2), "b"} // joined: limit
 	for _, schema := range []string{SchemaECS, SchemaOCSF} {
 		cut := events.Event{Kind: events.Exec, Pid: 7, PPid: 6, Argv: []string{"true", long},
-			Exec:   events.ExecInfo{ArgsCount: 2, ArgsSize: 20006},
+			Exec:   events.ExecInfo{ArgsCount: 2, ArgsSize: len(long) + 6},
 			Parent: &events.Desc{Argv: []string{"sh", "-c", long}}}
 		whole := events.Event{Kind: events.Exec, Pid: 8, PPid: 6, Argv: fits,
-			Exec:   events.ExecInfo{ArgsCount: 2, ArgsSize: MaxArgsBytes + 1},
+			Exec:   events.ExecInfo{ArgsCount: 2, ArgsSize: limit + 1},
 			Parent: &events.Desc{Argv: fits}}
-		lines, ns := linesOf(t, schema, &cut, &whole)
+		lines, ns := linesOfConfig(t, Config{Schema: schema, ProcessEvents: AllKinds, ArgsBytes: bytes}, &cut, &whole)
 		for _, tt := range []struct {
 			line   map[string]any
 			prefix string
 			size   int64
 		}{
-			{lines[0], ns, 20006},
+			{lines[0], ns, int64(len(long) + 6)},
 			{lines[0], ns + "parent.", int64(len("sh -c ") + len(long) + 1)},
 		} {
 			if v, _ := get(tt.line, tt.prefix+"args_truncated"); v != true {
@@ -512,6 +528,21 @@ func TestArgsCutMarked(t *testing.T) {
 			}
 			if n, _ := getInt(tt.line, tt.prefix+"args_size"); n != tt.size {
 				t.Errorf("%s: %sargs_size = %d, want %d", schema, tt.prefix, n, tt.size)
+			}
+		}
+		// The cut line holds limit bytes of arguments, no more, no less.
+		if schema == SchemaOCSF {
+			if n := len(getString(lines[0], "process.cmd_line")); n != limit {
+				t.Errorf("ocsf: cmd_line of %d bytes, want %d", n, limit)
+			}
+		} else {
+			v, _ := get(lines[0], "process.args")
+			n := 0
+			for _, a := range v.([]any) {
+				n += len(a.(string))
+			}
+			if c := len(getString(lines[0], "process.command_line")); n != limit || c != limit {
+				t.Errorf("ecs: %d bytes of args, command_line of %d, want %d", n, c, limit)
 			}
 		}
 		for _, k := range []string{ns + "args_truncated", ns + "parent"} {
@@ -526,7 +557,14 @@ func TestArgsCutMarked(t *testing.T) {
 // and the namespace of the supervisor's own fields in schema.
 func linesOf(t *testing.T, schema string, evs ...*events.Event) (lines []map[string]any, ns string) {
 	t.Helper()
-	l, out := newTestLogger(t, Config{Schema: schema, ProcessEvents: AllKinds})
+	return linesOfConfig(t, Config{Schema: schema, ProcessEvents: AllKinds}, evs...)
+}
+
+// linesOfConfig is linesOf with a Logger of cfg.
+func linesOfConfig(t *testing.T, cfg Config, evs ...*events.Event) (lines []map[string]any, ns string) {
+	t.Helper()
+	schema := cfg.Schema
+	l, out := newTestLogger(t, cfg)
 	for _, ev := range evs {
 		l.Event(ev)
 	}

@@ -24,7 +24,7 @@
 //
 // Limits. A line dropped is gone: the feed is a best-effort mirror of the
 // supervisor's decisions, not their record (the store is). Long argument
-// vectors are cut to MaxArgsBytes, and the line says so as it does for the
+// vectors are cut to Config.ArgsBytes, and the line says so as it does for the
 // kernel's cut (supervisor.args_truncated, args_size; process.args_count
 // still says how many there were). Wall-clock times of events and process
 // starts are derived from CLOCK_BOOTTIME and the boot-time offset, sampled
@@ -84,8 +84,14 @@ const (
 	DefaultBufferLines  = 4096
 	DefaultMaxFileBytes = 100 << 20
 	DefaultMaxBackups   = 5
-	// MaxArgsBytes bounds the bytes of process.args in one line.
-	MaxArgsBytes = 8 << 10
+	// DefaultArgsBytes bounds the bytes of process.args (and of
+	// command_line) in one line when Config.ArgsBytes is 0: the eBPF
+	// source's default capture bound, so that a line cuts nothing the
+	// kernel gave whole.
+	DefaultArgsBytes = 32 << 10
+	// MaxArgsBytes is the largest Config.ArgsBytes, the eBPF source's
+	// largest capture bound.
+	MaxArgsBytes = 1 << 20
 )
 
 // Config says what the feed writes and where.
@@ -117,6 +123,11 @@ type Config struct {
 	Boot procfs.BootID
 	// Version is the supervisor's version, logged in service.version.
 	Version string
+	// ArgsBytes bounds the argument bytes a process line writes, in
+	// process.args and again in command_line (0: DefaultArgsBytes; at
+	// most MaxArgsBytes). The daemon passes its capture bound. A line
+	// that cuts says so (supervisor.args_truncated, args_size).
+	ArgsBytes int
 	// Names names the users and groups of process lines (userdb.Local,
 	// /etc/passwd and /etc/group, when nil).
 	Names *userdb.DB
@@ -169,6 +180,12 @@ func New(cfg Config) (*Logger, error) {
 	}
 	if cfg.ProcessEvents&^AllKinds != 0 {
 		return nil, fmt.Errorf("process event kinds %v: %w", cfg.ProcessEvents, ErrConfig)
+	}
+	if cfg.ArgsBytes == 0 {
+		cfg.ArgsBytes = DefaultArgsBytes
+	}
+	if cfg.ArgsBytes < 0 || cfg.ArgsBytes > MaxArgsBytes {
+		return nil, fmt.Errorf("%d argument bytes a line: want 1 to %d: %w", cfg.ArgsBytes, MaxArgsBytes, ErrConfig)
 	}
 	if cfg.MaxFileBytes == 0 {
 		cfg.MaxFileBytes = DefaultMaxFileBytes

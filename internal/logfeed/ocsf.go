@@ -134,7 +134,7 @@ func (x *ocsf) event(c *capture, ev *events.Event) {
 			p.Int64("created_time", st.UnixMilli())
 		}
 	}
-	c.ocsfImage(p, commBytes(&ev.Comm), ev.Exe, ev.Argv)
+	c.ocsfImage(p, commBytes(&ev.Comm), ev.Exe, ev.Argv, x.h.argsMax)
 	ocsfContext(p, &ev.Exec, &ev.Ctx, x.h.names)
 	if ev.Kind == events.Exit {
 		p.Int64("terminated_time", t.UnixMilli())
@@ -149,7 +149,7 @@ func (x *ocsf) event(c *capture, ev *events.Event) {
 			}
 		}
 		if d := ev.Parent; d != nil {
-			c.ocsfImage(parent, commBytes(&d.Comm), d.Exe, d.Argv)
+			c.ocsfImage(parent, commBytes(&d.Comm), d.Exe, d.Argv, x.h.argsMax)
 			ocsfContext(parent, &d.Exec, &d.Ctx, x.h.names)
 		}
 		p.Dict("parent_process", parent)
@@ -184,19 +184,19 @@ func (x *ocsf) event(c *capture, ev *events.Event) {
 	if sig, ok := ev.Signaled(); ok && ev.Kind == events.Exit {
 		u.Str("exit_signal", signalName(sig))
 	}
-	ocsfUnmapped(u, ev)
+	ocsfUnmapped(u, ev, x.h.argsMax)
 	e.Dict("unmapped", u)
 	e.Send()
 }
 
 // ocsfImage adds the name, command line and executable file to the OCSF
 // process object p.
-func (c *capture) ocsfImage(p *zerolog.Event, name []byte, exe string, argv []string) {
+func (c *capture) ocsfImage(p *zerolog.Event, name []byte, exe string, argv []string, limit int) {
 	if len(name) > 0 {
 		p.Bytes("name", name)
 	}
 	if len(argv) > 0 {
-		c.scratch = commandLine(c.scratch[:0], argv)
+		c.scratch = commandLine(c.scratch[:0], argv, limit)
 		p.Bytes("cmd_line", c.scratch)
 	}
 	if exe != "" {

@@ -18,14 +18,14 @@ import (
 // audit ids, the cgroup, the pid namespace, truncation and redaction
 // marks, the fields whose text was not UTF-8) goes under supervisor.*.
 
-// commandLine appends argv joined by spaces to b, cut to MaxArgsBytes.
-func commandLine(b []byte, argv []string) []byte {
+// commandLine appends argv joined by spaces to b, cut to limit bytes.
+func commandLine(b []byte, argv []string, limit int) []byte {
 	for i, a := range argv {
 		if i > 0 {
 			b = append(b, ' ')
 		}
-		if len(b)+len(a) > MaxArgsBytes {
-			return append(b, a[:max(0, MaxArgsBytes-len(b))]...)
+		if len(b)+len(a) > limit {
+			return append(b, a[:max(0, limit-len(b))]...)
 		}
 		b = append(b, a...)
 	}
@@ -34,12 +34,11 @@ func commandLine(b []byte, argv []string) []byte {
 
 // lineCut reports whether a line holds less of argv than there is:
 // command_line, argv joined by spaces (the longer of its two forms), is
-// cut at MaxArgsBytes, and process.args with it when their bytes alone are
-// over.
-func lineCut(argv []string) bool {
+// cut at limit, and process.args with it when their bytes alone are over.
+func lineCut(argv []string, limit int) bool {
 	n := -1 // no space before the first
 	for _, a := range argv {
-		if n += 1 + len(a); n > MaxArgsBytes {
+		if n += 1 + len(a); n > limit {
 			return true
 		}
 	}
@@ -102,13 +101,13 @@ var (
 )
 
 // badTexts returns the texts of ev's line that are not UTF-8: what the
-// line writes of them (the arguments up to MaxArgsBytes), a character cut
-// at the end of a cut text (the name at 15 bytes by the kernel, the
-// arguments at MaxArgsBytes) not counted, as the cut is marked.
-func badTexts(ev *events.Event) badText {
-	bad := imageBad(&ev.Comm, ev.Exe, ev.Argv, ev.Exec.Cwd)
+// line writes of them (the arguments up to limit), a character cut at the
+// end of a cut text (the name at 15 bytes by the kernel, the arguments at
+// limit) not counted, as the cut is marked.
+func badTexts(ev *events.Event, limit int) badText {
+	bad := imageBad(&ev.Comm, ev.Exe, ev.Argv, ev.Exec.Cwd, limit)
 	if d := ev.Parent; d != nil && (ev.PPid != 0 || !ev.ParentToken.IsZero()) { // written
-		bad |= badParent * imageBad(&d.Comm, d.Exe, d.Argv, d.Exec.Cwd)
+		bad |= badParent * imageBad(&d.Comm, d.Exe, d.Argv, d.Exec.Cwd, limit)
 	}
 	if ev.Kind == events.Exec && !utf8.ValidString(ev.Exec.Cgroup) {
 		bad |= badCgroup
@@ -116,12 +115,12 @@ func badTexts(ev *events.Event) badText {
 	return bad
 }
 
-func imageBad(comm *[16]byte, exe string, argv []string, cwd string) badText {
+func imageBad(comm *[16]byte, exe string, argv []string, cwd string, limit int) badText {
 	bad := nameBad(comm)
 	if !utf8.ValidString(exe) {
 		bad |= badExe
 	}
-	budget := MaxArgsBytes
+	budget := limit
 	for _, a := range argv {
 		if len(a) > budget {
 			if !validCut(a[:budget]) {
@@ -180,8 +179,9 @@ func badFieldList(s *zerolog.Event, bad badText, fields *[badBits][]string) {
 }
 
 // supervisorContext adds to supervisor.* what ECS has no field for; fields
-// names the fields of a badText, in the line's schema.
-func supervisorContext(s *zerolog.Event, ev *events.Event, fields *[badBits][]string) {
+// names the fields of a badText, in the line's schema; limit is the line's
+// argument bytes (Config.ArgsBytes).
+func supervisorContext(s *zerolog.Event, ev *events.Event, fields *[badBits][]string, limit int) {
 	x := &ev.Ctx
 	if x.Valid {
 		if x.Audit && x.LoginUID != events.UnsetID {
@@ -195,10 +195,10 @@ func supervisorContext(s *zerolog.Event, ev *events.Event, fields *[badBits][]st
 		}
 		s.Uint64("cgroup_id", x.CgroupID).Uint32("pid_ns", x.PidNS)
 	}
-	if d := ev.Parent; d != nil && marked(d.Argv, &d.Exec) {
-		s.Dict("parent", execMarks(s.CreateDict(), d.Argv, &d.Exec))
+	if d := ev.Parent; d != nil && marked(d.Argv, &d.Exec, limit) {
+		s.Dict("parent", execMarks(s.CreateDict(), d.Argv, &d.Exec, limit))
 	}
-	if bad := badTexts(ev); bad != 0 {
+	if bad := badTexts(ev, limit); bad != 0 {
 		badFieldList(s, bad, fields)
 	}
 	if ev.Kind != events.Exec {
@@ -207,22 +207,22 @@ func supervisorContext(s *zerolog.Event, ev *events.Event, fields *[badBits][]st
 	if ev.Exec.Cgroup != "" {
 		s.Str("cgroup", ev.Exec.Cgroup)
 	}
-	execMarks(s, ev.Argv, &ev.Exec)
+	execMarks(s, ev.Argv, &ev.Exec, limit)
 	if ev.Exec.CgroupTruncated {
 		s.Bool("cgroup_truncated", true)
 	}
 }
 
 // marked reports whether argv and x have a mark execMarks writes.
-func marked(argv []string, x *events.ExecInfo) bool {
-	return x.ArgsTruncated || x.ArgsRedacted || x.ExeTruncated || x.CwdTruncated || lineCut(argv)
+func marked(argv []string, x *events.ExecInfo, limit int) bool {
+	return x.ArgsTruncated || x.ArgsRedacted || x.ExeTruncated || x.CwdTruncated || lineCut(argv, limit)
 }
 
 // execMarks adds to s the marks of arguments and paths that are not what
 // the process has: cut, by the mechanism's bound or the line's (with the
 // real size), redacted.
-func execMarks(s *zerolog.Event, argv []string, x *events.ExecInfo) *zerolog.Event {
-	if x.ArgsTruncated || lineCut(argv) {
+func execMarks(s *zerolog.Event, argv []string, x *events.ExecInfo, limit int) *zerolog.Event {
+	if x.ArgsTruncated || lineCut(argv, limit) {
 		s.Bool("args_truncated", true).Int("args_size", argsSize(argv, x))
 	}
 	if x.ArgsRedacted {
@@ -290,8 +290,8 @@ func ocsfContext(p *zerolog.Event, xi *events.ExecInfo, x *events.Context, names
 }
 
 // ocsfUnmapped adds to unmapped.* what the OCSF process object has no
-// attribute for.
-func ocsfUnmapped(u *zerolog.Event, ev *events.Event) {
+// attribute for; limit is the line's argument bytes.
+func ocsfUnmapped(u *zerolog.Event, ev *events.Event, limit int) {
 	x := &ev.Ctx
 	if x.Valid {
 		var num [12]byte
@@ -306,7 +306,7 @@ func ocsfUnmapped(u *zerolog.Event, ev *events.Event) {
 			u.Bytes("group_leader_uid", x.GroupLeader.Append(b[:0]))
 		}
 	}
-	supervisorContext(u, ev, &badFieldsOCSF)
+	supervisorContext(u, ev, &badFieldsOCSF, limit)
 }
 
 // appendTTY appends the name of a terminal device to b as ps(1) names the

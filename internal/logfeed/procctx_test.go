@@ -174,11 +174,11 @@ func checkField(t *testing.T, what string, line map[string]any, k string, want a
 	}
 }
 
-// TestCommandLineCut checks that command_line is cut at MaxArgsBytes.
+// TestCommandLineCut checks that command_line is cut at DefaultArgsBytes.
 func TestCommandLineCut(t *testing.T) {
-	long := strings.Repeat("a", MaxArgsBytes)
-	if got := commandLine(nil, []string{"x", long}); len(got) != MaxArgsBytes || string(got[:2]) != "x " {
-		t.Errorf("commandLine cut to %d bytes %q..., want %d", len(got), got[:2], MaxArgsBytes)
+	long := strings.Repeat("a", DefaultArgsBytes)
+	if got := commandLine(nil, []string{"x", long}, DefaultArgsBytes); len(got) != DefaultArgsBytes || string(got[:2]) != "x " {
+		t.Errorf("commandLine cut to %d bytes %q..., want %d", len(got), got[:2], DefaultArgsBytes)
 	}
 }
 
@@ -206,7 +206,7 @@ func TestAppendTTY(t *testing.T) {
 // line names those fields, ECS and OCSF. Before, an executable
 // /tmp/\xff and one named /tmp/\u00ef\u00bf\u00bd's bytes (U+FFFD) gave the
 // same line. A text cut inside a character (the kernel's 15-byte name, the
-// arguments at MaxArgsBytes) is not one: the cut is what made it so.
+// arguments at DefaultArgsBytes) is not one: the cut is what made it so.
 func TestInvalidUTF8Marked(t *testing.T) {
 	bad := events.Event{Kind: events.Exec, Mechanism: events.EBPF, Pid: 7, PPid: 6,
 		Exe: "/tmp/\xff", Argv: []string{"x", "a\xc0\xafb"},
@@ -215,7 +215,7 @@ func TestInvalidUTF8Marked(t *testing.T) {
 	copy(bad.Comm[:], "n\xff")
 	copy(bad.Parent.Comm[:], "sh")
 	good := events.Event{Kind: events.Exec, Mechanism: events.EBPF, Pid: 8, PPid: 6,
-		Exe: "/tmp/\uFFFD", Argv: []string{"abc", strings.Repeat("é", MaxArgsBytes)}, // cut inside an é
+		Exe: "/tmp/\uFFFD", Argv: []string{"abc", strings.Repeat("é", DefaultArgsBytes)}, // cut inside an é
 		Exec:   events.ExecInfo{Cwd: "/home/\u2028", Cgroup: "/"},
 		Parent: &events.Desc{Exe: "/bin/é", Argv: []string{"\uFFFD"}}}
 	copy(good.Comm[:15], strings.Repeat("é", 8)) // the kernel's cut, inside the 8th
