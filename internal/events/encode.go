@@ -131,6 +131,10 @@ func appendExecJSON(b []byte, x *ExecInfo) []byte {
 	if x.ContainerID != "" {
 		b = append(b, `,"container":{"id":`...)
 		b = appendJSONString(b, []byte(x.ContainerID))
+		if x.ContainerRuntime != "" {
+			b = append(b, `,"runtime":`...)
+			b = appendJSONString(b, []byte(x.ContainerRuntime))
+		}
 		b = append(b, '}')
 	}
 	return b
@@ -145,7 +149,7 @@ func appendParentJSON(b []byte, p *Desc) []byte {
 	b = append(b, `,"parent":{"comm":`...)
 	b = appendJSONString(b, p.Comm[:clen(p.Comm[:])])
 	x := p.Exec
-	x.Cgroup, x.ContainerID = "", "" // the parent's cgroup is not asked for
+	x.Cgroup, x.ContainerID, x.ContainerRuntime = "", "", "" // the parent's cgroup is not asked for
 	b = appendImageJSON(b, p.Exe, p.Argv, &x)
 	if c := &p.Ctx; c.Valid {
 		b = append(b, `,"user":{"id":"`...)

@@ -46,12 +46,12 @@ var encodeCases = []struct {
 	{
 		name: "exec with context",
 		ev: Event{Kind: Exec, Mechanism: EBPF, Pid: 42, PPid: 1, Token: testTok, Comm: comm("env"), Exe: "/usr/bin/env", Argv: []string{"env", "a"},
-			Exec: ExecInfo{Cwd: "/w", Cgroup: "/docker/c1", ContainerID: "c1", ArgsCount: 3, ArgsSize: 9000, ArgsTruncated: true},
+			Exec: ExecInfo{Cwd: "/w", Cgroup: "/docker/c1", ContainerID: "c1", ContainerRuntime: "docker", ArgsCount: 3, ArgsSize: 9000, ArgsTruncated: true},
 			Ctx: Context{Valid: true, UID: 1, EUID: 2, SUID: 3, GID: 4, EGID: 5, SGID: 6, Groups: [MaxGroups]uint32{7, 8}, NGroups: 2,
 				Audit: true, LoginUID: UnsetID, AuditSession: UnsetID, SID: 40, PGID: 42, SessionLeader: parTok, GroupLeader: testTok,
 				TTY: true, StdTTY: true, TTYMajor: 136, TTYMinor: 2, CgroupID: 99, NSPid: 1, PidNS: 4026531836}},
 		wantJSON: `{"kind":"exec","mechanism":"ebpf","pid":42,"ppid":1,"token":"` + testTokText + `","parent_token":null,"comm":"env","exe":"/usr/bin/env","argv":["env","a"],` +
-			`"args_count":3,"args_truncated":true,"args_size":9000,"working_directory":"/w","cgroup":"/docker/c1","container":{"id":"c1"},` +
+			`"args_count":3,"args_truncated":true,"args_size":9000,"working_directory":"/w","cgroup":"/docker/c1","container":{"id":"c1","runtime":"docker"},` +
 			`"user":{"id":"2"},"real_user":{"id":"1"},"saved_user":{"id":"3"},"group":{"id":"5"},"real_group":{"id":"4"},"saved_group":{"id":"6"},` +
 			`"supplemental_groups":[{"id":"7"},{"id":"8"}],"session_leader":{"pid":40,"entity_id":"` + parTokText + `"},` +
 			`"group_leader":{"pid":42,"entity_id":"` + testTokText + `"},"tty":{"char_device":{"major":136,"minor":2}},"interactive":true,` +

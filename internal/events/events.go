@@ -130,11 +130,13 @@ type ExecInfo struct {
 	Cwd string
 	// Cgroup is the cgroup2 path of the process, from the hierarchy's root
 	// ("" when unknown), and ContainerID the container id derived from it
-	// (see internal/container), "" when it is no container's. When the
-	// path is cut (CgroupTruncated), the id may come from its top levels,
-	// which a mechanism read beside it, rather than from Cgroup.
-	Cgroup      string
-	ContainerID string
+	// (see internal/container), "" when it is no container's, with
+	// ContainerRuntime the runtime whose layout named it (container.Runtime).
+	// When the path is cut (CgroupTruncated), the id may come from its top
+	// levels, which a mechanism read beside it, rather than from Cgroup.
+	Cgroup           string
+	ContainerID      string
+	ContainerRuntime string
 	// ArgsCount and ArgsSize are the argument count and bytes (NULs
 	// included) the process received: when ArgsTruncated is set, Argv holds
 	// only the first bytes of them (its last element possibly cut).

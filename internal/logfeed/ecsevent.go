@@ -6,7 +6,6 @@ import (
 	"time"
 	"unicode/utf8"
 
-	"github.com/procsupervisor/supervisor/internal/container"
 	"github.com/procsupervisor/supervisor/internal/events"
 	"github.com/procsupervisor/supervisor/internal/jsonx"
 	"github.com/procsupervisor/supervisor/internal/procfs"
@@ -206,10 +205,8 @@ func (x *ecs) procEvent(w *procLine, action string, ev *events.Event) {
 	w.b = append(w.b, `{"@timestamp":`...)
 	w.b = w.appendTime(w.b, t)
 	w.b = append(w.b, x.procPrefix(action)...)
-	// Without a container id there is none to match: the cgroup path is
-	// not parsed.
 	if ev.Exec.ContainerID != "" {
-		w.container(ev.Exec.Cgroup, ev.Exec.ContainerID)
+		w.container(&ev.Exec)
 	}
 
 	w.b = append(w.b, `,"process":{"pid":`...)
@@ -253,15 +250,15 @@ func (x *ecs) procEvent(w *procLine, action string, ev *events.Event) {
 	w.b = append(w.b, '}', '}', '\n')
 }
 
-// container writes container.* when the cgroup path names the container
-// id the event carries.
-func (w *procLine) container(cgroup, want string) {
-	if id, rt, ok := container.ID(cgroup); ok && id == want {
-		w.b = append(w.b, `,"container":{"id":`...)
-		w.b = jsonx.AppendString(w.b, id)
-		w.str(`,"runtime":`, string(rt))
-		w.b = append(w.b, '}')
+// container writes container.*: the id the event carries and the runtime
+// whose layout named it (the mechanism derived both from the cgroup path).
+func (w *procLine) container(x *events.ExecInfo) {
+	w.b = append(w.b, `,"container":{"id":`...)
+	w.b = jsonx.AppendString(w.b, x.ContainerID)
+	if x.ContainerRuntime != "" {
+		w.str(`,"runtime":`, x.ContainerRuntime)
 	}
+	w.b = append(w.b, '}')
 }
 
 // instance writes the pid (its key already written), and the token with

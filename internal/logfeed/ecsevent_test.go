@@ -51,6 +51,7 @@ func richExec() events.Event {
 	ev.Ctx.StdTTY = true
 	ev.Exec.Cgroup = "/system.slice/docker-0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef.scope"
 	ev.Exec.ContainerID = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
+	ev.Exec.ContainerRuntime = "docker"
 	ev.Exec.ArgsTruncated, ev.Exec.ArgsSize = true, 99999
 	ev.Exec.ExeTruncated, ev.Exec.CwdTruncated, ev.Exec.CgroupTruncated = true, true, true
 	ev.Parent.Exec.ArgsRedacted = true
@@ -131,9 +132,14 @@ func TestProcessLineEncoders(t *testing.T) {
 			ev.Argv = []string{strings.Repeat("é", DefaultArgsBytes)}
 			return ev
 		}},
-		{"no container match", ActionProcessExec, func() events.Event {
+		{"no container", ActionProcessExec, func() events.Event {
 			ev := richExec()
-			ev.Exec.ContainerID = ""
+			ev.Exec.ContainerID, ev.Exec.ContainerRuntime = "", ""
+			return ev
+		}},
+		{"container of unknown runtime", ActionProcessExec, func() events.Event {
+			ev := richExec()
+			ev.Exec.ContainerRuntime = ""
 			return ev
 		}},
 	}

@@ -6,7 +6,6 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/procsupervisor/supervisor/internal/container"
 	"github.com/procsupervisor/supervisor/internal/events"
 	"github.com/procsupervisor/supervisor/internal/token"
 	"github.com/procsupervisor/supervisor/internal/userdb"
@@ -127,8 +126,12 @@ func leaderDict(p *zerolog.Event, pid int32, tok token.Token) *zerolog.Event {
 // line's container object to e.
 func (c *capture) ecsExec(e, p *zerolog.Event, ev *events.Event, limit int) {
 	c.ecsImage(p, ev.Argv, &ev.Exec, limit)
-	if id, rt, ok := container.ID(ev.Exec.Cgroup); ok && id == ev.Exec.ContainerID {
-		e.Dict("container", e.CreateDict().Str("id", id).Str("runtime", string(rt)))
+	if x := &ev.Exec; x.ContainerID != "" {
+		d := e.CreateDict().Str("id", x.ContainerID)
+		if x.ContainerRuntime != "" {
+			d.Str("runtime", x.ContainerRuntime)
+		}
+		e.Dict("container", d)
 	}
 }
 

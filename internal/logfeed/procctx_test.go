@@ -30,7 +30,7 @@ func contextEvents(pe *procEvents) []events.Event {
 		Token: pe.child, ParentToken: pe.parent, Comm: [16]byte{'e', 'n', 'v'},
 		Exe: "/usr/bin/env", Argv: []string{"env", "a b", "", "x\ny"}, Ctx: ctx,
 		Exec: events.ExecInfo{Cwd: "/home/u/w", Cgroup: "/system.slice/docker-" + testContainerID + ".scope",
-			ContainerID: testContainerID, ArgsCount: 9, ArgsSize: 70000, ArgsTruncated: true}}
+			ContainerID: testContainerID, ContainerRuntime: "docker", ArgsCount: 9, ArgsSize: 70000, ArgsTruncated: true}}
 	fork.Parent = &events.Desc{Comm: [16]byte{'i', 'n', 'i', 't'}}
 	pctx := ctx
 	pctx.EUID, pctx.UID, pctx.EGID, pctx.NSPid, pctx.StdTTY = 1000, 1000, 100, 7, false
@@ -238,6 +238,29 @@ func TestInvalidUTF8Marked(t *testing.T) {
 		}
 		if got, ok := get(lines[1], key); ok {
 			t.Errorf("%s: UTF-8 texts have %s = %v", schema, key, got)
+		}
+	}
+}
+
+// TestContainerFromCutPath: the container a mechanism named is written
+// even when the cgroup path it kept is cut below the container's scope
+// (a process nested past the eBPF walk's bound: the id came from the top
+// levels the program read beside the path). The ECS line once re-derived
+// the id from the kept path, found none there, and wrote no container.
+func TestContainerFromCutPath(t *testing.T) {
+	ev := events.Event{Kind: events.Exec, Pid: 9, Mechanism: events.EBPF, Argv: []string{"true"},
+		Exec: events.ExecInfo{Cgroup: "n30/n31", CgroupTruncated: true,
+			ContainerID: testContainerID, ContainerRuntime: "docker"}}
+	for _, schema := range []string{SchemaECS, SchemaOCSF} {
+		lines, _ := linesOf(t, schema, &ev)
+		want := map[string]any{"container.id": testContainerID, "container.runtime": "docker"}
+		if schema == SchemaOCSF {
+			want = map[string]any{"process.container.uid": testContainerID}
+		}
+		for k, v := range want {
+			if got, _ := get(lines[0], k); got != v {
+				t.Errorf("%s: %s = %v, want %v", schema, k, got, v)
+			}
 		}
 	}
 }

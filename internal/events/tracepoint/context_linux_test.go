@@ -436,7 +436,7 @@ func TestIntegrationContextContainer(t *testing.T) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: fd}
 	ev := c.runExec(t, cmd)
 	wantPath := strings.TrimPrefix(dir, root)
-	if ev.Exec.Cgroup != wantPath || ev.Exec.ContainerID != id || ev.Ctx.CgroupID != st.Ino {
+	if ev.Exec.Cgroup != wantPath || ev.Exec.ContainerID != id || ev.Exec.ContainerRuntime != "docker" || ev.Ctx.CgroupID != st.Ino {
 		t.Errorf("cgroup %q id %d container %q, want %q %d %q", ev.Exec.Cgroup, ev.Ctx.CgroupID, ev.Exec.ContainerID, wantPath, st.Ino, id)
 	}
 	if got, _, _ := container.ID(wantPath); got != id {
@@ -464,9 +464,9 @@ func TestIntegrationContextContainer(t *testing.T) {
 	cmd = exec.Command("/bin/true")
 	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: dfd}
 	ev = c.runExec(t, cmd)
-	if wantPath := strings.TrimPrefix(deep, root+"/"); !ev.Exec.CgroupTruncated || !strings.HasSuffix(wantPath, ev.Exec.Cgroup) || ev.Exec.ContainerID != id {
-		t.Errorf("deep: cgroup %q (truncated %v) container %q, want a suffix of %q, truncated, and %q",
-			ev.Exec.Cgroup, ev.Exec.CgroupTruncated, ev.Exec.ContainerID, wantPath, id)
+	if wantPath := strings.TrimPrefix(deep, root+"/"); !ev.Exec.CgroupTruncated || !strings.HasSuffix(wantPath, ev.Exec.Cgroup) || ev.Exec.ContainerID != id || ev.Exec.ContainerRuntime != "docker" {
+		t.Errorf("deep: cgroup %q (truncated %v) container %q (%q), want a suffix of %q, truncated, and %q (docker)",
+			ev.Exec.Cgroup, ev.Exec.CgroupTruncated, ev.Exec.ContainerID, ev.Exec.ContainerRuntime, wantPath, id)
 	}
 	// The test's own exec children are in no container.
 	ev2 := c.runExec(t, exec.Command("/bin/true"))

@@ -272,7 +272,9 @@ func decodeExec(b []byte, ev *events.Event) error {
 	sb.Write(args)
 	ps := sb.String()
 	ev.Exe, x.Cwd, x.Cgroup = ps[:ends[0]], ps[ends[0]:ends[1]], ps[ends[1]:ends[2]]
-	x.ContainerID = containerID(x.Cgroup, x.CgroupTruncated, top)
+	var rt container.Runtime
+	x.ContainerID, rt = containerID(x.Cgroup, x.CgroupTruncated, top)
+	x.ContainerRuntime = string(rt)
 
 	if len(args) > 0 {
 		ev.Argv = events.SplitArgString(ps[ends[2]:])
@@ -286,19 +288,19 @@ func decodeExec(b []byte, ev *events.Event) error {
 // container runtimes put their scopes near the root, so a process that
 // nests cgroups past the walk's bound is not taken out of its container.
 // Only the cut case allocates (the top's path).
-func containerID(cgroup string, truncated bool, top []byte) string {
-	if id, _, ok := container.ID(cgroup); ok {
-		return id
+func containerID(cgroup string, truncated bool, top []byte) (id string, rt container.Runtime) {
+	if id, rt, ok := container.ID(cgroup); ok {
+		return id, rt
 	}
 	if !truncated || len(top) == 0 {
-		return ""
+		return "", ""
 	}
 	var sb strings.Builder
 	appendPath(&sb, top, false)
-	if id, _, ok := container.ID(sb.String()); ok {
-		return id
+	if id, rt, ok := container.ID(sb.String()); ok {
+		return id, rt
 	}
-	return ""
+	return "", ""
 }
 
 // appendPath writes the path whose names the program wrote leaf first,

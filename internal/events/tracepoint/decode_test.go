@@ -169,21 +169,21 @@ func TestDecode(t *testing.T) {
 	wantFull := events.Event{Kind: events.Exec, Mechanism: events.EBPF, Pid: 42, PPid: 41,
 		Token: tok(500, 7001), ParentToken: tok(400, 7000), Comm: comm("true"), Time: 100,
 		Exe: "/usr/bin/true", Argv: []string{"true", "", "a b", "x\ny"}, Ctx: wantCtx,
-		Exec: events.ExecInfo{Cwd: "/", Cgroup: "/system.slice/docker-" + cid + ".scope", ContainerID: cid,
+		Exec: events.ExecInfo{Cwd: "/", Cgroup: "/system.slice/docker-" + cid + ".scope", ContainerID: cid, ContainerRuntime: "docker",
 			ArgsCount: 4, ArgsSize: 17}}
 	wantTrunc := events.Event{Kind: events.Exec, Mechanism: events.EBPF, Pid: 42, PPid: 41,
 		Token: tok(500, 7001), ParentToken: tok(400, 7000), Comm: comm("true"), Time: 100,
 		Exe: "/bin/sh", Argv: []string{"sh", "-c", "ech"}, Ctx: wantCtx,
-		Exec: events.ExecInfo{Cwd: "b/c", Cgroup: "docker-" + cid + ".scope", ContainerID: cid,
+		Exec: events.ExecInfo{Cwd: "b/c", Cgroup: "docker-" + cid + ".scope", ContainerID: cid, ContainerRuntime: "docker",
 			ArgsCount: 3, ArgsSize: 9000, ArgsTruncated: true, CwdTruncated: true, CgroupTruncated: true}}
 	wantDeep := events.Event{Kind: events.Exec, Mechanism: events.EBPF, Pid: 42, PPid: 41,
 		Token: tok(500, 7001), ParentToken: tok(400, 7000), Comm: comm("true"), Time: 100,
 		Exe: "/bin/sh", Argv: []string{"sh"}, Ctx: wantCtx,
-		Exec: events.ExecInfo{Cwd: "/", Cgroup: "n8/n9", ContainerID: cid, ArgsCount: 1, ArgsSize: 3, CgroupTruncated: true}}
+		Exec: events.ExecInfo{Cwd: "/", Cgroup: "n8/n9", ContainerID: cid, ContainerRuntime: "docker", ArgsCount: 1, ArgsSize: 3, CgroupTruncated: true}}
 	wantNested := wantDeep
-	wantNested.Exec.Cgroup, wantNested.Exec.ContainerID = "libpod-"+inner+".scope/n9", inner
+	wantNested.Exec.Cgroup, wantNested.Exec.ContainerID, wantNested.Exec.ContainerRuntime = "libpod-"+inner+".scope/n9", inner, "podman"
 	wantNotCut := wantDeep
-	wantNotCut.Exec.Cgroup, wantNotCut.Exec.ContainerID, wantNotCut.Exec.CgroupTruncated = "/n8/n9", "", false
+	wantNotCut.Exec.Cgroup, wantNotCut.Exec.ContainerID, wantNotCut.Exec.ContainerRuntime, wantNotCut.Exec.CgroupTruncated = "/n8/n9", "", "", false
 	wantNoExe := events.Event{Kind: events.Exec, Mechanism: events.EBPF, Pid: 42, PPid: 41,
 		Token: tok(500, 7001), ParentToken: tok(400, 7000), Comm: comm("true"), Time: 100,
 		Ctx: wantNoLeaders, Exec: events.ExecInfo{Cwd: "/tmp", Cgroup: "/"}}
