@@ -22,8 +22,13 @@ import (
 // when set.
 // args_redacted marks arguments a redaction pattern rewrote. A byte that is
 // not part of valid UTF-8 is written as U+FFFD (as the log feed writes it),
-// so the object is always valid JSON and such a name never reads as
-// another, valid one. AppendJSON does not allocate when b has room.
+// so the object is always valid JSON, and invalid_utf8 lists the keys of
+// the texts that held such bytes (comm, exe, argv, working_directory,
+// cgroup, and the parent's as parent.comm, ...), so such a name never reads
+// as another, valid one: as the log feed marks them. A character cut at
+// the end of a cut text (the kernel's 15-byte name, a vector cut at its
+// bound) is the cut's, and not listed. AppendJSON does not allocate when b
+// has room.
 func AppendJSON(b []byte, ev *Event) []byte {
 	b = append(b, `{"kind":"`...)
 	b = append(b, ev.Kind.String()...)
@@ -44,7 +49,8 @@ func AppendJSON(b []byte, ev *Event) []byte {
 	b = append(b, `,"parent_token":`...)
 	b = appendTokenJSON(b, ev.ParentToken)
 	b = append(b, `,"comm":`...)
-	b = appendJSONString(b, ev.Comm[:clen(ev.Comm[:])])
+	var bad badText
+	b, bad = appendCommJSON(b, &ev.Comm)
 	if ev.Kind == Exit {
 		b = append(b, `,"exit_code":`...)
 		if code, ok := ev.Exited(); ok {
@@ -62,26 +68,90 @@ func AppendJSON(b []byte, ev *Event) []byte {
 			b = append(b, `,"tid":`...)
 			b = strconv.AppendInt(b, int64(ev.Tid), 10)
 		}
-		b = appendImageJSON(b, ev.Exe, ev.Argv, &ev.Exec)
+		var img badText
+		b, img = appendImageJSON(b, ev.Exe, ev.Argv, &ev.Exec)
+		bad |= img
 	}
 	if ev.Ctx.Valid {
 		b = appendContextJSON(b, &ev.Ctx)
 	}
 	if ev.Parent != nil {
-		b = appendParentJSON(b, ev.Parent)
+		var pb badText
+		b, pb = appendParentJSON(b, ev.Parent)
+		bad |= pb << parentShift
 	}
 	if ev.Inferred {
 		b = append(b, `,"inferred":true`...)
 	}
+	if bad != 0 {
+		b = appendBadJSON(b, bad)
+	}
 	return append(b, '}')
 }
 
+// badText has a bit for each text of an object that held bytes that are
+// not UTF-8 (each written as U+FFFD): its own, then, shifted by
+// parentShift, the parent's.
+type badText uint16
+
+const (
+	badComm badText = 1 << iota
+	badExe
+	badArgv
+	badCwd
+	badCgroup
+	parentShift = iota
+)
+
+// badKeys names the texts of badText's bits, the parent's after the
+// process's own, as invalid_utf8 lists them.
+var badKeys = [...]string{
+	"comm", "exe", "argv", "working_directory", "cgroup",
+	"parent.comm", "parent.exe", "parent.argv", "parent.working_directory", "parent.cgroup",
+}
+
+// appendBadJSON appends "invalid_utf8", the keys of bad's texts.
+func appendBadJSON(b []byte, bad badText) []byte {
+	b = append(b, `,"invalid_utf8":[`...)
+	first := true
+	for i, k := range badKeys {
+		if bad&(1<<i) == 0 {
+			continue
+		}
+		if !first {
+			b = append(b, ',')
+		}
+		first = false
+		b = append(b, '"')
+		b = append(b, k...)
+		b = append(b, '"')
+	}
+	return append(b, ']')
+}
+
+// appendCommJSON appends the process name, and badComm when it is not
+// UTF-8. The kernel cuts a name at 15 bytes (TASK_COMM_LEN less its NUL):
+// a character cut there is the cut's, not a byte that is not UTF-8.
+func appendCommJSON(b []byte, comm *[16]byte) ([]byte, badText) {
+	name := comm[:clen(comm[:])]
+	b, ok := appendJSONStringOK(b, name)
+	if ok || len(name) == len(comm)-1 && jsonx.ValidCut(string(name)) {
+		return b, 0
+	}
+	return b, badComm
+}
+
 // appendImageJSON appends exe and argv where known, then what the exec
-// captured beside them.
-func appendImageJSON(b []byte, exe string, argv []string, x *ExecInfo) []byte {
+// captured beside them, and returns which texts were not UTF-8 (the last
+// argument of a vector cut at a bound may end in a cut character).
+func appendImageJSON(b []byte, exe string, argv []string, x *ExecInfo) ([]byte, badText) {
+	var bad badText
 	if exe != "" {
+		var ok bool
 		b = append(b, `,"exe":`...)
-		b = appendJSONString(b, []byte(exe))
+		if b, ok = appendJSONStringOK(b, []byte(exe)); !ok {
+			bad |= badExe
+		}
 	}
 	if len(argv) > 0 {
 		b = append(b, `,"argv":[`...)
@@ -89,17 +159,24 @@ func appendImageJSON(b []byte, exe string, argv []string, x *ExecInfo) []byte {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendJSONString(b, []byte(a))
+			var ok bool
+			if b, ok = appendJSONStringOK(b, []byte(a)); !ok && (i < len(argv)-1 || !x.ArgsTruncated || !jsonx.ValidCut(a)) {
+				bad |= badArgv
+			}
 		}
 		b = append(b, ']')
 	}
-	return appendExecJSON(b, x)
+	b, xb := appendExecJSON(b, x)
+	return b, bad | xb
 }
 
 // appendExecJSON appends what an exec captured beside exe and argv, with
 // the names ECS gives them under process (args_count, working_directory),
-// container.id, and the cgroup path and truncation marks.
-func appendExecJSON(b []byte, x *ExecInfo) []byte {
+// container.id, and the cgroup path and truncation marks; it returns which
+// of its texts were not UTF-8.
+func appendExecJSON(b []byte, x *ExecInfo) ([]byte, badText) {
+	var bad badText
+	var ok bool
 	if x.ArgsCount > 0 {
 		b = append(b, `,"args_count":`...)
 		b = strconv.AppendInt(b, int64(x.ArgsCount), 10)
@@ -116,14 +193,18 @@ func appendExecJSON(b []byte, x *ExecInfo) []byte {
 	}
 	if x.Cwd != "" {
 		b = append(b, `,"working_directory":`...)
-		b = appendJSONString(b, []byte(x.Cwd))
+		if b, ok = appendJSONStringOK(b, []byte(x.Cwd)); !ok {
+			bad |= badCwd
+		}
 		if x.CwdTruncated {
 			b = append(b, `,"working_directory_truncated":true`...)
 		}
 	}
 	if x.Cgroup != "" {
 		b = append(b, `,"cgroup":`...)
-		b = appendJSONString(b, []byte(x.Cgroup))
+		if b, ok = appendJSONStringOK(b, []byte(x.Cgroup)); !ok {
+			bad |= badCgroup
+		}
 		if x.CgroupTruncated {
 			b = append(b, `,"cgroup_truncated":true`...)
 		}
@@ -137,20 +218,22 @@ func appendExecJSON(b []byte, x *ExecInfo) []byte {
 		}
 		b = append(b, '}')
 	}
-	return b
+	return b, bad
 }
 
 // appendParentJSON appends the parent's description as "parent": the
 // fields ECS defines under process.parent, with the keys of the event's
 // own (comm, exe, argv, args_count, working_directory, the marks, user,
 // real_user and group ids, group_leader, interactive, vpid); its pid and
-// token are the event's ppid and parent_token.
-func appendParentJSON(b []byte, p *Desc) []byte {
+// token are the event's ppid and parent_token. It returns which texts were
+// not UTF-8.
+func appendParentJSON(b []byte, p *Desc) ([]byte, badText) {
 	b = append(b, `,"parent":{"comm":`...)
-	b = appendJSONString(b, p.Comm[:clen(p.Comm[:])])
+	b, bad := appendCommJSON(b, &p.Comm)
 	x := p.Exec
 	x.Cgroup, x.ContainerID, x.ContainerRuntime = "", "", "" // the parent's cgroup is not asked for
-	b = appendImageJSON(b, p.Exe, p.Argv, &x)
+	b, img := appendImageJSON(b, p.Exe, p.Argv, &x)
+	bad |= img
 	if c := &p.Ctx; c.Valid {
 		b = append(b, `,"user":{"id":"`...)
 		b = strconv.AppendUint(b, uint64(c.EUID), 10)
@@ -165,7 +248,7 @@ func appendParentJSON(b []byte, p *Desc) []byte {
 		b = append(b, `,"vpid":`...)
 		b = strconv.AppendInt(b, int64(c.NSPid), 10)
 	}
-	return append(b, '}')
+	return append(b, '}'), bad
 }
 
 // appendLeaderJSON appends "key":{"pid":pid,"entity_id":t}.
@@ -263,6 +346,14 @@ func clen(b []byte) int {
 // valid JSON. Not as \u00XX: that is the character U+00XX, so a name with
 // the byte 0xff would decode as one with ÿ, another valid name.
 func appendJSONString(b, s []byte) []byte {
+	b, _ = appendJSONStringOK(b, s)
+	return b
+}
+
+// appendJSONStringOK is appendJSONString, and reports whether s was UTF-8
+// (false when a byte was written as \ufffd).
+func appendJSONStringOK(b, s []byte) ([]byte, bool) {
+	valid := true
 	const hex = "0123456789abcdef"
 	b = append(b, '"')
 	for i := 0; i < len(s); {
@@ -285,6 +376,7 @@ func appendJSONString(b, s []byte) []byte {
 			r, n := decodeRune(s[i:])
 			if r < 0 {
 				b = append(b, `\ufffd`...)
+				valid = false
 				i++
 				continue
 			}
@@ -294,7 +386,7 @@ func appendJSONString(b, s []byte) []byte {
 		}
 		i++
 	}
-	return append(b, '"')
+	return append(b, '"'), valid
 }
 
 // decodeRune returns the rune at the start of b and its length, or -1 and 1

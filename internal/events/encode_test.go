@@ -106,7 +106,27 @@ var encodeCases = []struct {
 	{
 		name:     "comm and exe that need escaping",
 		ev:       Event{Kind: Exec, Mechanism: EBPF, Pid: 3, Token: testTok, Comm: comm("a\"b\\\x01\xff"), Exe: "/tmp/\x7fé"},
-		wantJSON: `{"kind":"exec","mechanism":"ebpf","pid":3,"ppid":0,"token":"` + testTokText + `","parent_token":null,"comm":"a\"b\\\u0001\ufffd","exe":"/tmp/\u007fé"}`,
+		wantJSON: `{"kind":"exec","mechanism":"ebpf","pid":3,"ppid":0,"token":"` + testTokText + `","parent_token":null,"comm":"a\"b\\\u0001\ufffd","exe":"/tmp/\u007fé","invalid_utf8":["comm"]}`,
+	},
+	{
+		// A name cut by the kernel at 15 bytes inside é, and a vector cut
+		// at its bound inside é: cut, not marked as not UTF-8. The
+		// parent's executable and arguments that are not UTF-8 are.
+		name: "cut texts, and a parent's that are not UTF-8",
+		ev: Event{Kind: Exec, Mechanism: EBPF, Pid: 3, Token: testTok, Comm: comm("abcdefghijklmn\xc3"),
+			Argv: []string{"x", "\xc3"}, Exec: ExecInfo{ArgsCount: 2, ArgsSize: 9, ArgsTruncated: true},
+			Parent: &Desc{Comm: comm("sh"), Exe: "/bin/\xff", Argv: []string{"sh", "\xfe", "\xc3"}}},
+		wantJSON: `{"kind":"exec","mechanism":"ebpf","pid":3,"ppid":0,"token":"` + testTokText + `","parent_token":null,"comm":"abcdefghijklmn\ufffd",` +
+			`"argv":["x","\ufffd"],"args_count":2,"args_truncated":true,"args_size":9,` +
+			`"parent":{"comm":"sh","exe":"/bin/\ufffd","argv":["sh","\ufffd","\ufffd"]},"invalid_utf8":["parent.exe","parent.argv"]}`,
+	},
+	{
+		// Not cut: a short name, and the last argument of a whole vector.
+		name: "texts that are not UTF-8",
+		ev: Event{Kind: Exec, Mechanism: EBPF, Pid: 3, Token: testTok, Comm: comm("ab\xc3"),
+			Argv: []string{"x", "\xc3"}, Exec: ExecInfo{Cwd: "/\xff", Cgroup: "/a\xff"}},
+		wantJSON: `{"kind":"exec","mechanism":"ebpf","pid":3,"ppid":0,"token":"` + testTokText + `","parent_token":null,"comm":"ab\ufffd",` +
+			`"argv":["x","\ufffd"],"working_directory":"/\ufffd","cgroup":"/a\ufffd","invalid_utf8":["comm","argv","working_directory","cgroup"]}`,
 	},
 }
 

@@ -143,3 +143,19 @@ func AppendEscapedUTF8(b []byte, s string) ([]byte, bool) {
 	}
 	return append(b, s[start:]...), valid
 }
+
+// ValidCut reports whether s is UTF-8 but for the first bytes of one
+// character at its end, where something cut it (the kernel's 15-byte
+// process name, an argument vector cut at a bound): such a text is marked
+// as cut, not as holding bytes that are not UTF-8.
+func ValidCut(s string) bool {
+	if utf8.ValidString(s) {
+		return true
+	}
+	for i := len(s) - 1; i >= 0 && i >= len(s)-utf8.UTFMax+1; i-- {
+		if utf8.RuneStart(s[i]) {
+			return !utf8.FullRuneInString(s[i:]) && utf8.ValidString(s[:i])
+		}
+	}
+	return false
+}

@@ -333,7 +333,7 @@ func (w *procLine) image(argv []string, x *events.ExecInfo) (bad badText) {
 			if len(a) > budget {
 				b = jsonx.AppendEscaped(b, a[:budget])
 				b = append(b, '"')
-				if !validCut(a[:budget]) {
+				if !jsonx.ValidCut(a[:budget]) {
 					bad |= badArgs
 				}
 				break

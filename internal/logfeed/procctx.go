@@ -9,6 +9,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/procsupervisor/supervisor/internal/events"
+	"github.com/procsupervisor/supervisor/internal/jsonx"
 	"github.com/procsupervisor/supervisor/internal/userdb"
 )
 
@@ -123,7 +124,7 @@ func imageBad(comm *[16]byte, exe string, argv []string, cwd string, limit int) 
 	budget := limit
 	for _, a := range argv {
 		if len(a) > budget {
-			if !validCut(a[:budget]) {
+			if !jsonx.ValidCut(a[:budget]) {
 				bad |= badArgs
 			}
 			break
@@ -145,24 +146,10 @@ func imageBad(comm *[16]byte, exe string, argv []string, cwd string, limit int) 
 // cut.
 func nameBad(comm *[16]byte) badText {
 	name := unsafe.String(&comm[0], len(commBytes(comm)))
-	if len(name) < len(comm)-1 && !utf8.ValidString(name) || !validCut(name) {
+	if len(name) < len(comm)-1 && !utf8.ValidString(name) || !jsonx.ValidCut(name) {
 		return badName
 	}
 	return 0
-}
-
-// validCut reports whether s is UTF-8 but for the first bytes of one
-// character at its end, where something cut it.
-func validCut(s string) bool {
-	if utf8.ValidString(s) {
-		return true
-	}
-	for i := len(s) - 1; i >= 0 && i >= len(s)-utf8.UTFMax+1; i-- {
-		if utf8.RuneStart(s[i]) {
-			return !utf8.FullRuneInString(s[i:]) && utf8.ValidString(s[:i])
-		}
-	}
-	return false
 }
 
 // badFieldList adds the fields of bad to s as invalid_utf8.
