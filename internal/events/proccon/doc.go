@@ -24,6 +24,18 @@
 // slack cannot be told apart by ticks; the pidfs inode then names the
 // newcomer, which a later comparison with a claim's token exposes.
 //
+// An exec needs more: the process may exec, exit and have its pid reissued
+// (clone3 set_tid, ns_last_pid) within the tick of slack, and the newcomer,
+// a fresh fork showing its parent's arguments, must not get the exec and
+// with it the exec context the tracker reads. The kernel sends a process's
+// exit before its pid can be reissued, so until then every event is of
+// the instance that holds the pid: an exec of a process whose fork the
+// source saw (no loss since) keeps its token only when it is the fork's
+// (the pidfs inode tells two instances of one tick apart), and none when
+// the fork could not be bound; an exec of any other process keeps it only
+// when the process started two ticks or more before the exec (a successor
+// started after it).
+//
 // No silent loss, by construction: the kernel numbers the messages it
 // sends from each CPU (cn_msg.seq, a per-CPU counter taken with preemption
 // off, so one CPU's messages are queued in order), and every listener

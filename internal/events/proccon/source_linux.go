@@ -123,9 +123,10 @@ const maxCPU = 1 << 16
 // creation and the exit of each of its threads since, so it knows when the
 // last one exits without asking /proc.
 type group struct {
-	born     uint64 // event time of its fork
-	threads  int32  // live threads: the leader, plus threads created, less threads exited
-	threaded bool   // a thread was created in it
+	born     uint64      // event time of its fork
+	threads  int32       // live threads: the leader, plus threads created, less threads exited
+	threaded bool        // a thread was created in it
+	tok      token.Token // the fork's token; zero when the fork could not be bound
 }
 
 // exitMark remembers the exit reported for a thread group, so the exit
@@ -851,11 +852,11 @@ func (s *Source) handle(r *rawEvent, ev *events.Event) bool {
 			return false
 		}
 		s.noteBirth(child, r.ts)
-		if !s.lossPending {
-			s.groups[child] = group{born: r.ts, threads: 1}
-		}
 		*ev = events.Event{Kind: events.Fork, Mechanism: events.Netlink, Pid: child, PPid: parent, Time: s.bootNs(r.ts)}
 		s.identify(ev, parent, r.ts)
+		if !s.lossPending {
+			s.groups[child] = group{born: r.ts, threads: 1, tok: ev.Token}
+		}
 		return true
 	case whatExec:
 		pid, tgid := int32(r.data[execPid]), int32(r.data[execTgid])
@@ -868,6 +869,9 @@ func (s *Source) handle(r *rawEvent, ev *events.Event) bool {
 			ev.Tid = pid
 		}
 		s.identify(ev, -1, r.ts)
+		if !s.execProven(ev, r.ts) {
+			ev.Token, ev.Comm, ev.PPid = token.Token{}, [16]byte{}, 0
+		}
 		return true
 	case whatExit:
 		pid, tgid := int32(r.data[exitPid]), int32(r.data[exitTgid])
@@ -943,6 +947,32 @@ func (s *Source) identify(ev *events.Event, parent int32, ts uint64) {
 	}
 	ev.Token = token.Token{Boot: s.boot, Start: st.StartTime, Ino: s.pi.Ino, Prec: token.Ticks}
 	ev.Comm = st.Comm
+}
+
+// execProven reports whether the instance identify bound for the exec
+// event ev at ts is the one that exec'd, not a successor: the exec'ing
+// process may have exited since, been reaped, and its pid been reissued
+// (clone3 set_tid, ns_last_pid) within the tick of slack identify allows;
+// its successor (a fresh fork that has not exec'd yet shows its parent's
+// arguments) would then get the exec, its token and its context. The
+// kernel sends a process's exit before its pid can be reissued, so every
+// event before that exit is of the instance that held the pid: a process
+// whose fork the source observed (no loss since) is proven by the fork's
+// token (the pidfs inode tells two instances of one tick apart), and one
+// whose fork went unbound (gone or reparented at the read) is not proven
+// at all. Any other was born before the source or its last loss: a
+// successor was born after the exec, so a start time two ticks before the
+// exec's (one for the clock conversion) proves it; a later one does not.
+// A token that does not hold is dropped: the exec is then the graph's
+// live instance's, and the event carries no context.
+func (s *Source) execProven(ev *events.Event, ts uint64) bool {
+	if ev.Token.IsZero() {
+		return true
+	}
+	if g, ok := s.groups[ev.Pid]; ok && ts >= g.born {
+		return !g.tok.IsZero() && g.tok.Start == ev.Token.Start && g.tok.Ino == ev.Token.Ino
+	}
+	return ev.Token.Start+2 <= s.ticks(ts)
 }
 
 // liveness is what /proc says of a thread group after one of its threads
