@@ -20,14 +20,23 @@
 // Limits: this reads after the fact, so it is a description of the process
 // when it was read, not at the exec. A process already gone (or a zombie)
 // gets no context at all (Context.Valid false, no argv, no paths), never
-// its parent's or a successor's. A process that exec'd again between the
-// event and the read is described as its newer program: the start time does
-// not change across exec, so only the event stream can tell (the tracker
-// drops the context when netlink has the later exec queued,
-// proccon.Source.ExecFollows), but for a process its tracer holds inside
-// an exec, before the kernel sends the message: Fill reads that one as
-// nothing (ErrInExec). Leader tokens are left zero (the lineage
-// graph knows them); supplementary groups stop at events.MaxGroups.
+// its parent's or a successor's. What the process changed of itself between
+// the exec and the read only the event stream can tell (the start time does
+// not change): the tracker asks netlink (proccon.Source.Follows) after the
+// read and drops what the kernel reported changed, all of it when the
+// process exec'd again or when the look-ahead could not see the whole
+// queue, the Context when it changed its ids or started a session
+// (setuid, setgid and kin, setsid), the name when it renamed itself. A
+// process its tracer holds inside an exec, before the kernel sends the
+// message, Fill reads as nothing (ErrInExec). What the kernel does not
+// report is as read, not proven to be the exec's: the working directory
+// (chdir), the arguments (a process may rewrite them in its memory), the
+// supplementary groups (setgroups alone), the process group (setpgid
+// alone), the cgroup and container (a move), the audit login id (written
+// once). A process's own pid namespace and namespace pid do not change
+// after its start (unshare and setns of a pid namespace apply to its
+// children). Leader tokens are left zero (the lineage graph knows them);
+// supplementary groups stop at events.MaxGroups.
 package procctx
 
 import (

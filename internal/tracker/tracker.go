@@ -18,6 +18,7 @@ import (
 	"sync/atomic"
 
 	"github.com/procsupervisor/supervisor/internal/events"
+	"github.com/procsupervisor/supervisor/internal/events/proccon"
 	"github.com/procsupervisor/supervisor/internal/execcache"
 	"github.com/procsupervisor/supervisor/internal/fallback"
 	"github.com/procsupervisor/supervisor/internal/lineage"
@@ -92,11 +93,11 @@ type Tracker struct {
 	blobsMu sync.Mutex
 }
 
-// execFollower is a source that can tell, after /proc was read for an
-// exec event, that the process has exec'd again since the event
-// (proccon.Source.ExecFollows): /proc then showed a later program.
-type execFollower interface {
-	ExecFollows(pid int32) bool
+// follower is a source that can tell, after /proc was read for an exec
+// event, what the process did since the event that /proc then showed
+// instead of what it was at the exec (proccon.Source.Follows).
+type follower interface {
+	Follows(pid int32) proccon.Follow
 }
 
 // execBlobSwitch is a source whose exec events carry what its program
@@ -175,15 +176,32 @@ func (t *Tracker) drain() {
 	}
 }
 
-// fill reads ev's context from /proc. A process gone meanwhile gets none;
-// so does an exec whose process has exec'd again since (what /proc showed
-// is the later program: its own exec event will carry it).
+// fill reads ev's context from /proc. A process gone meanwhile gets none.
+// What the source saw the process change since the exec is absent: all of
+// it when it exec'd again (what /proc showed is the later program: its own
+// exec event will carry it) or when the source could not see whether it
+// did (netlink's look-ahead did not reach the end of the queue), the ids, session and the rest of the Context
+// when it changed its ids or started a session, the name when it renamed
+// itself. What no source reports (a chdir, arguments rewritten in memory,
+// setgroups or setpgid alone, a cgroup move) is as /proc showed it at the
+// read (see procctx).
 func (t *Tracker) fill(ev *events.Event) {
 	if t.ctxr.Fill(ev) != nil {
 		return // gone: the event carries no context
 	}
-	if f, ok := t.src.(execFollower); ok && ev.Kind == events.Exec && f.ExecFollows(ev.Pid) {
+	f, ok := t.src.(follower)
+	if !ok || ev.Kind != events.Exec {
+		return
+	}
+	changed := f.Follows(ev.Pid)
+	if changed&(proccon.FollowExec|proccon.FollowUnknown) != 0 {
 		ev.Exe, ev.Argv, ev.Exec, ev.Ctx = "", nil, events.ExecInfo{}, events.Context{}
+	}
+	if changed&proccon.FollowIDs != 0 {
+		ev.Ctx = events.Context{}
+	}
+	if changed&proccon.FollowComm != 0 {
+		ev.Comm = [16]byte{}
 	}
 }
 

@@ -103,13 +103,16 @@
 // buffer is raised to 8 MiB (SO_RCVBUFFORCE as root) to make loss rare.
 //
 // Looking ahead: a consumer that reads /proc for an exec event (the
-// tracker's exec context) asks ExecFollows afterwards whether an exec of
-// the same process is already queued behind it; /proc then showed the
-// later program. ExecFollows parses the messages received and not yet
-// read, then receives what the socket queued since, without waiting, into
-// a second batch that Read takes next (an overflow or error met there is
-// Read's, as if its own receive had met it). It sees at most 64 datagrams
-// past the batch being read.
+// tracker's exec context) asks Follows afterwards what the kernel queued of
+// the same process behind it: an exec (/proc showed the later program), a
+// change of its ids or session, a rename (what /proc showed of those is
+// not what they were at the exec). Follows parses the messages received
+// and not yet read, then receives what the socket queued since, without
+// waiting, into a second batch that Read takes next (an overflow or error
+// met there is Read's, as if its own receive had met it). It sees at most
+// 64 datagrams past the batch being read. A change the kernel does not
+// report (chdir, setgroups or setpgid alone, a cgroup move, arguments
+// rewritten in memory) it cannot see.
 //
 // The proc connector serves only the initial pid and user namespaces; New
 // checks both and fails with events.ErrUnavailable elsewhere, as it does

@@ -82,12 +82,12 @@ type Source struct {
 	got   int
 	winAt uint64
 	// bat is the batch of datagrams Read takes from; ahead holds those
-	// ExecFollows received past it (Read takes them next); into is the
+	// Follows received past it (Read takes them next); into is the
 	// one recvmmsg fills.
 	bat, ahead, into *batchBuf
 	drops            uint32 // socket drop counter (SO_MEMINFO) at the last loss
 	lossPending      bool   // ENOBUFS seen, Lost not yet delivered
-	aheadErr         error  // a receive error ExecFollows met, for Read to return
+	aheadErr         error  // a receive error Follows met, for Read to return
 	replay           []byte // marshalled messages on the replay path
 
 	// Decode state, owned by the Read goroutine.
@@ -260,14 +260,15 @@ func (b *batchBuf) datagram(i int) ([]byte, bool) {
 	return b.slots[i*slotLen : i*slotLen+int(h.Len)], b.names[i].Family == unix.AF_NETLINK && b.names[i].Pid == 0
 }
 
-// execIn reports whether the datagrams from i on hold an exec of tgid.
-func (b *batchBuf) execIn(i int, tgid int32) bool {
+// followsIn reports what the datagrams from i on tell of process tgid.
+func (b *batchBuf) followsIn(i int, tgid int32) Follow {
+	var f Follow
 	for ; i < b.bn; i++ {
-		if d, ok := b.datagram(i); ok && execIn(d, tgid) {
-			return true
+		if d, ok := b.datagram(i); ok {
+			f |= followsIn(d, tgid)
 		}
 	}
-	return false
+	return f
 }
 
 // detach takes a kernel socket out of the runtime's poller (see sock).
@@ -557,74 +558,102 @@ func (s *Source) Read(ev *events.Event) error {
 	}
 }
 
-// ExecFollows reports whether the kernel has queued an exec of process
-// tgid after the message of the event Read returned last: the process has
-// run another program since, so what /proc shows of it is no longer that
-// event's program (the tracker then leaves the event's context absent).
-// Call it after reading /proc: an exec that replaced the program before
-// the read had queued its message by then, but for the few microseconds
-// between the new program's arguments being set up and the message. (A
-// process its tracer holds at the exec, PTRACE_EVENT_EXEC, stops before
-// the message: procctx fails such a read with ErrInExec.)
+// Follows reports what the kernel has queued of process tgid after the
+// message of the event Read returned last (see Follow): the process has
+// run another program, changed its ids or session, or renamed itself
+// since, so what /proc shows of it is no longer, in that respect, what
+// the event's process was (the tracker then leaves what it cannot prove
+// absent). Call it after reading /proc: a change made before the read had
+// queued its message by then, but for the few microseconds between the
+// kernel making the change and sending the message. (A process its tracer
+// holds at the exec, PTRACE_EVENT_EXEC, stops before the message: procctx
+// fails such a read with ErrInExec.) What the kernel does not report
+// cannot be seen here: a chdir, a setgroups or setpgid alone, a move to
+// another cgroup, arguments rewritten in the process's memory.
 //
 // It parses the messages received and not yet read, then receives what
 // the socket queued since, without waiting, into the look-ahead batch
 // (Read takes those next; an overflow or error met there is Read's, as if
 // its own receive had met it). It sees at most a batch (64 datagrams) past
-// the one being read, and receives nothing during an overflow (the Lost
-// event to come covers it): false means none seen. Read's goroutine only.
-func (s *Source) ExecFollows(tgid int32) bool {
+// the one being read: when more were queued, or messages were lost (an
+// overflow, or one during the look-ahead), it reports FollowUnknown, and
+// what it did not see may have happened. Read's goroutine only.
+func (s *Source) Follows(tgid int32) Follow {
 	if s.k == nil {
-		return false
+		return 0
 	}
-	if s.fromKernel && s.off < s.n && execIn(s.buf[s.off:s.n], tgid) {
-		return true
+	var f Follow
+	if s.fromKernel && s.off < s.n {
+		f |= followsIn(s.buf[s.off:s.n], tgid)
 	}
-	if s.bat.execIn(s.bat.bi, tgid) || s.ahead.execIn(0, tgid) {
-		return true
-	}
+	f |= s.bat.followsIn(s.bat.bi, tgid) | s.ahead.followsIn(0, tgid)
 	b := s.ahead
-	if b.bn == len(b.hdrs) || s.lossPending || s.aheadErr != nil {
-		return false
+	switch {
+	case f&FollowExec != 0:
+		return f
+	case b.bn == len(b.hdrs) || s.lossPending || s.aheadErr != nil:
+		return f | FollowUnknown
 	}
-	from := b.bn
+	from, room := b.bn, len(b.hdrs)-b.bn
 	s.into, s.rerr, s.rn, s.wait = b, 0, 0, false
 	if err := s.k.recv(s.readFn); err != nil {
-		return false // closed: Read sees it
+		return f | FollowUnknown // closed: Read sees it
 	}
 	switch s.rerr {
 	case 0:
 	case unix.EAGAIN:
-		return false
+		return f // the queue was empty: everything was seen
 	case unix.ENOBUFS:
 		// As Read does: the messages from here on may lie on either side
 		// of the gap.
 		s.lossPending = true
 		clear(s.groups)
-		return false
+		return f | FollowUnknown
 	default:
 		s.aheadErr = s.rerr
-		return false
+		return f | FollowUnknown
 	}
 	b.bn += s.rn
 	s.count(s.rn)
-	return b.execIn(from, tgid)
+	f |= b.followsIn(from, tgid)
+	if s.rn == room {
+		return f | FollowUnknown // more may wait behind
+	}
+	// Fewer than asked: the queue was empty, unless an overflow stopped
+	// the receive (the kernel reports it at the next one; its drop
+	// counter tells now).
+	if d, ok := s.dropCount(); !ok || d != s.drops {
+		return f | FollowUnknown
+	}
+	return f
 }
 
-// execIn reports whether the messages in b hold an exec of process tgid.
-func execIn(b []byte, tgid int32) bool {
+// followsIn reports what the messages in b tell of process tgid: an exec
+// of it, a change of a thread's ids or of its session, a rename of its
+// main thread (the name /proc shows).
+func followsIn(b []byte, tgid int32) Follow {
 	var r rawEvent
+	var f Follow
 	for len(b) > 0 {
 		next, err := parseMessage(b, &r)
-		if err == nil && r.what == whatExec && int32(r.data[execTgid]) == tgid {
-			return true
+		if err == nil && int32(r.data[1]) == tgid {
+			switch r.what {
+			case whatExec:
+				f |= FollowExec
+			case whatUID, whatGID, whatSID:
+				f |= FollowIDs
+			case whatComm:
+				if int32(r.data[0]) == tgid {
+					f |= FollowComm
+				}
+			}
 		}
 		if next <= 0 {
-			return false
+			return f
 		}
 		b = b[next:]
 	}
-	return false
+	return f
 }
 
 // nap sleeps for d or until Close, with the socket out of the runtime's
@@ -691,7 +720,7 @@ func (s *Source) receive(wait bool) error {
 	}
 	b := s.bat
 	if b.bi >= b.bn && s.ahead.bn > 0 {
-		// What ExecFollows received past the batch (counted then).
+		// What Follows received past the batch (counted then).
 		s.bat, s.ahead = s.ahead, b
 		b.bi, b.bn = 0, 0
 		b = s.bat
