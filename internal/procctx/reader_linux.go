@@ -44,12 +44,18 @@ func New(root string, argvMax int) *Reader {
 }
 
 // Fill sets ev's Exe, Argv, Exec and Ctx from /proc/PID for the process
-// ev names. When ev.Token has a start time in ticks, the process must have
-// that start time, and its pidfs inode when the token has one. It returns
-// ErrGone when the process is gone, a zombie, or another instance,
-// ErrInExec when its tracer holds it inside an exec, and leaves ev
-// untouched on any error.
+// ev names. ev.Token must have a start time in ticks, which the process
+// must have, and its pidfs inode when the token has one: a token of
+// another precision (the ps fallback's, in seconds) cannot tell the
+// instance it names from one that took its pid within the same second,
+// and gets nothing. It returns ErrGone when the process is gone, a
+// zombie, or another instance (or one the token cannot prove), ErrInExec
+// when its tracer holds it inside an exec, and leaves ev untouched on any
+// error.
 func (r *Reader) Fill(ev *events.Event) error {
+	if ev.Token.Prec != token.Ticks {
+		return ErrGone
+	}
 	dir, err := unix.Open(r.root+"/"+strconv.Itoa(int(ev.Pid)), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return gone(err, "open")
@@ -59,7 +65,7 @@ func (r *Reader) Fill(ev *events.Event) error {
 	if err := r.stat(dir, &st); err != nil {
 		return err
 	}
-	if st.Zombie() || ev.Token.Prec == token.Ticks && ev.Token.Start != st.StartTime {
+	if st.Zombie() || ev.Token.Start != st.StartTime {
 		return ErrGone
 	}
 	if ev.Token.Ino != 0 && !sameInode(ev.Pid, ev.Token.Ino) {

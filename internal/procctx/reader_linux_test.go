@@ -106,6 +106,14 @@ func TestIntegrationFill(t *testing.T) {
 	if err := New("/proc", 0).Fill(&other); !errors.Is(err, ErrGone) || other.Ctx.Valid || other.Argv != nil {
 		t.Errorf("another instance's token: %v, ctx valid %v, argv %q; want ErrGone and nothing filled", err, other.Ctx.Valid, other.Argv)
 	}
+	// A token in seconds (the ps fallback's) cannot tell the instance it
+	// names from another that took the pid within its second: one whose
+	// second is not even this process's got this process's context.
+	ps := execEvent(t, pid)
+	ps.Token = token.Token{Prec: token.Second, Start: 1}
+	if err := New("/proc", 0).Fill(&ps); !errors.Is(err, ErrGone) || ps.Ctx.Valid || ps.Argv != nil {
+		t.Errorf("a token in seconds: %v, ctx valid %v, argv %q; want ErrGone and nothing filled", err, ps.Ctx.Valid, ps.Argv)
+	}
 }
 
 func TestIntegrationFillTruncated(t *testing.T) {

@@ -48,7 +48,9 @@ type Options struct {
 	// of events whose mechanism captured none (netlink, polling) from
 	// /proc (internal/procctx): exec events, and the forks a poller infers
 	// (the process as it runs when first seen). A process already gone, or
-	// an event without a token, carries none: absent, never invented.
+	// an event without a token in clock ticks (none, or the ps fallback's
+	// in seconds, which cannot tell two instances of one second apart),
+	// carries none: absent, never invented.
 	// With eBPF, whose exec program captures the executable, directory,
 	// cgroup and arguments itself, it decides whether the program does:
 	// read at Start and at each ExecContextChanged, and exec events of a
