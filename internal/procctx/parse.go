@@ -27,8 +27,10 @@
 // process exec'd again or when the look-ahead could not see the whole
 // queue, the Context when it changed its ids or started a session
 // (setuid, setgid and kin, setsid), the name when it renamed itself. A
-// process its tracer holds inside an exec, before the kernel sends the
-// message, Fill reads as nothing (ErrInExec). What the kernel does not
+// process inside an exec, before the kernel sends the message, Fill reads
+// as nothing (ErrInExec) when its tracer holds it there or the new
+// program's arguments are not set up yet; the last microseconds of an exec
+// (from the arguments' setup to the message) cannot be seen. What the kernel does not
 // report is as read, not proven to be the exec's: the working directory
 // (chdir), the arguments (a process may rewrite them in its memory), the
 // supplementary groups (setgroups alone), the process group (setpgid
@@ -53,10 +55,11 @@ import (
 // instance, before its context could be read. The event then carries none.
 var ErrGone = errors.New("process gone before its context was read")
 
-// ErrInExec reports a process its tracer holds inside an exec (a
-// PTRACE_EVENT_EXEC stop): /proc may already show the program it is
-// starting, whose own exec event the kernel has not sent yet. The event
-// then carries no context.
+// ErrInExec reports a process inside an exec: its tracer holds it there
+// (a PTRACE_EVENT_EXEC stop), or it was read while the kernel loaded its
+// new program, which is mapped before its arguments are set up. /proc may
+// then show the program it is starting, whose own exec event the kernel
+// has not sent yet. The event then carries no context.
 var ErrInExec = errors.New("process held by its tracer inside an exec")
 
 // errMalformed reports /proc content that does not parse.

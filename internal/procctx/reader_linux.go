@@ -128,6 +128,14 @@ func (r *Reader) Fill(ev *events.Event) error {
 	if again.State == 't' && r.inExec(dir) {
 		return ErrInExec
 	}
+	if exe != "" && x.ArgsSize == 0 {
+		// A process with a program (a kernel thread has none) and no
+		// argument area: it is inside an exec, which has mapped the new
+		// program (its exe, its name) and not yet set up its arguments,
+		// and whose message the kernel sends only at the end. (Even an
+		// exec with no arguments gets one empty string.)
+		return ErrInExec
+	}
 	c.Valid = true
 	ev.Ctx, ev.Exec, ev.Exe, ev.Argv = c, x, exe, argv
 	return nil

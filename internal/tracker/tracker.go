@@ -180,30 +180,36 @@ func (t *Tracker) drain() {
 
 // fill reads ev's context from /proc. A process gone meanwhile gets none.
 // What the source saw the process change since the exec is absent: all of
-// it when it exec'd again (what /proc showed is the later program: its own
-// exec event will carry it) or when the source could not see whether it
-// did (netlink's look-ahead did not reach the end of the queue), the ids, session and the rest of the Context
-// when it changed its ids or started a session, the name when it renamed
-// itself. What no source reports (a chdir, arguments rewritten in memory,
+// it, the name too, when it exec'd again (what /proc showed is the later
+// program: its own exec event will carry it) or when the source could not
+// see whether it did (netlink's look-ahead did not reach the end of the
+// queue); the Context when it changed its ids or started a session; the
+// name (which the source read as it bound the event) when it renamed
+// itself or is inside another exec, even when the process is gone by the
+// read. What no source reports (a chdir, arguments rewritten in memory,
 // setgroups or setpgid alone, a cgroup move) is as /proc showed it at the
 // read (see procctx).
 func (t *Tracker) fill(ev *events.Event) {
-	if t.ctxr.Fill(ev) != nil {
-		return // gone: the event carries no context
-	}
+	err := t.ctxr.Fill(ev) // on an error (gone) ev is left as it was
 	f, ok := t.src.(follower)
 	if !ok || ev.Kind != events.Exec {
 		return
 	}
 	changed := f.Follows(ev.Pid)
+	if changed&(proccon.FollowComm|proccon.FollowExec|proccon.FollowUnknown) != 0 || errors.Is(err, procctx.ErrInExec) {
+		// The source read the name as it bound the event, which may be
+		// after the process went on (inside its next exec, the new name
+		// comes first), whether or not it is still there.
+		ev.Comm = [16]byte{}
+	}
+	if err != nil {
+		return
+	}
 	if changed&(proccon.FollowExec|proccon.FollowUnknown) != 0 {
 		ev.Exe, ev.Argv, ev.Exec, ev.Ctx = "", nil, events.ExecInfo{}, events.Context{}
 	}
 	if changed&proccon.FollowIDs != 0 {
 		ev.Ctx = events.Context{}
-	}
-	if changed&proccon.FollowComm != 0 {
-		ev.Comm = [16]byte{}
 	}
 }
 
