@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -29,40 +30,13 @@ import (
 // the kernel does not report, is what /proc shows at the read: the test
 // records that limit (see procctx).
 func TestIntegrationChangedAfterExecNotReported(t *testing.T) {
-	testenv.RequireRoot(t)
 	// The interpreter itself, not a wrapper that execs it (pyenv).
 	out, err := exec.Command("python3", "-c", "import sys; print(sys.executable)").Output()
 	if err != nil {
 		testenv.Skip(t, "no python3 to change its own ids after exec: %v", err)
 	}
 	python := strings.TrimSpace(string(out))
-	boot, err := procfs.ReadBootID("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	gate, held, release := "", make(chan struct{}, 1), make(chan struct{})
-	var got []events.Event
-	tr, err := Start(context.Background(), Options{Mechanism: "netlink", Boot: boot, ExecContext: func() bool { return true },
-		OnEvent: func(ev *events.Event) {
-			if ev.Kind != events.Exec {
-				return
-			}
-			mu.Lock()
-			e := *ev
-			e.Argv = slices.Clone(ev.Argv)
-			got = append(got, e)
-			hold := gate != "" && slices.Contains(ev.Argv, gate)
-			mu.Unlock()
-			if hold {
-				held <- struct{}{}
-				<-release
-			}
-		}})
-	if err != nil {
-		testenv.Skip(t, "mechanism netlink: %v", err)
-	}
-	defer tr.Close()
+	g := startGated(t)
 	sid, err := unix.Getsid(0)
 	if err != nil {
 		t.Fatal(err)
@@ -110,19 +84,7 @@ func TestIntegrationChangedAfterExecNotReported(t *testing.T) {
 			// of it when it could not see the whole queue: a busy host).
 			run := func(attempt int) (events.Event, bool) {
 				marker := fmt.Sprintf("changed-after-exec-%d-%d-%d", os.Getpid(), i, attempt)
-				mu.Lock()
-				gate = marker + "-gate"
-				mu.Unlock()
-				g := exec.Command("/bin/sh", "-c", "read x", gate)
-				gin, err := g.StdinPipe()
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := g.Start(); err != nil {
-					t.Fatal(err)
-				}
-				defer func() { gin.Close(); g.Wait() }()
-				<-held // the tracker waits in OnEvent from here
+				release := g.hold(t, marker+"-gate")
 				code := "import os, sys\n" + tc.code + "\nprint('ready', flush=True)\nsys.stdin.read()"
 				if tc.noise {
 					code = "import os, sys\nsys.stdin.readline()\n" + code
@@ -143,7 +105,6 @@ func TestIntegrationChangedAfterExecNotReported(t *testing.T) {
 					t.Fatal(err)
 				}
 				if err := c.Start(); err != nil {
-					release <- struct{}{}
 					t.Fatal(err)
 				}
 				defer func() { in.Close(); c.Wait() }()
@@ -156,22 +117,18 @@ func TestIntegrationChangedAfterExecNotReported(t *testing.T) {
 					in.Write([]byte("\n"))
 				}
 				line, err := bufio.NewReader(out).ReadString('\n')
-				release <- struct{}{}
+				release()
 				if err != nil {
 					t.Fatalf("python3: %q %v", line, err)
 				}
 				pid := int32(c.Process.Pid)
 				var ev events.Event
 				testenv.Eventually(t, 10*time.Second, func() bool {
-					mu.Lock()
-					defer mu.Unlock()
-					for _, e := range got {
-						if e.Pid == pid && e.Time >= since && (slices.Contains(e.Argv, marker) || e.Exe == "") {
-							ev = e
-							return true
-						}
-					}
-					return false
+					var ok bool
+					ev, ok = g.find(func(e *events.Event) bool {
+						return e.Kind == events.Exec && e.Pid == pid && e.Time >= since && (slices.Contains(e.Argv, marker) || e.Exe == "")
+					})
+					return ok
 				}, "no exec of python3 (pid %d)", pid)
 				return ev, ev.Exe != ""
 			}
@@ -186,4 +143,169 @@ func TestIntegrationChangedAfterExecNotReported(t *testing.T) {
 			t.Fatal("10 attempts: the exec was never described")
 		})
 	}
+}
+
+// TestIntegrationExecParentAtExec: with netlink, a process whose parent
+// exits after the process's exec and before the tracker reads /proc for
+// it (held on an earlier event meanwhile) shows its adopter as parent at
+// the read. Its exec event must name the parent it had when it exec'd.
+func TestIntegrationExecParentAtExec(t *testing.T) {
+	g := startGated(t)
+	boot, err := procfs.ReadBootID("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for attempt := 0; attempt < 10; attempt++ {
+		marker := fmt.Sprintf("exec-parent-%d-%d", os.Getpid(), attempt)
+		dir := t.TempDir()
+		fifo, done := filepath.Join(dir, "go"), filepath.Join(dir, "done")
+		for _, f := range []string{fifo, done} {
+			if err := unix.Mkfifo(f, 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
+		// The parent forks a child that waits on the fifo, then execs a
+		// program that says so (the kernel sent the exec's message before
+		// the program ran).
+		par := exec.Command("/bin/sh", "-c", "( read x < "+fifo+"; exec /bin/sh -c 'echo > "+done+"; sleep 30' "+marker+" ) & echo $!; read y")
+		pin, err := par.StdinPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		pout, err := par.StdoutPipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := par.Start(); err != nil {
+			t.Fatal(err)
+		}
+		parent := int32(par.Process.Pid)
+		ptok := tokenOf(t, boot, parent)
+		var pid int32
+		if _, err := fmt.Fscan(pout, &pid); err != nil {
+			t.Fatal(err)
+		}
+		defer unix.Kill(int(pid), unix.SIGKILL)
+		// The child's fork is read while its parent lives.
+		testenv.Eventually(t, 10*time.Second, func() bool {
+			_, ok := g.find(func(e *events.Event) bool { return e.Kind == events.Fork && e.Pid == pid })
+			return ok
+		}, "never: the fork of %d", pid)
+		release := g.hold(t, marker+"-gate")
+		w, err := os.OpenFile(fifo, os.O_WRONLY, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.WriteString("\n")
+		w.Close()
+		if _, err := os.ReadFile(done); err != nil {
+			t.Fatal(err)
+		}
+		pin.Close()
+		par.Wait()
+		var st procfs.Stat
+		testenv.Eventually(t, 10*time.Second, func() bool {
+			return procfs.NewReader("/proc").ReadStat(pid, &st) == nil && st.PPid != parent
+		}, "never: %d adopted", pid)
+		release()
+		var ev events.Event
+		testenv.Eventually(t, 10*time.Second, func() bool {
+			var ok bool
+			ev, ok = g.find(func(e *events.Event) bool { return e.Kind == events.Exec && e.Pid == pid })
+			return ok
+		}, "never: the exec event of %d", pid)
+		if ev.Token.IsZero() {
+			t.Logf("attempt %d: the exec of %d was not proven (a busy host): again", attempt, pid)
+			continue
+		}
+		if ev.PPid != parent || ev.ParentToken != ptok {
+			t.Errorf("exec of %d: parent %d %v, want %d %v (its adopter at the read is %d)", pid, ev.PPid, ev.ParentToken, parent, ptok, st.PPid)
+		}
+		return
+	}
+	t.Fatal("10 attempts: the exec was never proven")
+}
+
+// gated is a netlink tracker the test can hold: it records every event,
+// and its OnEvent waits at the exec of a process whose arguments hold the
+// gate until released, so that what the test does meanwhile happens
+// before the tracker reads any event queued behind.
+type gated struct {
+	tr      *Tracker
+	mu      sync.Mutex
+	gate    string
+	held    chan struct{}
+	release chan struct{}
+	got     []events.Event
+}
+
+func startGated(t *testing.T) *gated {
+	t.Helper()
+	testenv.RequireRoot(t)
+	boot, err := procfs.ReadBootID("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := &gated{held: make(chan struct{}, 1), release: make(chan struct{})}
+	g.tr, err = Start(context.Background(), Options{Mechanism: "netlink", Boot: boot, ExecContext: func() bool { return true },
+		OnEvent: g.onEvent})
+	if err != nil {
+		testenv.Skip(t, "mechanism netlink: %v", err)
+	}
+	t.Cleanup(func() { g.tr.Close() })
+	return g
+}
+
+func (g *gated) onEvent(ev *events.Event) {
+	g.mu.Lock()
+	e := *ev
+	e.Argv = slices.Clone(ev.Argv)
+	e.Parent = nil
+	g.got = append(g.got, e)
+	hold := g.gate != "" && ev.Kind == events.Exec && slices.Contains(ev.Argv, g.gate)
+	g.mu.Unlock()
+	if hold {
+		g.held <- struct{}{}
+		<-g.release
+	}
+}
+
+// hold starts a process whose exec holds the tracker, and returns once
+// the tracker waits; the function it returns lets the tracker go on.
+func (g *gated) hold(t *testing.T, gate string) (release func()) {
+	t.Helper()
+	g.mu.Lock()
+	g.gate = gate
+	g.mu.Unlock()
+	c := exec.Command("/bin/sh", "-c", "read x", gate)
+	in, err := c.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	<-g.held
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			g.release <- struct{}{}
+			in.Close()
+			c.Wait()
+		})
+	}
+	t.Cleanup(release)
+	return release
+}
+
+// find returns the first event recorded that f accepts.
+func (g *gated) find(f func(e *events.Event) bool) (events.Event, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for i := range g.got {
+		if f(&g.got[i]) {
+			return g.got[i], true
+		}
+	}
+	return events.Event{}, false
 }

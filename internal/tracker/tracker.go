@@ -25,6 +25,7 @@ import (
 	"github.com/procsupervisor/supervisor/internal/procctx"
 	"github.com/procsupervisor/supervisor/internal/procfs"
 	"github.com/procsupervisor/supervisor/internal/redact"
+	"github.com/procsupervisor/supervisor/internal/token"
 )
 
 // ErrUnknownMechanism reports a --mechanism value that names nothing.
@@ -242,6 +243,9 @@ func wantsContext(ev *events.Event) bool {
 func (t *Tracker) enrich(ev *events.Event) {
 	switch ev.Kind {
 	case events.Fork, events.Exec:
+		if ev.Kind == events.Exec && ev.Mechanism == events.Netlink {
+			t.execParent(ev)
+		}
 		// The instance the graph holds live at the parent pid, every
 		// earlier event applied: the parent at the event.
 		if ev.ParentToken.IsZero() && ev.PPid > 0 {
@@ -268,6 +272,26 @@ func (t *Tracker) enrich(ev *events.Event) {
 			ev.ParentToken = n.ParentToken
 		}
 	}
+}
+
+// execParent gives a netlink exec the parent its process had at the exec.
+// The source reads the parent from /proc when it binds the event, later: a
+// process whose parent exited in between shows its adopter (init, a
+// subreaper), which was not its parent when it exec'd. The graph, every
+// earlier event applied, knows better while it holds the process's parent
+// instance live: that parent's exit, not applied yet, came after the exec,
+// and the kernel sends an exit before it hands the children over. A parent
+// the graph cannot name by its token leaves the source's reading.
+func (t *Tracker) execParent(ev *events.Event) {
+	n, m, ok := t.graph.Find(ev.Pid, ev.Token)
+	if !ok || m != token.Same || !n.Live() || n.PPid <= 0 || n.ParentToken.IsZero() {
+		return
+	}
+	p, ok := t.graph.Live(n.PPid)
+	if !ok || p.Token != n.ParentToken {
+		return
+	}
+	ev.PPid, ev.ParentToken = n.PPid, p.Token
 }
 
 // resync rescans /proc after a loss. Polling sources resync by their nature:
