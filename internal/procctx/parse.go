@@ -35,7 +35,8 @@
 // (chdir), the arguments (a process may rewrite them in its memory), the
 // supplementary groups (setgroups alone), the process group (setpgid
 // alone), the cgroup and container (a move), the audit login id (written
-// once). A process's own pid namespace and namespace pid do not change
+// once), whether the standard input and error are the terminal
+// (interactive: a dup2 moves them). A process's own pid namespace and namespace pid do not change
 // after its start (unshare and setns of a pid namespace apply to its
 // children). Leader tokens are left zero (the lineage graph knows them);
 // supplementary groups stop at events.MaxGroups.
