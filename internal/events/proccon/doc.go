@@ -18,9 +18,13 @@
 // the read (with the pidfs inode where the kernel has pidfs), and trusted
 // only when they fit the event: the process started no later than the event
 // (converted to boot-time ticks with an offset measured at New, one tick of
-// slack) and, for a fork, its parent is still the event's parent. A child
-// that already exited or was reparented, or a pid that was reissued, gets a
-// zero Token (unproven). A reissue to the same parent within the tick of
+// slack) and, for a fork, its parent is still the event's parent, or it was
+// adopted (its parent exited) and no exit of it is queued behind the fork
+// (Follows: the kernel sends a process's exit before its pid can be
+// reissued, so none queued, the whole queue seen, rules out a successor). A
+// child that already exited, or a pid that was reissued, gets a zero Token
+// (unproven), and so does an adopted child when the look-ahead cannot see
+// the whole queue. A reissue to the same parent within the tick of
 // slack cannot be told apart by ticks; the pidfs inode then names the
 // newcomer, which a later comparison with a claim's token exposes.
 //
@@ -110,9 +114,12 @@
 // and not yet read, then receives what the socket queued since, without
 // waiting, into a second batch that Read takes next (an overflow or error
 // met there is Read's, as if its own receive had met it). It sees at most
-// 64 datagrams past the batch being read. A change the kernel does not
-// report (chdir, setgroups or setpgid alone, a cgroup move, arguments
-// rewritten in memory) it cannot see.
+// 64 datagrams past the batch being read; past that, or across a loss, it
+// says it could not see. It does not follow the per-CPU numbers: a message
+// the kernel numbered but never queued (an allocation failure, which Read
+// reports as a loss when it gets there) it takes as not sent. A change the
+// kernel does not report (chdir, setgroups or setpgid alone, a cgroup
+// move, arguments rewritten in memory) it cannot see.
 //
 // The proc connector serves only the initial pid and user namespaces; New
 // checks both and fails with events.ErrUnavailable elsewhere, as it does

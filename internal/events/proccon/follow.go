@@ -16,6 +16,9 @@ const (
 	// FollowComm: its name changed (prctl PR_SET_NAME, or a write to
 	// /proc/PID/comm): the comm /proc shows is not the program's.
 	FollowComm
+	// FollowExit: a thread of it exited (the last one's exit ends it; the
+	// kernel sends it before the pid can be reissued).
+	FollowExit
 	// FollowUnknown: the look-ahead could not see every message queued
 	// (more than it holds were waiting, or some were lost): any of the
 	// above may have happened unseen.

@@ -57,7 +57,7 @@ func TestFollowsIn(t *testing.T) {
 		{"a thread's exec in process 30", b, 30, FollowExec},
 		{"the thread's pid is not a process", b, 31, 0},
 		{"the fork's parent", b, 10, 0},
-		{"an exit", b, 40, 0},
+		{"an exit", b, 40, FollowExit},
 		{"none", nil, 20, 0},
 		{"cut short", b[:len(b)-3], 20, 0},
 		{"after a malformed header", append([]byte{1, 0, 0, 0}, b...), 20, 0},

@@ -122,3 +122,46 @@ func tryExecNotGivenSuccessor(t *testing.T, watched bool) bool {
 	}
 	return true
 }
+
+// TestIntegrationAdoptedChildProven: a shell starts a child in the
+// background and exits before the source reads the child's fork, so the
+// child is no longer its parent's (init adopted it): no successor, since
+// no exit of it is queued behind, which the look-ahead proves. Its fork
+// and exec carry its token (before, neither did: a reparented child was
+// as unproven as a successor). A busy host, whose queue the look-ahead
+// cannot see whole, leaves them unproven: the attempt is made again.
+func TestIntegrationAdoptedChildProven(t *testing.T) {
+	s, boot := openSource(t)
+	for attempt := 0; attempt < 10; attempt++ {
+		cmd := exec.Command("/bin/sh", "-c", "sleep 1000 >/dev/null 2>&1 </dev/null & echo $!")
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var child int32
+		if _, err := fmt.Sscan(string(out), &child); err != nil {
+			t.Fatalf("sh output %q: %v", out, err)
+		}
+		h, err := pidfd.Open(child, boot)
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := h.Token()
+		t.Cleanup(func() { h.Signal(unix.SIGKILL); h.Close() })
+		got := readUntil(t, s, func(ev *events.Event) bool { return ev.Pid == child },
+			func(ev *events.Event) bool { return ev.Kind == events.Exec && ev.Pid == child })
+		fork, execEv := got[0], got[len(got)-1]
+		if fork.Kind != events.Fork || fork.PPid != int32(cmd.Process.Pid) {
+			t.Fatalf("child's events %+v, want its fork by %d first", got, cmd.Process.Pid)
+		}
+		if fork.Token.IsZero() {
+			t.Logf("attempt %d: the adopted child's fork unproven (a busy host?): again", attempt)
+			continue
+		}
+		if fork.Token != want || execEv.Token != want {
+			t.Errorf("adopted child: fork token %v, exec token %v, want %v", fork.Token, execEv.Token, want)
+		}
+		return
+	}
+	t.Fatal("10 attempts: the adopted child's fork never proven")
+}

@@ -579,12 +579,12 @@ func (s *Source) Read(ev *events.Event) error {
 // overflow, or one during the look-ahead), it reports FollowUnknown, and
 // what it did not see may have happened. Read's goroutine only.
 func (s *Source) Follows(tgid int32) Follow {
-	if s.k == nil {
-		return 0
-	}
 	var f Follow
 	if s.fromKernel && s.off < s.n {
 		f |= followsIn(s.buf[s.off:s.n], tgid)
+	}
+	if s.k == nil {
+		return f | FollowUnknown // replay: what comes next is not known
 	}
 	f |= s.bat.followsIn(s.bat.bi, tgid) | s.ahead.followsIn(0, tgid)
 	b := s.ahead
@@ -630,7 +630,7 @@ func (s *Source) Follows(tgid int32) Follow {
 
 // followsIn reports what the messages in b tell of process tgid: an exec
 // of it, a change of a thread's ids or of its session, a rename of its
-// main thread (the name /proc shows).
+// main thread (the name /proc shows), a thread's exit.
 func followsIn(b []byte, tgid int32) Follow {
 	var r rawEvent
 	var f Follow
@@ -646,6 +646,8 @@ func followsIn(b []byte, tgid int32) Follow {
 				if int32(r.data[0]) == tgid {
 					f |= FollowComm
 				}
+			case whatExit:
+				f |= FollowExit
 			}
 		}
 		if next <= 0 {
@@ -957,9 +959,10 @@ func (s *Source) groupExit(tgid, pid int32, g group, r *rawEvent, ev *events.Eve
 // identify fills ev's Token, Comm (and PPid for exec) from the process now
 // at ev.Pid, but only when it is provably the event's process: bound through
 // a pidfd, started no later than the event (one tick of slack), and, for a
-// fork, still the child of the event's parent. Otherwise the Token stays
-// zero: the pid was reissued, or the child already exited or was
-// reparented, and its start time cannot be learned.
+// fork, still the child of the event's parent, or adopted with no exit of
+// it queued (Follows). Otherwise the Token stays zero: the pid was
+// reissued, or the child already exited, and its start time cannot be
+// learned.
 func (s *Source) identify(ev *events.Event, parent int32, ts uint64) {
 	if err := s.probe.bind(ev.Pid, &s.pi); err != nil {
 		return
@@ -968,7 +971,12 @@ func (s *Source) identify(ev *events.Event, parent int32, ts uint64) {
 	if st.Pid != ev.Pid || st.StartTime > s.ticks(ts)+1 {
 		return
 	}
-	if parent >= 0 && st.PPid != parent {
+	if parent >= 0 && st.PPid != parent && s.Follows(ev.Pid)&(FollowExit|FollowUnknown) != 0 {
+		// Not the event's parent's child now: adopted since (its parent
+		// exited), or a successor at the pid born of another. The kernel
+		// sends the child's exit before its pid can be reissued, so a
+		// look-ahead that saw the whole queue without one proves it the
+		// child, adopted.
 		return
 	}
 	if parent < 0 {
