@@ -48,7 +48,8 @@ type Options struct {
 	// ExecContext, when set and true at the event, fills the exec context
 	// of events whose mechanism captured none (netlink, polling) from
 	// /proc (internal/procctx): exec events, and the forks a poller infers
-	// (the process as it runs when first seen). A process already gone, or
+	// (the process as it runs when first seen; none for one that started
+	// in the tick its snapshot began or later: see provable). A process already gone, or
 	// an event without a token in clock ticks (none, or the ps fallback's
 	// in seconds, which cannot tell two instances of one second apart),
 	// carries none: absent, never invented.
@@ -165,9 +166,7 @@ func (t *Tracker) drain() {
 			return
 		}
 		t.enrich(&ev)
-		if t.ctxr != nil && wantsContext(&ev) && t.opts.ExecContext() {
-			t.fill(&ev)
-		}
+		t.context(&ev)
 		t.graph.Apply(&ev)
 		if ev.Kind == events.Lost {
 			t.resync(ev.Count)
@@ -176,6 +175,13 @@ func (t *Tracker) drain() {
 			t.describe(&ev)
 			t.opts.OnEvent(&ev)
 		}
+	}
+}
+
+// context fills ev's context from /proc when it is wanted and can be had.
+func (t *Tracker) context(ev *events.Event) {
+	if t.ctxr != nil && wantsContext(ev) && t.provable(ev) && t.opts.ExecContext() {
+		t.fill(ev)
 	}
 }
 
@@ -227,6 +233,22 @@ func (t *Tracker) ExecContextChanged() {
 	t.blobsMu.Lock()
 	defer t.blobsMu.Unlock()
 	t.blobs.SetExecBlobs(t.opts.ExecContext())
+}
+
+// snapshotTicker is a polling source that tells when the snapshot behind
+// its current events began (fallback.Poller.SnapshotTick).
+type snapshotTicker interface {
+	SnapshotTick() uint64
+}
+
+// provable reports whether /proc can be read for ev's instance: a token
+// in ticks without the pidfs inode (a poller's) names one instance only
+// when it started before the snapshot that saw it began; one that started
+// later may have exited and left its pid, within its tick, to another
+// that the token cannot tell apart.
+func (t *Tracker) provable(ev *events.Event) bool {
+	s, ok := t.src.(snapshotTicker)
+	return !ok || !ev.Inferred || ev.Token.Ino != 0 || ev.Token.Start < s.SnapshotTick()
 }
 
 // wantsContext reports whether ev is one whose exec context /proc can
