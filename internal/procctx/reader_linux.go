@@ -27,6 +27,7 @@ type Reader struct {
 	cg2     string // the cgroup2 mount point, "" when none was found
 	buf     []byte
 	link    []byte
+	whole   []byte // readAll's, kept between calls
 }
 
 // New returns a Reader of root (normally "/proc") that keeps at most
@@ -36,7 +37,7 @@ func New(root string, argvMax int) *Reader {
 	if argvMax <= 0 {
 		argvMax = DefaultArgvMax
 	}
-	r := &Reader{root: root, argvMax: argvMax, buf: make([]byte, 4096), link: make([]byte, unix.PathMax)}
+	r := &Reader{root: root, argvMax: argvMax, buf: make([]byte, 4096), link: make([]byte, unix.PathMax), whole: make([]byte, 0, 4096)}
 	if mi, err := os.ReadFile(root + "/self/mountinfo"); err == nil {
 		r.cg2, _ = procfs.Cgroup2Mount(mi)
 	}
@@ -75,11 +76,11 @@ func (r *Reader) Fill(ev *events.Event) error {
 		return ErrGone
 	}
 	var c events.Context
-	n, err := r.readAt(dir, "status", r.buf)
+	status, err := r.readAll(dir, "status")
 	if err != nil {
 		return err
 	}
-	if err := parseStatus(r.buf[:n], &c); err != nil {
+	if err := parseStatus(status, &c); err != nil {
 		return err
 	}
 	c.SID, c.PGID = st.Session, st.PGrp
@@ -100,8 +101,8 @@ func (r *Reader) Fill(ev *events.Event) error {
 		}
 	}
 	var x events.ExecInfo
-	if n, err := r.readAt(dir, "cgroup", r.buf); err == nil {
-		if p, ok := procfs.Cgroup2Path(r.buf[:n]); ok {
+	if b, err := r.readAll(dir, "cgroup"); err == nil {
+		if p, ok := procfs.Cgroup2Path(b); ok {
 			x.Cgroup = p
 			x.ContainerID, _, _ = container.ID(p)
 			var s unix.Stat_t
@@ -177,6 +178,35 @@ func (r *Reader) readAt(dir int, name string, buf []byte) (int, error) {
 		return 0, gone(err, name)
 	}
 	return n, nil
+}
+
+// readAll reads the whole of file name under dir into r.whole: a status
+// file outgrows any fixed buffer with the groups line (up to 65536 ids),
+// and one cut short miscounts the groups and loses the lines after them; a
+// cgroup file holds paths of up to PATH_MAX, and one cut short names
+// another cgroup.
+// The kernel generates such a file at once, so the reads are of one text.
+func (r *Reader) readAll(dir int, name string) ([]byte, error) {
+	fd, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, gone(err, name)
+	}
+	defer unix.Close(fd)
+	b := r.whole[:0]
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := unix.Read(fd, b[len(b):cap(b)])
+		if err != nil {
+			return nil, gone(err, name)
+		}
+		if n == 0 {
+			r.whole = b
+			return b, nil
+		}
+		b = b[:len(b)+n]
+	}
 }
 
 // readlink reads the link name under dir; false when it cannot be read
