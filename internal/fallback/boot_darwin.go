@@ -26,3 +26,6 @@ func HostBoot() (procfs.BootID, error) {
 	}
 	return darwinBoot(int64(tv.Sec), int64(tv.Usec)), nil
 }
+
+// bootTick is 0: start times in clock ticks are a Linux /proc unit.
+func bootTick() uint64 { return 0 }

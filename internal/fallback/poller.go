@@ -57,6 +57,9 @@ type Poller struct {
 	head    int
 	next    time.Time
 	scratch []int32
+	// tick is SnapshotTick: the boot-time tick at which the snapshot
+	// behind queue began.
+	tick uint64
 
 	mu    sync.Mutex
 	stats events.Stats
@@ -92,6 +95,16 @@ func NewPoller(ctx context.Context, s Snapshotter, opts PollerOptions) (*Poller,
 	p.closing, p.cancel = context.WithCancel(context.Background())
 	return p, nil
 }
+
+// SnapshotTick returns the CLOCK_BOOTTIME clock tick (USER_HZ, the unit of
+// /proc start times) at which the snapshot began whose events Read returns
+// now; 0 where unknown (not Linux). An instance whose token starts before
+// that tick was the one the snapshot saw as long as a process at its pid
+// has that start time: one that took the pid after the snapshot read it
+// started later. One that started in that tick or later cannot be told
+// from a successor born within its tick without the pidfs inode, which
+// this poller's tokens lack. Read's goroutine only.
+func (p *Poller) SnapshotTick() uint64 { return p.tick }
 
 // Mechanism returns the snapshotter's mechanism.
 func (p *Poller) Mechanism() events.Mechanism { return p.snap.Mechanism() }
@@ -170,11 +183,13 @@ func (p *Poller) poll() error {
 	p.mu.Lock()
 	p.polls.Polls++
 	p.mu.Unlock()
+	tick := bootTick()
 	s, err := p.snap.Snapshot(p.closing)
 	if err != nil {
 		p.cont.Fail(time.Now())
 		return err
 	}
+	p.tick = tick
 	p.cont.Observe(s)
 	p.queue, p.head = p.queue[:0], 0
 	mech := s.Mechanism

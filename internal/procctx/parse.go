@@ -20,14 +20,26 @@
 // Limits: this reads after the fact, so it is a description of the process
 // when it was read, not at the exec. A process already gone (or a zombie)
 // gets no context at all (Context.Valid false, no argv, no paths), never
-// its parent's or a successor's. A process that exec'd again between the
-// event and the read is described as its newer program: the start time does
-// not change across exec, so only the event stream can tell (the tracker
-// drops the context when netlink has the later exec queued,
-// proccon.Source.ExecFollows), but for a process its tracer holds inside
-// an exec, before the kernel sends the message: Fill reads that one as
-// nothing (ErrInExec). Leader tokens are left zero (the lineage
-// graph knows them); supplementary groups stop at events.MaxGroups.
+// its parent's or a successor's. What the process changed of itself between
+// the exec and the read only the event stream can tell (the start time does
+// not change): the tracker asks netlink (proccon.Source.Follows) after the
+// read and drops what the kernel reported changed, all of it when the
+// process exec'd again or when the look-ahead could not see the whole
+// queue, the Context when it changed its ids or started a session
+// (setuid, setgid and kin, setsid), the name when it renamed itself. A
+// process inside an exec, before the kernel sends the message, Fill reads
+// as nothing (ErrInExec) when its tracer holds it there or the new
+// program's arguments are not set up yet; the last microseconds of an exec
+// (from the arguments' setup to the message) cannot be seen. What the kernel does not
+// report is as read, not proven to be the exec's: the working directory
+// (chdir), the arguments (a process may rewrite them in its memory), the
+// supplementary groups (setgroups alone), the process group (setpgid
+// alone), the cgroup and container (a move), the audit login id (written
+// once), whether the standard input and error are the terminal
+// (interactive: a dup2 moves them). A process's own pid namespace and namespace pid do not change
+// after its start (unshare and setns of a pid namespace apply to its
+// children). Leader tokens are left zero (the lineage graph knows them);
+// supplementary groups stop at events.MaxGroups.
 package procctx
 
 import (
@@ -44,10 +56,11 @@ import (
 // instance, before its context could be read. The event then carries none.
 var ErrGone = errors.New("process gone before its context was read")
 
-// ErrInExec reports a process its tracer holds inside an exec (a
-// PTRACE_EVENT_EXEC stop): /proc may already show the program it is
-// starting, whose own exec event the kernel has not sent yet. The event
-// then carries no context.
+// ErrInExec reports a process inside an exec: its tracer holds it there
+// (a PTRACE_EVENT_EXEC stop), or it was read while the kernel loaded its
+// new program, which is mapped before its arguments are set up. /proc may
+// then show the program it is starting, whose own exec event the kernel
+// has not sent yet. The event then carries no context.
 var ErrInExec = errors.New("process held by its tracer inside an exec")
 
 // errMalformed reports /proc content that does not parse.

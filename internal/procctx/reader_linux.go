@@ -27,6 +27,7 @@ type Reader struct {
 	cg2     string // the cgroup2 mount point, "" when none was found
 	buf     []byte
 	link    []byte
+	whole   []byte // readAll's, kept between calls
 }
 
 // New returns a Reader of root (normally "/proc") that keeps at most
@@ -36,7 +37,7 @@ func New(root string, argvMax int) *Reader {
 	if argvMax <= 0 {
 		argvMax = DefaultArgvMax
 	}
-	r := &Reader{root: root, argvMax: argvMax, buf: make([]byte, 4096), link: make([]byte, unix.PathMax)}
+	r := &Reader{root: root, argvMax: argvMax, buf: make([]byte, 4096), link: make([]byte, unix.PathMax), whole: make([]byte, 0, 4096)}
 	if mi, err := os.ReadFile(root + "/self/mountinfo"); err == nil {
 		r.cg2, _ = procfs.Cgroup2Mount(mi)
 	}
@@ -44,12 +45,18 @@ func New(root string, argvMax int) *Reader {
 }
 
 // Fill sets ev's Exe, Argv, Exec and Ctx from /proc/PID for the process
-// ev names. When ev.Token has a start time in ticks, the process must have
-// that start time, and its pidfs inode when the token has one. It returns
-// ErrGone when the process is gone, a zombie, or another instance,
-// ErrInExec when its tracer holds it inside an exec, and leaves ev
-// untouched on any error.
+// ev names. ev.Token must have a start time in ticks, which the process
+// must have, and its pidfs inode when the token has one: a token of
+// another precision (the ps fallback's, in seconds) cannot tell the
+// instance it names from one that took its pid within the same second,
+// and gets nothing. It returns ErrGone when the process is gone, a
+// zombie, or another instance (or one the token cannot prove), ErrInExec
+// when its tracer holds it inside an exec, and leaves ev untouched on any
+// error.
 func (r *Reader) Fill(ev *events.Event) error {
+	if ev.Token.Prec != token.Ticks {
+		return ErrGone
+	}
 	dir, err := unix.Open(r.root+"/"+strconv.Itoa(int(ev.Pid)), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return gone(err, "open")
@@ -59,7 +66,7 @@ func (r *Reader) Fill(ev *events.Event) error {
 	if err := r.stat(dir, &st); err != nil {
 		return err
 	}
-	if st.Zombie() || ev.Token.Prec == token.Ticks && ev.Token.Start != st.StartTime {
+	if st.Zombie() || ev.Token.Start != st.StartTime {
 		return ErrGone
 	}
 	if ev.Token.Ino != 0 && !sameInode(ev.Pid, ev.Token.Ino) {
@@ -69,11 +76,11 @@ func (r *Reader) Fill(ev *events.Event) error {
 		return ErrGone
 	}
 	var c events.Context
-	n, err := r.readAt(dir, "status", r.buf)
+	status, err := r.readAll(dir, "status")
 	if err != nil {
 		return err
 	}
-	if err := parseStatus(r.buf[:n], &c); err != nil {
+	if err := parseStatus(status, &c); err != nil {
 		return err
 	}
 	c.SID, c.PGID = st.Session, st.PGrp
@@ -94,8 +101,8 @@ func (r *Reader) Fill(ev *events.Event) error {
 		}
 	}
 	var x events.ExecInfo
-	if n, err := r.readAt(dir, "cgroup", r.buf); err == nil {
-		if p, ok := procfs.Cgroup2Path(r.buf[:n]); ok {
+	if b, err := r.readAll(dir, "cgroup"); err == nil {
+		if p, ok := procfs.Cgroup2Path(b); ok {
 			x.Cgroup = p
 			x.ContainerID, _, _ = container.ID(p)
 			var s unix.Stat_t
@@ -120,6 +127,14 @@ func (r *Reader) Fill(ev *events.Event) error {
 		return ErrGone
 	}
 	if again.State == 't' && r.inExec(dir) {
+		return ErrInExec
+	}
+	if exe != "" && x.ArgsSize == 0 {
+		// A process with a program (a kernel thread has none) and no
+		// argument area: it is inside an exec, which has mapped the new
+		// program (its exe, its name) and not yet set up its arguments,
+		// and whose message the kernel sends only at the end. (Even an
+		// exec with no arguments gets one empty string.)
 		return ErrInExec
 	}
 	c.Valid = true
@@ -163,6 +178,35 @@ func (r *Reader) readAt(dir int, name string, buf []byte) (int, error) {
 		return 0, gone(err, name)
 	}
 	return n, nil
+}
+
+// readAll reads the whole of file name under dir into r.whole: a status
+// file outgrows any fixed buffer with the groups line (up to 65536 ids),
+// and one cut short miscounts the groups and loses the lines after them; a
+// cgroup file holds paths of up to PATH_MAX, and one cut short names
+// another cgroup.
+// The kernel generates such a file at once, so the reads are of one text.
+func (r *Reader) readAll(dir int, name string) ([]byte, error) {
+	fd, err := unix.Openat(dir, name, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, gone(err, name)
+	}
+	defer unix.Close(fd)
+	b := r.whole[:0]
+	for {
+		if len(b) == cap(b) {
+			b = append(b, 0)[:len(b)]
+		}
+		n, err := unix.Read(fd, b[len(b):cap(b)])
+		if err != nil {
+			return nil, gone(err, name)
+		}
+		if n == 0 {
+			r.whole = b
+			return b, nil
+		}
+		b = b[:len(b)+n]
+	}
 }
 
 // readlink reads the link name under dir; false when it cannot be read

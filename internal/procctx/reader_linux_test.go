@@ -106,6 +106,14 @@ func TestIntegrationFill(t *testing.T) {
 	if err := New("/proc", 0).Fill(&other); !errors.Is(err, ErrGone) || other.Ctx.Valid || other.Argv != nil {
 		t.Errorf("another instance's token: %v, ctx valid %v, argv %q; want ErrGone and nothing filled", err, other.Ctx.Valid, other.Argv)
 	}
+	// A token in seconds (the ps fallback's) cannot tell the instance it
+	// names from another that took the pid within its second: one whose
+	// second is not even this process's got this process's context.
+	ps := execEvent(t, pid)
+	ps.Token = token.Token{Prec: token.Second, Start: 1}
+	if err := New("/proc", 0).Fill(&ps); !errors.Is(err, ErrGone) || ps.Ctx.Valid || ps.Argv != nil {
+		t.Errorf("a token in seconds: %v, ctx valid %v, argv %q; want ErrGone and nothing filled", err, ps.Ctx.Valid, ps.Argv)
+	}
 }
 
 func TestIntegrationFillTruncated(t *testing.T) {
@@ -283,3 +291,100 @@ func TestIntegrationFillTracedExec(t *testing.T) {
 		return nil
 	}, "released, the process reads as sleep")
 }
+
+// TestIntegrationFillManyGroups: a process with 2000 supplementary groups
+// has a status file of over 14 KiB. Read whole, it gives the count and the
+// first groups, and the namespace pid on the line after them (a status cut
+// at 4 KiB gave 565 groups and no namespace pid).
+func TestIntegrationFillManyGroups(t *testing.T) {
+	testenv.RequireRoot(t)
+	groups := make([]uint32, 2000)
+	for i := range groups {
+		groups[i] = uint32(100000 + i)
+	}
+	cmd := started(t, func(c *exec.Cmd) {
+		c.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody, Groups: groups}}
+	}, "/bin/sleep", "100")
+	pid := cmd.Process.Pid
+	ev := execEvent(t, pid)
+	if err := New("/proc", 0).Fill(&ev); err != nil {
+		t.Fatal(err)
+	}
+	c := ev.Ctx
+	if c.NGroups != len(groups) || !slices.Equal(c.Groups[:], groups[:events.MaxGroups]) || c.NSPid != int32(pid) {
+		t.Errorf("groups %d (first %v), namespace pid %d; want %d (first %v), %d", c.NGroups, c.Groups, c.NSPid, len(groups), groups[:events.MaxGroups], pid)
+	}
+}
+
+// TestIntegrationFillLongCgroup: a process in a cgroup whose path is
+// 4094 bytes (the longest /proc/PID/cgroup shows is PATH_MAX-1) has a
+// cgroup file of over 4 KiB; it is read with its whole path, not one cut
+// short that names another cgroup. (Its id is absent: a path that long
+// cannot be looked up whole.)
+func TestIntegrationFillLongCgroup(t *testing.T) {
+	testenv.RequireRoot(t)
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mnt, ok := procfs.Cgroup2Mount(mi)
+	if !ok {
+		testenv.Skip(t, "no cgroup2 mount")
+	}
+	top, err := os.MkdirTemp(mnt, "procctx-long-")
+	if err != nil {
+		testenv.Skip(t, "cannot make a cgroup under %s: %v", mnt, err)
+	}
+	// Directories one under the other, made relative to their parent.
+	path := strings.TrimPrefix(top, mnt)
+	fds := []int{}
+	fd, err := unix.Open(top, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fds = append(fds, fd)
+	names := []string{}
+	t.Cleanup(func() {
+		for i := len(names) - 1; i >= 0; i-- {
+			unix.Unlinkat(fds[i], names[i], unix.AT_REMOVEDIR)
+		}
+		for _, fd := range fds {
+			unix.Close(fd)
+		}
+		os.Remove(top)
+	})
+	for i := 0; len(path) < 4094; i++ {
+		name := strings.Repeat(string(rune('a'+i)), min(250, 4094-len(path)-1))
+		if err := unix.Mkdirat(fds[len(fds)-1], name, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, name)
+		fd, err := unix.Openat(fds[len(fds)-1], name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fds = append(fds, fd)
+		path += "/" + name
+	}
+	cmd := started(t, nil, "/bin/sleep", "100")
+	// Killed and reaped before the cleanup above removes its cgroup.
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	procs, err := unix.Openat(fds[len(fds)-1], "cgroup.procs", unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = unix.Write(procs, []byte(strconv.Itoa(cmd.Process.Pid)))
+	unix.Close(procs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ev := execEvent(t, cmd.Process.Pid)
+	if err := New("/proc", 0).Fill(&ev); err != nil {
+		t.Fatal(err)
+	}
+	if ev.Exec.Cgroup != path {
+		t.Errorf("cgroup of %d bytes ending %q, want the %d bytes ending %q", len(ev.Exec.Cgroup), tail(ev.Exec.Cgroup), len(path), tail(path))
+	}
+}
+
+func tail(s string) string { return s[max(0, len(s)-20):] }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -56,6 +57,10 @@ func TestIntegrationExecAgainNotMisread(t *testing.T) {
 		}
 		pids = append(pids, int32(c.Process.Pid))
 	}
+	shellExe, err := filepath.EvalSymlinks(shell[0])
+	if err != nil {
+		t.Fatal(err)
+	}
 	shellRead := 0
 	for _, pid := range pids {
 		var evs []events.Event
@@ -65,6 +70,12 @@ func TestIntegrationExecAgainNotMisread(t *testing.T) {
 			evs = byPid[pid]
 			return len(evs) >= 2
 		}, "pid %d: fewer than two exec events", pid)
+		if exe := evs[0].Exe; exe != "" && exe != shellExe {
+			t.Errorf("pid %d: the shell's exec carries the executable %q, want %q or none", pid, exe, shellExe)
+		}
+		if c := evs[0].CommString(); c != "" && c != "sh" && c != "dash" {
+			t.Errorf("pid %d: the shell's exec carries the name %q, want the shell's or none", pid, c)
+		}
 		if first := evs[0].Argv; first != nil {
 			if !slices.Equal(first, shell) {
 				t.Errorf("pid %d: the shell's exec carries argv %q, want %q or none", pid, first, shell)

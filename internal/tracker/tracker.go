@@ -18,12 +18,14 @@ import (
 	"sync/atomic"
 
 	"github.com/procsupervisor/supervisor/internal/events"
+	"github.com/procsupervisor/supervisor/internal/events/proccon"
 	"github.com/procsupervisor/supervisor/internal/execcache"
 	"github.com/procsupervisor/supervisor/internal/fallback"
 	"github.com/procsupervisor/supervisor/internal/lineage"
 	"github.com/procsupervisor/supervisor/internal/procctx"
 	"github.com/procsupervisor/supervisor/internal/procfs"
 	"github.com/procsupervisor/supervisor/internal/redact"
+	"github.com/procsupervisor/supervisor/internal/token"
 )
 
 // ErrUnknownMechanism reports a --mechanism value that names nothing.
@@ -46,8 +48,11 @@ type Options struct {
 	// ExecContext, when set and true at the event, fills the exec context
 	// of events whose mechanism captured none (netlink, polling) from
 	// /proc (internal/procctx): exec events, and the forks a poller infers
-	// (the process as it runs when first seen). A process already gone, or
-	// an event without a token, carries none: absent, never invented.
+	// (the process as it runs when first seen; none for one that started
+	// in the tick its snapshot began or later: see provable). A process already gone, or
+	// an event without a token in clock ticks (none, or the ps fallback's
+	// in seconds, which cannot tell two instances of one second apart),
+	// carries none: absent, never invented.
 	// With eBPF, whose exec program captures the executable, directory,
 	// cgroup and arguments itself, it decides whether the program does:
 	// read at Start and at each ExecContextChanged, and exec events of a
@@ -92,11 +97,11 @@ type Tracker struct {
 	blobsMu sync.Mutex
 }
 
-// execFollower is a source that can tell, after /proc was read for an
-// exec event, that the process has exec'd again since the event
-// (proccon.Source.ExecFollows): /proc then showed a later program.
-type execFollower interface {
-	ExecFollows(pid int32) bool
+// follower is a source that can tell, after /proc was read for an exec
+// event, what the process did since the event that /proc then showed
+// instead of what it was at the exec (proccon.Source.Follows).
+type follower interface {
+	Follows(pid int32) proccon.Follow
 }
 
 // execBlobSwitch is a source whose exec events carry what its program
@@ -161,9 +166,7 @@ func (t *Tracker) drain() {
 			return
 		}
 		t.enrich(&ev)
-		if t.ctxr != nil && wantsContext(&ev) && t.opts.ExecContext() {
-			t.fill(&ev)
-		}
+		t.context(&ev)
 		t.graph.Apply(&ev)
 		if ev.Kind == events.Lost {
 			t.resync(ev.Count)
@@ -175,15 +178,45 @@ func (t *Tracker) drain() {
 	}
 }
 
-// fill reads ev's context from /proc. A process gone meanwhile gets none;
-// so does an exec whose process has exec'd again since (what /proc showed
-// is the later program: its own exec event will carry it).
-func (t *Tracker) fill(ev *events.Event) {
-	if t.ctxr.Fill(ev) != nil {
-		return // gone: the event carries no context
+// context fills ev's context from /proc when it is wanted and can be had.
+func (t *Tracker) context(ev *events.Event) {
+	if t.ctxr != nil && wantsContext(ev) && t.provable(ev) && t.opts.ExecContext() {
+		t.fill(ev)
 	}
-	if f, ok := t.src.(execFollower); ok && ev.Kind == events.Exec && f.ExecFollows(ev.Pid) {
+}
+
+// fill reads ev's context from /proc. A process gone meanwhile gets none.
+// What the source saw the process change since the exec is absent: all of
+// it, the name too, when it exec'd again (what /proc showed is the later
+// program: its own exec event will carry it) or when the source could not
+// see whether it did (netlink's look-ahead did not reach the end of the
+// queue); the Context when it changed its ids or started a session; the
+// name (which the source read as it bound the event) when it renamed
+// itself or is inside another exec, even when the process is gone by the
+// read. What no source reports (a chdir, arguments rewritten in memory,
+// setgroups or setpgid alone, a cgroup move) is as /proc showed it at the
+// read (see procctx).
+func (t *Tracker) fill(ev *events.Event) {
+	err := t.ctxr.Fill(ev) // on an error (gone) ev is left as it was
+	f, ok := t.src.(follower)
+	if !ok || ev.Kind != events.Exec {
+		return
+	}
+	changed := f.Follows(ev.Pid)
+	if changed&(proccon.FollowComm|proccon.FollowExec|proccon.FollowUnknown) != 0 || errors.Is(err, procctx.ErrInExec) {
+		// The source read the name as it bound the event, which may be
+		// after the process went on (inside its next exec, the new name
+		// comes first), whether or not it is still there.
+		ev.Comm = [16]byte{}
+	}
+	if err != nil {
+		return
+	}
+	if changed&(proccon.FollowExec|proccon.FollowUnknown) != 0 {
 		ev.Exe, ev.Argv, ev.Exec, ev.Ctx = "", nil, events.ExecInfo{}, events.Context{}
+	}
+	if changed&proccon.FollowIDs != 0 {
+		ev.Ctx = events.Context{}
 	}
 }
 
@@ -202,6 +235,22 @@ func (t *Tracker) ExecContextChanged() {
 	t.blobs.SetExecBlobs(t.opts.ExecContext())
 }
 
+// snapshotTicker is a polling source that tells when the snapshot behind
+// its current events began (fallback.Poller.SnapshotTick).
+type snapshotTicker interface {
+	SnapshotTick() uint64
+}
+
+// provable reports whether /proc can be read for ev's instance: a token
+// in ticks without the pidfs inode (a poller's) names one instance only
+// when it started before the snapshot that saw it began; one that started
+// later may have exited and left its pid, within its tick, to another
+// that the token cannot tell apart.
+func (t *Tracker) provable(ev *events.Event) bool {
+	s, ok := t.src.(snapshotTicker)
+	return !ok || !ev.Inferred || ev.Token.Ino != 0 || ev.Token.Start < s.SnapshotTick()
+}
+
 // wantsContext reports whether ev is one whose exec context /proc can
 // give: an exec, or a poller's inferred fork, of a known instance, that
 // its mechanism did not describe.
@@ -216,6 +265,9 @@ func wantsContext(ev *events.Event) bool {
 func (t *Tracker) enrich(ev *events.Event) {
 	switch ev.Kind {
 	case events.Fork, events.Exec:
+		if ev.Kind == events.Exec && ev.Mechanism == events.Netlink {
+			t.execParent(ev)
+		}
 		// The instance the graph holds live at the parent pid, every
 		// earlier event applied: the parent at the event.
 		if ev.ParentToken.IsZero() && ev.PPid > 0 {
@@ -242,6 +294,26 @@ func (t *Tracker) enrich(ev *events.Event) {
 			ev.ParentToken = n.ParentToken
 		}
 	}
+}
+
+// execParent gives a netlink exec the parent its process had at the exec.
+// The source reads the parent from /proc when it binds the event, later: a
+// process whose parent exited in between shows its adopter (init, a
+// subreaper), which was not its parent when it exec'd. The graph, every
+// earlier event applied, knows better while it holds the process's parent
+// instance live: that parent's exit, not applied yet, came after the exec,
+// and the kernel sends an exit before it hands the children over. A parent
+// the graph cannot name by its token leaves the source's reading.
+func (t *Tracker) execParent(ev *events.Event) {
+	n, m, ok := t.graph.Find(ev.Pid, ev.Token)
+	if !ok || m != token.Same || !n.Live() || n.PPid <= 0 || n.ParentToken.IsZero() {
+		return
+	}
+	p, ok := t.graph.Live(n.PPid)
+	if !ok || p.Token != n.ParentToken {
+		return
+	}
+	ev.PPid, ev.ParentToken = n.PPid, p.Token
 }
 
 // resync rescans /proc after a loss. Polling sources resync by their nature:

@@ -18,11 +18,27 @@
 // the read (with the pidfs inode where the kernel has pidfs), and trusted
 // only when they fit the event: the process started no later than the event
 // (converted to boot-time ticks with an offset measured at New, one tick of
-// slack) and, for a fork, its parent is still the event's parent. A child
-// that already exited or was reparented, or a pid that was reissued, gets a
-// zero Token (unproven). A reissue to the same parent within the tick of
+// slack) and, for a fork, its parent is still the event's parent, or it was
+// adopted (its parent exited) and no exit of it is queued behind the fork
+// (Follows: the kernel sends a process's exit before its pid can be
+// reissued, so none queued, the whole queue seen, rules out a successor). A
+// child that already exited, or a pid that was reissued, gets a zero Token
+// (unproven), and so does an adopted child when the look-ahead cannot see
+// the whole queue. A reissue to the same parent within the tick of
 // slack cannot be told apart by ticks; the pidfs inode then names the
 // newcomer, which a later comparison with a claim's token exposes.
+//
+// An exec needs more: the process may exec, exit and have its pid reissued
+// (clone3 set_tid, ns_last_pid) within the tick of slack, and the newcomer,
+// a fresh fork showing its parent's arguments, must not get the exec and
+// with it the exec context the tracker reads. The kernel sends a process's
+// exit before its pid can be reissued, so until then every event is of
+// the instance that holds the pid: an exec of a process whose fork the
+// source saw (no loss since) keeps its token only when it is the fork's
+// (the pidfs inode tells two instances of one tick apart), and none when
+// the fork could not be bound; an exec of any other process keeps it only
+// when the process started two ticks or more before the exec (a successor
+// started after it).
 //
 // No silent loss, by construction: the kernel numbers the messages it
 // sends from each CPU (cn_msg.seq, a per-CPU counter taken with preemption
@@ -91,13 +107,19 @@
 // buffer is raised to 8 MiB (SO_RCVBUFFORCE as root) to make loss rare.
 //
 // Looking ahead: a consumer that reads /proc for an exec event (the
-// tracker's exec context) asks ExecFollows afterwards whether an exec of
-// the same process is already queued behind it; /proc then showed the
-// later program. ExecFollows parses the messages received and not yet
-// read, then receives what the socket queued since, without waiting, into
-// a second batch that Read takes next (an overflow or error met there is
-// Read's, as if its own receive had met it). It sees at most 64 datagrams
-// past the batch being read.
+// tracker's exec context) asks Follows afterwards what the kernel queued of
+// the same process behind it: an exec (/proc showed the later program), a
+// change of its ids or session, a rename (what /proc showed of those is
+// not what they were at the exec). Follows parses the messages received
+// and not yet read, then receives what the socket queued since, without
+// waiting, into a second batch that Read takes next (an overflow or error
+// met there is Read's, as if its own receive had met it). It sees at most
+// 64 datagrams past the batch being read; past that, or across a loss, it
+// says it could not see. It does not follow the per-CPU numbers: a message
+// the kernel numbered but never queued (an allocation failure, which Read
+// reports as a loss when it gets there) it takes as not sent. A change the
+// kernel does not report (chdir, setgroups or setpgid alone, a cgroup
+// move, arguments rewritten in memory) it cannot see.
 //
 // The proc connector serves only the initial pid and user namespaces; New
 // checks both and fails with events.ErrUnavailable elsewhere, as it does

@@ -26,12 +26,18 @@ const (
 	msgLen       = nlHdrLen + cnMsgLen + procEventLen
 )
 
-// proc_event.what values the source acts on. Others (uid, gid, sid, ptrace,
-// comm, coredump) are skipped without counting as errors.
+// proc_event.what values the source acts on. Read skips the others
+// without counting them as errors; Follows looks for uid, gid, sid and comm
+// changes (each starts with process_pid and process_tgid, as exec does).
+// ptrace and coredump are not used.
 const (
 	whatNone uint32 = 0x00000000 // PROC_EVENT_NONE: an ack of a LISTEN/IGNORE
 	whatFork uint32 = 0x00000001
 	whatExec uint32 = 0x00000002
+	whatUID  uint32 = 0x00000004
+	whatGID  uint32 = 0x00000040
+	whatSID  uint32 = 0x00000080
+	whatComm uint32 = 0x00000200
 	whatExit uint32 = 0x80000000
 )
 

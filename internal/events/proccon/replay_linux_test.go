@@ -278,6 +278,28 @@ func TestReplay(t *testing.T) {
 		},
 		stats: events.Stats{Events: 1},
 	}, {
+		name: "an exec after a fork that could not be bound is unproven",
+		// At the read, pid 100 is held by a child of 7 started within the
+		// fork's tick: A's successor, not A (whose parent is 1).
+		procs: tableProber{100: proc(100, 7, 'S', 500, 1, 9002, "successor")},
+		dgrams: []datagram{dg(
+			fork(5*sec, 1, 100, 100),
+			execEv(5*sec+1000, 100, 100),
+		)},
+		want: []events.Event{
+			{Kind: events.Fork, Mechanism: nl, Pid: 100, PPid: 1, Time: 5 * sec},
+			{Kind: events.Exec, Mechanism: nl, Pid: 100, Time: 5*sec + 1000},
+		},
+		stats: events.Stats{Events: 2},
+	}, {
+		name: "an exec of an unseen fork by a process started within a tick of it is unproven",
+		// Started at tick 599, the exec at tick 600: it may have been
+		// born after the exec.
+		procs:  tableProber{100: proc(100, 1, 'S', 599, 1, 9002, "new")},
+		dgrams: []datagram{dg(execEv(6*sec, 100, 100))},
+		want:   []events.Event{{Kind: events.Exec, Mechanism: nl, Pid: 100, Time: 6 * sec}},
+		stats:  events.Stats{Events: 1},
+	}, {
 		// The kernel never sends a message twice; one numbered behind
 		// its CPU's last is handled as it is (kernels before 4.3 could
 		// reorder one CPU's messages), never dropped.

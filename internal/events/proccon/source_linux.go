@@ -82,12 +82,12 @@ type Source struct {
 	got   int
 	winAt uint64
 	// bat is the batch of datagrams Read takes from; ahead holds those
-	// ExecFollows received past it (Read takes them next); into is the
+	// Follows received past it (Read takes them next); into is the
 	// one recvmmsg fills.
 	bat, ahead, into *batchBuf
 	drops            uint32 // socket drop counter (SO_MEMINFO) at the last loss
 	lossPending      bool   // ENOBUFS seen, Lost not yet delivered
-	aheadErr         error  // a receive error ExecFollows met, for Read to return
+	aheadErr         error  // a receive error Follows met, for Read to return
 	replay           []byte // marshalled messages on the replay path
 
 	// Decode state, owned by the Read goroutine.
@@ -123,9 +123,10 @@ const maxCPU = 1 << 16
 // creation and the exit of each of its threads since, so it knows when the
 // last one exits without asking /proc.
 type group struct {
-	born     uint64 // event time of its fork
-	threads  int32  // live threads: the leader, plus threads created, less threads exited
-	threaded bool   // a thread was created in it
+	born     uint64      // event time of its fork
+	threads  int32       // live threads: the leader, plus threads created, less threads exited
+	threaded bool        // a thread was created in it
+	tok      token.Token // the fork's token; zero when the fork could not be bound
 }
 
 // exitMark remembers the exit reported for a thread group, so the exit
@@ -259,14 +260,15 @@ func (b *batchBuf) datagram(i int) ([]byte, bool) {
 	return b.slots[i*slotLen : i*slotLen+int(h.Len)], b.names[i].Family == unix.AF_NETLINK && b.names[i].Pid == 0
 }
 
-// execIn reports whether the datagrams from i on hold an exec of tgid.
-func (b *batchBuf) execIn(i int, tgid int32) bool {
+// followsIn reports what the datagrams from i on tell of process tgid.
+func (b *batchBuf) followsIn(i int, tgid int32) Follow {
+	var f Follow
 	for ; i < b.bn; i++ {
-		if d, ok := b.datagram(i); ok && execIn(d, tgid) {
-			return true
+		if d, ok := b.datagram(i); ok {
+			f |= followsIn(d, tgid)
 		}
 	}
-	return false
+	return f
 }
 
 // detach takes a kernel socket out of the runtime's poller (see sock).
@@ -556,74 +558,104 @@ func (s *Source) Read(ev *events.Event) error {
 	}
 }
 
-// ExecFollows reports whether the kernel has queued an exec of process
-// tgid after the message of the event Read returned last: the process has
-// run another program since, so what /proc shows of it is no longer that
-// event's program (the tracker then leaves the event's context absent).
-// Call it after reading /proc: an exec that replaced the program before
-// the read had queued its message by then, but for the few microseconds
-// between the new program's arguments being set up and the message. (A
-// process its tracer holds at the exec, PTRACE_EVENT_EXEC, stops before
-// the message: procctx fails such a read with ErrInExec.)
+// Follows reports what the kernel has queued of process tgid after the
+// message of the event Read returned last (see Follow): the process has
+// run another program, changed its ids or session, or renamed itself
+// since, so what /proc shows of it is no longer, in that respect, what
+// the event's process was (the tracker then leaves what it cannot prove
+// absent). Call it after reading /proc: a change made before the read had
+// queued its message by then, but for the few microseconds between the
+// kernel making the change and sending the message. (A process its tracer
+// holds at the exec, PTRACE_EVENT_EXEC, stops before the message: procctx
+// fails such a read with ErrInExec.) What the kernel does not report
+// cannot be seen here: a chdir, a setgroups or setpgid alone, a move to
+// another cgroup, arguments rewritten in the process's memory.
 //
 // It parses the messages received and not yet read, then receives what
 // the socket queued since, without waiting, into the look-ahead batch
 // (Read takes those next; an overflow or error met there is Read's, as if
 // its own receive had met it). It sees at most a batch (64 datagrams) past
-// the one being read, and receives nothing during an overflow (the Lost
-// event to come covers it): false means none seen. Read's goroutine only.
-func (s *Source) ExecFollows(tgid int32) bool {
+// the one being read: when more were queued, or messages were lost (an
+// overflow, or one during the look-ahead), it reports FollowUnknown, and
+// what it did not see may have happened. Read's goroutine only.
+func (s *Source) Follows(tgid int32) Follow {
+	var f Follow
+	if s.fromKernel && s.off < s.n {
+		f |= followsIn(s.buf[s.off:s.n], tgid)
+	}
 	if s.k == nil {
-		return false
+		return f | FollowUnknown // replay: what comes next is not known
 	}
-	if s.fromKernel && s.off < s.n && execIn(s.buf[s.off:s.n], tgid) {
-		return true
-	}
-	if s.bat.execIn(s.bat.bi, tgid) || s.ahead.execIn(0, tgid) {
-		return true
-	}
+	f |= s.bat.followsIn(s.bat.bi, tgid) | s.ahead.followsIn(0, tgid)
 	b := s.ahead
-	if b.bn == len(b.hdrs) || s.lossPending || s.aheadErr != nil {
-		return false
+	switch {
+	case f&FollowExec != 0:
+		return f
+	case b.bn == len(b.hdrs) || s.lossPending || s.aheadErr != nil:
+		return f | FollowUnknown
 	}
-	from := b.bn
+	from, room := b.bn, len(b.hdrs)-b.bn
 	s.into, s.rerr, s.rn, s.wait = b, 0, 0, false
 	if err := s.k.recv(s.readFn); err != nil {
-		return false // closed: Read sees it
+		return f | FollowUnknown // closed: Read sees it
 	}
 	switch s.rerr {
 	case 0:
 	case unix.EAGAIN:
-		return false
+		return f // the queue was empty: everything was seen
 	case unix.ENOBUFS:
 		// As Read does: the messages from here on may lie on either side
 		// of the gap.
 		s.lossPending = true
 		clear(s.groups)
-		return false
+		return f | FollowUnknown
 	default:
 		s.aheadErr = s.rerr
-		return false
+		return f | FollowUnknown
 	}
 	b.bn += s.rn
 	s.count(s.rn)
-	return b.execIn(from, tgid)
+	f |= b.followsIn(from, tgid)
+	if s.rn == room {
+		return f | FollowUnknown // more may wait behind
+	}
+	// Fewer than asked: the queue was empty, unless an overflow stopped
+	// the receive (the kernel reports it at the next one; its drop
+	// counter tells now).
+	if d, ok := s.dropCount(); !ok || d != s.drops {
+		return f | FollowUnknown
+	}
+	return f
 }
 
-// execIn reports whether the messages in b hold an exec of process tgid.
-func execIn(b []byte, tgid int32) bool {
+// followsIn reports what the messages in b tell of process tgid: an exec
+// of it, a change of a thread's ids or of its session, a rename of its
+// main thread (the name /proc shows), a thread's exit.
+func followsIn(b []byte, tgid int32) Follow {
 	var r rawEvent
+	var f Follow
 	for len(b) > 0 {
 		next, err := parseMessage(b, &r)
-		if err == nil && r.what == whatExec && int32(r.data[execTgid]) == tgid {
-			return true
+		if err == nil && int32(r.data[1]) == tgid {
+			switch r.what {
+			case whatExec:
+				f |= FollowExec
+			case whatUID, whatGID, whatSID:
+				f |= FollowIDs
+			case whatComm:
+				if int32(r.data[0]) == tgid {
+					f |= FollowComm
+				}
+			case whatExit:
+				f |= FollowExit
+			}
 		}
 		if next <= 0 {
-			return false
+			return f
 		}
 		b = b[next:]
 	}
-	return false
+	return f
 }
 
 // nap sleeps for d or until Close, with the socket out of the runtime's
@@ -690,7 +722,7 @@ func (s *Source) receive(wait bool) error {
 	}
 	b := s.bat
 	if b.bi >= b.bn && s.ahead.bn > 0 {
-		// What ExecFollows received past the batch (counted then).
+		// What Follows received past the batch (counted then).
 		s.bat, s.ahead = s.ahead, b
 		b.bi, b.bn = 0, 0
 		b = s.bat
@@ -851,11 +883,11 @@ func (s *Source) handle(r *rawEvent, ev *events.Event) bool {
 			return false
 		}
 		s.noteBirth(child, r.ts)
-		if !s.lossPending {
-			s.groups[child] = group{born: r.ts, threads: 1}
-		}
 		*ev = events.Event{Kind: events.Fork, Mechanism: events.Netlink, Pid: child, PPid: parent, Time: s.bootNs(r.ts)}
 		s.identify(ev, parent, r.ts)
+		if !s.lossPending {
+			s.groups[child] = group{born: r.ts, threads: 1, tok: ev.Token}
+		}
 		return true
 	case whatExec:
 		pid, tgid := int32(r.data[execPid]), int32(r.data[execTgid])
@@ -868,6 +900,9 @@ func (s *Source) handle(r *rawEvent, ev *events.Event) bool {
 			ev.Tid = pid
 		}
 		s.identify(ev, -1, r.ts)
+		if !s.execProven(ev, r.ts) {
+			ev.Token, ev.Comm, ev.PPid = token.Token{}, [16]byte{}, 0
+		}
 		return true
 	case whatExit:
 		pid, tgid := int32(r.data[exitPid]), int32(r.data[exitTgid])
@@ -924,9 +959,10 @@ func (s *Source) groupExit(tgid, pid int32, g group, r *rawEvent, ev *events.Eve
 // identify fills ev's Token, Comm (and PPid for exec) from the process now
 // at ev.Pid, but only when it is provably the event's process: bound through
 // a pidfd, started no later than the event (one tick of slack), and, for a
-// fork, still the child of the event's parent. Otherwise the Token stays
-// zero: the pid was reissued, or the child already exited or was
-// reparented, and its start time cannot be learned.
+// fork, still the child of the event's parent, or adopted with no exit of
+// it queued (Follows). Otherwise the Token stays zero: the pid was
+// reissued, or the child already exited, and its start time cannot be
+// learned.
 func (s *Source) identify(ev *events.Event, parent int32, ts uint64) {
 	if err := s.probe.bind(ev.Pid, &s.pi); err != nil {
 		return
@@ -935,7 +971,12 @@ func (s *Source) identify(ev *events.Event, parent int32, ts uint64) {
 	if st.Pid != ev.Pid || st.StartTime > s.ticks(ts)+1 {
 		return
 	}
-	if parent >= 0 && st.PPid != parent {
+	if parent >= 0 && st.PPid != parent && s.Follows(ev.Pid)&(FollowExit|FollowUnknown) != 0 {
+		// Not the event's parent's child now: adopted since (its parent
+		// exited), or a successor at the pid born of another. The kernel
+		// sends the child's exit before its pid can be reissued, so a
+		// look-ahead that saw the whole queue without one proves it the
+		// child, adopted.
 		return
 	}
 	if parent < 0 {
@@ -943,6 +984,32 @@ func (s *Source) identify(ev *events.Event, parent int32, ts uint64) {
 	}
 	ev.Token = token.Token{Boot: s.boot, Start: st.StartTime, Ino: s.pi.Ino, Prec: token.Ticks}
 	ev.Comm = st.Comm
+}
+
+// execProven reports whether the instance identify bound for the exec
+// event ev at ts is the one that exec'd, not a successor: the exec'ing
+// process may have exited since, been reaped, and its pid been reissued
+// (clone3 set_tid, ns_last_pid) within the tick of slack identify allows;
+// its successor (a fresh fork that has not exec'd yet shows its parent's
+// arguments) would then get the exec, its token and its context. The
+// kernel sends a process's exit before its pid can be reissued, so every
+// event before that exit is of the instance that held the pid: a process
+// whose fork the source observed (no loss since) is proven by the fork's
+// token (the pidfs inode tells two instances of one tick apart), and one
+// whose fork went unbound (gone or reparented at the read) is not proven
+// at all. Any other was born before the source or its last loss: a
+// successor was born after the exec, so a start time two ticks before the
+// exec's (one for the clock conversion) proves it; a later one does not.
+// A token that does not hold is dropped: the exec is then the graph's
+// live instance's, and the event carries no context.
+func (s *Source) execProven(ev *events.Event, ts uint64) bool {
+	if ev.Token.IsZero() {
+		return true
+	}
+	if g, ok := s.groups[ev.Pid]; ok && ts >= g.born {
+		return !g.tok.IsZero() && g.tok.Start == ev.Token.Start && g.tok.Ino == ev.Token.Ino
+	}
+	return ev.Token.Start+2 <= s.ticks(ts)
 }
 
 // liveness is what /proc says of a thread group after one of its threads
