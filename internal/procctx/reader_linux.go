@@ -104,7 +104,9 @@ func (r *Reader) Fill(ev *events.Event) error {
 	if b, err := r.readAll(dir, "cgroup"); err == nil {
 		if p, ok := procfs.Cgroup2Path(b); ok {
 			x.Cgroup = p
-			x.ContainerID, _, _ = container.ID(p)
+			if id, rt, ok := container.ID(p); ok {
+				x.ContainerID, x.ContainerRuntime = id, string(rt)
+			}
 			var s unix.Stat_t
 			if r.cg2 != "" && unix.Stat(r.cg2+p, &s) == nil {
 				c.CgroupID = s.Ino

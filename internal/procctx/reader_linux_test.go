@@ -388,3 +388,44 @@ func TestIntegrationFillLongCgroup(t *testing.T) {
 }
 
 func tail(s string) string { return s[max(0, len(s)-20):] }
+
+// TestIntegrationFillContainer: a process in a cgroup laid out as podman's
+// systemd driver lays out a container's (libpod-ID.scope) is read with
+// that cgroup path, the container id and the runtime, as the eBPF source
+// gives them.
+func TestIntegrationFillContainer(t *testing.T) {
+	testenv.RequireRoot(t)
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mnt, ok := procfs.Cgroup2Mount(mi)
+	if !ok {
+		testenv.Skip(t, "no cgroup2 mount")
+	}
+	top, err := os.MkdirTemp(mnt, "procctx-ctr-")
+	if err != nil {
+		testenv.Skip(t, "cannot make a cgroup under %s: %v", mnt, err)
+	}
+	id := fmt.Sprintf("%064x", time.Now().UnixNano())
+	dir := filepath.Join(top, "libpod-"+id+".scope")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		os.Remove(top)
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(dir); os.Remove(top) })
+	cmd := started(t, nil, "/bin/sleep", "100")
+	// Killed and reaped before the cleanup above removes its cgroup.
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(cmd.Process.Pid)), 0); err != nil {
+		t.Fatal(err)
+	}
+	ev := execEvent(t, cmd.Process.Pid)
+	if err := New("/proc", 0).Fill(&ev); err != nil {
+		t.Fatal(err)
+	}
+	x := &ev.Exec
+	if want := strings.TrimPrefix(dir, mnt); x.Cgroup != want || x.ContainerID != id || x.ContainerRuntime != "podman" {
+		t.Errorf("cgroup %q container %q (%q), want %q %q (podman)", x.Cgroup, x.ContainerID, x.ContainerRuntime, want, id)
+	}
+}
