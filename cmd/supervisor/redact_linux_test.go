@@ -119,3 +119,48 @@ func readFile(path string) string {
 	b, _ := os.ReadFile(path)
 	return string(b)
 }
+
+// TestIntegrationRedactCutArgs: an argument vector cut at argv_max inside
+// a secret a pattern hides whole is redacted too (the last argument could
+// be the start of a match): with --argv-max 64, the first bytes of an
+// access key were in the feed and the stream before, as neither pattern
+// matched the cut argument.
+func TestIntegrationRedactCutArgs(t *testing.T) {
+	testenv.RequireRoot(t)
+	state, sock := newDirs(t)
+	d := startDaemon(t, state, sock, "--mechanism", "ebpf", "--log-process-events", "--argv-max", "64",
+		"--redact-args", "--key=????????????????????", "--redact-args", "AKIA????????????????")
+	js := startStream(t, d, nil, "--json")
+	logPath := filepath.Join(filepath.Dir(sock), "log.json")
+	lines := map[string]string{}
+	for i, secret := range []string{"--key=QWERTYUIOPASDFGHJKLZ", "AKIAQWERTYUIOPASDFGH"} {
+		marker := fmt.Sprintf("rc%d-%d", i, time.Now().UnixNano()%1e9)
+		// The bytes before the secret (NULs included) leave 8 of it
+		// under the 64-byte bound.
+		pad := strings.Repeat("p", 56-len("/bin/true")-len(marker)-3)
+		argv := []string{"/bin/true", marker, pad, secret}
+		if err := exec.Command(argv[0], argv[1:]...).Run(); err != nil {
+			t.Fatal(err)
+		}
+		testenv.Eventually(t, 20*time.Second, func() bool {
+			for l := range strings.SplitSeq(readFile(logPath), "\n") {
+				if strings.Contains(l, `"process_exec"`) && strings.Contains(l, `"`+marker+`","`+pad+`",`) {
+					lines[secret] = l
+					return strings.Contains(js.out.String(), `"`+marker+`","`+pad+`",`)
+				}
+			}
+			return false
+		}, "never the exec line of %q in %s and the stream:\n%s", argv, logPath, readFile(logPath))
+		for _, want := range []string{`"args_truncated":true`, `"args_redacted":true`, `"args_count":4`} {
+			if !strings.Contains(lines[secret], want) {
+				t.Errorf("%s: the exec line lacks %s: %s", secret, want, lines[secret])
+			}
+		}
+	}
+	d.term()
+	for what, s := range map[string]string{"the log file": readFile(logPath), "the JSON stream": js.out.String()} {
+		if strings.Contains(s, "QWERTY") {
+			t.Errorf("%s holds the start of a secret:\n%s", what, s)
+		}
+	}
+}

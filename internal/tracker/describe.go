@@ -13,7 +13,13 @@ import (
 // once when the graph holds no child of it.
 func (t *Tracker) describe(ev *events.Event) {
 	if ev.Kind == events.Exec {
-		if argv, ok := t.opts.Redact.Argv(ev.Argv); ok {
+		// A vector cut at the capture's bound may end in the start of a
+		// secret a pattern hides whole: ArgvCut hides that start too.
+		redact := t.opts.Redact.Argv
+		if ev.Exec.ArgsTruncated {
+			redact = t.opts.Redact.ArgvCut
+		}
+		if argv, ok := redact(ev.Argv); ok {
 			ev.Argv, ev.Exec.ArgsRedacted = argv, true
 		}
 	}
