@@ -322,19 +322,7 @@ func TestIntegrationFillManyGroups(t *testing.T) {
 // short that names another cgroup. (Its id is absent: a path that long
 // cannot be looked up whole.)
 func TestIntegrationFillLongCgroup(t *testing.T) {
-	testenv.RequireRoot(t)
-	mi, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	mnt, ok := procfs.Cgroup2Mount(mi)
-	if !ok {
-		testenv.Skip(t, "no cgroup2 mount")
-	}
-	top, err := os.MkdirTemp(mnt, "procctx-long-")
-	if err != nil {
-		testenv.Skip(t, "cannot make a cgroup under %s: %v", mnt, err)
-	}
+	mnt, top := tempCgroup(t, "procctx-long-")
 	// Directories one under the other, made relative to their parent.
 	path := strings.TrimPrefix(top, mnt)
 	fds := []int{}
@@ -394,19 +382,7 @@ func tail(s string) string { return s[max(0, len(s)-20):] }
 // that cgroup path, the container id and the runtime, as the eBPF source
 // gives them.
 func TestIntegrationFillContainer(t *testing.T) {
-	testenv.RequireRoot(t)
-	mi, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	mnt, ok := procfs.Cgroup2Mount(mi)
-	if !ok {
-		testenv.Skip(t, "no cgroup2 mount")
-	}
-	top, err := os.MkdirTemp(mnt, "procctx-ctr-")
-	if err != nil {
-		testenv.Skip(t, "cannot make a cgroup under %s: %v", mnt, err)
-	}
+	mnt, top := tempCgroup(t, "procctx-ctr-")
 	id := fmt.Sprintf("%064x", time.Now().UnixNano())
 	dir := filepath.Join(top, "libpod-"+id+".scope")
 	if err := os.Mkdir(dir, 0o755); err != nil {
@@ -428,4 +404,25 @@ func TestIntegrationFillContainer(t *testing.T) {
 	if want := strings.TrimPrefix(dir, mnt); x.Cgroup != want || x.ContainerID != id || x.ContainerRuntime != "podman" {
 		t.Errorf("cgroup %q container %q (%q), want %q %q (podman)", x.Cgroup, x.ContainerID, x.ContainerRuntime, want, id)
 	}
+}
+
+// tempCgroup makes a new cgroup named prefix... under the cgroup2 mount
+// (found in mountinfo), as root, and returns the mount and its path; the
+// caller removes it. It skips (testenv.Skip) without cgroup2.
+func tempCgroup(t *testing.T, prefix string) (mnt, dir string) {
+	t.Helper()
+	testenv.RequireRoot(t)
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mnt, ok := procfs.Cgroup2Mount(mi)
+	if !ok {
+		testenv.Skip(t, "no cgroup2 mount")
+	}
+	dir, err = os.MkdirTemp(mnt, prefix)
+	if err != nil {
+		testenv.Skip(t, "cannot make a cgroup under %s: %v", mnt, err)
+	}
+	return mnt, dir
 }
