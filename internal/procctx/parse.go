@@ -13,9 +13,15 @@
 // argument vector) before it turns zombie: a cmdline that took more than
 // one read is read again at its first byte, and when that finds no memory
 // the process gets no context, never a vector cut short by its exit. The
-// executable and working directory are the paths the files had, as the
-// eBPF source gives them: the " (deleted)" the kernel appends to an
-// unlinked file's link is dropped when the file has no links left.
+// executable and working directory are the paths the files have from the
+// process's own root, as the eBPF source gives them: the " (deleted)" the
+// kernel appends to an unlinked file's link is dropped when the file has no
+// links left, a chroot's directory is taken off the front, and the path
+// must lead from the process's root, through the dentry cache only
+// (RESOLVE_CACHED: no lookup a hung mount could block), to the link's own
+// file. One that does not (beyond the chroot, on a mount detached since, a
+// memfd) is given as eBPF gives it: its names without the leading slash,
+// marked cut.
 //
 // Limits: this reads after the fact, so it is a description of the process
 // when it was read, not at the exec. A process already gone (or a zombie)

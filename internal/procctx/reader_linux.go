@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path"
 	"strconv"
 	"strings"
 
@@ -113,8 +114,14 @@ func (r *Reader) Fill(ev *events.Event) error {
 			}
 		}
 	}
-	exe, _ := r.pathLink(dir, "exe")
-	x.Cwd, _ = r.pathLink(dir, "cwd")
+	root := r.openRoot(dir)
+	exe, exeWhole, _ := r.pathLink(dir, "exe", root)
+	cwd, cwdWhole, cwdOK := r.pathLink(dir, "cwd", root)
+	if root.fd >= 0 {
+		unix.Close(root.fd)
+	}
+	x.ExeTruncated = exe != "" && !exeWhole
+	x.Cwd, x.CwdTruncated = cwd, cwdOK && !cwdWhole
 	argv, err := r.cmdline(dir, &x)
 	if err != nil {
 		return err
@@ -225,23 +232,99 @@ func (r *Reader) readlink(dir int, name string) (string, bool) {
 // file or directory in a /proc link.
 const deletedSuffix = " (deleted)"
 
+// resolveCached is openat2's RESOLVE_CACHED (Linux 5.12), which
+// golang.org/x/sys does not name: the lookup fails with EAGAIN rather
+// than leave the dentry cache.
+const resolveCached = 0x20
+
+// rootView is the process's root directory, against which pathLink
+// checks the paths of its exe and cwd links. The kernel writes a link's
+// target from the reader's root: a file inside the process's chroot reads
+// with the chroot's path in front; one outside it, or on a mount detached
+// since (umount -l, open_tree), reads as an absolute path the process
+// does not have (a program copied to a tmpfs as usr/bin/sudo, the tmpfs
+// lazily unmounted, reads as /usr/bin/sudo). A container's process, in its
+// own mount namespace under pivot_root, reads as it sees itself.
+type rootView struct {
+	fd   int    // the process's root, O_PATH; -1 when it cannot be opened
+	path string // its path from the reader's root
+}
+
+// openRoot opens the process's root; the caller closes v.fd when it is
+// not -1.
+func (r *Reader) openRoot(dir int) rootView {
+	p, ok := r.readlink(dir, "root")
+	if !ok {
+		return rootView{fd: -1}
+	}
+	fd, err := unix.Openat(dir, "root", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return rootView{fd: -1}
+	}
+	return rootView{fd: fd, path: p}
+}
+
 // pathLink reads the exe or cwd link name under dir as the path the file
-// had: the kernel appends " (deleted)" to the target of a file unlinked
-// since, which the eBPF source (reading the path at the exec) never shows.
-// The link's file itself tells (no path is looked up, which a hung mount
-// could block): unlinked, it has no links left; a file whose real name
-// ends in " (deleted)" keeps it.
-func (r *Reader) pathLink(dir int, name string) (string, bool) {
-	p, ok := r.readlink(dir, name)
-	trimmed, deleted := strings.CutSuffix(p, deletedSuffix)
-	if !ok || !deleted {
-		return p, ok
+// has in the process's view (from its root, as the eBPF source reads it),
+// and reports false (cut) when that path cannot be proved:
+//   - the kernel appends " (deleted)" to the target of a file unlinked
+//     since, which the eBPF source never shows: the link's file itself
+//     tells, unlinked, it has no links left (a file whose real name ends
+//     in " (deleted)" keeps it);
+//   - a path outside the process's root (a descriptor from beyond its
+//     chroot) is cut: the names are given without the leading slash;
+//   - the path must lead, from the process's root, to the link's own file
+//     (for an unlinked one, to a directory on its device), looked up with
+//     RESOLVE_CACHED: only through dentries the kernel has in memory, so
+//     a hung mount cannot block the reader (a program just exec'd and a
+//     working directory in use are there). When it does not, the names are
+//     not a path the process has (a detached mount, a memfd's "/memfd:x",
+//     a rename since), and are given cut, as eBPF gives them.
+//
+// ok is false when the link cannot be read.
+func (r *Reader) pathLink(dir int, name string, v rootView) (p string, whole, ok bool) {
+	p, ok = r.readlink(dir, name)
+	if !ok {
+		return "", false, false
 	}
 	var st unix.Stat_t
-	if unix.Fstatat(dir, name, &st, 0) == nil && st.Nlink == 0 {
-		return trimmed, true
+	if unix.Fstatat(dir, name, &st, 0) != nil {
+		return "", false, false
 	}
-	return p, true
+	trimmed, deleted := strings.CutSuffix(p, deletedSuffix)
+	if deleted = deleted && st.Nlink == 0; deleted {
+		p = trimmed
+	}
+	cut := strings.TrimLeft(p, "/")
+	switch {
+	case v.fd < 0:
+		return cut, false, true
+	case v.path == "/":
+	case p == v.path:
+		p = "/"
+	case strings.HasPrefix(p, v.path+"/"):
+		p = p[len(v.path):]
+	default:
+		return cut, false, true
+	}
+	look := p
+	if deleted {
+		look = path.Dir(p)
+	}
+	fd, err := unix.Openat2(v.fd, look, &unix.OpenHow{
+		Flags:   unix.O_PATH | unix.O_CLOEXEC,
+		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | resolveCached,
+	})
+	if err != nil {
+		return strings.TrimLeft(p, "/"), false, true
+	}
+	var got unix.Stat_t
+	err = unix.Fstat(fd, &got)
+	unix.Close(fd)
+	if err != nil || got.Dev != st.Dev || !deleted && got.Ino != st.Ino || deleted && got.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return strings.TrimLeft(p, "/"), false, true
+	}
+	return p, true, true
 }
 
 // onTTY reports whether fd link name under dir is the process's

@@ -426,3 +426,89 @@ func tempCgroup(t *testing.T, prefix string) (mnt, dir string) {
 	}
 	return mnt, dir
 }
+
+// TestIntegrationFillRoots: the exe and cwd paths are the ones the process
+// has from its own root, as the eBPF source reads them, or are cut: the
+// kernel writes a /proc link's target from the reader's root, so a chroot
+// reads with its directory in front, and a program outside the process's
+// root, on a mount detached since, or in a memfd reads as an absolute path
+// the process does not have. A program copied to a tmpfs as usr/bin/sudo
+// and run after the tmpfs was lazily unmounted read as /usr/bin/sudo,
+// whole, before.
+func TestIntegrationFillRoots(t *testing.T) {
+	testenv.RequireRoot(t)
+	gcc, err := exec.LookPath("gcc")
+	if err != nil {
+		testenv.Skip(t, "no gcc to build the roots helper: %v", err)
+	}
+	tmp := t.TempDir()
+	os.Chmod(tmp, 0o755)
+	helper := filepath.Join(tmp, "roots")
+	if out, err := exec.Command(gcc, "-O1", "-Wall", "-o", helper, "testdata/roots.c").CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v: %s", err, out)
+	}
+	sleep, err := filepath.EvalSymlinks("/bin/sleep")
+	if err != nil {
+		t.Fatal(err)
+	}
+	chroot := filepath.Join(tmp, "root")
+	mnt := filepath.Join(tmp, "mnt")
+	for _, d := range []string{chroot, mnt} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := unix.Mount("none", mnt, "tmpfs", 0, "size=8m"); err != nil {
+		testenv.Skip(t, "no tmpfs: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(mnt, unix.MNT_DETACH) })
+	if err := os.MkdirAll(filepath.Join(mnt, "usr/bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(sleep); err != nil || os.WriteFile(filepath.Join(mnt, "usr/bin/sudo"), b, 0o755) != nil {
+		t.Fatalf("copying %s: %v", sleep, err)
+	}
+	for _, tt := range []struct {
+		name               string
+		args               []string
+		exe, cwd           string
+		exeWhole, cwdWhole bool
+	}{
+		{"chroot", []string{"chroot", chroot, "/bin/sleep"}, sleep, "/", true, true},
+		{"beyond the chroot", []string{"beyond", chroot, "/bin/sleep"}, sleep[1:], "/", false, true},
+		{"detached mount", []string{"detached", mnt, "usr/bin/sudo"}, "usr/bin/sudo", "usr/bin", false, false},
+		{"memfd", []string{"memfd", sleep}, "memfd:procctx-roots", "", false, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			argv0 := "sleep-roots-" + strconv.Itoa(os.Getpid())
+			cmd := exec.Command(helper, append(tt.args, argv0, "100")...)
+			cmd.Dir = tmp
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer func() { cmd.Process.Kill(); cmd.Wait() }()
+			pid := cmd.Process.Pid
+			testenv.Eventually(t, 10*time.Second, func() bool {
+				b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+				return strings.HasPrefix(string(b), argv0+"\x00")
+			}, "the helper never ran sleep: %s", &stderr)
+			ev := execEvent(t, pid)
+			if err := New("/proc", 0).Fill(&ev); err != nil {
+				t.Fatal(err)
+			}
+			cwd := tt.cwd
+			if cwd == "" {
+				cwd = tmp
+			}
+			x := &ev.Exec
+			if ev.Exe != tt.exe || x.ExeTruncated != !tt.exeWhole {
+				t.Errorf("exe %q (cut %v), want %q (cut %v)", ev.Exe, x.ExeTruncated, tt.exe, !tt.exeWhole)
+			}
+			if x.Cwd != cwd || x.CwdTruncated != !tt.cwdWhole {
+				t.Errorf("cwd %q (cut %v), want %q (cut %v)", x.Cwd, x.CwdTruncated, cwd, !tt.cwdWhole)
+			}
+		})
+	}
+}
