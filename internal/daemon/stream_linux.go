@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -37,6 +38,36 @@ import (
 // context (an exit), else to the owner of the claim the process belongs to
 // through birth lineage; a process with none of these is shown to root
 // only.
+//
+// What a user sees. Root's stream is whole. A subscriber other than root
+// is shown of an event only what it could read itself in /proc, where the
+// executable and working directory (/proc/PID/exe, cwd) need ptrace
+// access (the same real, effective and saved uid and gid, and a dumpable
+// process) and a proc mounted with hidepid hides the processes the reader
+// may not ptrace whole:
+//   - the event's own exe and working directory are withheld unless its
+//     context says the process is wholly the subscriber's: real, effective
+//     and saved uid its uid, and real, effective and saved gid its gid (a
+//     setuid program it ran is root's to read, and so is what that program
+//     execs as root after a chdir);
+//   - the parent's exe and working directory are always withheld: the
+//     parent's description (internal/execcache) is of its last exec, with
+//     ids refreshed at its forks, so it cannot prove the parent readable
+//     (a root process that exec'd, chdir'd and setuid() to the user since
+//     is not dumpable, and a setuid(2) is no event). A parent that is the
+//     subscriber's own has them on its own exec event;
+//   - when the daemon's /proc hides other users' processes (hidepid, read
+//     at subscription), the argv of an event not wholly the subscriber's
+//     and the whole parent description are withheld too.
+//
+// The comm, the ids, the session, group, terminal and cgroup, which
+// /proc/PID/stat, status and cgroup give every reader without hidepid,
+// are kept. What is withheld is named in "withheld" (exe,
+// working_directory, argv, parent.exe, parent.working_directory, parent),
+// so an absent field is never read as not captured. The exec context does
+// not say whether a process is dumpable: an exec of a file the user may
+// not read, or one that gains file capabilities, is not, and its exe and
+// working directory are still shown to its owner.
 
 const (
 	// streamBuffer is what a subscriber may have unread, in bytes (about
@@ -65,11 +96,16 @@ type hub struct {
 	mu     sync.Mutex
 	closed bool
 
-	// The event path's own (drain goroutine): its encoding buffer, and
-	// the wall clock minus CLOCK_BOOTTIME, sampled every few seconds.
-	evBuf   []byte
-	bootOff int64
-	bootAt  int64
+	// The event path's own (drain goroutine): its encoding buffer, one
+	// for each view of other users' subscribers (empty when the view
+	// withheld nothing) with the event and parent it encoded, and the
+	// wall clock minus CLOCK_BOOTTIME, sampled every few seconds.
+	evBuf         []byte
+	viewBuf       [views][]byte
+	limited       events.Event
+	limitedParent events.Desc
+	bootOff       int64
+	bootAt        int64
 
 	claimMu  sync.Mutex
 	claimBuf []byte
@@ -78,9 +114,8 @@ type hub struct {
 // subscriber is one stream: two buffers, the one events are appended to
 // and the one its reader holds, swapped when the reader takes.
 type subscriber struct {
-	h     *hub
-	uid   uint32
-	all   bool
+	h *hub
+	viewer
 	kinds api.StreamKinds // what it asked for (losses always)
 	wake  chan struct{}   // one token: something to take
 
@@ -89,6 +124,16 @@ type subscriber struct {
 	spare  []byte // the reader's
 	lost   uint64 // records dropped since the last take
 	closed bool
+}
+
+// viewer is who a subscriber is: root (all), who sees everything, or a
+// uid, shown its own events less what it could not read in /proc (see
+// the file's comment): gid is its group, hidden whether the daemon's
+// /proc hid other users' processes (hidepid) when it came.
+type viewer struct {
+	uid, gid uint32
+	all      bool
+	hidden   bool
 }
 
 // attribution is who an event is of: the uid (uidOK false when unknown)
@@ -104,10 +149,15 @@ func (d *Daemon) Subscribe(p api.Peer, k api.StreamKinds) (api.Stream, error) {
 	if err := d.serves(p); err != nil {
 		return nil, err
 	}
-	return d.log.hub.subscribe(p.UID, p.Root(), k)
+	v := viewer{uid: p.UID, gid: p.GID, all: p.Root()}
+	if !v.all {
+		mi, err := os.ReadFile("/proc/self/mountinfo")
+		v.hidden = err != nil || procHidesPids(mi)
+	}
+	return d.log.hub.subscribe(v, k)
 }
 
-func (h *hub) subscribe(uid uint32, all bool, kinds api.StreamKinds) (*subscriber, error) {
+func (h *hub) subscribe(v viewer, kinds api.StreamKinds) (*subscriber, error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.closed {
@@ -120,18 +170,18 @@ func (h *hub) subscribe(uid uint32, all bool, kinds api.StreamKinds) (*subscribe
 	// Root's streams and the other uids' have a cap each: users
 	// together never lock root out.
 	n, whose := 0, "other users'"
-	if all {
+	if v.all {
 		whose = "root's"
 	}
 	for _, x := range subs {
-		if x.all == all {
+		if x.all == v.all {
 			n++
 		}
 	}
 	if n >= maxStreams {
 		return nil, fmt.Errorf("%d of %s event streams open (cap %d): %w", n, whose, maxStreams, api.ErrUnavailable)
 	}
-	s := &subscriber{h: h, uid: uid, all: all, kinds: kinds, wake: make(chan struct{}, 1),
+	s := &subscriber{h: h, viewer: v, kinds: kinds, wake: make(chan struct{}, 1),
 		buf: make([]byte, 0, streamBuffer), spare: make([]byte, 0, streamBuffer)}
 	next := append(append(make([]*subscriber, 0, len(subs)+1), subs...), s)
 	h.subs.Store(&next)
@@ -252,16 +302,51 @@ func (x *claimIndex) uidOf(id string) (uint32, bool) {
 }
 
 // publishEvent encodes ev once and hands it to every subscriber that may
-// see it. Only the drain goroutine calls it.
+// see it: root's whole, another uid's with what it may not read withheld
+// (encoded once for each of the few views, only when something is).
+// Only the drain goroutine calls it.
 func (h *hub) publishEvent(subs []*subscriber, ev *events.Event, a attribution, now time.Time) {
 	k := streamKind(ev.Kind)
 	if !slices.ContainsFunc(subs, func(s *subscriber) bool { return s.kinds.Has(k) }) {
 		return // nobody asked for this kind: not even encoded
 	}
-	b := events.AppendJSON(h.evBuf[:0], ev)
+	wall := h.wallOf(now, ev.Time)
+	b := appendRecord(h.evBuf[:0], ev, a, wall, 0)
+	h.evBuf = b
+	var made uint8 // the views encoded for this event
+	for _, s := range subs {
+		if !s.kinds.Has(k) {
+			continue
+		}
+		switch {
+		case s.all || ev.Kind == events.Lost:
+			s.put(b)
+		case a.uidOK && a.uid == s.uid:
+			v := s.view(ev)
+			if made&(1<<v) == 0 {
+				made |= 1 << v
+				w := limit(&h.limited, &h.limitedParent, ev, v)
+				h.viewBuf[v] = h.viewBuf[v][:0]
+				if w != 0 {
+					h.viewBuf[v] = appendRecord(h.viewBuf[v], &h.limited, a, wall, w)
+				}
+			}
+			if len(h.viewBuf[v]) == 0 {
+				s.put(b) // nothing withheld
+			} else {
+				s.put(h.viewBuf[v])
+			}
+		}
+	}
+}
+
+// appendRecord appends ev as a stream record (AppendJSON with the time,
+// the attribution and what was withheld) and a newline.
+func appendRecord(b []byte, ev *events.Event, a attribution, wall time.Time, w withheld) []byte {
+	b = events.AppendJSON(b, ev)
 	b = b[:len(b)-1] // reopen the object
 	b = append(b, `,"time":"`...)
-	b = h.wallOf(now, ev.Time).UTC().AppendFormat(b, time.RFC3339Nano)
+	b = wall.UTC().AppendFormat(b, time.RFC3339Nano)
 	b = append(b, '"')
 	if a.uidOK {
 		b = append(b, `,"uid":`...)
@@ -271,16 +356,109 @@ func (h *hub) publishEvent(subs []*subscriber, ev *events.Event, a attribution, 
 		b = append(b, `,"claim":`...)
 		b = strconv.AppendQuote(b, a.claim) // a store id: plain ASCII
 	}
-	b = append(b, '}', '\n')
-	h.evBuf = b
-	for _, s := range subs {
-		if !s.kinds.Has(k) {
-			continue
+	if w != 0 {
+		b = append(b, `,"withheld":[`...)
+		sep := ""
+		for i, name := range withheldNames {
+			if w&(1<<i) != 0 {
+				b = append(append(b, sep...), '"')
+				b = append(append(b, name...), '"')
+				sep = ","
+			}
 		}
-		if s.all || ev.Kind == events.Lost || a.uidOK && a.uid == s.uid {
-			s.put(b)
+		b = append(b, ']')
+	}
+	return append(b, '}', '\n')
+}
+
+// view is what a subscriber other than root is shown of an event: bit
+// viewOther when the event's context does not say the process is wholly
+// the subscriber's, bit viewHidden when /proc hides other users'.
+type view uint8
+
+const (
+	viewOther view = 1 << iota
+	viewHidden
+	views = 1 << iota
+)
+
+// view returns what s (not root) is shown of ev.
+func (s *subscriber) view(ev *events.Event) view {
+	var v view
+	if !whollyOf(&ev.Ctx, s.uid, s.gid) {
+		v |= viewOther
+	}
+	if s.hidden {
+		v |= viewHidden
+	}
+	return v
+}
+
+// whollyOf reports whether c says its process is wholly uid's and gid's,
+// as ptrace access (and so /proc/PID/exe and cwd) asks: real, effective
+// and saved uid and gid all theirs.
+func whollyOf(c *events.Context, uid, gid uint32) bool {
+	return c.Valid && c.UID == uid && c.EUID == uid && c.SUID == uid &&
+		c.GID == gid && c.EGID == gid && c.SGID == gid
+}
+
+// withheld has a bit for each field a view withheld (withheldNames).
+type withheld uint8
+
+const (
+	heldExe withheld = 1 << iota
+	heldCwd
+	heldArgv
+	heldParentExe // heldExe*heldParentExe is heldParentExe, heldCwd*heldParentExe heldParentCwd
+	heldParentCwd
+	heldParent
+)
+
+var withheldNames = [...]string{"exe", "working_directory", "argv", "parent.exe", "parent.working_directory", "parent"}
+
+// limit sets dst to ev as view v shows it (the parent's description,
+// when kept, in pd) and returns what it withheld of what ev had: nothing
+// when ev has none of it, and dst is then not to be used. The strings
+// are ev's: dst is valid as long as ev.
+func limit(dst *events.Event, pd *events.Desc, ev *events.Event, v view) withheld {
+	var w withheld
+	*dst = *ev
+	if v&viewOther != 0 {
+		w |= withhold(&dst.Exe, &dst.Exec)
+		if v&viewHidden != 0 {
+			if len(dst.Argv) > 0 || dst.Exec.ArgsCount > 0 {
+				w |= heldArgv
+			}
+			dst.Argv = nil
+			dst.Exec.ArgsCount, dst.Exec.ArgsSize, dst.Exec.ArgsTruncated, dst.Exec.ArgsRedacted = 0, 0, false, false
 		}
 	}
+	switch p := ev.Parent; {
+	case p == nil:
+	case v&viewHidden != 0:
+		w |= heldParent
+		dst.Parent = nil
+	default:
+		*pd = *p
+		w |= withhold(&pd.Exe, &pd.Exec) * heldParentExe
+		dst.Parent = pd
+	}
+	return w
+}
+
+// withhold clears an executable and working directory, and returns which
+// of them it cleared (heldExe, heldCwd).
+func withhold(exe *string, x *events.ExecInfo) withheld {
+	var w withheld
+	if *exe != "" {
+		w |= heldExe
+	}
+	if x.Cwd != "" {
+		w |= heldCwd
+	}
+	*exe, x.ExeTruncated = "", false
+	x.Cwd, x.CwdTruncated = "", false
+	return w
 }
 
 // streamKind is the stream kind of an event of kind k; every subscriber

@@ -69,11 +69,11 @@ func testGraph(t testing.TB) (*lineage.Graph, *claimIndex) {
 func TestStreamVisibility(t *testing.T) {
 	g, claims := testGraph(t)
 	var h hub
-	root, _ := h.subscribe(0, true, 0)
-	mine, _ := h.subscribe(1000, false, 0)
-	other, _ := h.subscribe(2000, false, 0)
-	exits, _ := h.subscribe(0, true, api.StreamExit|api.StreamFork)
-	claimsOnly, _ := h.subscribe(1000, false, api.StreamClaim)
+	root, _ := h.subscribe(viewer{uid: 0, all: true}, 0)
+	mine, _ := h.subscribe(viewer{uid: 1000}, 0)
+	other, _ := h.subscribe(viewer{uid: 2000}, 0)
+	exits, _ := h.subscribe(viewer{uid: 0, all: true}, api.StreamExit|api.StreamFork)
+	claimsOnly, _ := h.subscribe(viewer{uid: 1000}, api.StreamClaim)
 	now := time.Now()
 	for _, ev := range []events.Event{
 		{Kind: events.Exec, Pid: 101, PPid: 100, Token: tok(101), Comm: [16]byte{'m', 'a', 'k', 'e'}},
@@ -126,7 +126,7 @@ func TestStreamVisibility(t *testing.T) {
 // stream goes on. Publishing never waits for it.
 func TestStreamLoss(t *testing.T) {
 	var h hub
-	slow, _ := h.subscribe(0, true, 0)
+	slow, _ := h.subscribe(viewer{uid: 0, all: true}, 0)
 	ev := events.Event{Kind: events.Fork, Pid: 7, PPid: 1, Token: tok(7)}
 	n := 0
 	for ; n < 10*streamBuffer/100; n++ {
@@ -151,7 +151,7 @@ func TestStreamLoss(t *testing.T) {
 // from the event path; no subscriber past the cap, or after the stop.
 func TestStreamEnd(t *testing.T) {
 	var h hub
-	s, _ := h.subscribe(1000, false, 0)
+	s, _ := h.subscribe(viewer{uid: 1000}, 0)
 	got := make(chan error, 1)
 	go func() {
 		b, err := s.Next(context.Background())
@@ -173,17 +173,17 @@ func TestStreamEnd(t *testing.T) {
 	if n := len(h.active()); n != 0 {
 		t.Errorf("%d subscribers after Close, want 0", n)
 	}
-	if _, err := h.subscribe(0, true, 0); !errors.Is(err, api.ErrUnavailable) {
+	if _, err := h.subscribe(viewer{uid: 0, all: true}, 0); !errors.Is(err, api.ErrUnavailable) {
 		t.Errorf("subscribe after stop = %v, want ErrUnavailable", err)
 	}
 
 	var h2 hub
 	for i := 0; i < maxStreams; i++ {
-		if _, err := h2.subscribe(0, true, 0); err != nil {
+		if _, err := h2.subscribe(viewer{uid: 0, all: true}, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := h2.subscribe(0, true, 0); !errors.Is(err, api.ErrUnavailable) {
+	if _, err := h2.subscribe(viewer{uid: 0, all: true}, 0); !errors.Is(err, api.ErrUnavailable) {
 		t.Errorf("subscriber %d = %v, want ErrUnavailable", maxStreams+1, err)
 	}
 }
@@ -195,14 +195,14 @@ func TestStreamEnd(t *testing.T) {
 func TestStreamsOfUsersLeaveRoot(t *testing.T) {
 	var h hub
 	for i := range maxStreams {
-		if _, err := h.subscribe(uint32(1000+i/4), false, 0); err != nil {
+		if _, err := h.subscribe(viewer{uid: uint32(1000 + i/4)}, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := h.subscribe(5000, false, 0); !errors.Is(err, api.ErrUnavailable) {
+	if _, err := h.subscribe(viewer{uid: 5000}, 0); !errors.Is(err, api.ErrUnavailable) {
 		t.Errorf("user's subscriber %d = %v, want ErrUnavailable", maxStreams+1, err)
 	}
-	if _, err := h.subscribe(0, true, 0); err != nil {
+	if _, err := h.subscribe(viewer{uid: 0, all: true}, 0); err != nil {
 		t.Errorf("root's subscriber with users' streams at their cap: %v", err)
 	}
 }
@@ -226,11 +226,11 @@ func TestStreamChangedFollowsSubscribers(t *testing.T) {
 		mu.Unlock()
 	}
 	h.changed.Store(&changed)
-	a, err := h.subscribe(1000, false, 0)
+	a, err := h.subscribe(viewer{uid: 1000}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := h.subscribe(0, true, 0)
+	b, err := h.subscribe(viewer{uid: 0, all: true}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +247,7 @@ func TestStreamChangedFollowsSubscribers(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if s, err := h.subscribe(uint32(2000+i), false, 0); err == nil {
+			if s, err := h.subscribe(viewer{uid: uint32(2000 + i)}, 0); err == nil {
 				s.Close()
 			}
 		}()
@@ -276,7 +276,7 @@ func BenchmarkStreamEventPath(b *testing.B) {
 			ctx, cancel := context.WithCancel(context.Background())
 			var wg sync.WaitGroup
 			for i := 0; i < bc.subs; i++ {
-				s, _ := h.subscribe(uint32(1000+i%2), false, 0)
+				s, _ := h.subscribe(viewer{uid: uint32(1000 + i%2)}, 0)
 				if bc.reading {
 					wg.Add(1)
 					go func() {
@@ -324,5 +324,122 @@ func BenchmarkStreamAttribute(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// TestStreamWithheld: root's stream is whole; another uid is shown of its
+// events what it could read in /proc: the exe and working directory only
+// of a process wholly its own (uids and gids), the parent's never, and
+// under hidepid neither the argv of a process not wholly its own nor the
+// parent. Each line names what it withheld.
+func TestStreamWithheld(t *testing.T) {
+	own := events.Context{Valid: true, UID: 1000, EUID: 1000, SUID: 1000, GID: 1000, EGID: 1000, SGID: 1000}
+	setuid := own
+	setuid.EUID, setuid.SUID = 0, 0
+	setgid := own
+	setgid.EGID = 5
+	runuser := &events.Desc{Comm: [16]byte{'r', 'u', 'n', 'u', 's', 'e', 'r'}, Exe: "/usr/sbin/runuser",
+		Argv: []string{"runuser", "-u", "u", "--", "sh"}, Exec: events.ExecInfo{Cwd: "/root/secret", ArgsCount: 5},
+		Ctx: events.Context{Valid: true}}
+	exec := func(pid int32, c events.Context, cwd string, parent *events.Desc) events.Event {
+		return events.Event{Kind: events.Exec, Pid: pid, PPid: 1, Token: tok(uint64(pid)), ParentToken: tok(1),
+			Exe: "/usr/bin/echo", Argv: []string{"echo", "hi"}, Exec: events.ExecInfo{Cwd: cwd, ArgsCount: 2},
+			Ctx: c, Parent: parent}
+	}
+	evs := []events.Event{
+		exec(501, own, "/home/u", runuser),     // the user's, under root's runuser
+		exec(502, setuid, "/root/secret", nil), // a setuid program's exec after a chdir
+		exec(503, setgid, "/home/u", nil),      // a setgid program's
+		exec(504, own, "/home/u", nil),         // wholly the user's: nothing withheld
+		{Kind: events.Exit, Pid: 501, PPid: 1, Token: tok(501), ParentToken: tok(1), Parent: runuser},
+	}
+	var h hub
+	subs := map[string]*subscriber{}
+	for name, v := range map[string]viewer{
+		"root":            {uid: 0, all: true},
+		"user":            {uid: 1000, gid: 1000},
+		"user, hidepid":   {uid: 1000, gid: 1000, hidden: true},
+		"user, other gid": {uid: 1000, gid: 7},
+	} {
+		s, err := h.subscribe(v, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		subs[name] = s
+	}
+	for i := range evs {
+		a := attribution{uid: 1000, uidOK: true}
+		h.publishEvent(h.active(), &evs[i], a, time.Now())
+	}
+	// Each record as: pid, then the keys it has of exe, working_directory,
+	// argv, parent and its exe and working_directory, then withheld.
+	shown := func(s *subscriber) string {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		b, err := s.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for l := range strings.SplitSeq(strings.TrimSuffix(string(b), "\n"), "\n") {
+			var r map[string]any
+			if err := json.Unmarshal([]byte(l), &r); err != nil {
+				t.Fatalf("record %q: %v", l, err)
+			}
+			f := []string{fmt.Sprint(r["kind"], r["pid"])}
+			for _, k := range []string{"exe", "working_directory", "argv", "args_count"} {
+				if r[k] != nil {
+					f = append(f, k)
+				}
+			}
+			if p, ok := r["parent"].(map[string]any); ok {
+				f = append(f, "parent")
+				for _, k := range []string{"comm", "exe", "working_directory", "argv"} {
+					if p[k] != nil {
+						f = append(f, "parent."+k)
+					}
+				}
+			}
+			if w, ok := r["withheld"].([]any); ok {
+				f = append(f, fmt.Sprint("withheld", w))
+			}
+			out = append(out, strings.Join(f, " "))
+		}
+		return strings.Join(out, "\n")
+	}
+	whole := strings.Join([]string{
+		"exec501 exe working_directory argv args_count parent parent.comm parent.exe parent.working_directory parent.argv",
+		"exec502 exe working_directory argv args_count",
+		"exec503 exe working_directory argv args_count",
+		"exec504 exe working_directory argv args_count",
+		"exit501 parent parent.comm parent.exe parent.working_directory parent.argv",
+	}, "\n")
+	for _, tc := range []struct{ name, want string }{
+		{"root", whole},
+		{"user", strings.Join([]string{
+			"exec501 exe working_directory argv args_count parent parent.comm parent.argv withheld[parent.exe parent.working_directory]",
+			"exec502 argv args_count withheld[exe working_directory]",
+			"exec503 argv args_count withheld[exe working_directory]",
+			"exec504 exe working_directory argv args_count",
+			"exit501 parent parent.comm parent.argv withheld[parent.exe parent.working_directory]",
+		}, "\n")},
+		{"user, hidepid", strings.Join([]string{
+			"exec501 exe working_directory argv args_count withheld[parent]",
+			"exec502 withheld[exe working_directory argv]",
+			"exec503 withheld[exe working_directory argv]",
+			"exec504 exe working_directory argv args_count",
+			"exit501 withheld[parent]",
+		}, "\n")},
+		{"user, other gid", strings.Join([]string{
+			"exec501 argv args_count parent parent.comm parent.argv withheld[exe working_directory parent.exe parent.working_directory]",
+			"exec502 argv args_count withheld[exe working_directory]",
+			"exec503 argv args_count withheld[exe working_directory]",
+			"exec504 argv args_count withheld[exe working_directory]",
+			"exit501 parent parent.comm parent.argv withheld[parent.exe parent.working_directory]",
+		}, "\n")},
+	} {
+		if got := shown(subs[tc.name]); got != tc.want {
+			t.Errorf("%s is shown:\n%s\nwant:\n%s", tc.name, got, tc.want)
+		}
 	}
 }
