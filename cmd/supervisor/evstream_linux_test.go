@@ -295,3 +295,231 @@ func TestIntegrationEventsStalledReader(t *testing.T) {
 	}
 	t.Logf("the stalled subscriber lost %d records", lost.Count)
 }
+
+// rawRecords returns the whole JSON lines printed so far, as objects.
+func (s *streamCLI) rawRecords(t *testing.T) []map[string]any {
+	t.Helper()
+	text := s.out.String()
+	text = text[:strings.LastIndexByte(text, '\n')+1]
+	var out []map[string]any
+	for l := range strings.SplitSeq(strings.TrimSpace(text), "\n") {
+		if l == "" {
+			continue
+		}
+		var r map[string]any
+		if err := json.Unmarshal([]byte(l), &r); err != nil {
+			t.Fatalf("record %q: %v", l, err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// find returns the first record f accepts, nil when none does.
+func find(rs []map[string]any, f func(r map[string]any) bool) map[string]any {
+	for _, r := range rs {
+		if f(r) {
+			return r
+		}
+	}
+	return nil
+}
+
+// execOf accepts the exec records of pid, or of ppid's children (pid 0),
+// whose argv holds mark.
+func execOf(pid, ppid int, mark string) func(r map[string]any) bool {
+	return func(r map[string]any) bool {
+		if r["kind"] != "exec" || pid != 0 && r["pid"] != float64(pid) || ppid != 0 && r["ppid"] != float64(ppid) {
+			return false
+		}
+		argv, _ := r["argv"].([]any)
+		return mark == "" || slices.ContainsFunc(argv, func(a any) bool { return a == mark })
+	}
+}
+
+// withheldOf returns a record's withheld list, sorted.
+func withheldOf(r map[string]any) []string {
+	var w []string
+	l, _ := r["withheld"].([]any)
+	for _, x := range l {
+		w = append(w, fmt.Sprint(x))
+	}
+	slices.Sort(w)
+	return w
+}
+
+// recordParent returns a record's parent object, nil when it has none.
+func recordParent(r map[string]any) map[string]any {
+	p, _ := r["parent"].(map[string]any)
+	return p
+}
+
+// secretDir returns a directory only root may enter.
+func secretDir(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "root-only")
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// setuidBash returns a copy of bash, setuid root, that every user may run:
+// with -p it keeps its effective uid 0 beside the caller's real uid.
+func setuidBash(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "suidbash")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	bin := filepath.Join(dir, "bash")
+	if out, err := exec.Command("install", "-m", "4755", "/bin/bash", bin).CombinedOutput(); err != nil {
+		testenv.Skip(t, "cannot make a setuid bash: %v: %s", err, out)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return bin
+}
+
+// runuserPath returns runuser(1), which root runs to start a command as
+// another user (it forks, and its child setuid()s and execs).
+func runuserPath(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("runuser")
+	if err != nil {
+		testenv.Skip(t, "no runuser: %v", err)
+	}
+	return p
+}
+
+// TestIntegrationEventsWithheld: nobody is shown of its own processes what
+// it could read in /proc, and root sees it all. Root runs runuser in a
+// directory only root may enter, whose child becomes nobody and execs: in
+// nobody's stream that exec's parent (runuser, root's) has its comm and
+// arguments but neither executable nor working directory (/proc/PID/exe
+// and cwd need ptrace access), named as withheld; root's has both. nobody
+// runs a setuid-root bash that enters root's directory and execs as euid 0:
+// nobody's stream withholds that exec's executable and working directory.
+// nobody's own process, wholly its, has both. With /proc mounted with
+// hidepid=2 where the daemon runs, nobody's stream also withholds the
+// parent and the setuid exec's arguments, and still has its own process's.
+func TestIntegrationEventsWithheld(t *testing.T) {
+	testenv.RequireRoot(t)
+	runuser, suid := runuserPath(t), setuidBash(t)
+	cred := &syscall.Credential{Uid: nobody, Gid: nobody}
+	for _, hidepid := range []bool{false, true} {
+		t.Run(fmt.Sprint("hidepid=", hidepid), func(t *testing.T) {
+			var wrap []string
+			if hidepid {
+				// A proc of its own, in a mount namespace of its own: the
+				// host's /proc is left as it is.
+				wrap = []string{"unshare", "-m", "--propagation", "private", "/bin/sh", "-c",
+					"mount -t proc -o hidepid=2 proc /proc && exec $0"}
+			}
+			d, _ := startDaemonWith(t, nil, nil, wrap, "--socket-group", fmt.Sprint(nobody))
+			theirs := startStream(t, d, cred, "--json", "--kind", "exec")
+			root := startStream(t, d, nil, "--json", "--kind", "exec")
+			secret := secretDir(t)
+			mark := fmt.Sprintf("mark-%d-%v", os.Getpid(), hidepid)
+
+			// root's runuser, in root's directory, starts nobody's sh.
+			ru := exec.Command(runuser, "-u", "nobody", "--", "/bin/sh", "-c", "exit 0", mark)
+			ru.Dir = secret
+			if out, err := ru.CombinedOutput(); err != nil {
+				t.Fatalf("runuser: %v: %s", err, out)
+			}
+			// nobody's setuid bash enters root's directory and execs as
+			// euid 0.
+			su := exec.Command(suid, "-p", "-c", "cd "+secret+" && exec /bin/echo "+mark)
+			su.Dir = "/"
+			su.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+			if out, err := su.CombinedOutput(); err != nil || !strings.Contains(string(out), mark) {
+				t.Fatalf("setuid bash: %v: %s", err, out)
+			}
+			// nobody's own process, in a directory of its own.
+			ownDir := t.TempDir()
+			os.Chmod(ownDir, 0o755)
+			own := exec.Command("/bin/sh", "-c", "exit 0", mark)
+			own.Dir = ownDir
+			own.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+			if err := own.Run(); err != nil {
+				t.Fatal(err)
+			}
+
+			child := execOf(0, ru.Process.Pid, mark)
+			setuidExec := execOf(su.Process.Pid, 0, mark)
+			mine := execOf(own.Process.Pid, 0, "")
+			if hidepid {
+				// The setuid exec's argv is withheld: found by its pid and
+				// executable's name.
+				setuidExec = func(r map[string]any) bool {
+					return r["kind"] == "exec" && r["pid"] == float64(su.Process.Pid) && r["comm"] == "echo"
+				}
+			}
+			testenv.Eventually(t, 30*time.Second, func() bool {
+				rs := theirs.rawRecords(t)
+				return find(rs, child) != nil && find(rs, setuidExec) != nil && find(rs, mine) != nil
+			}, "nobody's stream lacks runuser's child's, the setuid exec's or its own exec:\n%s", theirs.out)
+			rs := theirs.rawRecords(t)
+
+			r := find(rs, child)
+			p := recordParent(r)
+			switch {
+			case hidepid && (p != nil || !slices.Equal(withheldOf(r), []string{"parent"})):
+				t.Errorf("hidepid: nobody's exec under root's runuser shows its parent %v, withheld %v; want none, withheld [parent]", p, withheldOf(r))
+			case !hidepid && (p == nil || p["comm"] != "runuser" || p["argv"] == nil):
+				t.Errorf("nobody's exec under root's runuser lacks the parent's comm or argv (world-readable): %v", r)
+			case !hidepid && (p["exe"] != nil || p["working_directory"] != nil ||
+				!slices.Equal(withheldOf(r), []string{"parent.exe", "parent.working_directory"})):
+				t.Errorf("nobody's exec under root's runuser shows the parent's exe %v and working directory %v, withheld %v; want neither, withheld [parent.exe parent.working_directory]",
+					p["exe"], p["working_directory"], withheldOf(r))
+			}
+			if r["working_directory"] != secret || r["exe"] == nil {
+				// The child is wholly nobody's and dumpable: its own cwd,
+				// root's directory, is nobody's to read.
+				t.Errorf("nobody's exec under root's runuser: exe %v, working directory %v, want its own (%s)", r["exe"], r["working_directory"], secret)
+			}
+
+			r = find(rs, setuidExec)
+			want := []string{"exe", "working_directory"}
+			if hidepid {
+				want = []string{"argv", "exe", "working_directory"}
+			}
+			// Its parent (this test, root's) is withheld as the rule for
+			// parents says.
+			itself := slices.DeleteFunc(withheldOf(r), func(k string) bool { return strings.HasPrefix(k, "parent") })
+			if r["exe"] != nil || r["working_directory"] != nil || hidepid && r["argv"] != nil || !slices.Equal(itself, want) {
+				t.Errorf("nobody's setuid exec (euid 0) in root's directory: exe %v, working directory %v, argv %v, withheld %v; want none of them shown, withheld %v",
+					r["exe"], r["working_directory"], r["argv"], withheldOf(r), want)
+			}
+
+			r = find(rs, mine)
+			if r["working_directory"] != ownDir || r["exe"] == nil || r["argv"] == nil {
+				t.Errorf("nobody's own exec: exe %v, working directory %v, argv %v, want all (its own in %s): %v", r["exe"], r["working_directory"], r["argv"], ownDir, r)
+			}
+
+			// Root's stream is whole: a storm elsewhere on the host may
+			// overflow it, and then it says so.
+			var rr, rsu map[string]any
+			lost := false
+			testenv.Eventually(t, 30*time.Second, func() bool {
+				all := root.rawRecords(t)
+				rr, rsu = find(all, child), find(all, execOf(su.Process.Pid, 0, mark))
+				lost = find(all, func(r map[string]any) bool { return r["kind"] == "lost" }) != nil
+				return rr != nil && rsu != nil || lost
+			}, "root's stream lacks the execs and reports no loss:\n%s", root.out)
+			if rr == nil || rsu == nil {
+				t.Logf("root's stream lost records: its whole view is unchecked here")
+				return
+			}
+			if p := recordParent(rr); p == nil || p["working_directory"] != secret || p["exe"] != runuser && p["exe"] == nil || rr["withheld"] != nil {
+				t.Errorf("root's stream: the exec under runuser has parent %v, withheld %v; want runuser's exe and working directory %s", p, rr["withheld"], secret)
+			}
+			if rsu["working_directory"] != secret || rsu["exe"] == nil || rsu["withheld"] != nil {
+				t.Errorf("root's stream: the setuid exec has exe %v, working directory %v, withheld %v; want both, %s", rsu["exe"], rsu["working_directory"], rsu["withheld"], secret)
+			}
+		})
+	}
+}
