@@ -399,7 +399,10 @@ func runuserPath(t *testing.T) string {
 // directory only root may enter, whose child becomes nobody and execs: in
 // nobody's stream that exec's parent (runuser, root's) has its comm and
 // arguments but neither executable nor working directory (/proc/PID/exe
-// and cwd need ptrace access), named as withheld; root's has both. nobody
+// and cwd need ptrace access), named as withheld; root's has both. So
+// too under root's perl that became nobody in place before it forked:
+// its ids are nobody's, but a process that setuid() is not dumpable, and
+// its exe and directory are its root exec's. nobody
 // runs a setuid-root bash that enters root's directory and execs as euid 0:
 // nobody's stream withholds that exec's executable and working directory.
 // nobody's own process, wholly its, has both. With /proc mounted with
@@ -430,6 +433,16 @@ func TestIntegrationEventsWithheld(t *testing.T) {
 			if out, err := ru.CombinedOutput(); err != nil {
 				t.Fatalf("runuser: %v: %s", err, out)
 			}
+			// root's perl, in root's directory, becomes nobody in place
+			// (no exec) and starts nobody's sh: its description now has
+			// nobody's ids, and root's exec's executable and directory
+			// (a process that setuid() is not dumpable: /proc hides them).
+			pl := exec.Command("perl", "-e",
+				`$) = "65534 65534"; $( = 65534; $< = $> = 65534; exit(system("/bin/sh", "-c", "exit 0", $ARGV[0]) >> 8)`, mark)
+			pl.Dir = secret
+			if out, err := pl.CombinedOutput(); err != nil {
+				t.Fatalf("perl: %v: %s", err, out)
+			}
 			// nobody's setuid bash enters root's directory and execs as
 			// euid 0.
 			su := exec.Command(suid, "-p", "-c", "cd "+secret+" && exec /bin/echo "+mark)
@@ -449,6 +462,7 @@ func TestIntegrationEventsWithheld(t *testing.T) {
 			}
 
 			child := execOf(0, ru.Process.Pid, mark)
+			dropped := execOf(0, pl.Process.Pid, mark)
 			setuidExec := execOf(su.Process.Pid, 0, mark)
 			mine := execOf(own.Process.Pid, 0, "")
 			if hidepid {
@@ -460,22 +474,28 @@ func TestIntegrationEventsWithheld(t *testing.T) {
 			}
 			testenv.Eventually(t, 30*time.Second, func() bool {
 				rs := theirs.rawRecords(t)
-				return find(rs, child) != nil && find(rs, setuidExec) != nil && find(rs, mine) != nil
-			}, "nobody's stream lacks runuser's child's, the setuid exec's or its own exec:\n%s", theirs.out)
+				return find(rs, child) != nil && find(rs, dropped) != nil && find(rs, setuidExec) != nil && find(rs, mine) != nil
+			}, "nobody's stream lacks runuser's child's, perl's child's, the setuid exec's or its own exec:\n%s", theirs.out)
 			rs := theirs.rawRecords(t)
 
-			r := find(rs, child)
-			p := recordParent(r)
-			switch {
-			case hidepid && (p != nil || !slices.Equal(withheldOf(r), []string{"parent"})):
-				t.Errorf("hidepid: nobody's exec under root's runuser shows its parent %v, withheld %v; want none, withheld [parent]", p, withheldOf(r))
-			case !hidepid && (p == nil || p["comm"] != "runuser" || p["argv"] == nil):
-				t.Errorf("nobody's exec under root's runuser lacks the parent's comm or argv (world-readable): %v", r)
-			case !hidepid && (p["exe"] != nil || p["working_directory"] != nil ||
-				!slices.Equal(withheldOf(r), []string{"parent.exe", "parent.working_directory"})):
-				t.Errorf("nobody's exec under root's runuser shows the parent's exe %v and working directory %v, withheld %v; want neither, withheld [parent.exe parent.working_directory]",
-					p["exe"], p["working_directory"], withheldOf(r))
+			for _, c := range []struct {
+				name, comm string
+				f          func(r map[string]any) bool
+			}{{"root's runuser", "runuser", child}, {"root's perl become nobody", "perl", dropped}} {
+				r := find(rs, c.f)
+				p := recordParent(r)
+				switch {
+				case hidepid && (p != nil || !slices.Equal(withheldOf(r), []string{"parent"})):
+					t.Errorf("hidepid: nobody's exec under %s shows its parent %v, withheld %v; want none, withheld [parent]", c.name, p, withheldOf(r))
+				case !hidepid && (p == nil || p["comm"] != c.comm || p["argv"] == nil):
+					t.Errorf("nobody's exec under %s lacks the parent's comm or argv (world-readable): %v", c.name, r)
+				case !hidepid && (p["exe"] != nil || p["working_directory"] != nil ||
+					!slices.Equal(withheldOf(r), []string{"parent.exe", "parent.working_directory"})):
+					t.Errorf("nobody's exec under %s shows the parent's exe %v and working directory %v (ids %v), withheld %v; want neither, withheld [parent.exe parent.working_directory]",
+						c.name, p["exe"], p["working_directory"], p["real_user"], withheldOf(r))
+				}
 			}
+			r := find(rs, child)
 			if r["working_directory"] != secret || r["exe"] == nil {
 				// The child is wholly nobody's and dumpable: its own cwd,
 				// root's directory, is nobody's to read.
