@@ -99,27 +99,7 @@ func TestIntegrationEventsFromDaemon(t *testing.T) {
 	// claim is nobody's by uid, with no claim: the workload waits for
 	// the gate, opened once the launch has answered, before the child
 	// the test looks for.
-	gate, err := os.MkdirTemp("", "evgate")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(gate)
-	if err := os.Chmod(gate, 0o755); err != nil {
-		t.Fatal(err)
-	}
-	open := filepath.Join(gate, "open")
-	code, out, errs := d.run(t, cred, "launch", "--json", "--", "sh", "-c",
-		"while [ ! -e "+open+" ]; do /bin/sleep 0.05; done; /bin/sleep 0.2; exit 3")
-	if code != 0 {
-		t.Fatalf("launch as nobody: exit %d: %s", code, errs)
-	}
-	var theirs api.Claim
-	if err := json.Unmarshal([]byte(out), &theirs); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(open, nil, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	theirs := launchGated(t, d, cred, "/bin/sleep 0.2; exit 3")
 	plain := exec.Command("/bin/sh", "-c", "/bin/true; exit 5")
 	if err := plain.Run(); err == nil {
 		t.Fatal("sh -c 'exit 5' succeeded")
@@ -197,7 +177,7 @@ func TestIntegrationEventsFromDaemon(t *testing.T) {
 	// here and two more; a fifth is refused.
 	startStream(t, d, cred, "--json")
 	startStream(t, d, cred, "--json")
-	code, _, errs = d.run(t, cred, "events")
+	code, _, errs := d.run(t, cred, "events")
 	if code != 75 || !strings.Contains(errs, "long-lived requests") {
 		t.Errorf("a fifth stream of nobody: exit %d: %s, want 75 (busy, retry later)", code, errs)
 	}
@@ -335,6 +315,30 @@ func execOf(pid, ppid int, mark string) func(r map[string]any) bool {
 		argv, _ := r["argv"].([]any)
 		return mark == "" || slices.ContainsFunc(argv, func(a any) bool { return a == mark })
 	}
+}
+
+// findOrLost waits until s has a record each f accepts, or a loss (root's
+// stream sees the whole host: a storm elsewhere may overflow it, and then
+// it says so). It returns the records, in the order of fs, or nil after a
+// loss that left one missing.
+func findOrLost(t *testing.T, s *streamCLI, fs ...func(r map[string]any) bool) []map[string]any {
+	t.Helper()
+	var got []map[string]any
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		all := s.rawRecords(t)
+		got = got[:0]
+		for _, f := range fs {
+			if r := find(all, f); r != nil {
+				got = append(got, r)
+			}
+		}
+		return len(got) == len(fs) || find(all, func(r map[string]any) bool { return r["kind"] == "lost" }) != nil
+	}, "the stream lacks records and reports no loss:\n%s", s.out)
+	if len(got) < len(fs) {
+		t.Logf("the stream lost records: the view is unchecked here")
+		return nil
+	}
+	return got
 }
 
 // withheldOf returns a record's withheld list, sorted.
@@ -520,20 +524,12 @@ func TestIntegrationEventsWithheld(t *testing.T) {
 				t.Errorf("nobody's own exec: exe %v, working directory %v, argv %v, want all (its own in %s): %v", r["exe"], r["working_directory"], r["argv"], ownDir, r)
 			}
 
-			// Root's stream is whole: a storm elsewhere on the host may
-			// overflow it, and then it says so.
-			var rr, rsu map[string]any
-			lost := false
-			testenv.Eventually(t, 30*time.Second, func() bool {
-				all := root.rawRecords(t)
-				rr, rsu = find(all, child), find(all, execOf(su.Process.Pid, 0, mark))
-				lost = find(all, func(r map[string]any) bool { return r["kind"] == "lost" }) != nil
-				return rr != nil && rsu != nil || lost
-			}, "root's stream lacks the execs and reports no loss:\n%s", root.out)
-			if rr == nil || rsu == nil {
-				t.Logf("root's stream lost records: its whole view is unchecked here")
+			// Root's stream is whole.
+			got := findOrLost(t, root, child, execOf(su.Process.Pid, 0, mark))
+			if got == nil {
 				return
 			}
+			rr, rsu := got[0], got[1]
 			if p := recordParent(rr); p == nil || p["working_directory"] != secret || p["exe"] != runuser && p["exe"] == nil || rr["withheld"] != nil {
 				t.Errorf("root's stream: the exec under runuser has parent %v, withheld %v; want runuser's exe and working directory %s", p, rr["withheld"], secret)
 			}
@@ -542,4 +538,105 @@ func TestIntegrationEventsWithheld(t *testing.T) {
 			}
 		})
 	}
+}
+
+// newUser creates a user with useradd (no home) and returns its uid; the
+// user is removed when the test ends.
+func newUser(t *testing.T) uint32 {
+	t.Helper()
+	name := fmt.Sprintf("svt%d", os.Getpid()%1000000)
+	if out, err := exec.Command("useradd", "-M", "-N", "-s", "/usr/sbin/nologin", name).CombinedOutput(); err != nil {
+		testenv.Skip(t, "useradd %s: %v: %s", name, err, out)
+	}
+	t.Cleanup(func() { exec.Command("userdel", name).Run() })
+	out, err := exec.Command("id", "-u", name).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var uid uint32
+	if _, err := fmt.Sscan(string(out), &uid); err != nil {
+		t.Fatal(err)
+	}
+	return uid
+}
+
+// TestIntegrationEventsOtherUserInClaim: a claim of nobody's whose
+// workload (through a setuid bash and setpriv) runs a process as another
+// user, made for the test: nobody's stream has the exec it made itself
+// (setpriv, real uid nobody) and nothing of that process once it is the
+// other user's (its exec as that user, its exit), although the process is
+// in nobody's claim; root's stream has them, in the claim, with the other
+// user's uid.
+func TestIntegrationEventsOtherUserInClaim(t *testing.T) {
+	testenv.RequireRoot(t)
+	other, suid := newUser(t), setuidBash(t)
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		testenv.Skip(t, "no setpriv: %v", err)
+	}
+	state, sock := newDirs(t)
+	d := startDaemon(t, state, sock, "--socket-group", fmt.Sprint(nobody))
+	cred := &syscall.Credential{Uid: nobody, Gid: nobody}
+	theirs := startStream(t, d, cred, "--json")
+	root := startStream(t, d, nil, "--json", "--kind", "exec,exit")
+	mark := fmt.Sprintf("other-%d", os.Getpid())
+	c := launchGated(t, d, cred, fmt.Sprintf(`%s -p -c "%s --reuid %d --regid %d --clear-groups /bin/sh -c 'exit 3' %s"; exit 0`,
+		suid, setpriv, other, other, mark))
+	// The process that becomes the other user's: setpriv, then its sh.
+	var pid float64
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		r := find(theirs.rawRecords(t), func(r map[string]any) bool {
+			return r["kind"] == "exec" && r["comm"] == "setpriv" && r["claim"] == c.ID
+		})
+		if r != nil {
+			pid = r["pid"].(float64)
+		}
+		return r != nil && find(theirs.rawRecords(t), func(r map[string]any) bool {
+			return r["kind"] == "claim" && r["claim"] == c.ID && r["state"] == "released"
+		}) != nil
+	}, "nobody's stream lacks its setpriv exec or its claim's release:\n%s", theirs.out)
+	for _, r := range theirs.rawRecords(t) {
+		ru, _ := r["real_user"].(map[string]any)
+		if r["uid"] == float64(other) || r["pid"] == pid && (r["kind"] == "exit" || r["kind"] == "exec" && ru["id"] != fmt.Sprint(nobody)) {
+			t.Errorf("nobody's stream shows the other user's process: %v", r)
+		}
+	}
+	got := findOrLost(t, root,
+		func(r map[string]any) bool { return r["kind"] == "exec" && r["pid"] == pid && r["comm"] == "sh" },
+		func(r map[string]any) bool { return r["kind"] == "exit" && r["pid"] == pid })
+	if got == nil {
+		return
+	}
+	sh, exit := got[0], got[1]
+	for _, r := range []map[string]any{sh, exit} {
+		if r["uid"] != float64(other) || r["claim"] != c.ID || r["kind"] == "exit" && r["exit_code"] != float64(3) {
+			t.Errorf("root's stream: %v, want uid %d in claim %s (exit 3)", r, other, c.ID)
+		}
+	}
+}
+
+// launchGated launches script (sh) as cred, in a workload that waits for
+// a gate the test opens once the launch has answered: the children the
+// script makes are born in the admitted claim (one forked before the
+// claim is admitted is cred's by uid, in no claim).
+func launchGated(t *testing.T, d *testDaemon, cred *syscall.Credential, script string) api.Claim {
+	t.Helper()
+	gate := t.TempDir()
+	if err := os.Chmod(gate, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	open := filepath.Join(gate, "open")
+	code, out, errs := d.run(t, cred, "launch", "--json", "--", "/bin/sh", "-c",
+		"while [ ! -e "+open+" ]; do /bin/sleep 0.05; done; "+script)
+	if code != 0 {
+		t.Fatalf("launch as %v: exit %d: %s", cred, code, errs)
+	}
+	var c api.Claim
+	if err := json.Unmarshal([]byte(out), &c); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(open, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
