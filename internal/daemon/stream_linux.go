@@ -25,8 +25,10 @@ import (
 //
 // The event path pays for subscribers only when there are some: with none,
 // one atomic load. With some, each event is attributed once (its uid and
-// claim), encoded once into a buffer of the drain goroutine, and copied
-// into the buffer of each subscriber allowed to see it, under that
+// claim), encoded once into a buffer of the drain goroutine (and once
+// more for each view of other users that withholds something of it, see
+// below), and copied into the buffer of each subscriber allowed to see
+// it, under that
 // subscriber's lock, which its reader holds only to swap buffers. A
 // subscriber whose buffer is full loses the event, counted; its reader
 // then writes a lost record. Nothing on the event path waits for a reader
@@ -67,7 +69,12 @@ import (
 // so an absent field is never read as not captured. The exec context does
 // not say whether a process is dumpable: an exec of a file the user may
 // not read, or one that gains file capabilities, is not, and its exe and
-// working directory are still shown to its owner.
+// working directory are still shown to its owner. Still shown too, as the
+// encoder (internal/events) writes them whenever there is a context:
+// interactive and pid_ns of a process not wholly the subscriber's
+// (/proc/PID/fd and ns need ptrace access), and under hidepid the tokens
+// of the parent and of the session and group leaders (their pids the
+// subscriber reads in its own /proc/PID/stat, their start times not).
 
 const (
 	// streamBuffer is what a subscriber may have unread, in bytes (about
