@@ -64,7 +64,8 @@ import (
 //
 // The comm, the ids, the session, group, terminal and cgroup, which
 // /proc/PID/stat, status and cgroup give every reader without hidepid,
-// are kept. What is withheld is named in "withheld" (exe,
+// are kept (under hidepid too: the event is attributed to the
+// subscriber, see Limits). What is withheld is named in "withheld" (exe,
 // working_directory, argv, parent.exe, parent.working_directory, parent),
 // so an absent field is never read as not captured. The exec context does
 // not say whether a process is dumpable: an exec of a file the user may
