@@ -127,12 +127,13 @@ func TestIntegrationFeedStorm(t *testing.T) {
 				}
 			}
 			// children: the exec lines of the processes whose parent is
-			// pid (the shells' sleeps).
+			// pid (the shells' sleeps: a shell runs nothing else). Not
+			// told by their arguments, which a netlink line may lack.
 			children := func(pid int) []ecsLine {
 				var out []ecsLine
 				for _, ls := range execs {
 					for _, l := range ls {
-						if l.Process.Parent.Pid == pid && len(l.Process.Args) > 0 && l.Process.Args[0] == "sleep" {
+						if l.Process.Parent.Pid == pid && l.Process.Pid != pid {
 							out = append(out, l)
 						}
 					}
@@ -183,6 +184,7 @@ func TestIntegrationFeedStorm(t *testing.T) {
 					}
 					expect(s, "fork.parent.args", f.Parent.Args != nil, slices.Equal(f.Parent.Args, s.argv), f.Parent.Args, s.argv)
 				}
+				expect(s, "sleep.args", k.Args != nil, slices.Equal(k.Args, []string{"sleep", "0.2"}), k.Args, []string{"sleep", "0.2"})
 				expect(s, "sleep.cwd", k.Cwd != "", k.Cwd == s.dir, k.Cwd, s.dir)
 				expect(s, "sleep.user", k.User != nil, is(k.User, s.uid), k.User, s.uid)
 				par := k.Parent
