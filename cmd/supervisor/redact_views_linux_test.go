@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/procsupervisor/supervisor/internal/api"
+	"github.com/procsupervisor/supervisor/internal/procfs"
 	"github.com/procsupervisor/supervisor/internal/testenv"
 )
 
@@ -183,4 +184,42 @@ func stateHolds(t *testing.T, state, s string) bool {
 		t.Fatal(err)
 	}
 	return found
+}
+
+// TestIntegrationRedactTreeCut: `supervisor tree` through the daemon reads
+// each process's command line from /proc up to procfs.MaxCmdline bytes; a
+// vector cut there inside a secret a pattern hides whole is redacted too.
+// The first 8 bytes of an access key were shown before: the cut argument
+// matched no pattern.
+func TestIntegrationRedactTreeCut(t *testing.T) {
+	testenv.RequireRoot(t)
+	state, sock := newDirs(t)
+	d := startDaemon(t, state, sock, "--redact-args", "AKIA????????????????")
+	// "sh\0-c\0sleep 600\0" is 16 bytes, the padding and its NUL end 8
+	// bytes before the bound: the key is cut after "AKIAQWER".
+	pad := strings.Repeat("p", procfs.MaxCmdline-8-16-1)
+	code, out, errs := d.run(t, nil, "launch", "--json", "--owner", "root", "--", "sh", "-c", "sleep 600", pad, "AKIAQWERTYUIOPASDFGH")
+	if code != 0 {
+		t.Fatalf("launch: exit %d: %s", code, errs)
+	}
+	var cl api.Claim
+	if err := json.Unmarshal([]byte(out), &cl); err != nil {
+		t.Fatalf("launch output %q: %v", out, err)
+	}
+	defer d.run(t, nil, "release", cl.ID)
+	pid := fmt.Sprint(cl.Pid)
+	var tree string
+	testenv.Eventually(t, 20*time.Second, func() bool {
+		_, tree, _ = d.run(t, nil, "tree", "--json", pid)
+		return strings.Contains(tree, `"sleep`) || strings.Contains(tree, pad[:64])
+	}, "tree %s never showed the shell's command line", pid)
+	if !strings.Contains(tree, `"args_redacted": true`) {
+		t.Errorf("tree --json does not mark the cut key's redaction:\n%.600s", tree)
+	}
+	_, text, _ := d.run(t, nil, "tree", pid)
+	for what, s := range map[string]string{"tree --json": tree, "tree": text} {
+		if strings.Contains(s, "QWER") {
+			t.Errorf("%s shows the start of the key:\n%s", what, s)
+		}
+	}
 }

@@ -168,7 +168,7 @@ func TestIntegrationTreeViews(t *testing.T) {
 	}
 
 	// Without a daemon: one /proc scan, no claim ids, command lines still.
-	argv, err := procfs.ReadCmdline("/proc", 1)
+	argv, _, err := procfs.ReadCmdline("/proc", 1)
 	if err != nil {
 		t.Fatal(err)
 	}

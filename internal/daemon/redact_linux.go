@@ -79,7 +79,14 @@ func (d *Daemon) treeArgs(p api.Peer, nodes []api.TreeNode) {
 				continue
 			}
 		}
-		n.Args, n.ArgsRedacted = d.redact.Argv(local.Argv(n.Pid, n.Token))
+		argv, cut := local.Argv(n.Pid, n.Token)
+		redact := d.redact.Argv
+		if cut {
+			// The last argument may be the start of a secret a pattern
+			// hides whole.
+			redact = d.redact.ArgvCut
+		}
+		n.Args, n.ArgsRedacted = redact(argv)
 	}
 }
 

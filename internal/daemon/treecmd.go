@@ -26,7 +26,7 @@ func TreeCmdline(mech string) func(pid int32, tok token.Token) string {
 	return treeCmdline(mech, InstalledConfig, local.Argv)
 }
 
-func treeCmdline(mech, config string, argv func(int32, token.Token) []string) func(int32, token.Token) string {
+func treeCmdline(mech, config string, argv func(int32, token.Token) ([]string, bool)) func(int32, token.Token) string {
 	if mech == "daemon" {
 		return nil
 	}
@@ -42,7 +42,12 @@ func treeCmdline(mech, config string, argv func(int32, token.Token) []string) fu
 		return nil
 	}
 	return func(pid int32, tok token.Token) string {
-		a, _ := rules.Argv(argv(pid, tok))
+		args, cut := argv(pid, tok)
+		redact := rules.Argv
+		if cut {
+			redact = rules.ArgvCut // the last argument may start a secret
+		}
+		a, _ := redact(args)
 		return strings.Join(a, " ")
 	}
 }

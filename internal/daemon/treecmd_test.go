@@ -20,11 +20,16 @@ func TestTreeCmdline(t *testing.T) {
 		}
 		return p
 	}
-	withRules := write("rules.conf", `{"redact_args":["--password=*","-p *"]}`, 0o644)
+	withRules := write("rules.conf", `{"redact_args":["--password=*","-p *","AKIA????????????????"]}`, 0o644)
 	noRules := write("plain.conf", `{"grace":"1s"}`, 0o644)
 	broken := write("broken.conf", `{"redact_args":`, 0o644)
 	badPattern := write("bad.conf", `{"redact_args":["a b c"]}`, 0o644)
-	argv := func(int32, token.Token) []string { return []string{"db", "--password=hunter2", "-p", "hunter2", "-v"} }
+	argv := func(pid int32, _ token.Token) ([]string, bool) {
+		if pid == 2 { // a vector /proc gave cut inside a secret
+			return []string{"db", "-v", "AKIAQWERTY"}, true
+		}
+		return []string{"db", "--password=hunter2", "-p", "hunter2", "-v"}, false
+	}
 	tests := []struct {
 		mech, config string
 		want         string
@@ -47,6 +52,9 @@ func TestTreeCmdline(t *testing.T) {
 		if f != nil {
 			if got := f(1, token.Token{}); got != tt.want {
 				t.Errorf("treeCmdline(%q, %s)(1) = %q, want %q", tt.mech, tt.config, got, tt.want)
+			}
+			if got := f(2, token.Token{}); tt.config == withRules && got != "db -v [REDACTED]" {
+				t.Errorf("treeCmdline(%q, %s)(2), a cut vector, = %q, want its last argument redacted", tt.mech, tt.config, got)
 			}
 		}
 	}

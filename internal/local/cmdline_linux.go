@@ -12,7 +12,8 @@ import (
 // its arguments (Argv) joined by spaces, or "" when it cannot be read or
 // pid no longer is that instance.
 func Cmdline(pid int32, tok token.Token) string {
-	return strings.Join(Argv(pid, tok), " ")
+	argv, _ := Argv(pid, tok)
+	return strings.Join(argv, " ")
 }
 
 // Argv returns the arguments of the process instance (pid, tok), nil
@@ -20,20 +21,21 @@ func Cmdline(pid int32, tok token.Token) string {
 // a pid, not an instance: the token is read through a pidfd after the
 // command line, and a pid reissued since (a token that differs) shows
 // nothing rather than another program's arguments. A zero tok is not
-// checked.
-func Argv(pid int32, tok token.Token) []string {
-	argv, err := procfs.ReadCmdline("/proc", pid)
+// checked. cut reports that the vector was longer than what was read
+// (procfs.MaxCmdline): its last argument may be the start of one.
+func Argv(pid int32, tok token.Token) (argv []string, cut bool) {
+	argv, cut, err := procfs.ReadCmdline("/proc", pid)
 	if err != nil || len(argv) == 0 {
-		return nil
+		return nil, false
 	}
 	if !tok.IsZero() {
 		now, err := ReadToken(context.Background(), pid)
 		if err != nil {
-			return nil
+			return nil, false
 		}
 		if m, _ := token.Compare(tok, now); m == token.Different || m == token.OtherBoot {
-			return nil
+			return nil, false
 		}
 	}
-	return argv
+	return argv, cut
 }

@@ -8,4 +8,4 @@ import "github.com/procsupervisor/supervisor/internal/token"
 func Cmdline(pid int32, tok token.Token) string { return "" }
 
 // Argv returns nil: without /proc, arguments are not read here.
-func Argv(pid int32, tok token.Token) []string { return nil }
+func Argv(pid int32, tok token.Token) ([]string, bool) { return nil, false }

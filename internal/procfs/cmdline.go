@@ -13,20 +13,25 @@ import (
 // thousands.
 const MaxCmdline = 4096
 
-// ReadCmdline reads root/PID/cmdline, at most MaxCmdline bytes, as argv. A
-// kernel thread or a zombie has an empty one. The read names a pid, not an
-// instance (see the package comment).
-func ReadCmdline(root string, pid int32) ([]string, error) {
+// ReadCmdline reads root/PID/cmdline, at most MaxCmdline bytes, as argv,
+// and reports whether there was more (cut: the last argument may be the
+// start of a longer one, which a redaction pattern must be able to tell).
+// A kernel thread or a zombie has an empty one. The read names a pid, not
+// an instance (see the package comment).
+func ReadCmdline(root string, pid int32) (argv []string, cut bool, err error) {
 	f, err := os.Open(root + "/" + strconv.Itoa(int(pid)) + "/cmdline")
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	defer f.Close()
-	b, err := io.ReadAll(io.LimitReader(f, MaxCmdline))
+	b, err := io.ReadAll(io.LimitReader(f, MaxCmdline+1))
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return ParseCmdline(b), nil
+	if cut = len(b) > MaxCmdline; cut {
+		b = b[:MaxCmdline]
+	}
+	return ParseCmdline(b), cut, nil
 }
 
 // ParseCmdline splits the content of /proc/PID/cmdline into arguments: each

@@ -3,9 +3,11 @@ package procfs
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestParseCmdline(t *testing.T) {
@@ -26,20 +28,51 @@ func TestParseCmdline(t *testing.T) {
 	}
 }
 
-// TestReadCmdline reads this test's own command line, bounded.
+// TestReadCmdline reads this test's own command line, and that of a
+// process whose command line passes MaxCmdline: bounded, and said to be
+// cut exactly when it was.
 func TestReadCmdline(t *testing.T) {
 	if _, err := os.Stat("/proc/self/cmdline"); err != nil {
 		t.Skip("no /proc here")
 	}
-	got, err := ReadCmdline("/proc", int32(os.Getpid()))
-	if err != nil {
-		t.Fatal(err)
+	long := strings.Repeat("x", MaxCmdline)
+	for _, tt := range []struct {
+		name string
+		argv []string
+	}{
+		{"short", []string{"sleep", "100"}},
+		{"just whole", []string{"sleep", "100", long[:MaxCmdline-len("sleep\x00100\x00")-1]}},
+		{"one byte over", []string{"sleep", "100", long[:MaxCmdline-len("sleep\x00100\x00")]}},
+		{"long", []string{"sleep", "100", long, "--key=secret"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			cmd := exec.Command("/bin/sleep", "100")
+			cmd.Args = tt.argv
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			defer func() { cmd.Process.Kill(); cmd.Wait() }()
+			raw := strings.Join(tt.argv, "\x00") + "\x00"
+			var got []string
+			var cut bool
+			// Until the child has exec'd (its cmdline is the test's before).
+			for range 1000 {
+				var err error
+				if got, cut, err = ReadCmdline("/proc", int32(cmd.Process.Pid)); err != nil {
+					t.Fatal(err)
+				}
+				if len(got) > 0 && got[0] == "sleep" {
+					break
+				}
+				time.Sleep(time.Millisecond)
+			}
+			want := ParseCmdline([]byte(raw[:min(len(raw), MaxCmdline)]))
+			if !slices.Equal(got, want) || cut != (len(raw) > MaxCmdline) {
+				t.Errorf("ReadCmdline = %d args (cut %v), want %d (cut %v)", len(got), cut, len(want), len(raw) > MaxCmdline)
+			}
+		})
 	}
-	raw := strings.Join(os.Args, "\x00") + "\x00"
-	if want := ParseCmdline([]byte(raw[:min(len(raw), MaxCmdline)])); !slices.Equal(got, want) {
-		t.Errorf("ReadCmdline(self) = %q, want %q", got, want)
-	}
-	if _, err := ReadCmdline("/proc", 0x7ffffff0); !os.IsNotExist(err) {
+	if _, _, err := ReadCmdline("/proc", 0x7ffffff0); !os.IsNotExist(err) {
 		t.Errorf("ReadCmdline(no such pid) error = %v, want not exist", err)
 	}
 }
