@@ -23,14 +23,17 @@ func init() {
 
 Streams events until SIGINT or SIGTERM, a line each: time, kind, pid, ppid,
 uid, command line, exit code and duration. Reads the daemon's stream when
-its socket answers (users other than root see their own uid's processes and
-claims), else, or with --mechanism, a local mechanism (totals on stderr at
-the end). Filters combine; --tree follows PID's children as they fork.
+its socket answers (users other than root see their own processes and
+claims, and of them only what /proc would show them), else, or with
+--mechanism, a local mechanism (totals on stderr at the end). Filters
+combine; --tree follows PID's children as they fork.
 --json prints one object per line: kind, mechanism, pid, ppid, token,
 parent_token, comm, exit_code, signal, count (lost), inferred; an exec's
 context (exe, argv, args_count, args_truncated, args_redacted, working_directory,
 users, leaders, tty, vpid, cgroup, container, parent; absent when unknown);
-from the daemon also time, uid, claim, and claim events. Exit codes: 0
+invalid_utf8, the texts whose bytes were not UTF-8 (written as U+FFFD);
+from the daemon also time, uid, claim, withheld (what a user other than
+root is not shown), and claim events. Exit codes: 0
 stopped by a signal, 64 bad arguments, 69 the mechanism cannot run here or
 the daemon stopped, 75 busy (stream cap), 77 refused, 70 other errors.`)
 	register("tree", "print the process lineage as the graph knows it", runTree,
