@@ -29,7 +29,25 @@ import (
 // the end of a cut text (the kernel's 15-byte name, a vector cut at its
 // bound) is the cut's, and not listed. AppendJSON does not allocate when b
 // has room.
-func AppendJSON(b []byte, ev *Event) []byte {
+func AppendJSON(b []byte, ev *Event) []byte { return AppendJSONOmit(b, ev, 0) }
+
+// Omit has a bit for each field AppendJSONOmit leaves out: the key is then
+// absent, not written with a false or zero value that would read as a real
+// one (whoever leaves a field out says so to the reader).
+type Omit uint8
+
+const (
+	OmitInteractive       Omit = 1 << iota // interactive
+	OmitPidNS                              // pid_ns
+	OmitParentToken                        // parent_token
+	OmitSessionLeaderID                    // session_leader.entity_id
+	OmitGroupLeaderID                      // group_leader.entity_id
+	OmitParentInteractive                  // parent.interactive
+)
+
+// AppendJSONOmit is AppendJSON leaving out the fields of o. It does not
+// allocate when b has room.
+func AppendJSONOmit(b []byte, ev *Event, o Omit) []byte {
 	b = append(b, `{"kind":"`...)
 	b = append(b, ev.Kind.String()...)
 	b = append(b, `","mechanism":"`...)
@@ -46,8 +64,10 @@ func AppendJSON(b []byte, ev *Event) []byte {
 	b = strconv.AppendInt(b, int64(ev.PPid), 10)
 	b = append(b, `,"token":`...)
 	b = appendTokenJSON(b, ev.Token)
-	b = append(b, `,"parent_token":`...)
-	b = appendTokenJSON(b, ev.ParentToken)
+	if o&OmitParentToken == 0 {
+		b = append(b, `,"parent_token":`...)
+		b = appendTokenJSON(b, ev.ParentToken)
+	}
 	b = append(b, `,"comm":`...)
 	var bad badText
 	b, bad = appendCommJSON(b, &ev.Comm)
@@ -73,11 +93,11 @@ func AppendJSON(b []byte, ev *Event) []byte {
 		bad |= img
 	}
 	if ev.Ctx.Valid {
-		b = appendContextJSON(b, &ev.Ctx)
+		b = appendContextJSON(b, &ev.Ctx, o)
 	}
 	if ev.Parent != nil {
 		var pb badText
-		b, pb = appendParentJSON(b, ev.Parent)
+		b, pb = appendParentJSON(b, ev.Parent, o)
 		bad |= pb << parentShift
 	}
 	if ev.Inferred {
@@ -225,9 +245,9 @@ func appendExecJSON(b []byte, x *ExecInfo) ([]byte, badText) {
 // fields ECS defines under process.parent, with the keys of the event's
 // own (comm, exe, argv, args_count, working_directory, the marks, user,
 // real_user and group ids, group_leader, interactive, vpid); its pid and
-// token are the event's ppid and parent_token. It returns which texts were
-// not UTF-8.
-func appendParentJSON(b []byte, p *Desc) ([]byte, badText) {
+// token are the event's ppid and parent_token. It leaves out interactive
+// when o has OmitParentInteractive, and returns which texts were not UTF-8.
+func appendParentJSON(b []byte, p *Desc, o Omit) ([]byte, badText) {
 	b = append(b, `,"parent":{"comm":`...)
 	b, bad := appendCommJSON(b, &p.Comm)
 	x := p.Exec
@@ -242,30 +262,36 @@ func appendParentJSON(b []byte, p *Desc) ([]byte, badText) {
 		b = append(b, `"},"group":{"id":"`...)
 		b = strconv.AppendUint(b, uint64(c.EGID), 10)
 		b = append(b, `"}`...)
-		b = appendLeaderJSON(b, "group_leader", c.PGID, c.GroupLeader)
-		b = append(b, `,"interactive":`...)
-		b = strconv.AppendBool(b, c.Interactive())
+		b = appendLeaderJSON(b, "group_leader", c.PGID, c.GroupLeader, true)
+		if o&OmitParentInteractive == 0 {
+			b = append(b, `,"interactive":`...)
+			b = strconv.AppendBool(b, c.Interactive())
+		}
 		b = append(b, `,"vpid":`...)
 		b = strconv.AppendInt(b, int64(c.NSPid), 10)
 	}
 	return append(b, '}'), bad
 }
 
-// appendLeaderJSON appends "key":{"pid":pid,"entity_id":t}.
-func appendLeaderJSON(b []byte, key string, pid int32, t token.Token) []byte {
+// appendLeaderJSON appends "key":{"pid":pid,"entity_id":t}, without
+// entity_id unless withID.
+func appendLeaderJSON(b []byte, key string, pid int32, t token.Token, withID bool) []byte {
 	b = append(b, `,"`...)
 	b = append(b, key...)
 	b = append(b, `":{"pid":`...)
 	b = strconv.AppendInt(b, int64(pid), 10)
-	b = append(b, `,"entity_id":`...)
-	b = appendTokenJSON(b, t)
+	if withID {
+		b = append(b, `,"entity_id":`...)
+		b = appendTokenJSON(b, t)
+	}
 	return append(b, '}')
 }
 
 // appendContextJSON appends the ids of c with the names ECS gives them
 // under process (ids as strings, as ECS keywords are), and the audit ids,
-// cgroup id and pid namespace, which ECS has no names for.
-func appendContextJSON(b []byte, c *Context) []byte {
+// cgroup id and pid namespace, which ECS has no names for; it leaves out
+// what o has of interactive, pid_ns and the leaders' entity_id.
+func appendContextJSON(b []byte, c *Context, o Omit) []byte {
 	id := func(b []byte, key string, v uint32) []byte {
 		b = append(b, `,"`...)
 		b = append(b, key...)
@@ -293,8 +319,8 @@ func appendContextJSON(b []byte, c *Context) []byte {
 		b = append(b, `,"supplemental_groups_count":`...)
 		b = strconv.AppendInt(b, int64(c.NGroups), 10)
 	}
-	b = appendLeaderJSON(b, "session_leader", c.SID, c.SessionLeader)
-	b = appendLeaderJSON(b, "group_leader", c.PGID, c.GroupLeader)
+	b = appendLeaderJSON(b, "session_leader", c.SID, c.SessionLeader, o&OmitSessionLeaderID == 0)
+	b = appendLeaderJSON(b, "group_leader", c.PGID, c.GroupLeader, o&OmitGroupLeaderID == 0)
 	if c.TTY {
 		b = append(b, `,"tty":{"char_device":{"major":`...)
 		b = strconv.AppendUint(b, uint64(c.TTYMajor), 10)
@@ -302,12 +328,16 @@ func appendContextJSON(b []byte, c *Context) []byte {
 		b = strconv.AppendUint(b, uint64(c.TTYMinor), 10)
 		b = append(b, `}}`...)
 	}
-	b = append(b, `,"interactive":`...)
-	b = strconv.AppendBool(b, c.Interactive())
+	if o&OmitInteractive == 0 {
+		b = append(b, `,"interactive":`...)
+		b = strconv.AppendBool(b, c.Interactive())
+	}
 	b = append(b, `,"vpid":`...)
 	b = strconv.AppendInt(b, int64(c.NSPid), 10)
-	b = append(b, `,"pid_ns":`...)
-	b = strconv.AppendUint(b, uint64(c.PidNS), 10)
+	if o&OmitPidNS == 0 {
+		b = append(b, `,"pid_ns":`...)
+		b = strconv.AppendUint(b, uint64(c.PidNS), 10)
+	}
 	b = append(b, `,"cgroup_id":`...)
 	b = strconv.AppendUint(b, c.CgroupID, 10)
 	if c.Audit {

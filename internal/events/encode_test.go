@@ -144,6 +144,43 @@ func TestAppendJSON(t *testing.T) {
 	}
 }
 
+// TestAppendJSONOmit: each bit of Omit leaves out its key, and only it
+// (absent, not false or zero), and nothing is left out without one.
+func TestAppendJSONOmit(t *testing.T) {
+	withCtx, withParent := 2, 3 // of encodeCases
+	all := OmitInteractive | OmitPidNS | OmitParentToken | OmitSessionLeaderID | OmitGroupLeaderID | OmitParentInteractive
+	for _, c := range []struct {
+		name string
+		ev   int // of encodeCases
+		o    Omit
+		gone []string // the texts of its wantJSON o leaves out
+	}{
+		{"none", withCtx, 0, nil},
+		{"interactive", withCtx, OmitInteractive, []string{`,"interactive":true`}},
+		{"pid_ns", withCtx, OmitPidNS, []string{`,"pid_ns":4026531836`}},
+		{"parent_token", withParent, OmitParentToken, []string{`,"parent_token":"` + parTokText + `"`}},
+		{"session_leader.entity_id", withCtx, OmitSessionLeaderID, []string{`,"entity_id":"` + parTokText + `"`}},
+		{"group_leader.entity_id", withCtx, OmitGroupLeaderID, []string{`,"entity_id":"` + testTokText + `"`}},
+		{"parent.interactive", withParent, OmitParentInteractive, []string{`,"interactive":false`}},
+		{"all, of a context", withCtx, all, []string{`,"interactive":true`, `,"pid_ns":4026531836`,
+			`,"entity_id":"` + parTokText + `"`, `,"entity_id":"` + testTokText + `"`, `,"parent_token":null`}},
+		// The parent's group leader is not the event's.
+		{"all, of a parent", withParent, all, []string{`,"parent_token":"` + parTokText + `"`, `,"interactive":false`}},
+	} {
+		ec := &encodeCases[c.ev]
+		want := ec.wantJSON
+		for _, g := range c.gone {
+			if strings.Count(want, g) != 1 {
+				t.Fatalf("%s: %s is not once in %s", c.name, g, want)
+			}
+			want = strings.Replace(want, g, "", 1)
+		}
+		if got := string(AppendJSONOmit(nil, &ec.ev, c.o)); got != want {
+			t.Errorf("AppendJSONOmit(%s, %s) =\n%s\nwant\n%s", ec.name, c.name, got, want)
+		}
+	}
+}
+
 // TestAppendJSONInvalidUTF8 decodes the line of an exec whose path has a
 // byte that is not UTF-8: it must not read as the path of another file
 // whose name is valid UTF-8 (0xff is not ÿ).
@@ -211,7 +248,8 @@ func TestEncodeNoAlloc(t *testing.T) {
 		ev := c.ev
 		// A long executable path: converting it to bytes must not copy.
 		ev.Exe = strings.Repeat("/long", 20) + ev.Exe
-		for name, enc := range map[string]func([]byte, *Event) []byte{"AppendJSON": AppendJSON} {
+		omitAll := func(b []byte, ev *Event) []byte { return AppendJSONOmit(b, ev, ^Omit(0)) }
+		for name, enc := range map[string]func([]byte, *Event) []byte{"AppendJSON": AppendJSON, "AppendJSONOmit": omitAll} {
 			if n := testing.AllocsPerRun(100, func() { buf = enc(buf[:0], &ev) }); n != 0 {
 				t.Errorf("%s(%s) allocates %v times, want 0", name, c.name, n)
 			}
