@@ -58,24 +58,31 @@ import (
 //     (a root process that exec'd, chdir'd and setuid() to the user since
 //     is not dumpable, and a setuid(2) is no event). A parent that is the
 //     subscriber's own has them on its own exec event;
+//   - interactive and pid_ns of an event not wholly the subscriber's are
+//     withheld (/proc/PID/fd and ns need ptrace access), and the parent's
+//     interactive always, for the reason above;
 //   - when the daemon's /proc hides other users' processes (hidepid, read
-//     at subscription), the argv of an event not wholly the subscriber's
-//     and the whole parent description are withheld too.
+//     at subscription), the argv of an event not wholly the subscriber's,
+//     its parent_token and its session and group leaders' entity_id (their
+//     pids the subscriber reads, their start times not), and the whole
+//     parent description are withheld too.
 //
 // The comm, the ids, the session, group, terminal and cgroup, which
 // /proc/PID/stat, status and cgroup give every reader without hidepid,
 // are kept (under hidepid too: the event is attributed to the
 // subscriber, see Limits). What is withheld is named in "withheld" (exe,
-// working_directory, argv, parent.exe, parent.working_directory, parent),
-// so an absent field is never read as not captured. The exec context does
-// not say whether a process is dumpable: an exec of a file the user may
-// not read, or one that gains file capabilities, is not, and its exe and
-// working directory are still shown to its owner. Still shown too, as the
-// encoder (internal/events) writes them whenever there is a context:
-// interactive and pid_ns of a process not wholly the subscriber's
-// (/proc/PID/fd and ns need ptrace access), and under hidepid the tokens
-// of the parent and of the session and group leaders (their pids the
-// subscriber reads in its own /proc/PID/stat, their start times not).
+// working_directory, argv, parent.exe, parent.working_directory, parent,
+// interactive, pid_ns, parent_token, session_leader.entity_id,
+// group_leader.entity_id, parent.interactive), so an absent field is never
+// read as not captured; a token that is not known is written as null, not
+// withheld. An event with no context (an exit) is not shown to be wholly
+// the subscriber's. The exec context does not say whether a process is
+// dumpable: an exec of a file the user may not read, or one that gains
+// file capabilities, is not, and its exe, working directory, interactive
+// and pid_ns are still shown to its owner. Still shown too, under hidepid:
+// the tokens of the parent and leaders of a process wholly the
+// subscriber's, whose start times it may not read either when they are
+// another user's (a root parent or session leader).
 
 const (
 	// streamBuffer is what a subscriber may have unread, in bytes (about
@@ -351,7 +358,7 @@ func (h *hub) publishEvent(subs []*subscriber, ev *events.Event, a attribution, 
 // appendRecord appends ev as a stream record (AppendJSON with the time,
 // the attribution and what was withheld) and a newline.
 func appendRecord(b []byte, ev *events.Event, a attribution, wall time.Time, w withheld) []byte {
-	b = events.AppendJSON(b, ev)
+	b = events.AppendJSONOmit(b, ev, omitOf(w))
 	b = b[:len(b)-1] // reopen the object
 	b = append(b, `,"time":"`...)
 	b = wall.UTC().AppendFormat(b, time.RFC3339Nano)
@@ -411,7 +418,7 @@ func whollyOf(c *events.Context, uid, gid uint32) bool {
 }
 
 // withheld has a bit for each field a view withheld (withheldNames).
-type withheld uint8
+type withheld uint16
 
 const (
 	heldExe withheld = 1 << iota
@@ -420,9 +427,39 @@ const (
 	heldParentExe // heldExe*heldParentExe is heldParentExe, heldCwd*heldParentExe heldParentCwd
 	heldParentCwd
 	heldParent
+	heldInteractive // these the encoder leaves out (omitOf)
+	heldPidNS
+	heldParentToken
+	heldSessionLeaderID
+	heldGroupLeaderID
+	heldParentInteractive
 )
 
-var withheldNames = [...]string{"exe", "working_directory", "argv", "parent.exe", "parent.working_directory", "parent"}
+var withheldNames = [...]string{"exe", "working_directory", "argv", "parent.exe", "parent.working_directory", "parent",
+	"interactive", "pid_ns", "parent_token", "session_leader.entity_id", "group_leader.entity_id", "parent.interactive"}
+
+// omitOf returns what the encoder is to leave out of an event of which w
+// was withheld (the fields limit cannot clear: they are written whenever
+// there is a context).
+func omitOf(w withheld) events.Omit {
+	var o events.Omit
+	for _, m := range [...]struct {
+		w withheld
+		o events.Omit
+	}{
+		{heldInteractive, events.OmitInteractive},
+		{heldPidNS, events.OmitPidNS},
+		{heldParentToken, events.OmitParentToken},
+		{heldSessionLeaderID, events.OmitSessionLeaderID},
+		{heldGroupLeaderID, events.OmitGroupLeaderID},
+		{heldParentInteractive, events.OmitParentInteractive},
+	} {
+		if w&m.w != 0 {
+			o |= m.o
+		}
+	}
+	return o
+}
 
 // limit sets dst to ev as view v shows it (the parent's description,
 // when kept, in pd) and returns what it withheld of what ev had: nothing
@@ -433,12 +470,16 @@ func limit(dst *events.Event, pd *events.Desc, ev *events.Event, v view) withhel
 	*dst = *ev
 	if v&viewOther != 0 {
 		w |= withhold(&dst.Exe, &dst.Exec)
+		if ev.Ctx.Valid {
+			w |= heldInteractive | heldPidNS // /proc/PID/fd and ns: ptrace access
+		}
 		if v&viewHidden != 0 {
 			if len(dst.Argv) > 0 || dst.Exec.ArgsCount > 0 {
 				w |= heldArgv
 			}
 			dst.Argv = nil
 			dst.Exec.ArgsCount, dst.Exec.ArgsSize, dst.Exec.ArgsTruncated, dst.Exec.ArgsRedacted = 0, 0, false, false
+			w |= heldTokens(ev)
 		}
 	}
 	switch p := ev.Parent; {
@@ -449,7 +490,26 @@ func limit(dst *events.Event, pd *events.Desc, ev *events.Event, v view) withhel
 	default:
 		*pd = *p
 		w |= withhold(&pd.Exe, &pd.Exec) * heldParentExe
+		if p.Ctx.Valid {
+			w |= heldParentInteractive // the parent's /proc/PID/fd, not proven readable
+		}
 		dst.Parent = pd
+	}
+	return w
+}
+
+// heldTokens returns which of the tokens of ev's parent and leaders it
+// has (a zero one is written as null, unknown: nothing to withhold).
+func heldTokens(ev *events.Event) withheld {
+	var w withheld
+	if !ev.ParentToken.IsZero() {
+		w |= heldParentToken
+	}
+	if ev.Ctx.Valid && !ev.Ctx.SessionLeader.IsZero() {
+		w |= heldSessionLeaderID
+	}
+	if ev.Ctx.Valid && !ev.Ctx.GroupLeader.IsZero() {
+		w |= heldGroupLeaderID
 	}
 	return w
 }

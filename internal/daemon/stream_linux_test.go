@@ -333,7 +333,8 @@ func BenchmarkStreamAttribute(b *testing.B) {
 // under hidepid neither the argv of a process not wholly its own nor the
 // parent. Each line names what it withheld.
 func TestStreamWithheld(t *testing.T) {
-	own := events.Context{Valid: true, UID: 1000, EUID: 1000, SUID: 1000, GID: 1000, EGID: 1000, SGID: 1000}
+	own := events.Context{Valid: true, UID: 1000, EUID: 1000, SUID: 1000, GID: 1000, EGID: 1000, SGID: 1000,
+		SID: 400, PGID: 401, SessionLeader: tok(400), GroupLeader: tok(401), PidNS: 4026531836}
 	setuid := own
 	setuid.EUID, setuid.SUID = 0, 0
 	setgid := own
@@ -351,6 +352,7 @@ func TestStreamWithheld(t *testing.T) {
 		exec(502, setuid, "/root/secret", nil), // a setuid program's exec after a chdir
 		exec(503, setgid, "/home/u", nil),      // a setgid program's
 		exec(504, own, "/home/u", nil),         // wholly the user's: nothing withheld
+		{Kind: events.Fork, Pid: 505, PPid: 502, Token: tok(505), ParentToken: tok(502), Ctx: setuid}, // the setuid program's child
 		{Kind: events.Exit, Pid: 501, PPid: 1, Token: tok(501), ParentToken: tok(1), Parent: runuser},
 	}
 	var h hub
@@ -372,7 +374,9 @@ func TestStreamWithheld(t *testing.T) {
 		h.publishEvent(h.active(), &evs[i], a, time.Now())
 	}
 	// Each record as: pid, then the keys it has of exe, working_directory,
-	// argv, parent and its exe and working_directory, then withheld.
+	// argv, args_count, parent_token, interactive, pid_ns, the leaders'
+	// entity_id (not null), parent and its comm, exe, working_directory,
+	// argv and interactive, then withheld.
 	shown := func(s *subscriber) string {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
@@ -387,15 +391,20 @@ func TestStreamWithheld(t *testing.T) {
 				t.Fatalf("record %q: %v", l, err)
 			}
 			f := []string{fmt.Sprint(r["kind"], r["pid"])}
-			for _, k := range []string{"exe", "working_directory", "argv", "args_count"} {
-				if r[k] != nil {
+			for _, k := range []string{"exe", "working_directory", "argv", "args_count", "parent_token", "interactive", "pid_ns"} {
+				if _, ok := r[k]; ok {
 					f = append(f, k)
+				}
+			}
+			for _, k := range []string{"session_leader", "group_leader"} {
+				if l, ok := r[k].(map[string]any); ok && l["entity_id"] != nil {
+					f = append(f, k+".entity_id")
 				}
 			}
 			if p, ok := r["parent"].(map[string]any); ok {
 				f = append(f, "parent")
-				for _, k := range []string{"comm", "exe", "working_directory", "argv"} {
-					if p[k] != nil {
+				for _, k := range []string{"comm", "exe", "working_directory", "argv", "interactive"} {
+					if _, ok := p[k]; ok {
 						f = append(f, "parent."+k)
 					}
 				}
@@ -407,35 +416,43 @@ func TestStreamWithheld(t *testing.T) {
 		}
 		return strings.Join(out, "\n")
 	}
+	// Of each event's context: its parent token, interactive, pid_ns and
+	// leaders' tokens (ctx).
+	const ctx = "parent_token interactive pid_ns session_leader.entity_id group_leader.entity_id"
 	whole := strings.Join([]string{
-		"exec501 exe working_directory argv args_count parent parent.comm parent.exe parent.working_directory parent.argv",
-		"exec502 exe working_directory argv args_count",
-		"exec503 exe working_directory argv args_count",
-		"exec504 exe working_directory argv args_count",
-		"exit501 parent parent.comm parent.exe parent.working_directory parent.argv",
+		"exec501 exe working_directory argv args_count " + ctx + " parent parent.comm parent.exe parent.working_directory parent.argv parent.interactive",
+		"exec502 exe working_directory argv args_count " + ctx,
+		"exec503 exe working_directory argv args_count " + ctx,
+		"exec504 exe working_directory argv args_count " + ctx,
+		"fork505 " + ctx,
+		"exit501 parent_token parent parent.comm parent.exe parent.working_directory parent.argv parent.interactive",
 	}, "\n")
 	for _, tc := range []struct{ name, want string }{
 		{"root", whole},
 		{"user", strings.Join([]string{
-			"exec501 exe working_directory argv args_count parent parent.comm parent.argv withheld[parent.exe parent.working_directory]",
-			"exec502 argv args_count withheld[exe working_directory]",
-			"exec503 argv args_count withheld[exe working_directory]",
-			"exec504 exe working_directory argv args_count",
-			"exit501 parent parent.comm parent.argv withheld[parent.exe parent.working_directory]",
+			"exec501 exe working_directory argv args_count " + ctx + " parent parent.comm parent.argv withheld[parent.exe parent.working_directory parent.interactive]",
+			"exec502 argv args_count parent_token session_leader.entity_id group_leader.entity_id withheld[exe working_directory interactive pid_ns]",
+			"exec503 argv args_count parent_token session_leader.entity_id group_leader.entity_id withheld[exe working_directory interactive pid_ns]",
+			"exec504 exe working_directory argv args_count " + ctx,
+			"fork505 parent_token session_leader.entity_id group_leader.entity_id withheld[interactive pid_ns]",
+			"exit501 parent_token parent parent.comm parent.argv withheld[parent.exe parent.working_directory parent.interactive]",
 		}, "\n")},
 		{"user, hidepid", strings.Join([]string{
-			"exec501 exe working_directory argv args_count withheld[parent]",
-			"exec502 withheld[exe working_directory argv]",
-			"exec503 withheld[exe working_directory argv]",
-			"exec504 exe working_directory argv args_count",
-			"exit501 withheld[parent]",
+			"exec501 exe working_directory argv args_count " + ctx + " withheld[parent]",
+			"exec502 withheld[exe working_directory argv interactive pid_ns parent_token session_leader.entity_id group_leader.entity_id]",
+			"exec503 withheld[exe working_directory argv interactive pid_ns parent_token session_leader.entity_id group_leader.entity_id]",
+			"exec504 exe working_directory argv args_count " + ctx,
+			"fork505 withheld[interactive pid_ns parent_token session_leader.entity_id group_leader.entity_id]",
+			"exit501 withheld[parent parent_token]", // no context: not shown to be wholly the user's
 		}, "\n")},
 		{"user, other gid", strings.Join([]string{
-			"exec501 argv args_count parent parent.comm parent.argv withheld[exe working_directory parent.exe parent.working_directory]",
-			"exec502 argv args_count withheld[exe working_directory]",
-			"exec503 argv args_count withheld[exe working_directory]",
-			"exec504 argv args_count withheld[exe working_directory]",
-			"exit501 parent parent.comm parent.argv withheld[parent.exe parent.working_directory]",
+			"exec501 argv args_count parent_token session_leader.entity_id group_leader.entity_id parent parent.comm parent.argv " +
+				"withheld[exe working_directory parent.exe parent.working_directory interactive pid_ns parent.interactive]",
+			"exec502 argv args_count parent_token session_leader.entity_id group_leader.entity_id withheld[exe working_directory interactive pid_ns]",
+			"exec503 argv args_count parent_token session_leader.entity_id group_leader.entity_id withheld[exe working_directory interactive pid_ns]",
+			"exec504 argv args_count parent_token session_leader.entity_id group_leader.entity_id withheld[exe working_directory interactive pid_ns]",
+			"fork505 parent_token session_leader.entity_id group_leader.entity_id withheld[interactive pid_ns]",
+			"exit501 parent_token parent parent.comm parent.argv withheld[parent.exe parent.working_directory parent.interactive]",
 		}, "\n")},
 	} {
 		if got := shown(subs[tc.name]); got != tc.want {
