@@ -352,6 +352,16 @@ func withheldOf(r map[string]any) []string {
 	return w
 }
 
+// parentWithheld is what a stream of a user other than root withholds
+// of a parent description p (without hidepid), sorted: its exe and
+// working directory, and its interactive when it has ids (a context).
+func parentWithheld(p map[string]any) []string {
+	if p["user"] != nil {
+		return []string{"parent.exe", "parent.interactive", "parent.working_directory"}
+	}
+	return []string{"parent.exe", "parent.working_directory"}
+}
+
 // recordParent returns a record's parent object, nil when it has none.
 func recordParent(r map[string]any) map[string]any {
 	p, _ := r["parent"].(map[string]any)
@@ -502,10 +512,10 @@ func TestIntegrationEventsWithheld(t *testing.T) {
 					t.Errorf("hidepid: nobody's exec under %s shows its parent %v, withheld %v; want none, withheld [parent]", c.name, p, withheldOf(r))
 				case !hidepid && (p == nil || p["comm"] != c.comm || p["argv"] == nil):
 					t.Errorf("nobody's exec under %s lacks the parent's comm or argv (world-readable): %v", c.name, r)
-				case !hidepid && (p["exe"] != nil || p["working_directory"] != nil ||
-					!slices.Equal(withheldOf(r), []string{"parent.exe", "parent.working_directory"})):
-					t.Errorf("nobody's exec under %s shows the parent's exe %v and working directory %v (ids %v), withheld %v; want neither, withheld [parent.exe parent.working_directory]",
-						c.name, p["exe"], p["working_directory"], p["real_user"], withheldOf(r))
+				case !hidepid && (p["exe"] != nil || p["working_directory"] != nil || p["interactive"] != nil ||
+					!slices.Equal(withheldOf(r), parentWithheld(p))):
+					t.Errorf("nobody's exec under %s shows the parent's exe %v, working directory %v and interactive %v (ids %v), withheld %v; want none, withheld %v",
+						c.name, p["exe"], p["working_directory"], p["interactive"], p["real_user"], withheldOf(r), parentWithheld(p))
 				}
 			}
 			r := find(rs, child)
@@ -516,21 +526,37 @@ func TestIntegrationEventsWithheld(t *testing.T) {
 			}
 
 			r = find(rs, setuidExec)
-			want := []string{"exe", "working_directory"}
+			// Neither interactive nor pid_ns: /proc/PID/fd and ns need
+			// ptrace access. Under hidepid, nor the tokens of its parent
+			// (this test, which the daemon knows) and of its leaders (null
+			// when not known: nothing withheld).
+			want := []string{"exe", "interactive", "pid_ns", "working_directory"}
 			if hidepid {
-				want = []string{"argv", "exe", "working_directory"}
+				want = []string{"argv", "exe", "interactive", "parent_token", "pid_ns", "working_directory"}
+				for _, k := range []string{"session_leader", "group_leader"} {
+					if l, _ := r[k].(map[string]any); l == nil || l["entity_id"] != nil {
+						t.Errorf("hidepid: nobody's setuid exec shows %s %v; want its pid, and its entity_id withheld or null", k, r[k])
+					} else if _, ok := l["entity_id"]; !ok {
+						want = append(want, k+".entity_id")
+					}
+				}
+				slices.Sort(want)
 			}
 			// Its parent (this test, root's) is withheld as the rule for
 			// parents says.
-			itself := slices.DeleteFunc(withheldOf(r), func(k string) bool { return strings.HasPrefix(k, "parent") })
-			if r["exe"] != nil || r["working_directory"] != nil || hidepid && r["argv"] != nil || !slices.Equal(itself, want) {
-				t.Errorf("nobody's setuid exec (euid 0) in root's directory: exe %v, working directory %v, argv %v, withheld %v; want none of them shown, withheld %v",
-					r["exe"], r["working_directory"], r["argv"], withheldOf(r), want)
+			itself := slices.DeleteFunc(withheldOf(r), func(k string) bool { return k == "parent" || strings.HasPrefix(k, "parent.") })
+			_, interactive := r["interactive"]
+			_, pidNS := r["pid_ns"]
+			_, parentToken := r["parent_token"]
+			if r["exe"] != nil || r["working_directory"] != nil || interactive || pidNS || hidepid && (r["argv"] != nil || parentToken) || !slices.Equal(itself, want) {
+				t.Errorf("nobody's setuid exec (euid 0) in root's directory: exe %v, working directory %v, interactive %v, pid_ns %v, argv %v, parent_token %v, withheld %v; want none of them shown, withheld %v",
+					r["exe"], r["working_directory"], r["interactive"], r["pid_ns"], r["argv"], r["parent_token"], withheldOf(r), want)
 			}
 
 			r = find(rs, mine)
-			if r["working_directory"] != ownDir || r["exe"] == nil || r["argv"] == nil {
-				t.Errorf("nobody's own exec: exe %v, working directory %v, argv %v, want all (its own in %s): %v", r["exe"], r["working_directory"], r["argv"], ownDir, r)
+			if r["working_directory"] != ownDir || r["exe"] == nil || r["argv"] == nil || r["interactive"] == nil || r["pid_ns"] == nil || r["parent_token"] == nil {
+				t.Errorf("nobody's own exec: exe %v, working directory %v, argv %v, interactive %v, pid_ns %v, parent_token %v, want all (its own in %s): %v",
+					r["exe"], r["working_directory"], r["argv"], r["interactive"], r["pid_ns"], r["parent_token"], ownDir, r)
 			}
 
 			// Root's stream is whole.
@@ -542,8 +568,9 @@ func TestIntegrationEventsWithheld(t *testing.T) {
 			if p := recordParent(rr); p == nil || p["working_directory"] != secret || p["exe"] != runuser && p["exe"] == nil || rr["withheld"] != nil {
 				t.Errorf("root's stream: the exec under runuser has parent %v, withheld %v; want runuser's exe and working directory %s", p, rr["withheld"], secret)
 			}
-			if rsu["working_directory"] != secret || rsu["exe"] == nil || rsu["withheld"] != nil {
-				t.Errorf("root's stream: the setuid exec has exe %v, working directory %v, withheld %v; want both, %s", rsu["exe"], rsu["working_directory"], rsu["withheld"], secret)
+			if rsu["working_directory"] != secret || rsu["exe"] == nil || rsu["interactive"] == nil || rsu["pid_ns"] == nil || rsu["parent_token"] == nil || rsu["withheld"] != nil {
+				t.Errorf("root's stream: the setuid exec has exe %v, working directory %v, interactive %v, pid_ns %v, parent_token %v, withheld %v; want all, %s",
+					rsu["exe"], rsu["working_directory"], rsu["interactive"], rsu["pid_ns"], rsu["parent_token"], rsu["withheld"], secret)
 			}
 		})
 	}
