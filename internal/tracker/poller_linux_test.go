@@ -31,7 +31,8 @@ func TestIntegrationPollerYoungNotDescribed(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	tr := &Tracker{src: p, ctxr: procctx.New("/proc", 0), opts: Options{ExecContext: func() bool { return true }}}
+	tr := &Tracker{ctxr: procctx.New("/proc", 0), opts: Options{ExecContext: func() bool { return true }}}
+	tr.setSource(p)
 	// next starts sleep and returns its inferred fork, filled as the
 	// drain fills it, with the tick its snapshot began.
 	next := func(settle bool) (events.Event, uint64, uint64) {

@@ -95,6 +95,18 @@ type Tracker struct {
 	// answer says.
 	blobs   execBlobSwitch
 	blobsMu sync.Mutex
+	// follows and snaps are src as a follower and a snapshotTicker, nil
+	// when it is not one (setSource).
+	follows follower
+	snaps   snapshotTicker
+}
+
+// setSource makes src the tracker's source, with the optional interfaces
+// the event path asks of it looked up once.
+func (t *Tracker) setSource(src events.Source) {
+	t.src = src
+	t.follows, _ = src.(follower)
+	t.snaps, _ = src.(snapshotTicker)
 }
 
 // follower is a source that can tell, after /proc was read for an exec
@@ -125,9 +137,10 @@ func Start(ctx context.Context, opts Options) (*Tracker, error) {
 		return nil, err
 	}
 	t := &Tracker{
-		src: src, graph: lineage.New(opts.Graph), boot: opts.Boot,
+		graph: lineage.New(opts.Graph), boot: opts.Boot,
 		root: opts.ProcRoot, opts: opts, tried: tried, done: make(chan struct{}),
 	}
+	t.setSource(src)
 	if opts.ExecContext != nil {
 		t.ctxr = procctx.New(opts.ProcRoot, opts.ArgvMax)
 		if b, ok := src.(execBlobSwitch); ok {
@@ -198,11 +211,10 @@ func (t *Tracker) context(ev *events.Event) {
 // read (see procctx).
 func (t *Tracker) fill(ev *events.Event) {
 	err := t.ctxr.Fill(ev) // on an error (gone) ev is left as it was
-	f, ok := t.src.(follower)
-	if !ok || ev.Kind != events.Exec {
+	if t.follows == nil || ev.Kind != events.Exec {
 		return
 	}
-	changed := f.Follows(ev.Pid)
+	changed := t.follows.Follows(ev.Pid)
 	if changed&(proccon.FollowComm|proccon.FollowExec|proccon.FollowUnknown) != 0 || errors.Is(err, procctx.ErrInExec) {
 		// The source read the name as it bound the event, which may be
 		// after the process went on (inside its next exec, the new name
@@ -247,8 +259,7 @@ type snapshotTicker interface {
 // later may have exited and left its pid, within its tick, to another
 // that the token cannot tell apart.
 func (t *Tracker) provable(ev *events.Event) bool {
-	s, ok := t.src.(snapshotTicker)
-	return !ok || !ev.Inferred || ev.Token.Ino != 0 || ev.Token.Start < s.SnapshotTick()
+	return t.snaps == nil || !ev.Inferred || ev.Token.Ino != 0 || ev.Token.Start < t.snaps.SnapshotTick()
 }
 
 // wantsContext reports whether ev is one whose exec context /proc can
