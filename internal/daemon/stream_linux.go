@@ -427,12 +427,15 @@ const (
 	heldParentExe // heldExe*heldParentExe is heldParentExe, heldCwd*heldParentExe heldParentCwd
 	heldParentCwd
 	heldParent
-	heldInteractive // these the encoder leaves out (omitOf)
-	heldPidNS
-	heldParentToken
-	heldSessionLeaderID
-	heldGroupLeaderID
-	heldParentInteractive
+	omitShift = iota // where events.Omit's bits start
+	// The fields the encoder leaves out: events.Omit's bits, in its
+	// order, above these (omitOf).
+	heldInteractive       = withheld(events.OmitInteractive) << omitShift
+	heldPidNS             = withheld(events.OmitPidNS) << omitShift
+	heldParentToken       = withheld(events.OmitParentToken) << omitShift
+	heldSessionLeaderID   = withheld(events.OmitSessionLeaderID) << omitShift
+	heldGroupLeaderID     = withheld(events.OmitGroupLeaderID) << omitShift
+	heldParentInteractive = withheld(events.OmitParentInteractive) << omitShift
 )
 
 var withheldNames = [...]string{"exe", "working_directory", "argv", "parent.exe", "parent.working_directory", "parent",
@@ -441,25 +444,7 @@ var withheldNames = [...]string{"exe", "working_directory", "argv", "parent.exe"
 // omitOf returns what the encoder is to leave out of an event of which w
 // was withheld (the fields limit cannot clear: they are written whenever
 // there is a context).
-func omitOf(w withheld) events.Omit {
-	var o events.Omit
-	for _, m := range [...]struct {
-		w withheld
-		o events.Omit
-	}{
-		{heldInteractive, events.OmitInteractive},
-		{heldPidNS, events.OmitPidNS},
-		{heldParentToken, events.OmitParentToken},
-		{heldSessionLeaderID, events.OmitSessionLeaderID},
-		{heldGroupLeaderID, events.OmitGroupLeaderID},
-		{heldParentInteractive, events.OmitParentInteractive},
-	} {
-		if w&m.w != 0 {
-			o |= m.o
-		}
-	}
-	return o
-}
+func omitOf(w withheld) events.Omit { return events.Omit(w >> omitShift) }
 
 // limit sets dst to ev as view v shows it (the parent's description,
 // when kept, in pd) and returns what it withheld of what ev had: nothing
