@@ -96,17 +96,7 @@ func TestIntegrationChangedAfterExecNotReported(t *testing.T) {
 				since := uint64(now.Nano())
 				c := exec.Command(python, "-c", code, marker)
 				c.Dir = "/"
-				in, err := c.StdinPipe()
-				if err != nil {
-					t.Fatal(err)
-				}
-				out, err := c.StdoutPipe()
-				if err != nil {
-					t.Fatal(err)
-				}
-				if err := c.Start(); err != nil {
-					t.Fatal(err)
-				}
+				in, out := startPiped(t, c)
 				defer func() { in.Close(); c.Wait() }()
 				if tc.noise {
 					for range 100 {
@@ -168,17 +158,7 @@ func TestIntegrationExecParentAtExec(t *testing.T) {
 		// program that says so (the kernel sent the exec's message before
 		// the program ran).
 		par := exec.Command("/bin/sh", "-c", "( read x < "+fifo+"; exec /bin/sh -c 'echo > "+done+"; sleep 30' "+marker+" ) & echo $!; read y")
-		pin, err := par.StdinPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		pout, err := par.StdoutPipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := par.Start(); err != nil {
-			t.Fatal(err)
-		}
+		pin, pout := startPiped(t, par)
 		parent := int32(par.Process.Pid)
 		ptok := tokenOf(t, boot, parent)
 		var pid int32

@@ -3,6 +3,7 @@ package tracker
 import (
 	"bufio"
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"slices"
@@ -240,4 +241,22 @@ func TestIntegrationNetlinkStopsOnCancel(t *testing.T) {
 	if err := tr.Err(); err != nil {
 		t.Errorf("Err() = %v, want nil after a cancel", err)
 	}
+}
+
+// startPiped starts c with a pipe to its standard input and one from its
+// standard output.
+func startPiped(t *testing.T, c *exec.Cmd) (io.WriteCloser, io.Reader) {
+	t.Helper()
+	in, err := c.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return in, out
 }
