@@ -6,8 +6,10 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -220,6 +222,43 @@ func TestIntegrationRedactTreeCut(t *testing.T) {
 	for what, s := range map[string]string{"tree --json": tree, "tree": text} {
 		if strings.Contains(s, "QWER") {
 			t.Errorf("%s shows the start of the key:\n%s", what, s)
+		}
+	}
+}
+
+// TestIntegrationRedactAdmitCut: an admitted process's argv, read from
+// /proc up to 16 KiB for the claim, is redacted before it is cut and
+// stored: a key straddling the bound showed its first 8 bytes in the
+// claim (show, the store) before, as the cut argument matched no pattern.
+func TestIntegrationRedactAdmitCut(t *testing.T) {
+	testenv.RequireRoot(t)
+	state, sock := newDirs(t)
+	d := startDaemon(t, state, sock, "--redact-args", "AKIA????????????????")
+	// "sh\0-c\0sleep 600\0" is 16 bytes: the padding and its NUL end 8
+	// bytes before the 16 KiB read.
+	pad := strings.Repeat("p", 16<<10-8-16-1)
+	sh := exec.Command("/bin/sh", "-c", "sleep 600", pad, "AKIAQWERTYUIOPASDFGH")
+	if err := sh.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { sh.Process.Kill(); sh.Wait() }()
+	tok := tokenOf(t, sh.Process.Pid)
+	code, out, errs := d.run(t, nil, "admit", strconv.Itoa(sh.Process.Pid), tok)
+	if code != 0 {
+		t.Fatalf("admit: exit %d: %s", code, errs)
+	}
+	var cl api.Claim
+	if err := json.Unmarshal([]byte(out), &cl); err != nil {
+		t.Fatalf("admit output %.300q: %v", out, err)
+	}
+	defer d.run(t, nil, "release", cl.ID)
+	if !cl.ArgsRedacted || len(cl.Argv) == 0 || cl.Argv[len(cl.Argv)-1] != "[REDACTED]" {
+		t.Errorf("admitted claim: args_redacted %v, last argument %.40q, want the cut key redacted", cl.ArgsRedacted, cl.Argv[len(cl.Argv)-1:])
+	}
+	_, show, _ := d.run(t, nil, "show", "--json", cl.ID)
+	for what, s := range map[string]string{"admit": out, "show --json": show} {
+		if strings.Contains(s, "QWER") {
+			t.Errorf("%s shows the start of the key", what)
 		}
 	}
 }

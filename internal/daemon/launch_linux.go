@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -17,6 +18,7 @@ import (
 	"github.com/procsupervisor/supervisor/internal/logfeed"
 	"github.com/procsupervisor/supervisor/internal/pidfd"
 	"github.com/procsupervisor/supervisor/internal/procfs"
+	"github.com/procsupervisor/supervisor/internal/redact"
 	"github.com/procsupervisor/supervisor/internal/spawn"
 	"github.com/procsupervisor/supervisor/internal/store"
 	"github.com/procsupervisor/supervisor/internal/token"
@@ -379,7 +381,7 @@ func (d *Daemon) Admit(ctx context.Context, p api.Peer, r *api.AdmitRequest) (cl
 			}
 		}
 	}
-	argv := readCmdline(r.Pid)
+	argv := readCmdline(r.Pid, d.redact)
 	now := time.Now()
 	c := store.Claim{
 		Kind: store.Grant, Owner: r.Owner, UID: p.UID, GID: p.GID, Argv: argv,
@@ -403,17 +405,27 @@ func (d *Daemon) Admit(ctx context.Context, p api.Peer, r *api.AdmitRequest) (cl
 	return d.view(c), nil
 }
 
-// readCmdline reads a process's argv, bounded and made valid UTF-8 for the
-// store. It is a label, not evidence.
-func readCmdline(pid int32) []string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+// readCmdline reads a process's argv, redacted by rules and then bounded
+// and made valid UTF-8 for the store. It is a label, not evidence. The
+// patterns see the arguments before the store's bounds cut them, and a
+// vector longer than the 16 KiB read goes through ArgvCut: its last
+// argument may be the start of a secret a pattern hides whole.
+func readCmdline(pid int32, rules *redact.Rules) []string {
+	const maxRead = 16 << 10
+	f, err := os.Open(fmt.Sprintf("/proc/%d/cmdline", pid))
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, maxRead+1))
 	if err != nil || len(b) == 0 {
 		return nil
 	}
-	if len(b) > 16<<10 {
-		b = b[:16<<10]
+	redactArgv := rules.Argv
+	if len(b) > maxRead {
+		b, redactArgv = b[:maxRead], rules.ArgvCut
 	}
-	parts := strings.Split(strings.TrimRight(string(b), "\x00"), "\x00")
+	parts, _ := redactArgv(strings.Split(strings.TrimRight(string(b), "\x00"), "\x00"))
 	if len(parts) > 256 {
 		parts = parts[:256]
 	}
