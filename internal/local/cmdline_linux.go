@@ -2,19 +2,10 @@ package local
 
 import (
 	"context"
-	"strings"
 
 	"github.com/procsupervisor/supervisor/internal/procfs"
 	"github.com/procsupervisor/supervisor/internal/token"
 )
-
-// Cmdline returns the command line of the process instance (pid, tok),
-// its arguments (Argv) joined by spaces, or "" when it cannot be read or
-// pid no longer is that instance.
-func Cmdline(pid int32, tok token.Token) string {
-	argv, _ := Argv(pid, tok)
-	return strings.Join(argv, " ")
-}
 
 // Argv returns the arguments of the process instance (pid, tok), nil
 // when they cannot be read or pid no longer is that instance. /proc names

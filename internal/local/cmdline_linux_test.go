@@ -3,12 +3,19 @@ package local
 import (
 	"context"
 	"os/exec"
+	"strings"
 	"testing"
+
+	"github.com/procsupervisor/supervisor/internal/token"
 )
 
-// TestCmdline reads a live child's command line, and refuses it for a
-// token of another instance at the same pid.
-func TestCmdline(t *testing.T) {
+// TestArgv reads a live child's arguments, and refuses them for a token
+// of another instance at the same pid.
+func TestArgv(t *testing.T) {
+	cmdline := func(pid int32, tok token.Token) string {
+		argv, _ := Argv(pid, tok)
+		return strings.Join(argv, " ")
+	}
 	// cat blocks on its stdin (a pipe kept open) before it reads its file.
 	cmd := exec.Command("cat", "-", "with spaces")
 	if _, err := cmd.StdinPipe(); err != nil {
@@ -23,17 +30,17 @@ func TestCmdline(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := Cmdline(pid, tok), "cat - with spaces"; got != want {
-		t.Errorf("Cmdline(%d, its token) = %q, want %q", pid, got, want)
+	if got, want := cmdline(pid, tok), "cat - with spaces"; got != want {
+		t.Errorf("Argv(%d, its token) = %q, want %q", pid, got, want)
 	}
 	other := tok
 	other.Start++
-	if got := Cmdline(pid, other); got != "" {
-		t.Errorf("Cmdline(%d, another instance's token) = %q, want \"\"", pid, got)
+	if got := cmdline(pid, other); got != "" {
+		t.Errorf("Argv(%d, another instance's token) = %q, want \"\"", pid, got)
 	}
 	cmd.Process.Kill()
 	cmd.Wait()
-	if got := Cmdline(pid, tok); got != "" {
-		t.Errorf("Cmdline(%d) after its exit = %q, want \"\"", pid, got)
+	if got := cmdline(pid, tok); got != "" {
+		t.Errorf("Argv(%d) after its exit = %q, want \"\"", pid, got)
 	}
 }
