@@ -42,6 +42,26 @@ func (d *Daemon) serves(p api.Peer) error {
 	return nil
 }
 
+// servesNow is serves, for a request that reads the graph: once it
+// returns nil, every fork, exec and exit that returned to its process
+// before the request came is in the graph (tracker.Sync), or the request
+// fails as unavailable after catchUpWait.
+func (d *Daemon) servesNow(ctx context.Context, p api.Peer) error {
+	if err := d.serves(p); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(ctx, catchUpWait)
+	defer cancel()
+	if err := d.tr.Load().Sync(ctx); err != nil {
+		return fmt.Errorf("the process graph cannot be brought up to date: %w: %w", err, api.ErrUnavailable)
+	}
+	return nil
+}
+
+// catchUpWait bounds how long a request waits for the graph to catch up
+// with the kernel's events.
+const catchUpWait = 5 * time.Second
+
 func grace(r *api.Duration) time.Duration {
 	if r == nil {
 		return 0 // the configured grace
@@ -55,7 +75,7 @@ func (d *Daemon) Release(ctx context.Context, p api.Peer, id string, r *api.Rele
 		d.log.Request(logfeed.Request{Action: logfeed.ActionReleaseRequested, UID: p.UID, GID: p.GID, Pid: p.Pid,
 			ClaimID: id, Owner: res.Claim.Owner, Kind: string(res.Claim.Kind), Target: res.Claim.Pid, TargetTok: res.Claim.Token, Err: err})
 	}()
-	if err := d.serves(p); err != nil {
+	if err := d.servesNow(ctx, p); err != nil {
 		return api.ReleaseResponse{}, err
 	}
 	c, err := d.st.Get(id)
@@ -144,7 +164,7 @@ func (d *Daemon) Reap(ctx context.Context, p api.Peer, r *api.ReapRequest) (rep 
 			d.log.Request(logfeed.Request{Action: logfeed.ActionReapRequested, UID: p.UID, GID: p.GID, Pid: p.Pid, Err: err})
 		}()
 	}
-	if err := d.serves(p); err != nil {
+	if err := d.servesNow(ctx, p); err != nil {
 		return api.Report{}, err
 	}
 	if !p.Root() && !r.DryRun {
@@ -212,7 +232,7 @@ func (d *Daemon) Status(ctx context.Context, p api.Peer) (api.Status, error) {
 
 // Verify implements api.Backend: anyone may ask; a verdict signals nothing.
 func (d *Daemon) Verify(ctx context.Context, p api.Peer, r *api.ClaimRequest) (verdict.Verdict, error) {
-	if err := d.serves(p); err != nil {
+	if err := d.servesNow(ctx, p); err != nil {
 		return verdict.Verdict{}, err
 	}
 	return d.judge.Judge(r.Pid, r.Token), nil
@@ -232,7 +252,7 @@ func (d *Daemon) Kill(ctx context.Context, p api.Peer, r *api.ClaimRequest) (out
 		}
 		d.log.Request(req)
 	}()
-	if err := d.serves(p); err != nil {
+	if err := d.servesNow(ctx, p); err != nil {
 		return actions.Outcome{}, err
 	}
 	// The index finds a root in memory; a member is the graph's, or, for
@@ -336,7 +356,7 @@ func (d *Daemon) protectedRoot(pid int32, tok token.Token) error {
 
 // Tree implements api.Backend.
 func (d *Daemon) Tree(ctx context.Context, p api.Peer, pid int32, tok token.Token) ([]api.TreeNode, error) {
-	if err := d.serves(p); err != nil {
+	if err := d.servesNow(ctx, p); err != nil {
 		return nil, err
 	}
 	g := d.tr.Load().Graph()

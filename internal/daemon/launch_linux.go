@@ -354,7 +354,7 @@ func (d *Daemon) Admit(ctx context.Context, p api.Peer, r *api.AdmitRequest) (cl
 		d.log.Request(logfeed.Request{Action: logfeed.ActionAdmitRequested, UID: p.UID, GID: p.GID, Pid: p.Pid,
 			ClaimID: cl.ID, Owner: r.Owner, Kind: string(store.Grant), Target: r.Pid, TargetTok: r.Token, Err: err})
 	}()
-	if err := d.serves(p); err != nil {
+	if err := d.servesNow(ctx, p); err != nil {
 		return api.Claim{}, err
 	}
 	v, h := d.judge.Bind(r.Pid, r.Token)

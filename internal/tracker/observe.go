@@ -1,7 +1,10 @@
 package tracker
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/procsupervisor/supervisor/internal/actions"
 	"github.com/procsupervisor/supervisor/internal/lineage"
@@ -47,7 +50,16 @@ type graphFinder struct {
 
 func (f *graphFinder) Name() string { return "observed lineage (" + string(f.t.Mechanism()) + ")" }
 
+// syncWait bounds how long Find waits for the graph to catch up with the
+// kernel's events (Sync) before it looks.
+const syncWait = 2 * time.Second
+
 func (f *graphFinder) Find(members []*pidfd.Handle) ([]*pidfd.Handle, []actions.Member, error) {
+	// Children forked before this call must be in the graph: one whose
+	// parent exited since is found by nothing else.
+	ctx, cancel := context.WithTimeout(context.Background(), syncWait)
+	errSync := f.t.Sync(ctx)
+	cancel()
 	have := make(map[int32]bool, len(members))
 	for _, h := range members {
 		have[h.Pid()] = true
@@ -94,7 +106,7 @@ func (f *graphFinder) Find(members []*pidfd.Handle) ([]*pidfd.Handle, []actions.
 		found = append(found, h)
 		unproven = dropMember(unproven, h.Pid())
 	}
-	return found, unproven, err
+	return found, unproven, errors.Join(errSync, err)
 }
 
 func dropMember(ms []actions.Member, pid int32) []actions.Member {

@@ -95,10 +95,11 @@ type Tracker struct {
 	// answer says.
 	blobs   execBlobSwitch
 	blobsMu sync.Mutex
-	// follows and snaps are src as a follower and a snapshotTicker, nil
-	// when it is not one (setSource).
+	// follows, snaps and barrier are src as a follower, a snapshotTicker
+	// and a barrier, nil when it is not one (setSource).
 	follows follower
 	snaps   snapshotTicker
+	barrier barrier
 }
 
 // setSource makes src the tracker's source, with the optional interfaces
@@ -107,6 +108,7 @@ func (t *Tracker) setSource(src events.Source) {
 	t.src = src
 	t.follows, _ = src.(follower)
 	t.snaps, _ = src.(snapshotTicker)
+	t.barrier, _ = src.(barrier)
 }
 
 // follower is a source that can tell, after /proc was read for an exec

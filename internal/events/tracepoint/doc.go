@@ -52,7 +52,12 @@
 //     the ring once more, and only then sleeps; the first program to commit
 //     a record after that sees the flag, clears it and wakes the reader. A
 //     ring half full also wakes it. A record is thus read within about
-//     10 ms, and never left unread while the reader sleeps. The reader
+//     10 ms, and never left unread while the reader sleeps. A caller that
+//     must see every record committed so far (a request about to act on
+//     the graph) takes the ring's producer position (Source.Barrier),
+//     kicks the reader through an eventfd in its epoll set (Source.Kick)
+//     and waits until the reader has handed out everything before that
+//     position and been called again (Source.Reached). The reader
 //     waits in the Go runtime's netpoller (a private epoll set holding
 //     the ring's file descriptor and a timerfd for the 10 ms poll, so the
 //     poll is no Go runtime timer, whose every expiry also woke the

@@ -84,9 +84,17 @@ type Source struct {
 	// skipBlobs is the skip_blobs flag the exec program reads (a
 	// memory-mapped array element): 1 while exec records are to carry no
 	// blobs (SetExecBlobs). Nil without WithExecPath and in replay tests.
-	// skipMu orders SetExecBlobs before Close unmaps it.
 	skipBlobs *uint32
-	skipMu    sync.Mutex
+	// sharedMu orders what other goroutines do with the kernel's memory
+	// and descriptors (SetExecBlobs, Barrier, Kick) before Close releases
+	// them.
+	sharedMu sync.Mutex
+	// ring is rd when it is the mapped ring (nil in replay tests and with
+	// cilium's reader); done is the ring position up to which every
+	// record was handed out and the caller came back for the next (or was
+	// discarded): see Barrier.
+	ring *mmapRing
+	done atomic.Uint64
 	// ready, when set, waits for the ring in the runtime's netpoller; rd
 	// (an mmapRing) then never blocks and deadline is the one Read wants.
 	// Nil in replay tests and without the netpoller: rd blocks until
@@ -293,7 +301,7 @@ func New(boot procfs.BootID, opts ...Option) (*Source, error) {
 	if cfg.execPath {
 		s.skipBlobs = (*uint32)(unsafe.Pointer(&skipMem[0]))
 	}
-	s.ready = ready
+	s.ready, s.ring = ready, ring
 	s.progs = map[string]*ebpf.Program{"fork": objs.Fork, "exec": objs.Exec, "exit": objs.Exit}
 	return s, nil
 }
@@ -425,6 +433,8 @@ func (s *Source) Mechanism() events.Mechanism { return events.EBPF }
 func (s *Source) Read(ev *events.Event) error {
 	s.readMu.Lock()
 	defer s.readMu.Unlock()
+	// The caller is done with the record handed out last.
+	s.markDone()
 	for {
 		if s.closed.Load() {
 			return events.ErrClosed
@@ -520,9 +530,57 @@ func (s *Source) setDeadline(t time.Time) {
 // nothing.
 func (s *Source) readRecord() error {
 	if !s.tryRead(0) && s.ready != nil && (s.deadline.IsZero() || time.Now().Before(s.deadline)) {
+		// Drained: every record so far was handed out (and taken back, as
+		// Read was called again) or discarded.
+		s.markDone()
 		return s.ready.wait(s.deadline, s.try, &s.readErr)
 	}
 	return s.readErr
+}
+
+// markDone publishes, for Reached, the ring position up to which no record
+// is left for the caller: called where no record handed out by this Read
+// is pending.
+func (s *Source) markDone() {
+	if s.ring != nil {
+		s.done.Store(s.ring.next)
+	}
+}
+
+// Barrier returns the ring's producer position now: every record the
+// programs had reserved by then (a fork, exec or exit that returned to its
+// caller before Barrier was called) lies before it. Once Reached says so
+// for that position, Read has handed each of them out and been called
+// again, so the caller of Read has dealt with them. ok is false when the
+// source cannot tell (cilium's reader, replay tests, after Close).
+func (s *Source) Barrier() (pos uint64, ok bool) {
+	if s.ring == nil {
+		return 0, false
+	}
+	s.sharedMu.Lock()
+	defer s.sharedMu.Unlock()
+	if s.closed.Load() {
+		return 0, false
+	}
+	return atomic.LoadUint64(s.ring.prodPos), true
+}
+
+// Reached reports whether Read has dealt with every record before pos (a
+// Barrier).
+func (s *Source) Reached(pos uint64) bool { return s.done.Load() >= pos }
+
+// Kick makes a Read waiting for its straggle poll look at the ring now:
+// the programs submit most records without waking it, so that a caller
+// of Barrier would otherwise wait for the poll. Safe from any goroutine.
+func (s *Source) Kick() {
+	if s.ready == nil {
+		return
+	}
+	s.sharedMu.Lock()
+	defer s.sharedMu.Unlock()
+	if !s.closed.Load() {
+		s.ready.kick()
+	}
 }
 
 // tryRead reads the next record into s.rec and its error into s.readErr,
@@ -558,8 +616,8 @@ func (s *Source) SetExecBlobs(on bool) {
 	if !on {
 		v = 1
 	}
-	s.skipMu.Lock()
-	defer s.skipMu.Unlock()
+	s.sharedMu.Lock()
+	defer s.sharedMu.Unlock()
 	if !s.closed.Load() {
 		atomic.StoreUint32(s.skipBlobs, v)
 	}
@@ -591,14 +649,14 @@ func (s *Source) Close() error {
 		s.readMu.Lock()
 		defer s.readMu.Unlock()
 		var errRel error
+		s.sharedMu.Lock()
 		if s.ready != nil {
 			errReady = errors.Join(errReady, s.ready.release())
 		}
 		if s.release != nil {
-			s.skipMu.Lock()
 			errRel = s.release()
-			s.skipMu.Unlock()
 		}
+		s.sharedMu.Unlock()
 		if err := errors.Join(errReady, errRd, errRel); err != nil {
 			s.closeErr = fmt.Errorf("tracepoint: close: %w", err)
 		}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unsafe"
@@ -16,9 +17,11 @@ import (
 // readyWaiter waits, in the Go runtime's netpoller, until the ring buffer
 // has data or a deadline passes. It owns a private epoll set holding the
 // ring buffer map's file descriptor (readable when a program committed a
-// record with a wake-up) and a one-shot CLOCK_MONOTONIC timerfd armed for
-// the deadline; the netpoller watches the epoll set's own descriptor,
-// which is readable when either is.
+// record with a wake-up), a one-shot CLOCK_MONOTONIC timerfd armed for
+// the deadline, and an eventfd another goroutine writes to make the
+// reader look at the ring now (kick: a caller that must see every record
+// committed so far, see Source.Barrier); the netpoller watches the epoll
+// set's own descriptor, which is readable when any of them is.
 //
 // No thread sits in a blocking system call while the reader waits: a
 // blocking epoll_wait of up to 10 ms (the straggle poll) made the runtime
@@ -38,6 +41,11 @@ type readyWaiter struct {
 	f   *os.File // the epoll set, given to the netpoller
 	rc  syscall.RawConn
 	tfd int // the timerfd, in the epoll set
+	efd int // the eventfd kick writes, in the epoll set
+	// kicked is set by kick before it writes efd, and cleared by the
+	// waiter before it reads efd back to zero: one write per wait, however
+	// many callers kick.
+	kicked atomic.Bool
 	// deadline is the one the timer is armed for, zero when disarmed (at
 	// first).
 	deadline time.Time
@@ -61,15 +69,25 @@ func newReadyWaiter(fd int) (*readyWaiter, error) {
 		unix.Close(epfd)
 		return nil, fmt.Errorf("timerfd_create: %w", err)
 	}
-	fail := func(format string, err error) (*readyWaiter, error) {
+	efd, err := unix.Eventfd(0, unix.EFD_NONBLOCK|unix.EFD_CLOEXEC)
+	if err != nil {
 		unix.Close(epfd)
 		unix.Close(tfd)
+		return nil, fmt.Errorf("eventfd: %w", err)
+	}
+	closeFds := func() {
+		unix.Close(tfd)
+		unix.Close(efd)
+	}
+	fail := func(format string, err error) (*readyWaiter, error) {
+		unix.Close(epfd)
+		closeFds()
 		return nil, fmt.Errorf(format, err)
 	}
 	for _, add := range []struct {
 		fd   int
 		name string
-	}{{fd, "ring buffer"}, {tfd, "timerfd"}} {
+	}{{fd, "ring buffer"}, {tfd, "timerfd"}, {efd, "eventfd"}} {
 		ev := unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(add.fd)}
 		if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, add.fd, &ev); err != nil {
 			return fail("epoll_ctl add "+add.name+": %w", err)
@@ -82,16 +100,16 @@ func newReadyWaiter(fd int) (*readyWaiter, error) {
 	// A file the netpoller could not take has no deadlines.
 	if err := f.SetReadDeadline(time.Time{}); err != nil {
 		f.Close()
-		unix.Close(tfd)
+		closeFds()
 		return nil, fmt.Errorf("epoll fd not pollable: %w", err)
 	}
 	rc, err := f.SyscallConn()
 	if err != nil {
 		f.Close()
-		unix.Close(tfd)
+		closeFds()
 		return nil, fmt.Errorf("epoll fd: %w", err)
 	}
-	w := &readyWaiter{f: f, rc: rc, tfd: tfd}
+	w := &readyWaiter{f: f, rc: rc, tfd: tfd, efd: efd}
 	w.tryFn = w.tryOrExpire
 	return w, nil
 }
@@ -125,6 +143,12 @@ func (w *readyWaiter) wait(deadline time.Time, try func(uintptr) bool, res *erro
 // timer's are both CLOCK_MONOTONIC, and the timer never fires before the
 // deadline, so the clock says whether it passed without a read.
 func (w *readyWaiter) tryOrExpire(fd uintptr) bool {
+	if w.kicked.Swap(false) {
+		// Back to zero, so that the epoll set is not readable for this
+		// kick any more (a later kick makes it readable again).
+		var buf [8]byte
+		unix.RawSyscall(unix.SYS_READ, uintptr(w.efd), uintptr(unsafe.Pointer(&buf[0])), 8)
+	}
 	if w.try(fd) {
 		return true
 	}
@@ -153,14 +177,29 @@ func (w *readyWaiter) arm(deadline time.Time) error {
 	return nil
 }
 
+// kick makes a wait in progress (or the next one) call try at once; safe
+// from any goroutine, and until release.
+func (w *readyWaiter) kick() {
+	if w.kicked.Swap(true) {
+		return // written and not read back yet
+	}
+	one := [8]byte{1}
+	// EAGAIN only at a counter near 2^64: readable anyway.
+	unix.RawSyscall(unix.SYS_WRITE, uintptr(w.efd), uintptr(unsafe.Pointer(&one[0])), 8)
+}
+
 // close wakes a wait in progress, which then fails. The timerfd stays
 // until release: a Read may still be arming it.
 func (w *readyWaiter) close() error { return w.f.Close() }
 
-// release closes the timerfd; no wait may run or follow.
+// release closes the timerfd and the eventfd; no wait or kick may run or
+// follow.
 func (w *readyWaiter) release() error {
 	if err := unix.Close(w.tfd); err != nil {
 		return fmt.Errorf("close timerfd: %w", err)
+	}
+	if err := unix.Close(w.efd); err != nil {
+		return fmt.Errorf("close eventfd: %w", err)
 	}
 	return nil
 }

@@ -5,10 +5,13 @@ package tracepoint
 import (
 	"errors"
 	"os"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/procsupervisor/supervisor/internal/testenv"
 )
 
 // pipeRing stands for the ring buffer in readyWaiter tests: a pipe is
@@ -186,4 +189,89 @@ func TestReadyWaiterNoAlloc(t *testing.T) {
 			t.Errorf("%s: wait() allocates %v times", tt.name, a)
 		}
 	}
+}
+
+// TestReadyWaiterKick: a record the ring holds without having woken the
+// reader (a program submits most without a wake-up) is found at the
+// deadline, or at once when kicked; a kick with nothing to read leaves the
+// wait waiting, and kicks before a wait, or many at once, make it look
+// once more, not forever.
+func TestReadyWaiterKick(t *testing.T) {
+	p := newPipeRing(t) // never written: the ring never wakes the reader
+	w, err := newReadyWaiter(p.r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.closeAll()
+	var silent atomic.Bool // a record is in the ring
+	var tries atomic.Int32
+	var res error
+	try := func(uintptr) bool {
+		tries.Add(1)
+		if silent.Swap(false) {
+			res = nil // read
+			return true
+		}
+		return false
+	}
+	start := func(deadline time.Time) chan error {
+		done := make(chan error, 1)
+		go func() { done <- w.wait(deadline, try, &res) }()
+		return done
+	}
+	waitFor := func(name string, done chan error, want error) {
+		t.Helper()
+		select {
+		case got := <-done:
+			if got != want {
+				t.Fatalf("%s: wait() = %v, want %v", name, got, want)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: wait never returned", name)
+		}
+	}
+	settle := func(n int32) {
+		t.Helper()
+		testenv.Eventually(t, 10*time.Second, func() bool { return tries.Load() >= n }, "the waiter never tried %d times", n)
+	}
+
+	// A silent record, no deadline: found only when kicked.
+	tries.Store(0)
+	done := start(time.Time{})
+	settle(1)
+	silent.Store(true)
+	select {
+	case err := <-done:
+		t.Fatalf("wait returned %v for a record that woke nobody, before a kick", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	w.kick()
+	waitFor("kicked", done, nil)
+
+	// A kick with nothing in the ring: the wait goes on until its deadline.
+	tries.Store(0)
+	deadline := time.Now().Add(100 * time.Millisecond)
+	done = start(deadline)
+	settle(1)
+	w.kick()
+	settle(2)
+	waitFor("kicked, nothing to read", done, os.ErrDeadlineExceeded)
+
+	// Kicks before the wait, many of them: one look more, then waiting.
+	tries.Store(0)
+	for range 5 {
+		w.kick()
+	}
+	done = start(time.Now().Add(100 * time.Millisecond))
+	waitFor("kicked before", done, os.ErrDeadlineExceeded)
+	if n := tries.Load(); n > 4 {
+		t.Errorf("kicks before a wait made it try %d times, want a few", n)
+	}
+	// And a later kick still wakes a wait.
+	tries.Store(0)
+	done = start(time.Time{})
+	settle(1)
+	silent.Store(true)
+	w.kick()
+	waitFor("kicked after earlier kicks", done, nil)
 }
