@@ -45,12 +45,14 @@ func (d *Daemon) serves(p api.Peer) error {
 // servesNow is serves, for a request that reads the graph: once it
 // returns nil, every fork, exec and exit that returned to its process
 // before the request came is in the graph (tracker.Sync), or the request
-// fails as unavailable after catchUpWait.
+// fails as unavailable after catchUpWait. A caller that leaves does not
+// cut the wait short: what it asked goes on without it (a teardown runs
+// to its end).
 func (d *Daemon) servesNow(ctx context.Context, p api.Peer) error {
 	if err := d.serves(p); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, catchUpWait)
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), catchUpWait)
 	defer cancel()
 	if err := d.tr.Load().Sync(ctx); err != nil {
 		return fmt.Errorf("the process graph cannot be brought up to date: %w: %w", err, api.ErrUnavailable)

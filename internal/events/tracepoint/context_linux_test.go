@@ -674,7 +674,7 @@ func TestIntegrationContextLoss(t *testing.T) {
 	s := openFor(t, true)
 	defer s.Close()
 	argv := []string{"/bin/true", strings.Repeat("y", DefaultArgvMax)}
-	const runs = 64 // 64 records of 32 KiB and more: twice the 1 MiB ring
+	const runs = 2 * contextRingMin / DefaultArgvMax // records of 32 KiB and more: twice the ring
 	for range runs {
 		if err := exec.Command(argv[0], argv[1:]...).Run(); err != nil {
 			t.Fatal(err)

@@ -48,7 +48,13 @@ type recordReader interface {
 // silently is found by this poll. Only after a quiet stretch of
 // straggleWait does Read say it sleeps (Source.asleep) and sleep until a
 // program wakes it.
-const straggleWait = 10 * time.Millisecond
+//
+// Each poll wakes the daemon, which costs the Go runtime more than the
+// records it reads: under a storm of short execs the daemon on its
+// defaults spent 2.5-3 µs of CPU per exec polling every 10 ms, 1.5-1.9 µs
+// at 50 ms. A request that must see every record so far does not wait for
+// the poll: it kicks the reader (Barrier, Kick, Reached; tracker.Sync).
+const straggleWait = 50 * time.Millisecond
 
 // lostCheckEvery bounds how many records Read decodes between two looks at
 // the kernel's lost counter while the ring buffer never drains.
@@ -328,11 +334,20 @@ func setContext(spec *ebpf.CollectionSpec, argvMax int) error {
 	scratch.MaxEntries = uint32(cpus)
 	scratch.ValueSize = uint32(scratchFixed + argvMax)
 	ring := spec.Maps[processMapEvents]
-	for ring.MaxEntries < 16*scratch.ValueSize {
+	for ring.MaxEntries < max(16*scratch.ValueSize, contextRingMin) {
 		ring.MaxEntries *= 2
 	}
 	return nil
 }
+
+// contextRingMin is the least ring a capture with context gets: a storm of
+// execs with 4 KiB of arguments (about 32 MB/s on a 2-core VM) takes 60 ms
+// to fill half of it, longer than the straggle poll, so that the reader
+// empties the ring at its poll before the programs have to wake it (a
+// self-IPI per wake-up, charged to the exec being reported). Without
+// context the records are small: at 10,000 execs a second half of the
+// program's 1 MiB lasts over 100 ms.
+const contextRingMin = 4 << 20
 
 // setWakeup tells the programs to wake a polling reader early once half the
 // ring, as sized now, is waiting (wakeup_bytes in bpf/process.bpf.c).

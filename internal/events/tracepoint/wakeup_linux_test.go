@@ -15,8 +15,8 @@ func TestSetWakeup(t *testing.T) {
 		wantRing uint32
 	}{
 		{"no context", false, 0, 1 << 20},
-		{"context, no argv", true, 0, 1 << 20},
-		{"context, default argv", true, DefaultArgvMax, 1 << 20},
+		{"context, no argv", true, 0, contextRingMin},
+		{"context, default argv", true, DefaultArgvMax, contextRingMin},
 		{"context, largest argv", true, MaxArgvMax, 32 << 20},
 	}
 	for _, tt := range tests {
