@@ -311,13 +311,13 @@ enum {
 
 /* A reader that polls is woken early when wakeup_bytes are waiting, at
  * most once per WAKEUP_FULL_GAP_NS. User space sets it to half the ring
- * (the ring is at least 1 MiB). Not a quarter, as it was: the reader polls
+ * (1 MiB, 4 MiB with context). Not a quarter, as it was: the reader polled
  * every 10 ms, and an exec storm with 4 KiB of arguments on a 2-core VM
  * (about 7,000 execs/s, 32 MB/s) filled a quarter of the 1 MiB ring in
  * 8 ms, so the program raised a wake-up every 80 or so execs, about 20 us
  * each (a self-IPI, a VM exit): 0.25 us per exec by the kernel's BPF
- * statistics, for a reader that would have looked 2 ms later. At half, a
- * woken reader still has half the ring of room. */
+ * statistics, for a reader about to look anyway. It polls every 50 ms
+ * now, before such a storm fills half of 4 MiB (contextRingMin). */
 const volatile __u32 wakeup_bytes = 1 << 19;
 #define WAKEUP_FULL_GAP_NS 1000000ULL
 
