@@ -13,10 +13,15 @@ import (
 // events within the time Sync was given.
 var ErrBehind = errors.New("the event reader is behind the kernel")
 
+// reissueAfter is how long Sync waits for a barrier before it asks for
+// another: the proc connector's marker can be lost in a socket overflow.
+const reissueAfter = 250 * time.Millisecond
+
 // barrier is a source that can tell when its reader has dealt with every
-// record the kernel had for it at some moment (tracepoint.Source: the eBPF
-// ring's producer position, which its programs advance before the fork,
-// exec or exit they report returns).
+// record the kernel had for it at some moment: tracepoint.Source by the
+// eBPF ring's producer position, which its programs advance before the
+// fork, exec or exit they report returns; proccon.Source by a marker
+// message it has the kernel queue behind the others.
 type barrier interface {
 	Barrier() (pos uint64, ok bool)
 	Reached(pos uint64) bool
@@ -27,13 +32,14 @@ type barrier interface {
 // was called has been applied to the graph and shown to Options.OnEvent:
 // a fork that returned to its caller before a request arrived is in the
 // graph when the request reads it. With eBPF the reader otherwise finds
-// most records at its next straggle poll, tens of milliseconds later; Sync
-// has it look at once.
+// most records at its next straggle poll, tens of milliseconds later; with
+// netlink it may be working through a backlog. Sync has it look at once
+// and waits until it is past that point. (A process exit the netlink
+// source holds back for its other threads' exits may still come later.)
 //
-// With netlink and polling Sync returns at once: the proc connector wakes
-// its reader for each message (a reader still working through a backlog
-// is not waited for), and a poller knows only what its last snapshot saw.
-// It returns ErrBehind, wrapped, when ctx ends first, and
+// With polling Sync returns at once: a poller knows only what its last
+// snapshot saw. A barrier lost in an overflow is asked again after
+// reissueAfter. Sync returns ErrBehind, wrapped, when ctx ends first, and
 // events.ErrClosed, wrapped, once the tracker has stopped.
 func (t *Tracker) Sync(ctx context.Context) error {
 	b := t.barrier
@@ -50,6 +56,7 @@ func (t *Tracker) Sync(ctx context.Context) error {
 	wait := 50 * time.Microsecond
 	tm := time.NewTimer(wait)
 	defer tm.Stop()
+	asked := time.Now()
 	for {
 		b.Kick()
 		select {
@@ -61,6 +68,12 @@ func (t *Tracker) Sync(ctx context.Context) error {
 		}
 		if b.Reached(target) {
 			return nil
+		}
+		if time.Since(asked) > reissueAfter {
+			// Lost in an overflow? A later point serves as well.
+			if next, ok := b.Barrier(); ok {
+				target, asked = next, time.Now()
+			}
 		}
 		wait = min(2*wait, 5*time.Millisecond)
 		tm.Reset(wait)

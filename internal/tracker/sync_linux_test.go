@@ -2,35 +2,32 @@ package tracker
 
 import (
 	"context"
-	"os/exec"
-	"strconv"
-	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/procsupervisor/supervisor/internal/testenv"
 )
 
 // TestIntegrationSync: a shell double-forks a sleeper and exits; once the
 // shell's exit is seen by its parent, every record of it is in the eBPF
-// ring, and after Sync the graph holds the sleeper, born of the shell's
-// subshell, though the reader's poll would have found it only later.
-// Several rounds, so that a Sync that waited for nothing is caught.
+// ring (or the netlink socket), and after Sync the graph holds the
+// sleeper, though the eBPF reader's poll would have found it only later.
+// Several rounds, so that a Sync that waited for nothing is caught (with
+// eBPF; netlink wakes its reader per message, and Sync must return, not
+// time out, through its marker).
 func TestIntegrationSync(t *testing.T) {
-	tr, boot := start(t, "ebpf")
+	for _, mech := range kernelMechanisms {
+		t.Run(mech, func(t *testing.T) { testSync(t, mech) })
+	}
+}
+
+func testSync(t *testing.T, mech string) {
+	tr, boot := start(t, mech)
 	for round := range 10 {
-		out, err := exec.Command("sh", "-c", `(sleep 60 >/dev/null 2>&1 & echo $!)`).Output()
-		if err != nil {
-			t.Fatal(err)
-		}
-		n, err := strconv.Atoi(strings.TrimSpace(string(out)))
-		if err != nil {
-			t.Fatalf("sleeper pid %q: %v", out, err)
-		}
-		g := int32(n)
-		t.Cleanup(func() { syscall.Kill(int(g), syscall.SIGKILL) })
+		g := testenv.Orphan(t)
 		tok := tokenOf(t, boot, g) // before Sync: the test's reads take no time off the poll
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err = tr.Sync(ctx)
+		err := tr.Sync(ctx)
 		cancel()
 		if err != nil {
 			t.Fatalf("round %d: Sync() = %v", round, err)

@@ -28,6 +28,15 @@
 // slack cannot be told apart by ticks; the pidfs inode then names the
 // newcomer, which a later comparison with a claim's token exposes.
 //
+// Barrier: the kernel queues a message while the call that caused it runs
+// (a fork's before fork returns), so a message caused later is read later.
+// Barrier causes one, a rename of the calling thread to a numbered marker
+// name (PROC_EVENT_COMM) undone at once, and Read, meeting it, knows every
+// message queued before has been handed out: a request acting on the graph
+// waits for that (tracker.Sync) instead of for the reader to catch up on
+// its own. A marker lost in an overflow is never met; the caller asks for
+// another.
+//
 // An exec needs more: the process may exec, exit and have its pid reissued
 // (clone3 set_tid, ns_last_pid) within the tick of slack, and the newcomer,
 // a fresh fork showing its parent's arguments, must not get the exec and

@@ -62,7 +62,13 @@ type Source struct {
 
 	closed atomic.Bool
 	stop   chan struct{} // closed by Close: ends a nap
+	kick   chan struct{} // Kick: ends a nap
 	timer  *time.Timer   // the nap's timer, owned by the Read goroutine
+
+	// The barrier (barrier_linux.go): self is this process's pid; markers
+	// issued by Barrier, and the newest Read met.
+	self                 int32
+	syncIssued, syncSeen atomic.Uint64
 
 	// Counters for Stats.
 	nEvents, nLost, nLostReports, nDecodeErrors atomic.Uint64
@@ -207,6 +213,8 @@ func newSource(c *netlink.Conn, boot procfs.BootID, p prober, offset int64) *Sou
 		probe:      p,
 		offset:     offset,
 		stop:       make(chan struct{}),
+		kick:       make(chan struct{}, 1),
+		self:       selfPid,
 		timer:      time.NewTimer(time.Hour),
 		exits:      make(map[int32]exitMark),
 		pruneLimit: pruneAt,
@@ -667,6 +675,8 @@ func (s *Source) nap(d time.Duration) {
 	case <-s.timer.C:
 	case <-s.stop:
 		s.timer.Stop()
+	case <-s.kick:
+		s.timer.Stop()
 	}
 }
 
@@ -927,6 +937,10 @@ func (s *Source) handle(r *rawEvent, ev *events.Event) bool {
 		}
 		s.addPending(tgid, pid, r)
 		return false
+	case whatComm:
+		if n, ok := s.marker(r); ok && n > s.syncSeen.Load() {
+			s.syncSeen.Store(n) // only this goroutine stores
+		}
 	}
 	return false // PROC_EVENT_NONE (acks) and kinds the source does not use
 }
