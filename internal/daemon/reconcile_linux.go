@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"time"
 
@@ -346,7 +347,16 @@ func (d *Daemon) orphanedMembers(c *store.Claim) (proven []*pidfd.Handle, unprov
 // claim stays releasing, its grace deadline stored, for the next start.
 func (d *Daemon) teardown(ctx context.Context, c *store.Claim, v verdict.Verdict, root *pidfd.Handle, extra []*pidfd.Handle, rq request, grace time.Duration) (actions.Outcome, error) {
 	if root != nil {
-		extra = append(extra, d.recordedMembers(c, map[int32]bool{root.Pid(): true})...)
+		// The recorded members bound here are this call's to close (the
+		// caller's extra stay the caller's): one descriptor each, held
+		// for the grace, never past the teardown.
+		recorded := d.recordedMembers(c, map[int32]bool{root.Pid(): true})
+		defer func() {
+			for _, h := range recorded {
+				h.Close()
+			}
+		}()
+		extra = append(slices.Clip(extra), recorded...)
 	}
 	principal := c.UID
 	if rq.principal != nil {
