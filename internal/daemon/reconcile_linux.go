@@ -429,13 +429,28 @@ func storeVerdict(v verdict.Verdict, at time.Time) *store.Verdict {
 	return &store.Verdict{Result: v.Result, Reason: api.Trunc(v.Reason, 2000), Mechanism: v.Mechanism, At: at}
 }
 
+// instanceBytes bounds what one list of a release record (survivors, or
+// unproven) takes in the claim's record, which the store caps at 64 KiB
+// with the argv's 32 KiB in it: a user's tree of a thousand processes left
+// unproven made a record the store refused at every pass, so the claim
+// never closed and every pass counted a store error.
+const instanceBytes = 8 << 10
+
+// instances is ms as a release record keeps them: as many as fit in
+// instanceBytes, the last one kept saying how many more were left out
+// (the teardown's log line names them all).
 func instances(ms []actions.Member) []store.Instance {
 	var out []store.Instance
-	for _, m := range ms {
-		if len(out) >= 1000 {
+	size := 0
+	for i, m := range ms {
+		in := store.Instance{Pid: m.Pid, Token: m.Token, Reason: api.Trunc(m.Reason, 500)}
+		size += len(in.Token.String()) + len(in.Reason) + 64
+		if size > instanceBytes && len(out) > 0 {
+			last := &out[len(out)-1]
+			last.Reason = api.Trunc(last.Reason, 400) + fmt.Sprintf(" (and %d more processes not recorded here)", len(ms)-i)
 			break
 		}
-		out = append(out, store.Instance{Pid: m.Pid, Token: m.Token, Reason: api.Trunc(m.Reason, 500)})
+		out = append(out, in)
 	}
 	return out
 }
