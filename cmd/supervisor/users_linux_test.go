@@ -1,9 +1,13 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
+	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -61,4 +65,73 @@ func TestIntegrationReleaseClosesMemberDescriptors(t *testing.T) {
 func launchAs(t *testing.T, d *testDaemon, argv ...string) api.Claim {
 	t.Helper()
 	return claimAs(t, d, asNobody, append([]string{"launch", "--json", "--cwd", "/", "--"}, argv...)...)
+}
+
+// TestIntegrationTeardownDescriptorsBounded: nobody's grant holds more
+// processes than the daemon has descriptors, all ignoring SIGTERM, and is
+// released with a long grace. The teardown may hold a tenth of the
+// daemon's descriptors for nobody's members, reporting the rest, so
+// another user is served during the grace. Before, it bound every member
+// for the whole grace and the daemon could not open /dev/null for
+// another user's launch.
+func TestIntegrationTeardownDescriptorsBounded(t *testing.T) {
+	testenv.RequireRoot(t)
+	const limit, n = 400, 450
+	d, dpid := startDaemonWith(t, nil, nil, []string{"prlimit", fmt.Sprintf("--nofile=%d:%d", limit, limit), "sh", "-c"},
+		"--socket-group", fmt.Sprint(nobody))
+	c := launchAs(t, d, "sh", "-c", fmt.Sprintf(`trap "" TERM; i=0; while [ $i -lt %d ]; do sleep 1000 & i=$((i+1)); done; wait`, n))
+	var res api.ReleaseResponse
+	t.Cleanup(func() {
+		// What the release left (nobody's members over the budget).
+		if res.Outcome != nil {
+			for _, m := range res.Outcome.Unproven {
+				if owned(m.Pid, m.Token) {
+					syscall.Kill(int(m.Pid), syscall.SIGKILL)
+				}
+			}
+		}
+	})
+	testenv.Eventually(t, 30*time.Second, func() bool { return len(d.claim(t, c.ID).Members) == n },
+		"the daemon never recorded the %d members of %s", n, c.ID)
+
+	done := make(chan string, 1)
+	go func() {
+		cmd := exec.Command(binary(t), "release", "--grace", "20s", "--json", c.ID)
+		cmd.Env = append(os.Environ(), "SUPERVISOR_SOCKET="+d.sock)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: asNobody}
+		out, _ := cmd.Output()
+		done <- string(out)
+	}()
+	logf := filepath.Join(filepath.Dir(d.sock), "log.json")
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		b, _ := os.ReadFile(logf)
+		for line := range strings.Lines(string(b)) {
+			if strings.Contains(line, `"signal_sent"`) && strings.Contains(line, c.ID) && strings.Contains(line, "SIGTERM") {
+				return true
+			}
+		}
+		return false
+	}, "the release of %s never sent SIGTERM", c.ID)
+	// In the grace: what the daemon holds, and another user served.
+	if held := pidfds(t, dpid); held > limit/10+4 {
+		t.Errorf("the daemon holds %d pidfds in nobody's teardown, want at most %d (a tenth of %d, the root's and a few)", held, limit/10+4, limit)
+	}
+	other := &syscall.Credential{Uid: nobody - 1, Gid: nobody}
+	if code, _, errs := d.run(t, other, "launch", "--cwd", "/", "--", "true"); code != 0 {
+		t.Errorf("another user's launch during nobody's teardown: exit %d: %s", code, errs)
+	}
+
+	out := <-done
+	if err := json.Unmarshal([]byte(out), &res); err != nil || res.Outcome == nil {
+		t.Fatalf("release: %q: %v", out, err)
+	}
+	over := 0
+	for _, m := range res.Outcome.Unproven {
+		if strings.Contains(m.Reason, "descriptors") {
+			over++
+		}
+	}
+	if got := len(res.Outcome.Targeted) + over; over == 0 || got != n+1 {
+		t.Errorf("release: %d targeted and %d reported over the budget, want %d in all, some reported", len(res.Outcome.Targeted), over, n+1)
+	}
 }

@@ -61,6 +61,20 @@ type Options struct {
 	// proves them members, beyond those every teardown protects (pid 1,
 	// this process and its ancestors): the CLI names the running daemon.
 	Protected []int32
+	// Budget, when set, bounds the descriptors the teardown holds for the
+	// members its finders bind (one pidfd each, until it ends): a member
+	// found when the budget has none left is reported, not bound and not
+	// signalled. The daemon shares one per uid between that uid's
+	// teardowns, so one user's tree cannot take the descriptors every
+	// user's requests need.
+	Budget Budget
+}
+
+// Budget counts descriptors a teardown may hold. Take asks for one; Give
+// returns n when the teardown ends. Both must be safe for concurrent use.
+type Budget interface {
+	Take() bool
+	Give(n int)
 }
 
 // Teardown tears down a process and its proven descendants. Make one with
@@ -173,6 +187,8 @@ type tree struct {
 	members []*pidfd.Handle
 	owned   []*pidfd.Handle // handles this teardown opened and must close
 	refused map[int32]bool  // pids reported, never signalled
+	taken   int             // of Options.Budget, given back at the end
+	full    bool            // the budget ran out: the finders are not asked again
 }
 
 func (tr *tree) has(pid int32) bool {
@@ -192,6 +208,9 @@ func (t *Teardown) run(ctx context.Context, root *pidfd.Handle, extra []*pidfd.H
 	defer func() {
 		for _, h := range tr.owned {
 			h.Close()
+		}
+		if tr.taken > 0 {
+			t.opts.Budget.Give(tr.taken)
 		}
 	}()
 	out.Acted = true
@@ -249,11 +268,11 @@ func (t *Teardown) admit(tr *tree, h *pidfd.Handle, out *Outcome) bool {
 	return false
 }
 
-// grow asks the finders for new members until they find none, sending sig
-// to each new member as it is found.
+// grow asks the finders for new members until they find none (or the
+// budget has run out), sending sig to each new member as it is found.
 func (t *Teardown) grow(tr *tree, out *Outcome, sig unix.Signal) []*pidfd.Handle {
 	var added []*pidfd.Handle
-	for round := 0; round < 64; round++ {
+	for round := 0; round < 64 && !tr.full; round++ {
 		var fresh []*pidfd.Handle
 		for _, f := range t.finders {
 			found, unproven, err := f.Find(tr.members)
@@ -269,6 +288,20 @@ func (t *Teardown) grow(tr *tree, out *Outcome, sig unix.Signal) []*pidfd.Handle
 				if tr.has(h.Pid()) {
 					h.Close()
 					continue
+				}
+				if b := t.opts.Budget; b != nil {
+					if tr.full || !b.Take() {
+						// Reported once: the finders, which would bind
+						// it again at every look, are not asked again.
+						tr.full = true
+						tr.refused[h.Pid()] = true
+						m := memberOf(h)
+						m.Reason = "not bound: the teardowns of this user hold all the descriptors they may; not signalled"
+						out.Unproven = append(out.Unproven, m)
+						h.Close()
+						continue
+					}
+					tr.taken++
 				}
 				tr.owned = append(tr.owned, h)
 				if !t.admit(tr, h, out) {

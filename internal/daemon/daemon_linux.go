@@ -99,6 +99,7 @@ type Daemon struct {
 	judge   judge
 	hw      *holderWatch // nil until run starts it
 	work    *workers
+	fds     *memberFDs // what teardowns for uids but root may hold
 	claims  *claimIndex
 	log     *feed
 	redact  *redact.Rules // redact_args, set before the API serves
@@ -227,6 +228,7 @@ func newDaemon(cfg Config, boot procfs.BootID, st claimStore, log *feed, now fun
 		checkQ:   make(chan check, noteQueue),
 		now:      now,
 		work:     newWorkers(),
+		fds:      newMemberFDs(),
 		claims:   newClaimIndex(),
 	}
 }

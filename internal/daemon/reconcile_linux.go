@@ -346,24 +346,46 @@ func (d *Daemon) orphanedMembers(c *store.Claim) (proven []*pidfd.Handle, unprov
 // the daemon is stopping (ctx ended): then nothing more is sent and the
 // claim stays releasing, its grace deadline stored, for the next start.
 func (d *Daemon) teardown(ctx context.Context, c *store.Claim, v verdict.Verdict, root *pidfd.Handle, extra []*pidfd.Handle, rq request, grace time.Duration) (actions.Outcome, error) {
-	if root != nil {
-		// The recorded members bound here are this call's to close (the
-		// caller's extra stay the caller's): one descriptor each, held
-		// for the grace, never past the teardown.
-		recorded := d.recordedMembers(c, map[int32]bool{root.Pid(): true})
-		defer func() {
-			for _, h := range recorded {
-				h.Close()
-			}
-		}()
-		extra = append(slices.Clip(extra), recorded...)
-	}
 	principal := c.UID
 	if rq.principal != nil {
 		principal = *rq.principal
 	}
+	var over []actions.Member
+	if root != nil {
+		// The recorded members bound here are this call's to close (the
+		// caller's extra stay the caller's): one descriptor each, held
+		// for the grace, never past the teardown, and within the
+		// principal's share (memberFDs).
+		b := d.fds.forUID(principal)
+		recorded, left := d.recordedMembersWithin(c, map[int32]bool{root.Pid(): true}, b)
+		defer func() {
+			for _, h := range recorded {
+				h.Close()
+			}
+			if b != nil && len(recorded) > 0 {
+				b.Give(len(recorded))
+			}
+		}()
+		extra = append(slices.Clip(extra), recorded...)
+		for _, m := range left {
+			over = append(over, actions.Member{Pid: m.Pid, Token: m.Token,
+				Reason: "recorded member not bound: the teardowns of this user hold all the descriptors they may; not signalled"})
+		}
+	}
 	td := d.newTeardown(grace, principal, c.Cgroup, c.ID, rq.say)
 	out := td.RunBound(ctx, v, root, extra)
+	if out.Acted && len(over) > 0 {
+		// The finders may have found and reported them too.
+		said := make(map[int32]bool, len(out.Unproven))
+		for _, u := range out.Unproven {
+			said[u.Pid] = true
+		}
+		for _, m := range over {
+			if !said[m.Pid] {
+				out.Unproven = append(out.Unproven, m)
+			}
+		}
+	}
 	d.log.TeardownFor(c.ID, out)
 	if ctx.Err() != nil {
 		return out, nil
@@ -417,6 +439,7 @@ func (d *Daemon) newTeardown(grace time.Duration, principal uint32, cgroup, clai
 	return actions.New(d.judge, d.tr.Load().Finder(d.judge), actions.Options{
 		Grace:      grace,
 		Principal:  &principal,
+		Budget:     d.fds.forUID(principal),
 		Cgroup:     cgroup,
 		OnProgress: say,
 		OnSignal: func(m actions.Member, sig unix.Signal, err error) {
@@ -533,14 +556,32 @@ func (d *Daemon) readopt(c *store.Claim, root *pidfd.Handle) int {
 // recordedMembers binds the recorded members of a claim that verify now.
 // Members that no longer verify are forgotten.
 func (d *Daemon) recordedMembers(c *store.Claim, skip map[int32]bool) []*pidfd.Handle {
-	var out []*pidfd.Handle
+	out, _ := d.recordedMembersWithin(c, skip, nil)
+	return out
+}
+
+// recordedMembersWithin is recordedMembers binding each within b, when
+// set (one of it per bound member, kept until the caller gives them
+// back); the members it had no budget left to try are returned in left.
+func (d *Daemon) recordedMembersWithin(c *store.Claim, skip map[int32]bool, b actions.Budget) (out []*pidfd.Handle, left []store.Member) {
 	var stale []store.Instance
-	for _, m := range c.Members {
+	for i, m := range c.Members {
 		if skip[m.Pid] {
 			continue
 		}
+		if b != nil && !b.Take() {
+			for _, m := range c.Members[i:] {
+				if !skip[m.Pid] {
+					left = append(left, m)
+				}
+			}
+			break
+		}
 		v, h := d.judge.Bind(m.Pid, m.Token)
 		if h == nil {
+			if b != nil {
+				b.Give(1)
+			}
 			if v.Result == verdict.Gone || v.Result == verdict.Foreign {
 				stale = append(stale, store.Instance{Pid: m.Pid, Token: m.Token})
 			}
@@ -554,7 +595,7 @@ func (d *Daemon) recordedMembers(c *store.Claim, skip map[int32]bool) []*pidfd.H
 			d.storeFailed("forget members of "+c.ID, err)
 		}
 	}
-	return out
+	return out, left
 }
 
 // finishJob records a job's end. Caller holds the claim lock. known says
