@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/procsupervisor/supervisor/internal/api"
+	"github.com/procsupervisor/supervisor/internal/lineage"
 	"github.com/procsupervisor/supervisor/internal/store"
 	"github.com/procsupervisor/supervisor/internal/testenv"
 )
@@ -133,5 +134,56 @@ func TestIntegrationTeardownDescriptorsBounded(t *testing.T) {
 	}
 	if got := len(res.Outcome.Targeted) + over; over == 0 || got != n+1 {
 		t.Errorf("release: %d targeted and %d reported over the budget, want %d in all, some reported", len(res.Outcome.Targeted), over, n+1)
+	}
+}
+
+// TestIntegrationTreeHidepid: where the daemon's /proc hides other users'
+// processes (hidepid=2), nobody's `tree 1` shows its own processes and
+// pid 1 as a bare pid, and nothing of root's: not this test's process,
+// its command name or its token. Before, it showed the whole host.
+func TestIntegrationTreeHidepid(t *testing.T) {
+	testenv.RequireRoot(t)
+	// A proc of its own, in a mount namespace of its own: the host's
+	// /proc is left as it is.
+	wrap := []string{"unshare", "-m", "--propagation", "private", "/bin/sh", "-c",
+		"mount -t proc -o hidepid=2 proc /proc && exec $0"}
+	d, _ := startDaemonWith(t, nil, nil, wrap, "--socket-group", fmt.Sprint(nobody))
+	c := launchAs(t, d, "sh", "-c", "sleep 1000 & wait")
+	t.Cleanup(func() { d.run(t, asNobody, "release", "--grace", "0s", c.ID) })
+	testenv.Eventually(t, 10*time.Second, func() bool { return len(d.claim(t, c.ID).Members) == 1 },
+		"the daemon never recorded the sleep of %s", c.ID)
+	code, out, errs := d.run(t, asNobody, "tree", "1", "--json")
+	if code != 0 {
+		t.Fatalf("tree 1 as nobody: exit %d: %s", code, errs)
+	}
+	var v struct {
+		Tree lineage.TreeNode `json:"tree"`
+	}
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatalf("tree --json: %q: %v", out, err)
+	}
+	root := v.Tree
+	if root.Pid != 1 || root.Comm != "" || !root.Token.IsZero() {
+		t.Errorf("nobody's tree 1 starts with %+v, want pid 1 alone", root)
+	}
+	mine := map[int32]bool{}
+	var walk func(n *lineage.TreeNode)
+	walk = func(n *lineage.TreeNode) {
+		for _, k := range n.Children {
+			if k.Pid == int32(os.Getpid()) {
+				t.Errorf("nobody's tree shows root's %d (%s %s)", k.Pid, k.Comm, k.Token)
+			}
+			if !k.Exited {
+				if uid := uidOf(k.Pid); uid != nobody && alivePid(k.Pid) {
+					t.Errorf("nobody's tree shows %d %q of uid %d", k.Pid, k.Comm, uid)
+				}
+			}
+			mine[k.Pid] = true
+			walk(k)
+		}
+	}
+	walk(&root)
+	if !mine[c.Pid] {
+		t.Errorf("nobody's tree lacks its own grant's root %d:\n%s", c.Pid, out)
 	}
 }

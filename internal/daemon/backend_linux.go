@@ -356,7 +356,11 @@ func (d *Daemon) Tree(ctx context.Context, p api.Peer, pid int32, tok token.Toke
 		return nil, fmt.Errorf("%v: %w", err, api.ErrConflict)
 	}
 	out := append([]api.TreeNode{g.TreeNode(w.Node)}, g.TreeNodes(nodes)...)
-	d.treeArgs(p, out)
+	ownOnly := procHiddenFrom(p)
+	if ownOnly {
+		out = d.visibleNodes(p, out)
+	}
+	d.treeArgs(p, ownOnly, out)
 	if !p.Root() {
 		// Another user's claim is not named to this one (Get answers
 		// it does not exist).
