@@ -15,6 +15,7 @@ import (
 	"github.com/procsupervisor/supervisor/internal/lineage"
 	"github.com/procsupervisor/supervisor/internal/store"
 	"github.com/procsupervisor/supervisor/internal/testenv"
+	"github.com/procsupervisor/supervisor/internal/token"
 )
 
 // These tests try what one user's requests make the root daemon hold or
@@ -185,5 +186,45 @@ func TestIntegrationTreeHidepid(t *testing.T) {
 	walk(&root)
 	if !mine[c.Pid] {
 		t.Errorf("nobody's tree lacks its own grant's root %d:\n%s", c.Pid, out)
+	}
+}
+
+// TestIntegrationVerifyHidepid: where the daemon's /proc hides other
+// users' processes, nobody's verify of root's process gives the verdict
+// but not the token observed at the pid (its start time, which that
+// /proc hides); nobody's own process's observed token is given.
+func TestIntegrationVerifyHidepid(t *testing.T) {
+	testenv.RequireRoot(t)
+	wrap := []string{"unshare", "-m", "--propagation", "private", "/bin/sh", "-c",
+		"mount -t proc -o hidepid=2 proc /proc && exec $0"}
+	d, _ := startDaemonWith(t, nil, nil, wrap, "--socket-group", fmt.Sprint(nobody))
+	c := launchAs(t, d, "sleep", "1000")
+	t.Cleanup(func() { d.run(t, asNobody, "release", "--grace", "0s", c.ID) })
+	wrong := func(pid int) string {
+		tok, err := token.Parse(tokenOf(t, pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok.Start, tok.Ino = 1, 0 // another instance
+		return tok.String()
+	}
+	for _, tt := range []struct {
+		pid      int
+		observed bool
+	}{
+		{os.Getpid(), false},
+		{int(c.Pid), true},
+	} {
+		_, out, errs := d.run(t, asNobody, "verify", "--json", fmt.Sprint(tt.pid), wrong(tt.pid))
+		var v struct {
+			Verdict  string `json:"verdict"`
+			Observed string `json:"observed_token"`
+		}
+		if err := json.Unmarshal([]byte(out), &v); err != nil {
+			t.Fatalf("verify %d as nobody: %q %s: %v", tt.pid, out, errs, err)
+		}
+		if v.Verdict != "FOREIGN" || (v.Observed != "") != tt.observed {
+			t.Errorf("nobody's verify of %d = %s, observed %q: want FOREIGN, observed token given %v", tt.pid, v.Verdict, v.Observed, tt.observed)
+		}
 	}
 }

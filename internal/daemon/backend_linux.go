@@ -210,12 +210,20 @@ func (d *Daemon) Status(ctx context.Context, p api.Peer) (api.Status, error) {
 	return st, nil
 }
 
-// Verify implements api.Backend: anyone may ask; a verdict signals nothing.
+// Verify implements api.Backend: anyone may ask; a verdict signals
+// nothing. Where /proc hides other users' processes, the token observed
+// at the pid (its start time) is given only to the process's own user.
 func (d *Daemon) Verify(ctx context.Context, p api.Peer, r *api.ClaimRequest) (verdict.Verdict, error) {
 	if err := d.serves(p); err != nil {
 		return verdict.Verdict{}, err
 	}
-	return d.judge.Judge(r.Pid, r.Token), nil
+	v := d.judge.Judge(r.Pid, r.Token)
+	if !v.Observed.IsZero() && procHiddenFrom(p) {
+		if uid, _, err := procIDs(r.Pid); err != nil || uid != p.UID {
+			v.Observed = token.Token{}
+		}
+	}
+	return v, nil
 }
 
 // Kill implements api.Backend. The daemon signals only an instance it
