@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -226,5 +227,33 @@ func TestIntegrationVerifyHidepid(t *testing.T) {
 		if v.Verdict != "FOREIGN" || (v.Observed != "") != tt.observed {
 			t.Errorf("nobody's verify of %d = %s, observed %q: want FOREIGN, observed token given %v", tt.pid, v.Verdict, v.Observed, tt.observed)
 		}
+	}
+}
+
+// TestIntegrationMembersCountInQuota: the members the daemon records for
+// nobody's grant count against nobody's byte quota as they are recorded
+// (128 bytes each), so a grant of 300 children under a 16 KiB quota
+// records what fits, and nobody's next launch is refused over quota.
+// Before, members recorded after the launch were never counted: the
+// grant stored all 300 and the next launch was accepted, and one user's
+// claims could fill the store for everyone.
+func TestIntegrationMembersCountInQuota(t *testing.T) {
+	testenv.RequireRoot(t)
+	const n, quota = 300, 16 << 10
+	state, sock := newDirs(t)
+	d := startDaemon(t, state, sock, "--socket-group", fmt.Sprint(nobody), "--quota-bytes", fmt.Sprint(quota))
+	c := launchAs(t, d, "sh", "-c", fmt.Sprintf("i=0; while [ $i -lt %d ]; do sleep 1000 & i=$((i+1)); done; wait", n))
+	var members int
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		st, err := d.client.Status(context.Background())
+		members = len(d.claim(t, c.ID).Members)
+		return err == nil && uint64(members)+st.MembersLost >= n
+	}, "the daemon never handled the %d members of %s", n, c.ID)
+	if members*128 > quota {
+		t.Errorf("nobody's grant recorded %d members (%d bytes of quota), want at most %d", members, members*128, quota/128)
+	}
+	// A launch of 200 bytes more than that does not fit.
+	if code, _, errs := d.run(t, asNobody, "launch", "--cwd", "/", "--", "true", strings.Repeat("x", 200)); code != 75 || !strings.Contains(errs, "quota") {
+		t.Errorf("nobody's launch with its quota taken by members: exit %d %q, want 75, refused over quota", code, errs)
 	}
 }

@@ -214,8 +214,10 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 // and the clock. run starts the tracker and sets the judge (SetTracker);
 // tests give both their own.
 func newDaemon(cfg Config, boot procfs.BootID, st claimStore, log *feed, now func() time.Time) *Daemon {
+	claims := newClaimIndex()
 	return &Daemon{
-		cfg: cfg, boot: boot, self: int32(os.Getpid()), st: st, log: log,
+		cfg: cfg, boot: boot, self: int32(os.Getpid()), log: log,
+		st:       memberQuota{claimStore: st, x: claims, quota: cfg.QuotaBytes},
 		started:  now(),
 		holders:  map[int32][]held{},
 		roots:    map[int32]string{},
@@ -229,7 +231,7 @@ func newDaemon(cfg Config, boot procfs.BootID, st claimStore, log *feed, now fun
 		now:      now,
 		work:     newWorkers(),
 		fds:      newMemberFDs(),
-		claims:   newClaimIndex(),
+		claims:   claims,
 	}
 }
 
