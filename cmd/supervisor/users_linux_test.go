@@ -1,9 +1,13 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +15,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/procsupervisor/supervisor/internal/api"
 	"github.com/procsupervisor/supervisor/internal/lineage"
@@ -255,5 +261,83 @@ func TestIntegrationMembersCountInQuota(t *testing.T) {
 	// A launch of 200 bytes more than that does not fit.
 	if code, _, errs := d.run(t, asNobody, "launch", "--cwd", "/", "--", "true", strings.Repeat("x", 200)); code != 75 || !strings.Contains(errs, "quota") {
 		t.Errorf("nobody's launch with its quota taken by members: exit %d %q, want 75, refused over quota", code, errs)
+	}
+}
+
+// passConnEnv makes the test binary connect to the socket the variable
+// names, hand the connection to descriptor 3 (a unix socket) with
+// SCM_RIGHTS, and exit: the connection's peer credentials then name a
+// process that is gone.
+const passConnEnv = "SUPERVISOR_TEST_PASS_CONN"
+
+func init() {
+	sock := os.Getenv(passConnEnv)
+	if sock == "" {
+		return
+	}
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	f, err := c.(*net.UnixConn).File()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if err := unix.Sendmsg(3, []byte{0}, unix.UnixRights(int(f.Fd())), nil, 0); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// TestIntegrationLaunchCallerGone: nobody connects, hands the connection
+// on and exits; the launch sent on it names a caller whose limits cannot
+// be read. It is refused: before, the workload got the daemon's limits
+// in place of the caller's (nofile 64 became 20,000).
+func TestIntegrationLaunchCallerGone(t *testing.T) {
+	testenv.RequireRoot(t)
+	state, sock := newDirs(t)
+	startDaemon(t, state, sock, "--socket-group", fmt.Sprint(nobody))
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine, theirs := os.NewFile(uintptr(pair[0]), "mine"), os.NewFile(uintptr(pair[1]), "theirs")
+	defer mine.Close()
+	helper := testenv.SelfAs(t, asNobody, []string{passConnEnv + "=" + sock}, "-test.run=^$")
+	helper.ExtraFiles = []*os.File{theirs}
+	if out, err := helper.CombinedOutput(); err != nil {
+		t.Fatalf("the helper as nobody: %v: %s", err, out)
+	}
+	theirs.Close()
+	oob := make([]byte, unix.CmsgSpace(4))
+	_, oobn, _, _, err := unix.Recvmsg(int(mine.Fd()), make([]byte, 1), oob, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("control messages %v: %v", msgs, err)
+	}
+	fds, err := unix.ParseUnixRights(&msgs[0])
+	if err != nil || len(fds) != 1 {
+		t.Fatalf("descriptors %v: %v", fds, err)
+	}
+	conn, err := net.FileConn(os.NewFile(uintptr(fds[0]), "conn"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	body := `{"argv":["sleep","1000"],"cwd":"/"}`
+	fmt.Fprintf(conn, "POST /v1/launch HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusConflict { // startDaemon's cleanup releases what started
+		t.Fatalf("launch on the connection of a caller gone = %d %s, want 409", resp.StatusCode, b)
 	}
 }

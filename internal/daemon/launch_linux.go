@@ -132,7 +132,7 @@ func (d *Daemon) Launch(ctx context.Context, p api.Peer, r *api.LaunchRequest) (
 		return api.Claim{}, err
 	}
 	runAs = &id.uid
-	limits, clamped, err := workloadLimits(p.Pid, d.boot)
+	limits, clamped, err := workloadLimits(p, d.boot)
 	if err != nil {
 		return api.Claim{}, err
 	}
