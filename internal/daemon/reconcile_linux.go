@@ -45,23 +45,39 @@ type request struct {
 	cause string
 	// say, when set, is told a teardown's steps (its worker's).
 	say func(string)
+	// uid, when set, limits reconcileAll to that uid's open claims.
+	uid *uint32
 }
 
 // reconcileAll applies the table to every open claim.
 func (d *Daemon) reconcileAll(ctx context.Context, rq request) api.Report {
 	rep := api.Report{DryRun: rq.dryRun}
-	cs, err := d.st.List(store.Filter{})
-	if err != nil {
-		d.storeFailed("list claims", err)
-		rep.Failed++
-		rep.Items = append(rep.Items, api.ReportItem{Action: "failed", Reason: err.Error()})
-		return rep
-	}
-	for i := range cs {
-		if !Open(cs[i].State) {
-			continue
+	var ids []string
+	if rq.uid != nil {
+		// From the index: the cost follows the uid's claims, not the
+		// store's.
+		all, _ := d.claims.page(api.ListQuery{}, rq.uid)
+		for _, id := range all {
+			if d.claims.has(id) {
+				ids = append(ids, id)
+			}
 		}
-		it, _, err := d.settle(ctx, cs[i].ID, rq)
+	} else {
+		cs, err := d.st.List(store.Filter{})
+		if err != nil {
+			d.storeFailed("list claims", err)
+			rep.Failed++
+			rep.Items = append(rep.Items, api.ReportItem{Action: "failed", Reason: err.Error()})
+			return rep
+		}
+		for i := range cs {
+			if Open(cs[i].State) {
+				ids = append(ids, cs[i].ID)
+			}
+		}
+	}
+	for _, id := range ids {
+		it, _, err := d.settle(ctx, id, rq)
 		rep.Seen++
 		count(&rep, it, err, rq.trigger)
 		if (it.Action != Keep.String() || rq.trigger == Startup) && len(rep.Items) < maxReportItems {
