@@ -374,3 +374,48 @@ func TestIntegrationDryRunReapOwnClaims(t *testing.T) {
 		t.Errorf("root's dry run: exit %d, saw %d claims, want 3", code, rep.Seen)
 	}
 }
+
+// TestIntegrationFinishedCapPerUser: with at most 4 finished claims
+// kept, nobody's job result, owed to its caller, outlives another user's
+// churn of 8 short launches: the user with the most finished claims
+// loses its oldest first. Before, the oldest of all went, nobody's job
+// first.
+func TestIntegrationFinishedCapPerUser(t *testing.T) {
+	testenv.RequireRoot(t)
+	state, sock := newDirs(t)
+	d := startDaemon(t, state, sock, "--socket-group", fmt.Sprint(nobody), "--max-final", "4")
+	job := claimAs(t, d, asNobody, "launch", "--json", "--detach", "--cwd", "/", "--", "true")
+	testenv.Eventually(t, 10*time.Second, func() bool { return d.claim(t, job.ID).State == store.Exited },
+		"nobody's job %s never exited", job.ID)
+	other := &syscall.Credential{Uid: nobody - 1, Gid: nobody}
+	for range 8 {
+		claimAs(t, d, other, "launch", "--json", "--cwd", "/", "--", "true")
+	}
+	// Finished claims of each, and whether any of the other's is open.
+	final := func() (mine, theirs int, open bool) {
+		cs, err := d.client.ListAll(context.Background(), api.ListQuery{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cs {
+			switch {
+			case c.State != store.Released && c.State != store.Exited:
+				open = open || c.UID == nobody-1
+			case c.UID == nobody:
+				mine++
+			case c.UID == nobody-1:
+				theirs++
+			}
+		}
+		return mine, theirs, open
+	}
+	var mine, theirs int
+	testenv.Eventually(t, 20*time.Second, func() bool {
+		var open bool
+		mine, theirs, open = final()
+		return !open && mine+theirs <= 4 && theirs > 0
+	}, "finished claims never cut to 4: nobody %d, the other %d", mine, theirs)
+	if mine != 1 {
+		t.Errorf("nobody's owed job %s was dropped for another user's churn (finished: nobody %d, the other %d)", job.ID, mine, theirs)
+	}
+}

@@ -685,11 +685,29 @@ func (d *Daemon) retain() {
 		}
 		done = append(done, c)
 	}
-	if d.cfg.MaxFinal > 0 && len(done) > d.cfg.MaxFinal {
-		sort.Slice(done, func(i, j int) bool { return done[i].UpdatedAt.Before(done[j].UpdatedAt) })
-		for _, c := range done[:len(done)-d.cfg.MaxFinal] {
-			d.drop(c)
+	if d.cfg.MaxFinal <= 0 || len(done) <= d.cfg.MaxFinal {
+		return
+	}
+	// Over the cap, the uid with the most finished claims loses its
+	// oldest first: one user's churn of short launches must not push
+	// another user's job results (owed to their caller) out of the
+	// store. Before, the oldest of all went, whoever's they were.
+	byUID := map[uint32][]store.Claim{}
+	for _, c := range done {
+		byUID[c.UID] = append(byUID[c.UID], c)
+	}
+	for _, cs := range byUID {
+		sort.Slice(cs, func(i, j int) bool { return cs[i].UpdatedAt.Before(cs[j].UpdatedAt) })
+	}
+	for over := len(done) - d.cfg.MaxFinal; over > 0; over-- {
+		var most uint32
+		for uid, cs := range byUID {
+			if n := len(byUID[most]); len(cs) > n || (len(cs) == n && uid < most) {
+				most = uid
+			}
 		}
+		d.drop(byUID[most][0])
+		byUID[most] = byUID[most][1:]
 	}
 }
 
