@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -417,5 +418,40 @@ func TestIntegrationFinishedCapPerUser(t *testing.T) {
 	}, "finished claims never cut to 4: nobody %d, the other %d", mine, theirs)
 	if mine != 1 {
 		t.Errorf("nobody's owed job %s was dropped for another user's churn (finished: nobody %d, the other %d)", job.ID, mine, theirs)
+	}
+}
+
+// TestIntegrationOwnUIDKeepsCallerGroups: nobody, running with a group
+// the user database does not give it, launches naming its own uid: the
+// workload has the caller's groups, as a launch naming no uid does, not
+// the database's. Before, naming one's own uid swapped the caller's
+// groups for all of its user's, so a process that had dropped a group
+// got it back.
+func TestIntegrationOwnUIDKeepsCallerGroups(t *testing.T) {
+	testenv.RequireRoot(t)
+	state, sock := newDirs(t)
+	startDaemon(t, state, sock, "--socket-group", fmt.Sprint(nobody))
+	const extra = 4 // adm: not one of nobody's in the user database
+	cred := &syscall.Credential{Uid: nobody, Gid: nobody, Groups: []uint32{nobody, extra}}
+	for _, body := range []string{
+		`{"argv":["sleep","1000"],"cwd":"/"}`,
+		fmt.Sprintf(`{"argv":["sleep","1000"],"cwd":"/","uid":%d}`, nobody),
+	} {
+		cmd := exec.Command("curl", "-s", "--unix-socket", sock, "-H", "Content-Type: application/json", "-d", body, "http://x/v1/launch")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+		out, err := cmd.Output()
+		var c api.Claim
+		if err != nil || json.Unmarshal(out, &c) != nil || c.Pid == 0 {
+			t.Fatalf("launch %s as nobody: %q %v", body, out, err)
+		}
+		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.Pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for line := range strings.Lines(string(status)) {
+			if g, ok := strings.CutPrefix(line, "Groups:"); ok && !slices.Contains(strings.Fields(g), fmt.Sprint(extra)) {
+				t.Errorf("launch %s: the workload's groups are %q, want the caller's (%d among them)", body, strings.TrimSpace(g), extra)
+			}
+		}
 	}
 }

@@ -29,15 +29,19 @@ type identity struct {
 // primary group and supplementary groups from the user database, and a uid
 // the database does not know needs an explicit gid.
 func workloadIdentity(p api.Peer, r *api.LaunchRequest) (identity, error) {
-	if r.UID == nil && r.GID == nil {
+	if !p.Root() && ((r.UID != nil && *r.UID != p.UID) || (r.GID != nil && *r.GID != p.GID)) {
+		return identity{}, forbidden("only root may launch as another user")
+	}
+	// A caller but root naming its own uid or gid gets what it has, as
+	// one naming neither: the groups from the user database were all of
+	// its user's, given back to a caller that had dropped some (a
+	// sandbox's child without the docker group regained it).
+	if (r.UID == nil && r.GID == nil) || !p.Root() {
 		id := identity{uid: p.UID, gid: p.GID}
 		if pu, gs, err := procIDs(p.Pid); err == nil && pu == p.UID {
 			id.groups = gs
 		}
 		return id, nil
-	}
-	if !p.Root() && ((r.UID != nil && *r.UID != p.UID) || (r.GID != nil && *r.GID != p.GID)) {
-		return identity{}, forbidden("only root may launch as another user")
 	}
 	id := identity{uid: p.UID, gid: p.GID}
 	if r.UID != nil {
