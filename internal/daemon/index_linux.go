@@ -141,6 +141,23 @@ func (s memberQuota) AddMember(id string, ms ...store.Member) (int, error) {
 	return added, err
 }
 
+// openRoots returns the root tokens of the open claims whose root is at
+// pid, by claim id.
+func (x *claimIndex) openRoots(pid int32) map[string]token.Token {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	var out map[string]token.Token
+	for id, m := range x.byID {
+		if m.pid == pid && Open(m.state) {
+			if out == nil {
+				out = map[string]token.Token{}
+			}
+			out[id] = m.tok
+		}
+	}
+	return out
+}
+
 // has reports whether id is an open claim.
 func (x *claimIndex) has(id string) bool {
 	x.mu.RLock()
