@@ -278,13 +278,20 @@ func userNamespace(t *testing.T, script string) (*exec.Cmd, int32) {
 // admitAs admits pid as nobody and returns the claim.
 func admitAs(t *testing.T, d *testDaemon, pid int32) api.Claim {
 	t.Helper()
-	code, out, errs := d.run(t, asNobody, "admit", strconv.Itoa(int(pid)), tokenOf(t, int(pid)))
+	return claimAs(t, d, asNobody, "admit", strconv.Itoa(int(pid)), tokenOf(t, int(pid)))
+}
+
+// claimAs runs a command that prints a claim (admit, launch --json) as
+// cred and returns the claim.
+func claimAs(t *testing.T, d *testDaemon, cred *syscall.Credential, args ...string) api.Claim {
+	t.Helper()
+	code, out, errs := d.run(t, cred, args...)
 	if code != 0 {
-		t.Fatalf("nobody admitting %d: exit %d: %s", pid, code, errs)
+		t.Fatalf("%q as uid %d: exit %d: %s", args, cred.Uid, code, errs)
 	}
 	var c api.Claim
 	if err := json.Unmarshal([]byte(out), &c); err != nil {
-		t.Fatal(err)
+		t.Fatalf("%q as uid %d: %q: %v", args, cred.Uid, out, err)
 	}
 	return c
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"slices"
 	"time"
 
@@ -43,7 +44,9 @@ type Options struct {
 	OnSignal func(m Member, sig unix.Signal, err error)
 	// Principal, when set, is the uid the teardown acts for: no process
 	// that uid could not signal itself (the kernel's rule: the uid equals
-	// the target's real or saved uid) is signalled. Nil, or uid 0, means
+	// the target's real or saved uid) is signalled. Members are checked
+	// when found, and every signal is sent with that uid's rights, so the
+	// kernel checks again at the signal (signalAs). Nil, or uid 0, means
 	// root's claim, or a caller acting with its own rights.
 	Principal *uint32
 	// Cgroup, when set, is the grant's own cgroup directory (made by the
@@ -58,6 +61,20 @@ type Options struct {
 	// proves them members, beyond those every teardown protects (pid 1,
 	// this process and its ancestors): the CLI names the running daemon.
 	Protected []int32
+	// Budget, when set, bounds the descriptors the teardown holds for the
+	// members its finders bind (one pidfd each, until it ends): a member
+	// found when the budget has none left is reported, not bound and not
+	// signalled. The daemon shares one per uid between that uid's
+	// teardowns, so one user's tree cannot take the descriptors every
+	// user's requests need.
+	Budget Budget
+}
+
+// Budget counts descriptors a teardown may hold. Take asks for one; Give
+// returns n when the teardown ends. Both must be safe for concurrent use.
+type Budget interface {
+	Take() bool
+	Give(n int)
 }
 
 // Teardown tears down a process and its proven descendants. Make one with
@@ -170,6 +187,8 @@ type tree struct {
 	members []*pidfd.Handle
 	owned   []*pidfd.Handle // handles this teardown opened and must close
 	refused map[int32]bool  // pids reported, never signalled
+	taken   int             // of Options.Budget, given back at the end
+	full    bool            // the budget ran out: the finders are not asked again
 }
 
 func (tr *tree) has(pid int32) bool {
@@ -190,16 +209,19 @@ func (t *Teardown) run(ctx context.Context, root *pidfd.Handle, extra []*pidfd.H
 		for _, h := range tr.owned {
 			h.Close()
 		}
+		if tr.taken > 0 {
+			t.opts.Budget.Give(tr.taken)
+		}
 	}()
 	out.Acted = true
 
 	// 1. Stop the tree growing: SIGSTOP top-down, then look again for
 	//    children forked before their parent stopped.
-	t.signalAll(tr.members, unix.SIGSTOP, out)
+	t.signalAll(tr, tr.members, unix.SIGSTOP, out)
 	t.grow(tr, out, unix.SIGSTOP)
 	// 2. TERM, then CONT so a stopped process handles it.
-	t.signalAll(tr.members, unix.SIGTERM, out)
-	t.signalAll(tr.members, unix.SIGCONT, out)
+	t.signalAll(tr, tr.members, unix.SIGTERM, out)
+	t.signalAll(tr, tr.members, unix.SIGCONT, out)
 	t.progress("SIGTERM to %d", len(tr.members))
 	// 3. Grace, catching children born meanwhile.
 	t.progress("waiting up to %v", t.opts.Grace)
@@ -212,7 +234,7 @@ func (t *Teardown) run(ctx context.Context, root *pidfd.Handle, extra []*pidfd.H
 	} else if alive := live(tr.members); len(alive) > 0 {
 		out.Escalated = true
 		t.progress("SIGKILL to %d", len(alive))
-		t.signalAll(alive, unix.SIGKILL, out)
+		t.signalAll(tr, alive, unix.SIGKILL, out)
 		t.waitTree(context.WithoutCancel(ctx), tr, t.opts.KillWait, out, unix.SIGKILL)
 	}
 	for _, h := range tr.members {
@@ -246,11 +268,11 @@ func (t *Teardown) admit(tr *tree, h *pidfd.Handle, out *Outcome) bool {
 	return false
 }
 
-// grow asks the finders for new members until they find none, sending sig
-// to each new member as it is found.
+// grow asks the finders for new members until they find none (or the
+// budget has run out), sending sig to each new member as it is found.
 func (t *Teardown) grow(tr *tree, out *Outcome, sig unix.Signal) []*pidfd.Handle {
 	var added []*pidfd.Handle
-	for round := 0; round < 64; round++ {
+	for round := 0; round < 64 && !tr.full; round++ {
 		var fresh []*pidfd.Handle
 		for _, f := range t.finders {
 			found, unproven, err := f.Find(tr.members)
@@ -267,6 +289,20 @@ func (t *Teardown) grow(tr *tree, out *Outcome, sig unix.Signal) []*pidfd.Handle
 					h.Close()
 					continue
 				}
+				if b := t.opts.Budget; b != nil {
+					if tr.full || !b.Take() {
+						// Reported once: the finders, which would bind
+						// it again at every look, are not asked again.
+						tr.full = true
+						tr.refused[h.Pid()] = true
+						m := memberOf(h)
+						m.Reason = "not bound: the teardowns of this user hold all the descriptors they may; not signalled"
+						out.Unproven = append(out.Unproven, m)
+						h.Close()
+						continue
+					}
+					tr.taken++
+				}
 				tr.owned = append(tr.owned, h)
 				if !t.admit(tr, h, out) {
 					continue
@@ -279,7 +315,7 @@ func (t *Teardown) grow(tr *tree, out *Outcome, sig unix.Signal) []*pidfd.Handle
 			return added
 		}
 		added = append(added, fresh...)
-		t.signalAll(fresh, sig, out)
+		t.signalAll(tr, fresh, sig, out)
 	}
 	return added
 }
@@ -292,7 +328,7 @@ func (t *Teardown) waitTree(ctx context.Context, tr *tree, d time.Duration, out 
 	defer tick.Stop()
 	for {
 		if added := t.grow(tr, out, sig); len(added) > 0 && sig != unix.SIGKILL {
-			t.signalAll(added, unix.SIGCONT, out)
+			t.signalAll(tr, added, unix.SIGCONT, out)
 		}
 		if len(live(tr.members)) == 0 || time.Now().After(deadline) {
 			return
@@ -305,24 +341,65 @@ func (t *Teardown) waitTree(ctx context.Context, tr *tree, d time.Duration, out 
 	}
 }
 
-// signalAll signals each live member through its pidfd: the only way this
-// package sends a signal. Each signal is counted in the outcome (sent, or
-// failed) and told to OnSignal once.
-func (t *Teardown) signalAll(hs []*pidfd.Handle, sig unix.Signal, out *Outcome) {
+// signalAll signals each live member of hs through its pidfd: the only
+// way this package sends a signal. Each signal is counted in the outcome
+// (sent, or failed) and told to OnSignal once. For a principal other than
+// root the kernel judges each signal with the principal's uid (signalAs):
+// a member it refuses (its uids changed since it was admitted) leaves the
+// tree, reported with the reason, and is never signalled again.
+func (t *Teardown) signalAll(tr *tree, hs []*pidfd.Handle, sig unix.Signal, out *Outcome) {
+	var targets []*pidfd.Handle
 	for _, h := range hs {
-		if h.Exited() {
-			continue
+		if !h.Exited() && !tr.refused[h.Pid()] {
+			targets = append(targets, h)
 		}
-		err := h.Signal(sig)
+	}
+	if len(targets) == 0 {
+		return
+	}
+	uid, as := t.actsFor()
+	var errs []error
+	if as {
+		errs = signalAs(uid, targets, sig)
+	} else {
+		errs = make([]error, len(targets))
+		for i, h := range targets {
+			errs[i] = h.Signal(sig)
+		}
+	}
+	var denied []*pidfd.Handle
+	for i, h := range targets {
+		err := errs[i]
 		if err == nil {
 			out.Signals[unix.SignalName(sig)]++
 		} else {
 			out.SignalsFailed++
+			if as && errors.Is(err, unix.EPERM) {
+				denied = append(denied, h)
+			}
 		}
 		if t.opts.OnSignal != nil {
 			t.opts.OnSignal(memberOf(h), sig, err)
 		}
 	}
+	for _, h := range denied {
+		tr.refused[h.Pid()] = true
+		tr.members = slices.DeleteFunc(tr.members, func(m *pidfd.Handle) bool { return m == h })
+		m := memberOf(h)
+		m.Reason = fmt.Sprintf("uid %d may no longer signal it (its uids changed during the teardown): the kernel refused %s", uid, unix.SignalName(sig))
+		out.Unproven = append(out.Unproven, m)
+	}
+}
+
+// actsFor returns the uid whose rights the teardown's signals take, when
+// they are not this process's own: a principal other than root and other
+// than the uid this process runs as.
+func (t *Teardown) actsFor() (uint32, bool) {
+	p := t.opts.Principal
+	if p == nil || *p == 0 || int(*p) == os.Geteuid() {
+		return 0, false
+	}
+	return *p, true
 }
 
 func live(hs []*pidfd.Handle) []*pidfd.Handle {

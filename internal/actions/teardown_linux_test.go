@@ -2,6 +2,7 @@ package actions
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"slices"
@@ -10,7 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/procsupervisor/supervisor/internal/pidfd"
+	"github.com/procsupervisor/supervisor/internal/procfs"
 	"github.com/procsupervisor/supervisor/internal/testenv"
 	"github.com/procsupervisor/supervisor/internal/token"
 	"github.com/procsupervisor/supervisor/internal/verdict"
@@ -239,5 +243,44 @@ func TestIntegrationProtectedPids(t *testing.T) {
 		if out.Acted || len(out.Signals) != 0 || !strings.Contains(out.Error, "protected") {
 			t.Errorf("Run(%d) = %+v, want refusal", pid, out)
 		}
+	}
+}
+
+// TestIntegrationUidChangedDuringGrace: a member of nobody's tree, which
+// nobody may signal when the teardown admits it, runs a setuid-root
+// program when SIGTERM reaches it and is root in full before the grace
+// ends. The teardown acting for nobody must not SIGKILL it: nobody could
+// not, and the kernel is asked with nobody's rights at each signal.
+func TestIntegrationUidChangedDuringGrace(t *testing.T) {
+	testenv.RequireRoot(t)
+	helper := testenv.SetuidRoot(t)
+	const nobody = 65534
+	cmd, _ := testenv.Shell(t, fmt.Sprintf(`exec setpriv --reuid %d --regid %d --clear-groups sh -c 'trap "exec %s hold" TERM; sleep 1000 & echo $!; wait'`, nobody, nobody, helper), 1)
+	root := int32(cmd.Process.Pid)
+	td, j := newTeardown(t, 200*time.Millisecond)
+	principal := uint32(nobody)
+	td.opts.Principal = &principal
+	uid := func() uint32 {
+		ids, err := procfs.ReadUIDs("/proc", root)
+		if err != nil {
+			return 1<<32 - 1
+		}
+		return ids.Real
+	}
+	td.opts.OnSignal = func(m Member, sig unix.Signal, err error) {
+		if m.Pid == root && sig == unix.SIGCONT && !testenv.Poll(10*time.Second, func() bool { return uid() == 0 }) {
+			t.Errorf("pid %d never became root on SIGTERM", root)
+		}
+	}
+	claim := claimOf(t, j, root)
+	out := td.Run(context.Background(), root, claim)
+	if !alive(j, root, claim) || uid() != 0 {
+		t.Fatalf("Run = %+v: the member that became root was killed for nobody", out)
+	}
+	if !slices.ContainsFunc(out.Unproven, func(m Member) bool { return m.Pid == root && strings.Contains(m.Reason, "may no longer signal") }) {
+		t.Errorf("unproven = %+v, want %d with the kernel's refusal", out.Unproven, root)
+	}
+	if targeted(out, root) || !out.Dead {
+		t.Errorf("Run = %+v, want %d left out of the targets and the rest dead", out, root)
 	}
 }

@@ -112,3 +112,41 @@ func TestRateBucket(t *testing.T) {
 		}
 	}
 }
+
+// treeBackend answers every tree with n nodes, as a host of n processes.
+type treeBackend struct {
+	fakeBackend
+	n int
+}
+
+func (b treeBackend) Tree(ctx context.Context, p Peer, pid int32, tok token.Token) ([]TreeNode, error) {
+	nodes := make([]TreeNode, b.n)
+	for i := range nodes {
+		nodes[i].Pid = int32(i + 1)
+	}
+	return nodes, nil
+}
+
+// TestChargeByWork: a tree of 1,000 nodes costs a uid a hundred tokens
+// more than its request's one, so with a burst of 200 its third tree is
+// refused (429) until it has paid; root is not charged.
+func TestChargeByWork(t *testing.T) {
+	s := NewServer(treeBackend{n: 1000}, nil, WithLimits(Limits{Rate: 0.01, Burst: 200}))
+	user := serveAs(t, s.Handler(), Peer{UID: 1000})
+	root := serveAs(t, s.Handler(), Peer{UID: 0})
+	ctx := context.Background()
+	for i := range 2 {
+		if _, err := user.Tree(ctx, 1, token.Token{}); err != nil {
+			t.Fatalf("uid 1000's tree #%d: %v", i+1, err)
+		}
+	}
+	var ae *Error
+	if _, err := user.Tree(ctx, 1, token.Token{}); !errors.As(err, &ae) || ae.Status != http.StatusTooManyRequests {
+		t.Errorf("uid 1000's third tree of 1,000 nodes = %v, want 429, over its rate", err)
+	}
+	for range 5 {
+		if _, err := root.Tree(ctx, 1, token.Token{}); err != nil {
+			t.Fatalf("root's tree: %v", err)
+		}
+	}
+}

@@ -159,7 +159,7 @@ func (d *Daemon) Get(ctx context.Context, p api.Peer, id string) (api.Claim, err
 }
 
 // Reap implements api.Backend. Only root runs the reaper (it acts on every
-// claim); a dry run is open to all and shows only the caller's claims.
+// claim); a dry run is open to all and judges only the caller's claims.
 func (d *Daemon) Reap(ctx context.Context, p api.Peer, r *api.ReapRequest) (rep api.Report, err error) {
 	if !r.DryRun {
 		defer func() {
@@ -173,25 +173,15 @@ func (d *Daemon) Reap(ctx context.Context, p api.Peer, r *api.ReapRequest) (rep 
 		return api.Report{}, forbidden("only root runs the reaper")
 	}
 	d.waitChildren()
-	rep = d.reconcileAll(ctx, request{trigger: Pass, dryRun: r.DryRun})
+	rq := request{trigger: Pass, dryRun: r.DryRun}
 	if !p.Root() {
-		cs, err := d.st.List(store.Filter{UID: &p.UID})
-		if err != nil {
-			return api.Report{}, err
-		}
-		mine := map[string]bool{}
-		for _, c := range cs {
-			mine[c.ID] = true
-		}
-		items := rep.Items[:0]
-		for _, it := range rep.Items {
-			if mine[it.ID] {
-				items = append(items, it)
-			}
-		}
-		rep.Items = items
+		// Only the caller's claims are judged: a dry run of every claim
+		// for any user cost the daemon 23 ms of CPU per request with 300
+		// claims of root's, at 100 requests a second, and its counts
+		// told the user of every other user's claims.
+		rq.uid = &p.UID
 	}
-	return rep, nil
+	return d.reconcileAll(ctx, rq), nil
 }
 
 // Status implements api.Backend.
@@ -232,12 +222,20 @@ func (d *Daemon) Status(ctx context.Context, p api.Peer) (api.Status, error) {
 	return st, nil
 }
 
-// Verify implements api.Backend: anyone may ask; a verdict signals nothing.
+// Verify implements api.Backend: anyone may ask; a verdict signals
+// nothing. Where /proc hides other users' processes, the token observed
+// at the pid (its start time) is given only to the process's own user.
 func (d *Daemon) Verify(ctx context.Context, p api.Peer, r *api.ClaimRequest) (verdict.Verdict, error) {
 	if err := d.servesNow(ctx, p); err != nil {
 		return verdict.Verdict{}, err
 	}
-	return d.judge.Judge(r.Pid, r.Token), nil
+	v := d.judge.Judge(r.Pid, r.Token)
+	if !v.Observed.IsZero() && procHiddenFrom(p) {
+		if uid, _, err := procIDs(r.Pid); err != nil || uid != p.UID {
+			v.Observed = token.Token{}
+		}
+	}
+	return v, nil
 }
 
 // Kill implements api.Backend. The daemon signals only an instance it
@@ -378,7 +376,11 @@ func (d *Daemon) Tree(ctx context.Context, p api.Peer, pid int32, tok token.Toke
 		return nil, fmt.Errorf("%v: %w", err, api.ErrConflict)
 	}
 	out := append([]api.TreeNode{g.TreeNode(w.Node)}, g.TreeNodes(nodes)...)
-	d.treeArgs(p, out)
+	ownOnly := procHiddenFrom(p)
+	if ownOnly {
+		out = d.visibleNodes(p, out)
+	}
+	d.treeArgs(p, ownOnly, out)
 	if !p.Root() {
 		// Another user's claim is not named to this one (Get answers
 		// it does not exist).

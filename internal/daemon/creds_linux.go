@@ -29,15 +29,19 @@ type identity struct {
 // primary group and supplementary groups from the user database, and a uid
 // the database does not know needs an explicit gid.
 func workloadIdentity(p api.Peer, r *api.LaunchRequest) (identity, error) {
-	if r.UID == nil && r.GID == nil {
+	if !p.Root() && ((r.UID != nil && *r.UID != p.UID) || (r.GID != nil && *r.GID != p.GID)) {
+		return identity{}, forbidden("only root may launch as another user")
+	}
+	// A caller but root naming its own uid or gid gets what it has, as
+	// one naming neither: the groups from the user database were all of
+	// its user's, given back to a caller that had dropped some (a
+	// sandbox's child without the docker group regained it).
+	if (r.UID == nil && r.GID == nil) || !p.Root() {
 		id := identity{uid: p.UID, gid: p.GID}
 		if pu, gs, err := procIDs(p.Pid); err == nil && pu == p.UID {
 			id.groups = gs
 		}
 		return id, nil
-	}
-	if !p.Root() && ((r.UID != nil && *r.UID != p.UID) || (r.GID != nil && *r.GID != p.GID)) {
-		return identity{}, forbidden("only root may launch as another user")
 	}
 	id := identity{uid: p.UID, gid: p.GID}
 	if r.UID != nil {
@@ -78,17 +82,26 @@ var rlimitNames = [...]string{"cpu", "fsize", "data", "stack", "core", "rss", "n
 // prlimit of another user's process needs) and the daemon's own, and the
 // limits where the caller's was the lower, to record on the claim. The
 // caller is bound first and found alive after the read, so the limits
-// read were its own; a caller that cannot be read gets the daemon's.
-func workloadLimits(callerPid int32, boot procfs.BootID) ([]spawn.Limit, []store.Limit, error) {
+// read were its own. A caller but root that cannot be read, or whose pid
+// now holds a process not of the caller's uid, is refused (ErrConflict):
+// the peer's pid is the one it had when it connected, and a client that
+// handed its connection to a child and exited used to get the daemon's
+// limits (nofile 64 became 20,000).
+func workloadLimits(p api.Peer, boot procfs.BootID) ([]spawn.Limit, []store.Limit, error) {
 	var theirs procfs.Limits
 	known := false
-	if callerPid > 0 {
-		if h, err := pidfd.Open(callerPid, boot); err == nil {
-			l, err := procfs.ReadLimits("/proc", callerPid)
-			known = err == nil && !h.Exited()
+	if p.Pid > 0 {
+		if h, err := pidfd.Open(p.Pid, boot); err == nil {
+			ids, ierr := procfs.ReadUIDs("/proc", p.Pid)
+			l, err := procfs.ReadLimits("/proc", p.Pid)
+			known = err == nil && ierr == nil && (ids.Real == p.UID || ids.Effective == p.UID) && !h.Exited()
 			theirs = l
 			h.Close()
 		}
+	}
+	if !known && !p.Root() {
+		return nil, nil, fmt.Errorf("the caller (pid %d) is gone or no longer uid %d: its resource limits, which bound the workload, cannot be read: %w",
+			p.Pid, p.UID, api.ErrConflict)
 	}
 	var out []spawn.Limit
 	var clamped []store.Limit

@@ -99,6 +99,7 @@ type Daemon struct {
 	judge   judge
 	hw      *holderWatch // nil until run starts it
 	work    *workers
+	fds     *memberFDs // what teardowns for uids but root may hold
 	claims  *claimIndex
 	log     *feed
 	redact  *redact.Rules // redact_args, set before the API serves
@@ -213,8 +214,10 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 // and the clock. run starts the tracker and sets the judge (SetTracker);
 // tests give both their own.
 func newDaemon(cfg Config, boot procfs.BootID, st claimStore, log *feed, now func() time.Time) *Daemon {
+	claims := newClaimIndex()
 	return &Daemon{
-		cfg: cfg, boot: boot, self: int32(os.Getpid()), st: st, log: log,
+		cfg: cfg, boot: boot, self: int32(os.Getpid()), log: log,
+		st:       memberQuota{claimStore: st, x: claims, quota: cfg.QuotaBytes},
 		started:  now(),
 		holders:  map[int32][]held{},
 		roots:    map[int32]string{},
@@ -227,7 +230,8 @@ func newDaemon(cfg Config, boot procfs.BootID, st claimStore, log *feed, now fun
 		checkQ:   make(chan check, noteQueue),
 		now:      now,
 		work:     newWorkers(),
-		claims:   newClaimIndex(),
+		fds:      newMemberFDs(),
+		claims:   claims,
 	}
 }
 

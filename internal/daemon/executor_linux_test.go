@@ -37,6 +37,12 @@ type failingStore struct {
 	*store.Store
 	fail   atomic.Bool
 	before func(id string)
+	lists  atomic.Int32 // List calls
+}
+
+func (f *failingStore) List(flt store.Filter) ([]store.Claim, error) {
+	f.lists.Add(1)
+	return f.Store.List(flt)
 }
 
 var errDiskFull = errors.New("disk full (injected)")

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -34,9 +35,13 @@ type claimMeta struct {
 
 func newClaimIndex() *claimIndex { return &claimIndex{byID: map[string]claimMeta{}} }
 
+// memberBytes is what one recorded member costs its claim's owner's
+// byte quota.
+const memberBytes = 128
+
 // claimBytes is what a claim costs its owner's byte quota.
 func claimBytes(c *store.Claim) int64 {
-	n := len(c.Cwd) + len(c.Owner) + 128*len(c.Members)
+	n := len(c.Cwd) + len(c.Owner) + memberBytes*len(c.Members)
 	for _, a := range c.Argv {
 		n += len(a)
 	}
@@ -85,6 +90,72 @@ func (x *claimIndex) usage(uid uint32) (open int, bytes int64, failed []string) 
 		failed = append(failed, e.id)
 	}
 	return open, bytes, failed
+}
+
+// memberRoom reports whether n members more fit the byte quota of the
+// claim id's owner (always for root's claims, or with no quota), and the
+// owner's uid.
+func (x *claimIndex) memberRoom(id string, n int, quota int64) (bool, uint32) {
+	x.mu.RLock()
+	m, ok := x.byID[id]
+	x.mu.RUnlock()
+	if !ok || m.uid == 0 || quota <= 0 {
+		return true, m.uid
+	}
+	_, used, _ := x.usage(m.uid)
+	return used+int64(n)*memberBytes <= quota, m.uid
+}
+
+// addMembers counts n members recorded on claim id in its bytes.
+func (x *claimIndex) addMembers(id string, n int) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if m, ok := x.byID[id]; ok {
+		m.bytes += int64(n) * memberBytes
+		x.byID[id] = m
+	}
+}
+
+// memberQuota is the daemon's store with each member recorded counted
+// against its claim owner's byte quota (QuotaBytes), as claimBytes counts
+// the members of a claim read from the store. The member writer added
+// members the index never counted: a user's grant of 3,000 children took
+// its uid past a 64 KiB quota and its next launch was still accepted; at
+// 1,000 claims of 4,096 members one user could fill the store's 256 MiB
+// and every user's writes failed. A batch past the quota is refused
+// whole (the writer counts it dropped).
+type memberQuota struct {
+	claimStore
+	x     *claimIndex
+	quota int64
+}
+
+// AddMember implements claimStore.
+func (s memberQuota) AddMember(id string, ms ...store.Member) (int, error) {
+	if ok, uid := s.x.memberRoom(id, len(ms), s.quota); !ok {
+		return 0, fmt.Errorf("uid %d's claims reached their quota of %d bytes; %d members of %s not recorded: %w",
+			uid, s.quota, len(ms), id, api.ErrQuota)
+	}
+	added, err := s.claimStore.AddMember(id, ms...)
+	s.x.addMembers(id, added)
+	return added, err
+}
+
+// openRoots returns the root tokens of the open claims whose root is at
+// pid, by claim id.
+func (x *claimIndex) openRoots(pid int32) map[string]token.Token {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	var out map[string]token.Token
+	for id, m := range x.byID {
+		if m.pid == pid && Open(m.state) {
+			if out == nil {
+				out = map[string]token.Token{}
+			}
+			out[id] = m.tok
+		}
+	}
+	return out
 }
 
 // has reports whether id is an open claim.

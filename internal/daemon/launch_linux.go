@@ -132,7 +132,7 @@ func (d *Daemon) Launch(ctx context.Context, p api.Peer, r *api.LaunchRequest) (
 		return api.Claim{}, err
 	}
 	runAs = &id.uid
-	limits, clamped, err := workloadLimits(p.Pid, d.boot)
+	limits, clamped, err := workloadLimits(p, d.boot)
 	if err != nil {
 		return api.Claim{}, err
 	}
@@ -370,15 +370,11 @@ func (d *Daemon) Admit(ctx context.Context, p api.Peer, r *api.AdmitRequest) (cl
 		return api.Claim{}, forbidden("process %d belongs to another user", r.Pid)
 	}
 	tok := h.Token()
-	existing, err := d.st.List(store.Filter{})
-	if err != nil {
-		return api.Claim{}, err
-	}
-	for _, e := range existing {
-		if e.Pid == r.Pid && Open(e.State) {
-			if m, _ := token.Compare(e.Token, tok); m == token.Same || m == token.Unproven {
-				return api.Claim{}, fmt.Errorf("process %d is already claimed by %s: %w", r.Pid, e.ID, api.ErrConflict)
-			}
+	// From the index: reading every claim from the store cost any user's
+	// admit 6 ms of the daemon's CPU with 300 claims, and more with more.
+	for id, t := range d.claims.openRoots(r.Pid) {
+		if m, _ := token.Compare(t, tok); m == token.Same || m == token.Unproven {
+			return api.Claim{}, fmt.Errorf("process %d is already claimed by %s: %w", r.Pid, id, api.ErrConflict)
 		}
 	}
 	argv := readCmdline(r.Pid, d.redact)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"time"
 
@@ -44,23 +45,39 @@ type request struct {
 	cause string
 	// say, when set, is told a teardown's steps (its worker's).
 	say func(string)
+	// uid, when set, limits reconcileAll to that uid's open claims.
+	uid *uint32
 }
 
 // reconcileAll applies the table to every open claim.
 func (d *Daemon) reconcileAll(ctx context.Context, rq request) api.Report {
 	rep := api.Report{DryRun: rq.dryRun}
-	cs, err := d.st.List(store.Filter{})
-	if err != nil {
-		d.storeFailed("list claims", err)
-		rep.Failed++
-		rep.Items = append(rep.Items, api.ReportItem{Action: "failed", Reason: err.Error()})
-		return rep
-	}
-	for i := range cs {
-		if !Open(cs[i].State) {
-			continue
+	var ids []string
+	if rq.uid != nil {
+		// From the index: the cost follows the uid's claims, not the
+		// store's.
+		all, _ := d.claims.page(api.ListQuery{}, rq.uid)
+		for _, id := range all {
+			if d.claims.has(id) {
+				ids = append(ids, id)
+			}
 		}
-		it, _, err := d.settle(ctx, cs[i].ID, rq)
+	} else {
+		cs, err := d.st.List(store.Filter{})
+		if err != nil {
+			d.storeFailed("list claims", err)
+			rep.Failed++
+			rep.Items = append(rep.Items, api.ReportItem{Action: "failed", Reason: err.Error()})
+			return rep
+		}
+		for i := range cs {
+			if Open(cs[i].State) {
+				ids = append(ids, cs[i].ID)
+			}
+		}
+	}
+	for _, id := range ids {
+		it, _, err := d.settle(ctx, id, rq)
 		rep.Seen++
 		count(&rep, it, err, rq.trigger)
 		if (it.Action != Keep.String() || rq.trigger == Startup) && len(rep.Items) < maxReportItems {
@@ -345,15 +362,46 @@ func (d *Daemon) orphanedMembers(c *store.Claim) (proven []*pidfd.Handle, unprov
 // the daemon is stopping (ctx ended): then nothing more is sent and the
 // claim stays releasing, its grace deadline stored, for the next start.
 func (d *Daemon) teardown(ctx context.Context, c *store.Claim, v verdict.Verdict, root *pidfd.Handle, extra []*pidfd.Handle, rq request, grace time.Duration) (actions.Outcome, error) {
-	if root != nil {
-		extra = append(extra, d.recordedMembers(c, map[int32]bool{root.Pid(): true})...)
-	}
 	principal := c.UID
 	if rq.principal != nil {
 		principal = *rq.principal
 	}
+	var over []actions.Member
+	if root != nil {
+		// The recorded members bound here are this call's to close (the
+		// caller's extra stay the caller's): one descriptor each, held
+		// for the grace, never past the teardown, and within the
+		// principal's share (memberFDs).
+		b := d.fds.forUID(principal)
+		recorded, left := d.recordedMembersWithin(c, map[int32]bool{root.Pid(): true}, b)
+		defer func() {
+			for _, h := range recorded {
+				h.Close()
+			}
+			if b != nil && len(recorded) > 0 {
+				b.Give(len(recorded))
+			}
+		}()
+		extra = append(slices.Clip(extra), recorded...)
+		for _, m := range left {
+			over = append(over, actions.Member{Pid: m.Pid, Token: m.Token,
+				Reason: "recorded member not bound: the teardowns of this user hold all the descriptors they may; not signalled"})
+		}
+	}
 	td := d.newTeardown(grace, principal, c.Cgroup, c.ID, rq.say)
 	out := td.RunBound(ctx, v, root, extra)
+	if out.Acted && len(over) > 0 {
+		// The finders may have found and reported them too.
+		said := make(map[int32]bool, len(out.Unproven))
+		for _, u := range out.Unproven {
+			said[u.Pid] = true
+		}
+		for _, m := range over {
+			if !said[m.Pid] {
+				out.Unproven = append(out.Unproven, m)
+			}
+		}
+	}
 	d.log.TeardownFor(c.ID, out)
 	if ctx.Err() != nil {
 		return out, nil
@@ -407,6 +455,7 @@ func (d *Daemon) newTeardown(grace time.Duration, principal uint32, cgroup, clai
 	return actions.New(d.judge, d.tr.Load().Finder(d.judge), actions.Options{
 		Grace:      grace,
 		Principal:  &principal,
+		Budget:     d.fds.forUID(principal),
 		Cgroup:     cgroup,
 		OnProgress: say,
 		OnSignal: func(m actions.Member, sig unix.Signal, err error) {
@@ -419,13 +468,28 @@ func storeVerdict(v verdict.Verdict, at time.Time) *store.Verdict {
 	return &store.Verdict{Result: v.Result, Reason: api.Trunc(v.Reason, 2000), Mechanism: v.Mechanism, At: at}
 }
 
+// instanceBytes bounds what one list of a release record (survivors, or
+// unproven) takes in the claim's record, which the store caps at 64 KiB
+// with the argv's 32 KiB in it: a user's tree of a thousand processes left
+// unproven made a record the store refused at every pass, so the claim
+// never closed and every pass counted a store error.
+const instanceBytes = 8 << 10
+
+// instances is ms as a release record keeps them: as many as fit in
+// instanceBytes, the last one kept saying how many more were left out
+// (the teardown's log line names them all).
 func instances(ms []actions.Member) []store.Instance {
 	var out []store.Instance
-	for _, m := range ms {
-		if len(out) >= 1000 {
+	size := 0
+	for i, m := range ms {
+		in := store.Instance{Pid: m.Pid, Token: m.Token, Reason: api.Trunc(m.Reason, 500)}
+		size += len(in.Token.String()) + len(in.Reason) + 64
+		if size > instanceBytes && len(out) > 0 {
+			last := &out[len(out)-1]
+			last.Reason = api.Trunc(last.Reason, 400) + fmt.Sprintf(" (and %d more processes not recorded here)", len(ms)-i)
 			break
 		}
-		out = append(out, store.Instance{Pid: m.Pid, Token: m.Token, Reason: api.Trunc(m.Reason, 500)})
+		out = append(out, in)
 	}
 	return out
 }
@@ -508,14 +572,32 @@ func (d *Daemon) readopt(c *store.Claim, root *pidfd.Handle) int {
 // recordedMembers binds the recorded members of a claim that verify now.
 // Members that no longer verify are forgotten.
 func (d *Daemon) recordedMembers(c *store.Claim, skip map[int32]bool) []*pidfd.Handle {
-	var out []*pidfd.Handle
+	out, _ := d.recordedMembersWithin(c, skip, nil)
+	return out
+}
+
+// recordedMembersWithin is recordedMembers binding each within b, when
+// set (one of it per bound member, kept until the caller gives them
+// back); the members it had no budget left to try are returned in left.
+func (d *Daemon) recordedMembersWithin(c *store.Claim, skip map[int32]bool, b actions.Budget) (out []*pidfd.Handle, left []store.Member) {
 	var stale []store.Instance
-	for _, m := range c.Members {
+	for i, m := range c.Members {
 		if skip[m.Pid] {
 			continue
 		}
+		if b != nil && !b.Take() {
+			for _, m := range c.Members[i:] {
+				if !skip[m.Pid] {
+					left = append(left, m)
+				}
+			}
+			break
+		}
 		v, h := d.judge.Bind(m.Pid, m.Token)
 		if h == nil {
+			if b != nil {
+				b.Give(1)
+			}
 			if v.Result == verdict.Gone || v.Result == verdict.Foreign {
 				stale = append(stale, store.Instance{Pid: m.Pid, Token: m.Token})
 			}
@@ -529,7 +611,7 @@ func (d *Daemon) recordedMembers(c *store.Claim, skip map[int32]bool) []*pidfd.H
 			d.storeFailed("forget members of "+c.ID, err)
 		}
 	}
-	return out
+	return out, left
 }
 
 // finishJob records a job's end. Caller holds the claim lock. known says
@@ -603,11 +685,29 @@ func (d *Daemon) retain() {
 		}
 		done = append(done, c)
 	}
-	if d.cfg.MaxFinal > 0 && len(done) > d.cfg.MaxFinal {
-		sort.Slice(done, func(i, j int) bool { return done[i].UpdatedAt.Before(done[j].UpdatedAt) })
-		for _, c := range done[:len(done)-d.cfg.MaxFinal] {
-			d.drop(c)
+	if d.cfg.MaxFinal <= 0 || len(done) <= d.cfg.MaxFinal {
+		return
+	}
+	// Over the cap, the uid with the most finished claims loses its
+	// oldest first: one user's churn of short launches must not push
+	// another user's job results (owed to their caller) out of the
+	// store. Before, the oldest of all went, whoever's they were.
+	byUID := map[uint32][]store.Claim{}
+	for _, c := range done {
+		byUID[c.UID] = append(byUID[c.UID], c)
+	}
+	for _, cs := range byUID {
+		sort.Slice(cs, func(i, j int) bool { return cs[i].UpdatedAt.Before(cs[j].UpdatedAt) })
+	}
+	for over := len(done) - d.cfg.MaxFinal; over > 0; over-- {
+		var most uint32
+		for uid, cs := range byUID {
+			if n := len(byUID[most]); len(cs) > n || (len(cs) == n && uid < most) {
+				most = uid
+			}
 		}
+		d.drop(byUID[most][0])
+		byUID[most] = byUID[most][1:]
 	}
 }
 

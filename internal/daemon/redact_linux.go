@@ -54,19 +54,54 @@ type hidden struct {
 func (h *hidden) Error() string { return h.msg }
 func (h *hidden) Unwrap() error { return h.err }
 
+// procHiddenFrom reports whether /proc hides other users' processes from
+// p: p is not root and /proc is mounted with hidepid (or its mount cannot
+// be read). The daemon reads what such a mount denies that user, so it
+// must not show it.
+func procHiddenFrom(p api.Peer) bool {
+	if p.Root() {
+		return false
+	}
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	return err != nil || procHidesPids(mi)
+}
+
+// visibleNodes keeps of a tree, for a user /proc hides other users'
+// processes from, what that user could see: its own live processes
+// (real uid), and the exited ones of its own claims. The first node, the one
+// asked for, stays in any case, as a pid alone when hidden (kill(2) tells
+// any user a pid is in use); Arrange hangs what is kept below the
+// nearest kept ancestor, or the first node. Before, the daemon gave every
+// process's command name, token and parent under hidepid=2.
+func (d *Daemon) visibleNodes(p api.Peer, nodes []api.TreeNode) []api.TreeNode {
+	out := nodes[:0]
+	for i, n := range nodes {
+		var visible bool
+		if n.Exited {
+			uid, ok := d.claims.uidOf(n.Root)
+			visible = n.Root != "" && ok && uid == p.UID
+		} else {
+			uid, _, err := procIDs(n.Pid)
+			visible = err == nil && uid == p.UID
+		}
+		switch {
+		case visible:
+			out = append(out, n)
+		case i == 0:
+			out = append(out, api.TreeNode{Pid: n.Pid, Exited: n.Exited})
+		}
+	}
+	return out
+}
+
 // treeArgs gives each live node of a tree its command line, read for
 // that exact instance (local.Argv) and redacted by the daemon's patterns:
 // the client shows these and reads no /proc of its own for the daemon's
 // tree, so the patterns hold in `supervisor tree` too. A user other than
 // root is shown what it could read itself: every command line when /proc
-// is mounted without hidepid, else those of its own processes only (real
-// uid), as the daemon can read what a hidepid mount denies that user.
-func (d *Daemon) treeArgs(p api.Peer, nodes []api.TreeNode) {
-	ownOnly := false
-	if !p.Root() {
-		mi, err := os.ReadFile("/proc/self/mountinfo")
-		ownOnly = err != nil || procHidesPids(mi)
-	}
+// is mounted without hidepid, else (ownOnly) those of its own processes
+// only (real uid).
+func (d *Daemon) treeArgs(p api.Peer, ownOnly bool, nodes []api.TreeNode) {
 	for i := range nodes {
 		n := &nodes[i]
 		if n.Exited {

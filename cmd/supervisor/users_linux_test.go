@@ -1,0 +1,457 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/procsupervisor/supervisor/internal/api"
+	"github.com/procsupervisor/supervisor/internal/lineage"
+	"github.com/procsupervisor/supervisor/internal/store"
+	"github.com/procsupervisor/supervisor/internal/testenv"
+	"github.com/procsupervisor/supervisor/internal/token"
+)
+
+// These tests try what one user's requests make the root daemon hold or
+// do beyond that user's own processes.
+
+// pidfds counts the pidfds process pid holds.
+func pidfds(t *testing.T, pid int) int {
+	t.Helper()
+	dir := fmt.Sprintf("/proc/%d/fd", pid)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, e := range ents {
+		if l, err := os.Readlink(dir + "/" + e.Name()); err == nil && strings.Contains(l, "[pidfd]") {
+			n++
+		}
+	}
+	return n
+}
+
+// TestIntegrationReleaseClosesMemberDescriptors: nobody's grant has
+// recorded members; its release binds each to a pidfd for the grace and
+// must close them all when the teardown ends. A release that kept them
+// let one user take the daemon's descriptors, a tree at a time, until
+// nobody's requests could be served.
+func TestIntegrationReleaseClosesMemberDescriptors(t *testing.T) {
+	testenv.RequireRoot(t)
+	state, sock := newDirs(t)
+	d := startDaemon(t, state, sock, "--socket-group", fmt.Sprint(nobody))
+	before := pidfds(t, d.cmd.Process.Pid)
+	const n = 20
+	c := launchAs(t, d, "sh", "-c", fmt.Sprintf("i=0; while [ $i -lt %d ]; do sleep 1000 & i=$((i+1)); done; wait", n))
+	testenv.Eventually(t, 10*time.Second, func() bool { return len(d.claim(t, c.ID).Members) == n },
+		"the daemon never recorded the %d members of %s", n, c.ID)
+	res := release(t, d, asNobody, c.ID)
+	if res.Outcome == nil || len(res.Outcome.Targeted) != n+1 || !res.Outcome.Dead {
+		t.Fatalf("release of %s = %+v, want %d targeted, all dead", c.ID, res.Outcome, n+1)
+	}
+	if got := d.claim(t, c.ID); got.State != store.Released {
+		t.Fatalf("claim %s is %s, want released", c.ID, got.State)
+	}
+	testenv.Eventually(t, 10*time.Second, func() bool { return pidfds(t, d.cmd.Process.Pid) <= before },
+		"the daemon holds %d pidfds after the release, %d before the launch", pidfds(t, d.cmd.Process.Pid), before)
+}
+
+// launchAs launches argv as nobody and returns the claim.
+func launchAs(t *testing.T, d *testDaemon, argv ...string) api.Claim {
+	t.Helper()
+	return claimAs(t, d, asNobody, append([]string{"launch", "--json", "--cwd", "/", "--"}, argv...)...)
+}
+
+// TestIntegrationTeardownDescriptorsBounded: nobody's grant holds more
+// processes than the daemon has descriptors, all ignoring SIGTERM, and is
+// released with a long grace. The teardown may hold a tenth of the
+// daemon's descriptors for nobody's members, reporting the rest, so
+// another user is served during the grace. Before, it bound every member
+// for the whole grace and the daemon could not open /dev/null for
+// another user's launch.
+func TestIntegrationTeardownDescriptorsBounded(t *testing.T) {
+	testenv.RequireRoot(t)
+	const limit, n = 400, 450
+	d, dpid := startDaemonWith(t, nil, nil, []string{"prlimit", fmt.Sprintf("--nofile=%d:%d", limit, limit), "sh", "-c"},
+		"--socket-group", fmt.Sprint(nobody))
+	c := launchAs(t, d, "sh", "-c", fmt.Sprintf(`trap "" TERM; i=0; while [ $i -lt %d ]; do sleep 1000 & i=$((i+1)); done; wait`, n))
+	var res api.ReleaseResponse
+	t.Cleanup(func() {
+		// What the release left (nobody's members over the budget).
+		if res.Outcome != nil {
+			for _, m := range res.Outcome.Unproven {
+				if owned(m.Pid, m.Token) {
+					syscall.Kill(int(m.Pid), syscall.SIGKILL)
+				}
+			}
+		}
+	})
+	testenv.Eventually(t, 30*time.Second, func() bool { return len(d.claim(t, c.ID).Members) == n },
+		"the daemon never recorded the %d members of %s", n, c.ID)
+
+	done := make(chan string, 1)
+	go func() {
+		cmd := exec.Command(binary(t), "release", "--grace", "20s", "--json", c.ID)
+		cmd.Env = append(os.Environ(), "SUPERVISOR_SOCKET="+d.sock)
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: asNobody}
+		out, _ := cmd.Output()
+		done <- string(out)
+	}()
+	logf := filepath.Join(filepath.Dir(d.sock), "log.json")
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		b, _ := os.ReadFile(logf)
+		for line := range strings.Lines(string(b)) {
+			if strings.Contains(line, `"signal_sent"`) && strings.Contains(line, c.ID) && strings.Contains(line, "SIGTERM") {
+				return true
+			}
+		}
+		return false
+	}, "the release of %s never sent SIGTERM", c.ID)
+	// In the grace: what the daemon holds, and another user served.
+	if held := pidfds(t, dpid); held > limit/10+4 {
+		t.Errorf("the daemon holds %d pidfds in nobody's teardown, want at most %d (a tenth of %d, the root's and a few)", held, limit/10+4, limit)
+	}
+	other := &syscall.Credential{Uid: nobody - 1, Gid: nobody}
+	if code, _, errs := d.run(t, other, "launch", "--cwd", "/", "--", "true"); code != 0 {
+		t.Errorf("another user's launch during nobody's teardown: exit %d: %s", code, errs)
+	}
+
+	out := <-done
+	if err := json.Unmarshal([]byte(out), &res); err != nil || res.Outcome == nil {
+		t.Fatalf("release: %q: %v", out, err)
+	}
+	over := 0
+	for _, m := range res.Outcome.Unproven {
+		if strings.Contains(m.Reason, "descriptors") {
+			over++
+		}
+	}
+	if got := len(res.Outcome.Targeted) + over; over == 0 || got != n+1 {
+		t.Errorf("release: %d targeted and %d reported over the budget, want %d in all, some reported", len(res.Outcome.Targeted), over, n+1)
+	}
+}
+
+// TestIntegrationTreeHidepid: where the daemon's /proc hides other users'
+// processes (hidepid=2), nobody's `tree 1` shows its own processes and
+// pid 1 as a bare pid, and nothing of root's: not this test's process,
+// its command name or its token. Before, it showed the whole host.
+func TestIntegrationTreeHidepid(t *testing.T) {
+	testenv.RequireRoot(t)
+	// A proc of its own, in a mount namespace of its own: the host's
+	// /proc is left as it is.
+	wrap := []string{"unshare", "-m", "--propagation", "private", "/bin/sh", "-c",
+		"mount -t proc -o hidepid=2 proc /proc && exec $0"}
+	d, _ := startDaemonWith(t, nil, nil, wrap, "--socket-group", fmt.Sprint(nobody))
+	c := launchAs(t, d, "sh", "-c", "sleep 1000 & wait")
+	t.Cleanup(func() { d.run(t, asNobody, "release", "--grace", "0s", c.ID) })
+	testenv.Eventually(t, 10*time.Second, func() bool { return len(d.claim(t, c.ID).Members) == 1 },
+		"the daemon never recorded the sleep of %s", c.ID)
+	code, out, errs := d.run(t, asNobody, "tree", "1", "--json")
+	if code != 0 {
+		t.Fatalf("tree 1 as nobody: exit %d: %s", code, errs)
+	}
+	var v struct {
+		Tree lineage.TreeNode `json:"tree"`
+	}
+	if err := json.Unmarshal([]byte(out), &v); err != nil {
+		t.Fatalf("tree --json: %q: %v", out, err)
+	}
+	root := v.Tree
+	if root.Pid != 1 || root.Comm != "" || !root.Token.IsZero() {
+		t.Errorf("nobody's tree 1 starts with %+v, want pid 1 alone", root)
+	}
+	mine := map[int32]bool{}
+	var walk func(n *lineage.TreeNode)
+	walk = func(n *lineage.TreeNode) {
+		for _, k := range n.Children {
+			if k.Pid == int32(os.Getpid()) {
+				t.Errorf("nobody's tree shows root's %d (%s %s)", k.Pid, k.Comm, k.Token)
+			}
+			if !k.Exited {
+				if uid := uidOf(k.Pid); uid != nobody && alivePid(k.Pid) {
+					t.Errorf("nobody's tree shows %d %q of uid %d", k.Pid, k.Comm, uid)
+				}
+			}
+			mine[k.Pid] = true
+			walk(k)
+		}
+	}
+	walk(&root)
+	if !mine[c.Pid] {
+		t.Errorf("nobody's tree lacks its own grant's root %d:\n%s", c.Pid, out)
+	}
+}
+
+// TestIntegrationVerifyHidepid: where the daemon's /proc hides other
+// users' processes, nobody's verify of root's process gives the verdict
+// but not the token observed at the pid (its start time, which that
+// /proc hides); nobody's own process's observed token is given.
+func TestIntegrationVerifyHidepid(t *testing.T) {
+	testenv.RequireRoot(t)
+	wrap := []string{"unshare", "-m", "--propagation", "private", "/bin/sh", "-c",
+		"mount -t proc -o hidepid=2 proc /proc && exec $0"}
+	d, _ := startDaemonWith(t, nil, nil, wrap, "--socket-group", fmt.Sprint(nobody))
+	c := launchAs(t, d, "sleep", "1000")
+	t.Cleanup(func() { d.run(t, asNobody, "release", "--grace", "0s", c.ID) })
+	wrong := func(pid int) string {
+		tok, err := token.Parse(tokenOf(t, pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		tok.Start, tok.Ino = 1, 0 // another instance
+		return tok.String()
+	}
+	for _, tt := range []struct {
+		pid      int
+		observed bool
+	}{
+		{os.Getpid(), false},
+		{int(c.Pid), true},
+	} {
+		_, out, errs := d.run(t, asNobody, "verify", "--json", fmt.Sprint(tt.pid), wrong(tt.pid))
+		var v struct {
+			Verdict  string `json:"verdict"`
+			Observed string `json:"observed_token"`
+		}
+		if err := json.Unmarshal([]byte(out), &v); err != nil {
+			t.Fatalf("verify %d as nobody: %q %s: %v", tt.pid, out, errs, err)
+		}
+		if v.Verdict != "FOREIGN" || (v.Observed != "") != tt.observed {
+			t.Errorf("nobody's verify of %d = %s, observed %q: want FOREIGN, observed token given %v", tt.pid, v.Verdict, v.Observed, tt.observed)
+		}
+	}
+}
+
+// TestIntegrationMembersCountInQuota: the members the daemon records for
+// nobody's grant count against nobody's byte quota as they are recorded
+// (128 bytes each), so a grant of 300 children under a 16 KiB quota
+// records what fits, and nobody's next launch is refused over quota.
+// Before, members recorded after the launch were never counted: the
+// grant stored all 300 and the next launch was accepted, and one user's
+// claims could fill the store for everyone.
+func TestIntegrationMembersCountInQuota(t *testing.T) {
+	testenv.RequireRoot(t)
+	const n, quota = 300, 16 << 10
+	state, sock := newDirs(t)
+	d := startDaemon(t, state, sock, "--socket-group", fmt.Sprint(nobody), "--quota-bytes", fmt.Sprint(quota))
+	c := launchAs(t, d, "sh", "-c", fmt.Sprintf("i=0; while [ $i -lt %d ]; do sleep 1000 & i=$((i+1)); done; wait", n))
+	var members int
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		st, err := d.client.Status(context.Background())
+		members = len(d.claim(t, c.ID).Members)
+		return err == nil && uint64(members)+st.MembersLost >= n
+	}, "the daemon never handled the %d members of %s", n, c.ID)
+	if members*128 > quota {
+		t.Errorf("nobody's grant recorded %d members (%d bytes of quota), want at most %d", members, members*128, quota/128)
+	}
+	// A launch of 200 bytes more than that does not fit.
+	if code, _, errs := d.run(t, asNobody, "launch", "--cwd", "/", "--", "true", strings.Repeat("x", 200)); code != 75 || !strings.Contains(errs, "quota") {
+		t.Errorf("nobody's launch with its quota taken by members: exit %d %q, want 75, refused over quota", code, errs)
+	}
+}
+
+// passConnEnv makes the test binary connect to the socket the variable
+// names, hand the connection to descriptor 3 (a unix socket) with
+// SCM_RIGHTS, and exit: the connection's peer credentials then name a
+// process that is gone.
+const passConnEnv = "SUPERVISOR_TEST_PASS_CONN"
+
+func init() {
+	sock := os.Getenv(passConnEnv)
+	if sock == "" {
+		return
+	}
+	c, err := net.Dial("unix", sock)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	f, err := c.(*net.UnixConn).File()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if err := unix.Sendmsg(3, []byte{0}, unix.UnixRights(int(f.Fd())), nil, 0); err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	os.Exit(0)
+}
+
+// TestIntegrationLaunchCallerGone: nobody connects, hands the connection
+// on and exits; the launch sent on it names a caller whose limits cannot
+// be read. It is refused: before, the workload got the daemon's limits
+// in place of the caller's (nofile 64 became 20,000).
+func TestIntegrationLaunchCallerGone(t *testing.T) {
+	testenv.RequireRoot(t)
+	state, sock := newDirs(t)
+	startDaemon(t, state, sock, "--socket-group", fmt.Sprint(nobody))
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine, theirs := os.NewFile(uintptr(pair[0]), "mine"), os.NewFile(uintptr(pair[1]), "theirs")
+	defer mine.Close()
+	helper := testenv.SelfAs(t, asNobody, []string{passConnEnv + "=" + sock}, "-test.run=^$")
+	helper.ExtraFiles = []*os.File{theirs}
+	if out, err := helper.CombinedOutput(); err != nil {
+		t.Fatalf("the helper as nobody: %v: %s", err, out)
+	}
+	theirs.Close()
+	oob := make([]byte, unix.CmsgSpace(4))
+	_, oobn, _, _, err := unix.Recvmsg(int(mine.Fd()), make([]byte, 1), oob, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("control messages %v: %v", msgs, err)
+	}
+	fds, err := unix.ParseUnixRights(&msgs[0])
+	if err != nil || len(fds) != 1 {
+		t.Fatalf("descriptors %v: %v", fds, err)
+	}
+	conn, err := net.FileConn(os.NewFile(uintptr(fds[0]), "conn"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	body := `{"argv":["sleep","1000"],"cwd":"/"}`
+	fmt.Fprintf(conn, "POST /v1/launch HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusConflict { // startDaemon's cleanup releases what started
+		t.Fatalf("launch on the connection of a caller gone = %d %s, want 409", resp.StatusCode, b)
+	}
+}
+
+// TestIntegrationDryRunReapOwnClaims: a dry run of the reaper asked by
+// nobody judges nobody's claims only: its report counts one claim, not
+// root's two as well. Before, every claim was judged for any user (23 ms
+// of the daemon's CPU per request with 300 claims of root's, at 100
+// requests a second) and the counts told of every user's claims.
+func TestIntegrationDryRunReapOwnClaims(t *testing.T) {
+	testenv.RequireRoot(t)
+	state, sock := newDirs(t)
+	d := startDaemon(t, state, sock, "--socket-group", fmt.Sprint(nobody))
+	d.launch(t, "--", "sleep", "1000")
+	d.launch(t, "--", "sleep", "1000")
+	c := launchAs(t, d, "sleep", "1000")
+	code, out, errs := d.run(t, asNobody, "reap", "--dry-run", "--json")
+	if code != 0 {
+		t.Fatalf("reap --dry-run as nobody: exit %d: %s", code, errs)
+	}
+	var rep api.Report
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("report %q: %v", out, err)
+	}
+	if rep.Seen != 1 {
+		t.Errorf("nobody's dry run saw %d claims, want 1 (its %s)", rep.Seen, c.ID)
+	}
+	for _, it := range rep.Items {
+		if it.ID != c.ID {
+			t.Errorf("nobody's dry run reports %s, not its own", it.ID)
+		}
+	}
+	if code, out, _ := d.run(t, nil, "reap", "--dry-run", "--json"); code != 0 || json.Unmarshal([]byte(out), &rep) != nil || rep.Seen != 3 {
+		t.Errorf("root's dry run: exit %d, saw %d claims, want 3", code, rep.Seen)
+	}
+}
+
+// TestIntegrationFinishedCapPerUser: with at most 4 finished claims
+// kept, nobody's job result, owed to its caller, outlives another user's
+// churn of 8 short launches: the user with the most finished claims
+// loses its oldest first. Before, the oldest of all went, nobody's job
+// first.
+func TestIntegrationFinishedCapPerUser(t *testing.T) {
+	testenv.RequireRoot(t)
+	state, sock := newDirs(t)
+	d := startDaemon(t, state, sock, "--socket-group", fmt.Sprint(nobody), "--max-final", "4")
+	job := claimAs(t, d, asNobody, "launch", "--json", "--detach", "--cwd", "/", "--", "true")
+	testenv.Eventually(t, 10*time.Second, func() bool { return d.claim(t, job.ID).State == store.Exited },
+		"nobody's job %s never exited", job.ID)
+	other := &syscall.Credential{Uid: nobody - 1, Gid: nobody}
+	for range 8 {
+		claimAs(t, d, other, "launch", "--json", "--cwd", "/", "--", "true")
+	}
+	// Finished claims of each, and whether any of the other's is open.
+	final := func() (mine, theirs int, open bool) {
+		cs, err := d.client.ListAll(context.Background(), api.ListQuery{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range cs {
+			switch {
+			case c.State != store.Released && c.State != store.Exited:
+				open = open || c.UID == nobody-1
+			case c.UID == nobody:
+				mine++
+			case c.UID == nobody-1:
+				theirs++
+			}
+		}
+		return mine, theirs, open
+	}
+	var mine, theirs int
+	testenv.Eventually(t, 20*time.Second, func() bool {
+		var open bool
+		mine, theirs, open = final()
+		return !open && mine+theirs <= 4 && theirs > 0
+	}, "finished claims never cut to 4: nobody %d, the other %d", mine, theirs)
+	if mine != 1 {
+		t.Errorf("nobody's owed job %s was dropped for another user's churn (finished: nobody %d, the other %d)", job.ID, mine, theirs)
+	}
+}
+
+// TestIntegrationOwnUIDKeepsCallerGroups: nobody, running with a group
+// the user database does not give it, launches naming its own uid: the
+// workload has the caller's groups, as a launch naming no uid does, not
+// the database's. Before, naming one's own uid swapped the caller's
+// groups for all of its user's, so a process that had dropped a group
+// got it back.
+func TestIntegrationOwnUIDKeepsCallerGroups(t *testing.T) {
+	testenv.RequireRoot(t)
+	state, sock := newDirs(t)
+	startDaemon(t, state, sock, "--socket-group", fmt.Sprint(nobody))
+	const extra = 4 // adm: not one of nobody's in the user database
+	cred := &syscall.Credential{Uid: nobody, Gid: nobody, Groups: []uint32{nobody, extra}}
+	for _, body := range []string{
+		`{"argv":["sleep","1000"],"cwd":"/"}`,
+		fmt.Sprintf(`{"argv":["sleep","1000"],"cwd":"/","uid":%d}`, nobody),
+	} {
+		cmd := exec.Command("curl", "-s", "--unix-socket", sock, "-H", "Content-Type: application/json", "-d", body, "http://x/v1/launch")
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+		out, err := cmd.Output()
+		var c api.Claim
+		if err != nil || json.Unmarshal(out, &c) != nil || c.Pid == 0 {
+			t.Fatalf("launch %s as nobody: %q %v", body, out, err)
+		}
+		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.Pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for line := range strings.Lines(string(status)) {
+			if g, ok := strings.CutPrefix(line, "Groups:"); ok && !slices.Contains(strings.Fields(g), fmt.Sprint(extra)) {
+				t.Errorf("launch %s: the workload's groups are %q, want the caller's (%d among them)", body, strings.TrimSpace(g), extra)
+			}
+		}
+	}
+}
