@@ -96,7 +96,9 @@ func (d *Daemon) onEvent(ev *events.Event) {
 		if d.npending.Load() > 0 {
 			d.admitPending(tr, ev)
 		}
-		if root, _, ok := tr.Graph().RootOf(ev.Pid, ev.Token); ok {
+		// The root's own fork, applied after its admission (the launch
+		// or admit came before the reader got to it), is no member.
+		if root, _, ok := tr.Graph().RootOf(ev.Pid, ev.Token); ok && !d.isRoot(ev.Pid, root) {
 			select {
 			case d.memberQ <- memberNote{id: root, pid: ev.Pid, tok: ev.Token, par: ev.PPid, ptk: ev.ParentToken, at: time.Now().UnixNano()}:
 			default:
@@ -128,6 +130,13 @@ func (d *Daemon) onEvent(ev *events.Event) {
 			}
 		}
 	}
+}
+
+// isRoot reports whether pid is the root of claim id.
+func (d *Daemon) isRoot(pid int32, id string) bool {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	return d.roots[pid] == id
 }
 
 func (d *Daemon) admitPending(tr *tracker.Tracker, ev *events.Event) {
@@ -262,12 +271,11 @@ func (d *Daemon) addNote(batch map[string][]store.Member, n memberNote) {
 func (d *Daemon) flushMembers(batch map[string][]store.Member) {
 	for id, ms := range batch {
 		added, err := d.st.AddMember(id, ms...)
-		if err != nil {
-			if !errors.Is(err, store.ErrNotFound) {
-				d.membersDropped.Add(uint64(len(ms)))
-			}
-		} else {
-			d.membersRecorded.Add(uint64(added))
+		d.membersRecorded.Add(uint64(added))
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			// What was not recorded (a batch cut at the quota records
+			// what fits).
+			d.membersDropped.Add(uint64(max(len(ms)-added, 0)))
 		}
 		delete(batch, id)
 	}
