@@ -92,18 +92,18 @@ func (x *claimIndex) usage(uid uint32) (open int, bytes int64, failed []string) 
 	return open, bytes, failed
 }
 
-// memberRoom reports whether n members more fit the byte quota of the
-// claim id's owner (always for root's claims, or with no quota), and the
+// memberRoom returns how many of n members more fit the byte quota of the
+// claim id's owner (all for root's claims, or with no quota), and the
 // owner's uid.
-func (x *claimIndex) memberRoom(id string, n int, quota int64) (bool, uint32) {
+func (x *claimIndex) memberRoom(id string, n int, quota int64) (fit int, uid uint32) {
 	x.mu.RLock()
 	m, ok := x.byID[id]
 	x.mu.RUnlock()
 	if !ok || m.uid == 0 || quota <= 0 {
-		return true, m.uid
+		return n, m.uid
 	}
 	_, used, _ := x.usage(m.uid)
-	return used+int64(n)*memberBytes <= quota, m.uid
+	return int(min(int64(n), max(0, (quota-used)/memberBytes))), m.uid
 }
 
 // addMembers counts n members recorded on claim id in its bytes.
@@ -122,8 +122,10 @@ func (x *claimIndex) addMembers(id string, n int) {
 // members the index never counted: a user's grant of 3,000 children took
 // its uid past a 64 KiB quota and its next launch was still accepted; at
 // 1,000 claims of 4,096 members one user could fill the store's 256 MiB
-// and every user's writes failed. A batch past the quota is refused
-// whole (the writer counts it dropped).
+// and every user's writes failed. Of a batch past the quota, what fits
+// is recorded and the rest refused (the writer counts it dropped): how
+// much of the quota is left then does not depend on how the events were
+// batched.
 type memberQuota struct {
 	claimStore
 	x     *claimIndex
@@ -132,13 +134,21 @@ type memberQuota struct {
 
 // AddMember implements claimStore.
 func (s memberQuota) AddMember(id string, ms ...store.Member) (int, error) {
-	if ok, uid := s.x.memberRoom(id, len(ms), s.quota); !ok {
-		return 0, fmt.Errorf("uid %d's claims reached their quota of %d bytes; %d members of %s not recorded: %w",
-			uid, s.quota, len(ms), id, api.ErrQuota)
+	fit, uid := s.x.memberRoom(id, len(ms), s.quota)
+	added := 0
+	if fit > 0 {
+		var err error
+		added, err = s.claimStore.AddMember(id, ms[:fit]...)
+		s.x.addMembers(id, added)
+		if err != nil {
+			return added, err
+		}
 	}
-	added, err := s.claimStore.AddMember(id, ms...)
-	s.x.addMembers(id, added)
-	return added, err
+	if fit < len(ms) {
+		return added, fmt.Errorf("uid %d's claims reached their quota of %d bytes; %d members of %s not recorded: %w",
+			uid, s.quota, len(ms)-fit, id, api.ErrQuota)
+	}
+	return added, nil
 }
 
 // openRoots returns the root tokens of the open claims whose root is at
