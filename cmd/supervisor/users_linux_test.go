@@ -92,6 +92,10 @@ func TestIntegrationTeardownDescriptorsBounded(t *testing.T) {
 	c := launchAs(t, d, "sh", "-c", fmt.Sprintf(`trap "" TERM; i=0; while [ $i -lt %d ]; do sleep 1000 & i=$((i+1)); done; wait`, n))
 	var res api.ReleaseResponse
 	t.Cleanup(func() {
+		// The workload's process group (launched in a session of its
+		// own), whatever the test got to: 450 sleeps left behind would
+		// take nobody's process limit from later tests.
+		syscall.Kill(-int(c.Pid), syscall.SIGKILL)
 		// What the release left (nobody's members over the budget).
 		if res.Outcome != nil {
 			for _, m := range res.Outcome.Unproven {
@@ -259,6 +263,7 @@ func TestIntegrationMembersCountInQuota(t *testing.T) {
 	if members*128 > quota {
 		t.Errorf("nobody's grant recorded %d members (%d bytes of quota), want at most %d", members, members*128, quota/128)
 	}
+	t.Logf("DEBUG members %d", members)
 	// A launch of 200 bytes more than that does not fit.
 	if code, _, errs := d.run(t, asNobody, "launch", "--cwd", "/", "--", "true", strings.Repeat("x", 200)); code != 75 || !strings.Contains(errs, "quota") {
 		t.Errorf("nobody's launch with its quota taken by members: exit %d %q, want 75, refused over quota", code, errs)

@@ -211,9 +211,13 @@ func TestIntegrationExecParentAtExec(t *testing.T) {
 // gate until released, so that what the test does meanwhile happens
 // before the tracker reads any event queued behind.
 type gated struct {
-	tr      *Tracker
-	mu      sync.Mutex
-	gate    string
+	tr *Tracker
+	mu sync.Mutex
+	// gate is the pid whose next fork holds the tracker (0: none). A fork
+	// event always names its parent, from the kernel's message; an exec's
+	// arguments are dropped on a busy host (the look-ahead could not see
+	// the whole queue), and a gate matched on them never held.
+	gate    int32
 	held    chan struct{}
 	release chan struct{}
 	got     []events.Event
@@ -242,7 +246,10 @@ func (g *gated) onEvent(ev *events.Event) {
 	e.Argv = slices.Clone(ev.Argv)
 	e.Parent = nil
 	g.got = append(g.got, e)
-	hold := g.gate != "" && ev.Kind == events.Exec && slices.Contains(ev.Argv, g.gate)
+	hold := g.gate != 0 && ev.Kind == events.Fork && ev.PPid == g.gate
+	if hold {
+		g.gate = 0
+	}
 	g.mu.Unlock()
 	if hold {
 		g.held <- struct{}{}
@@ -250,14 +257,12 @@ func (g *gated) onEvent(ev *events.Event) {
 	}
 }
 
-// hold starts a process whose exec holds the tracker, and returns once
-// the tracker waits; the function it returns lets the tracker go on.
+// hold starts a shell that forks a child once told to, the child's fork
+// holding the tracker, and returns once the tracker waits; the function
+// it returns lets the tracker go on. gate names the shell in ps.
 func (g *gated) hold(t *testing.T, gate string) (release func()) {
 	t.Helper()
-	g.mu.Lock()
-	g.gate = gate
-	g.mu.Unlock()
-	c := exec.Command("/bin/sh", "-c", "read x", gate)
+	c := exec.Command("/bin/sh", "-c", "read go; (read x); :", gate)
 	in, err := c.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -265,7 +270,27 @@ func (g *gated) hold(t *testing.T, gate string) (release func()) {
 	if err := c.Start(); err != nil {
 		t.Fatal(err)
 	}
-	<-g.held
+	g.mu.Lock()
+	g.gate = int32(c.Process.Pid)
+	g.mu.Unlock()
+	if _, err := in.Write([]byte("go\n")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-g.held:
+	case <-time.After(time.Minute):
+		g.mu.Lock()
+		g.gate = 0 // no hold from now on
+		g.mu.Unlock()
+		select {
+		case <-g.held: // it came after all: let the tracker go
+			g.release <- struct{}{}
+		default:
+		}
+		in.Close()
+		c.Wait()
+		t.Fatalf("the tracker never saw gate %d fork", c.Process.Pid)
+	}
 	var once sync.Once
 	release = func() {
 		once.Do(func() {
