@@ -125,8 +125,11 @@ type Daemon struct {
 	reapMu sync.Mutex
 
 	memberQ chan memberNote
-	exitQ   chan exitNote
-	checkQ  chan check
+	// pruned is when pruneMembers last looked at each claim; the member
+	// writer's alone.
+	pruned map[string]time.Time
+	exitQ  chan exitNote
+	checkQ chan check
 
 	membersRecorded atomic.Uint64
 	membersDropped  atomic.Uint64
@@ -226,6 +229,7 @@ func newDaemon(cfg Config, boot procfs.BootID, st claimStore, log *feed, now fun
 		starting: map[string]*syscall.WaitStatus{},
 		deadline: map[string]time.Time{},
 		memberQ:  make(chan memberNote, memberQueue),
+		pruned:   map[string]time.Time{},
 		exitQ:    make(chan exitNote, noteQueue),
 		checkQ:   make(chan check, noteQueue),
 		now:      now,

@@ -268,9 +268,16 @@ func (d *Daemon) addNote(batch map[string][]store.Member, n memberNote) {
 	batch[n.id] = append(batch[n.id], m)
 }
 
+// pruneEvery bounds how often pruneMembers looks at one claim.
+const pruneEvery = time.Second
+
 func (d *Daemon) flushMembers(batch map[string][]store.Member) {
+	now := time.Now()
 	for id, ms := range batch {
 		added, err := d.st.AddMember(id, ms...)
+		if errors.Is(err, store.ErrTooLarge) && d.pruneMembers(id, now) > 0 {
+			added, err = d.st.AddMember(id, ms...)
+		}
 		d.membersRecorded.Add(uint64(added))
 		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			// What was not recorded (a batch cut at the quota records
@@ -279,6 +286,49 @@ func (d *Daemon) flushMembers(batch map[string][]store.Member) {
 		}
 		delete(batch, id)
 	}
+}
+
+// pruneMembers forgets the recorded members of claim id that are gone (or
+// whose pid another process holds now), and returns how many. The member
+// writer calls it when the claim's member slots (store.Limits.MaxMembers)
+// are full: a long-running grant that starts short-lived children (a job
+// runner) would otherwise record its first 4,096 and then none, and a
+// member born later could not be found again after a restart.
+//
+// A claim full of live members is looked at again only after
+// pruneEvery: binding thousands of members for every batch would stall
+// the writer.
+func (d *Daemon) pruneMembers(id string, now time.Time) int {
+	if at, ok := d.pruned[id]; ok && now.Sub(at) < pruneEvery {
+		return 0
+	}
+	if len(d.pruned) > 1024 {
+		clear(d.pruned) // claims long gone; a forgotten entry costs one early look
+	}
+	d.pruned[id] = now
+	c, err := d.st.Get(id)
+	if err != nil {
+		return 0
+	}
+	var stale []store.Instance
+	for _, m := range c.Members {
+		v, h := d.judge.Bind(m.Pid, m.Token)
+		if h != nil {
+			h.Close()
+			continue
+		}
+		if v.Result == verdict.Gone || v.Result == verdict.Foreign {
+			stale = append(stale, store.Instance{Pid: m.Pid, Token: m.Token})
+		}
+	}
+	if len(stale) == 0 {
+		return 0
+	}
+	n, err := d.st.RemoveMember(id, stale...)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		d.storeFailed("forget exited members of "+id, err)
+	}
+	return n
 }
 
 // exitRecorder records exit codes of jobs that are not the daemon's

@@ -97,14 +97,17 @@ type harness struct {
 // newHarness wires a daemon to a real store, a real tracker and a log feed
 // into a buffer, without its API server or main loop: the executor is
 // driven directly.
-func newHarness(t *testing.T) *harness {
+func newHarness(t *testing.T) *harness { return newHarnessWith(t, store.Options{}) }
+
+// newHarnessWith is newHarness with the store opened with opts.
+func newHarnessWith(t *testing.T, opts store.Options) *harness {
 	t.Helper()
 	testenv.RequireRoot(t)
 	boot, err := procfs.ReadBootID("/proc")
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := store.Open(filepath.Join(t.TempDir(), "claims.db"), store.Options{})
+	s, err := store.Open(filepath.Join(t.TempDir(), "claims.db"), opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -106,7 +106,8 @@ func (x *claimIndex) memberRoom(id string, n int, quota int64) (fit int, uid uin
 	return int(min(int64(n), max(0, (quota-used)/memberBytes))), m.uid
 }
 
-// addMembers counts n members recorded on claim id in its bytes.
+// addMembers counts n members recorded (forgotten when negative) on
+// claim id in its bytes.
 func (x *claimIndex) addMembers(id string, n int) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -149,6 +150,14 @@ func (s memberQuota) AddMember(id string, ms ...store.Member) (int, error) {
 			uid, s.quota, len(ms)-fit, id, api.ErrQuota)
 	}
 	return added, nil
+}
+
+// RemoveMember implements claimStore: the members forgotten give their
+// bytes back to the owner's quota.
+func (s memberQuota) RemoveMember(id string, is ...store.Instance) (int, error) {
+	removed, err := s.claimStore.RemoveMember(id, is...)
+	s.x.addMembers(id, -removed)
+	return removed, err
 }
 
 // openRoots returns the root tokens of the open claims whose root is at
