@@ -67,18 +67,8 @@ func TestIntegrationReleaseFreshDoubleFork(t *testing.T) {
 func startDoubleForker(t *testing.T) (root int32, grandchild func() int32) {
 	t.Helper()
 	cmd := exec.Command("sh", "-c", `read go; (sleep 1000 & echo $!); echo forked; exec sleep 1000`)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
 	cmd.Dir = "/"
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	stdin, stdout := testenv.StartPiped(t, cmd)
 	var g int32
 	t.Cleanup(func() {
 		cmd.Process.Kill()

@@ -113,17 +113,7 @@ func SelfAs(t testing.TB, cred *syscall.Credential, env []string, args ...string
 // to stdout before closing it.
 func Held(t testing.TB, cmd *exec.Cmd) []byte {
 	t.Helper()
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
+	stdin, stdout := StartPiped(t, cmd)
 	t.Cleanup(func() { stdin.Close(); cmd.Wait() })
 	b, err := io.ReadAll(stdout)
 	if err != nil {

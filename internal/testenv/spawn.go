@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -228,4 +229,22 @@ func Shell(t testing.TB, script string, lines int) (*exec.Cmd, []int32) {
 		pids = append(pids, int32(p))
 	}
 	return cmd, pids
+}
+
+// StartPiped starts c with pipes to its stdin and from its stdout, and
+// returns them.
+func StartPiped(t testing.TB, c *exec.Cmd) (io.WriteCloser, io.Reader) {
+	t.Helper()
+	in, err := c.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := c.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	return in, out
 }

@@ -96,7 +96,7 @@ func TestIntegrationChangedAfterExecNotReported(t *testing.T) {
 				since := uint64(now.Nano())
 				c := exec.Command(python, "-c", code, marker)
 				c.Dir = "/"
-				in, out := startPiped(t, c)
+				in, out := testenv.StartPiped(t, c)
 				defer func() { in.Close(); c.Wait() }()
 				if tc.noise {
 					for range 100 {
@@ -158,7 +158,7 @@ func TestIntegrationExecParentAtExec(t *testing.T) {
 		// program that says so (the kernel sent the exec's message before
 		// the program ran).
 		par := exec.Command("/bin/sh", "-c", "( read x < "+fifo+"; exec /bin/sh -c 'echo > "+done+"; sleep 30' "+marker+" ) & echo $!; read y")
-		pin, pout := startPiped(t, par)
+		pin, pout := testenv.StartPiped(t, par)
 		parent := int32(par.Process.Pid)
 		ptok := tokenOf(t, boot, parent)
 		var pid int32

@@ -282,7 +282,7 @@ func testChildlessForgotten(t *testing.T, mech string) {
 	// lives; P's child outlives it.
 	start := func(script, marker string) (*exec.Cmd, io.WriteCloser, io.Reader, int32, token.Token) {
 		c := exec.Command("/bin/sh", "-c", script, "sh", marker)
-		in, out := startPiped(t, c)
+		in, out := testenv.StartPiped(t, c)
 		pid := int32(c.Process.Pid)
 		tok := tokenOf(t, boot, pid)
 		testenv.Eventually(t, 10*time.Second, func() bool {

@@ -3,7 +3,6 @@ package tracker
 import (
 	"bufio"
 	"context"
-	"io"
 	"os"
 	"os/exec"
 	"slices"
@@ -244,19 +243,3 @@ func TestIntegrationNetlinkStopsOnCancel(t *testing.T) {
 }
 
 // startPiped starts c with a pipe to its standard input and one from its
-// standard output.
-func startPiped(t *testing.T, c *exec.Cmd) (io.WriteCloser, io.Reader) {
-	t.Helper()
-	in, err := c.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := c.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := c.Start(); err != nil {
-		t.Fatal(err)
-	}
-	return in, out
-}
