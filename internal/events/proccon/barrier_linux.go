@@ -70,7 +70,7 @@ func (s *Source) Kick() {
 // marker reports whether r is the rename of a thread of this process to a
 // marker name, and its number.
 func (s *Source) marker(r *rawEvent) (uint64, bool) {
-	if int32(r.data[1]) != s.self {
+	if int32(r.data[1]) != selfPid {
 		return 0, false
 	}
 	var comm [16]byte

@@ -65,9 +65,8 @@ type Source struct {
 	kick   chan struct{} // Kick: ends a nap
 	timer  *time.Timer   // the nap's timer, owned by the Read goroutine
 
-	// The barrier (barrier_linux.go): self is this process's pid; markers
-	// issued by Barrier, and the newest Read met.
-	self                 int32
+	// The barrier (barrier_linux.go): markers issued by Barrier, and the
+	// newest Read met.
 	syncIssued, syncSeen atomic.Uint64
 
 	// Counters for Stats.
@@ -214,7 +213,6 @@ func newSource(c *netlink.Conn, boot procfs.BootID, p prober, offset int64) *Sou
 		offset:     offset,
 		stop:       make(chan struct{}),
 		kick:       make(chan struct{}, 1),
-		self:       selfPid,
 		timer:      time.NewTimer(time.Hour),
 		exits:      make(map[int32]exitMark),
 		pruneLimit: pruneAt,
