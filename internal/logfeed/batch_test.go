@@ -185,3 +185,75 @@ func TestFlushUnderLoad(t *testing.T) {
 		}
 	}
 }
+
+// writeSignal is a sink that passes each write on a channel.
+type writeSignal chan []byte
+
+func (w writeSignal) Write(p []byte) (int, error) {
+	w <- append([]byte(nil), p...)
+	return len(p), nil
+}
+
+// TestLingerByClass: a batch of process events waits processLinger (here
+// an hour), a verdict line logged after them cuts the wait to batchLinger,
+// and a verdict alone waits batchLinger.
+func TestLingerByClass(t *testing.T) {
+	old := processLinger
+	processLinger = time.Hour
+	t.Cleanup(func() { processLinger = old })
+	ev := events.Event{Kind: events.Fork, Pid: 7, Mechanism: events.EBPF}
+	for _, tt := range []struct {
+		name    string
+		process bool // a process event first
+		verdict bool // then a verdict line
+		waits   bool // no write before a Flush
+	}{
+		{name: "process events only", process: true, waits: true},
+		{name: "process events then a verdict", process: true, verdict: true},
+		{name: "a verdict only", verdict: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			w := make(writeSignal, 16)
+			l, _ := newTestLogger(t, Config{Writer: w, ProcessEvents: AllKinds})
+			if tt.process {
+				l.Event(&ev)
+			}
+			if tt.verdict {
+				if tt.process {
+					// Past the drain goroutine's look at the batch, so
+					// the verdict must cut a wait already started.
+					time.Sleep(batchLinger / 2)
+				}
+				l.Verdict(verdict.Verdict{Pid: 8, Result: verdict.Gone})
+			}
+			wait := 30 * time.Second // batchLinger, on however loaded a host
+			if tt.waits {
+				wait = 5 * batchLinger // a write by now did not wait processLinger
+			}
+			select {
+			case p := <-w:
+				if tt.waits {
+					t.Fatalf("process events written before processLinger or a Flush: %s", p)
+				}
+				if n := bytes.Count(p, []byte{'\n'}); n != btoi(tt.process)+btoi(tt.verdict) {
+					t.Errorf("the write carried %d lines, want the batch's all: %s", n, p)
+				}
+			case <-time.After(wait):
+				if !tt.waits {
+					t.Fatalf("nothing written after %v: the batch waited for processLinger", wait)
+				}
+				flush(t, l)
+				if p := <-w; bytes.Count(p, []byte{'\n'}) != 1 {
+					t.Errorf("Flush wrote %s, want the process event", p)
+				}
+			}
+		})
+	}
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}

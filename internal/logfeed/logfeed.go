@@ -8,8 +8,9 @@
 // BufferLines lines and 16 MiB, in an anonymous mapping outside the Go
 // heap whose pages go back to the kernel when the feed is quiet: arena.go);
 // one drain goroutine, owned by the Logger, is woken when the batch stops
-// being empty, lets it fill for 100 ms (less when it passes 2 MiB, or on
-// Flush, Close or Reopen), swaps it for its spare and hands it whole to
+// being empty, lets it fill for 100 ms, or a second while it holds process
+// events only (less when it passes 2 MiB, or on Flush, Close or Reopen),
+// swaps it for its spare and hands it whole to
 // the sink (stdout or a size-rotated file: one write per batch; syslog in
 // RFC 5424 form over a unix socket, UDP or TCP: a message per line).
 // Under a storm of process events that is one wake-up and one write per

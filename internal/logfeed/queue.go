@@ -9,10 +9,16 @@ import (
 )
 
 // Batching. The drain goroutine is woken when the buffer goes from empty
-// to not empty, then lingers batchLinger (unless the buffer passes
-// batchBytes, or Flush, Close or Reopen asks) and hands everything buffered
-// to the sink at once: under a storm of process events, one wake-up and
-// one write per batch instead of per line. Under a storm a batch fills to
+// to not empty, then lingers (unless the buffer passes batchBytes, or
+// Flush, Close or Reopen asks) and hands everything buffered to the sink
+// at once: under a storm of process events, one wake-up and one write per
+// batch instead of per line. A batch of process events only lingers
+// processLinger; the first line of another class (an audit, verdict or
+// signal line, which an operator waits for) cuts the wait to batchLinger
+// from the batch's start. Each write costs wake-ups of the runtime beyond
+// the write itself (below), so a moderate storm (a few thousand execs a
+// second, megabytes a second) written once a second costs less than one
+// written ten times. Under a storm a batch fills to
 // batchBytes first, so the write is started by a caller logging (while the
 // event path runs anyway) rather than by a timer of its own: a process
 // that wakes from idle more often makes the runtime's sysmon thread tick
@@ -27,6 +33,10 @@ import (
 // thread switches per 20,000 execs; with 2 MiB, 30 and 3,400. The buffers
 // a storm grew are given back once the queue has been empty a second; the
 // bytes live outside the Go heap (arena.go).
+// processLinger is how long a batch of process events only waits (a
+// variable for the tests).
+var processLinger = time.Second
+
 const (
 	batchLinger = 100 * time.Millisecond
 	batchBytes  = 2 << 20
@@ -160,7 +170,9 @@ func (q *queue) put(p []byte, sev severity, action string, cls class) {
 		q.drop(cls, 1)
 		return
 	}
-	wake := q.n == 0
+	// The drain goroutine lingers longer over process events only: the
+	// first line of another class must shorten its wait.
+	wake := q.n == 0 || cls != classProcess && q.n == q.nProcess
 	q.cur.buf = append(q.cur.buf, p...)
 	q.cur.lines = append(q.cur.lines, lineMeta{end: len(q.cur.buf), sev: sev, class: cls, action: action})
 	q.n++
@@ -251,24 +263,34 @@ func (q *queue) idle(t *time.Timer) {
 	<-q.wake
 }
 
-// linger waits batchLinger for more lines to join the batch, or less when
-// the batch must go now.
+// linger waits for more lines to join the batch: batchLinger from the
+// batch's start (the wake-up that ended idle), processLinger while it holds
+// process events only, and less when the batch must go now.
 func (q *queue) linger(t *time.Timer) {
 	select { // a stale wake-up from a line put during the last write
 	case <-q.wake:
 	default:
 	}
-	q.mu.Lock()
-	now := q.urgent || q.closing || q.abandoned
-	q.mu.Unlock()
-	if now {
-		return
-	}
-	t.Reset(batchLinger)
-	select {
-	case <-t.C:
-	case <-q.wake:
-		t.Stop()
+	start := time.Now()
+	for {
+		q.mu.Lock()
+		now := q.urgent || q.closing || q.abandoned
+		wait := batchLinger
+		if q.n > 0 && q.n == q.nProcess {
+			wait = processLinger
+		}
+		q.mu.Unlock()
+		left := wait - time.Since(start)
+		if now || left <= 0 {
+			return
+		}
+		t.Reset(left)
+		select {
+		case <-t.C:
+			return
+		case <-q.wake:
+			t.Stop()
+		}
 	}
 }
 
