@@ -6,7 +6,7 @@ import "testing"
 // together take the total and no more, root has no budget, and what is
 // given back can be taken again.
 func TestMemberFDs(t *testing.T) {
-	m := &memberFDs{perUID: 3, total: 5, used: map[uint32]int{}}
+	m := &fdBudget{perUID: 3, total: 5, used: map[uint32]int{}}
 	if m.forUID(0) != nil {
 		t.Fatal("root's teardowns have a budget")
 	}

@@ -99,7 +99,7 @@ type Daemon struct {
 	judge   judge
 	hw      *holderWatch // nil until run starts it
 	work    *workers
-	fds     *memberFDs // what teardowns for uids but root may hold
+	fds     *fdBudget // the pidfds teardowns for uids but root may hold
 	claims  *claimIndex
 	log     *feed
 	redact  *redact.Rules // redact_args, set before the API serves
@@ -234,7 +234,7 @@ func newDaemon(cfg Config, boot procfs.BootID, st claimStore, log *feed, now fun
 		checkQ:   make(chan check, noteQueue),
 		now:      now,
 		work:     newWorkers(),
-		fds:      newMemberFDs(),
+		fds:      newMemberFDs(fdLimit()),
 		claims:   claims,
 	}
 }
@@ -294,7 +294,7 @@ func (d *Daemon) run(ctx context.Context, ready func(Info)) error {
 	d.log.hub.changed.Store(&changed)
 	defer d.log.hub.changed.Store(nil)
 	tr.ExecContextChanged()
-	hw, err := newHolderWatch(d.boot, d.holderExited)
+	hw, err := newHolderWatch(d.boot, newHolderFDs(fdLimit()), d.holderExited)
 	if err != nil {
 		return fmt.Errorf("holder watch: %w", err)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/procsupervisor/supervisor/internal/actions"
 	"github.com/procsupervisor/supervisor/internal/pidfd"
 	"github.com/procsupervisor/supervisor/internal/procfs"
 	"github.com/procsupervisor/supervisor/internal/token"
@@ -21,12 +22,13 @@ import (
 // distinct holders take 10,000 descriptors of the daemon's limit (Go
 // raises the soft limit to the hard one at start: 20,000 on the test
 // hosts, which root cannot raise). A holder that cannot be watched (no
-// descriptor left) is counted and left to the exit event and the
-// periodic pass.
+// descriptor left, or its uid's share of them taken: fdBudget) is counted
+// and left to the exit event and the periodic pass.
 type holderWatch struct {
 	epfd   int
 	stopfd int // an eventfd that ends run
 	boot   procfs.BootID
+	budget *fdBudget
 	onExit func(pid int32, tok token.Token)
 
 	mu      sync.Mutex
@@ -37,11 +39,12 @@ type holderWatch struct {
 }
 
 type watched struct {
-	h   *pidfd.Handle
-	tok token.Token
+	h     *pidfd.Handle
+	tok   token.Token
+	share actions.Budget // the uid's budget its descriptor is charged to (nil: root's)
 }
 
-func newHolderWatch(boot procfs.BootID, onExit func(pid int32, tok token.Token)) (*holderWatch, error) {
+func newHolderWatch(boot procfs.BootID, budget *fdBudget, onExit func(pid int32, tok token.Token)) (*holderWatch, error) {
 	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
 	if err != nil {
 		return nil, fmt.Errorf("epoll_create1: %w", err)
@@ -56,19 +59,36 @@ func newHolderWatch(boot procfs.BootID, onExit func(pid int32, tok token.Token))
 		unix.Close(stopfd)
 		return nil, fmt.Errorf("epoll_ctl: %w", err)
 	}
-	return &holderWatch{epfd: epfd, stopfd: stopfd, boot: boot, onExit: onExit,
+	return &holderWatch{epfd: epfd, stopfd: stopfd, boot: boot, budget: budget, onExit: onExit,
 		byFd: map[int32]*watched{}, byPid: map[int32]*watched{}}, nil
 }
 
-// add watches the holder (pid, tok). A holder already gone, or whose pid
-// now names another instance, is reported to onExit at once.
-func (w *holderWatch) add(pid int32, tok token.Token) {
+// add watches the holder (pid, tok) of a grant of uid, its descriptor
+// charged to uid's share. A holder already gone, or whose pid now names
+// another instance, is reported to onExit at once.
+func (w *holderWatch) add(uid uint32, pid int32, tok token.Token) {
 	w.mu.Lock()
 	if cur, ok := w.byPid[pid]; ok && cur.tok == tok || w.stopped {
 		w.mu.Unlock()
 		return
 	}
 	w.mu.Unlock()
+	var share actions.Budget
+	if w.budget != nil {
+		share = w.budget.forUID(uid)
+	}
+	if share != nil && !share.Take() {
+		w.mu.Lock()
+		w.failed++
+		w.mu.Unlock()
+		return
+	}
+	kept := false
+	defer func() {
+		if !kept && share != nil {
+			share.Give(1)
+		}
+	}()
 	h, err := pidfd.Open(pid, w.boot)
 	if err != nil {
 		if errors.Is(err, pidfd.ErrGone) {
@@ -97,7 +117,8 @@ func (w *holderWatch) add(pid int32, tok token.Token) {
 		w.failed++
 		return
 	}
-	x := &watched{h: h, tok: tok}
+	kept = true
+	x := &watched{h: h, tok: tok, share: share}
 	w.byFd[fd] = x
 	w.byPid[pid] = x
 }
@@ -117,6 +138,9 @@ func (w *holderWatch) drop(x *watched) {
 	delete(w.byFd, fd)
 	delete(w.byPid, x.h.Pid())
 	x.h.Close()
+	if x.share != nil {
+		x.share.Give(1)
+	}
 }
 
 // stats returns how many holders are watched and how many could not be.
