@@ -41,19 +41,7 @@ func TestHolderWatch(t *testing.T) {
 		_, ok := exits[pid]
 		return ok
 	}
-	start := func() (*exec.Cmd, token.Token) {
-		c := exec.Command("sleep", "60")
-		if err := c.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Process.Kill(); c.Wait() })
-		h, err := pidfd.Open(int32(c.Process.Pid), boot)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer h.Close()
-		return c, h.Token()
-	}
+	start := func() (*exec.Cmd, token.Token) { return startHolder(t, boot) }
 
 	a, atok := start()
 	w.add(1000, int32(a.Process.Pid), atok)
@@ -107,17 +95,8 @@ func TestHolderWatchBudget(t *testing.T) {
 		tok token.Token
 	}
 	start := func() holder {
-		c := exec.Command("sleep", "60")
-		if err := c.Start(); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { c.Process.Kill(); c.Wait() })
-		h, err := pidfd.Open(int32(c.Process.Pid), boot)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer h.Close()
-		return holder{c, h.Token()}
+		c, tok := startHolder(t, boot)
+		return holder{c, tok}
 	}
 	pid := func(h holder) int32 { return int32(h.c.Process.Pid) }
 	check := func(step string, watching int, failed uint64, used map[uint32]int) {
@@ -165,4 +144,21 @@ func TestHolderWatchBudget(t *testing.T) {
 	check("after a removal", 2, 2, map[uint32]int{1001: 1})
 	w.add(1002, pid(hs[5]), hs[5].tok)
 	check("the total given back", 3, 2, map[uint32]int{1001: 1, 1002: 1})
+}
+
+// startHolder starts a sleep to stand for a holder, killed at the test's
+// end, and returns it with its token.
+func startHolder(t *testing.T, boot procfs.BootID) (*exec.Cmd, token.Token) {
+	t.Helper()
+	c := exec.Command("sleep", "60")
+	if err := c.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+	h, err := pidfd.Open(int32(c.Process.Pid), boot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	return c, h.Token()
 }
