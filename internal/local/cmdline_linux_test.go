@@ -5,7 +5,9 @@ import (
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/procsupervisor/supervisor/internal/testenv"
 	"github.com/procsupervisor/supervisor/internal/token"
 )
 
@@ -30,9 +32,12 @@ func TestArgv(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, want := cmdline(pid, tok), "cat - with spaces"; got != want {
-		t.Errorf("Argv(%d, its token) = %q, want %q", pid, got, want)
-	}
+	// Start returns once exec closed the descriptors, a moment before the
+	// kernel sets up the new arguments (/proc/PID/cmdline reads empty
+	// until then).
+	want := "cat - with spaces"
+	testenv.Eventually(t, 10*time.Second, func() bool { return cmdline(pid, tok) == want },
+		"Argv(%d, its token) = %q, want %q", pid, cmdline(pid, tok), want)
 	other := tok
 	other.Start++
 	if got := cmdline(pid, other); got != "" {

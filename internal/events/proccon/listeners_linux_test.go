@@ -67,9 +67,10 @@ func TestIntegrationCloseWithoutAnyMessage(t *testing.T) {
 // Three listeners watch one fork storm while another process keeps a core
 // busy: each must deliver the fork and the exit of every storm child, or
 // report a loss that covers what it missed. The third has a receive buffer
-// of a few messages, so it overflows and must report what it misses (its
-// loss path runs on the real kernel, not only in replays). Deadlines are
-// generous and nothing is timed.
+// of a few messages and starts reading only once the storm is over, so it
+// overflows however slowly the host forks, and must report what it misses
+// (its loss path runs on the real kernel, not only in replays). Deadlines
+// are generous and nothing is timed.
 func TestIntegrationStormThreeListeners(t *testing.T) {
 	const listeners, workers, perWorker = 3, 2, 3000
 	srcs := make([]*Source, listeners)
@@ -90,11 +91,15 @@ func TestIntegrationStormThreeListeners(t *testing.T) {
 	self := int32(os.Getpid())
 	var wg sync.WaitGroup
 	gate := make(chan struct{})
+	stormOver := make(chan struct{})
 	for i, s := range srcs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			<-gate
+			if i == 2 {
+				<-stormOver
+			}
 			tl := tally{children: map[int32]int{}}
 			var ev events.Event
 			// Until the exit of a marker, started after the storm
@@ -153,9 +158,11 @@ func TestIntegrationStormThreeListeners(t *testing.T) {
 	}
 	for _, cmd := range ws {
 		if err := cmd.Wait(); err != nil {
+			close(stormOver)
 			t.Fatalf("storm worker: %v", err)
 		}
 	}
+	close(stormOver)
 	listened := make(chan struct{})
 	go func() { wg.Wait(); close(listened) }()
 	// A marker's exit can itself be lost by the small buffer: start one
