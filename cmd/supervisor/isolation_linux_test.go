@@ -318,6 +318,50 @@ func TestIntegrationQuotas(t *testing.T) {
 	}
 }
 
+// TestIntegrationQuotaConcurrent: a user's launches racing each other
+// together stay within its claim quota (each checked against the others'
+// records, not against the store as it was before any of them).
+func TestIntegrationQuotaConcurrent(t *testing.T) {
+	testenv.RequireRoot(t)
+	state, sock := newDirs(t)
+	d := startDaemon(t, state, sock, "--socket-group", fmt.Sprint(nobody), "--quota-claims", "3")
+	const racers = 12
+	codes := make(chan int, racers)
+	var wg sync.WaitGroup
+	for range racers {
+		wg.Go(func() {
+			code, _, _ := d.run(t, asNobody, "launch", "--json", "--", "sleep", "100")
+			codes <- code
+		})
+	}
+	wg.Wait()
+	close(codes)
+	launched := 0
+	for code := range codes {
+		switch code {
+		case 0:
+			launched++
+		case 75: // over quota
+		default:
+			t.Errorf("a racing launch exited %d, want 0 or 75", code)
+		}
+	}
+	list, err := d.client.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	live := 0
+	for _, c := range list {
+		if c.UID == nobody && c.Pid != 0 {
+			live++
+			d.run(t, asNobody, "release", "--grace", "0s", c.ID)
+		}
+	}
+	if launched != 3 || live != 3 {
+		t.Errorf("%d racing launches with a quota of 3: %d launched, %d live claims; want 3 and 3", racers, launched, live)
+	}
+}
+
 // TestIntegrationRefusalsAreSaid: a user the daemon's socket refuses is
 // told so (and about --socket-group), with no local teardown behind its
 // back; a local kill of another user's process says it is not permitted

@@ -99,7 +99,8 @@ type Daemon struct {
 	judge   judge
 	hw      *holderWatch // nil until run starts it
 	work    *workers
-	fds     *fdBudget // the pidfds teardowns for uids but root may hold
+	fds     *fdBudget  // the pidfds teardowns for uids but root may hold
+	quotaMu sync.Mutex // a quota's check and the claim's record, one step (record)
 	claims  *claimIndex
 	log     *feed
 	redact  *redact.Rules // redact_args, set before the API serves

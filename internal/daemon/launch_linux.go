@@ -162,17 +162,12 @@ func (d *Daemon) Launch(ctx context.Context, p api.Peer, r *api.LaunchRequest) (
 			path = v
 		}
 	}
-	if err := d.quota(p, &c); err != nil {
-		return api.Claim{}, err
-	}
 	l := d.claimLock(c.ID)
 	l.Lock()
 	defer l.Unlock()
-	if err := d.st.Put(&c); err != nil {
-		d.storeFailed("record claim", err)
-		return api.Claim{}, storeErr(err)
+	if err := d.record(p, &c); err != nil {
+		return api.Claim{}, err
 	}
-	d.claims.set(&c)
 
 	fail := func(err error) (api.Claim, error) {
 		now := d.now()
@@ -388,14 +383,9 @@ func (d *Daemon) Admit(ctx context.Context, p api.Peer, r *api.AdmitRequest) (cl
 	if h.Exited() {
 		return api.Claim{}, fmt.Errorf("process %d exited while being admitted: %w", r.Pid, api.ErrConflict)
 	}
-	if err := d.quota(p, &c); err != nil {
+	if err := d.record(p, &c); err != nil {
 		return api.Claim{}, err
 	}
-	if err := d.st.Put(&c); err != nil {
-		d.storeFailed("record claim", err)
-		return api.Claim{}, storeErr(err)
-	}
-	d.claims.set(&c)
 	d.index(&c)
 	d.admit(c.ID, r.Pid, tok)
 	return d.view(c), nil
@@ -435,13 +425,10 @@ func readCmdline(pid int32, rules *redact.Rules) []string {
 // such claims against QuotaFailed.
 const launchFailed = "launch failed: "
 
-// quota refuses a claim that would take a uid but root past its quotas:
+// quota refuses a claim that would take a uid past its quotas:
 // live claims and stored bytes. Over quota is a 429, never a store failure
 // that would refuse everyone's writes.
 func (d *Daemon) quota(p api.Peer, c *store.Claim) error {
-	if p.Root() {
-		return nil
-	}
 	open, bytes, _ := d.claims.usage(p.UID)
 	switch {
 	case d.cfg.QuotaClaims > 0 && open >= d.cfg.QuotaClaims:
@@ -449,6 +436,26 @@ func (d *Daemon) quota(p api.Peer, c *store.Claim) error {
 	case d.cfg.QuotaBytes > 0 && bytes+claimBytes(c) > d.cfg.QuotaBytes:
 		return fmt.Errorf("uid %d's claims store %d bytes; this one would take it past its quota of %d: %w", p.UID, bytes, d.cfg.QuotaBytes, api.ErrQuota)
 	}
+	return nil
+}
+
+// record stores the new claim c and indexes it, within p's quota. The
+// check and the record are one step for a caller other than root
+// (quotaMu): a uid's concurrent launches (up to its 16 connections) each
+// passed the check before any was recorded, and together went past it.
+func (d *Daemon) record(p api.Peer, c *store.Claim) error {
+	if !p.Root() {
+		d.quotaMu.Lock()
+		defer d.quotaMu.Unlock()
+		if err := d.quota(p, c); err != nil {
+			return err
+		}
+	}
+	if err := d.st.Put(c); err != nil {
+		d.storeFailed("record claim", err)
+		return storeErr(err)
+	}
+	d.claims.set(c)
 	return nil
 }
 
