@@ -6,19 +6,20 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 
 	"github.com/procsupervisor/supervisor/internal/pidfd"
 	"github.com/procsupervisor/supervisor/internal/procfs"
+	"github.com/procsupervisor/supervisor/internal/token"
 )
 
 // CgroupFinder finds members in a grant's own cgroup: the daemon made it,
 // put the grant's root in it at clone (CLONE_INTO_CGROUP), and only root
 // may move processes in or out, so every process in cgroup.procs is a
-// member, whatever its parent link says. A pid is bound first and then
-// found in cgroup.procs again while its handle is alive: a pid reissued to
-// a process outside the cgroup between the two reads is not taken.
+// member, whatever its parent link says. The pids are bound first, then
+// cgroup.procs is read again, once, while their handles are alive: a pid
+// reissued to a process outside the cgroup between the two reads is not
+// taken (nor one that exited by then).
 type CgroupFinder struct {
 	Dir string
 }
@@ -27,7 +28,7 @@ type CgroupFinder struct {
 func (f *CgroupFinder) Name() string { return "grant cgroup" }
 
 // Find implements Finder.
-func (f *CgroupFinder) Find(members []*pidfd.Handle) ([]*pidfd.Handle, []Member, error) {
+func (f *CgroupFinder) Find(members []*pidfd.Handle, b Budget) ([]*pidfd.Handle, []Member, error) {
 	pids, err := CgroupProcs(f.Dir)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
@@ -39,27 +40,61 @@ func (f *CgroupFinder) Find(members []*pidfd.Handle) ([]*pidfd.Handle, []Member,
 	if err != nil {
 		return nil, nil, err
 	}
-	var found []*pidfd.Handle
+	have := make(map[int32]bool, len(members))
+	for _, h := range members {
+		have[h.Pid()] = true
+	}
+	var bound []*pidfd.Handle
 	var unproven []Member
+	spent := false
 	for _, pid := range pids {
-		if slices.ContainsFunc(members, func(h *pidfd.Handle) bool { return h.Pid() == pid }) {
+		if have[pid] {
+			continue
+		}
+		if spent || !take(b) {
+			spent = true
+			unproven = append(unproven, OverBudget(pid, token.Token{}))
 			continue
 		}
 		h, err := pidfd.Open(pid, boot)
 		if err != nil {
+			give(b, 1)
 			if !errors.Is(err, pidfd.ErrGone) {
 				unproven = append(unproven, Member{Pid: pid, Reason: "in the grant's cgroup but cannot be bound: " + err.Error()})
 			}
 			continue
 		}
-		again, err := CgroupProcs(f.Dir)
-		if err != nil || !slices.Contains(again, pid) || h.Exited() {
+		bound = append(bound, h)
+	}
+	if len(bound) == 0 {
+		return nil, unproven, budgetErr(spent)
+	}
+	again, err := CgroupProcs(f.Dir)
+	in := make(map[int32]bool, len(again))
+	for _, pid := range again {
+		in[pid] = true
+	}
+	found := bound[:0]
+	for _, h := range bound {
+		if err != nil || !in[h.Pid()] || h.Exited() {
 			h.Close()
+			give(b, 1)
 			continue
 		}
 		found = append(found, h)
 	}
-	return found, unproven, nil
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		return found, unproven, errors.Join(err, budgetErr(spent))
+	}
+	return found, unproven, budgetErr(spent)
+}
+
+// budgetErr is ErrBudget when spent, else nil.
+func budgetErr(spent bool) error {
+	if spent {
+		return ErrBudget
+	}
+	return nil
 }
 
 // CgroupProcs lists the pids in dir/cgroup.procs.

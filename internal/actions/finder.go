@@ -24,7 +24,7 @@ type ProcFinder struct {
 func (f *ProcFinder) Name() string { return "/proc ancestry" }
 
 // Find implements Finder.
-func (f *ProcFinder) Find(members []*pidfd.Handle) ([]*pidfd.Handle, []Member, error) {
+func (f *ProcFinder) Find(members []*pidfd.Handle, b Budget) ([]*pidfd.Handle, []Member, error) {
 	root := f.Root
 	if root == "" {
 		root = "/proc"
@@ -39,6 +39,7 @@ func (f *ProcFinder) Find(members []*pidfd.Handle) ([]*pidfd.Handle, []Member, e
 	var st procfs.Stat
 	var found []*pidfd.Handle
 	var unproven []Member
+	spent := false
 	work := make([]*pidfd.Handle, 0, len(members))
 	work = append(work, members...)
 	for len(work) > 0 {
@@ -61,8 +62,14 @@ func (f *ProcFinder) Find(members []*pidfd.Handle) ([]*pidfd.Handle, []Member, e
 			if err := r.ReadStat(pid, &st); err != nil || st.PPid != parent.Pid() {
 				continue
 			}
+			if spent || !take(b) {
+				spent = true
+				unproven = append(unproven, OverBudget(pid, tokenOf(f.Boot, &st)))
+				continue
+			}
 			h, err := pidfd.Open(pid, f.Boot)
 			if err != nil {
+				give(b, 1)
 				if !errors.Is(err, pidfd.ErrGone) && !errors.Is(err, os.ErrNotExist) {
 					unproven = append(unproven, Member{Pid: pid, Token: tokenOf(f.Boot, &st), Reason: "child of a member but cannot be bound: " + err.Error()})
 				}
@@ -73,6 +80,7 @@ func (f *ProcFinder) Find(members []*pidfd.Handle) ([]*pidfd.Handle, []Member, e
 			// throughout.
 			if h.Stat().PPid != parent.Pid() || parent.Exited() {
 				h.Close()
+				give(b, 1)
 				continue
 			}
 			byPid[pid] = h
@@ -80,7 +88,7 @@ func (f *ProcFinder) Find(members []*pidfd.Handle) ([]*pidfd.Handle, []Member, e
 			work = append(work, h)
 		}
 	}
-	return found, unproven, nil
+	return found, unproven, budgetErr(spent)
 }
 
 func tokenOf(boot procfs.BootID, st *procfs.Stat) token.Token {

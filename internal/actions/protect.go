@@ -97,11 +97,14 @@ func (t *Teardown) namespaceRefuses(h *pidfd.Handle, members []*pidfd.Handle) (s
 	}
 	from := append([]*pidfd.Handle{h}, members...)
 	for _, f := range t.finders {
-		found, _, _ := f.Find(from)
+		// Charged to the teardown's budget while they are open: a member
+		// left unbound is not proven, and the init is refused.
+		found, _, _ := f.Find(from, t.opts.Budget)
 		for _, fh := range found {
 			proven[fh.Pid()] = true
 			fh.Close()
 		}
+		give(t.opts.Budget, len(found))
 	}
 	for _, pid := range pids {
 		if pid == h.Pid() {

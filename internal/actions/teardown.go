@@ -21,8 +21,15 @@ import (
 // grant's own cgroup, or by a parent link read while the parent was a live
 // member), and lists what it saw but could not prove. It must not return a
 // handle whose pid is already a member.
+//
+// A finder given a Budget takes one from it before it binds a candidate
+// (and gives it back when the candidate is not kept): each handle it
+// returns is charged to the budget, so a tree of thousands never holds
+// more descriptors than the budget allows, not even for a moment. A
+// candidate found once the budget refuses is listed in unproven, not
+// bound (OverBudget), and err then wraps ErrBudget.
 type Finder interface {
-	Find(members []*pidfd.Handle) (found []*pidfd.Handle, unproven []Member, err error)
+	Find(members []*pidfd.Handle, b Budget) (found []*pidfd.Handle, unproven []Member, err error)
 	// Name says how members are found, for the outcome's Mechanism.
 	Name() string
 }
@@ -75,6 +82,26 @@ type Options struct {
 type Budget interface {
 	Take() bool
 	Give(n int)
+}
+
+// ErrBudget says a finder found members it did not bind: its Budget had
+// none left.
+var ErrBudget = errors.New("the descriptor budget is spent")
+
+// OverBudget is a candidate a finder found and did not bind because its
+// budget refused.
+func OverBudget(pid int32, tok token.Token) Member {
+	return Member{Pid: pid, Token: tok, Reason: "not bound: the teardowns of this user hold all the descriptors they may; not signalled"}
+}
+
+// take asks b for one descriptor; a nil b has no bound.
+func take(b Budget) bool { return b == nil || b.Take() }
+
+// give returns n descriptors to b, when there is one.
+func give(b Budget, n int) {
+	if b != nil && n > 0 {
+		b.Give(n)
+	}
 }
 
 // Teardown tears down a process and its proven descendants. Make one with
@@ -275,32 +302,32 @@ func (t *Teardown) grow(tr *tree, out *Outcome, sig unix.Signal) []*pidfd.Handle
 	for round := 0; round < 64 && !tr.full; round++ {
 		var fresh []*pidfd.Handle
 		for _, f := range t.finders {
-			found, unproven, err := f.Find(tr.members)
+			if tr.full {
+				break
+			}
+			found, unproven, err := f.Find(tr.members, t.opts.Budget)
 			for _, u := range unproven {
 				if !slices.ContainsFunc(out.Unproven, func(m Member) bool { return m.Pid == u.Pid }) {
 					out.Unproven = append(out.Unproven, u)
 				}
 			}
-			if err != nil && out.Error == "" {
+			if errors.Is(err, ErrBudget) {
+				// Reported once: the finders, which would find them
+				// again at every look, are not asked again.
+				tr.full = true
+				for _, u := range unproven {
+					tr.refused[u.Pid] = true
+				}
+			} else if err != nil && out.Error == "" {
 				out.Error = "finding members: " + err.Error()
 			}
 			for _, h := range found {
 				if tr.has(h.Pid()) {
 					h.Close()
+					give(t.opts.Budget, 1)
 					continue
 				}
-				if b := t.opts.Budget; b != nil {
-					if tr.full || !b.Take() {
-						// Reported once: the finders, which would bind
-						// it again at every look, are not asked again.
-						tr.full = true
-						tr.refused[h.Pid()] = true
-						m := memberOf(h)
-						m.Reason = "not bound: the teardowns of this user hold all the descriptors they may; not signalled"
-						out.Unproven = append(out.Unproven, m)
-						h.Close()
-						continue
-					}
+				if t.opts.Budget != nil {
 					tr.taken++
 				}
 				tr.owned = append(tr.owned, h)

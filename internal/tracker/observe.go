@@ -54,7 +54,7 @@ func (f *graphFinder) Name() string { return "observed lineage (" + string(f.t.M
 // kernel's events (Sync) before it looks.
 const syncWait = 2 * time.Second
 
-func (f *graphFinder) Find(members []*pidfd.Handle) ([]*pidfd.Handle, []actions.Member, error) {
+func (f *graphFinder) Find(members []*pidfd.Handle, b actions.Budget) ([]*pidfd.Handle, []actions.Member, error) {
 	// Children forked before this call must be in the graph: one whose
 	// parent exited since is found by nothing else.
 	ctx, cancel := context.WithTimeout(context.Background(), syncWait)
@@ -67,6 +67,7 @@ func (f *graphFinder) Find(members []*pidfd.Handle) ([]*pidfd.Handle, []actions.
 	var found []*pidfd.Handle
 	var unproven []actions.Member
 	seen := map[int32]bool{}
+	spent := false
 	for _, h := range members {
 		nodes, err := f.t.graph.Descendants(h.Pid(), h.Token())
 		if err != nil {
@@ -77,11 +78,19 @@ func (f *graphFinder) Find(members []*pidfd.Handle) ([]*pidfd.Handle, []actions.
 				continue
 			}
 			seen[n.Pid] = true
+			if spent || b != nil && !b.Take() {
+				spent = true
+				unproven = append(unproven, actions.OverBudget(n.Pid, n.Token))
+				continue
+			}
 			v, nh := f.judge.Bind(n.Pid, n.Token)
 			if nh != nil {
 				found = append(found, nh)
 				have[n.Pid] = true
 				continue
+			}
+			if b != nil {
+				b.Give(1)
 			}
 			if v.Result == verdict.Unverifiable {
 				unproven = append(unproven, actions.Member{Pid: n.Pid, Token: n.Token, Reason: "a birth descendant whose identity cannot be proven: " + v.Reason})
@@ -95,16 +104,31 @@ func (f *graphFinder) Find(members []*pidfd.Handle) ([]*pidfd.Handle, []actions.
 	// of an adopted process (by a namespace init, a subreaper) says
 	// nothing about where it came from.
 	all := append(append([]*pidfd.Handle{}, members...), found...)
-	more, _, err := f.proc.Find(all)
+	if spent {
+		// The parent links would be read only to be refused.
+		return found, unproven, errors.Join(errSync, actions.ErrBudget)
+	}
+	more, over, err := f.proc.Find(all, b)
 	for _, h := range more {
 		if n, m, ok := f.t.graph.Find(h.Pid(), h.Token()); ok && m == token.Same && n.Flags.Has(lineage.BornObserved) {
 			unproven = append(unproven, actions.Member{Pid: h.Pid(), Token: h.Token(),
 				Reason: fmt.Sprintf("adopted by a member, born of %d which is not one", n.PPid)})
 			h.Close()
+			if b != nil {
+				b.Give(1)
+			}
 			continue
 		}
 		found = append(found, h)
 		unproven = dropMember(unproven, h.Pid())
+	}
+	if errors.Is(err, actions.ErrBudget) {
+		// Not bound, so not proven members either way: the lineage's
+		// word on them is lost with the binding, and what the parent
+		// links would have said is reported as over the budget.
+		for _, m := range over {
+			unproven = append(dropMember(unproven, m.Pid), m)
+		}
 	}
 	return found, unproven, errors.Join(errSync, err)
 }
