@@ -460,3 +460,25 @@ func TestIntegrationOwnUIDKeepsCallerGroups(t *testing.T) {
 		}
 	}
 }
+
+// TestIntegrationOwedJobReadByRoot: root reading a user's finished job (an
+// operator's `show`) leaves its result owed to the user; the user's own
+// read picks it up. Before, root's read marked it picked up, and the
+// reaper's shorter retention for finished claims then applied to it.
+func TestIntegrationOwedJobReadByRoot(t *testing.T) {
+	testenv.RequireRoot(t)
+	state, sock := newDirs(t)
+	d := startDaemon(t, state, sock, "--socket-group", fmt.Sprint(nobody))
+	c := claimAs(t, d, asNobody, "launch", "--json", "--detach", "--cwd", "/", "--", "true")
+	testenv.Eventually(t, 30*time.Second, func() bool { return d.claim(t, c.ID).State == store.Exited },
+		"nobody's job %s never exited", c.ID)
+	if got := d.claim(t, c.ID); got.FollowedUp {
+		t.Fatalf("root's read of nobody's job %s picked its result up", c.ID)
+	}
+	if got := claimAs(t, d, asNobody, "show", "--json", c.ID); !got.FollowedUp {
+		t.Errorf("nobody's read of its job %s: followed_up false, want true", c.ID)
+	}
+	if got := d.claim(t, c.ID); !got.FollowedUp {
+		t.Errorf("after nobody's read, job %s is still owed", c.ID)
+	}
+}

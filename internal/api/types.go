@@ -217,7 +217,8 @@ type Claim struct {
 	GraceUntil time.Time `json:"grace_until,omitzero"`
 
 	// A job's result: ExitCode or ExitSignal once it ended, its output
-	// file, why it was retired; FollowedUp once its caller picked it up.
+	// file, why it was retired; FollowedUp once its caller (the uid that
+	// launched it) picked it up.
 	ExitCode      *int      `json:"exit_code,omitempty"`
 	ExitSignal    int       `json:"exit_signal,omitempty"`
 	EndedAt       time.Time `json:"ended_at,omitzero"`

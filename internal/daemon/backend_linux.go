@@ -135,8 +135,9 @@ func (d *Daemon) List(ctx context.Context, p api.Peer, q api.ListQuery) ([]api.C
 	return out, next, nil
 }
 
-// Get implements api.Backend. A job's result picked up by its caller is no
-// longer owed.
+// Get implements api.Backend. A job's result picked up by its caller (the
+// uid that launched it: the claim's) is no longer owed; root reading a
+// user's job (an operator's `show`) leaves it owed to the user.
 func (d *Daemon) Get(ctx context.Context, p api.Peer, id string) (api.Claim, error) {
 	if err := d.serves(p); err != nil {
 		return api.Claim{}, err
@@ -148,7 +149,7 @@ func (d *Daemon) Get(ctx context.Context, p api.Peer, id string) (api.Claim, err
 	if !may(p, &c) {
 		return api.Claim{}, fmt.Errorf("claim %s: %w", id, api.ErrNotFound)
 	}
-	if c.Kind == store.Job && (c.State == store.Exited || c.State == store.Retired) && !c.FollowedUp {
+	if c.Kind == store.Job && (c.State == store.Exited || c.State == store.Retired) && !c.FollowedUp && p.UID == c.UID {
 		if err := d.st.Update(id, func(x *store.Claim) error { x.FollowedUp = true; return nil }); err != nil {
 			d.storeFailed("mark "+id+" followed up", err)
 			return api.Claim{}, storeErr(err)
