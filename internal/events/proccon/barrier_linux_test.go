@@ -61,3 +61,42 @@ func TestBarrierReplay(t *testing.T) {
 		t.Error("Barrier() ok without a kernel socket")
 	}
 }
+
+// TestIntegrationBarrierHeldExit: the exit of a process that predates the
+// source is held a moment for its other threads' exits (addPending); a
+// barrier met meanwhile hands it out first. Before, the barrier was
+// reached while the exit was still held, and a request that synced saw
+// the process alive in the graph.
+func TestIntegrationBarrierHeldExit(t *testing.T) {
+	for round := range 3 {
+		sleeper := testenv.Start(t, "sleep", "100") // before the source: unknown to it
+		s, _ := openSource(t)
+		pid := int32(sleeper.Process.Pid)
+		sleeper.Process.Kill()
+		sleeper.Wait() // reaped: /proc says the group is dead
+		mark, ok := s.Barrier()
+		if !ok {
+			t.Fatal("Barrier() not ok on a kernel socket")
+		}
+		exitAfter := make(chan bool, 1) // the barrier already reached when the exit came out
+		go func() {
+			var ev events.Event
+			for s.Read(&ev) == nil {
+				if ev.Kind == events.Exit && ev.Pid == pid {
+					exitAfter <- s.Reached(mark)
+				}
+			}
+		}()
+		testenv.Eventually(t, 10*time.Second, func() bool { s.Kick(); return s.Reached(mark) },
+			"round %d: barrier %d never reached", round, mark)
+		select {
+		case late := <-exitAfter:
+			if late {
+				t.Fatalf("round %d: barrier %d reached before the exit of %d was handed out", round, mark, pid)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatalf("round %d: the exit of %d was never handed out", round, pid)
+		}
+		s.Close()
+	}
+}

@@ -84,7 +84,8 @@
 // the message is reported as a Lost event of one, and the consumer
 // resyncs: neither a false exit nor a silent miss. A dead group's report
 // is held until the socket queue has been drained or a later event (sent
-// after the group was seen dead) or a fork at the same tgid arrives, so it
+// after the group was seen dead), a fork at the same tgid or a barrier's
+// marker sent after the exit arrives, so it
 // carries the time and status of the group's last thread exit; exit events
 // of the same generation handled later are recognised (no fork of the tgid
 // in between) and dropped. The records that recognise stragglers are kept

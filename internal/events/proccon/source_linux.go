@@ -1108,12 +1108,19 @@ func (s *Source) addPending(tgid, pid int32, r *rawEvent) {
 
 // flushBefore delivers a pending exit that must precede the message r: r
 // was sent after the group was seen dead (so every thread's exit event came
-// before it), or r is the fork of a new process at the same tgid.
+// before it), r is the fork of a new process at the same tgid, or r is a
+// barrier's marker sent after the exit (a request that synced must see
+// it; a thread's exit that comes after the marker then repeats it, and is
+// dropped as a straggler).
 func (s *Source) flushBefore(r *rawEvent, ev *events.Event) bool {
 	best := -1
+	marker := false
+	if r.what == whatComm && len(s.pending) > 0 {
+		_, marker = s.marker(r)
+	}
 	for i := range s.pending {
 		p := &s.pending[i]
-		due := p.seenAt < r.ts ||
+		due := p.seenAt < r.ts || marker && p.ts < r.ts ||
 			(r.what == whatFork && int32(r.data[forkChildTgid]) == p.tgid && r.data[forkChildPid] == r.data[forkChildTgid])
 		if due && (best < 0 || p.ts < s.pending[best].ts) {
 			best = i
