@@ -254,6 +254,10 @@ type Release struct {
 	// processes reported, never signalled, each with the reason.
 	Survivors []Instance `json:"survivors,omitempty"`
 	Unproven  []Instance `json:"unproven,omitempty"`
+	// SurvivorsTotal and UnprovenTotal count the whole lists when the
+	// record kept only their start (0: the list is whole).
+	SurvivorsTotal int `json:"survivors_total,omitempty"`
+	UnprovenTotal  int `json:"unproven_total,omitempty"`
 	// Ownership is the verdict on the root that decided the release.
 	Ownership verdict.Result `json:"ownership,omitzero"`
 	At        time.Time      `json:"at,omitzero"`
@@ -291,6 +295,7 @@ func ClaimOf(c store.Claim) Claim {
 		w.Release = &Release{
 			Dead: r.Dead, Escalated: r.Escalated, Ownership: r.Ownership, At: r.At, Cause: r.Cause,
 			Survivors: slices.Clone(r.Survivors), Unproven: slices.Clone(r.Unproven),
+			SurvivorsTotal: r.SurvivorsTotal, UnprovenTotal: r.UnprovenTotal,
 		}
 	}
 	if c.Holder != nil {

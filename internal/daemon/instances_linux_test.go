@@ -39,7 +39,9 @@ func TestReleaseRecordFits(t *testing.T) {
 		ms[i] = actions.Member{Pid: int32(1000 + i), Token: token.Token{Boot: procfs.BootID{1}, Start: uint64(i), Ino: uint64(1 << 40), Prec: token.Ticks},
 			Reason: fmt.Sprintf("belongs to uid 0 (real), 0 (saved): uid 1000 may not signal it %s", strings.Repeat("x", 400))}
 	}
-	rel := &store.Release{Survivors: instances(ms), Unproven: instances(ms), Cause: "requested"}
+	rel := &store.Release{Cause: "requested"}
+	rel.Survivors, rel.SurvivorsTotal = instances(ms)
+	rel.Unproven, rel.UnprovenTotal = instances(ms)
 	if err := s.Update(c.ID, func(x *store.Claim) error { x.State, x.Release = store.Released, rel; return nil }); err != nil {
 		t.Fatalf("release record of %d survivors and %d unproven: %v", len(rel.Survivors), len(rel.Unproven), err)
 	}
@@ -47,7 +49,10 @@ func TestReleaseRecordFits(t *testing.T) {
 	if want := fmt.Sprintf("and %d more processes not recorded", n-len(rel.Unproven)); len(rel.Unproven) >= n || !strings.Contains(last.Reason, want) {
 		t.Errorf("kept %d of %d, last reason %q: want it to say %q", len(rel.Unproven), n, last.Reason, want)
 	}
-	if got := instances(ms[:3]); len(got) != 3 || strings.Contains(got[2].Reason, "more") {
-		t.Errorf("instances of 3 = %+v, want all 3 as they are", got)
+	if rel.UnprovenTotal != n || rel.SurvivorsTotal != n {
+		t.Errorf("totals %d survivors, %d unproven; want %d each", rel.SurvivorsTotal, rel.UnprovenTotal, n)
+	}
+	if got, total := instances(ms[:3]); len(got) != 3 || total != 0 || strings.Contains(got[2].Reason, "more") {
+		t.Errorf("instances of 3 = %+v, total %d; want all 3 as they are, no total", got, total)
 	}
 }

@@ -291,7 +291,8 @@ func (d *Daemon) settle(ctx context.Context, id string, rq request) (api.ReportI
 		// A live group or recorded members under a gone root: reported,
 		// never signalled.
 		it.Unproven = unproven
-		rel := &store.Release{Dead: len(unproven) == 0, Ownership: v.Result, Unproven: instances(unproven), At: now, Cause: rq.cause}
+		rel := &store.Release{Dead: len(unproven) == 0, Ownership: v.Result, At: now, Cause: rq.cause}
+		rel.Unproven, rel.UnprovenTotal = instances(unproven)
 		if err := d.write(&c, dec.State, v, rel); err != nil {
 			return it, nil, err
 		}
@@ -406,8 +407,9 @@ func (d *Daemon) teardown(ctx context.Context, c *store.Claim, v verdict.Verdict
 	if ctx.Err() != nil {
 		return out, nil
 	}
-	rel := &store.Release{Dead: out.Dead, Escalated: out.Escalated, Ownership: out.Verdict.Result,
-		Survivors: instances(out.Survivors), Unproven: instances(out.Unproven), At: d.now(), Cause: rq.cause}
+	rel := &store.Release{Dead: out.Dead, Escalated: out.Escalated, Ownership: out.Verdict.Result, At: d.now(), Cause: rq.cause}
+	rel.Survivors, rel.SurvivorsTotal = instances(out.Survivors)
+	rel.Unproven, rel.UnprovenTotal = instances(out.Unproven)
 	state := afterTeardown(c.Kind, !out.Dead)
 	if !out.Acted {
 		// Refused (a protected root): nothing was signalled; the claim
@@ -477,8 +479,9 @@ const instanceBytes = 8 << 10
 
 // instances is ms as a release record keeps them: as many as fit in
 // instanceBytes, the last one kept saying how many more were left out
-// (the teardown's log line names them all).
-func instances(ms []actions.Member) []store.Instance {
+// (the teardown's log line names them all); total is len(ms) when some
+// were left out, else 0 (store.Release's totals).
+func instances(ms []actions.Member) (kept []store.Instance, total int) {
 	var out []store.Instance
 	size := 0
 	for i, m := range ms {
@@ -487,11 +490,11 @@ func instances(ms []actions.Member) []store.Instance {
 		if size > instanceBytes && len(out) > 0 {
 			last := &out[len(out)-1]
 			last.Reason = api.Trunc(last.Reason, 400) + fmt.Sprintf(" (and %d more processes not recorded here)", len(ms)-i)
-			break
+			return out, len(ms)
 		}
 		out = append(out, in)
 	}
-	return out
+	return out, 0
 }
 
 // write records a state and a verdict (and a release, when not nil).

@@ -117,6 +117,10 @@ type Release struct {
 	// provably members, or members no rule allows signalling (protected,
 	// another uid's), each with the reason.
 	Unproven []Instance `json:"unproven,omitempty"`
+	// SurvivorsTotal and UnprovenTotal count the whole lists when the
+	// record kept only their start (0: the list is whole).
+	SurvivorsTotal int `json:"survivors_total,omitempty"`
+	UnprovenTotal  int `json:"unproven_total,omitempty"`
 	// Ownership is the verdict on the root that decided the release.
 	Ownership verdict.Result `json:"ownership,omitzero"`
 	At        time.Time      `json:"at,omitzero"`

@@ -149,7 +149,8 @@ func cause(cl api.Claim) string {
 func teardownNote(r *api.Release) string {
 	switch {
 	case len(r.Unproven) > 0:
-		return " (" + plural(len(r.Unproven), "unproven process") + " left)"
+		// The record may keep only the start of a long list.
+		return " (" + plural(max(len(r.Unproven), r.UnprovenTotal), "unproven process") + " left)"
 	case r.Escalated:
 		return " (SIGKILL needed)"
 	}

@@ -79,6 +79,7 @@ func TestResult(t *testing.T) {
 		{"released on request", api.Claim{State: store.Released, Release: &api.Release{Dead: true, Cause: "requested"}}, "released: requested"},
 		{"released by its wall clock", api.Claim{State: store.Released, Release: &api.Release{Dead: true, Cause: "wall clock", Escalated: true}}, "released: wall clock (SIGKILL needed)"},
 		{"released, holder gone", api.Claim{State: store.Released, Release: &api.Release{Dead: true, Cause: "holder gone", Unproven: make([]api.Instance, 2)}}, "released: holder gone (2 unproven processes left)"},
+		{"released, record cut", api.Claim{State: store.Released, Release: &api.Release{Cause: "requested", Unproven: make([]api.Instance, 40), UnprovenTotal: 1500}}, "released: requested (1500 unproven processes left)"},
 		// Records older than the cause: what the record shows.
 		{"old record, root gone", api.Claim{State: store.Released, Release: &api.Release{Ownership: verdict.Gone}}, "released: root exited"},
 		{"old record, wall clock", api.Claim{State: store.Released, Deadline: deadline, Release: &api.Release{Ownership: verdict.Owned, At: deadline}}, "released: wall clock"},
