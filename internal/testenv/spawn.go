@@ -97,6 +97,7 @@ func SameTick(t testing.TB, pid int32) (ticks, ino uint64, second *Spawned, err 
 type Spawned struct {
 	Pid    int32
 	parent *exec.Cmd
+	out    *bufio.Reader // the helper's stdout (SpawnAtThen's second line)
 }
 
 // SpawnAt starts argv (or a process that pauses, when argv is empty) at
@@ -104,35 +105,71 @@ type Spawned struct {
 // ErrPidTaken when the pid is in use, so callers can pick another.
 func SpawnAt(t testing.TB, pid int32, argv ...string) (*Spawned, error) {
 	t.Helper()
+	return spawnAt(t, false, pid, argv)
+}
+
+// SpawnAtThen starts argv at pid as SpawnAt does; once that process has
+// exited, its helper (its parent, which reaps it at once) starts a process
+// that pauses at the same pid: a stranger holding the pid within
+// milliseconds of the first one's end, where Reissue waits for the pid to
+// be free and starts a helper of its own. Successor waits for it.
+func SpawnAtThen(t testing.TB, pid int32, argv ...string) (*Spawned, error) {
+	t.Helper()
+	if len(argv) == 0 {
+		t.Fatal("SpawnAtThen needs a program")
+	}
+	return spawnAt(t, true, pid, argv)
+}
+
+func spawnAt(t testing.TB, then bool, pid int32, argv []string) (*Spawned, error) {
 	RequireRoot(t)
-	bin := spawnatBinary(t)
-	cmd := exec.Command(bin, append([]string{strconv.Itoa(int(pid))}, argv...)...)
+	args := append([]string{strconv.Itoa(int(pid))}, argv...)
+	if then {
+		args = append([]string{"-then"}, args...)
+	}
+	cmd := exec.Command(spawnatBinary(t), args...)
 	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
+	pipe, err := cmd.StdoutPipe()
 	if err != nil {
 		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	line, rerr := bufio.NewReader(out).ReadString('\n')
-	if rerr != nil {
-		werr := cmd.Wait()
-		var ee *exec.ExitError
-		if errors.As(werr, &ee) && ee.ExitCode() == 17 {
-			return nil, ErrPidTaken
-		}
-		return nil, fmt.Errorf("spawnat %d: %v (%v)", pid, rerr, werr)
+	s := &Spawned{Pid: pid, parent: cmd, out: bufio.NewReader(pipe)}
+	if err := s.await(); err != nil {
+		return nil, err
 	}
-	got, err := strconv.Atoi(strings.TrimSpace(line))
-	if err != nil || int32(got) != pid {
-		cmd.Process.Kill()
-		cmd.Wait()
-		return nil, fmt.Errorf("spawnat %d: helper said %q", pid, line)
-	}
-	s := &Spawned{Pid: pid, parent: cmd}
 	t.Cleanup(s.Stop)
 	return s, nil
+}
+
+// await reads the helper's next line: the pid, once its process exists.
+func (s *Spawned) await() error {
+	line, rerr := s.out.ReadString('\n')
+	if rerr != nil {
+		werr := s.parent.Wait()
+		s.parent = nil
+		var ee *exec.ExitError
+		if errors.As(werr, &ee) && ee.ExitCode() == 17 {
+			return ErrPidTaken
+		}
+		return fmt.Errorf("spawnat %d: %v (%v)", s.Pid, rerr, werr)
+	}
+	if got, err := strconv.Atoi(strings.TrimSpace(line)); err != nil || int32(got) != s.Pid {
+		s.Stop()
+		return fmt.Errorf("spawnat %d: helper said %q", s.Pid, line)
+	}
+	return nil
+}
+
+// Successor waits until the process SpawnAtThen starts after the first
+// one's exit holds the pid (ErrPidTaken: another process took it first).
+func (s *Spawned) Successor() error {
+	if s.parent == nil {
+		return errors.New("spawnat: the helper is gone")
+	}
+	return s.await()
 }
 
 // freeWait bounds Reissue's wait for a pid to be free. A process adopted by

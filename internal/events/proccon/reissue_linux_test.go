@@ -54,8 +54,13 @@ func tryExecNotGivenSuccessor(t *testing.T, watched bool) bool {
 	}
 	marker := fmt.Sprintf("reissue-exec-%d", os.Getpid())
 	script := "read x < " + fifo + "; exec /bin/true " + marker
+	// A's helper starts B at A's pid as soon as A has exited: B must
+	// start within a tick of A's exec, which a reissue from here (a wait
+	// for the pid, a helper of its own) misses on a slow host.
+	var a *testenv.Spawned
 	spawnA := func() bool {
-		_, err := testenv.SpawnAt(t, pid, "/bin/sh", "-c", script)
+		var err error
+		a, err = testenv.SpawnAtThen(t, pid, "/bin/sh", "-c", script)
 		if errors.Is(err, testenv.ErrPidTaken) {
 			return false
 		}
@@ -87,11 +92,14 @@ func tryExecNotGivenSuccessor(t *testing.T, watched bool) bool {
 	}
 	w.WriteString("\n")
 	w.Close()
-	b, err := testenv.Reissue(t, pid)
+	err = a.Successor()
 	if errors.Is(err, testenv.ErrPidTaken) {
 		return false
 	}
-	defer b.Stop()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Stop()
 	h, err := pidfd.Open(pid, boot)
 	if err != nil {
 		t.Fatal(err)

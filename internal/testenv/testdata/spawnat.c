@@ -8,6 +8,13 @@
 //     given), prints "PID\n" once the child exists, then waits for it and
 //     exits with its status.
 //
+//   spawnat -then PID PROGRAM [ARGS...]
+//     As spawnat PID PROGRAM, and once PROGRAM's process has exited (and
+//     been reaped: it is this helper's child) starts another at PID at once,
+//     which pauses; prints "PID\n" again once it exists, then waits for it.
+//     A stranger reusing the pid within a few milliseconds of the first
+//     one's end, not after init got round to reaping it.
+//
 //   spawnat -sametick PID
 //     Recreates PID inside one clock tick: starts A at PID, reads A's start
 //     time (clock ticks, /proc/PID/stat field 22) and pidfs inode through a
@@ -89,7 +96,7 @@ static unsigned long long start_ticks(pid_t pid) {
 	return p ? strtoull(p + 1, NULL, 10) : 0;
 }
 
-static int spawn(pid_t want, char **argv) {
+static int spawn(pid_t want, char **argv, int then) {
 	pid_t pid = clone_at(want, NULL);
 	if (pid == 0) {
 		if (argv[0]) {
@@ -98,6 +105,14 @@ static int spawn(pid_t want, char **argv) {
 		}
 		pause_forever();
 	}
+	printf("%d\n", pid);
+	fflush(stdout);
+	int status = wait_exit_status(pid);
+	if (!then)
+		return status;
+	pid = clone_at(want, NULL);
+	if (pid == 0)
+		pause_forever();
 	printf("%d\n", pid);
 	fflush(stdout);
 	return wait_exit_status(pid);
@@ -125,8 +140,10 @@ static int sametick(pid_t want) {
 int main(int argc, char **argv) {
 	if (argc == 3 && strcmp(argv[1], "-sametick") == 0)
 		return sametick((pid_t)atoi(argv[2]));
+	if (argc >= 4 && strcmp(argv[1], "-then") == 0)
+		return spawn((pid_t)atoi(argv[2]), argv + 3, 1);
 	if (argc >= 2 && argv[1][0] != '-')
-		return spawn((pid_t)atoi(argv[1]), argv + 2);
-	fprintf(stderr, "usage: spawnat PID [PROGRAM ARGS...]\n       spawnat -sametick PID\n");
+		return spawn((pid_t)atoi(argv[1]), argv + 2, 0);
+	fprintf(stderr, "usage: spawnat PID [PROGRAM ARGS...]\n       spawnat -then PID PROGRAM [ARGS...]\n       spawnat -sametick PID\n");
 	return 2;
 }
