@@ -58,13 +58,28 @@ func TestWatchTerminal(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	buf := make([]byte, 256)
-	n, err := master.Read(buf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// The terminal's line discipline turns \n into \r\n.
-	if got, want := string(buf[:n]), clearScreen+"short\r\nsomething…\r\n"; got != want {
-		t.Errorf("Watch on a 10-column terminal wrote %q, want %q", got, want)
+	// The terminal's line discipline turns \n into \r\n. The frame may
+	// come out of the master in more than one read.
+	want := clearScreen + "short\r\nsomething…\r\n"
+	read := make(chan string, 1)
+	go func() {
+		var got []byte
+		buf := make([]byte, 256)
+		for len(got) < len(want) {
+			n, err := master.Read(buf)
+			got = append(got, buf[:n]...)
+			if err != nil {
+				break
+			}
+		}
+		read <- string(got)
+	}()
+	select {
+	case got := <-read:
+		if got != want {
+			t.Errorf("Watch on a 10-column terminal wrote %q, want %q", got, want)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("Watch on a 10-column terminal: less than the %d bytes of %q in 10 s", len(want), want)
 	}
 }
