@@ -318,7 +318,10 @@ func (t *Teardown) grow(tr *tree, out *Outcome, sig unix.Signal) []*pidfd.Handle
 				for _, u := range unproven {
 					tr.refused[u.Pid] = true
 				}
-			} else if err != nil && out.Error == "" {
+			}
+			// A spent budget alone is no error (its members say it);
+			// joined with another (a sync that timed out), it is.
+			if err != nil && err != ErrBudget && out.Error == "" {
 				out.Error = "finding members: " + err.Error()
 			}
 			for _, h := range found {
