@@ -104,10 +104,8 @@ func (f *graphFinder) Find(members []*pidfd.Handle, b actions.Budget) ([]*pidfd.
 	// of an adopted process (by a namespace init, a subreaper) says
 	// nothing about where it came from.
 	all := append(append([]*pidfd.Handle{}, members...), found...)
-	if spent {
-		// The parent links would be read only to be refused.
-		return found, unproven, errors.Join(errSync, actions.ErrBudget)
-	}
+	// With the budget spent, the parent links still name what is left
+	// (reported over the budget, unbound), unless descriptors came back.
 	more, over, err := f.proc.Find(all, b)
 	for _, h := range more {
 		if n, m, ok := f.t.graph.Find(h.Pid(), h.Token()); ok && m == token.Same && n.Flags.Has(lineage.BornObserved) {
@@ -129,8 +127,23 @@ func (f *graphFinder) Find(members []*pidfd.Handle, b actions.Budget) ([]*pidfd.
 		for _, m := range over {
 			unproven = append(dropMember(unproven, m.Pid), m)
 		}
+	} else if spent {
+		err = joinErr(err, actions.ErrBudget)
 	}
-	return found, unproven, errors.Join(errSync, err)
+	return found, unproven, joinErr(errSync, err)
+}
+
+// joinErr is errors.Join for two, but a lone error stays itself (a
+// spent budget alone is actions.ErrBudget, which the teardown tells
+// apart from a failure).
+func joinErr(a, b error) error {
+	switch {
+	case a == nil:
+		return b
+	case b == nil:
+		return a
+	}
+	return errors.Join(a, b)
 }
 
 func dropMember(ms []actions.Member, pid int32) []actions.Member {
