@@ -47,12 +47,12 @@
 //     so too (see bpf/process.bpf.c).
 //   - Records are submitted without waking the reader: a wake-up is a
 //     self-IPI (a VM exit in a guest), which cost more than the record. The
-//     reader polls every 50 ms while records come; after a quiet stretch it
+//     reader polls every 200 ms while records come; after a quiet stretch it
 //     sets reader_asleep (an array element shared through mmap), looks at
 //     the ring once more, and only then sleeps; the first program to commit
 //     a record after that sees the flag, clears it and wakes the reader. A
 //     ring half full also wakes it. A record is thus read within about
-//     50 ms, and never left unread while the reader sleeps. A caller that
+//     200 ms, and never left unread while the reader sleeps. A caller that
 //     must see every record committed so far (a request about to act on
 //     the graph) takes the ring's producer position (Source.Barrier),
 //     kicks the reader through an eventfd in its epoll set (Source.Kick)

@@ -52,9 +52,14 @@ type recordReader interface {
 // Each poll wakes the daemon, which costs the Go runtime more than the
 // records it reads: under a storm of short execs the daemon on its
 // defaults spent 2.5-3 µs of CPU per exec polling every 10 ms, 1.5-1.9 µs
-// at 50 ms. A request that must see every record so far does not wait for
-// the poll: it kicks the reader (Barrier, Kick, Reached; tracker.Sync).
-const straggleWait = 50 * time.Millisecond
+// at 50 ms, on a host where 100 ms was no better; on a host where a
+// wake-up costs far more (PVM, no PCID) 13.1-13.9 µs at 50 ms, 9.6-10.4 at
+// 100 and 7.6-8.7 at 200. A request that must see every record so far
+// does not wait for the poll: it kicks the reader (Barrier, Kick, Reached;
+// tracker.Sync); a ring half full wakes it; so the poll bounds only how
+// late a flowing event reaches the graph, the feed (whose process lines
+// wait up to a second anyway) and `events`.
+const straggleWait = 200 * time.Millisecond
 
 // lostCheckEvery bounds how many records Read decodes between two looks at
 // the kernel's lost counter while the ring buffer never drains.
@@ -342,11 +347,10 @@ func setContext(spec *ebpf.CollectionSpec, argvMax int) error {
 
 // contextRingMin is the least ring a capture with context gets: a storm of
 // execs with 4 KiB of arguments (about 32 MB/s on a 2-core VM) takes 60 ms
-// to fill half of it, longer than the straggle poll, so that the reader
-// empties the ring at its poll before the programs have to wake it (a
-// self-IPI per wake-up, charged to the exec being reported). Without
-// context the records are small: at 10,000 execs a second half of the
-// program's 1 MiB lasts over 100 ms.
+// to fill half of it, so that the programs wake the reader (a self-IPI,
+// charged to the exec being reported) at most every 60 ms, not per record.
+// Without context the records are small: at 10,000 execs a second half of
+// the program's 1 MiB lasts over 100 ms.
 const contextRingMin = 4 << 20
 
 // setWakeup tells the programs to wake a polling reader early once half the
