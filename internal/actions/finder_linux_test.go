@@ -2,11 +2,7 @@ package actions
 
 import (
 	"errors"
-	"os/exec"
 	"testing"
-	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/procsupervisor/supervisor/internal/pidfd"
 	"github.com/procsupervisor/supervisor/internal/procfs"
@@ -21,20 +17,7 @@ import (
 // member returned is charged to the budget.
 func TestProcFinderBudget(t *testing.T) {
 	const kids, room = 20, 5
-	cmd := exec.Command("sh", "-c", "i=0; while [ $i -lt 20 ]; do sleep 1000 & i=$((i+1)); done; echo ready; wait")
-	cmd.SysProcAttr = &unix.SysProcAttr{Setpgid: true}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { unix.Kill(-cmd.Process.Pid, unix.SIGKILL); cmd.Wait() })
-	buf := make([]byte, 6)
-	if _, err := out.Read(buf); err != nil || string(buf) != "ready\n" {
-		t.Fatalf("the tree did not start: %q %v", buf, err)
-	}
+	cmd, _ := testenv.Shell(t, "i=0; while [ $i -lt 20 ]; do sleep 1000 & echo $!; i=$((i+1)); done; wait", kids)
 	boot, err := procfs.ReadBootID("/proc")
 	if err != nil {
 		t.Fatal(err)
@@ -44,10 +27,6 @@ func TestProcFinderBudget(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer root.Close()
-	testenv.Eventually(t, 10*time.Second, func() bool {
-		kidsNow, _ := procfs.Children("/proc", root.Pid())
-		return len(kidsNow) == kids
-	}, "the shell never had its %d children", kids)
 
 	b := &testenv.Budget{Max: room}
 	var found []*pidfd.Handle

@@ -2,11 +2,8 @@ package tracker
 
 import (
 	"errors"
-	"os/exec"
 	"testing"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/procsupervisor/supervisor/internal/actions"
 	"github.com/procsupervisor/supervisor/internal/pidfd"
@@ -25,12 +22,7 @@ func TestIntegrationGraphFinderBudget(t *testing.T) {
 	for _, mech := range kernelMechanisms {
 		t.Run(mech, func(t *testing.T) {
 			tr, boot := start(t, mech)
-			cmd := exec.Command("sh", "-c", "i=0; while [ $i -lt 12 ]; do sleep 1000 & i=$((i+1)); done; wait")
-			cmd.SysProcAttr = &unix.SysProcAttr{Setpgid: true}
-			if err := cmd.Start(); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { unix.Kill(-cmd.Process.Pid, unix.SIGKILL); cmd.Wait() })
+			cmd, _ := testenv.Shell(t, "i=0; while [ $i -lt 12 ]; do sleep 1000 & echo $!; i=$((i+1)); done; wait", kids)
 			root, err := pidfd.Open(int32(cmd.Process.Pid), boot)
 			if err != nil {
 				t.Fatal(err)
