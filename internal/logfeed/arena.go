@@ -7,9 +7,10 @@ import "unsafe"
 // storm buffers neither count toward the collector's heap goal (at GOGC
 // 300 a 2 MiB batch and its spare made the goal 16 MiB larger, and the
 // daemon's RSS after a storm 14 MB larger) nor stay resident once the feed
-// is quiet: release gives the touched pages back to the kernel. A line
-// that does not fit the mapping is appended the usual way, on the heap, and
-// the batch returns to its mapping when it is next emptied.
+// has been quiet for idleArena: release gives the touched pages back to
+// the kernel. A line that does not fit the mapping is appended the usual
+// way, on the heap, and the batch returns to its mapping when it is next
+// emptied.
 //
 // Nothing may keep a slice of a batch's bytes past the sink call it was
 // passed to (the io.Writer contract; the syslog sink copies into its own

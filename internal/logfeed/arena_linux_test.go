@@ -50,12 +50,10 @@ func longExec() events.Event {
 	return events.Event{Kind: events.Exec, Pid: 1, Mechanism: events.EBPF, Argv: []string{strings.Repeat("a", 4<<10)}}
 }
 
-// TestArenaReleased: the pages a burst of long lines wrote in the batches'
-// arenas are resident while the feed is busy and given back once it has
-// been quiet for idleTrim; every line is written.
-func TestArenaReleased(t *testing.T) {
-	out := &lineBuf{}
-	l, _ := newTestLogger(t, Config{Writer: out, ProcessEvents: AllKinds})
+// burstArena writes a burst of long lines through l and returns the most
+// pages of its arenas seen resident during it.
+func burstArena(t *testing.T, l *Logger) int {
+	t.Helper()
 	ev := longExec()
 	const burst = 2000 // about 9 MiB: several batches
 	most := 0
@@ -70,13 +68,45 @@ func TestArenaReleased(t *testing.T) {
 	if most == 0 {
 		t.Fatal("no page of the arenas was resident during the burst")
 	}
+	return most
+}
+
+// setIdleArena sets idleArena for one test.
+func setIdleArena(t *testing.T, d time.Duration) {
+	old := idleArena
+	idleArena = d
+	t.Cleanup(func() { idleArena = old })
+}
+
+// TestArenaReleased: the pages a burst of long lines wrote in the batches'
+// arenas are resident while the feed is busy and given back once it has
+// been quiet for idleArena; every line is written.
+func TestArenaReleased(t *testing.T) {
+	setIdleArena(t, 2*idleTrim)
+	out := &lineBuf{}
+	l, _ := newTestLogger(t, Config{Writer: out, ProcessEvents: AllKinds})
+	most := burstArena(t, l)
 	testenv.Eventually(t, 30*time.Second, func() bool { return resident(t, l.q) == 0 },
 		"the quiet feed keeps the pages of its arenas (%d during the burst)", most)
+	ev := longExec()
 	ev.Pid = 1
 	l.Event(&ev)
 	flush(t, l)
-	if n := len(out.lines(t)); n != burst+1 {
-		t.Errorf("%d lines written, want %d", n, burst+1)
+	if n := len(out.lines(t)); n != 2001 {
+		t.Errorf("%d lines written, want %d", n, 2001)
+	}
+}
+
+// TestArenaKept: past idleTrim, while idleArena has not passed, the arenas
+// keep their pages, so the next storm does not fault them in again.
+func TestArenaKept(t *testing.T) {
+	setIdleArena(t, time.Hour)
+	out := &lineBuf{}
+	l, _ := newTestLogger(t, Config{Writer: out, ProcessEvents: AllKinds})
+	burstArena(t, l)
+	time.Sleep(3 * idleTrim) // the heap buffers are trimmed by now
+	if n := resident(t, l.q); n == 0 {
+		t.Fatalf("the arenas gave their pages back after %v, before idleArena (%v)", 3*idleTrim, idleArena)
 	}
 }
 

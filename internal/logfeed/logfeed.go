@@ -6,7 +6,8 @@
 // Mechanism. A line is encoded with zerolog on the caller's goroutine into
 // a pooled buffer and appended to a bounded batch of lines (at most
 // BufferLines lines and 16 MiB, in an anonymous mapping outside the Go
-// heap whose pages go back to the kernel when the feed is quiet: arena.go);
+// heap whose pages go back to the kernel when the feed has been quiet for a
+// minute: arena.go);
 // one drain goroutine, owned by the Logger, is woken when the batch stops
 // being empty, lets it fill for 100 ms, or a second while it holds process
 // events only (less when it passes 2 MiB, or on Flush, Close or Reopen),
