@@ -57,12 +57,21 @@
 #   out/exec  bytes the observer wrote to its output file (and the files
 #             it rotated to) per storm exec
 #
+# With --warmup W, each observer first watches a 4k storm of W execs that
+# is not measured, then the cores rest 2 s: the rows are then a running
+# observer's cost, without what it pays once after its start (the
+# supervisor's ring buffer and feed batches written for the first time,
+# its heap grown; on a host where a first write to a page costs tens of µs
+# that is most of a fresh daemon's first storm). 1,000 execs of 4 KiB lap
+# the daemon's 4 MiB ring. Without it (the default) the rows are a freshly
+# started observer's first two storms.
+#
 # With --rounds R all of it runs R times, and the table ends with the median
 # of each figure over the rounds (other work shares the cores: one round's
 # rates are noisy).
 #
 # Usage: scripts/execstorm.sh [--execs N] [--rounds R] [--observers "events daemon daemon-exec daemon-null daemon-quiet auditd bpftrace"]
-#          [--supervisor PATH] [--keep DIR]
+#          [--warmup W] [--supervisor PATH] [--keep DIR]
 #
 # Needs root, gcc, go (unless --supervisor), jq and bpftool (installed with
 # apt-get when missing, like auditd and bpftrace). Everything it changes
@@ -75,6 +84,7 @@ repo=$(cd "$here/.." && pwd)
 
 execs=10000
 rounds=1
+warmup=0
 observers="events daemon auditd bpftrace"
 supervisor=""
 keep=""
@@ -87,6 +97,7 @@ while [ $# -gt 0 ]; do
 	case "$1" in
 	--execs) execs=$2; shift 2 ;;
 	--rounds) rounds=$2; shift 2 ;;
+	--warmup) warmup=$2; shift 2 ;;
 	--observers) observers=$2; shift 2 ;;
 	--supervisor) supervisor=$2; shift 2 ;;
 	--keep) keep=$2; shift 2 ;;
@@ -488,7 +499,7 @@ stop_bpftrace() {
 	fi
 }
 
-note "execstorm: $(date -u +%Y-%m-%dT%H:%M:%SZ) $(uname -r) nproc=$(nproc) execs=$execs per storm"
+note "execstorm: $(date -u +%Y-%m-%dT%H:%M:%SZ) $(uname -r) nproc=$(nproc) execs=$execs per storm, warm-up $warmup"
 note "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 for round in $(seq "$rounds"); do
 for o in $observers; do
@@ -500,6 +511,12 @@ for o in $observers; do
 		echo "round=$round observer=none storm=$k base=$rate rate=$rate scpu=$scpu" >>"$results"
 	done
 	"start_$o"
+	if [ "$warmup" -gt 0 ]; then
+		"$dir/bin/storm" -t "$target" -p "warm$o" -n "$warmup" -k 4k >/dev/null || die "warm-up storm failed"
+		# shellcheck disable=SC2086
+		drained $opids
+		sleep 2
+	fi
 	# shellcheck disable=SC2086
 	ids=$(progs ${opids%% *})
 	declare -A tally=()
