@@ -98,7 +98,7 @@ const (
 // the exec context eBPF captures; fork records inherit it), and whether it
 // carries one. Exit records and the other mechanisms carry none: those
 // events are attributed through the claim they belong to.
-func eventUID(ev *events.Event) (uint32, bool) { return ev.Ctx.UID, ev.Ctx.Valid }
+func eventUID(ev *events.Event) (uint32, bool) { return ev.Ctx.UID, ev.Ctx.Has(events.CtxIDs) }
 
 // hub fans stream records out to subscribers. Its zero value has none.
 type hub struct {
@@ -413,7 +413,7 @@ func (s *subscriber) view(ev *events.Event) view {
 // as ptrace access (and so /proc/PID/exe and cwd) asks: real, effective
 // and saved uid and gid all theirs.
 func whollyOf(c *events.Context, uid, gid uint32) bool {
-	return c.Valid && c.UID == uid && c.EUID == uid && c.SUID == uid &&
+	return c.Has(events.CtxIDs) && c.UID == uid && c.EUID == uid && c.SUID == uid &&
 		c.GID == gid && c.EGID == gid && c.SGID == gid
 }
 
@@ -455,8 +455,11 @@ func limit(dst *events.Event, pd *events.Desc, ev *events.Event, v view) withhel
 	*dst = *ev
 	if v&viewOther != 0 {
 		w |= withhold(&dst.Exe, &dst.Exec)
+		if ev.Ctx.Has(events.CtxSession) {
+			w |= heldInteractive // /proc/PID/fd: ptrace access
+		}
 		if ev.Ctx.Valid {
-			w |= heldInteractive | heldPidNS // /proc/PID/fd and ns: ptrace access
+			w |= heldPidNS // /proc/PID/ns: ptrace access
 		}
 		if v&viewHidden != 0 {
 			if len(dst.Argv) > 0 || dst.Exec.ArgsCount > 0 {
@@ -475,7 +478,7 @@ func limit(dst *events.Event, pd *events.Desc, ev *events.Event, v view) withhel
 	default:
 		*pd = *p
 		w |= withhold(&pd.Exe, &pd.Exec) * heldParentExe
-		if p.Ctx.Valid {
+		if p.Ctx.Has(events.CtxSession) {
 			w |= heldParentInteractive // the parent's /proc/PID/fd, not proven readable
 		}
 		dst.Parent = pd

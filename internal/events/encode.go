@@ -255,22 +255,49 @@ func appendParentJSON(b []byte, p *Desc, o Omit) ([]byte, badText) {
 	b, img := appendImageJSON(b, p.Exe, p.Argv, &x)
 	bad |= img
 	if c := &p.Ctx; c.Valid {
-		b = append(b, `,"user":{"id":"`...)
-		b = strconv.AppendUint(b, uint64(c.EUID), 10)
-		b = append(b, `"},"real_user":{"id":"`...)
-		b = strconv.AppendUint(b, uint64(c.UID), 10)
-		b = append(b, `"},"group":{"id":"`...)
-		b = strconv.AppendUint(b, uint64(c.EGID), 10)
-		b = append(b, `"}`...)
-		b = appendLeaderJSON(b, "group_leader", c.PGID, c.GroupLeader, true)
-		if o&OmitParentInteractive == 0 {
-			b = append(b, `,"interactive":`...)
-			b = strconv.AppendBool(b, c.Interactive())
+		if c.Has(CtxIDs) {
+			b = append(b, `,"user":{"id":"`...)
+			b = strconv.AppendUint(b, uint64(c.EUID), 10)
+			b = append(b, `"},"real_user":{"id":"`...)
+			b = strconv.AppendUint(b, uint64(c.UID), 10)
+			b = append(b, `"},"group":{"id":"`...)
+			b = strconv.AppendUint(b, uint64(c.EGID), 10)
+			b = append(b, `"}`...)
+		}
+		if c.Has(CtxSession) {
+			b = appendLeaderJSON(b, "group_leader", c.PGID, c.GroupLeader, true)
+			if o&OmitParentInteractive == 0 {
+				b = append(b, `,"interactive":`...)
+				b = strconv.AppendBool(b, c.Interactive())
+			}
 		}
 		b = append(b, `,"vpid":`...)
 		b = strconv.AppendInt(b, int64(c.NSPid), 10)
+		b = appendAbsentJSON(b, c.Absent)
 	}
 	return append(b, '}'), bad
+}
+
+// appendAbsentJSON appends "context_absent":["ids",...], the parts of a
+// context that are not known, when there are any.
+func appendAbsentJSON(b []byte, a CtxPart) []byte {
+	if a == 0 {
+		return b
+	}
+	b = append(b, `,"context_absent":[`...)
+	first := true
+	for _, p := range CtxParts {
+		if a&p.Part != 0 {
+			if !first {
+				b = append(b, ',')
+			}
+			first = false
+			b = append(b, '"')
+			b = append(b, p.Name...)
+			b = append(b, '"')
+		}
+	}
+	return append(b, ']')
 }
 
 // appendLeaderJSON appends "key":{"pid":pid,"entity_id":t}, without
@@ -299,39 +326,44 @@ func appendContextJSON(b []byte, c *Context, o Omit) []byte {
 		b = strconv.AppendUint(b, uint64(v), 10)
 		return append(b, `"}`...)
 	}
-	b = id(b, "user", c.EUID)
-	b = id(b, "real_user", c.UID)
-	b = id(b, "saved_user", c.SUID)
-	b = id(b, "group", c.EGID)
-	b = id(b, "real_group", c.GID)
-	b = id(b, "saved_group", c.SGID)
-	b = append(b, `,"supplemental_groups":[`...)
-	for i, g := range c.Groups[:min(c.NGroups, MaxGroups)] {
-		if i > 0 {
-			b = append(b, ',')
+	if c.Has(CtxIDs) {
+		b = id(b, "user", c.EUID)
+		b = id(b, "real_user", c.UID)
+		b = id(b, "saved_user", c.SUID)
+		b = id(b, "group", c.EGID)
+		b = id(b, "real_group", c.GID)
+		b = id(b, "saved_group", c.SGID)
+		b = append(b, `,"supplemental_groups":[`...)
+		for i, g := range c.Groups[:min(c.NGroups, MaxGroups)] {
+			if i > 0 {
+				b = append(b, ',')
+			}
+			b = append(b, `{"id":"`...)
+			b = strconv.AppendUint(b, uint64(g), 10)
+			b = append(b, `"}`...)
 		}
-		b = append(b, `{"id":"`...)
-		b = strconv.AppendUint(b, uint64(g), 10)
-		b = append(b, `"}`...)
+		b = append(b, ']')
+		if c.NGroups > MaxGroups {
+			b = append(b, `,"supplemental_groups_count":`...)
+			b = strconv.AppendInt(b, int64(c.NGroups), 10)
+		}
 	}
-	b = append(b, ']')
-	if c.NGroups > MaxGroups {
-		b = append(b, `,"supplemental_groups_count":`...)
-		b = strconv.AppendInt(b, int64(c.NGroups), 10)
+	if c.Has(CtxSession) {
+		b = appendLeaderJSON(b, "session_leader", c.SID, c.SessionLeader, o&OmitSessionLeaderID == 0)
+		b = appendLeaderJSON(b, "group_leader", c.PGID, c.GroupLeader, o&OmitGroupLeaderID == 0)
+		if c.TTY {
+			b = append(b, `,"tty":{"char_device":{"major":`...)
+			b = strconv.AppendUint(b, uint64(c.TTYMajor), 10)
+			b = append(b, `,"minor":`...)
+			b = strconv.AppendUint(b, uint64(c.TTYMinor), 10)
+			b = append(b, `}}`...)
+		}
+		if o&OmitInteractive == 0 {
+			b = append(b, `,"interactive":`...)
+			b = strconv.AppendBool(b, c.Interactive())
+		}
 	}
-	b = appendLeaderJSON(b, "session_leader", c.SID, c.SessionLeader, o&OmitSessionLeaderID == 0)
-	b = appendLeaderJSON(b, "group_leader", c.PGID, c.GroupLeader, o&OmitGroupLeaderID == 0)
-	if c.TTY {
-		b = append(b, `,"tty":{"char_device":{"major":`...)
-		b = strconv.AppendUint(b, uint64(c.TTYMajor), 10)
-		b = append(b, `,"minor":`...)
-		b = strconv.AppendUint(b, uint64(c.TTYMinor), 10)
-		b = append(b, `}}`...)
-	}
-	if o&OmitInteractive == 0 {
-		b = append(b, `,"interactive":`...)
-		b = strconv.AppendBool(b, c.Interactive())
-	}
+	b = appendAbsentJSON(b, c.Absent)
 	b = append(b, `,"vpid":`...)
 	b = strconv.AppendInt(b, int64(c.NSPid), 10)
 	if o&OmitPidNS == 0 {

@@ -128,6 +128,36 @@ var encodeCases = []struct {
 		wantJSON: `{"kind":"exec","mechanism":"ebpf","pid":3,"ppid":0,"token":"` + testTokText + `","parent_token":null,"comm":"ab\ufffd",` +
 			`"argv":["x","\ufffd"],"working_directory":"/\ufffd","cgroup":"/a\ufffd","invalid_utf8":["comm","argv","working_directory","cgroup"]}`,
 	},
+	{
+		// The process changed its ids after the exec (netlink): they are
+		// left out, its own and its parent's, the rest is kept.
+		name: "exec whose ids are absent",
+		ev: Event{Kind: Exec, Mechanism: Netlink, Pid: 42, PPid: 1, Token: testTok, Comm: comm("su"),
+			Ctx: dropped(Context{Valid: true, UID: 1, EUID: 0, GID: 4, Groups: [MaxGroups]uint32{7}, NGroups: 1,
+				SID: 40, PGID: 42, TTY: true, StdTTY: true, TTYMajor: 136, TTYMinor: 2, CgroupID: 99, NSPid: 42, PidNS: 4026531836}, CtxIDs),
+			Parent: &Desc{Comm: comm("bash"), Ctx: dropped(Context{Valid: true, EUID: 1000, SID: 1, PGID: 1, NSPid: 9}, CtxIDs)}},
+		wantJSON: `{"kind":"exec","mechanism":"netlink","pid":42,"ppid":1,"token":"` + testTokText + `","parent_token":null,"comm":"su",` +
+			`"session_leader":{"pid":40,"entity_id":null},"group_leader":{"pid":42,"entity_id":null},"tty":{"char_device":{"major":136,"minor":2}},` +
+			`"interactive":true,"context_absent":["ids"],"vpid":42,"pid_ns":4026531836,"cgroup_id":99,` +
+			`"parent":{"comm":"bash","group_leader":{"pid":1,"entity_id":null},"interactive":false,"vpid":9,"context_absent":["ids"]}}`,
+	},
+	{
+		// It started a session after the exec: session, group and
+		// terminal are left out.
+		name: "exec whose session is absent",
+		ev: Event{Kind: Exec, Mechanism: Netlink, Pid: 42, PPid: 1, Token: testTok, Comm: comm("d"),
+			Ctx: dropped(Context{Valid: true, UID: 1, EUID: 1, SUID: 1, GID: 4, EGID: 4, SGID: 4,
+				SID: 40, PGID: 42, TTY: true, StdTTY: true, TTYMajor: 136, TTYMinor: 2, CgroupID: 99, NSPid: 42, PidNS: 4026531836}, CtxSession)},
+		wantJSON: `{"kind":"exec","mechanism":"netlink","pid":42,"ppid":1,"token":"` + testTokText + `","parent_token":null,"comm":"d",` +
+			`"user":{"id":"1"},"real_user":{"id":"1"},"saved_user":{"id":"1"},"group":{"id":"4"},"real_group":{"id":"4"},"saved_group":{"id":"4"},` +
+			`"supplemental_groups":[],"context_absent":["session"],"vpid":42,"pid_ns":4026531836,"cgroup_id":99}`,
+	},
+}
+
+// dropped returns c with part p absent.
+func dropped(c Context, p CtxPart) Context {
+	c.Drop(p)
+	return c
 }
 
 func TestAppendJSON(t *testing.T) {

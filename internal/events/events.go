@@ -166,7 +166,10 @@ const MaxGroups = 16
 // Ids are as the host sees them (the initial user and pid namespaces),
 // except NSPid.
 type Context struct {
-	Valid bool
+	// Valid is set when the context was read; Absent then names the parts
+	// that are not known all the same (their fields are zero).
+	Valid  bool
+	Absent CtxPart
 	// Real, effective and saved user and group ids.
 	UID, EUID, SUID uint32
 	GID, EGID, SGID uint32
@@ -197,9 +200,56 @@ type Context struct {
 	PidNS uint32
 }
 
+// CtxPart names a part of a Context that a source can know to be absent
+// while the rest is known: netlink and polling read the context from /proc
+// after the exec, and when the kernel reports that the process changed a
+// part of it in between, that part is no longer the exec's.
+type CtxPart uint8
+
+const (
+	// CtxIDs: the real, effective and saved user and group ids and the
+	// supplementary groups (a setuid, setgid or kin after the exec; the
+	// groups go with them: a privilege drop sets them first).
+	CtxIDs CtxPart = 1 << iota
+	// CtxSession: the session and process group ids, their leaders, the
+	// controlling terminal and whether the process is interactive (a
+	// setsid after the exec).
+	CtxSession
+)
+
+// CtxParts lists every CtxPart with its name, in the order encoders give
+// them ("ids", "session").
+var CtxParts = [...]struct {
+	Part CtxPart
+	Name string
+}{{CtxIDs, "ids"}, {CtxSession, "session"}}
+
+// Has reports whether c holds part p.
+func (c *Context) Has(p CtxPart) bool { return c.Valid && c.Absent&p == 0 }
+
+// Complete reports whether c holds every part.
+func (c *Context) Complete() bool { return c.Valid && c.Absent == 0 }
+
+// Drop marks part p of c absent and zeroes its fields, so that no stale
+// value is left to read.
+func (c *Context) Drop(p CtxPart) {
+	if !c.Valid {
+		return
+	}
+	c.Absent |= p
+	if p&CtxIDs != 0 {
+		c.UID, c.EUID, c.SUID, c.GID, c.EGID, c.SGID = 0, 0, 0, 0, 0, 0
+		c.Groups, c.NGroups = [MaxGroups]uint32{}, 0
+	}
+	if p&CtxSession != 0 {
+		c.SID, c.PGID, c.SessionLeader, c.GroupLeader = 0, 0, token.Token{}, token.Token{}
+		c.TTY, c.StdTTY, c.TTYMajor, c.TTYMinor = false, false, 0, 0
+	}
+}
+
 // Interactive reports whether the process's stdin and stderr are its
 // controlling terminal: ECS's process.interactive.
-func (c *Context) Interactive() bool { return c.Valid && c.TTY && c.StdTTY }
+func (c *Context) Interactive() bool { return c.Has(CtxSession) && c.TTY && c.StdTTY }
 
 // UnsetID is the audit login uid and session id of a process that has none.
 const UnsetID = 0xffffffff

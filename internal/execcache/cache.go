@@ -162,9 +162,13 @@ func (c *Cache) Forget(pid int32, tok token.Token) {
 
 // inherit refreshes a parent's context from its child's at the fork: what
 // a child inherits from its creator is the creator's at that moment. The
-// pid namespace, cgroup and namespace pid are the child's own.
+// pid namespace, cgroup and namespace pid are the child's own, so a
+// parent without a context gets none.
 func inherit(p, child *events.Context) {
-	p.Valid = true
+	if !p.Valid {
+		return // its own parts (cgroup, namespace pid) are not known either
+	}
+	p.Absent = 0
 	p.UID, p.EUID, p.SUID = child.UID, child.EUID, child.SUID
 	p.GID, p.EGID, p.SGID = child.GID, child.EGID, child.SGID
 	p.Groups, p.NGroups = child.Groups, child.NGroups

@@ -227,7 +227,7 @@ func (g *Graph) fork(ev *events.Event) {
 		g.inheritRoot(i)
 	}
 	switch {
-	case ev.Ctx.Valid:
+	case ev.Ctx.Complete():
 		g.setCtx(n, &ev.Ctx)
 	case p != 0 && p != i:
 		// A fork inherits its parent's session, group and cgroup.
@@ -238,8 +238,9 @@ func (g *Graph) fork(ev *events.Event) {
 	}
 }
 
-// setCtx keeps the small ids of an event's context in n. Leader tokens of
-// another boot or precision are not kept.
+// setCtx keeps the small ids of an event's context in n, a complete one
+// (a part absent leaves n as it was). Leader tokens of another boot or
+// precision are not kept.
 func (g *Graph) setCtx(n *node, c *events.Context) {
 	n.sid, n.pgid, n.cgroup, n.uid = c.SID, c.PGID, c.CgroupID, c.UID
 	n.sstart, n.sino, n.gstart, n.gino = 0, 0, 0, 0
@@ -273,7 +274,7 @@ func (g *Graph) forkAgain(i uint32, ev *events.Event) {
 		g.stats.OutOfOrder++
 	}
 	n.flags = n.flags&^uint32(Inferred) | uint32(BornObserved)
-	if ev.Ctx.Valid {
+	if ev.Ctx.Complete() {
 		g.setCtx(n, &ev.Ctx)
 	}
 	if ev.Time != 0 {
@@ -329,7 +330,7 @@ func (g *Graph) exec(ev *events.Event) {
 		}
 		n.comm = ev.Comm
 		n.flags |= uint32(Execed)
-		if ev.Ctx.Valid {
+		if ev.Ctx.Complete() {
 			g.setCtx(n, &ev.Ctx)
 		}
 		return
@@ -345,7 +346,7 @@ func (g *Graph) exec(ev *events.Event) {
 	n.ppid, n.comm = ev.PPid, ev.Comm
 	n.bornBoot = bootOf(tok)
 	n.flags |= uint32(Execed)
-	if ev.Ctx.Valid {
+	if ev.Ctx.Complete() {
 		g.setCtx(n, &ev.Ctx)
 	}
 	if ev.Inferred {

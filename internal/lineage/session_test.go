@@ -75,6 +75,31 @@ func TestSession(t *testing.T) {
 	}
 }
 
+// TestSessionPartial: an exec whose context lacks a part (netlink saw the
+// process change its ids or session after the exec) leaves the node's
+// context as it was: the graph keeps whole contexts only.
+func TestSessionPartial(t *testing.T) {
+	for _, part := range []events.CtxPart{events.CtxIDs, events.CtxSession} {
+		g, _, shell, child := shellGraph()
+		x := execEv(11, child, "su")
+		x.Ctx = ctxOf(11, 11, child, child, 78)
+		x.Ctx.UID = 0
+		x.Ctx.Drop(part)
+		g.Apply(&x)
+		n, _, ok := g.Find(11, child)
+		if !ok {
+			t.Fatal("Find(11) found nothing")
+		}
+		want := Session{Known: true, SID: 10, PGID: 10, SessionLeader: shell, GroupLeader: shell, CgroupID: 77, UID: 1000}
+		if n.Session != want {
+			t.Errorf("%v absent: Session = %+v, want the fork's %+v", part, n.Session, want)
+		}
+		if _, uid, ok := g.Attribution(11, child); !ok || uid != 1000 {
+			t.Errorf("%v absent: Attribution uid %d (%v), want the fork's 1000", part, uid, ok)
+		}
+	}
+}
+
 // TestNodeSize keeps the per-process record within the 256-byte budget:
 // strings travel with events, the graph holds only small ids.
 func TestNodeSize(t *testing.T) {

@@ -412,8 +412,31 @@ func (w *procLine) findContext(key *events.Context, parent bool, gen uint64) *ct
 	return nil
 }
 
-// ids writes what context writes before the vpid.
+// ids writes what context writes before the vpid: of the parts x has.
 func (w *procLine) ids(x *events.Context, parent bool) {
+	if x.Has(events.CtxIDs) {
+		w.userIDs(x)
+	}
+	if !x.Has(events.CtxSession) {
+		return
+	}
+	if x.SID > 0 && !parent {
+		w.leader(`,"session_leader":`, x.SID, x.SessionLeader)
+	}
+	if x.PGID > 0 {
+		w.leader(`,"group_leader":`, x.PGID, x.GroupLeader)
+	}
+	if x.TTY {
+		w.b = append(w.b, `,"tty":{"char_device":{"major":`...)
+		w.b = strconv.AppendUint(w.b, uint64(x.TTYMajor), 10)
+		w.uint(`,"minor":`, uint64(x.TTYMinor))
+		w.b = append(w.b, '}', '}')
+	}
+	w.bool(`,"interactive":`, x.Interactive())
+}
+
+// userIDs writes the user and group ids of x.
+func (w *procLine) userIDs(x *events.Context) {
 	w.id(`,"user":`, x.EUID, &w.user, w.names.User)
 	w.id(`,"real_user":`, x.UID, &w.user, w.names.User)
 	w.id(`,"saved_user":`, x.SUID, &w.user, w.names.User)
@@ -431,19 +454,6 @@ func (w *procLine) ids(x *events.Context, parent bool) {
 		}
 		w.b = append(w.b, ']')
 	}
-	if x.SID > 0 && !parent {
-		w.leader(`,"session_leader":`, x.SID, x.SessionLeader)
-	}
-	if x.PGID > 0 {
-		w.leader(`,"group_leader":`, x.PGID, x.GroupLeader)
-	}
-	if x.TTY {
-		w.b = append(w.b, `,"tty":{"char_device":{"major":`...)
-		w.b = strconv.AppendUint(w.b, uint64(x.TTYMajor), 10)
-		w.uint(`,"minor":`, uint64(x.TTYMinor))
-		w.b = append(w.b, '}', '}')
-	}
-	w.bool(`,"interactive":`, x.Interactive())
 }
 
 // lastName is the last id a line named, and its name: the ids of one line
@@ -503,6 +513,23 @@ func (w *procLine) supervisor(ev *events.Event) {
 		}
 		w.uint(`,"cgroup_id":`, x.CgroupID)
 		w.uint(`,"pid_ns":`, uint64(x.PidNS))
+		if x.Absent != 0 {
+			w.key(`,"context_absent":`)
+			w.b = append(w.b, '[')
+			first := true
+			for _, p := range events.CtxParts {
+				if x.Absent&p.Part != 0 {
+					if !first {
+						w.b = append(w.b, ',')
+					}
+					first = false
+					w.b = append(w.b, '"')
+					w.b = append(w.b, p.Name...)
+					w.b = append(w.b, '"')
+				}
+			}
+			w.b = append(w.b, ']')
+		}
 	}
 	if d := ev.Parent; d != nil && marked(d.Argv, &d.Exec, w.argsMax) {
 		w.key(`,"parent":`)

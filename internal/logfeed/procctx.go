@@ -181,6 +181,15 @@ func supervisorContext(s *zerolog.Event, ev *events.Event, fields *[badBits][]st
 			s.Int("supplemental_groups_count", x.NGroups)
 		}
 		s.Uint64("cgroup_id", x.CgroupID).Uint32("pid_ns", x.PidNS)
+		if x.Absent != 0 {
+			arr := s.CreateArray()
+			for _, p := range events.CtxParts {
+				if x.Absent&p.Part != 0 {
+					arr.Str(p.Name)
+				}
+			}
+			s.Array("context_absent", arr)
+		}
 	}
 	if d := ev.Parent; d != nil && marked(d.Argv, &d.Exec, limit) {
 		s.Dict("parent", execMarks(s.CreateDict(), d.Argv, &d.Exec, limit))
@@ -240,6 +249,29 @@ func ocsfContext(p *zerolog.Event, xi *events.ExecInfo, x *events.Context, names
 		return
 	}
 	var num [12]byte
+	if x.Has(events.CtxIDs) {
+		ocsfUser(p, x, names)
+	}
+	if x.SID > 0 && x.Has(events.CtxSession) {
+		var b [80]byte
+		s := p.CreateDict().Bytes("uid", strconv.AppendInt(num[:0], int64(x.SID), 10))
+		if !x.SessionLeader.IsZero() {
+			s.Bytes("uid_alt", x.SessionLeader.Append(b[:0]))
+		}
+		if x.TTY {
+			s.Bytes("terminal", appendTTY(b[:0], x.TTYMajor, x.TTYMinor))
+		}
+		p.Dict("session", s)
+	}
+	if x.NSPid > 0 {
+		p.Int32("namespace_pid", x.NSPid)
+	}
+}
+
+// ocsfUser adds the user object: the effective uid and the supplementary
+// groups of x.
+func ocsfUser(p *zerolog.Event, x *events.Context, names *userdb.DB) {
+	var num [12]byte
 	u := p.CreateDict().Bytes("uid", strconv.AppendUint(num[:0], uint64(x.EUID), 10)).Int("type_id", 0).Str("type", "Unknown")
 	if names != nil {
 		if n, ok := names.User(x.EUID); ok {
@@ -260,34 +292,22 @@ func ocsfContext(p *zerolog.Event, xi *events.ExecInfo, x *events.Context, names
 		u.Array("groups", arr)
 	}
 	p.Dict("user", u)
-	if x.SID > 0 {
-		var b [80]byte
-		s := p.CreateDict().Bytes("uid", strconv.AppendInt(num[:0], int64(x.SID), 10))
-		if !x.SessionLeader.IsZero() {
-			s.Bytes("uid_alt", x.SessionLeader.Append(b[:0]))
-		}
-		if x.TTY {
-			s.Bytes("terminal", appendTTY(b[:0], x.TTYMajor, x.TTYMinor))
-		}
-		p.Dict("session", s)
-	}
-	if x.NSPid > 0 {
-		p.Int32("namespace_pid", x.NSPid)
-	}
 }
 
 // ocsfUnmapped adds to unmapped.* what the OCSF process object has no
 // attribute for; limit is the line's argument bytes.
 func ocsfUnmapped(u *zerolog.Event, ev *events.Event, limit int) {
 	x := &ev.Ctx
-	if x.Valid {
+	if x.Has(events.CtxIDs) {
 		var num [12]byte
 		u.Bytes("real_uid", strconv.AppendUint(num[:0], uint64(x.UID), 10)).
 			Bytes("saved_uid", strconv.AppendUint(num[:0], uint64(x.SUID), 10)).
 			Bytes("gid", strconv.AppendUint(num[:0], uint64(x.EGID), 10)).
 			Bytes("real_gid", strconv.AppendUint(num[:0], uint64(x.GID), 10)).
-			Bytes("saved_gid", strconv.AppendUint(num[:0], uint64(x.SGID), 10)).
-			Int32("pgid", x.PGID)
+			Bytes("saved_gid", strconv.AppendUint(num[:0], uint64(x.SGID), 10))
+	}
+	if x.Has(events.CtxSession) {
+		u.Int32("pgid", x.PGID)
 		if x.PGID > 0 && !x.GroupLeader.IsZero() {
 			var b [80]byte
 			u.Bytes("group_leader_uid", x.GroupLeader.Append(b[:0]))

@@ -264,3 +264,83 @@ func TestContainerFromCutPath(t *testing.T) {
 		}
 	}
 }
+
+// TestContextPartsAbsent: a part of the context a source knows to be
+// absent (events.Context.Drop) leaves out every field of that part, in the
+// process and parent objects of both schemas, keeps the other parts, and
+// is named in context_absent.
+func TestContextPartsAbsent(t *testing.T) {
+	type fields struct{ ids, session, kept []string }
+	schemas := map[string]fields{
+		SchemaECS: {
+			ids: []string{"process.user.id", "process.real_user.id", "process.saved_user.id", "process.group.id",
+				"process.real_group.id", "process.saved_group.id", "process.supplemental_groups",
+				"process.parent.user.id", "process.parent.real_user.id", "process.parent.group.id"},
+			session: []string{"process.session_leader", "process.group_leader", "process.tty", "process.interactive",
+				"process.parent.group_leader", "process.parent.interactive"},
+			kept: []string{"process.vpid", "process.parent.vpid", "container.id", "supervisor.cgroup_id",
+				"supervisor.pid_ns", "supervisor.audit_login_uid", "process.working_directory"},
+		},
+		SchemaOCSF: {
+			ids:     []string{"process.user", "unmapped.real_uid", "unmapped.saved_uid", "unmapped.gid", "process.parent_process.user"},
+			session: []string{"process.session", "unmapped.pgid", "unmapped.group_leader_uid"},
+			kept:    []string{"process.namespace_pid", "process.container.uid", "unmapped.cgroup_id", "unmapped.audit_login_uid"},
+		},
+	}
+	for _, tc := range []struct {
+		name   string
+		absent events.CtxPart
+		want   []any
+	}{
+		{"ids", events.CtxIDs, []any{"ids"}},
+		{"session", events.CtxSession, []any{"session"}},
+		{"both", events.CtxIDs | events.CtxSession, []any{"ids", "session"}},
+	} {
+		for schema, f := range schemas {
+			t.Run(tc.name+"/"+schema, func(t *testing.T) {
+				pe := &procEvents{childPid: 4321, child: token.Token{Start: 99, Ino: 77, Prec: token.Ticks}}
+				ev := contextEvents(pe)[1]
+				ev.Ctx.Drop(tc.absent)
+				parent := *ev.Parent
+				parent.Ctx.Drop(tc.absent)
+				ev.Parent = &parent
+				l, out := newTestLogger(t, Config{Schema: schema, ProcessEvents: AllKinds,
+					Names: userdb.New("../userdb/testdata/passwd", "../userdb/testdata/group")})
+				l.Event(&ev)
+				flush(t, l)
+				lines := out.lines(t)
+				if len(lines) != 1 {
+					t.Fatalf("%d lines, want 1", len(lines))
+				}
+				line := lines[0]
+				var gone []string
+				kept := append([]string(nil), f.kept...)
+				if tc.absent&events.CtxIDs != 0 {
+					gone = append(gone, f.ids...)
+				} else {
+					kept = append(kept, f.ids...)
+				}
+				if tc.absent&events.CtxSession != 0 {
+					gone = append(gone, f.session...)
+				} else {
+					kept = append(kept, f.session...)
+				}
+				for _, k := range gone {
+					if v, ok := get(line, k); ok {
+						t.Errorf("%s = %v written, its part is absent", k, v)
+					}
+				}
+				for _, k := range kept {
+					if _, ok := get(line, k); !ok {
+						t.Errorf("%s missing, its part is known", k)
+					}
+				}
+				key := "supervisor.context_absent"
+				if schema == SchemaOCSF {
+					key = "unmapped.context_absent"
+				}
+				checkField(t, schema, line, key, tc.want)
+			})
+		}
+	}
+}

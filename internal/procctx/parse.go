@@ -31,8 +31,9 @@
 // not change): the tracker asks netlink (proccon.Source.Follows) after the
 // read and drops what the kernel reported changed, all of it when the
 // process exec'd again or when the look-ahead could not see the whole
-// queue, the Context when it changed its ids or started a session
-// (setuid, setgid and kin, setsid), the name when it renamed itself. A
+// queue, the Context's ids when it changed them (setuid, setgid and kin),
+// its session, group and terminal when it started a session (setsid), the
+// name when it renamed itself. A
 // process inside an exec, before the kernel sends the message, Fill reads
 // as nothing (ErrInExec) when its tracer holds it there or the new
 // program's arguments are not set up yet; the last microseconds of an exec

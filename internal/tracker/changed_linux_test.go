@@ -50,18 +50,24 @@ func TestIntegrationChangedAfterExecNotReported(t *testing.T) {
 		check func(t *testing.T, ev *events.Event)
 	}{
 		{"setuid", "os.setuid(65534)", false, func(t *testing.T, ev *events.Event) {
-			if ev.Ctx.Valid && (ev.Ctx.UID != 0 || ev.Ctx.EUID != 0) {
+			if ev.Ctx.Has(events.CtxIDs) {
 				t.Errorf("uid %d euid %d reported for an exec by root: %+v", ev.Ctx.UID, ev.Ctx.EUID, ev)
 			}
+			wantKept(t, &ev.Ctx, events.CtxSession, sid)
 		}},
 		{"setgid", "os.setgid(65534)", false, func(t *testing.T, ev *events.Event) {
-			if ev.Ctx.Valid && (ev.Ctx.GID != 0 || ev.Ctx.EGID != 0) {
+			if ev.Ctx.Has(events.CtxIDs) {
 				t.Errorf("gid %d egid %d reported for an exec by root", ev.Ctx.GID, ev.Ctx.EGID)
 			}
+			wantKept(t, &ev.Ctx, events.CtxSession, sid)
 		}},
 		{"setsid", "os.setsid()", false, func(t *testing.T, ev *events.Event) {
-			if ev.Ctx.Valid && ev.Ctx.SID != int32(sid) {
-				t.Errorf("session %d reported, want the test's %d", ev.Ctx.SID, sid)
+			if ev.Ctx.Has(events.CtxSession) {
+				t.Errorf("session %d reported, want none (the test's was %d)", ev.Ctx.SID, sid)
+			}
+			wantKept(t, &ev.Ctx, events.CtxIDs, sid)
+			if ev.Ctx.Has(events.CtxIDs) && (ev.Ctx.UID != 0 || ev.Ctx.EUID != 0) {
+				t.Errorf("uid %d euid %d reported for an exec by root", ev.Ctx.UID, ev.Ctx.EUID)
 			}
 		}},
 		{"rename", "import ctypes; ctypes.CDLL(None).prctl(15, b'renamed-after')", false, func(t *testing.T, ev *events.Event) {
@@ -322,4 +328,17 @@ func (g *gated) find(f func(e *events.Event) bool) (events.Event, bool) {
 		}
 	}
 	return events.Event{}, false
+}
+
+// wantKept checks that the context of an exec whose process changed one
+// part of it after the exec kept the rest: part, the cgroup and the pid
+// namespace, with the test's session sid when part is the session.
+func wantKept(t *testing.T, c *events.Context, part events.CtxPart, sid int) {
+	t.Helper()
+	if !c.Has(part) || c.CgroupID == 0 || c.PidNS == 0 || c.NSPid == 0 {
+		t.Errorf("the rest of the context was not kept: %+v", *c)
+	}
+	if part == events.CtxSession && c.Has(part) && c.SID != int32(sid) {
+		t.Errorf("session %d reported, want the test's %d", c.SID, sid)
+	}
 }

@@ -205,10 +205,11 @@ func (t *Tracker) context(ev *events.Event) {
 // it, the name too, when it exec'd again (what /proc showed is the later
 // program: its own exec event will carry it) or when the source could not
 // see whether it did (netlink's look-ahead did not reach the end of the
-// queue); the Context when it changed its ids or started a session; the
-// name (which the source read as it bound the event) when it renamed
-// itself or is inside another exec, even when the process is gone by the
-// read. What no source reports (a chdir, arguments rewritten in memory,
+// queue); the Context's ids when it changed them, its session, group and
+// terminal when it started a session (events.Context.Drop: the cgroup, pid
+// namespace and audit ids stay); the name (which the source read as it
+// bound the event) when it renamed itself or is inside another exec, even
+// when the process is gone by the read. What no source reports (a chdir, arguments rewritten in memory,
 // setgroups or setpgid alone, a cgroup move) is as /proc showed it at the
 // read (see procctx).
 func (t *Tracker) fill(ev *events.Event) {
@@ -230,7 +231,10 @@ func (t *Tracker) fill(ev *events.Event) {
 		ev.Exe, ev.Argv, ev.Exec, ev.Ctx = "", nil, events.ExecInfo{}, events.Context{}
 	}
 	if changed&proccon.FollowIDs != 0 {
-		ev.Ctx = events.Context{}
+		ev.Ctx.Drop(events.CtxIDs)
+	}
+	if changed&proccon.FollowSession != 0 {
+		ev.Ctx.Drop(events.CtxSession)
 	}
 }
 

@@ -336,7 +336,7 @@ func Record(r *api.StreamRecord, ev *events.Event, now time.Time) {
 	if ev.Kind == events.Exec && ev.Tid != ev.Pid {
 		r.Tid = ev.Tid
 	}
-	if ev.Ctx.Valid {
+	if ev.Ctx.Has(events.CtxIDs) {
 		uid := ev.Ctx.UID
 		r.UID = &uid
 	}

@@ -10,9 +10,11 @@ const (
 	FollowExec Follow = 1 << iota
 	// FollowIDs: a thread of it changed its user or group ids (setuid,
 	// setgid and their kin: the kernel reports a change of the real,
-	// effective, saved or file-system id) or started a session (setsid,
-	// which also makes it a group leader and drops its terminal).
+	// effective, saved or file-system id).
 	FollowIDs
+	// FollowSession: it started a session (setsid, which also makes it a
+	// group leader and drops its terminal).
+	FollowSession
 	// FollowComm: its name changed (prctl PR_SET_NAME, or a write to
 	// /proc/PID/comm): the comm /proc shows is not the program's.
 	FollowComm

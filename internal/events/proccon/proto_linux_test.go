@@ -63,7 +63,7 @@ func TestFollowsIn(t *testing.T) {
 		{"after a malformed header", append([]byte{1, 0, 0, 0}, b...), 20, 0},
 		{"a thread's uid", ids, 50, FollowIDs},
 		{"gid", ids, 60, FollowIDs},
-		{"setsid", ids, 70, FollowIDs},
+		{"setsid", ids, 70, FollowSession},
 		{"a thread renamed", ids, 80, 0},
 		{"the main thread renamed", ids, 90, FollowComm},
 		{"both", append(slices.Clone(b), ids...), 20, FollowExec},

@@ -646,8 +646,10 @@ func followsIn(b []byte, tgid int32) Follow {
 			switch r.what {
 			case whatExec:
 				f |= FollowExec
-			case whatUID, whatGID, whatSID:
+			case whatUID, whatGID:
 				f |= FollowIDs
+			case whatSID:
+				f |= FollowSession
 			case whatComm:
 				if int32(r.data[0]) == tgid {
 					f |= FollowComm
