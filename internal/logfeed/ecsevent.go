@@ -513,29 +513,14 @@ func (w *procLine) supervisor(ev *events.Event) {
 		}
 		w.uint(`,"cgroup_id":`, x.CgroupID)
 		w.uint(`,"pid_ns":`, uint64(x.PidNS))
-		if x.Absent != 0 {
-			w.key(`,"context_absent":`)
-			w.b = append(w.b, '[')
-			first := true
-			for _, p := range events.CtxParts {
-				if x.Absent&p.Part != 0 {
-					if !first {
-						w.b = append(w.b, ',')
-					}
-					first = false
-					w.b = append(w.b, '"')
-					w.b = append(w.b, p.Name...)
-					w.b = append(w.b, '"')
-				}
-			}
-			w.b = append(w.b, ']')
-		}
+		w.absent(x)
 	}
-	if d := ev.Parent; d != nil && marked(d.Argv, &d.Exec, w.argsMax) {
+	if d := ev.Parent; d != nil && (marked(d.Argv, &d.Exec, w.argsMax) || d.Ctx.Valid && d.Ctx.Absent != 0) {
 		w.key(`,"parent":`)
 		w.b = append(w.b, '{')
 		n := len(w.b)
 		w.marks(d.Argv, &d.Exec)
+		w.absent(&d.Ctx)
 		if len(w.b) > n && w.b[n] == ',' { // the first member has no comma
 			w.b = append(w.b[:n], w.b[n+1:]...)
 		}
@@ -581,6 +566,27 @@ func (w *procLine) invalid(bad badText) {
 // marks writes the marks of arguments and paths that are not what the
 // process has: cut, by the mechanism's bound or the line's (with the real
 // size), redacted.
+// absent writes context_absent, the parts of x left out, when x has
+// some.
+func (w *procLine) absent(x *events.Context) {
+	if !x.Valid || x.Absent == 0 {
+		return
+	}
+	w.key(`,"context_absent":`)
+	w.b = append(w.b, '[')
+	first := true
+	for _, p := range events.CtxParts {
+		if x.Absent&p.Part != 0 {
+			if !first {
+				w.b = append(w.b, ',')
+			}
+			first = false
+			w.b = jsonx.AppendString(w.b, p.Name)
+		}
+	}
+	w.b = append(w.b, ']')
+}
+
 func (w *procLine) marks(argv []string, x *events.ExecInfo) {
 	if x.ArgsTruncated || lineCut(argv, w.argsMax) {
 		w.bool(`,"args_truncated":`, true)

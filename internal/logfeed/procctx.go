@@ -181,18 +181,12 @@ func supervisorContext(s *zerolog.Event, ev *events.Event, fields *[badBits][]st
 			s.Int("supplemental_groups_count", x.NGroups)
 		}
 		s.Uint64("cgroup_id", x.CgroupID).Uint32("pid_ns", x.PidNS)
-		if x.Absent != 0 {
-			arr := s.CreateArray()
-			for _, p := range events.CtxParts {
-				if x.Absent&p.Part != 0 {
-					arr.Str(p.Name)
-				}
-			}
-			s.Array("context_absent", arr)
-		}
+		absentList(s, x)
 	}
-	if d := ev.Parent; d != nil && marked(d.Argv, &d.Exec, limit) {
-		s.Dict("parent", execMarks(s.CreateDict(), d.Argv, &d.Exec, limit))
+	if d := ev.Parent; d != nil && (marked(d.Argv, &d.Exec, limit) || d.Ctx.Valid && d.Ctx.Absent != 0) {
+		p := execMarks(s.CreateDict(), d.Argv, &d.Exec, limit)
+		absentList(p, &d.Ctx)
+		s.Dict("parent", p)
 	}
 	if bad := badTexts(ev, limit); bad != 0 {
 		badFieldList(s, bad, fields)
@@ -212,6 +206,21 @@ func supervisorContext(s *zerolog.Event, ev *events.Event, fields *[badBits][]st
 // marked reports whether argv and x have a mark execMarks writes.
 func marked(argv []string, x *events.ExecInfo, limit int) bool {
 	return x.ArgsTruncated || x.ArgsRedacted || x.ExeTruncated || x.CwdTruncated || lineCut(argv, limit)
+}
+
+// absentList adds context_absent, the parts of x left out, when x has
+// some.
+func absentList(s *zerolog.Event, x *events.Context) {
+	if !x.Valid || x.Absent == 0 {
+		return
+	}
+	arr := s.CreateArray()
+	for _, p := range events.CtxParts {
+		if x.Absent&p.Part != 0 {
+			arr.Str(p.Name)
+		}
+	}
+	s.Array("context_absent", arr)
 }
 
 // execMarks adds to s the marks of arguments and paths that are not what

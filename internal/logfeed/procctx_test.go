@@ -335,11 +335,12 @@ func TestContextPartsAbsent(t *testing.T) {
 						t.Errorf("%s missing, its part is known", k)
 					}
 				}
-				key := "supervisor.context_absent"
+				ns := "supervisor."
 				if schema == SchemaOCSF {
-					key = "unmapped.context_absent"
+					ns = "unmapped."
 				}
-				checkField(t, schema, line, key, tc.want)
+				checkField(t, schema, line, ns+"context_absent", tc.want)
+				checkField(t, schema, line, ns+"parent.context_absent", tc.want)
 			})
 		}
 	}
