@@ -277,8 +277,10 @@ func (q *queue) idle(t *time.Timer) {
 }
 
 // quiet waits d for a line and reports whether none came: it then returns
-// with q.mu held and both batches empty (a line put as the timer fired
-// makes it report false, its wake-up still pending).
+// with q.mu held and the current batch empty (a line put as the timer
+// fired makes it report false, its wake-up pending or on its way). The
+// spare batch is the drain goroutine's own: it holds the last batch
+// written until the first trimIdle empties it.
 func (q *queue) quiet(t *time.Timer, d time.Duration) bool {
 	t.Reset(d)
 	select {
