@@ -257,3 +257,23 @@ func btoi(b bool) int {
 	}
 	return 0
 }
+
+// TestQuietSeesLateLine: a line put as idle's timer fires (the timer has
+// fired, the line's wake-up is not yet taken) ends the quiet: the batch
+// keeps the line, instead of being emptied by the trim that follows.
+func TestQuietSeesLateLine(t *testing.T) {
+	q := newQueue(100, newStreamSink(&lineBuf{}, nil), func(b []byte, _ Drops) []byte { return b })
+	t.Cleanup(func() { q.cur.arena.free(); q.spare.arena.free() }) // no drain goroutine runs
+	q.put([]byte("{}\n"), sevInfo, "", classProcess)
+	<-q.wake // the line's wake-up has not reached the drain goroutine yet
+	tm := time.NewTimer(time.Hour)
+	if q.quiet(tm, time.Nanosecond) {
+		q.mu.Unlock()
+		t.Fatal("quiet reported no line with a line in the batch")
+	}
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	if len(q.cur.lines) != 1 || q.n != 1 {
+		t.Errorf("the batch holds %d lines (count %d), want the 1 put", len(q.cur.lines), q.n)
+	}
+}
