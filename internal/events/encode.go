@@ -284,9 +284,15 @@ func appendAbsentJSON(b []byte, a CtxPart) []byte {
 	if a == 0 {
 		return b
 	}
-	b = append(b, `,"context_absent":[`...)
+	return AppendAbsentNames(append(b, `,"context_absent":`...), a)
+}
+
+// AppendAbsentNames appends the names of the parts in a as a JSON array
+// (["ids","session"]): what every encoder writes as context_absent.
+func AppendAbsentNames(b []byte, a CtxPart) []byte {
+	b = append(b, '[')
 	first := true
-	for _, p := range CtxParts {
+	for _, p := range ctxParts {
 		if a&p.Part != 0 {
 			if !first {
 				b = append(b, ',')

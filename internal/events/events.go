@@ -217,9 +217,9 @@ const (
 	CtxSession
 )
 
-// CtxParts lists every CtxPart with its name, in the order encoders give
+// ctxParts lists every CtxPart with its name, in the order encoders give
 // them ("ids", "session").
-var CtxParts = [...]struct {
+var ctxParts = [...]struct {
 	Part CtxPart
 	Name string
 }{{CtxIDs, "ids"}, {CtxSession, "session"}}

@@ -573,18 +573,7 @@ func (w *procLine) absent(x *events.Context) {
 		return
 	}
 	w.key(`,"context_absent":`)
-	w.b = append(w.b, '[')
-	first := true
-	for _, p := range events.CtxParts {
-		if x.Absent&p.Part != 0 {
-			if !first {
-				w.b = append(w.b, ',')
-			}
-			first = false
-			w.b = jsonx.AppendString(w.b, p.Name)
-		}
-	}
-	w.b = append(w.b, ']')
+	w.b = events.AppendAbsentNames(w.b, x.Absent)
 }
 
 func (w *procLine) marks(argv []string, x *events.ExecInfo) {

@@ -214,13 +214,8 @@ func absentList(s *zerolog.Event, x *events.Context) {
 	if !x.Valid || x.Absent == 0 {
 		return
 	}
-	arr := s.CreateArray()
-	for _, p := range events.CtxParts {
-		if x.Absent&p.Part != 0 {
-			arr.Str(p.Name)
-		}
-	}
-	s.Array("context_absent", arr)
+	var b [32]byte
+	s.RawJSON("context_absent", events.AppendAbsentNames(b[:0], x.Absent))
 }
 
 // execMarks adds to s the marks of arguments and paths that are not what
