@@ -103,11 +103,23 @@ func CgroupProcs(dir string) ([]int32, error) {
 	if err != nil {
 		return nil, err
 	}
+	pids, err := ParseCgroupProcs(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s/cgroup.procs: %w", dir, err)
+	}
+	return pids, nil
+}
+
+// ParseCgroupProcs parses the content of a cgroup.procs file: one pid per
+// line. Anything but a positive pid makes the whole list malformed
+// (procfs.ErrMalformed): a list with a pid left out would let a teardown
+// report a cgroup empty that is not.
+func ParseCgroupProcs(b []byte) ([]int32, error) {
 	var out []int32
 	for _, f := range bytes.Fields(b) {
 		v, err := strconv.ParseInt(string(f), 10, 32)
 		if err != nil || v <= 0 {
-			return nil, fmt.Errorf("%s/cgroup.procs: bad pid %q", dir, f)
+			return nil, fmt.Errorf("bad pid %q: %w", f, procfs.ErrMalformed)
 		}
 		out = append(out, int32(v))
 	}

@@ -35,37 +35,22 @@ func badRequest(format string, args ...any) error {
 	return fmt.Errorf("%s: %w", fmt.Sprintf(format, args...), api.ErrBadRequest)
 }
 
-// procIDs reads the real uid and the groups of a process from
-// /proc/PID/status.
+// procIDs reads the real uid and the supplementary groups of a process
+// from /proc/PID/status, in one read so that both are of one instance.
 func procIDs(pid int32) (uid uint32, groups []uint32, err error) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(int(pid)) + "/status")
 	if err != nil {
 		return 0, nil, err
 	}
-	found := false
-	for _, line := range strings.Split(string(b), "\n") {
-		if rest, ok := strings.CutPrefix(line, "Uid:"); ok {
-			f := strings.Fields(rest)
-			if len(f) > 0 {
-				v, err := strconv.ParseUint(f[0], 10, 32)
-				if err != nil {
-					return 0, nil, err
-				}
-				uid, found = uint32(v), true
-			}
-		}
-		if rest, ok := strings.CutPrefix(line, "Groups:"); ok {
-			for _, g := range strings.Fields(rest) {
-				if v, err := strconv.ParseUint(g, 10, 32); err == nil {
-					groups = append(groups, uint32(v))
-				}
-			}
-		}
+	ids, err := procfs.ParseStatusUIDs(b)
+	if err != nil {
+		return 0, nil, fmt.Errorf("process %d: %w", pid, err)
 	}
-	if !found {
-		return 0, nil, errors.New("no Uid line")
+	groups, err = procfs.ParseStatusGroups(b)
+	if err != nil {
+		return 0, nil, fmt.Errorf("process %d: %w", pid, err)
 	}
-	return uid, groups, nil
+	return ids.Real, groups, nil
 }
 
 // ownsProcess reports whether the peer may act on the bound process:

@@ -1,6 +1,7 @@
 package procfs
 
 import (
+	"bytes"
 	"slices"
 	"testing"
 )
@@ -31,9 +32,20 @@ func FuzzCgroup2Mount(f *testing.F) {
 	f.Add([]byte("40 30 0:37 / /sys/fs/cgroup/unified rw,relatime - cgroup2 cgroup2 rw\n"))
 	f.Add([]byte(`25 1 0:22 / /mnt/cg\040two rw - cgroup2 none rw`))
 	f.Add([]byte(" - cgroup2"))
+	f.Add([]byte("0::/system.slice/x.service\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		Cgroup2Mount(b)
-		Cgroup2Path(b)
+		// What is found comes from the input: a mount point (unescaped,
+		// so not compared) of type cgroup2, a "0::" line.
+		if p, ok := Cgroup2Mount(b); ok && (p == "" || !bytes.Contains(b, []byte("cgroup2"))) {
+			t.Fatalf("Cgroup2Mount = %q, true from input without a cgroup2 mount", p)
+		} else if !ok && p != "" {
+			t.Fatalf("Cgroup2Mount = %q, false", p)
+		}
+		if p, ok := Cgroup2Path(b); ok && !bytes.Contains(b, []byte("0::"+p)) {
+			t.Fatalf("Cgroup2Path = %q, true, not a line of the input", p)
+		} else if !ok && p != "" {
+			t.Fatalf("Cgroup2Path = %q, false", p)
+		}
 	})
 }
 

@@ -167,6 +167,28 @@ func ParseStatusUIDs(b []byte) (IDs, error) {
 	return IDs{Real: out[0], Effective: out[1], Saved: out[2]}, nil
 }
 
+// ParseStatusGroups extracts the Groups line (the supplementary groups) of
+// a /proc/PID/status file. A process without supplementary groups has an
+// empty line: an empty list, not an error. A value that is not a group id
+// makes the whole line malformed: a caller that hands these groups on
+// must not hand on part of them as if it were all.
+func ParseStatusGroups(b []byte) ([]uint32, error) {
+	v, ok := LineValue(b, "Groups:")
+	if !ok {
+		return nil, fmt.Errorf("status: no Groups line: %w", ErrMalformed)
+	}
+	f := bytes.Fields(v)
+	out := make([]uint32, 0, len(f))
+	for _, g := range f {
+		n, err := strconv.ParseUint(string(g), 10, 32)
+		if err != nil {
+			return nil, fmt.Errorf("status: bad group %q: %w", g, ErrMalformed)
+		}
+		out = append(out, uint32(n))
+	}
+	return out, nil
+}
+
 // NSpid reads the NSpid line of root/PID/status: the process's pid in each
 // pid namespace it belongs to, outermost first. A process whose last entry
 // is 1 in a namespace other than the reader's is that namespace's init.
@@ -272,11 +294,20 @@ func Children(root string, pid int32) ([]int32, error) {
 		if err != nil {
 			continue
 		}
-		for _, f := range bytes.Fields(b) {
-			if v, ok := atoi32(f); ok && v > 0 {
-				out = append(out, v)
-			}
-		}
+		out = ParseChildren(b, out)
 	}
 	return out, nil
+}
+
+// ParseChildren appends the pids of a task's children file (pids separated
+// by spaces) to out. Anything but a positive pid is skipped: a child
+// missing from the list is a child not found, which every caller of
+// Children already allows for (the list is a moment's, and racy).
+func ParseChildren(b []byte, out []int32) []int32 {
+	for _, f := range bytes.Fields(b) {
+		if v, ok := atoi32(f); ok && v > 0 {
+			out = append(out, v)
+		}
+	}
+	return out
 }

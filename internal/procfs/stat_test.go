@@ -1,6 +1,7 @@
 package procfs
 
 import (
+	"bytes"
 	"errors"
 	"os"
 	"os/exec"
@@ -119,6 +120,10 @@ func FuzzParseLines(f *testing.F) {
 	f.Add([]byte("cpu  1 2 3\nbtime 1764432384\nprocesses 9\n"))
 	f.Add([]byte("btime -1\nTgid: x"))
 	f.Add([]byte("Uid:\t1001\t0\t1001\t0\nNSpid:\t4242\t1\n"))
+	f.Add([]byte("Groups:\t4 24 27 1001 \nGid:\t0\t0\t0\t0\n"))
+	f.Add([]byte("Groups:\t4 x\n"))
+	f.Add([]byte("12 13 0 -4 99999999999 "))
+	f.Add([]byte("df08de91-cf9d-49a0-9b8c-ae45c0a06f37\n"))
 	f.Add([]byte("Max core file size        0                    unlimited            bytes\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if _, err := ParseLimits(b); err != nil && !errors.Is(err, ErrMalformed) {
@@ -126,6 +131,23 @@ func FuzzParseLines(f *testing.F) {
 		}
 		if _, err := ParseStatusUIDs(b); err != nil && !errors.Is(err, ErrMalformed) {
 			t.Fatalf("ParseStatusUIDs error %v does not wrap ErrMalformed", err)
+		}
+		if gs, err := ParseStatusGroups(b); err != nil && !errors.Is(err, ErrMalformed) {
+			t.Fatalf("ParseStatusGroups error %v does not wrap ErrMalformed", err)
+		} else if v, _ := LineValue(b, "Groups:"); err == nil && len(gs) != len(bytes.Fields(v)) {
+			t.Fatalf("ParseStatusGroups = %v from %q: a group left out", gs, v)
+		}
+		for _, p := range ParseChildren(b, nil) {
+			if p <= 0 {
+				t.Fatalf("ParseChildren gave pid %d", p)
+			}
+		}
+		if id, err := ParseBootID(string(b)); err != nil && !errors.Is(err, ErrMalformed) {
+			t.Fatalf("ParseBootID error %v does not wrap ErrMalformed", err)
+		} else if err == nil {
+			if back, err := ParseBootID(id.String()); err != nil || back != id {
+				t.Fatalf("ParseBootID(%q) = %v, but its String %q parses to %v, %v", b, id, id.String(), back, err)
+			}
 		}
 		if ns, err := ParseStatusNSpid(b); err != nil && !errors.Is(err, ErrMalformed) {
 			t.Fatalf("ParseStatusNSpid error %v does not wrap ErrMalformed", err)
@@ -193,5 +215,37 @@ func TestChildren(t *testing.T) {
 	kids, err := Children("/proc", int32(os.Getpid()))
 	if err != nil || !slices.Contains(kids, int32(cmd.Process.Pid)) {
 		t.Errorf("Children(self) = %v, %v, want it to hold %d", kids, err, cmd.Process.Pid)
+	}
+}
+
+func TestParseStatusGroups(t *testing.T) {
+	tests := []struct {
+		in   string
+		want []uint32
+		ok   bool
+	}{
+		{"Uid:\t0\t0\t0\t0\nGroups:\t4 24 27 1001 \nNSpid:\t1\n", []uint32{4, 24, 27, 1001}, true},
+		{"Groups:\t\n", []uint32{}, true},
+		{"Groups:", []uint32{}, true},
+		{"Groups:\t4 x 27\n", nil, false},
+		{"Groups:\t4 -1\n", nil, false},
+		{"Groups:\t4294967296\n", nil, false},
+		{"Uid:\t0\t0\t0\t0\n", nil, false},
+	}
+	for _, tt := range tests {
+		got, err := ParseStatusGroups([]byte(tt.in))
+		if (err == nil) != tt.ok || tt.ok && !slices.Equal(got, tt.want) {
+			t.Errorf("ParseStatusGroups(%q) = %v, %v, want %v (ok %v)", tt.in, got, err, tt.want, tt.ok)
+		}
+		if err != nil && !errors.Is(err, ErrMalformed) {
+			t.Errorf("ParseStatusGroups(%q) error %v does not wrap ErrMalformed", tt.in, err)
+		}
+	}
+}
+
+func TestParseChildren(t *testing.T) {
+	got := ParseChildren([]byte("12 13 0 -4 x 99999999999 14 \n"), []int32{7})
+	if want := []int32{7, 12, 13, 14}; !slices.Equal(got, want) {
+		t.Errorf("ParseChildren = %v, want %v", got, want)
 	}
 }
