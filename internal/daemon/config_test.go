@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -191,4 +192,29 @@ func TestExplainUnreachable(t *testing.T) {
 	if got := ExplainUnreachable(base, dir); got != base {
 		t.Errorf("ExplainUnreachable(existing path) = %q, want the error unchanged", got)
 	}
+}
+
+// FuzzPatternList: whatever --redact-args is given, what it holds is what
+// String gives back: LoadFileUnderFlags sets the flag again from String,
+// so a list that did not survive the round trip would change the patterns.
+func FuzzPatternList(f *testing.F) {
+	f.Add("--password=*", "")
+	f.Add(`["a","b*"]`, "c")
+	f.Add(`["unterminated`, "")
+	f.Add("", `[]`)
+	f.Fuzz(func(t *testing.T, first, second string) {
+		var p patternList
+		for _, s := range []string{first, second} {
+			if err := p.Set(s); err != nil {
+				return
+			}
+		}
+		var back patternList
+		if err := back.Set(p.String()); err != nil {
+			t.Fatalf("Set(String() = %q) = %v", p.String(), err)
+		}
+		if !slices.Equal(back, p) {
+			t.Fatalf("patterns %q came back from %q as %q", []string(p), p.String(), []string(back))
+		}
+	})
 }

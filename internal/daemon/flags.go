@@ -2,9 +2,11 @@ package daemon
 
 import (
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/procsupervisor/supervisor/internal/api"
 	"github.com/procsupervisor/supervisor/internal/tracker"
@@ -80,13 +82,22 @@ func (p *patternList) Set(s string) error {
 		*p = nil // --redact-args '': none, whatever the file says
 		return nil
 	}
+	// A pattern must be UTF-8, as in the configuration file: the flag is
+	// set again from String (JSON), which would turn other bytes into
+	// U+FFFD and so change what the pattern matches.
 	if strings.HasPrefix(s, "[") {
 		var l []string
+		if !utf8.ValidString(s) {
+			return errors.New("a JSON list of patterns: not valid UTF-8")
+		}
 		if err := json.Unmarshal([]byte(s), &l); err != nil {
 			return fmt.Errorf("a JSON list of patterns: %w", err)
 		}
 		*p = l
 		return nil
+	}
+	if !utf8.ValidString(s) {
+		return fmt.Errorf("pattern %q: not valid UTF-8", s)
 	}
 	*p = append(*p, s)
 	return nil

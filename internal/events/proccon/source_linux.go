@@ -305,8 +305,8 @@ func checkNamespaces(proc string) error {
 	if err != nil {
 		return fmt.Errorf("proc connector: %w", err)
 	}
-	if nspid, ok := statusField(status, "NSpid:"); ok && len(bytes.Fields(nspid)) > 1 {
-		return unavailable(fmt.Sprintf("not in the initial pid namespace (NSpid %s): the proc connector reports only there", bytes.TrimSpace(nspid)), nil)
+	if nspid, ok := procfs.LineValue(status, "NSpid:"); ok && len(bytes.Fields(nspid)) > 1 {
+		return unavailable(fmt.Sprintf("not in the initial pid namespace (NSpid %s): the proc connector reports only there", nspid), nil)
 	}
 	uidMap, err := os.ReadFile(proc + "/self/uid_map")
 	if err != nil {
@@ -316,15 +316,6 @@ func checkNamespaces(proc string) error {
 		return unavailable("not in the initial user namespace: the proc connector reports only there", nil)
 	}
 	return nil
-}
-
-func statusField(b []byte, name string) ([]byte, bool) {
-	for line := range bytes.Lines(b) {
-		if v, ok := bytes.CutPrefix(line, []byte(name)); ok {
-			return v, true
-		}
-	}
-	return nil, false
 }
 
 // clockOffset measures CLOCK_BOOTTIME - CLOCK_MONOTONIC: the time the
