@@ -116,8 +116,8 @@ func TestIntegrationSameSecondReissueOneSecondToken(t *testing.T) {
 		time.Sleep(3 * time.Second)
 		s2, err := testenv.Reissue(t, int32(c.Process.Pid))
 		if err != nil {
-			t.Logf("pid %s taken meanwhile; the later-reissue check did not run", p)
-			return
+			t.Logf("pid %s taken meanwhile: another attempt, for the later reissue", p)
+			continue
 		}
 		if code, out, _ := cli(t, "verify", p, claim, "--mechanism", "ps"); code != 1 {
 			t.Errorf("verify(reissue 3 s later, one-second token) = %d %q, want 1 FOREIGN", code, out)
@@ -125,5 +125,5 @@ func TestIntegrationSameSecondReissueOneSecondToken(t *testing.T) {
 		s2.Stop()
 		return
 	}
-	t.Fatal("no same-second reissue in 20 attempts")
+	t.Fatal("no same-second reissue followed by a later one in 20 attempts")
 }

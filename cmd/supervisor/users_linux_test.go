@@ -263,7 +263,6 @@ func TestIntegrationMembersCountInQuota(t *testing.T) {
 	if members*128 > quota {
 		t.Errorf("nobody's grant recorded %d members (%d bytes of quota), want at most %d", members, members*128, quota/128)
 	}
-	t.Logf("DEBUG members %d", members)
 	// A launch of 200 bytes more than that does not fit.
 	if code, _, errs := d.run(t, asNobody, "launch", "--cwd", "/", "--", "true", strings.Repeat("x", 200)); code != 75 || !strings.Contains(errs, "quota") {
 		t.Errorf("nobody's launch with its quota taken by members: exit %d %q, want 75, refused over quota", code, errs)

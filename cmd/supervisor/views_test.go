@@ -139,8 +139,7 @@ func TestVersion(t *testing.T) {
 	}
 	_, rev, stamped := strings.Cut(string(meta), "vcs.revision=")
 	if !stamped {
-		t.Logf("go build stamped no commit here (a worktree?):\n%s", got)
-		return
+		testenv.Skip(t, "go build stamped no commit here (no .git?), so the commit line was not checked:\n%s", got)
 	}
 	rev, _, _ = strings.Cut(rev, "\n")
 	if want := "commit       " + rev; !strings.Contains(string(got), want) || !strings.Contains(string(got), "commit date  20") {

@@ -114,6 +114,9 @@ func TestPrepareSocketDir(t *testing.T) {
 				if fi.Mode().Perm()&0o022 != 0 {
 					t.Errorf("socket directory mode %v, want no write for group or others", fi.Mode())
 				}
+				if owner := int(fi.Sys().(*syscall.Stat_t).Uid); owner != tt.euid {
+					t.Errorf("socket directory owned by uid %d, want the daemon's %d", owner, tt.euid)
+				}
 				return
 			}
 			if !errors.Is(err, ErrUnsafeSocketDir) && tt.fault != "socket directory" {

@@ -93,6 +93,14 @@ func TestDecideNeverSignalsUnproven(t *testing.T) {
 						if d.Action == TearDown && !(in.Proven || (in.Started && root == verdict.Owned)) {
 							t.Errorf("Decide(%+v) = TearDown without an OWNED root or proven members", in)
 						}
+						// On a pass, what asks is an earlier request (a
+						// teardown under way), a grant's holder gone, or a
+						// launch the daemon never finished.
+						asked := s == store.Releasing || s == store.Survivors ||
+							k == store.Grant && in.Orphan || !in.Started
+						if d.Action == TearDown && trig == Pass && !asked {
+							t.Errorf("Decide(%+v) = TearDown on a pass that nothing asked for", in)
+						}
 						if d.Action == TearDown && !Open(s) {
 							t.Errorf("Decide(%+v) = TearDown of a final claim", in)
 						}

@@ -1,7 +1,10 @@
 package procctx
 
 import (
+	"bytes"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/procsupervisor/supervisor/internal/events"
@@ -92,8 +95,32 @@ func FuzzParseStatus(f *testing.F) {
 		if parseStatus(b, &c) == nil && c.NGroups < 0 {
 			t.Fatalf("negative group count from %q", b)
 		}
-		parseNSLink(string(b), "pid")
-		parseID(b)
-		events.SplitArgs(b)
+		// What the small parsers accept is decimal digits, the number
+		// read (less leading zeros).
+		if v, ok := parseNSLink(string(b), "pid"); ok {
+			digits, _ := strings.CutSuffix(strings.TrimPrefix(string(b), "pid:["), "]")
+			if !sameNumber(digits, uint64(v)) {
+				t.Fatalf("parseNSLink(%q) = %d", b, v)
+			}
+		}
+		if v, ok := parseID(b); ok && !sameNumber(string(bytes.TrimSpace(b)), uint64(v)) {
+			t.Fatalf("parseID(%q) = %d", b, v)
+		}
+		// Each NUL ends an argument: joined back with NULs, the arguments
+		// are the input, less a last NUL.
+		if args := events.SplitArgs(b); len(b) > 0 {
+			if got, want := strings.Join(args, "\x00"), strings.TrimSuffix(string(b), "\x00"); got != want {
+				t.Fatalf("SplitArgs(%q) = %q, joined %q", b, args, got)
+			}
+		}
 	})
+}
+
+// sameNumber reports whether digits, all decimal, are v written with any
+// leading zeros.
+func sameNumber(digits string, v uint64) bool {
+	if digits == "" || strings.Trim(digits, "0123456789") != "" {
+		return false
+	}
+	return strings.TrimLeft(digits, "0") == strings.TrimLeft(strconv.FormatUint(v, 10), "0")
 }

@@ -53,7 +53,7 @@ func ParseStat(b []byte, st *Stat) error {
 		return fmt.Errorf("stat: no comm field: %w", ErrMalformed)
 	}
 	pid, ok := atoi32(bytes.TrimSpace(b[:open]))
-	if !ok {
+	if !ok || pid <= 0 {
 		return fmt.Errorf("stat: bad pid: %w", ErrMalformed)
 	}
 	*st = Stat{Pid: pid}
@@ -75,7 +75,7 @@ func ParseStat(b []byte, st *Stat) error {
 		field++
 		switch field {
 		case 3:
-			if len(tok) != 1 {
+			if len(tok) != 1 || !('A' <= tok[0] && tok[0] <= 'Z' || 'a' <= tok[0] && tok[0] <= 'z') {
 				return fmt.Errorf("stat: bad state %q: %w", tok, ErrMalformed)
 			}
 			st.State = tok[0]

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -109,8 +110,24 @@ func FuzzParseStat(f *testing.F) {
 	f.Add([]byte("1 ((((() R 0 0 0"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var st Stat
-		if err := ParseStat(b, &st); err != nil && !errors.Is(err, ErrMalformed) {
-			t.Fatalf("ParseStat error %v does not wrap ErrMalformed", err)
+		err := ParseStat(b, &st)
+		if err != nil {
+			if !errors.Is(err, ErrMalformed) {
+				t.Fatalf("ParseStat error %v does not wrap ErrMalformed", err)
+			}
+			return
+		}
+		// Accepted: a positive pid, the one before the name; a state; the
+		// name as far as 16 bytes hold it, from between the parentheses.
+		open, end := bytes.IndexByte(b, '('), bytes.LastIndexByte(b, ')')
+		if st.Pid <= 0 || strings.TrimLeft(string(bytes.TrimSpace(b[:open])), "0") != strconv.Itoa(int(st.Pid)) {
+			t.Fatalf("ParseStat(%q): pid %d", b, st.Pid)
+		}
+		if !('A' <= st.State && st.State <= 'Z' || 'a' <= st.State && st.State <= 'z') {
+			t.Fatalf("ParseStat(%q): state %q", b, st.State)
+		}
+		if name := b[open+1 : end]; !bytes.Equal(st.Comm[:min(len(name), len(st.Comm))], name[:min(len(name), len(st.Comm))]) {
+			t.Fatalf("ParseStat(%q): name %q", b, st.Comm)
 		}
 	})
 }

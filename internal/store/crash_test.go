@@ -179,6 +179,9 @@ func TestCrashSafety(t *testing.T) {
 		verifyAfterCrash(t, round, path, want)
 	}
 	t.Logf("%d rounds, %d reported operations, %d claims seen", rounds, ops, len(want))
+	if ops <= 0 || len(want) == 0 {
+		t.Fatalf("the writers reported %d operations on %d claims before their kills: nothing was checked", ops, len(want))
+	}
 }
 
 // runAndKill starts a writer, lets it run for d after it is ready, kills

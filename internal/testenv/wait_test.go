@@ -36,7 +36,6 @@ func fatalOf(t *testing.T, fn func(tb testing.TB)) string {
 }
 
 func TestPoll(t *testing.T) {
-	start := time.Now()
 	calls := 0
 	if !Poll(10*time.Second, func() bool { calls++; return calls == 5 }) {
 		t.Fatal("Poll = false for a condition that holds at the fifth call")
@@ -44,12 +43,9 @@ func TestPoll(t *testing.T) {
 	if calls != 5 {
 		t.Errorf("Poll called cond %d times, want 5 (it stops once cond holds)", calls)
 	}
-	if d := time.Since(start); d > 5*time.Second {
-		t.Errorf("Poll took %v for a condition that held at once after four ticks", d)
-	}
 
 	calls = 0
-	start = time.Now()
+	start := time.Now()
 	if Poll(100*time.Millisecond, func() bool { calls++; return false }) {
 		t.Fatal("Poll = true for a condition that never holds")
 	}

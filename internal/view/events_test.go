@@ -153,9 +153,12 @@ func TestEventFilter(t *testing.T) {
 // TestEventOptions: bad filters are refused with the flag's name, and the
 // flags parse into the options.
 func TestEventOptions(t *testing.T) {
-	for _, o := range []EventOptions{{Kinds: "fork,spawn"}, {Pid: -1}, {Tree: 1 << 30}, {Kinds: ","}} {
-		if _, err := o.Filter(); err == nil {
-			t.Errorf("Filter(%+v) accepted", o)
+	for _, tc := range []struct {
+		o    EventOptions
+		flag string
+	}{{EventOptions{Kinds: "fork,spawn"}, "--kind"}, {EventOptions{Pid: -1}, "--pid"}, {EventOptions{Tree: 1 << 30}, "--tree"}, {EventOptions{Kinds: ","}, "--kind"}} {
+		if _, err := tc.o.Filter(); err == nil || !strings.HasPrefix(err.Error(), tc.flag+" ") {
+			t.Errorf("Filter(%+v) = %v, want an error naming %s", tc.o, err, tc.flag)
 		}
 	}
 	fs := flag.NewFlagSet("events", flag.ContinueOnError)

@@ -20,11 +20,16 @@ import (
 
 // TestIntegrationProgramSize logs the size of each program as loaded (the
 // instructions after the verifier's rewrites, and how many it processed to
-// prove them safe), with and without the exec context. Measured, not
-// asserted: the verifier's own limit is the assertion (New fails past it).
+// prove them safe), with and without the exec context, and checks what the
+// sizes must show: the verifier drops the branches a constant turns off, so
+// without the context the fork and exec programs carry none of its reads
+// (they are smaller), and the exit program, which reads no context, is the
+// same either way. The size limit is the verifier's own (New fails past it).
 func TestIntegrationProgramSize(t *testing.T) {
+	size := map[bool]map[string]int{}
 	for _, ctx := range []bool{false, true} {
 		s := openFor(t, ctx)
+		size[ctx] = map[string]int{}
 		for _, name := range []string{"fork", "exec", "exit"} {
 			info, err := s.progs[name].Info()
 			if err != nil {
@@ -34,10 +39,22 @@ func TestIntegrationProgramSize(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			verified, _ := info.VerifiedInstructions()
+			verified, ok := info.VerifiedInstructions()
+			if !ok || verified < uint32(len(insns)) {
+				t.Errorf("context %v: %s program: %d processed by the verifier (known %v), fewer than its %d instructions", ctx, name, verified, ok, len(insns))
+			}
+			size[ctx][name] = len(insns)
 			t.Logf("context %v: %s program: %d instructions, %d processed by the verifier", ctx, name, len(insns), verified)
 		}
 		s.Close()
+	}
+	for _, name := range []string{"fork", "exec"} {
+		if size[false][name] >= size[true][name] {
+			t.Errorf("%s program: %d instructions without the context, %d with it: the context's reads were not left out", name, size[false][name], size[true][name])
+		}
+	}
+	if size[false]["exit"] != size[true]["exit"] {
+		t.Errorf("exit program: %d instructions without the context, %d with it, want the same", size[false]["exit"], size[true]["exit"])
 	}
 }
 
