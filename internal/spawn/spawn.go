@@ -3,18 +3,30 @@
 // no controlling terminal, descriptors 0, 1 and 2 only.
 //
 // The mechanism: the daemon forks its own binary (/proc/self/exe, named
-// "supervisor-spawn" in argv[0]) with the workload's credentials, its own
-// session and, where given, its cgroup (CLONE_INTO_CGROUP), exactly as it
-// would fork the workload. That shim, already running with the workload's
-// rights, reads its Spec from descriptor 3, lowers its resource limits,
-// sets no_new_privs if asked, closes every descriptor above 2 but its
-// status pipe, resolves argv[0] on the workload's PATH with its own rights
-// (so a name found only where the caller cannot look is not found, and an
-// error says nothing the caller could not learn), and execs the workload
-// in place: same pid, same start time, same pidfs inode, so the token read
-// from the fork's pidfd names the workload. An exec that fails writes its
-// reason on the status pipe (close-on-exec: a successful exec closes it
-// empty), and the daemon reports it as a failed exec.
+// "supervisor-spawn" in argv[0]) as root, in its own session and, where
+// given, its cgroup (CLONE_INTO_CGROUP), exactly as it would fork the
+// workload. That shim reads its Spec from descriptor 3, lowers its
+// resource limits, then takes the workload's groups, gid and uid, enters
+// the working directory with them, sets no_new_privs if asked, closes
+// every descriptor above 2 but its status pipe, resolves argv[0] on the
+// workload's PATH with the workload's rights (so a name found only where
+// the caller cannot look is not found, and an error says nothing the
+// caller could not learn), and execs the workload in place: same pid,
+// same start time, same pidfs inode, so the token read from the fork's
+// pidfd names the workload. An exec that fails writes its reason on the
+// status pipe (close-on-exec: a successful exec closes it empty), and the
+// daemon reports it as a failed exec.
+//
+// The order is the point. Until it takes the workload's uid the shim is
+// root's, so the caller can neither trace nor signal it; the kernel makes a
+// process that changed its uid undumpable, so the caller cannot trace it
+// after either, until the exec of a program it may read. The limits are set
+// while it is root and cannot be undone by the caller (a shim forked with
+// the caller's uid from the start could be traced by the caller, whose
+// tracer skipped its setrlimit calls: the workload ran with the daemon's
+// limits). And the caller's RLIMIT_NPROC holds: set before the uid
+// changes, the kernel marks a uid already at its limit, and the exec fails
+// with EAGAIN, as the caller's own fork would have.
 //
 // Limits: the shim is a Go program, so the fork-to-exec window is a Go
 // start (a few milliseconds). A resource limit can only be lowered, never
@@ -36,6 +48,13 @@ type Limit struct {
 	Hard     uint64 `json:"hard"`
 }
 
+// Cred is who the shim becomes before it execs the workload.
+type Cred struct {
+	UID    uint32   `json:"uid"`
+	GID    uint32   `json:"gid"`
+	Groups []uint32 `json:"groups"`
+}
+
 // Spec is what the shim does before it becomes the workload.
 type Spec struct {
 	Argv []string `json:"argv"`
@@ -44,6 +63,10 @@ type Spec struct {
 	Path       string  `json:"path"`
 	Limits     []Limit `json:"limits,omitempty"`
 	NoNewPrivs bool    `json:"no_new_privs,omitempty"`
+	// Cred, when set, are taken after the limits (Start fills it from
+	// Attr.Cred); Dir, when set, is entered after that, with them.
+	Cred *Cred  `json:"cred,omitempty"`
+	Dir  string `json:"dir,omitempty"`
 }
 
 // ErrExec wraps the reason the workload could not be executed (not

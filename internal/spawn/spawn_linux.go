@@ -43,6 +43,13 @@ const execTimeout = 10 * time.Second
 // (the process has exited then; the caller reaps it). A cgroup that refuses
 // the fork is an error wrapping the fork's, so the caller can retry without.
 func Start(spec Spec, attr Attr, started func(Process) error) (Process, error) {
+	spec.Dir = attr.Dir
+	if c := attr.Cred; c != nil {
+		spec.Cred = &Cred{UID: c.Uid, GID: c.Gid, Groups: c.Groups}
+		if spec.Cred.Groups == nil {
+			spec.Cred.Groups = []uint32{}
+		}
+	}
 	body, err := json.Marshal(spec)
 	if err != nil {
 		return Process{}, fmt.Errorf("spawn spec: %w", err)
@@ -61,12 +68,14 @@ func Start(spec Spec, attr Attr, started func(Process) error) (Process, error) {
 	defer statW.Close()
 
 	pidfd := -1
-	sys := &syscall.SysProcAttr{Setsid: true, PidFD: &pidfd, Credential: attr.Cred}
+	// The shim forks as the daemon's user and takes the workload's
+	// credentials itself, after its limits (see the package comment).
+	sys := &syscall.SysProcAttr{Setsid: true, PidFD: &pidfd}
 	if attr.CgroupFD >= 0 {
 		sys.UseCgroupFD, sys.CgroupFD = true, attr.CgroupFD
 	}
 	files := []*os.File{attr.Files[0], attr.Files[1], attr.Files[2], specR, statW}
-	proc, err := os.StartProcess("/proc/self/exe", []string{ShimName}, &os.ProcAttr{Dir: attr.Dir, Env: []string{}, Files: files, Sys: sys})
+	proc, err := os.StartProcess("/proc/self/exe", []string{ShimName}, &os.ProcAttr{Env: []string{}, Files: files, Sys: sys})
 	if err != nil {
 		return Process{}, fmt.Errorf("fork: %w", err)
 	}
@@ -126,6 +135,29 @@ func Main() {
 	for _, l := range spec.Limits {
 		if err := unix.Setrlimit(l.Resource, &unix.Rlimit{Cur: l.Soft, Max: l.Hard}); err != nil {
 			fail("setrlimit %d: %v", l.Resource, err)
+		}
+	}
+	if c := spec.Cred; c != nil {
+		// Groups first, then the gid, then the uid, each on every thread
+		// (the syscall package's setters do that): with the uid gone the
+		// others could not be changed.
+		groups := make([]int, len(c.Groups))
+		for i, g := range c.Groups {
+			groups[i] = int(g)
+		}
+		if err := syscall.Setgroups(groups); err != nil {
+			fail("setgroups: %v", err)
+		}
+		if err := syscall.Setresgid(int(c.GID), int(c.GID), int(c.GID)); err != nil {
+			fail("setresgid %d: %v", c.GID, err)
+		}
+		if err := syscall.Setresuid(int(c.UID), int(c.UID), int(c.UID)); err != nil {
+			fail("setresuid %d: %v", c.UID, err)
+		}
+	}
+	if spec.Dir != "" {
+		if err := unix.Chdir(spec.Dir); err != nil {
+			fail("working directory %s: %v", spec.Dir, err)
 		}
 	}
 	if spec.NoNewPrivs {

@@ -1,0 +1,115 @@
+package spawn
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/procsupervisor/supervisor/internal/procfs"
+	"github.com/procsupervisor/supervisor/internal/testenv"
+)
+
+// TestMain lets the test binary be the shim: Start forks /proc/self/exe.
+func TestMain(m *testing.M) {
+	Main()
+	os.Exit(m.Run())
+}
+
+const nobody = 65534
+
+// startAs starts argv through the shim as uid and gid nobody in dir, with
+// limits, and returns the uids the shim had while it waited for its spec,
+// the workload's output and its exit status.
+func startAs(t *testing.T, argv []string, dir string, limits []Limit) (waiting procfs.IDs, out string, ws unix.WaitStatus, err error) {
+	t.Helper()
+	testenv.RequireRoot(t)
+	r, w, perr := os.Pipe()
+	if perr != nil {
+		t.Fatal(perr)
+	}
+	defer r.Close()
+	devnull, _ := os.Open(os.DevNull)
+	defer devnull.Close()
+	attr := Attr{Dir: dir, Files: [3]*os.File{devnull, w, w}, CgroupFD: -1,
+		Cred: &syscall.Credential{Uid: nobody, Gid: nobody, Groups: []uint32{nobody}}}
+	spec := Spec{Argv: argv, Env: []string{"PATH=/usr/bin:/bin"}, Path: "/usr/bin:/bin", Limits: limits}
+	p, err := Start(spec, attr, func(p Process) error {
+		var rerr error
+		waiting, rerr = procfs.ReadUIDs("/proc", p.Pid)
+		return rerr
+	})
+	w.Close()
+	if p.Pid == 0 {
+		t.Fatalf("Start: %v", err)
+	}
+	defer unix.Close(p.Pidfd)
+	b, _ := io.ReadAll(r)
+	if _, werr := unix.Wait4(int(p.Pid), &ws, 0, nil); werr != nil {
+		t.Fatal(werr)
+	}
+	return waiting, string(b), ws, err
+}
+
+// TestIntegrationShimRootUntilItsSpec: the shim is root's while it waits
+// for its spec and sets the limits (the caller can neither trace nor
+// signal it, so cannot skip its setrlimit calls), and the workload runs
+// with the credentials and working directory of the spec.
+func TestIntegrationShimRootUntilItsSpec(t *testing.T) {
+	waiting, out, ws, err := startAs(t, []string{"sh", "-c", "id -u; id -g; id -G; pwd"}, "/tmp", nil)
+	if err != nil || ws.ExitStatus() != 0 {
+		t.Fatalf("workload: %v, %v, output %q", err, ws, out)
+	}
+	if waiting != (procfs.IDs{}) {
+		t.Errorf("the shim waiting for its spec had uids %+v, want root's: a caller could trace it", waiting)
+	}
+	if want := fmt.Sprintf("%d\n%d\n%d\n/tmp\n", nobody, nobody, nobody); out != want {
+		t.Errorf("workload says %q, want %q", out, want)
+	}
+}
+
+// TestIntegrationShimNprocHolds: the caller's limit of processes holds for
+// the workload's uid as for a login program's setuid and exec: the limit is
+// set while the shim is root, so when the uid changes the kernel sees a uid
+// past it (nobody already runs a process here, the limit is 0) and fails the
+// exec with EAGAIN.
+func TestIntegrationShimNprocHolds(t *testing.T) {
+	testenv.RequireRoot(t)
+	other := exec.Command("sleep", "60")
+	other.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	if err := other.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { other.Process.Kill(); other.Wait() }()
+	_, out, ws, err := startAs(t, []string{"true"}, "/", []Limit{{Resource: unix.RLIMIT_NPROC, Soft: 0, Hard: 0}})
+	var ee *ExecError
+	if !errors.As(err, &ee) || !strings.Contains(ee.Reason, syscall.EAGAIN.Error()) {
+		t.Errorf("exec with nproc 0 = %v (status %v, output %q), want an exec error, %v", err, ws, out, syscall.EAGAIN)
+	}
+	// A limit the uid is under lets it run, with that limit.
+	_, out, ws, err = startAs(t, []string{"grep", "Max processes", "/proc/self/limits"}, "/", []Limit{{Resource: unix.RLIMIT_NPROC, Soft: 4096, Hard: 4096}})
+	if f := strings.Fields(out); err != nil || ws.ExitStatus() != 0 || len(f) < 4 || f[2] != "4096" || f[3] != "4096" {
+		t.Errorf("exec with nproc 4096 = %v, %v, output %q, want it run with the limit", err, ws, out)
+	}
+}
+
+// TestIntegrationShimDirWithItsRights: the working directory is entered
+// with the workload's rights: one only root may enter is refused, said as
+// an exec error naming it.
+func TestIntegrationShimDirWithItsRights(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	_, out, _, err := startAs(t, []string{"true"}, dir, nil)
+	var ee *ExecError
+	if !errors.As(err, &ee) || !strings.Contains(ee.Reason, dir) || !strings.Contains(ee.Reason, syscall.EACCES.Error()) {
+		t.Errorf("workload in a directory only root may enter = %v (output %q), want an exec error naming it, %v", err, out, syscall.EACCES)
+	}
+}
