@@ -163,8 +163,8 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
 		return fmt.Errorf("close_range: %w", err)
 	}
-	if err := os.MkdirAll(cfg.StateDir, 0o700); err != nil {
-		return fmt.Errorf("state dir: %w", err)
+	if err := prepareStateDir(cfg.StateDir, os.Geteuid()); err != nil {
+		return err
 	}
 	// Claims stored before a redaction pattern are rewritten, and the
 	// file compacted, before anything reads them (redactClaim).

@@ -16,6 +16,22 @@ import (
 // daemon refuses to start on such a directory; errors also wrap ErrConfig.
 var ErrUnsafeSocketDir = errors.New("unsafe socket directory")
 
+// ErrUnsafeStateDir: another user owns, or may write to, the state
+// directory or (without the sticky bit) a directory above it, so could put
+// a symlink where the daemon, as root, writes its store and its jobs'
+// output (a job's output file created in /etc), or swap the store. The
+// daemon refuses to start on it; errors also wrap ErrConfig.
+var ErrUnsafeStateDir = errors.New("unsafe state directory")
+
+// prepareStateDir creates the state directory when missing (mode 0700) and
+// checks it as checkSocketDir checks the socket's.
+func prepareStateDir(dir string, euid int) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("state directory: %w", err)
+	}
+	return checkDir(dir, euid, "state directory", "another user could redirect the daemon's store or its jobs' output", ErrUnsafeStateDir)
+}
+
 // prepareSocketDir makes the directory of the socket sock ready to listen
 // in: created when missing (mode 0755, owned by the daemon's user, so root's
 // is root-owned like the unit's RuntimeDirectory), then checked with
@@ -50,26 +66,32 @@ func prepareSocketDir(sock string, euid int) error {
 // Limits: the check is made once, at start; a directory whose owner or
 // mode changes later is not noticed. ACLs are not read.
 func checkSocketDir(dir string, euid int) error {
+	return checkDir(dir, euid, "socket directory", "another user could replace the daemon's socket", ErrUnsafeSocketDir)
+}
+
+// checkDir is checkSocketDir for a directory named what, whose errors say
+// risk and wrap sentinel.
+func checkDir(dir string, euid int, what, risk string, sentinel error) error {
 	given, err := filepath.Abs(dir)
 	if err != nil {
-		return fmt.Errorf("socket directory: %w", err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	real, err := filepath.EvalSymlinks(given)
 	if err != nil {
-		return fmt.Errorf("socket directory: %w", err)
+		return fmt.Errorf("%s: %w", what, err)
 	}
 	for _, p := range []string{given, real} {
 		for q := range pathPrefixes(p) {
 			fi, err := os.Lstat(q)
 			if err != nil {
-				return fmt.Errorf("socket directory: %w", err)
+				return fmt.Errorf("%s: %w", what, err)
 			}
 			if fi.Mode()&os.ModeSymlink != 0 {
 				continue
 			}
 			if why := unsafeDir(fi, euid, q == p); why != "" {
-				return fmt.Errorf("socket directory %s: %s %s: another user could replace the daemon's socket; use a directory only root (or the daemon's user) may write to, such as %s: %w: %w",
-					dir, q, why, filepath.Dir(RootSocket), ErrUnsafeSocketDir, ErrConfig)
+				return fmt.Errorf("%s %s: %s %s: %s; use a directory only root (or the daemon's user) may write to: %w: %w",
+					what, dir, q, why, risk, sentinel, ErrConfig)
 			}
 		}
 	}

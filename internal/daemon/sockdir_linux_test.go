@@ -152,6 +152,70 @@ func TestPrepareSocketDirCreatesRootsDirectory(t *testing.T) {
 	}
 }
 
+// TestPrepareStateDir: the state directory is created 0700, owned by the
+// daemon's user; one another user owns or may write to, or reached through
+// a directory others may write to without the sticky bit, is refused with
+// ErrUnsafeStateDir and ErrConfig: a user who can put a symlink there has
+// root write its jobs' output where the link points.
+func TestPrepareStateDir(t *testing.T) {
+	euid := os.Geteuid()
+	tests := []struct {
+		name  string
+		root  bool
+		setup func(t *testing.T, base string) string
+		ok    bool
+	}{
+		{"missing, created", false, func(t *testing.T, base string) string { return filepath.Join(base, "a", "state") }, true},
+		{"own, 0700", false, func(t *testing.T, base string) string { return mkdir(t, base, "state", 0o700) }, true},
+		{"under a sticky world-writable directory", false, func(t *testing.T, base string) string {
+			return filepath.Join(mkdir(t, base, "tmp", 0o777|os.ModeSticky), "state")
+		}, true},
+		{"writable by its group", false, func(t *testing.T, base string) string { return mkdir(t, base, "state", 0o770) }, false},
+		{"created under a world-writable directory", false, func(t *testing.T, base string) string {
+			return filepath.Join(mkdir(t, base, "open", 0o777), "state")
+		}, false},
+		{"a symlink to a directory in a world-writable one", false, func(t *testing.T, base string) string {
+			d := mkdir(t, mkdir(t, base, "open", 0o777), "state", 0o700)
+			if err := os.Symlink(d, filepath.Join(base, "link")); err != nil {
+				t.Fatal(err)
+			}
+			return filepath.Join(base, "link")
+		}, false},
+		{"owned by another user", true, func(t *testing.T, base string) string {
+			d := mkdir(t, base, "state", 0o700)
+			chown(t, d, 65534)
+			return d
+		}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.root {
+				testenv.RequireRoot(t)
+			}
+			base := t.TempDir()
+			os.Chmod(base, 0o755)
+			dir := tt.setup(t, base)
+			err := prepareStateDir(dir, euid)
+			if tt.ok {
+				if err != nil {
+					t.Fatalf("prepareStateDir(%s) = %v, want nil", dir, err)
+				}
+				fi, err := os.Stat(dir)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if fi.Mode().Perm()&0o077 != 0 || int(fi.Sys().(*syscall.Stat_t).Uid) != euid {
+					t.Errorf("state directory mode %v owner %d, want 0700 and uid %d", fi.Mode(), fi.Sys().(*syscall.Stat_t).Uid, euid)
+				}
+				return
+			}
+			if !errors.Is(err, ErrUnsafeStateDir) || !errors.Is(err, ErrConfig) {
+				t.Fatalf("prepareStateDir(%s) = %v, want ErrUnsafeStateDir and ErrConfig", dir, err)
+			}
+		})
+	}
+}
+
 // TestRunRefusesUnsafeSocketDir: the daemon does not start, and serves
 // nothing, on a socket directory others may write to.
 func TestRunRefusesUnsafeSocketDir(t *testing.T) {
