@@ -34,7 +34,8 @@ otherwise, or with --mechanism (that event source then runs for the
 verdict), a pidfd bound to PID is judged here: its start time
 and pidfs inode against the token. The mechanism says which ("daemon:ebpf",
 "local:pidfd"). Exit codes: 0 OWNED, 1 FOREIGN, 2 GONE, 3 UNVERIFIABLE,
-64 bad arguments, 65 malformed token, 70 other errors.`)
+64 bad arguments, 65 malformed token, 75 busy, 77 refused (the daemon or its
+socket), 70 other errors.`)
 	register("kill", "tear down a claimed process and its verified descendants", runKill,
 		`kill PID TOKEN [--grace DURATION] [--mechanism M] [--socket PATH] [--json]
 

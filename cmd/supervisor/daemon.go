@@ -61,7 +61,7 @@ daemon or one of its ancestors is never released), 130 interrupted.`)
 	register("list", "list live claims with their state, age and result", runList,
 		"list [-a] [--state S] [--owner O] [--watch] [--json] [--socket PATH]\n\nLists the claims still held (running, releasing, survivors, unverifiable;\n-a: every claim, finished ones too). "+clientExits)
 	register("show", "print one claim in full: members, holder, times, result", runShow,
-		"show ID [--json] [--socket PATH]\n\n"+clientExits)
+		"show ID [--json] [--socket PATH]\n\nExit codes: 0 done, 64 bad arguments, 66 no such claim (or another user's), 69 no daemon, 75 busy, 77 refused, 70 other errors.")
 	register("reap", "run the reaper once (orphans, gone roots, reissued pids)", runReap,
 		"reap [--dry-run] [--json] [--socket PATH]\n\n"+clientExits)
 	register("status", "show the daemon's mechanism, uptime, counts and lost events", runStatus,
@@ -69,7 +69,7 @@ daemon or one of its ancestors is never released), 130 interrupted.`)
 }
 
 func socketFlag(fs *flag.FlagSet) *string {
-	return fs.String("socket", "", "the daemon's socket (default $"+daemon.SocketEnv+", else "+daemon.DefaultSocket()+")")
+	return fs.String("socket", "", "the daemon's socket (default $"+daemon.SocketEnv+", else "+daemon.RootSocket+" for root, $XDG_RUNTIME_DIR/supervisor.sock for a user)")
 }
 
 // dial returns a client of the daemon at the socket --socket names, or

@@ -16,8 +16,8 @@ import (
 // with dashes for underscores (state_dir is --state-dir), with c's values
 // as the defaults.
 func (c *Config) Flags(fs *flag.FlagSet) {
-	fs.StringVar(&c.StateDir, "state-dir", c.StateDir, "state directory (store, job output)")
-	fs.StringVar(&c.Socket, "socket", c.Socket, "API socket path")
+	fs.StringVar(&c.StateDir, "state-dir", c.StateDir, "state directory (store, job output); by default "+RootStateDir+" for root, $XDG_STATE_HOME/supervisor for a user")
+	fs.StringVar(&c.Socket, "socket", c.Socket, "API socket path; by default "+RootSocket+" for root, $XDG_RUNTIME_DIR/supervisor.sock for a user")
 	fs.StringVar(&c.SocketGroup, "socket-group", c.SocketGroup, "group (name or id) of the socket (mode 0660)")
 	fs.StringVar(&c.Mechanism, "mechanism", c.Mechanism, "event mechanism: "+strings.Join(tracker.Mechanisms, "|"))
 	fs.StringVar(&c.LogOutput, "log-output", c.LogOutput, "log feed output: stdout, file:PATH, syslog[:ADDR]")
