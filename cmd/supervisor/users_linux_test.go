@@ -2,8 +2,10 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -12,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -479,5 +482,48 @@ func TestIntegrationOwedJobReadByRoot(t *testing.T) {
 	}
 	if got := d.claim(t, c.ID); !got.FollowedUp {
 		t.Errorf("after nobody's read, job %s is still owed", c.ID)
+	}
+}
+
+// TestIntegrationSubordinateUIDsShareQuota: the subordinate uids of one
+// user (a rootless container's, mapped from /etc/subuid) draw on that
+// user's share: with a quota of two live claims, two launches as one of
+// them and a third as another take it past the quota. Before, each uid
+// had a quota of its own, so one user had 65,536 of every share.
+func TestIntegrationSubordinateUIDsShareQuota(t *testing.T) {
+	testenv.RequireRoot(t)
+	const creator, group = 4321, 200100
+	state, sock := newDirs(t)
+	d := startDaemon(t, state, sock, "--socket-group", strconv.Itoa(group), "--quota-claims", "2")
+	launch := func(sub uint32) (string, int) {
+		t.Helper()
+		var out bytes.Buffer
+		cmd := testenv.Subordinate(t, creator, sub, group,
+			fmt.Sprintf("exec %s launch --socket %s --cwd / -- sleep 600 2>&1", binary(t), sock), &out)
+		err := cmd.Wait()
+		code := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		}
+		return out.String(), code
+	}
+	for range 2 {
+		if out, code := launch(200000); code != 0 {
+			t.Fatalf("launch as subordinate uid 200000: exit %d: %s", code, out)
+		}
+	}
+	out, code := launch(200001)
+	if code != 75 || !strings.Contains(out, fmt.Sprintf("uid %d holds 2 live claims", creator)) {
+		t.Errorf("a third launch, as another subordinate uid of uid %d: exit %d %q, want 75, over uid %d's quota", creator, code, out, creator)
+	}
+	cs, err := d.client.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cs {
+		if c.UID != 200000 {
+			t.Errorf("claim %s recorded for uid %d, want the client's own, 200000 (the share is not who acts)", c.ID, c.UID)
+		}
 	}
 }

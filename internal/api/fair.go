@@ -222,7 +222,7 @@ func (g *gate) loop() {
 		pause = 0
 		gc := &gateConn{Conn: c, g: g, key: noPeer}
 		if p, err := peerCred(c); err == nil {
-			gc.peer, gc.hasPeer, gc.key = p, true, p.UID
+			gc.peer, gc.hasPeer, gc.key = p, true, p.Share()
 		}
 		g.admit(gc)
 	}

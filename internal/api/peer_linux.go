@@ -7,6 +7,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/procsupervisor/supervisor/internal/userns"
 )
 
 // peerCred reads SO_PEERCRED of a Unix socket connection.
@@ -29,5 +31,41 @@ func peerCred(c net.Conn) (Peer, error) {
 	if serr != nil {
 		return Peer{}, fmt.Errorf("SO_PEERCRED: %w", serr)
 	}
-	return Peer{Pid: cred.Pid, UID: cred.Uid, GID: cred.Gid}, nil
+	p := Peer{Pid: cred.Pid, UID: cred.Uid, GID: cred.Gid}
+	if p.UID != 0 {
+		if acct := shareOf(raw, cred); acct != p.UID {
+			p.ShareUID = acct
+		}
+	}
+	return p, nil
+}
+
+// soPeerPidfd is SO_PEERPIDFD (Linux 6.5), which the x/sys/unix version in
+// use does not name.
+const soPeerPidfd = 77
+
+// shareOf is userns.Account of the peer, through the pidfd the socket
+// holds of it (SO_PEERPIDFD: the process that connected, even if its pid
+// was reissued since), else one opened now by pid; its uid when neither
+// can be had.
+func shareOf(raw syscall.RawConn, cred *unix.Ucred) uint32 {
+	pidfd := -1
+	_ = raw.Control(func(fd uintptr) {
+		if v, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, soPeerPidfd); err == nil {
+			pidfd = v
+		}
+	})
+	if pidfd < 0 {
+		fd, err := unix.PidfdOpen(int(cred.Pid), 0)
+		if err != nil {
+			return cred.Uid
+		}
+		pidfd = fd
+	}
+	defer unix.Close(pidfd)
+	acct, err := userns.Account(pidfd, cred.Pid, cred.Uid)
+	if err != nil {
+		return cred.Uid
+	}
+	return acct
 }

@@ -30,10 +30,24 @@ import (
 type Peer struct {
 	Pid      int32
 	UID, GID uint32
+	// ShareUID, when not 0, is the uid whose share of the daemon the peer
+	// draws on instead of UID's (userns.Account: the user who made the
+	// user namespace it runs in, with the uids /etc/subuid gave it).
+	ShareUID uint32
 }
 
 // Root reports whether the peer is root.
 func (p Peer) Root() bool { return p.UID == 0 }
+
+// Share is the uid whose share of the daemon the peer draws on: its
+// connections, request rate, long-lived requests, quotas and descriptors.
+// What it may act on is UID's.
+func (p Peer) Share() uint32 {
+	if p.ShareUID != 0 {
+		return p.ShareUID
+	}
+	return p.UID
+}
 
 // Backend is the daemon as the server uses it. Every method gets the peer
 // and must authorise the request itself.
@@ -186,7 +200,7 @@ func (s *Server) admit(h http.Handler) http.Handler {
 		if wait, ok := s.take(p, time.Now()); !ok {
 			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
 			writeError(w, http.StatusTooManyRequests, fmt.Sprintf("rate limit: uid %d is over %g requests a second (%d at once); retry in %v",
-				p.UID, s.lim.Rate, s.lim.Burst, wait.Round(time.Millisecond)))
+				p.Share(), s.lim.Rate, s.lim.Burst, wait.Round(time.Millisecond)))
 			return
 		}
 		h.ServeHTTP(w, r)
@@ -663,7 +677,7 @@ func (s *Server) take(p Peer, now time.Time) (time.Duration, bool) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	u := s.reqUser(p.UID, now)
+	u := s.reqUser(p.Share(), now)
 	u.tokens = min(float64(s.lim.Burst), u.tokens+max(now.Sub(u.at), 0).Seconds()*s.lim.Rate)
 	u.at = now
 	if u.tokens >= 1 {
@@ -696,7 +710,7 @@ func (s *Server) charge(p Peer, n, per int) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.reqUser(p.UID, time.Now()).tokens -= float64(n) / float64(per)
+	s.reqUser(p.Share(), time.Now()).tokens -= float64(n) / float64(per)
 }
 
 // longLived marks h as a long-lived request: a release or a kill waits out
@@ -710,12 +724,12 @@ func (s *Server) longLived(h http.HandlerFunc) http.HandlerFunc {
 		p := peer(r)
 		if !p.Root() {
 			s.mu.Lock()
-			u := s.reqUser(p.UID, time.Now())
+			u := s.reqUser(p.Share(), time.Now())
 			if u.long >= s.lim.UserLong {
 				n := u.long
 				s.mu.Unlock()
 				w.Header().Set("Retry-After", "1")
-				writeError(w, http.StatusTooManyRequests, fmt.Sprintf("uid %d has %d long-lived requests (release, kill) in flight (cap %d)", p.UID, n, s.lim.UserLong))
+				writeError(w, http.StatusTooManyRequests, fmt.Sprintf("uid %d has %d long-lived requests (release, kill) in flight (cap %d)", p.Share(), n, s.lim.UserLong))
 				return
 			}
 			u.long++

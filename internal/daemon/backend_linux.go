@@ -317,11 +317,12 @@ func (d *Daemon) Kill(ctx context.Context, p api.Peer, r *api.ClaimRequest) (out
 	// quota bounds the teardowns of roots, not these).
 	var asker *uint32
 	if !p.Root() {
-		asker = &p.UID
+		share := p.Share()
+		asker = &share
 	}
 	w, started, err := d.work.startFor("kill:"+strconv.Itoa(int(r.Pid))+"@"+r.Token.String(), asker, func(wctx context.Context, say func(string)) (api.ReportItem, actions.Outcome, error) {
 		defer h.Close()
-		out := d.newTeardown(grace(r.Grace), p.UID, "", held.ID, say).RunBound(wctx, v, h, nil)
+		out := d.newTeardown(grace(r.Grace), p.UID, p.Share(), "", held.ID, say).RunBound(wctx, v, h, nil)
 		d.log.TeardownFor(held.ID, out)
 		return api.ReportItem{}, out, nil
 	})

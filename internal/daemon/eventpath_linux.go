@@ -42,7 +42,7 @@ func (d *Daemon) index(c *store.Claim) {
 	}
 	d.mu.Unlock()
 	if watch && d.hw != nil {
-		d.hw.add(c.UID, c.Holder.Pid, c.Holder.Token)
+		d.hw.add(claimShare(c), c.Holder.Pid, c.Holder.Token)
 	}
 }
 

@@ -30,6 +30,7 @@ type claimIndex struct {
 
 type claimMeta struct {
 	uid    uint32
+	share  uint32 // the uid whose quotas it counts against (claimShare)
 	owner  string
 	state  store.State
 	pid    int32
@@ -63,7 +64,7 @@ func (x *claimIndex) set(c *store.Claim) {
 		strings.HasPrefix(c.LastVerdict.Reason, launchFailed)
 	x.mu.Lock()
 	members := x.byID[c.ID].members
-	x.byID[c.ID] = claimMeta{uid: c.UID, owner: c.Owner, state: c.State, pid: c.Pid, tok: c.Token,
+	x.byID[c.ID] = claimMeta{uid: c.UID, share: claimShare(c), owner: c.Owner, state: c.State, pid: c.Pid, tok: c.Token,
 		bytes: claimBytes(c), failed: failed, at: c.UpdatedAt, members: members}
 	x.mu.Unlock()
 	x.resetMembers(c.ID, c.Members)
@@ -123,8 +124,17 @@ func (x *claimIndex) memberClaims(pid int32, uid uint32, all bool) []string {
 	return out
 }
 
-// usage returns uid's open claims, stored bytes, and failed launches
-// (oldest first).
+// claimShare is the uid whose quotas and descriptors claim c counts
+// against: its ShareUID, else its UID.
+func claimShare(c *store.Claim) uint32 {
+	if c.ShareUID != 0 {
+		return c.ShareUID
+	}
+	return c.UID
+}
+
+// usage returns the open claims, stored bytes, and failed launches (oldest
+// first) that count against uid's quotas (claimShare).
 func (x *claimIndex) usage(uid uint32) (open int, bytes int64, failed []string) {
 	type f struct {
 		id string
@@ -133,7 +143,7 @@ func (x *claimIndex) usage(uid uint32) (open int, bytes int64, failed []string) 
 	var fs []f
 	x.mu.RLock()
 	for id, m := range x.byID {
-		if m.uid != uid {
+		if m.share != uid {
 			continue
 		}
 		bytes += m.bytes
@@ -152,18 +162,18 @@ func (x *claimIndex) usage(uid uint32) (open int, bytes int64, failed []string) 
 	return open, bytes, failed
 }
 
-// memberRoom returns how many of n members more fit the byte quota of the
-// claim id's owner (all for root's claims, or with no quota), and the
-// owner's uid.
+// memberRoom returns how many of n members more fit the byte quota the
+// claim id counts against (all for root's claims, or with no quota), and
+// whose quota that is.
 func (x *claimIndex) memberRoom(id string, n int, quota int64) (fit int, uid uint32) {
 	x.mu.RLock()
 	m, ok := x.byID[id]
 	x.mu.RUnlock()
 	if !ok || m.uid == 0 || quota <= 0 {
-		return n, m.uid
+		return n, m.share
 	}
-	_, used, _ := x.usage(m.uid)
-	return int(min(int64(n), max(0, (quota-used)/memberBytes))), m.uid
+	_, used, _ := x.usage(m.share)
+	return int(min(int64(n), max(0, (quota-used)/memberBytes))), m.share
 }
 
 // addMembers counts n members recorded (forgotten when negative) on

@@ -123,7 +123,7 @@ func (d *Daemon) Launch(ctx context.Context, p api.Peer, r *api.LaunchRequest) (
 	}
 	kind := kindOf(r.Detach)
 	c := store.Claim{
-		ID: store.NewID(kind), Kind: kind, Owner: r.Owner, UID: p.UID, GID: p.GID,
+		ID: store.NewID(kind), Kind: kind, Owner: r.Owner, UID: p.UID, GID: p.GID, ShareUID: p.ShareUID,
 		Argv: r.Argv, Cwd: r.Cwd, WallClock: time.Duration(r.WallClock), Limits: clamped,
 	}
 	// What is stored and shown is redacted; the workload gets r.Argv.
@@ -163,7 +163,7 @@ func (d *Daemon) Launch(ctx context.Context, p api.Peer, r *api.LaunchRequest) (
 		}); werr != nil {
 			return api.Claim{}, fmt.Errorf("%w; and %w", err, werr)
 		}
-		d.pruneFailed(p.UID)
+		d.pruneFailed(p.Share())
 		return api.Claim{}, err
 	}
 
@@ -360,7 +360,7 @@ func (d *Daemon) Admit(ctx context.Context, p api.Peer, r *api.AdmitRequest) (cl
 	argv := readCmdline(r.Pid, d.redact)
 	now := time.Now()
 	c := store.Claim{
-		Kind: store.Grant, Owner: r.Owner, UID: p.UID, GID: p.GID, Argv: argv,
+		Kind: store.Grant, Owner: r.Owner, UID: p.UID, GID: p.GID, ShareUID: p.ShareUID, Argv: argv,
 		Pid: r.Pid, Token: tok, Pgid: h.Stat().PGrp,
 		LastVerdict: &store.Verdict{Result: v.Result, Reason: api.Trunc(v.Reason, 1000), Mechanism: v.Mechanism, At: now},
 	}
@@ -414,12 +414,12 @@ const launchFailed = "launch failed: "
 // live claims and stored bytes. Over quota is a 429, never a store failure
 // that would refuse everyone's writes.
 func (d *Daemon) quota(p api.Peer, c *store.Claim) error {
-	open, bytes, _ := d.claims.usage(p.UID)
+	open, bytes, _ := d.claims.usage(p.Share())
 	switch {
 	case d.cfg.QuotaClaims > 0 && open >= d.cfg.QuotaClaims:
-		return fmt.Errorf("uid %d holds %d live claims (quota %d): %w", p.UID, open, d.cfg.QuotaClaims, api.ErrQuota)
+		return fmt.Errorf("uid %d holds %d live claims (quota %d): %w", p.Share(), open, d.cfg.QuotaClaims, api.ErrQuota)
 	case d.cfg.QuotaBytes > 0 && bytes+claimBytes(c) > d.cfg.QuotaBytes:
-		return fmt.Errorf("uid %d's claims store %d bytes; this one would take it past its quota of %d: %w", p.UID, bytes, d.cfg.QuotaBytes, api.ErrQuota)
+		return fmt.Errorf("uid %d's claims store %d bytes; this one would take it past its quota of %d: %w", p.Share(), bytes, d.cfg.QuotaBytes, api.ErrQuota)
 	}
 	return nil
 }

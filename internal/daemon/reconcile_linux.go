@@ -367,13 +367,19 @@ func (d *Daemon) teardown(ctx context.Context, c *store.Claim, v verdict.Verdict
 	if rq.principal != nil {
 		principal = *rq.principal
 	}
+	// The descriptors count against the claim's share when it acts for
+	// the claim's own uid, else against the principal's (root: none).
+	share := principal
+	if principal == c.UID {
+		share = claimShare(c)
+	}
 	var over []actions.Member
 	if root != nil {
 		// The recorded members bound here are this call's to close (the
 		// caller's extra stay the caller's): one descriptor each, held
 		// for the grace, never past the teardown, and within the
 		// principal's share (memberFDs).
-		b := d.fds.forUID(principal)
+		b := d.fds.forUID(share)
 		recorded, left := d.recordedMembersWithin(c, map[int32]bool{root.Pid(): true}, b)
 		defer func() {
 			for _, h := range recorded {
@@ -389,7 +395,7 @@ func (d *Daemon) teardown(ctx context.Context, c *store.Claim, v verdict.Verdict
 				Reason: "recorded member not bound: the teardowns of this user hold all the descriptors they may; not signalled"})
 		}
 	}
-	td := d.newTeardown(grace, principal, c.Cgroup, c.ID, rq.say)
+	td := d.newTeardown(grace, principal, share, c.Cgroup, c.ID, rq.say)
 	out := td.RunBound(ctx, v, root, extra)
 	if out.Acted && len(over) > 0 {
 		// The finders may have found and reported them too.
@@ -450,14 +456,16 @@ func (d *Daemon) graceFor(c *store.Claim, rq request) time.Duration {
 
 // newTeardown is the one place a daemon teardown is made: every signal it
 // sends or is refused is one signal_sent line in the feed.
-func (d *Daemon) newTeardown(grace time.Duration, principal uint32, cgroup, claimID string, say func(string)) *actions.Teardown {
+// Its signals are sent with principal's rights; the descriptors it binds
+// count against share's (fdBudget).
+func (d *Daemon) newTeardown(grace time.Duration, principal, share uint32, cgroup, claimID string, say func(string)) *actions.Teardown {
 	if grace <= 0 {
 		grace = time.Duration(d.cfg.Grace)
 	}
 	return actions.New(d.judge, d.tr.Load().Finder(d.judge), actions.Options{
 		Grace:      grace,
 		Principal:  &principal,
-		Budget:     d.fds.forUID(principal),
+		Budget:     d.fds.forUID(share),
 		Cgroup:     cgroup,
 		OnProgress: say,
 		OnSignal: func(m actions.Member, sig unix.Signal, err error) {
@@ -697,7 +705,8 @@ func (d *Daemon) retain() {
 	// store. Before, the oldest of all went, whoever's they were.
 	byUID := map[uint32][]store.Claim{}
 	for _, c := range done {
-		byUID[c.UID] = append(byUID[c.UID], c)
+		share := claimShare(&c)
+		byUID[share] = append(byUID[share], c)
 	}
 	for _, cs := range byUID {
 		sort.Slice(cs, func(i, j int) bool { return cs[i].UpdatedAt.Before(cs[j].UpdatedAt) })

@@ -143,6 +143,13 @@ func TestIntegrationAdmitRedactsClaim(t *testing.T) {
 	h.d.redact = rules(t, "--password=*")
 	cmd := testenv.Start(t, "/bin/sh", "-c", "sleep 600; :", "sh", "--password=hunter2")
 	pid := int32(cmd.Process.Pid)
+	// Start returns once exec has closed the child's descriptors, before
+	// the kernel has set the new image's arguments: until then its
+	// cmdline reads empty (the admit then records none).
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		return len(b) > 0
+	}, "pid %d: no command line", pid)
 	tok, err := local.ReadToken(context.Background(), pid)
 	if err != nil {
 		t.Fatal(err)

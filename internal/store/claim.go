@@ -145,6 +145,10 @@ type Claim struct {
 	// UID and GID of the API client that created the claim.
 	UID uint32 `json:"uid"`
 	GID uint32 `json:"gid"`
+	// ShareUID, when not 0, is the uid whose quotas the claim counts
+	// against instead of UID's (api.Peer.Share: the user who made the
+	// user namespace the client ran in).
+	ShareUID uint32 `json:"share_uid,omitempty"`
 	// Argv is the command as the daemon may show it: the daemon redacts
 	// it before a Put (internal/redact), and a redacted argument carries
 	// the marker itself, so the record needs no field of its own (an
