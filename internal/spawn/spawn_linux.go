@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -114,7 +115,7 @@ func Main() {
 	}
 	// Per-thread state (no_new_privs) must be on the thread that execs.
 	runtime.LockOSThread()
-	status := os.NewFile(4, "status")
+	status := os.NewFile(statusLast(), "status")
 	fail := func(format string, args ...any) {
 		fmt.Fprintf(status, format, args...)
 		os.Exit(127)
@@ -171,6 +172,31 @@ func Main() {
 	}
 	err = unix.Exec(path, spec.Argv, spec.Env)
 	fail("%s: %v", spec.Argv[0], err)
+}
+
+// statusLast moves the status pipe (descriptor 4) above every descriptor
+// this process holds and returns where it is. Exec closes descriptors in
+// ascending order, and the daemon takes the status pipe's end for the end
+// of the exec: the runtime keeps descriptors of its own above 4 (the
+// cgroup's CPU quota files), which were still open in the workload for a
+// moment after the daemon had returned it.
+func statusLast() uintptr {
+	hi := 4
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return 4
+	}
+	for _, e := range ents {
+		if n, err := strconv.Atoi(e.Name()); err == nil {
+			hi = max(hi, n)
+		}
+	}
+	fd, err := unix.FcntlInt(4, unix.F_DUPFD_CLOEXEC, hi+1)
+	if err != nil {
+		return 4
+	}
+	unix.Close(4)
+	return uintptr(fd)
 }
 
 // resolve finds name on path with this process's own rights: a directory

@@ -113,3 +113,37 @@ func TestIntegrationShimDirWithItsRights(t *testing.T) {
 		t.Errorf("workload in a directory only root may enter = %v (output %q), want an exec error naming it, %v", err, out, syscall.EACCES)
 	}
 }
+
+// TestIntegrationExecDoneMeansDone: when Start returns, the workload holds
+// descriptors 0, 1 and 2 only: the status pipe, whose end Start waits for,
+// is the last descriptor the exec closes (the shim's runtime holds some of
+// its own above it).
+func TestIntegrationExecDoneMeansDone(t *testing.T) {
+	testenv.RequireRoot(t)
+	devnull, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer devnull.Close()
+	attr := Attr{Files: [3]*os.File{devnull, devnull, devnull}, CgroupFD: -1,
+		Cred: &syscall.Credential{Uid: nobody, Gid: nobody, Groups: []uint32{nobody}}}
+	for i := range 50 {
+		p, err := Start(Spec{Argv: []string{"sleep", "60"}, Path: "/usr/bin:/bin"}, attr, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ents, rerr := os.ReadDir(fmt.Sprintf("/proc/%d/fd", p.Pid))
+		var names []string
+		for _, e := range ents {
+			l, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", p.Pid, e.Name()))
+			names = append(names, e.Name()+"="+l)
+		}
+		unix.PidfdSendSignal(p.Pidfd, unix.SIGKILL, nil, 0)
+		var ws unix.WaitStatus
+		unix.Wait4(int(p.Pid), &ws, 0, nil)
+		unix.Close(p.Pidfd)
+		if rerr != nil || len(ents) != 3 {
+			t.Fatalf("start %d: the workload holds %v (%v) when Start returns, want 0, 1, 2", i, names, rerr)
+		}
+	}
+}
