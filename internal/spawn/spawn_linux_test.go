@@ -115,8 +115,8 @@ func TestIntegrationShimDirWithItsRights(t *testing.T) {
 }
 
 // TestIntegrationExecDoneMeansDone: when Start returns, the workload holds
-// descriptors 0, 1 and 2 only: the status pipe, whose end Start waits for,
-// is the last descriptor the exec closes (the shim's runtime holds some of
+// none of the shim's descriptors: the status pipe, whose end Start waits
+// for, is the last one the exec closes (the shim's runtime holds some of
 // its own above it).
 func TestIntegrationExecDoneMeansDone(t *testing.T) {
 	testenv.RequireRoot(t)
@@ -134,16 +134,24 @@ func TestIntegrationExecDoneMeansDone(t *testing.T) {
 		}
 		ents, rerr := os.ReadDir(fmt.Sprintf("/proc/%d/fd", p.Pid))
 		var names []string
+		shims := false
 		for _, e := range ents {
 			l, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", p.Pid, e.Name()))
 			names = append(names, e.Name()+"="+l)
+			// The workload's own loader may hold its libraries a moment;
+			// the shim held its spec and status pipes and the runtime's
+			// cgroup files.
+			if e.Name() != "0" && e.Name() != "1" && e.Name() != "2" &&
+				(strings.HasPrefix(l, "pipe:") || strings.HasPrefix(l, "/sys/fs/cgroup")) {
+				shims = true
+			}
 		}
 		unix.PidfdSendSignal(p.Pidfd, unix.SIGKILL, nil, 0)
 		var ws unix.WaitStatus
 		unix.Wait4(int(p.Pid), &ws, 0, nil)
 		unix.Close(p.Pidfd)
-		if rerr != nil || len(ents) != 3 {
-			t.Fatalf("start %d: the workload holds %v (%v) when Start returns, want 0, 1, 2", i, names, rerr)
+		if rerr != nil || shims {
+			t.Fatalf("start %d: the workload holds %v (%v) when Start returns, want none of the shim's", i, names, rerr)
 		}
 	}
 }
