@@ -381,6 +381,20 @@ func TestIntegrationDryRunReapOwnClaims(t *testing.T) {
 	if code, out, _ := d.run(t, nil, "reap", "--dry-run", "--json"); code != 0 || json.Unmarshal([]byte(out), &rep) != nil || rep.Seen != 3 {
 		t.Errorf("root's dry run: exit %d, saw %d claims, want 3", code, rep.Seen)
 	}
+	// The status counts alike: nobody's own claims, root's all of them.
+	for _, tc := range []struct {
+		who  *syscall.Credential
+		want int
+	}{{asNobody, 1}, {nil, 3}} {
+		code, out, errs := d.run(t, tc.who, "status", "--json")
+		var st api.Status
+		if code != 0 || json.Unmarshal([]byte(out), &st) != nil {
+			t.Fatalf("status as %v: exit %d %s", tc.who, code, errs)
+		}
+		if st.Claims != tc.want || st.Counts[store.Grant][store.Running] != tc.want {
+			t.Errorf("status as %v counts %d claims (%v), want %d", tc.who, st.Claims, st.Counts, tc.want)
+		}
+	}
 }
 
 // TestIntegrationFinishedCapPerUser: with at most 4 finished claims

@@ -210,12 +210,19 @@ func (d *Daemon) Status(ctx context.Context, p api.Peer) (api.Status, error) {
 	es := tr.Stats()
 	st.Events, st.LostEvents, st.Resyncs = es.Events, es.Lost, tr.Resyncs()
 	st.GraphLive = tr.Graph().Stats().Live
-	ss, err := d.st.Stats()
-	if err != nil {
-		d.storeFailed("store stats", err)
-		return st, err
+	if p.Root() {
+		ss, err := d.st.Stats()
+		if err != nil {
+			d.storeFailed("store stats", err)
+			return st, err
+		}
+		st.Counts, st.Claims, st.Members, st.StoreBytes = ss.Counts, ss.Claims, ss.Members, ss.FileBytes
+	} else {
+		// Another user's claims are none of the caller's business, even
+		// counted: its own (from the index, without reading the store),
+		// and the bytes they take of its quota.
+		st.Counts, st.Claims, st.Members, st.StoreBytes = d.claims.countsOf(p.UID)
 	}
-	st.Counts, st.Claims, st.Members, st.StoreBytes = ss.Counts, ss.Claims, ss.Members, ss.FileBytes
 	st.LogDropped = d.log.Stats().Dropped
 	d.repMu.Lock()
 	st.Reconcile = d.reconcile

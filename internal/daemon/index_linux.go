@@ -29,6 +29,7 @@ type claimIndex struct {
 }
 
 type claimMeta struct {
+	kind   store.Kind
 	uid    uint32
 	share  uint32 // the uid whose quotas it counts against (claimShare)
 	owner  string
@@ -64,7 +65,7 @@ func (x *claimIndex) set(c *store.Claim) {
 		strings.HasPrefix(c.LastVerdict.Reason, launchFailed)
 	x.mu.Lock()
 	members := x.byID[c.ID].members
-	x.byID[c.ID] = claimMeta{uid: c.UID, share: claimShare(c), owner: c.Owner, state: c.State, pid: c.Pid, tok: c.Token,
+	x.byID[c.ID] = claimMeta{kind: c.Kind, uid: c.UID, share: claimShare(c), owner: c.Owner, state: c.State, pid: c.Pid, tok: c.Token,
 		bytes: claimBytes(c), failed: failed, at: c.UpdatedAt, members: members}
 	x.mu.Unlock()
 	x.resetMembers(c.ID, c.Members)
@@ -160,6 +161,28 @@ func (x *claimIndex) usage(uid uint32) (open int, bytes int64, failed []string) 
 		failed = append(failed, e.id)
 	}
 	return open, bytes, failed
+}
+
+// countsOf returns, of uid's stored claims, how many there are by kind
+// and state, in all, with how many members recorded (as the index knows
+// them, from the store), and the bytes they count against the quota.
+func (x *claimIndex) countsOf(uid uint32) (counts map[store.Kind]map[store.State]int, claims, members int, bytes int64) {
+	counts = map[store.Kind]map[store.State]int{}
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	for _, m := range x.byID {
+		if m.uid != uid {
+			continue
+		}
+		if counts[m.kind] == nil {
+			counts[m.kind] = map[store.State]int{}
+		}
+		counts[m.kind][m.state]++
+		claims++
+		members += len(m.members)
+		bytes += m.bytes
+	}
+	return counts, claims, members, bytes
 }
 
 // memberRoom returns how many of n members more fit the byte quota the
