@@ -541,3 +541,51 @@ func TestIntegrationSubordinateUIDsShareQuota(t *testing.T) {
 		}
 	}
 }
+
+// TestIntegrationSubordinateUIDOutsideItsNamespace: a workload the daemon
+// started for a client in a user namespace runs as the client's
+// subordinate uid in the daemon's namespace, where no namespace says whose
+// it is: /etc/subuid does. With a quota of two live claims, a job launched
+// as subordinate uid 200000 (one claim of uid 4321's) launches one grant
+// and is refused the second. Before, the job drew on a share of its own.
+func TestIntegrationSubordinateUIDOutsideItsNamespace(t *testing.T) {
+	testenv.RequireRoot(t)
+	const creator, group = 4321, 200100
+	prev, err := os.ReadFile("/etc/subuid")
+	if err != nil && !errors.Is(err, os.ErrNotExist) {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if prev == nil {
+			os.Remove("/etc/subuid")
+		} else {
+			os.WriteFile("/etc/subuid", prev, 0o644)
+		}
+	})
+	if err := os.WriteFile("/etc/subuid", append(slices.Clone(prev), fmt.Sprintf("%d:200000:100\n", creator)...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	state, sock := newDirs(t)
+	startDaemon(t, state, sock, "--socket-group", strconv.Itoa(group), "--quota-claims", "2")
+	script := fmt.Sprintf("for i in 1 2; do %s launch --socket %s --cwd / -- sleep 600 2>&1; done", binary(t), sock)
+	var out bytes.Buffer
+	cmd := testenv.Subordinate(t, creator, 200000, group,
+		fmt.Sprintf("exec %s launch --socket %s --cwd / --detach --json -- sh -c '%s'", binary(t), sock, script), &out)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("launch of the job: %v: %s", err, out.String())
+	}
+	var job api.Claim
+	if err := json.Unmarshal(out.Bytes(), &job); err != nil {
+		t.Fatalf("launch --json printed %q: %v", out.String(), err)
+	}
+	var got string
+	testenv.Eventually(t, 30*time.Second, func() bool {
+		b, _ := os.ReadFile(job.OutputPath)
+		got = string(b)
+		return strings.Count(got, "\n") >= 2
+	}, "the job's two launches never answered")
+	lines := strings.Split(strings.TrimSpace(got), "\n")
+	if len(lines) != 2 || !strings.HasPrefix(lines[0], "g-") || !strings.Contains(lines[1], fmt.Sprintf("uid %d holds 2 live claims", creator)) {
+		t.Errorf("the job's launches answered %q; want a grant, then a refusal over uid %d's quota", got, creator)
+	}
+}

@@ -46,9 +46,16 @@ const soPeerPidfd = 77
 
 // shareOf is userns.Account of the peer, through the pidfd the socket
 // holds of it (SO_PEERPIDFD: the process that connected, even if its pid
-// was reissued since), else one opened now by pid; its uid when neither
-// can be had.
+// was reissued since), else one opened now by pid, or its uid when neither
+// can be had; then the owner of that uid's /etc/subuid range, if any (a
+// workload the daemon started for a client in a namespace runs as its
+// subordinate uid outside it).
 func shareOf(raw syscall.RawConn, cred *unix.Ucred) uint32 {
+	return userns.SubordinateOf(nsShareOf(raw, cred))
+}
+
+// nsShareOf is the userns.Account part of shareOf.
+func nsShareOf(raw syscall.RawConn, cred *unix.Ucred) uint32 {
 	pidfd := -1
 	_ = raw.Control(func(fd uintptr) {
 		if v, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, soPeerPidfd); err == nil {

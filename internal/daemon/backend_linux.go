@@ -219,9 +219,9 @@ func (d *Daemon) Status(ctx context.Context, p api.Peer) (api.Status, error) {
 		st.Counts, st.Claims, st.Members, st.StoreBytes = ss.Counts, ss.Claims, ss.Members, ss.FileBytes
 	} else {
 		// Another user's claims are none of the caller's business, even
-		// counted: its own (from the index, without reading the store),
-		// and the bytes they take of its quota.
-		st.Counts, st.Claims, st.Members, st.StoreBytes = d.claims.countsOf(p.UID)
+		// counted: those that count against its quotas (its own, and its
+		// subordinate uids'), from the index without reading the store.
+		st.Counts, st.Claims, st.Members, st.StoreBytes = d.claims.countsOf(p.Share())
 	}
 	st.LogDropped = d.log.Stats().Dropped
 	d.repMu.Lock()

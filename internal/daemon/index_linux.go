@@ -163,15 +163,16 @@ func (x *claimIndex) usage(uid uint32) (open int, bytes int64, failed []string) 
 	return open, bytes, failed
 }
 
-// countsOf returns, of uid's stored claims, how many there are by kind
-// and state, in all, with how many members recorded (as the index knows
-// them, from the store), and the bytes they count against the quota.
+// countsOf returns, of the stored claims that count against uid's quotas
+// (claimShare), how many there are by kind and state, in all, with how
+// many members recorded (as the index knows them, from the store), and
+// their bytes.
 func (x *claimIndex) countsOf(uid uint32) (counts map[store.Kind]map[store.State]int, claims, members int, bytes int64) {
 	counts = map[store.Kind]map[store.State]int{}
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	for _, m := range x.byID {
-		if m.uid != uid {
+		if m.share != uid {
 			continue
 		}
 		if counts[m.kind] == nil {

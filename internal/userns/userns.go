@@ -15,6 +15,11 @@
 // The account is for fairness only. What a process may do (whose claims it
 // may act on, with whose rights a signal is sent) stays its uid's.
 //
+// A subordinate uid can also run outside its user's namespaces: a workload
+// the daemon started for a client in one runs as that uid in the daemon's
+// own. SubordinateOf attributes any uid in a user's /etc/subuid range to
+// that user (ranges root holds excepted, as namespaces root made are).
+//
 // Mechanism (Linux): the peer's pidfd (SO_PEERPIDFD) gives its user
 // namespace (PIDFD_GET_USER_NAMESPACE, Linux 6.11; before that,
 // /proc/PID/ns/user, confirmed by the pidfd afterwards); NS_GET_PARENT walks
