@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -653,4 +654,21 @@ func TestIntegrationClaimLines(t *testing.T) {
 		}
 		return nil
 	}, "claim lines missing")
+}
+
+// TestIntegrationJobCgroupRemoved: a job's cgroup is removed once the job
+// has exited and nothing is left in it. Before, every job left an empty
+// cgroup directory behind (1,623 under this VM's after a day of tests).
+func TestIntegrationJobCgroupRemoved(t *testing.T) {
+	testenv.RequireRoot(t)
+	state, sock := newDirs(t)
+	d := startDaemon(t, state, sock)
+	job := d.launch(t, "--detach", "--", "true")
+	if job.Cgroup == "" {
+		testenv.Skip(t, "the daemon made no cgroup for %s here", job.ID)
+	}
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		_, err := os.Stat(job.Cgroup)
+		return errors.Is(err, os.ErrNotExist)
+	}, "job %s exited, and its cgroup %s stayed", job.ID, job.Cgroup)
 }

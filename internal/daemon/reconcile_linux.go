@@ -636,6 +636,10 @@ func (d *Daemon) finishJob(c *store.Claim, ws syscall.WaitStatus, known bool) er
 			ev := claimEvent(logfeed.ActionJobExited, c)
 			ev.ExitCode, ev.Signal, ev.Reason = c.ExitCode, c.ExitSignal, c.RetiredReason
 			d.log.Claim(ev)
+			// Its cgroup, once its last process has left it (a job's
+			// cgroup stayed behind, one empty directory per job, for
+			// the life of the host's cgroup tree).
+			go removeCgroup(c.Cgroup)
 		}
 	}()
 	return d.update(c, func(x *store.Claim) {
