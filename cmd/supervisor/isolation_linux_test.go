@@ -672,3 +672,24 @@ func TestIntegrationJobCgroupRemoved(t *testing.T) {
 		return errors.Is(err, os.ErrNotExist)
 	}, "job %s exited, and its cgroup %s stayed", job.ID, job.Cgroup)
 }
+
+// TestIntegrationJobCgroupRemovedAfterItsMembers: a job whose child
+// outlives it keeps its cgroup while the child runs; the reaper's next
+// pass after the child has gone removes it.
+func TestIntegrationJobCgroupRemovedAfterItsMembers(t *testing.T) {
+	testenv.RequireRoot(t)
+	state, sock := newDirs(t)
+	d := startDaemon(t, state, sock, "--reap-interval", "500ms")
+	job := d.launch(t, "--detach", "--", "sh", "-c", "sleep 3 & exit 0")
+	if job.Cgroup == "" {
+		testenv.Skip(t, "the daemon made no cgroup for %s here", job.ID)
+	}
+	time.Sleep(1500 * time.Millisecond) // the job has exited; its child holds the cgroup
+	if _, err := os.Stat(job.Cgroup); err != nil {
+		t.Fatalf("job %s's cgroup %s went while its child ran: %v", job.ID, job.Cgroup, err)
+	}
+	testenv.Eventually(t, 15*time.Second, func() bool {
+		_, err := os.Stat(job.Cgroup)
+		return errors.Is(err, os.ErrNotExist)
+	}, "job %s's child has gone, and its cgroup %s stayed", job.ID, job.Cgroup)
+}

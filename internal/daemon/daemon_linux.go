@@ -129,6 +129,10 @@ type Daemon struct {
 	// pruned is when pruneMembers last looked at each claim; the member
 	// writer's alone.
 	pruned map[string]time.Time
+	// cgGone holds the finished claims whose cgroup is removed
+	// (removeFinalCgroups), under cgMu.
+	cgMu   sync.Mutex
+	cgGone map[string]bool
 	exitQ  chan exitNote
 	checkQ chan check
 

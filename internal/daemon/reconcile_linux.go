@@ -75,6 +75,9 @@ func (d *Daemon) reconcileAll(ctx context.Context, rq request) api.Report {
 				ids = append(ids, cs[i].ID)
 			}
 		}
+		if !rq.dryRun {
+			d.removeFinalCgroups(cs)
+		}
 	}
 	for _, id := range ids {
 		it, _, err := d.settle(ctx, id, rq)
@@ -85,6 +88,33 @@ func (d *Daemon) reconcileAll(ctx context.Context, rq request) api.Report {
 		}
 	}
 	return rep
+}
+
+// removeFinalCgroups removes the cgroups of the finished claims among cs
+// that are empty now: a job's whose members outlived it (removeCgroup gave
+// up while they ran), one a daemon stopped before it removed. A cgroup that
+// still holds a process cannot be removed (EBUSY) and is tried again next
+// pass; one removed, or gone, is not looked at again (cgGone, which keeps
+// only the claims still stored). Only cgroups the claims recorded are
+// touched: daemons that share a cgroup parent leave each other's alone.
+func (d *Daemon) removeFinalCgroups(cs []store.Claim) {
+	d.cgMu.Lock()
+	defer d.cgMu.Unlock()
+	gone := make(map[string]bool, len(d.cgGone))
+	for i := range cs {
+		c := &cs[i]
+		if Open(c.State) || c.Cgroup == "" {
+			continue
+		}
+		if d.cgGone[c.ID] {
+			gone[c.ID] = true
+			continue
+		}
+		if err := os.Remove(c.Cgroup); err == nil || errors.Is(err, os.ErrNotExist) {
+			gone[c.ID] = true
+		}
+	}
+	d.cgGone = gone
 }
 
 // count adds one claim's outcome to a report.
