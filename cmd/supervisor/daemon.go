@@ -145,6 +145,7 @@ func runLaunch(ctx context.Context, env *cliEnv, args []string) error {
 		}
 		req.Bind, req.Holder = true, &store.Instance{Pid: ppid, Token: tok}
 	}
+	restoreNofile()
 	c := dial(*sock)
 	defer c.Close()
 	cl, err := c.Launch(ctx, req)

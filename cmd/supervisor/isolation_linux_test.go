@@ -121,7 +121,9 @@ func TestIntegrationWorkloadIsolated(t *testing.T) {
 // TestIntegrationWorkloadIdentityAndLimits: root asking for a uid without
 // a gid gets the user's own group and groups, never root's; a uid the user
 // database does not know needs a gid. A caller's lowered resource limits
-// bind its workload, and the claim records them.
+// bind its workload, and the claim records them. A soft open-files limit
+// reaches the workload as the shell set it, though the Go command that
+// asks raised its own at start.
 func TestIntegrationWorkloadIdentityAndLimits(t *testing.T) {
 	testenv.RequireRoot(t)
 	state, sock := newDirs(t)
@@ -149,7 +151,7 @@ func TestIntegrationWorkloadIdentityAndLimits(t *testing.T) {
 		t.Errorf("launch as a uid the user database lacks = %v, want a refusal asking for its gid", err)
 	}
 
-	script := fmt.Sprintf("ulimit -c 0; ulimit -l 64; ulimit -p 200; exec %s launch --json --detach -- sleep 100", binary(t))
+	script := fmt.Sprintf("ulimit -c 0; ulimit -l 64; ulimit -p 200; ulimit -Sn 777; exec %s launch --json --detach -- sleep 100", binary(t))
 	cmd := exec.Command("sh", "-c", script)
 	cmd.Env = append(os.Environ(), "SUPERVISOR_SOCKET="+sock)
 	cmd.Dir = "/"
@@ -166,7 +168,7 @@ func TestIntegrationWorkloadIdentityAndLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, want := range map[string]string{"Max core file size": "0", "Max locked memory": "65536", "Max processes": "200"} {
+	for name, want := range map[string]string{"Max core file size": "0", "Max locked memory": "65536", "Max processes": "200", "Max open files": "777"} {
 		for _, line := range strings.Split(string(limits), "\n") {
 			if strings.HasPrefix(line, name) {
 				if f := strings.Fields(strings.TrimPrefix(line, name)); len(f) < 2 || f[0] != want {
@@ -179,8 +181,8 @@ func TestIntegrationWorkloadIdentityAndLimits(t *testing.T) {
 	for _, l := range job.Limits {
 		recorded[l.Name] = l.Soft
 	}
-	if recorded["core"] != 0 || recorded["memlock"] != 65536 || recorded["nproc"] != 200 {
-		t.Errorf("claim records limits %+v, want core 0, memlock 65536, nproc 200", job.Limits)
+	if recorded["core"] != 0 || recorded["memlock"] != 65536 || recorded["nproc"] != 200 || recorded["nofile"] != 777 {
+		t.Errorf("claim records limits %+v, want core 0, memlock 65536, nproc 200, nofile 777", job.Limits)
 	}
 }
 

@@ -1,0 +1,7 @@
+//go:build !linux
+
+package main
+
+// restoreNofile does nothing here: the daemon that launches workloads is
+// Linux's.
+func restoreNofile() {}
