@@ -112,12 +112,18 @@ type Daemon struct {
 	roots    map[int32]string // root pid -> running claim
 	pending  map[int32]pendingAdmit
 	children map[int32]string // launched children not yet reaped
-	// starting holds launches between their spawn and the store write of
-	// the root's pid; a non-nil status is the root's, reaped meanwhile,
-	// which the launch hands on once the claim knows its pid.
+	// starting holds launches from their spawn until they return; a
+	// non-nil status is the root's, reaped meanwhile, which the launch
+	// hands on once the claim knows its pid and the exec is done.
 	starting map[string]*syscall.WaitStatus
+	// execDone, when a test sets it, runs in Launch between the exec and
+	// the hand-over of a status reaped meanwhile.
+	execDone func(id string, pid int32)
 	deadline map[string]time.Time
-	npending atomic.Int32
+	// unwritten holds the exit status of a job whose finishing write
+	// failed, for the next pass to write.
+	unwritten map[string]syscall.WaitStatus
+	npending  atomic.Int32
 
 	locks sync.Map // claim id -> *sync.Mutex
 
@@ -225,22 +231,23 @@ func newDaemon(cfg Config, boot procfs.BootID, st claimStore, log *feed, now fun
 	claims := newClaimIndex()
 	return &Daemon{
 		cfg: cfg, boot: boot, self: int32(os.Getpid()), log: log,
-		st:       memberQuota{claimStore: st, x: claims, quota: cfg.QuotaBytes},
-		started:  now(),
-		holders:  map[int32][]held{},
-		roots:    map[int32]string{},
-		pending:  map[int32]pendingAdmit{},
-		children: map[int32]string{},
-		starting: map[string]*syscall.WaitStatus{},
-		deadline: map[string]time.Time{},
-		memberQ:  make(chan memberNote, memberQueue),
-		pruned:   map[string]time.Time{},
-		exitQ:    make(chan exitNote, noteQueue),
-		checkQ:   make(chan check, noteQueue),
-		now:      now,
-		work:     newWorkers(),
-		fds:      newMemberFDs(fdLimit()),
-		claims:   claims,
+		st:        memberQuota{claimStore: st, x: claims, quota: cfg.QuotaBytes},
+		started:   now(),
+		holders:   map[int32][]held{},
+		roots:     map[int32]string{},
+		pending:   map[int32]pendingAdmit{},
+		children:  map[int32]string{},
+		starting:  map[string]*syscall.WaitStatus{},
+		deadline:  map[string]time.Time{},
+		unwritten: map[string]syscall.WaitStatus{},
+		memberQ:   make(chan memberNote, memberQueue),
+		pruned:    map[string]time.Time{},
+		exitQ:     make(chan exitNote, noteQueue),
+		checkQ:    make(chan check, noteQueue),
+		now:       now,
+		work:      newWorkers(),
+		fds:       newMemberFDs(fdLimit()),
+		claims:    claims,
 	}
 }
 

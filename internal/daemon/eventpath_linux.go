@@ -37,8 +37,13 @@ func (d *Daemon) index(c *store.Claim) {
 		d.holders[c.Holder.Pid] = append(d.holders[c.Holder.Pid], held{id: c.ID, holder: c.Holder.Token})
 		watch = true
 	}
-	if !c.Deadline.IsZero() && c.State == store.Running {
-		d.deadline[c.ID] = c.Deadline
+	if _, ok := d.deadline[c.ID]; !ok && !c.Deadline.IsZero() && c.State == store.Running {
+		// Kept on the monotonic clock from the first time it is
+		// indexed: a claim read back from the store has the wall
+		// time only, and a clock stepped forward an hour tore down a
+		// 30-minute grant after 11 s once a pass had indexed it again.
+		now := d.now()
+		d.deadline[c.ID] = now.Add(c.Deadline.Sub(now))
 	}
 	d.mu.Unlock()
 	if watch && d.hw != nil {
@@ -77,6 +82,7 @@ func (d *Daemon) unindex(c *store.Claim) {
 		}
 	}
 	delete(d.deadline, c.ID)
+	delete(d.unwritten, c.ID)
 	if p, ok := d.pending[c.Pid]; ok && p.id == c.ID {
 		delete(d.pending, c.Pid)
 		d.npending.Add(-1)
@@ -348,8 +354,11 @@ func (d *Daemon) recordEventExit(n exitNote) {
 	d.mu.RLock()
 	id, ok := d.roots[n.pid]
 	_, child := d.children[n.pid]
+	_, launching := d.starting[id]
 	d.mu.RUnlock()
-	if !ok {
+	if !ok || launching {
+		// A launch in progress hands its root's exit on itself (a shim
+		// whose exec failed is no workload's exit).
 		return
 	}
 	// No claim lock (a teardown's worker may hold it): finishJob's write

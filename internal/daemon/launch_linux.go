@@ -156,7 +156,11 @@ func (d *Daemon) Launch(ctx context.Context, p api.Peer, r *api.LaunchRequest) (
 
 	fail := func(err error) (api.Claim, error) {
 		now := d.now()
+		// The root stored before the exec was the shim's, never the
+		// workload's: the claim is a failed launch, never started.
+		d.unindex(&c)
 		if werr := d.update(&c, func(x *store.Claim) {
+			x.Pid, x.Token, x.Pgid, x.Deadline = 0, token.Token{}, 0, time.Time{}
 			x.State = store.Released
 			x.Release = &store.Release{Dead: true, At: now}
 			x.LastVerdict = &store.Verdict{Result: verdict.Gone, Reason: api.Trunc(launchFailed+err.Error(), 1000), At: now}
@@ -227,7 +231,25 @@ func (d *Daemon) Launch(ctx context.Context, p api.Peer, r *api.LaunchRequest) (
 			if terr != nil {
 				return fmt.Errorf("reading the new process's token: %w", terr)
 			}
-			return nil
+			// The root is stored before the shim may exec: a daemon
+			// that stops from here on finds it by its token at the next
+			// start, and one that stopped before left a shim that exits
+			// without exec when its spec pipe closes. Stored after the
+			// exec, a stop in between left the workload's whole tree
+			// running under a claim that said it never started; a
+			// failed write killed the root and left its children.
+			return d.update(&c, func(x *store.Claim) {
+				now := d.now()
+				x.Pid, x.Token, x.Pgid, x.Cgroup, x.OutputPath = sp.Pid, tok, sp.Pid, cgPath, outPath
+				if x.WallClock > 0 {
+					x.Deadline = now.Add(x.WallClock)
+				}
+				reason := "launched by the supervisor; token read from the spawn's pidfd"
+				if cgPath == "" && cgReason != "" {
+					reason += "; no cgroup: " + cgReason
+				}
+				x.LastVerdict = &store.Verdict{Result: verdict.Owned, Reason: api.Trunc(reason, 1000), Mechanism: "pidfd", At: now}
+			})
 		})
 	}
 	defer func() {
@@ -257,24 +279,11 @@ func (d *Daemon) Launch(ctx context.Context, p api.Peer, r *api.LaunchRequest) (
 		return fail(hideArgv0(fmt.Errorf("start %s: %w", r.Argv[0], err), r.Argv[0], c.Argv[0]))
 	}
 
-	now := d.now()
-	if err := d.update(&c, func(x *store.Claim) {
-		x.Pid, x.Token, x.Pgid, x.Cgroup, x.OutputPath = sp.Pid, tok, sp.Pid, cgPath, outPath
-		if x.WallClock > 0 {
-			x.Deadline = now.Add(x.WallClock)
-		}
-		reason := "launched by the supervisor; token read from the spawn's pidfd"
-		if cgPath == "" && cgReason != "" {
-			reason += "; no cgroup: " + cgReason
-		}
-		x.LastVerdict = &store.Verdict{Result: verdict.Owned, Reason: api.Trunc(reason, 1000), Mechanism: "pidfd", At: now}
-	}); err != nil {
-		// A process the store does not know must not outlive this call.
-		unix.PidfdSendSignal(sp.Pidfd, unix.SIGKILL, nil, 0)
-		return api.Claim{}, err
-	}
 	d.admit(c.ID, sp.Pid, tok)
-	// A root reaped before its pid was stored left its status here.
+	if d.execDone != nil {
+		d.execDone(c.ID, sp.Pid)
+	}
+	// A root reaped during the launch left its status here.
 	d.mu.Lock()
 	early := d.starting[c.ID]
 	delete(d.starting, c.ID)

@@ -271,7 +271,7 @@ func (d *Daemon) settle(ctx context.Context, id string, rq request) (api.ReportI
 		grace := d.graceFor(&c, rq)
 		if err := d.update(&c, func(x *store.Claim) {
 			x.State = store.Releasing
-			x.GraceUntil = now.Add(grace)
+			x.GraceUntil, x.Grace = now.Add(grace), grace
 			x.LastVerdict = storeVerdict(v, now)
 		}); err != nil {
 			return it, nil, err
@@ -456,7 +456,7 @@ func (d *Daemon) teardown(ctx context.Context, c *store.Claim, v verdict.Verdict
 		}
 	}
 	err := d.update(c, func(x *store.Claim) {
-		x.Release, x.GraceUntil = rel, time.Time{}
+		x.Release, x.GraceUntil, x.Grace = rel, time.Time{}, 0
 		if x.State != store.Releasing {
 			return // moved on meanwhile (a job's exit was recorded)
 		}
@@ -479,7 +479,15 @@ func (d *Daemon) graceFor(c *store.Claim, rq request) time.Duration {
 	case rq.grace > 0:
 		return rq.grace
 	case c.State == store.Releasing && !c.GraceUntil.IsZero():
-		return max(c.GraceUntil.Sub(d.now()), time.Millisecond)
+		// What remains, by the wall clock, of the grace a stopped
+		// daemon began: never more than that whole grace (a record
+		// without it: the longest a request may ask), so a clock
+		// stepped back meanwhile does not stretch it by the step.
+		whole := c.Grace
+		if whole <= 0 {
+			whole = max(api.MaxGrace, time.Duration(d.cfg.Grace))
+		}
+		return min(max(c.GraceUntil.Sub(d.now()), time.Millisecond), whole)
 	}
 	return time.Duration(d.cfg.Grace)
 }
@@ -659,6 +667,23 @@ func (d *Daemon) recordedMembersWithin(c *store.Claim, skip map[int32]bool, b ac
 // whether ws is the kernel's status; when it is not, and none was recorded
 // before, the claim says the exit code is unknown.
 func (d *Daemon) finishJob(c *store.Claim, ws syscall.WaitStatus, known bool) error {
+	// A status whose write failed is kept for the next try (the pass
+	// finishes the job without one): one failed write lost a job's exit
+	// code to "exited while not watched".
+	d.mu.Lock()
+	if kept, ok := d.unwritten[c.ID]; ok && !known {
+		ws, known = kept, true
+	}
+	d.mu.Unlock()
+	defer func() {
+		d.mu.Lock()
+		if known && Open(c.State) {
+			d.unwritten[c.ID] = ws
+		} else {
+			delete(d.unwritten, c.ID)
+		}
+		d.mu.Unlock()
+	}()
 	now := d.now()
 	was := c.State
 	defer func() {

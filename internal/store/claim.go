@@ -175,6 +175,9 @@ type Claim struct {
 	// when its grace period ends: a restarted daemon resumes it with what
 	// remains.
 	GraceUntil time.Time `json:"grace_until,omitzero"`
+	// Grace is that teardown's whole grace period: a resumed one never
+	// waits longer, whatever the wall clock did meanwhile.
+	Grace time.Duration `json:"grace,omitzero"`
 	// Limits are the resource limits the workload got lower than the
 	// daemon's, from its caller's.
 	Limits []Limit `json:"limits,omitempty"`
@@ -385,6 +388,9 @@ func (l Limits) check(c *Claim) error {
 	}
 	if c.WallClock < 0 {
 		return fmt.Errorf("negative wall clock: %w", ErrInvalid)
+	}
+	if c.Grace < 0 {
+		return fmt.Errorf("negative grace: %w", ErrInvalid)
 	}
 	if len(c.Members) > l.MaxMembers {
 		return fmt.Errorf("%d members (limit %d): %w", len(c.Members), l.MaxMembers, ErrTooLarge)

@@ -168,6 +168,10 @@ func TestOpenCorrupt(t *testing.T) {
 			id := NewID(Job)
 			rawEdit(t, path, putRaw("claims", id, `{"id":"`+id+`","kind":"job","state":"running"} {}`))
 		}},
+		{"claim with bytes that are not UTF-8", func(t *testing.T, path string) {
+			id := NewID(Job)
+			rawEdit(t, path, putRaw("claims", id, `{"id":"`+id+`","kind":"job","state":"running","owner":"`+"\xff"+`"}`))
+		}},
 		{"claim with bad verdict word", func(t *testing.T, path string) {
 			id := NewID(Job)
 			rawEdit(t, path, putRaw("claims", id, `{"id":"`+id+`","kind":"job","state":"running","last_verdict":{"verdict":"MAYBE"}}`))

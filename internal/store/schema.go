@@ -3,8 +3,10 @@ package store
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
+	"unicode/utf8"
 
 	bolt "go.etcd.io/bbolt"
 
@@ -70,6 +72,12 @@ func migrate(tx *bolt.Tx, from int) error {
 // bound is bbolt's on a value: writes are held to Limits.MaxRecord, which
 // this function cannot see, and a record that was written is read back.
 func decodeStrict(val []byte, v any) error {
+	// JSON decoding would turn bytes that are not UTF-8 into U+FFFD
+	// without a word; the store never writes them (json.Marshal does
+	// not), so a record holding them was changed behind its back.
+	if !utf8.Valid(val) {
+		return errors.New("not valid UTF-8")
+	}
 	return jsonx.Decode(val, bolt.MaxValueSize, v)
 }
 

@@ -1,12 +1,14 @@
 package tracker
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
 
 	"github.com/procsupervisor/supervisor/internal/actions"
 	"github.com/procsupervisor/supervisor/internal/pidfd"
+	"github.com/procsupervisor/supervisor/internal/procfs"
 	"github.com/procsupervisor/supervisor/internal/testenv"
 	"github.com/procsupervisor/supervisor/internal/verdict"
 )
@@ -47,6 +49,47 @@ func TestIntegrationGraphFinderBudget(t *testing.T) {
 				}
 			}()
 			b.CheckBudgeted(t, len(found), unproven, errors.Is(err, actions.ErrBudget), kids)
+		})
+	}
+}
+
+// TestIntegrationFinderSkipsZombies: a member's child that has exited and
+// that the member has not reaped (a shell that exec'd and so never waits)
+// is gone. The finder used to report it as an unproven live member,
+// "adopted by a member, born of" the root itself, so a teardown that left
+// nothing alive ended as unproven.
+func TestIntegrationFinderSkipsZombies(t *testing.T) {
+	for _, mech := range kernelMechanisms {
+		t.Run(mech, func(t *testing.T) {
+			tr, boot := start(t, mech)
+			cmd, pids := testenv.Shell(t, "sh -c 'exit 3' & echo $!; exec sleep 1000", 1)
+			zombie := pids[0]
+			root, err := pidfd.Open(int32(cmd.Process.Pid), boot)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer root.Close()
+			testenv.Eventually(t, 10*time.Second, func() bool {
+				var st procfs.Stat
+				return procfs.NewReader("/proc").ReadStat(zombie, &st) == nil && st.Zombie()
+			}, "child %d never became a zombie", zombie)
+			if err := tr.Sync(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			j := &verdict.Judge{Boot: boot, Observer: tr, Mechanism: mech}
+			found, unproven, err := tr.Finder(j).Find([]*pidfd.Handle{root}, nil)
+			for _, h := range found {
+				if h.Pid() == zombie {
+					t.Errorf("the zombie %d was found as a member to signal", zombie)
+				}
+				h.Close()
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range unproven {
+				t.Errorf("unproven member %d (%s); the only other process is the zombie %d", m.Pid, m.Reason, zombie)
+			}
 		})
 	}
 }

@@ -108,6 +108,15 @@ func (f *graphFinder) Find(members []*pidfd.Handle, b actions.Budget) ([]*pidfd.
 	// (reported over the budget, unbound), unless descriptors came back.
 	more, over, err := f.proc.Find(all, b)
 	for _, h := range more {
+		if h.Exited() {
+			// A zombie (a member's child it has not reaped) is gone:
+			// nothing to signal, nothing to report as unproven.
+			h.Close()
+			if b != nil {
+				b.Give(1)
+			}
+			continue
+		}
 		if n, m, ok := f.t.graph.Find(h.Pid(), h.Token()); ok && m == token.Same && n.Flags.Has(lineage.BornObserved) {
 			unproven = append(unproven, actions.Member{Pid: h.Pid(), Token: h.Token(),
 				Reason: fmt.Sprintf("adopted by a member, born of %d which is not one", n.PPid)})
