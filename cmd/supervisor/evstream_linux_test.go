@@ -173,13 +173,18 @@ func TestIntegrationEventsFromDaemon(t *testing.T) {
 		t.Errorf("nobody's text stream with --kind exit,claim:\n%s", text)
 	}
 
-	// nobody has UserLong (4) long-lived requests at most: two streams
-	// here and two more; a fifth is refused.
+	// nobody has UserLong (4) event streams at most: two streams here
+	// and two more; a fifth is refused. Its releases have room of their
+	// own: with four streams open they were refused (429) as well.
 	startStream(t, d, cred, "--json")
 	startStream(t, d, cred, "--json")
 	code, _, errs := d.run(t, cred, "events")
-	if code != 75 || !strings.Contains(errs, "long-lived requests") {
+	if code != 75 || !strings.Contains(errs, "4 event streams") {
 		t.Errorf("a fifth stream of nobody: exit %d: %s, want 75 (busy, retry later)", code, errs)
+	}
+	gated := launchGated(t, d, cred, "exec /bin/sleep 100")
+	if code, _, errs := d.run(t, cred, "release", gated.ID); code != 0 {
+		t.Errorf("nobody's release of its own grant beside 4 streams: exit %d: %s", code, errs)
 	}
 
 	d.term()

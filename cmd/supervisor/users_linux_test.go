@@ -205,9 +205,13 @@ func TestIntegrationTreeHidepid(t *testing.T) {
 }
 
 // TestIntegrationVerifyHidepid: where the daemon's /proc hides other
-// users' processes, nobody's verify of root's process gives the verdict
-// but not the token observed at the pid (its start time, which that
-// /proc hides); nobody's own process's observed token is given.
+// users' processes, a user's verify of its own process gives the verdict
+// and the token observed at the pid; of another user's, UNVERIFIABLE and
+// nothing else, whatever token it names. The daemon used to judge a token
+// the caller chose against the start time /proc hides from it: verify
+// said OWNED or FOREIGN and kill answered 403 "held for another user" or
+// 404 by whether the start time was right, and counting down one tick at
+// a time found another user's in 2,704 requests.
 func TestIntegrationVerifyHidepid(t *testing.T) {
 	testenv.RequireRoot(t)
 	wrap := []string{"unshare", "-m", "--propagation", "private", "/bin/sh", "-c",
@@ -215,32 +219,58 @@ func TestIntegrationVerifyHidepid(t *testing.T) {
 	d, _ := startDaemonWith(t, nil, nil, wrap, "--socket-group", fmt.Sprint(nobody))
 	c := launchAs(t, d, "sleep", "1000")
 	t.Cleanup(func() { d.run(t, asNobody, "release", "--grace", "0s", c.ID) })
-	wrong := func(pid int) string {
+	roots := d.launch(t, "sleep", "1000")
+	right, err := token.Parse(tokenOf(t, int(roots.Pid)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrong := func(pid int) token.Token {
 		tok, err := token.Parse(tokenOf(t, pid))
 		if err != nil {
 			t.Fatal(err)
 		}
 		tok.Start, tok.Ino = 1, 0 // another instance
-		return tok.String()
+		return tok
 	}
+	off := right
+	off.Start-- // one tick off
 	for _, tt := range []struct {
+		name     string
 		pid      int
+		tok      token.Token
+		verdict  string
 		observed bool
 	}{
-		{os.Getpid(), false},
-		{int(c.Pid), true},
+		{"root's process, another instance", os.Getpid(), wrong(os.Getpid()), "UNVERIFIABLE", false},
+		{"root's claim, the right token", int(roots.Pid), right, "UNVERIFIABLE", false},
+		{"root's claim, one tick off", int(roots.Pid), off, "UNVERIFIABLE", false},
+		{"its own, another instance", int(c.Pid), wrong(int(c.Pid)), "FOREIGN", true},
 	} {
-		_, out, errs := d.run(t, asNobody, "verify", "--json", fmt.Sprint(tt.pid), wrong(tt.pid))
+		_, out, errs := d.run(t, asNobody, "verify", "--json", fmt.Sprint(tt.pid), tt.tok.String())
 		var v struct {
 			Verdict  string `json:"verdict"`
 			Observed string `json:"observed_token"`
 		}
 		if err := json.Unmarshal([]byte(out), &v); err != nil {
-			t.Fatalf("verify %d as nobody: %q %s: %v", tt.pid, out, errs, err)
+			t.Fatalf("%s: verify %d as nobody: %q %s: %v", tt.name, tt.pid, out, errs, err)
 		}
-		if v.Verdict != "FOREIGN" || (v.Observed != "") != tt.observed {
-			t.Errorf("nobody's verify of %d = %s, observed %q: want FOREIGN, observed token given %v", tt.pid, v.Verdict, v.Observed, tt.observed)
+		if v.Verdict != tt.verdict || (v.Observed != "") != tt.observed {
+			t.Errorf("%s: nobody's verify of %d = %s, observed %q: want %s, observed token given %v", tt.name, tt.pid, v.Verdict, v.Observed, tt.verdict, tt.observed)
 		}
+	}
+	var kills [2]string
+	for i, tok := range []token.Token{right, off} {
+		code, _, errs := d.run(t, asNobody, "kill", "--grace", "0s", fmt.Sprint(roots.Pid), tok.String())
+		kills[i] = fmt.Sprintf("exit %d: %s", code, errs)
+		if code == 0 || strings.Contains(errs, "another user") {
+			t.Errorf("nobody's kill of root's claim with %s: %s", tok, kills[i])
+		}
+	}
+	if kills[0] != kills[1] {
+		t.Errorf("nobody's kill answers the right start time and one a tick off apart:\n %s\n %s", kills[0], kills[1])
+	}
+	if code, out, errs := d.run(t, nil, "verify", fmt.Sprint(roots.Pid), right.String()); code != 0 || !strings.HasPrefix(out, "OWNED") {
+		t.Errorf("root's verify of its claim = %d %q %s, want OWNED", code, out, errs)
 	}
 }
 

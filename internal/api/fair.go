@@ -30,10 +30,12 @@ type Limits struct {
 	// RequestTimeout bounds the writing of a short request's answer (from
 	// the end of its headers); a long-lived request has MaxGrace more.
 	RequestTimeout Duration `json:"request_timeout"`
-	// UserLong caps the long-lived requests (a release or a kill waiting
-	// out a grace period, and any future wait or stream) of one non-root
-	// uid in flight at once. They are exempt from RequestTimeout and, being
-	// in flight, from IdleTimeout; they count among the uid's connections.
+	// UserLong caps the long-lived requests of one non-root uid in flight
+	// at once, of each class: releases and kills (they wait out a grace
+	// period), and event streams, so that streams left open never take a
+	// user's room to release. They are exempt from RequestTimeout and,
+	// being in flight, from IdleTimeout; they count among the uid's
+	// connections.
 	UserLong int `json:"user_long"`
 	// Rate is the requests per second each non-root uid may make over time
 	// and Burst how many at once (a token bucket); over it, 429.

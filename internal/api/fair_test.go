@@ -68,7 +68,7 @@ func TestLongLivedCap(t *testing.T) {
 	testenv.Eventually(t, 10*time.Second, func() bool { return b.inFlight.Load() == 3 }, "three kills in flight")
 	var ae *Error
 	if _, err := user.Kill(ctx, 7, tok, nil); !errors.As(err, &ae) || ae.Status != http.StatusTooManyRequests ||
-		!strings.Contains(ae.Message, "uid 1000 has 2 long-lived requests") {
+		!strings.Contains(ae.Message, "uid 1000 has 2 releases and kills") {
 		t.Errorf("a third long-lived request of one uid = %v, want 429 naming the cap", err)
 	}
 	if _, err := user.Status(ctx); err != nil {

@@ -91,12 +91,25 @@ type Server struct {
 	reqs map[uint32]*reqUser // request accounting of non-root uids
 }
 
-// reqUser is one uid's token bucket and long-lived requests in flight.
+// reqUser is one uid's token bucket and long-lived requests in flight, of
+// each class.
 type reqUser struct {
 	tokens float64
 	at     time.Time
-	long   int
+	long   [2]int
 }
+
+// longClass sorts long-lived requests: a uid's event streams do not take
+// the room of its releases and kills (four `supervisor events` left
+// running made every release of the user's own claims a 429).
+type longClass int
+
+const (
+	longAction longClass = iota // a release or a kill waiting out a grace
+	longStream                  // an event stream
+)
+
+var longNames = [...]string{longAction: "releases and kills", longStream: "event streams"}
 
 // An Option configures a Server.
 type Option func(*Server)
@@ -157,16 +170,16 @@ func (s *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST "+Version+"/launch", call(http.StatusCreated, s.b.Launch))
 	mux.HandleFunc("POST "+Version+"/admit", call(http.StatusCreated, s.b.Admit))
-	mux.HandleFunc("POST "+Version+"/claims/{id}/release", s.longLived(s.release))
+	mux.HandleFunc("POST "+Version+"/claims/{id}/release", s.longLived(longAction, s.release))
 	mux.HandleFunc("GET "+Version+"/claims", s.list)
 	mux.HandleFunc("GET "+Version+"/claims/{id}", s.get)
 	mux.HandleFunc("GET "+Version+"/claims/{id}/output", s.output)
 	mux.HandleFunc("POST "+Version+"/reap", s.reap)
 	mux.HandleFunc("GET "+Version+"/status", s.status)
 	mux.HandleFunc("POST "+Version+"/verify", call(http.StatusOK, s.b.Verify))
-	mux.HandleFunc("POST "+Version+"/kill", s.longLived(streamCall(s, http.StatusOK, s.b.Kill)))
+	mux.HandleFunc("POST "+Version+"/kill", s.longLived(longAction, streamCall(s, http.StatusOK, s.b.Kill)))
 	mux.HandleFunc("GET "+Version+"/tree", s.tree)
-	mux.HandleFunc("GET "+Version+"/events", s.longLived(s.events))
+	mux.HandleFunc("GET "+Version+"/events", s.longLived(longStream, s.events))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, "no such endpoint: "+r.Method+" "+Trunc(r.URL.Path, 200))
 	})
@@ -659,7 +672,7 @@ func (s *Server) reqUser(uid uint32, now time.Time) *reqUser {
 	burst := float64(s.lim.Burst)
 	if len(s.reqs) >= maxReqUsers {
 		for k, x := range s.reqs {
-			if x.long == 0 && x.tokens+now.Sub(x.at).Seconds()*s.lim.Rate >= burst {
+			if x.long == [2]int{} && x.tokens+now.Sub(x.at).Seconds()*s.lim.Rate >= burst {
 				delete(s.reqs, k)
 			}
 		}
@@ -719,24 +732,24 @@ func (s *Server) charge(p Peer, n, per int) {
 // request, and a non-root uid has at most UserLong of them in flight; over
 // that, 429 at once. A streaming endpoint must also write a heartbeat at
 // least every IdleTimeout/2, so that its client and any proxy see it live.
-func (s *Server) longLived(h http.HandlerFunc) http.HandlerFunc {
+func (s *Server) longLived(class longClass, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		p := peer(r)
 		if !p.Root() {
 			s.mu.Lock()
 			u := s.reqUser(p.Share(), time.Now())
-			if u.long >= s.lim.UserLong {
-				n := u.long
+			if u.long[class] >= s.lim.UserLong {
+				n := u.long[class]
 				s.mu.Unlock()
 				w.Header().Set("Retry-After", "1")
-				writeError(w, http.StatusTooManyRequests, fmt.Sprintf("uid %d has %d long-lived requests (release, kill) in flight (cap %d)", p.Share(), n, s.lim.UserLong))
+				writeError(w, http.StatusTooManyRequests, fmt.Sprintf("uid %d has %d %s in flight (cap %d)", p.Share(), n, longNames[class], s.lim.UserLong))
 				return
 			}
-			u.long++
+			u.long[class]++
 			s.mu.Unlock()
 			defer func() {
 				s.mu.Lock()
-				u.long--
+				u.long[class]--
 				s.mu.Unlock()
 			}()
 		}
