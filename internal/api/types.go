@@ -369,7 +369,9 @@ type Status struct {
 	CgroupReason  string                             `json:"cgroup_reason,omitempty"`
 	Reconcile     Report                             `json:"reconcile"`
 	LogDropped    uint64                             `json:"log_lines_dropped"`
-	StoreBytes    int64                              `json:"store_bytes"`
+	// LastLogError is the log feed's last output error ("" when none).
+	LastLogError string `json:"last_log_error,omitempty"`
+	StoreBytes   int64  `json:"store_bytes"`
 	// PollFailures counts failed polls of a polling mechanism (each one a
 	// gap in continuity); LastPollError says why the latest failed.
 	PollFailures  uint64 `json:"poll_failures,omitempty"`

@@ -223,7 +223,8 @@ func (d *Daemon) Status(ctx context.Context, p api.Peer) (api.Status, error) {
 		// subordinate uids'), from the index without reading the store.
 		st.Counts, st.Claims, st.Members, st.StoreBytes = d.claims.countsOf(p.Share())
 	}
-	st.LogDropped = d.log.Stats().Dropped
+	ls := d.log.Stats()
+	st.LogDropped, st.LastLogError = ls.Dropped, ls.LastSinkError
 	d.repMu.Lock()
 	st.Reconcile = d.reconcile
 	d.repMu.Unlock()

@@ -209,6 +209,13 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 		Schema: cfg.LogSchema, Output: cfg.LogOutput, Boot: boot,
 		ProcessEvents: cfg.LogProcessEvents, Version: cfg.Version,
 		ArgsBytes: argsBytes,
+		OnSinkState: func(err error) {
+			if err != nil {
+				fmt.Fprintf(os.Stderr, "supervisor: log feed: %v: lines are dropped, and counted (status: log_lines_dropped), until it takes them again\n", err)
+			} else {
+				fmt.Fprintln(os.Stderr, "supervisor: log feed: writing again; what was dropped is in a log_lines_dropped line")
+			}
+		},
 	})
 	if err != nil {
 		return fmt.Errorf("log feed: %w", err)

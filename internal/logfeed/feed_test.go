@@ -285,17 +285,33 @@ func TestBlockedSink(t *testing.T) {
 }
 
 // TestFailingSink: lines a sink fails to take are counted as dropped, and
-// the count is reported once a write succeeds.
+// the count is reported once a write succeeds; OnSinkState hears of the
+// failure and of the recovery, once each (the daemon says both on its
+// stderr: the feed cannot tell its own reader it is dropping lines).
 func TestFailingSink(t *testing.T) {
 	w := newBlockingWriter()
 	close(w.release)
-	w.failN = 1
-	l, _ := newTestLogger(t, Config{Writer: w, BufferLines: 16})
+	w.failN = 2
+	var states []string
+	var mu sync.Mutex
+	onSink := func(err error) {
+		mu.Lock()
+		defer mu.Unlock()
+		states = append(states, fmt.Sprint(err))
+	}
+	l, _ := newTestLogger(t, Config{Writer: w, BufferLines: 16, OnSinkState: onSink})
+	l.Verdict(verdict.Verdict{Pid: 0, Result: verdict.Gone})
+	flush(t, l) // the first failure
+	mu.Lock()
+	if len(states) != 1 || states[0] == "<nil>" {
+		t.Errorf("after a failed write OnSinkState heard %q, want the error once", states)
+	}
+	mu.Unlock()
 	l.Verdict(verdict.Verdict{Pid: 1, Result: verdict.Gone})
 	flush(t, l) // the batch holding the verdict fails
 	st := l.Stats()
-	if st.Dropped != 1 || st.LastSinkError == "" {
-		t.Fatalf("after a failed write: %+v, want 1 dropped and the error", st)
+	if st.Dropped != 2 || st.LastSinkError == "" {
+		t.Fatalf("after failed writes: %+v, want 2 dropped and the error", st)
 	}
 	l.Verdict(verdict.Verdict{Pid: 2, Result: verdict.Gone})
 	flush(t, l)
@@ -303,13 +319,18 @@ func TestFailingSink(t *testing.T) {
 	for _, line := range w.lines.lines(t) {
 		actions = append(actions, getString(line, "event.action"))
 		if getString(line, "event.action") == ActionLogLinesDropped {
-			if n, _ := getInt(line, "supervisor.dropped_lines"); n != 1 {
-				t.Errorf("dropped_lines = %d, want 1", n)
+			if n, _ := getInt(line, "supervisor.dropped_lines"); n != 2 {
+				t.Errorf("dropped_lines = %d, want 2", n)
 			}
 		}
 	}
 	if want := []string{ActionVerdict, ActionLogLinesDropped}; !slices.Equal(actions, want) {
 		t.Errorf("lines %v, want %v", actions, want)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(states) != 2 || states[0] == "<nil>" || states[1] != "<nil>" {
+		t.Errorf("OnSinkState heard %q, want the error, then nil once it wrote again", states)
 	}
 }
 

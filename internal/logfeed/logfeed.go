@@ -133,6 +133,11 @@ type Config struct {
 	// Names names the users and groups of process lines (userdb.Local,
 	// /etc/passwd and /etc/group, when nil).
 	Names *userdb.DB
+	// OnSinkState, when not nil, is called from the feed's goroutine when
+	// its output starts failing (with the error) and when it takes lines
+	// again (with nil), once for each change: a feed cannot tell its own
+	// reader that it is dropping lines.
+	OnSinkState func(err error)
 }
 
 // Stats counts lines.
@@ -228,6 +233,7 @@ func New(cfg Config) (*Logger, error) {
 	}
 	l := &Logger{enc: enc, kinds: cfg.ProcessEvents, done: make(chan struct{})}
 	l.q = newQueue(cfg.BufferLines, s, l.encodeDropped)
+	l.q.onSink = cfg.OnSinkState
 	l.pool.New = func() any { return &capture{l: l} }
 	go func() {
 		defer close(l.done)

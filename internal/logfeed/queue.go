@@ -138,6 +138,10 @@ type queue struct {
 	scratch  []byte      // the drop report line
 	sinkOnce sync.Once
 	sinkErr  error
+	// onSink, when set, is told when the sink starts failing (its
+	// error) and when it delivers again (nil): once for each change.
+	onSink  func(error)
+	failing atomic.Bool
 }
 
 func newQueue(lines int, s sink, report func([]byte, Drops) []byte) *queue {
@@ -388,10 +392,16 @@ func (q *queue) account(delivered, lost int, err error) {
 	if err != nil {
 		msg := err.Error()
 		q.lastErr.Store(&msg)
+		if !q.failing.Swap(true) && q.onSink != nil {
+			q.onSink(err)
+		}
 		return
 	}
 	if delivered == 0 || q.stopped.Load() {
 		return
+	}
+	if q.failing.Swap(false) && q.onSink != nil {
+		q.onSink(nil)
 	}
 	var n [numClasses]uint64
 	for i := range n {

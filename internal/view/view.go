@@ -71,8 +71,8 @@ func Status(w io.Writer, st api.Status) {
 	if cg == "" {
 		cg = "none (" + st.CgroupReason + ")"
 	}
-	fmt.Fprintf(w, "cgroups: %s\nholders watched %d, store errors %d, poll failures %d\n", Sanitize(cg), st.HoldersWatched, st.StoreErrors, st.PollFailures)
-	for _, e := range []string{st.LastStoreError, st.LastPollError} {
+	fmt.Fprintf(w, "cgroups: %s\nholders watched %d, store errors %d, poll failures %d, log lines dropped %d\n", Sanitize(cg), st.HoldersWatched, st.StoreErrors, st.PollFailures, st.LogDropped)
+	for _, e := range []string{st.LastStoreError, st.LastPollError, st.LastLogError} {
 		if e != "" {
 			fmt.Fprintf(w, "  last: %s\n", Sanitize(e))
 		}
