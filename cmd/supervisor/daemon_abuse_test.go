@@ -48,8 +48,16 @@ func TestIntegrationDaemonOtherUser(t *testing.T) {
 	if strings.Contains(out, mine.ID) {
 		t.Errorf("nobody's list shows root's claim %s", mine.ID)
 	}
-	if code, _, errs := d.run(t, cred, "release", mine.ID); code != exitNoPerm {
-		t.Errorf("nobody releasing root's claim: exit %d (%s), want %d", code, errs, exitNoPerm)
+	// Another user's claim is answered as one that does not exist: a
+	// release said 77 "belongs to another user", and show and output
+	// named the store's path for one that does not exist only.
+	none := "g-aaaaaaaaaaaa"
+	for _, cmd := range []string{"release", "show", "output"} {
+		code, _, errs := d.run(t, cred, cmd, mine.ID)
+		ncode, _, nerrs := d.run(t, cred, cmd, none)
+		if code != exitNoProcess || code != ncode || strings.ReplaceAll(errs, mine.ID, none) != nerrs {
+			t.Errorf("nobody's %s of root's claim: exit %d (%s); of a claim that does not exist: exit %d (%s); want both %d, alike", cmd, code, errs, ncode, nerrs, exitNoProcess)
+		}
 	}
 	if code, _, errs := d.run(t, cred, "admit", fmt.Sprint(mine.Pid), mine.Token.String()); code != exitNoPerm {
 		t.Errorf("nobody admitting root's process: exit %d (%s), want %d", code, errs, exitNoPerm)

@@ -82,10 +82,12 @@ func (d *Daemon) Release(ctx context.Context, p api.Peer, id string, r *api.Rele
 	}
 	c, err := d.st.Get(id)
 	if err != nil {
-		return api.ReleaseResponse{}, storeErr(err)
+		return api.ReleaseResponse{}, claimErr(id, err)
 	}
 	if !may(p, &c) {
-		return api.ReleaseResponse{}, fmt.Errorf("claim %s belongs to another user: %w", id, api.ErrNotYours)
+		// As show, wait and output answer: the same as a claim that
+		// does not exist, so no answer tells another user's claim ids.
+		return api.ReleaseResponse{}, fmt.Errorf("claim %s: %w", id, api.ErrNotFound)
 	}
 	if err := d.protectedRoot(c.Pid, c.Token); err != nil {
 		return api.ReleaseResponse{}, err
@@ -144,7 +146,7 @@ func (d *Daemon) Get(ctx context.Context, p api.Peer, id string) (api.Claim, err
 	}
 	c, err := d.st.Get(id)
 	if err != nil {
-		return api.Claim{}, storeErr(err)
+		return api.Claim{}, claimErr(id, err)
 	}
 	if !may(p, &c) {
 		return api.Claim{}, fmt.Errorf("claim %s: %w", id, api.ErrNotFound)

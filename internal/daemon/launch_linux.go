@@ -325,6 +325,16 @@ func (d *Daemon) holder(p api.Peer, want *store.Instance) (*pidfd.Handle, error)
 	return h, nil
 }
 
+// claimErr is storeErr for the read of claim id a caller asked for: a
+// claim that does not exist is said as one the caller may not see is
+// ("claim ID: not found"), without the store's path.
+func claimErr(id string, err error) error {
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("claim %s: %w", id, api.ErrNotFound)
+	}
+	return storeErr(err)
+}
+
 func storeErr(err error) error {
 	switch {
 	case errors.Is(err, store.ErrTooLarge), errors.Is(err, store.ErrInvalid):

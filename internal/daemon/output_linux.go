@@ -24,7 +24,7 @@ import (
 func (d *Daemon) Output(ctx context.Context, p api.Peer, id string, offset, length int64) (api.Output, error) {
 	c, err := d.st.Get(id)
 	if err != nil {
-		return api.Output{}, storeErr(err)
+		return api.Output{}, claimErr(id, err)
 	}
 	if !may(p, &c) {
 		return api.Output{}, fmt.Errorf("claim %s: %w", id, api.ErrNotFound)
