@@ -220,6 +220,7 @@ func TestIntegrationVerifyHidepid(t *testing.T) {
 	c := launchAs(t, d, "sleep", "1000")
 	t.Cleanup(func() { d.run(t, asNobody, "release", "--grace", "0s", c.ID) })
 	roots := d.launch(t, "sleep", "1000")
+	t.Cleanup(func() { d.run(t, nil, "release", "--grace", "0s", roots.ID) })
 	right, err := token.Parse(tokenOf(t, int(roots.Pid)))
 	if err != nil {
 		t.Fatal(err)
