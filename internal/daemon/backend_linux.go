@@ -325,10 +325,13 @@ func (d *Daemon) Kill(ctx context.Context, p api.Peer, r *api.ClaimRequest) (out
 			held = &c
 		}
 	}
-	if hidden, _ := hiddenFrom(p, r.Pid); hidden && held == nil {
-		// Which answer came would tell whether the token, start time
-		// included, is that of a process /proc hides from the caller.
-		others = false
+	if held == nil && others {
+		if hidden, _ := hiddenFrom(p, r.Pid); hidden {
+			// Which answer came would tell whether the token, start
+			// time included, is that of a process /proc hides from
+			// the caller.
+			others = false
+		}
 	}
 	switch {
 	case held == nil && others:
