@@ -223,7 +223,7 @@ func (g *gate) loop() {
 		}
 		pause = 0
 		gc := &gateConn{Conn: c, g: g, key: noPeer}
-		if p, err := peerCred(c); err == nil {
+		if p, err := peerOf(c); err == nil {
 			gc.peer, gc.hasPeer, gc.key = p, true, p.Share()
 		}
 		g.admit(gc)

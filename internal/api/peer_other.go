@@ -11,3 +11,9 @@ import (
 func peerCred(c net.Conn) (Peer, error) {
 	return Peer{}, errors.New("peer credentials are not supported on this system")
 }
+
+// peerOf is peerCred on systems without peer credentials.
+func peerOf(c net.Conn) (Peer, error) { return peerCred(c) }
+
+// ownPidNS is 0: no pid namespaces here.
+func ownPidNS() uint64 { return 0 }

@@ -34,6 +34,18 @@ type Peer struct {
 	// draws on instead of UID's (userns.Account: the user who made the
 	// user namespace it runs in, with the uids /etc/subuid gave it).
 	ShareUID uint32
+	// PidNS is the inode of the peer's pid namespace (0 when unread).
+	PidNS uint64
+	// OtherPidNS is set when the peer runs in a pid namespace other than
+	// the daemon's, or where that could not be read and confirmed: the
+	// pids it names are not the daemon's, and it cannot signal what the
+	// daemon sees outside its namespace. Such a peer is answered status
+	// alone.
+	OtherPidNS bool
+	// OtherRoot is set when the peer's root directory is not the daemon's
+	// (a chroot, a container's root), or could not be read and confirmed:
+	// a workload the daemon launched would run outside it.
+	OtherRoot bool
 }
 
 // Root reports whether the peer is root.
@@ -142,7 +154,7 @@ func NewServer(b Backend, onPanic func(msg string, stack []byte), opts ...Option
 				}
 				return ctx
 			}
-			if p, err := peerCred(c); err == nil {
+			if p, err := peerOf(c); err == nil {
 				return context.WithValue(ctx, peerKey{}, p)
 			}
 			return ctx
@@ -210,6 +222,10 @@ func (s *Server) admit(h http.Handler) http.Handler {
 			writeError(w, http.StatusForbidden, "peer credentials unavailable")
 			return
 		}
+		if p.OtherPidNS && r.URL.Path != Version+"/status" {
+			writeError(w, http.StatusForbidden, otherPidNS(p))
+			return
+		}
 		if wait, ok := s.take(p, time.Now()); !ok {
 			w.Header().Set("Retry-After", strconv.Itoa(int(math.Ceil(wait.Seconds()))))
 			writeError(w, http.StatusTooManyRequests, fmt.Sprintf("rate limit: uid %d is over %g requests a second (%d at once); retry in %v",
@@ -218,6 +234,17 @@ func (s *Server) admit(h http.Handler) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
+}
+
+// otherPidNS is the refusal of a request from a peer in another pid
+// namespace.
+func otherPidNS(p Peer) string {
+	ns := "a pid namespace the daemon could not read"
+	if p.PidNS != 0 {
+		ns = fmt.Sprintf("pid:[%d]", p.PidNS)
+	}
+	return fmt.Sprintf("the caller runs in %s, not in the daemon's pid namespace (pid:[%d]): the pids it names and would be shown are not its own, "+
+		"and the daemon acts only for callers that see what it sees; call from the daemon's pid namespace (status alone is answered here)", ns, ownPidNS())
 }
 
 // maxPanicText bounds the panic message handed to onPanic and the client.

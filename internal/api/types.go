@@ -2,7 +2,12 @@
 // socket, with versioned paths (/v1/...). The server authorises each request
 // by the peer credentials of its connection (SO_PEERCRED, read once when the
 // connection is accepted), never by anything the request says about itself:
-// root acts on every claim, another uid only on claims it created.
+// root acts on every claim, another uid only on claims it created. The
+// peer's pid namespace and root directory are read then too, through its
+// pidfd (SO_PEERPIDFD): a peer in another pid namespace than the daemon's
+// names and would be shown pids that are not its own, so it is answered
+// status alone; Peer.OtherRoot tells the backend that a workload would
+// run outside the peer's root directory.
 //
 // The server defends itself: request bodies are capped (http.MaxBytesReader),
 // every field is bounded, unknown fields are refused, a panic in a handler
@@ -28,7 +33,11 @@
 //
 // Limits: SO_PEERCRED names the process that connected, at connect time. A
 // client that passes its connection to another process lends it its identity;
-// that is the usual Unix socket contract.
+// that is the usual Unix socket contract. A peer that has exited by the
+// time it is accepted counts as in another pid namespace (nothing read of
+// it can be confirmed). Before Linux 6.5 (no SO_PEERPIDFD) the peer's pid
+// is opened when it is accepted, and a peer that exited and whose pid was
+// reissued by then is judged by the new process's namespace.
 package api
 
 import (
