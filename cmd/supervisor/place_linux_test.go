@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -155,5 +156,57 @@ func TestIntegrationLaunchFromAnotherRoot(t *testing.T) {
 	code, out = runIn(t, "/supervisor", "/s.sock", nil, jailed, "launch", "--json", "--", "/bin/true")
 	if code != 0 {
 		t.Errorf("root's launch from a chroot = exit %d: %s; want it served", code, out)
+	}
+}
+
+// TestIntegrationLaunchKeepsNoNewPrivs: a caller that cannot gain
+// privileges by exec (no_new_privs, or a capability bounding set without
+// what the daemon's has) got a workload that could: it ran setuid
+// programs with the daemon's whole bounding set. The workload now has
+// no_new_privs then, and the claim says so; a caller without either
+// keeps its workload free of it, and root narrows its own.
+func TestIntegrationLaunchKeepsNoNewPrivs(t *testing.T) {
+	testenv.RequireRoot(t)
+	if _, err := exec.LookPath("setpriv"); err != nil {
+		testenv.Skip(t, "no setpriv (util-linux)")
+	}
+	state, sock := newDirs(t)
+	d := startDaemon(t, state, sock, "--socket-group", fmt.Sprint(nobody))
+	asUser := []string{"--reuid", fmt.Sprint(nobody), "--regid", fmt.Sprint(nobody), "--clear-groups"}
+	for _, tt := range []struct {
+		name    string
+		setpriv []string
+		want    bool
+	}{
+		{"nobody", asUser, false},
+		{"nobody with no_new_privs", append([]string{"--no-new-privs"}, asUser...), true},
+		{"nobody without cap_sys_admin in its bounding set", append([]string{"--bounding-set", "-sys_admin"}, asUser...), true},
+		{"root without cap_sys_admin in its bounding set", []string{"--bounding-set", "-sys_admin"}, false},
+	} {
+		args := append(tt.setpriv, binary(t), "launch", "--json", "--", "sleep", "1000")
+		cmd := exec.Command("setpriv", args...)
+		cmd.Env = append(os.Environ(), "SUPERVISOR_SOCKET="+sock)
+		cmd.Dir = "/"
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("%s: launch: %v: %s", tt.name, err, out)
+		}
+		var c struct {
+			ID         string `json:"id"`
+			Pid        int32  `json:"pid"`
+			NoNewPrivs bool   `json:"no_new_privs"`
+		}
+		if err := json.Unmarshal(out, &c); err != nil {
+			t.Fatalf("%s: %q: %v", tt.name, out, err)
+		}
+		t.Cleanup(func() { d.run(t, nil, "release", "--grace", "0s", c.ID) })
+		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.Pid))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := strings.Contains(string(status), "\nNoNewPrivs:\t1\n")
+		if got != tt.want || c.NoNewPrivs != tt.want {
+			t.Errorf("%s: workload no_new_privs %v, claim says %v; want %v", tt.name, got, c.NoNewPrivs, tt.want)
+		}
 	}
 }

@@ -221,6 +221,10 @@ type Claim struct {
 	// Limits are the resource limits the workload got lower than the
 	// daemon's own, from its caller's.
 	Limits []Limit `json:"limits,omitempty"`
+	// NoNewPrivs is set when the workload was started with no_new_privs:
+	// asked for, or inherited from a caller that had it or a narrower
+	// capability bounding set than the daemon's.
+	NoNewPrivs bool `json:"no_new_privs,omitempty"`
 	// GraceUntil, while a teardown is in progress (releasing), is when
 	// its grace period ends.
 	GraceUntil time.Time `json:"grace_until,omitzero"`
@@ -295,7 +299,7 @@ func ClaimOf(c store.Claim) Claim {
 		WallClock: Duration(c.WallClock), Deadline: c.Deadline,
 		ExitSignal: c.ExitSignal, EndedAt: c.EndedAt, OutputPath: c.OutputPath,
 		RetiredReason: c.RetiredReason, FollowedUp: c.FollowedUp,
-		UpdatedAt: c.UpdatedAt, Limits: slices.Clone(c.Limits), GraceUntil: c.GraceUntil,
+		UpdatedAt: c.UpdatedAt, Limits: slices.Clone(c.Limits), NoNewPrivs: c.NoNewPrivs, GraceUntil: c.GraceUntil,
 	}
 	if v := c.LastVerdict; v != nil {
 		w.LastVerdict = &Judgement{Result: v.Result, Reason: v.Reason, Mechanism: v.Mechanism, At: v.At}

@@ -1,9 +1,12 @@
 package daemon
 
 import (
+	"bytes"
 	"fmt"
+	"os"
 	"os/user"
 	"strconv"
+	"sync"
 
 	"golang.org/x/sys/unix"
 
@@ -77,48 +80,103 @@ func workloadIdentity(p api.Peer, r *api.LaunchRequest) (identity, error) {
 var rlimitNames = [...]string{"cpu", "fsize", "data", "stack", "core", "rss", "nproc", "nofile",
 	"memlock", "as", "locks", "sigpending", "msgqueue", "nice", "rtprio", "rttime"}
 
-// workloadLimits returns, limit by limit, the lower of the caller's (read
+// bounds are what a workload inherits of its caller's: its resource
+// limits, and whether it may gain privileges by exec.
+type bounds struct {
+	// limits are the workload's; clamped are those where the caller's
+	// was lower than the daemon's, to record on the claim.
+	limits  []spawn.Limit
+	clamped []store.Limit
+	// noNewPrivs is set when the caller has no_new_privs, or (a caller
+	// but root) a capability bounding set without some capability the
+	// daemon's has: a workload free to exec setuid and file-capability
+	// programs would be a way out of either. The daemon cannot narrow a
+	// bounding set without CAP_SETPCAP (its unit does not give it), and
+	// no_new_privs shuts that door whole. Root may raise its own.
+	noNewPrivs bool
+}
+
+// workloadBounds returns, limit by limit, the lower of the caller's (read
 // now from its /proc/PID/limits: root here lacks CAP_SYS_RESOURCE, which
-// prlimit of another user's process needs) and the daemon's own, and the
-// limits where the caller's was the lower, to record on the claim. The
-// caller is bound first and found alive after the read, so the limits
-// read were its own. A caller but root that cannot be read, or whose pid
-// now holds a process not of the caller's uid, is refused (ErrConflict):
-// the peer's pid is the one it had when it connected, and a client that
-// handed its connection to a child and exited used to get the daemon's
-// limits (nofile 64 became 20,000).
-func workloadLimits(p api.Peer, boot procfs.BootID) ([]spawn.Limit, []store.Limit, error) {
+// prlimit of another user's process needs) and the daemon's own, and
+// whether the workload must have no_new_privs (bounds). The caller is
+// bound first and found alive after the reads, so what was read was its
+// own. A caller but root that cannot be read, or whose pid now holds a
+// process not of the caller's uid, is refused (ErrConflict): the peer's
+// pid is the one it had when it connected, and a client that handed its
+// connection to a child and exited used to get the daemon's limits
+// (nofile 64 became 20,000).
+func workloadBounds(p api.Peer, boot procfs.BootID) (bounds, error) {
 	var theirs procfs.Limits
+	var status []byte
 	known := false
 	if p.Pid > 0 {
 		if h, err := pidfd.Open(p.Pid, boot); err == nil {
 			ids, ierr := procfs.ReadUIDs("/proc", p.Pid)
 			l, err := procfs.ReadLimits("/proc", p.Pid)
-			known = err == nil && ierr == nil && (ids.Real == p.UID || ids.Effective == p.UID) && !h.Exited()
-			theirs = l
+			st, serr := os.ReadFile("/proc/" + strconv.Itoa(int(p.Pid)) + "/status")
+			known = err == nil && ierr == nil && serr == nil && (ids.Real == p.UID || ids.Effective == p.UID) && !h.Exited()
+			theirs, status = l, st
 			h.Close()
 		}
 	}
 	if !known && !p.Root() {
-		return nil, nil, fmt.Errorf("the caller (pid %d) is gone or no longer uid %d: its resource limits, which bound the workload, cannot be read: %w",
+		return bounds{}, fmt.Errorf("the caller (pid %d) is gone or no longer uid %d: its resource limits, which bound the workload, cannot be read: %w",
 			p.Pid, p.UID, api.ErrConflict)
 	}
-	var out []spawn.Limit
-	var clamped []store.Limit
+	var b bounds
 	for res, name := range rlimitNames {
 		var own unix.Rlimit
 		if err := unix.Getrlimit(res, &own); err != nil {
-			return nil, nil, fmt.Errorf("getrlimit %s: %w", name, err)
+			return bounds{}, fmt.Errorf("getrlimit %s: %w", name, err)
 		}
 		l := spawn.Limit{Resource: res, Soft: own.Cur, Hard: own.Max}
 		if known {
 			l.Hard = min(l.Hard, theirs[res][1])
 			l.Soft = min(l.Soft, theirs[res][0], l.Hard)
 			if l.Soft != own.Cur || l.Hard != own.Max {
-				clamped = append(clamped, store.Limit{Name: name, Soft: l.Soft, Hard: l.Hard})
+				b.clamped = append(b.clamped, store.Limit{Name: name, Soft: l.Soft, Hard: l.Hard})
 			}
 		}
-		out = append(out, l)
+		b.limits = append(b.limits, l)
 	}
-	return out, clamped, nil
+	if known {
+		nnp, bnd, err := privBounds(status)
+		if err != nil && !p.Root() {
+			return bounds{}, fmt.Errorf("the caller's (pid %d) status: %v: %w", p.Pid, err, api.ErrConflict)
+		}
+		b.noNewPrivs = nnp || !p.Root() && bnd&ownCapBnd() != ownCapBnd()
+	}
+	return b, nil
 }
+
+// privBounds reads NoNewPrivs and CapBnd of a /proc/PID/status.
+func privBounds(status []byte) (nnp bool, bnd uint64, err error) {
+	v, ok := procfs.LineValue(status, "NoNewPrivs:")
+	if !ok {
+		return false, 0, fmt.Errorf("no NoNewPrivs line")
+	}
+	nnp = string(bytes.TrimSpace(v)) == "1"
+	v, ok = procfs.LineValue(status, "CapBnd:")
+	if !ok {
+		return false, 0, fmt.Errorf("no CapBnd line")
+	}
+	bnd, err = strconv.ParseUint(string(bytes.TrimSpace(v)), 16, 64)
+	if err != nil {
+		return false, 0, fmt.Errorf("CapBnd: %w", err)
+	}
+	return nnp, bnd, nil
+}
+
+// ownCapBnd is the daemon's capability bounding set, read once (all
+// bits set, so that every caller counts as narrower, if unreadable).
+var ownCapBnd = sync.OnceValue(func() uint64 {
+	st, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return ^uint64(0)
+	}
+	if _, bnd, err := privBounds(st); err == nil {
+		return bnd
+	}
+	return ^uint64(0)
+})

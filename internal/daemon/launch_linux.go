@@ -124,14 +124,15 @@ func (d *Daemon) Launch(ctx context.Context, p api.Peer, r *api.LaunchRequest) (
 		return api.Claim{}, err
 	}
 	runAs = &id.uid
-	limits, clamped, err := workloadLimits(p, d.boot)
+	bnd, err := workloadBounds(p, d.boot)
 	if err != nil {
 		return api.Claim{}, err
 	}
 	kind := kindOf(r.Detach)
 	c := store.Claim{
 		ID: store.NewID(kind), Kind: kind, Owner: r.Owner, UID: p.UID, GID: p.GID, ShareUID: p.ShareUID,
-		Argv: r.Argv, Cwd: r.Cwd, WallClock: time.Duration(r.WallClock), Limits: clamped,
+		Argv: r.Argv, Cwd: r.Cwd, WallClock: time.Duration(r.WallClock), Limits: bnd.clamped,
+		NoNewPrivs: r.NoNewPrivs || bnd.noNewPrivs,
 	}
 	// What is stored and shown is redacted; the workload gets r.Argv.
 	redactClaim(d.redact, &c, true)
@@ -215,7 +216,7 @@ func (d *Daemon) Launch(ctx context.Context, p api.Peer, r *api.LaunchRequest) (
 		defer unix.Close(cgFd)
 		attr.CgroupFD = cgFd
 	}
-	spec := spawn.Spec{Argv: r.Argv, Env: env, Path: path, Limits: limits, NoNewPrivs: r.NoNewPrivs}
+	spec := spawn.Spec{Argv: r.Argv, Env: env, Path: path, Limits: bnd.limits, NoNewPrivs: c.NoNewPrivs}
 	var tok token.Token
 	start := func() (spawn.Process, error) {
 		// The reaper waits until the child is known and its token read.

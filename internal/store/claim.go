@@ -181,6 +181,10 @@ type Claim struct {
 	// Limits are the resource limits the workload got lower than the
 	// daemon's, from its caller's.
 	Limits []Limit `json:"limits,omitempty"`
+	// NoNewPrivs is set when the workload was started with no_new_privs:
+	// asked for, or inherited from a caller that had it or a narrower
+	// capability bounding set than the daemon's.
+	NoNewPrivs bool `json:"no_new_privs,omitempty"`
 	// WallClock is the grant's time limit (0 = none); Deadline is when
 	// it runs out.
 	WallClock time.Duration `json:"wall_clock,omitzero"`

@@ -257,6 +257,9 @@ func Show(w io.Writer, cl api.Claim, now time.Time) {
 	for _, l := range cl.Limits {
 		add("limit", fmt.Sprintf("%s soft %s hard %s", l.Name, limit(l.Soft), limit(l.Hard)))
 	}
+	if cl.NoNewPrivs {
+		add("no_new_privs", "true")
+	}
 	add("members", strconv.Itoa(len(cl.Members)))
 	for _, m := range cl.Members {
 		add("  member", fmt.Sprintf("%d %s (parent %d, born %s)", m.Pid, m.Token, m.Parent, at(m.BornAt)))
