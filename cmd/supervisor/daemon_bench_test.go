@@ -55,6 +55,22 @@ func BenchmarkVerify(b *testing.B) {
 		}
 		reportPercentiles(b, ds)
 	})
+	// A connection per request, as each CLI run makes: the daemon reads
+	// the peer's credentials, user namespace, pid namespace and root.
+	b.Run("api-connection", func(b *testing.B) {
+		ds := make([]time.Duration, 0, b.N)
+		for i := 0; i < b.N; i++ {
+			t0 := time.Now()
+			c := api.NewClient(sock)
+			v, err := c.Verify(context.Background(), pid, tt)
+			c.Close()
+			ds = append(ds, time.Since(t0))
+			if err != nil || v.Result.String() != "OWNED" {
+				b.Fatalf("verify = %v, %v", v, err)
+			}
+		}
+		reportPercentiles(b, ds)
+	})
 	b.Run("ps-lstart", func(b *testing.B) {
 		ds := make([]time.Duration, 0, b.N)
 		for i := 0; i < b.N; i++ {

@@ -239,12 +239,11 @@ func (s *Server) admit(h http.Handler) http.Handler {
 // otherPidNS is the refusal of a request from a peer in another pid
 // namespace.
 func otherPidNS(p Peer) string {
-	ns := "a pid namespace the daemon could not read"
-	if p.PidNS != 0 {
-		ns = fmt.Sprintf("pid:[%d]", p.PidNS)
+	if p.PidNS == 0 {
+		return fmt.Sprintf("the caller's pid namespace could not be read (has pid %d exited?): the daemon acts only for callers in its own pid namespace (status alone is answered here)", p.Pid)
 	}
-	return fmt.Sprintf("the caller runs in %s, not in the daemon's pid namespace (pid:[%d]): the pids it names and would be shown are not its own, "+
-		"and the daemon acts only for callers that see what it sees; call from the daemon's pid namespace (status alone is answered here)", ns, ownPidNS())
+	return fmt.Sprintf("the caller runs in pid:[%d], not in the daemon's pid namespace (pid:[%d]): the pids it names and would be shown are not its own, "+
+		"and the daemon acts only for callers that see what it sees; call from the daemon's pid namespace (status alone is answered here)", p.PidNS, ownPidNS())
 }
 
 // maxPanicText bounds the panic message handed to onPanic and the client.
