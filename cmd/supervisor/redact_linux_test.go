@@ -178,3 +178,42 @@ func TestIntegrationRedactCutArgs(t *testing.T) {
 		}
 	}
 }
+
+// TestIntegrationRedactProcMechanism: the polling mechanism reports a
+// process it found between two polls as an inferred fork, with the
+// arguments /proc shows. Those were logged and streamed unredacted: the
+// patterns were applied to execs alone.
+func TestIntegrationRedactProcMechanism(t *testing.T) {
+	testenv.RequireRoot(t)
+	state, sock := newDirs(t)
+	d := startDaemon(t, state, sock, "--mechanism", "proc", "--log-process-events",
+		"--redact-args", "--password=*", "--redact-args", "-p *")
+	js := startStream(t, d, nil, "--json")
+	marker := fmt.Sprintf("redact-proc-%d-%d", os.Getpid(), time.Now().UnixNano())
+	sh := exec.Command("/bin/sh", "-c", "sleep 1000; exit 0", marker, "--password=hunter2", "-p", "hunter2")
+	if err := sh.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sh.Process.Kill(); sh.Wait() })
+	logPath := filepath.Join(filepath.Dir(sock), "log.json")
+	// The sh waits for its sleep, whose arguments hold no secret: a line
+	// that names the marker is the sh's.
+	var line map[string]any
+	testenv.Eventually(t, 20*time.Second, func() bool {
+		for l := range strings.SplitSeq(readFile(logPath), "\n") {
+			if strings.Contains(l, marker) && json.Unmarshal([]byte(l), &line) == nil {
+				return true
+			}
+		}
+		return false
+	}, "no line of the proc mechanism names %s:\n%s", marker, readFile(logPath))
+	d.term()
+	for what, s := range map[string]string{"the log file": readFile(logPath), "the JSON stream": js.out.String()} {
+		if strings.Contains(s, "hunter2") {
+			t.Errorf("%s holds the secret:\n%s", what, s)
+		}
+	}
+	if !strings.Contains(readFile(logPath), "--password=[REDACTED]") {
+		t.Errorf("no line shows the redacted argument:\n%s", readFile(logPath))
+	}
+}

@@ -5,14 +5,14 @@ import (
 )
 
 // describe gives ev what the consumers of OnEvent see beyond the
-// mechanism's record: an exec's arguments redacted (Options.Redact), so
-// that neither OnEvent nor the exec cache ever holds what the patterns
-// hide; the parent's description from the exec cache (Options.Execs), or,
+// mechanism's record: its arguments redacted (Options.Redact), an exec's
+// or the poller's inferred fork's that /proc filled, so that neither
+// OnEvent nor the exec cache ever holds what the patterns hide; the parent's description from the exec cache (Options.Execs), or,
 // when the cache did not see the parent's exec, only the comm the graph
 // knows of that exact instance. The cache forgets an exited process at
 // once when the graph holds no child of it.
 func (t *Tracker) describe(ev *events.Event) {
-	if ev.Kind == events.Exec {
+	if len(ev.Argv) > 0 {
 		// A vector cut at the capture's bound may end in the start of a
 		// secret a pattern hides whole: ArgvCut hides that start too.
 		redact := t.opts.Redact.Argv
