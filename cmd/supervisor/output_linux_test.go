@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -51,6 +52,22 @@ func TestIntegrationOutputForItsOwner(t *testing.T) {
 	}
 	if code, out, errs := d.run(t, stranger, "output", job.ID); code != exitNoProcess || out != "" || !strings.Contains(errs, "not found") {
 		t.Errorf("another user's output = %d %q %q, want exit %d, not found", code, out, errs, exitNoProcess)
+	}
+	// Nor by the file's name (STATE_DIR/jobs is 0711, and the id is in the
+	// job's /proc/PID/cgroup): the stranger shares nobody's group, which
+	// could read it while the file was 0640.
+	if err := os.Chmod(d.state, 0o711); err != nil { // as the packaged unit makes it
+		t.Fatal(err)
+	}
+	cat := exec.Command("cat", job.OutputPath)
+	cat.SysProcAttr = &syscall.SysProcAttr{Credential: stranger}
+	if b, err := cat.CombinedOutput(); err == nil || strings.Contains(string(b), "hello") {
+		t.Errorf("another user in the job user's group read %s: %q (%v)", job.OutputPath, b, err)
+	}
+	owned := exec.Command("cat", job.OutputPath)
+	owned.SysProcAttr = &syscall.SysProcAttr{Credential: owner}
+	if b, err := owned.Output(); err != nil || string(b) != want {
+		t.Errorf("the job's user reading %s by name: %q (%v), want %q", job.OutputPath, b, err, want)
 	}
 
 	// The file is the job's: if it becomes a link to a file the owner may

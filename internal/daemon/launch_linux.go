@@ -192,12 +192,18 @@ func (d *Daemon) Launch(ctx context.Context, p api.Peer, r *api.LaunchRequest) (
 			return fail(err)
 		}
 		outPath = filepath.Join(dir, c.ID+".out")
-		f, err := os.OpenFile(outPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND|os.O_EXCL, 0o640)
+		// The job's user's alone (STATE_DIR/jobs is 0711: opened by
+		// name): with its group's read bit, users sharing a primary
+		// group read each other's output, the id being in the job's
+		// /proc/PID/cgroup for anyone to see.
+		f, err := os.OpenFile(outPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND|os.O_EXCL, 0o600)
 		if err != nil {
 			return fail(err)
 		}
 		defer f.Close()
-		f.Chown(int(id.uid), int(id.gid))
+		if err := f.Chown(int(id.uid), int(id.gid)); err != nil {
+			return fail(err)
+		}
 		out, errf = f, f
 	}
 

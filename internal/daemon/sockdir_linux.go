@@ -6,6 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"github.com/procsupervisor/supervisor/internal/logfeed"
 )
 
 // ErrUnsafeSocketDir: another user could replace the API socket, because
@@ -22,6 +24,24 @@ var ErrUnsafeSocketDir = errors.New("unsafe socket directory")
 // output (a job's output file created in /etc), or swap the store. The
 // daemon refuses to start on it; errors also wrap ErrConfig.
 var ErrUnsafeStateDir = errors.New("unsafe state directory")
+
+// ErrUnsafeLogDir: another user owns, or may write to, the directory of
+// the log file (or, without the sticky bit, one above it), so could put a
+// symlink or a file of theirs where the daemon, as root, appends every
+// process's events: a file of root's written to, or the feed read and
+// rewritten by that user. The daemon refuses to start; errors also wrap
+// ErrConfig.
+var ErrUnsafeLogDir = errors.New("unsafe log directory")
+
+// checkLogDir checks the directory of a file log output as checkSocketDir
+// checks the socket's; other outputs pass.
+func checkLogDir(output string, euid int) error {
+	out, err := logfeed.ParseOutput(output)
+	if err != nil || out.Kind != logfeed.OutputFile {
+		return nil // configuration checks report a bad output
+	}
+	return checkDir(filepath.Dir(out.Path), euid, "log directory", "another user could redirect or read the daemon's log file", ErrUnsafeLogDir)
+}
 
 // prepareStateDir creates the state directory when missing (mode 0700) and
 // checks it as checkSocketDir checks the socket's.
@@ -61,7 +81,9 @@ func prepareSocketDir(sock string, euid int) error {
 // by its owner only, and any directory above it that others may write to
 // has the sticky bit (as /tmp has: nobody else may rename or remove what
 // is in it). Both the path as given and the path with symlinks resolved
-// are checked: a symlink is as safe as the directory that holds it.
+// are checked, and a symlink on the way must be root's or euid's: it is as
+// safe as the directory that holds it only while its owner may not replace
+// it.
 //
 // Limits: the check is made once, at start; a directory whose owner or
 // mode changes later is not noticed. ACLs are not read.
@@ -87,6 +109,13 @@ func checkDir(dir string, euid int, what, risk string, sentinel error) error {
 				return fmt.Errorf("%s: %w", what, err)
 			}
 			if fi.Mode()&os.ModeSymlink != 0 {
+				// Another user's symlink in a sticky directory is that
+				// user's to replace (fs.protected_symlinks, when on,
+				// only stops it being followed there).
+				if st, ok := fi.Sys().(*syscall.Stat_t); !ok || st.Uid != 0 && int(st.Uid) != euid {
+					return fmt.Errorf("%s %s: %s is a symlink of uid %d (not root, nor the daemon's uid %d): %s; use a path only root (or the daemon's user) may change: %w: %w",
+						what, dir, q, uidOf(fi), euid, risk, sentinel, ErrConfig)
+				}
 				continue
 			}
 			if why := unsafeDir(fi, euid, q == p); why != "" {
@@ -96,6 +125,14 @@ func checkDir(dir string, euid int, what, risk string, sentinel error) error {
 		}
 	}
 	return nil
+}
+
+// uidOf is fi's owner, or -1 when it has none to read.
+func uidOf(fi os.FileInfo) int64 {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return int64(st.Uid)
+	}
+	return -1
 }
 
 // unsafeDir says why fi may not hold or lead to the socket, or "".

@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -76,6 +77,26 @@ func TestPrepareSocketDir(t *testing.T) {
 			}
 			return filepath.Join(base, "link", "api.sock")
 		}, euid, ""},
+		{"through another user's symlink in a sticky directory", true, func(t *testing.T, base string) string {
+			tmp := mkdir(t, base, "tmp", 0o777|os.ModeSticky)
+			d := mkdir(t, base, "d", 0o755)
+			link := filepath.Join(tmp, "link")
+			if err := os.Symlink(d, link); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Lchown(link, 65534, 65534); err != nil {
+				t.Fatal(err)
+			}
+			return filepath.Join(link, "api.sock")
+		}, 0, "/tmp/link is a symlink of uid 65534"},
+		{"through root's symlink in a sticky directory", true, func(t *testing.T, base string) string {
+			tmp := mkdir(t, base, "tmp", 0o777|os.ModeSticky)
+			d := mkdir(t, base, "d", 0o755)
+			if err := os.Symlink(d, filepath.Join(tmp, "link")); err != nil {
+				t.Fatal(err)
+			}
+			return filepath.Join(tmp, "link", "api.sock")
+		}, 0, ""},
 		{"owned by another user", true, func(t *testing.T, base string) string {
 			d := mkdir(t, base, "d", 0o755)
 			chown(t, d, 65534)
@@ -236,6 +257,32 @@ func TestRunRefusesUnsafeSocketDir(t *testing.T) {
 	}
 	if _, err := os.Lstat(cfg.Socket); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("socket %s: %v, want none created", cfg.Socket, err)
+	}
+}
+
+// TestRunRefusesUnsafeLogDir: a log file in a directory others may write
+// to (the feed in /tmp itself) could be another user's file or symlink,
+// which the daemon would append every process's events to as root: it
+// does not start, and writes nothing there.
+func TestRunRefusesUnsafeLogDir(t *testing.T) {
+	base := t.TempDir()
+	os.Chmod(base, 0o755)
+	for _, mode := range []os.FileMode{0o777, 0o777 | os.ModeSticky} {
+		open := mkdir(t, base, fmt.Sprintf("open-%o", uint32(mode)), mode)
+		cfg := DefaultConfig()
+		cfg.StateDir = filepath.Join(base, "state")
+		cfg.Socket = filepath.Join(base, "run", "api.sock")
+		cfg.LogOutput = "file:" + filepath.Join(open, "feed.json")
+		ctx, cancel := context.WithCancel(context.Background())
+		served := false
+		err := Run(ctx, cfg, func(Info) { served = true; cancel() })
+		cancel()
+		if !errors.Is(err, ErrUnsafeLogDir) || !errors.Is(err, ErrConfig) || served {
+			t.Fatalf("Run with the log in a %v directory = %v (served %v), want ErrUnsafeLogDir before serving", mode, err, served)
+		}
+		if _, err := os.Lstat(filepath.Join(open, "feed.json")); !errors.Is(err, os.ErrNotExist) {
+			t.Errorf("log file in a %v directory: %v, want none created", mode, err)
+		}
 	}
 }
 

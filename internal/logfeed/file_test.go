@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -216,5 +217,37 @@ func TestFileOutputNotRegular(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestFileNotThroughSymlink: a symlink put where the log file is, as after
+// a rotation, is not followed: the file it names is left as it was, and
+// the drop is counted with the reason.
+func TestFileNotThroughSymlink(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "feed.log")
+	l, err := New(Config{Output: "file:" + path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close(context.Background())
+	victim := filepath.Join(dir, "victim")
+	if err := os.WriteFile(victim, []byte("untouched\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path, path+".old"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(victim, path); err != nil {
+		t.Fatal(err)
+	}
+	l.Reopen()
+	l.Verdict(verdict.Verdict{Pid: 1, Result: verdict.Gone})
+	flush(t, l)
+	if b, err := os.ReadFile(victim); err != nil || string(b) != "untouched\n" {
+		t.Errorf("the symlink's target holds %q (%v), want it untouched", b, err)
+	}
+	if st := l.Stats(); st.Dropped != 1 || !strings.Contains(st.LastSinkError, "symbolic link") {
+		t.Errorf("Stats %+v, want 1 dropped, the error naming the symlink", st)
 	}
 }

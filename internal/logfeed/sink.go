@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"syscall"
 )
 
 // sink is where the drain goroutine writes lines. Only the drain goroutine
@@ -193,7 +194,9 @@ func (fo *fileOut) openLocked() error {
 		fo.f.Close()
 		fo.f = nil
 	}
-	f, err := os.OpenFile(fo.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+	// Not through a symlink: the daemon checks the directory once, at
+	// start, and a link put there later is not followed.
+	f, err := os.OpenFile(fo.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW, 0o640)
 	if err != nil {
 		return fmt.Errorf("open log file: %w", err)
 	}
