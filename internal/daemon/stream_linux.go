@@ -138,6 +138,7 @@ type subscriber struct {
 	buf    []byte // appended to by publishers
 	spare  []byte // the reader's
 	lost   uint64 // records dropped since the last take
+	big    int    // bytes of buf in a record over streamBuffer (see put)
 	closed bool
 }
 
@@ -603,10 +604,16 @@ func (h *hub) publishClaim(ev *logfeed.ClaimEvent, now time.Time) {
 
 // put appends a record, or counts it lost when it does not fit or an
 // earlier one was lost (the lost record then comes after what was
-// taken, in its place).
+// taken, in its place). A record longer than streamBuffer (an exec's
+// arguments escaped: 32 KiB of control bytes are 200 KB of JSON) is held
+// beside the buffer's streamBuffer bytes, one at a time: counted lost, it
+// took with it every record published until the reader's next take,
+// other users' too, whenever any user ran such a program.
 func (s *subscriber) put(rec []byte) {
 	s.mu.Lock()
-	if s.closed || s.lost > 0 || len(s.buf)+len(rec) > streamBuffer {
+	over := len(rec) > streamBuffer
+	fits := !over && len(s.buf)-s.big+len(rec) <= streamBuffer || over && s.big == 0
+	if s.closed || s.lost > 0 || !fits {
 		if !s.closed {
 			s.lost++
 		}
@@ -615,6 +622,9 @@ func (s *subscriber) put(rec []byte) {
 		return
 	}
 	s.buf = append(s.buf, rec...)
+	if over {
+		s.big = len(rec)
+	}
 	s.mu.Unlock()
 	s.signal()
 }
@@ -632,13 +642,18 @@ func (s *subscriber) Next(ctx context.Context) ([]byte, error) {
 		s.mu.Lock()
 		if len(s.buf) > 0 || s.lost > 0 {
 			out, lost := s.buf, s.lost
-			s.buf, s.spare, s.lost = s.spare[:0], nil, 0
+			s.buf, s.spare, s.lost, s.big = s.spare[:0], nil, 0, 0
 			s.mu.Unlock()
 			if lost > 0 {
 				out = fmt.Appendf(out, `{"kind":"lost","mechanism":"stream","count":%d,"time":"%s"}`+"\n",
 					lost, time.Now().UTC().Format(time.RFC3339Nano))
 			}
-			s.spare = out // the publishers get it back at the next take
+			// The publishers get it back at the next take, unless a large
+			// record grew it: that memory goes with this read.
+			s.spare = out
+			if cap(out) > 2*streamBuffer {
+				s.spare = make([]byte, 0, streamBuffer)
+			}
 			return out, nil
 		}
 		closed := s.closed

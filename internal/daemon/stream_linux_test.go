@@ -146,6 +146,34 @@ func TestStreamLoss(t *testing.T) {
 	}
 }
 
+// TestStreamOversizeRecord: an exec whose arguments escape to more than
+// a subscriber's whole buffer (32 KiB of control bytes) is delivered, and
+// so is what follows; it was counted lost, and the records published
+// after it until the reader's next take went with it, whoever's they were.
+func TestStreamOversizeRecord(t *testing.T) {
+	var h hub
+	s, _ := h.subscribe(viewer{uid: 0, all: true}, 0)
+	big := events.Event{Kind: events.Exec, Pid: 8, PPid: 1, Token: tok(8), Argv: []string{"x", strings.Repeat("\x01", 32000)}}
+	fork := events.Event{Kind: events.Fork, Pid: 9, PPid: 1, Token: tok(9)}
+	h.publishEvent(h.active(), &big, attribution{}, time.Now())
+	h.publishEvent(h.active(), &fork, attribution{}, time.Now())
+	rs := take(t, s)
+	var kinds []string
+	for _, r := range rs {
+		kinds = append(kinds, r.Kind)
+	}
+	if strings.Join(kinds, " ") != "exec fork" {
+		t.Fatalf("took %v, want the exec and the fork, nothing lost", kinds)
+	}
+	if len(rs[0].Argv) != 2 || rs[0].Argv[1] != big.Argv[1] {
+		t.Errorf("the exec's arguments came back cut or changed")
+	}
+	h.publishEvent(h.active(), &fork, attribution{}, time.Now())
+	if rs := take(t, s); len(rs) != 1 || rs[0].Kind != "fork" {
+		t.Errorf("after the large record: %+v, want the next fork", rs)
+	}
+}
+
 // TestStreamEnd: a reader waiting is woken by a record and by the daemon
 // stopping (io.EOF after what is buffered); a closed subscriber is gone
 // from the event path; no subscriber past the cap, or after the stop.
