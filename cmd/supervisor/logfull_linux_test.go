@@ -20,7 +20,7 @@ import (
 func TestIntegrationLogFeedFullSaysSo(t *testing.T) {
 	testenv.RequireRoot(t)
 	full := t.TempDir()
-	if err := unix.Mount("tmpfs", full, "tmpfs", 0, "size=64k"); err != nil {
+	if err := unix.Mount("tmpfs", full, "tmpfs", 0, "size=64k,mode=0755"); err != nil {
 		t.Fatalf("mount a small tmpfs: %v", err)
 	}
 	t.Cleanup(func() { unix.Unmount(full, unix.MNT_DETACH) })

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"os"
 	"strconv"
 	"sync"
 	"syscall"
@@ -43,7 +44,11 @@ func peerOf(c net.Conn) (Peer, error) {
 			p.ShareUID = acct
 		}
 	}
-	p.PidNS, p.OtherPidNS, p.OtherRoot = placeOf(pidfd, cred.Pid)
+	// A daemon that is not root serves its own uid alone, and may not
+	// read another's namespaces: the backend refuses such a peer itself.
+	if euid := os.Geteuid(); euid == 0 || cred.Uid == uint32(euid) {
+		p.PidNS, p.OtherPidNS, p.OtherRoot = placeOf(pidfd, cred.Pid)
+	}
 	return p, nil
 }
 

@@ -112,21 +112,21 @@ func (d *Daemon) Launch(ctx context.Context, p api.Peer, r *api.LaunchRequest) (
 	if err := d.serves(p); err != nil {
 		return api.Claim{}, err
 	}
+	id, err := workloadIdentity(p, r)
+	if err != nil {
+		return api.Claim{}, err
+	}
+	runAs = &id.uid
+	bnd, err := workloadBounds(p, d.boot) // refuses a caller gone
+	if err != nil {
+		return api.Claim{}, err
+	}
 	// The workload runs under the daemon's root directory: for a caller
 	// confined to another (a chroot, a container's root) it would be a
 	// way out. Root may chroot itself.
 	if p.OtherRoot && !p.Root() {
 		return api.Claim{}, forbidden("the caller runs under another root directory than the daemon's (a chroot or a container): " +
 			"a workload would run outside it; launch from the daemon's root directory")
-	}
-	id, err := workloadIdentity(p, r)
-	if err != nil {
-		return api.Claim{}, err
-	}
-	runAs = &id.uid
-	bnd, err := workloadBounds(p, d.boot)
-	if err != nil {
-		return api.Claim{}, err
 	}
 	kind := kindOf(r.Detach)
 	c := store.Claim{
