@@ -40,7 +40,7 @@ func EventFlags(fs *flag.FlagSet) *EventOptions {
 	fs.Int64Var(&o.Pid, "pid", 0, "only events of process `PID`")
 	fs.Int64Var(&o.Tree, "tree", 0, "only events of process `PID` and of its descendants born from now on")
 	fs.StringVar(&o.Claim, "claim", "", "only events of claim `ID` and of its processes (daemon only)")
-	fs.StringVar(&o.Kinds, "kind", "", "only events of these kinds: `fork,exec,exit,lost,claim`")
+	fs.StringVar(&o.Kinds, "kind", "", "only events of these kinds: `fork,exec,exit,lost,claim` (losses always come)")
 	fs.StringVar(&o.Comm, "comm", "", "only events of processes whose comm is `NAME`")
 	return o
 }
@@ -140,11 +140,11 @@ func (f *EventFilter) Local() error {
 // whatever the other filters say (it may hide what they would show).
 func (f *EventFilter) Match(r *api.StreamRecord) bool {
 	followed := f.follow(r)
+	if r.Kind == "lost" { // losses always come, whatever the kinds asked
+		return true
+	}
 	if f.kinds != nil && !f.kinds[r.Kind] {
 		return false
-	}
-	if r.Kind == "lost" {
-		return true
 	}
 	switch {
 	case f.pid != 0 && r.Pid != f.pid,

@@ -125,12 +125,12 @@ func TestEventFilter(t *testing.T) {
 		{"tree", EventOptions{Tree: 11}, []int{1, 2, 3, 5, 6, 7, 9}},
 		{"tree from the top", EventOptions{Tree: 10}, []int{0, 1, 2, 3, 5, 6, 7, 9}},
 		{"claim", EventOptions{Claim: "g-1"}, []int{2, 3, 5, 6, 7, 9}},
-		{"kind", EventOptions{Kinds: "fork"}, []int{0, 1, 3, 4, 8}},
+		{"kind, and losses whatever the kinds", EventOptions{Kinds: "fork"}, []int{0, 1, 3, 4, 5, 8}},
 		{"kinds", EventOptions{Kinds: "exit, lost"}, []int{5, 6, 9}},
 		{"comm", EventOptions{Comm: "cron"}, []int{4, 5, 8}},
 		{"comm cut to 15 bytes", EventOptions{Comm: "make-and-more-than-15"}, []int{5}},
-		{"tree and kind", EventOptions{Tree: 11, Kinds: "fork,exit"}, []int{1, 3, 6, 9}},
-		{"claim and comm", EventOptions{Claim: "g-1", Comm: "make", Kinds: "exec,fork,exit,claim"}, []int{2, 3, 6, 9}},
+		{"tree and kind", EventOptions{Tree: 11, Kinds: "fork,exit"}, []int{1, 3, 5, 6, 9}},
+		{"claim and comm", EventOptions{Claim: "g-1", Comm: "make", Kinds: "exec,fork,exit,claim"}, []int{2, 3, 5, 6, 9}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f, err := tc.o.Filter()
