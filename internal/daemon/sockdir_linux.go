@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 
 	"github.com/procsupervisor/supervisor/internal/logfeed"
@@ -40,12 +42,18 @@ func checkLogDir(output string, euid int) error {
 	if err != nil || out.Kind != logfeed.OutputFile {
 		return nil // configuration checks report a bad output
 	}
+	if err := noDotDot(out.Path, "log file", ErrUnsafeLogDir); err != nil {
+		return err
+	}
 	return checkDir(filepath.Dir(out.Path), euid, "log directory", "another user could redirect or read the daemon's log file", ErrUnsafeLogDir)
 }
 
 // prepareStateDir creates the state directory when missing (mode 0700) and
 // checks it as checkSocketDir checks the socket's.
 func prepareStateDir(dir string, euid int) error {
+	if err := noDotDot(dir, "state directory", ErrUnsafeStateDir); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("state directory: %w", err)
 	}
@@ -58,6 +66,9 @@ func prepareStateDir(dir string, euid int) error {
 // checkSocketDir. Missing parents are created too, with mode 0755 less the
 // umask.
 func prepareSocketDir(sock string, euid int) error {
+	if err := noDotDot(sock, "socket", ErrUnsafeSocketDir); err != nil {
+		return err
+	}
 	dir := filepath.Dir(sock)
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		return fmt.Errorf("socket directory: %w", err)
@@ -91,38 +102,83 @@ func checkSocketDir(dir string, euid int) error {
 	return checkDir(dir, euid, "socket directory", "another user could replace the daemon's socket", ErrUnsafeSocketDir)
 }
 
+// noDotDot refuses a configured path with a ".." component: the kernel
+// follows a symlink before it applies "..", so the cleaned path checked
+// (/tmp/link/../logs is /tmp/logs) need not be the one opened.
+func noDotDot(path, what string, sentinel error) error {
+	if slices.Contains(strings.Split(path, "/"), "..") {
+		return fmt.Errorf("%s %s: has a \"..\" component; write the path without: %w: %w", what, path, sentinel, ErrConfig)
+	}
+	return nil
+}
+
+// maxLinks bounds the symlinks one path may go through, as the kernel's
+// 40 (ELOOP).
+const maxLinks = 40
+
 // checkDir is checkSocketDir for a directory named what, whose errors say
-// risk and wrap sentinel.
+// risk and wrap sentinel. It resolves dir as the kernel would, a component
+// at a time, and checks every directory a name is looked up in (each may
+// replace the entry) and every symlink met, the links of a chain too (each
+// must be root's or euid's: another user's symlink in a sticky directory
+// is theirs to replace), then dir itself.
 func checkDir(dir string, euid int, what, risk string, sentinel error) error {
-	given, err := filepath.Abs(dir)
+	unsafe := func(q, why string) error {
+		return fmt.Errorf("%s %s: %s %s: %s; use a path only root (or the daemon's user) may change: %w: %w",
+			what, dir, q, why, risk, sentinel, ErrConfig)
+	}
+	abs, err := filepath.Abs(dir)
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	real, err := filepath.EvalSymlinks(given)
-	if err != nil {
-		return fmt.Errorf("%s: %w", what, err)
-	}
-	for _, p := range []string{given, real} {
-		for q := range pathPrefixes(p) {
-			fi, err := os.Lstat(q)
-			if err != nil {
-				return fmt.Errorf("%s: %w", what, err)
-			}
-			if fi.Mode()&os.ModeSymlink != 0 {
-				// Another user's symlink in a sticky directory is that
-				// user's to replace (fs.protected_symlinks, when on,
-				// only stops it being followed there).
-				if st, ok := fi.Sys().(*syscall.Stat_t); !ok || st.Uid != 0 && int(st.Uid) != euid {
-					return fmt.Errorf("%s %s: %s is a symlink of uid %d (not root, nor the daemon's uid %d): %s; use a path only root (or the daemon's user) may change: %w: %w",
-						what, dir, q, uidOf(fi), euid, risk, sentinel, ErrConfig)
-				}
-				continue
-			}
-			if why := unsafeDir(fi, euid, q == p); why != "" {
-				return fmt.Errorf("%s %s: %s %s: %s; use a directory only root (or the daemon's user) may write to: %w: %w",
-					what, dir, q, why, risk, sentinel, ErrConfig)
-			}
+	cur, rest, links := "/", strings.Split(abs, "/"), 0
+	for len(rest) > 0 {
+		name := rest[0]
+		rest = rest[1:]
+		switch name {
+		case "", ".":
+			continue
+		case "..": // from a symlink's target: cur has no symlink left
+			cur = filepath.Dir(cur)
+			continue
 		}
+		fi, err := os.Lstat(cur)
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		if why := unsafeDir(fi, euid, false); why != "" {
+			return unsafe(cur, why)
+		}
+		next := filepath.Join(cur, name)
+		fi, err = os.Lstat(next)
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		if fi.Mode()&os.ModeSymlink == 0 {
+			cur = next
+			continue
+		}
+		if st, ok := fi.Sys().(*syscall.Stat_t); !ok || st.Uid != 0 && int(st.Uid) != euid {
+			return unsafe(next, fmt.Sprintf("is a symlink of uid %d (not root, nor the daemon's uid %d)", uidOf(fi), euid))
+		}
+		if links++; links > maxLinks {
+			return fmt.Errorf("%s %s: more than %d symlinks: %w", what, dir, maxLinks, ErrConfig)
+		}
+		target, err := os.Readlink(next)
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		if strings.HasPrefix(target, "/") {
+			cur = "/"
+		}
+		rest = append(strings.Split(target, "/"), rest...)
+	}
+	fi, err := os.Lstat(cur)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	if why := unsafeDir(fi, euid, true); why != "" {
+		return unsafe(cur, why)
 	}
 	return nil
 }
@@ -152,21 +208,4 @@ func unsafeDir(fi os.FileInfo, euid int, last bool) string {
 		return ""
 	}
 	return "is writable by its group or others (" + mode.String() + ")"
-}
-
-// pathPrefixes yields "/" and each directory down to p (absolute, clean):
-// "/", "/run", "/run/procsupervisor".
-func pathPrefixes(p string) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		if !yield("/") {
-			return
-		}
-		for i := 1; i <= len(p); i++ {
-			if (i == len(p) || p[i] == '/') && i > 1 {
-				if !yield(p[:i]) {
-					return
-				}
-			}
-		}
-	}
 }

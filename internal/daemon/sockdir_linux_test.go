@@ -89,6 +89,41 @@ func TestPrepareSocketDir(t *testing.T) {
 			}
 			return filepath.Join(link, "api.sock")
 		}, 0, "/tmp/link is a symlink of uid 65534"},
+		{"through root's symlink to another user's symlink", true, func(t *testing.T, base string) string {
+			tmp := mkdir(t, base, "tmp", 0o777|os.ModeSticky)
+			d := mkdir(t, base, "d", 0o755)
+			theirs := filepath.Join(tmp, "theirs")
+			if err := os.Symlink(d, theirs); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Lchown(theirs, 65534, 65534); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(theirs, filepath.Join(base, "mine")); err != nil {
+				t.Fatal(err)
+			}
+			return filepath.Join(base, "mine", "api.sock")
+		}, 0, "/tmp/theirs is a symlink of uid 65534"},
+		{"a \"..\" after another user's symlink", true, func(t *testing.T, base string) string {
+			tmp := mkdir(t, base, "tmp", 0o777|os.ModeSticky)
+			mkdir(t, tmp, "run", 0o755)
+			elsewhere := mkdir(t, mkdir(t, base, "x", 0o755), "y", 0o755)
+			link := filepath.Join(tmp, "link")
+			if err := os.Symlink(elsewhere, link); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Lchown(link, 65534, 65534); err != nil {
+				t.Fatal(err)
+			}
+			return link + "/../run/api.sock" // the kernel: base/x/run
+		}, 0, `has a ".." component`},
+		{"through root's relative symlink with \"..\" in it", false, func(t *testing.T, base string) string {
+			mkdir(t, base, "run", 0o755)
+			if err := os.Symlink("../run", filepath.Join(mkdir(t, base, "var", 0o755), "run")); err != nil {
+				t.Fatal(err)
+			}
+			return filepath.Join(base, "var", "run", "api.sock")
+		}, euid, ""},
 		{"through root's symlink in a sticky directory", true, func(t *testing.T, base string) string {
 			tmp := mkdir(t, base, "tmp", 0o777|os.ModeSticky)
 			d := mkdir(t, base, "d", 0o755)

@@ -251,3 +251,49 @@ func TestFileNotThroughSymlink(t *testing.T) {
 		t.Errorf("Stats %+v, want 1 dropped, the error naming the symlink", st)
 	}
 }
+
+// TestFileFIFOWithoutReader: a FIFO without a reader named as the log
+// file fails at once instead of blocking in open until a reader comes: at
+// the start, an error; at a reopen (SIGHUP), a counted drop, and the
+// logger still closes.
+func TestFileFIFOWithoutReader(t *testing.T) {
+	dir := t.TempDir()
+	fifo := filepath.Join(dir, "fifo")
+	if err := syscall.Mkfifo(fifo, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	within := func(what string, f func()) {
+		done := make(chan struct{})
+		go func() { f(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s still waiting after 10 s", what)
+		}
+	}
+	within("New on a FIFO without a reader", func() {
+		if _, err := New(Config{Output: "file:" + fifo}); err == nil || !strings.Contains(err.Error(), "no such device") {
+			t.Errorf("New = %v, want the FIFO's ENXIO", err)
+		}
+	})
+	path := filepath.Join(dir, "feed.log")
+	l, err := New(Config{Output: "file:" + path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(path, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	within("a reopen onto a FIFO without a reader", func() {
+		l.Reopen()
+		l.Verdict(verdict.Verdict{Pid: 1, Result: verdict.Gone})
+		flush(t, l)
+	})
+	if st := l.Stats(); st.Dropped == 0 || !strings.Contains(st.LastSinkError, "no such device") {
+		t.Errorf("Stats %+v, want a drop with the FIFO's ENXIO", st)
+	}
+	within("Close", func() { l.Close(context.Background()) })
+}

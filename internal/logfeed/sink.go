@@ -195,8 +195,11 @@ func (fo *fileOut) openLocked() error {
 		fo.f = nil
 	}
 	// Not through a symlink: the daemon checks the directory once, at
-	// start, and a link put there later is not followed.
-	f, err := os.OpenFile(fo.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW, 0o640)
+	// start, and a link put there later is not followed. Non-blocking:
+	// a FIFO without a reader fails at once (ENXIO) instead of holding
+	// the feed, and the daemon's stop, until one comes (the runtime's
+	// poller still waits for room in one that has a reader).
+	f, err := os.OpenFile(fo.path, os.O_WRONLY|os.O_APPEND|os.O_CREATE|syscall.O_NOFOLLOW|syscall.O_NONBLOCK, 0o640)
 	if err != nil {
 		return fmt.Errorf("open log file: %w", err)
 	}
