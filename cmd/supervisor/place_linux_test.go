@@ -112,19 +112,40 @@ func TestIntegrationCallerInAnotherPidNamespace(t *testing.T) {
 	}
 }
 
-// TestIntegrationLaunchFromAnotherRoot: a workload runs under the
-// daemon's root directory, so a launch by a user that root confined to a
-// chroot would run outside it: refused, while the rest is served. Root
-// may chroot itself and is served.
-func TestIntegrationLaunchFromAnotherRoot(t *testing.T) {
+// TestIntegrationLaunchInCallersRoot: a workload runs in its caller's
+// root directory, so that a user root confined to a chroot, a read-only
+// bind mount of /, or a mount namespace that hides a directory, does not
+// launch its way out of it. Each ran in the daemon's root before: the job
+// wrote where its caller could not and read what was hidden from it.
+func TestIntegrationLaunchInCallersRoot(t *testing.T) {
 	testenv.RequireRoot(t)
 	state, sock := newDirs(t)
 	d := startDaemon(t, state, sock, "--socket-group", fmt.Sprint(nobody))
-	jail := filepath.Join(filepath.Dir(sock), "jail")
+	base := filepath.Dir(sock)
+	// job launches a job as cred with attr's root or namespaces (through
+	// wrap, a shell command that ends by running the client) and returns
+	// how it ended and its output.
+	job := func(name string, cred *syscall.Credential, attr *syscall.SysProcAttr, bin, sock string, argv ...string) (string, string) {
+		t.Helper()
+		code, out := runIn(t, bin, sock, cred, attr, append([]string{"launch", "--detach", "--json", "--cwd", "/", "--"}, argv...)...)
+		if code != 0 {
+			t.Fatalf("%s: launch: exit %d: %s", name, code, out)
+		}
+		var c struct{ ID string }
+		if err := json.Unmarshal([]byte(out), &c); err != nil {
+			t.Fatalf("%s: %q: %v", name, out, err)
+		}
+		_, ended, _ := d.run(t, nil, "wait", "--timeout", "20s", c.ID)
+		_, output, _ := d.run(t, nil, "output", c.ID)
+		return strings.TrimSpace(ended), output
+	}
+
+	// A chroot holding nothing but a static build of the client and a
+	// link to the socket.
+	jail := filepath.Join(base, "jail")
 	if err := os.Mkdir(jail, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	// A static build: the jail holds no libraries.
 	bin := filepath.Join(jail, "supervisor")
 	build := exec.Command("go", "build", "-o", bin, ".")
 	build.Env = append(os.Environ(), "CGO_ENABLED=0")
@@ -135,27 +156,70 @@ func TestIntegrationLaunchFromAnotherRoot(t *testing.T) {
 		t.Fatal(err)
 	}
 	jailed := &syscall.SysProcAttr{Chroot: jail}
-	code, out := runIn(t, "/supervisor", "/s.sock", asNobody, jailed, "launch", "--", "/bin/true")
-	if code != 77 || !strings.Contains(out, "root directory") {
-		t.Errorf("nobody's launch from a chroot = exit %d: %s; want 77, refused for its root directory", code, out)
+	for _, who := range []struct {
+		name string
+		cred *syscall.Credential
+	}{{"nobody", asNobody}, {"root", nil}} {
+		ended, out := job(who.name+" in a chroot", who.cred, jailed, "/supervisor", "/s.sock", "/supervisor", "version")
+		if !strings.Contains(ended, "exited (0)") || !strings.Contains(out, "supervisor") {
+			t.Errorf("%s's job from a chroot running the chroot's /supervisor: %s, output %q; want it run there", who.name, ended, out)
+		}
+		code, out := runIn(t, "/supervisor", "/s.sock", who.cred, jailed, "launch", "--cwd", "/", "--", "/bin/true")
+		if code == 0 || !strings.Contains(out, "exec failed") {
+			t.Errorf("%s's launch from a chroot of the host's /bin/true: exit %d: %s; want it not found there", who.name, code, out)
+		}
 	}
-	if code, out, errs := d.run(t, nil, "list", "-a"); code != 0 || strings.Count(out, "\n") != 1 {
-		t.Errorf("list after nobody's launch from a chroot = exit %d %q %s: want no claim", code, out, errs)
-	}
-	// The rest is served: the jailed user's own process is OWNED.
-	own := exec.Command("sleep", "1000")
-	own.SysProcAttr = &syscall.SysProcAttr{Credential: asNobody}
-	if err := own.Start(); err != nil {
+
+	// A read-only bind mount of / in a mount namespace of its own, and a
+	// directory the same namespace hides under a tmpfs.
+	open := filepath.Join(base, "open")
+	if err := os.Mkdir(open, 0o777); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { own.Process.Kill(); own.Wait() })
-	tok := tokenOf(t, own.Process.Pid)
-	if code, out := runIn(t, "/supervisor", "/s.sock", asNobody, jailed, "verify", fmt.Sprint(own.Process.Pid), tok); code != 0 || !strings.HasPrefix(out, "OWNED") {
-		t.Errorf("nobody's verify of its own process from a chroot = exit %d: %s; want OWNED", code, out)
+	os.Chmod(open, 0o777)
+	secret := filepath.Join(base, "secret")
+	if err := os.Mkdir(secret, 0o755); err != nil {
+		t.Fatal(err)
 	}
-	code, out = runIn(t, "/supervisor", "/s.sock", nil, jailed, "launch", "--json", "--", "/bin/true")
-	if code != 0 {
-		t.Errorf("root's launch from a chroot = exit %d: %s; want it served", code, out)
+	if err := os.WriteFile(filepath.Join(secret, "flag"), []byte("hidden-from-the-sandbox\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ro := filepath.Join(base, "ro")
+	if err := os.Mkdir(ro, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	setup := fmt.Sprintf("mount --make-rprivate / && mount --bind / %[1]s && mount -o remount,bind,ro %[1]s && mount -t tmpfs none %[1]s%[2]s && exec chroot --userspec=%[3]d:%[3]d %[1]s \"$@\"", ro, secret, nobody)
+	sandboxed := func(argv ...string) (string, string) {
+		t.Helper()
+		wrapped := append([]string{"unshare", "-m", "sh", "-c", setup, "sh", binary(t)}, append([]string{"launch", "--detach", "--json", "--cwd", "/", "--"}, argv...)...)
+		cmd := exec.Command(wrapped[0], wrapped[1:]...)
+		cmd.Env = []string{"SUPERVISOR_SOCKET=" + sock, "PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
+		var errb bytes.Buffer
+		cmd.Stderr = &errb
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("launch from the sandbox: %v: %s%s", err, out, errb.String())
+		}
+		var c struct{ ID string }
+		if err := json.Unmarshal(out, &c); err != nil {
+			t.Fatalf("%q: %v", out, err)
+		}
+		_, ended, _ := d.run(t, nil, "wait", "--timeout", "20s", c.ID)
+		_, output, _ := d.run(t, nil, "output", c.ID)
+		return strings.TrimSpace(ended), output
+	}
+	escaped := filepath.Join(open, "escaped")
+	ended, out := sandboxed("touch", escaped)
+	if _, err := os.Stat(escaped); err == nil || strings.Contains(ended, "exited (0)") {
+		t.Errorf("a job launched from a read-only bind mount of / wrote %s: %s %q", escaped, ended, out)
+	}
+	ended, out = sandboxed("cat", filepath.Join(secret, "flag"))
+	if strings.Contains(out, "hidden-from-the-sandbox") || strings.Contains(ended, "exited (0)") {
+		t.Errorf("a job launched from a mount namespace that hides %s read it: %s %q", secret, ended, out)
+	}
+	// The same user from the daemon's root writes and reads both.
+	if _, out := job("nobody", asNobody, &syscall.SysProcAttr{}, binary(t), sock, "cat", filepath.Join(secret, "flag")); !strings.Contains(out, "hidden-from-the-sandbox") {
+		t.Errorf("nobody's job from the daemon's root could not read %s: %q", secret, out)
 	}
 }
 

@@ -26,7 +26,7 @@ func peerCred(c net.Conn) (Peer, error) {
 
 // peerOf is the server's view of a connection's peer: its credentials,
 // whose share it draws on, and whether it runs in the daemon's pid
-// namespace and under the daemon's root directory. What is read through
+// namespace. What is read through
 // the peer's pidfd is confirmed by the process being alive after it: a
 // peer that has gone counts as running elsewhere.
 func peerOf(c net.Conn) (Peer, error) {
@@ -47,7 +47,7 @@ func peerOf(c net.Conn) (Peer, error) {
 	// A daemon that is not root serves its own uid alone, and may not
 	// read another's namespaces: the backend refuses such a peer itself.
 	if euid := os.Geteuid(); euid == 0 || cred.Uid == uint32(euid) {
-		p.PidNS, p.OtherPidNS, p.OtherRoot = placeOf(pidfd, cred.Pid)
+		p.PidNS, p.OtherPidNS = placeOf(pidfd, cred.Pid)
 	}
 	return p, nil
 }
@@ -112,48 +112,33 @@ func nsShareOf(pidfd int, cred *unix.Ucred) uint32 {
 	return acct
 }
 
-// place is where a process runs: its pid namespace and root directory.
-type place struct {
-	ns, root unix.Stat_t
-	err      error
-}
-
-// ownPlace is the daemon's place, read once.
-var ownPlace = sync.OnceValue(func() place {
-	var p place
-	if err := unix.Stat("/proc/self/ns/pid", &p.ns); err != nil {
-		p.err = fmt.Errorf("stat /proc/self/ns/pid: %w", err)
-	} else if err := unix.Stat("/", &p.root); err != nil {
-		p.err = fmt.Errorf("stat /: %w", err)
+// ownNS is the daemon's pid namespace, read once.
+var ownNS = sync.OnceValues(func() (unix.Stat_t, error) {
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/self/ns/pid", &st); err != nil {
+		return st, fmt.Errorf("stat /proc/self/ns/pid: %w", err)
 	}
-	return p
+	return st, nil
 })
 
-// placeOf compares the peer's pid namespace and root directory with the
-// daemon's: pidNS is the inode of the peer's pid namespace (0 unread);
-// otherNS and otherRoot are true where they differ or could not be read
-// and confirmed (the peer had gone, or no pidfd of it could be had).
-func placeOf(pidfd int, pid int32) (pidNS uint64, otherNS, otherRoot bool) {
-	own := ownPlace()
-	dir := "/proc/" + strconv.Itoa(int(pid))
-	var ns, root unix.Stat_t
-	nsErr := unix.Stat(dir+"/ns/pid", &ns)
-	rootErr := unix.Stat(dir+"/root", &root)
-	if pidfd < 0 || unix.PidfdSendSignal(pidfd, 0, nil, 0) != nil {
-		return 0, true, true
+// placeOf compares the peer's pid namespace with the daemon's: pidNS is
+// the inode of the peer's (0 unread); otherNS is true where they differ
+// or the peer's could not be read and confirmed (the peer had gone, or no
+// pidfd of it could be had).
+func placeOf(pidfd int, pid int32) (pidNS uint64, otherNS bool) {
+	var ns unix.Stat_t
+	nsErr := unix.Stat("/proc/"+strconv.Itoa(int(pid))+"/ns/pid", &ns)
+	if pidfd < 0 || unix.PidfdSendSignal(pidfd, 0, nil, 0) != nil || nsErr != nil {
+		return 0, true
 	}
-	if nsErr == nil {
-		pidNS = ns.Ino
-	}
-	otherNS = own.err != nil || nsErr != nil || ns.Dev != own.ns.Dev || ns.Ino != own.ns.Ino
-	otherRoot = own.err != nil || rootErr != nil || root.Dev != own.root.Dev || root.Ino != own.root.Ino
-	return pidNS, otherNS, otherRoot
+	own, err := ownNS()
+	return ns.Ino, err != nil || ns.Dev != own.Dev || ns.Ino != own.Ino
 }
 
 // ownPidNS is the inode of the daemon's pid namespace (0 unread).
 func ownPidNS() uint64 {
-	if p := ownPlace(); p.err == nil {
-		return p.ns.Ino
+	if st, err := ownNS(); err == nil {
+		return st.Ino
 	}
 	return 0
 }

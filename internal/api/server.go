@@ -42,10 +42,6 @@ type Peer struct {
 	// daemon sees outside its namespace. Such a peer is answered status
 	// alone.
 	OtherPidNS bool
-	// OtherRoot is set when the peer's root directory is not the daemon's
-	// (a chroot, a container's root), or could not be read and confirmed:
-	// a workload the daemon launched would run outside it.
-	OtherRoot bool
 }
 
 // Root reports whether the peer is root.

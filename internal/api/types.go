@@ -6,8 +6,7 @@
 // peer's pid namespace and root directory are read then too, through its
 // pidfd (SO_PEERPIDFD): a peer in another pid namespace than the daemon's
 // names and would be shown pids that are not its own, so it is answered
-// status alone; Peer.OtherRoot tells the backend that a workload would
-// run outside the peer's root directory.
+// status alone.
 //
 // The server defends itself: request bodies are capped (http.MaxBytesReader),
 // every field is bounded, unknown fields are refused, a panic in a handler

@@ -94,6 +94,10 @@ type bounds struct {
 	// bounding set without CAP_SETPCAP (its unit does not give it), and
 	// no_new_privs shuts that door whole. Root may raise its own.
 	noNewPrivs bool
+	// root is the caller's root directory (O_PATH), the workload's: nil
+	// when the daemon is not root (it serves its own uid, and may not
+	// chroot), or for root's caller gone. The caller closes it.
+	root *os.File
 }
 
 // workloadBounds returns, limit by limit, the lower of the caller's (read
@@ -107,6 +111,7 @@ type bounds struct {
 // connection to a child and exited used to get the daemon's limits
 // (nofile 64 became 20,000).
 func workloadBounds(p api.Peer, boot procfs.BootID) (bounds, error) {
+	var b bounds
 	var theirs procfs.Limits
 	var status []byte
 	known := false
@@ -115,19 +120,25 @@ func workloadBounds(p api.Peer, boot procfs.BootID) (bounds, error) {
 			ids, ierr := procfs.ReadUIDs("/proc", p.Pid)
 			l, err := procfs.ReadLimits("/proc", p.Pid)
 			st, serr := os.ReadFile("/proc/" + strconv.Itoa(int(p.Pid)) + "/status")
-			known = err == nil && ierr == nil && serr == nil && (ids.Real == p.UID || ids.Effective == p.UID) && !h.Exited()
+			root, rerr := callerRoot(p.Pid)
+			known = err == nil && ierr == nil && serr == nil && rerr == nil && (ids.Real == p.UID || ids.Effective == p.UID) && !h.Exited()
 			theirs, status = l, st
 			h.Close()
+			if known {
+				b.root = root
+			} else if root != nil {
+				root.Close()
+			}
 		}
 	}
 	if !known && !p.Root() {
-		return bounds{}, fmt.Errorf("the caller (pid %d) is gone or no longer uid %d: its resource limits, which bound the workload, cannot be read: %w",
+		return bounds{}, fmt.Errorf("the caller (pid %d) is gone or no longer uid %d: its resource limits and root directory, which bound the workload, cannot be read: %w",
 			p.Pid, p.UID, api.ErrConflict)
 	}
-	var b bounds
 	for res, name := range rlimitNames {
 		var own unix.Rlimit
 		if err := unix.Getrlimit(res, &own); err != nil {
+			b.close()
 			return bounds{}, fmt.Errorf("getrlimit %s: %w", name, err)
 		}
 		l := spawn.Limit{Resource: res, Soft: own.Cur, Hard: own.Max}
@@ -143,11 +154,34 @@ func workloadBounds(p api.Peer, boot procfs.BootID) (bounds, error) {
 	if known {
 		nnp, bnd, err := privBounds(status)
 		if err != nil && !p.Root() {
+			b.close()
 			return bounds{}, fmt.Errorf("the caller's (pid %d) status: %v: %w", p.Pid, err, api.ErrConflict)
 		}
 		b.noNewPrivs = nnp || !p.Root() && bnd&ownCapBnd() != ownCapBnd()
 	}
 	return b, nil
+}
+
+// close releases what b holds.
+func (b *bounds) close() {
+	if b.root != nil {
+		b.root.Close()
+		b.root = nil
+	}
+}
+
+// callerRoot opens the root directory of process pid (O_PATH), or returns
+// nil when the daemon is not root.
+func callerRoot(pid int32) (*os.File, error) {
+	if os.Geteuid() != 0 {
+		return nil, nil
+	}
+	path := "/proc/" + strconv.Itoa(int(pid)) + "/root"
+	fd, err := unix.Open(path, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", path, err)
+	}
+	return os.NewFile(uintptr(fd), path), nil
 }
 
 // privBounds reads NoNewPrivs and CapBnd of a /proc/PID/status.

@@ -121,13 +121,7 @@ func (d *Daemon) Launch(ctx context.Context, p api.Peer, r *api.LaunchRequest) (
 	if err != nil {
 		return api.Claim{}, err
 	}
-	// The workload runs under the daemon's root directory: for a caller
-	// confined to another (a chroot, a container's root) it would be a
-	// way out. Root may chroot itself.
-	if p.OtherRoot && !p.Root() {
-		return api.Claim{}, forbidden("the caller runs under another root directory than the daemon's (a chroot or a container): " +
-			"a workload would run outside it; launch from the daemon's root directory")
-	}
+	defer bnd.close()
 	kind := kindOf(r.Detach)
 	c := store.Claim{
 		ID: store.NewID(kind), Kind: kind, Owner: r.Owner, UID: p.UID, GID: p.GID, ShareUID: p.ShareUID,
@@ -207,7 +201,10 @@ func (d *Daemon) Launch(ctx context.Context, p api.Peer, r *api.LaunchRequest) (
 		out, errf = f, f
 	}
 
-	attr := spawn.Attr{Dir: r.Cwd, Files: [3]*os.File{devnull, out, errf}, CgroupFD: -1}
+	// In the caller's root: a chroot, a bind mount of /, another mount
+	// namespace's tree (a sandbox's) confine the workload as they do
+	// the caller, who would otherwise launch its way out of them.
+	attr := spawn.Attr{Dir: r.Cwd, Files: [3]*os.File{devnull, out, errf}, CgroupFD: -1, Root: bnd.root}
 	if os.Geteuid() == 0 && (id.uid != 0 || id.gid != 0) {
 		attr.Cred = &syscall.Credential{Uid: id.uid, Gid: id.gid, Groups: id.groups}
 		if id.groups == nil {

@@ -7,7 +7,9 @@
 // given, its cgroup (CLONE_INTO_CGROUP), exactly as it would fork the
 // workload. That shim reads its Spec from descriptor 3, lowers its
 // resource limits, then takes the workload's groups, gid and uid, enters
-// the working directory with them, sets no_new_privs if asked, closes
+// the working directory with them (in the caller's root directory, when
+// the daemon gives one: the shim chroots into it while it is still root),
+// sets no_new_privs if asked, closes
 // every descriptor above 2 but its status pipe, resolves argv[0] on the
 // workload's PATH with the workload's rights (so a name found only where
 // the caller cannot look is not found, and an error says nothing the
@@ -67,6 +69,9 @@ type Spec struct {
 	// Attr.Cred); Dir, when set, is entered after that, with them.
 	Cred *Cred  `json:"cred,omitempty"`
 	Dir  string `json:"dir,omitempty"`
+	// Root, set by Start from Attr.Root, is the descriptor of the
+	// directory the shim makes its root before it takes Cred.
+	Root int `json:"root,omitempty"`
 }
 
 // ErrExec wraps the reason the workload could not be executed (not

@@ -25,6 +25,11 @@ type Attr struct {
 	Cred *syscall.Credential
 	// CgroupFD, when >= 0, is a cgroup directory to start in.
 	CgroupFD int
+	// Root, when not nil, is the directory (opened O_PATH) that becomes
+	// the workload's root: its caller's, so that the workload sees the
+	// files its caller sees (a chroot, a bind mount, another mount
+	// namespace's tree) and not the daemon's. Dir is then in it.
+	Root *os.File
 }
 
 // Process is a started workload.
@@ -33,6 +38,10 @@ type Process struct {
 	// Pidfd names the process from its fork; the caller closes it.
 	Pidfd int
 }
+
+// rootFD is the shim's descriptor of Attr.Root, after 0-2, the spec (3)
+// and the status pipe (4).
+const rootFD = 5
 
 // execTimeout bounds the wait for the shim to exec.
 const execTimeout = 10 * time.Second
@@ -50,6 +59,9 @@ func Start(spec Spec, attr Attr, started func(Process) error) (Process, error) {
 		if spec.Cred.Groups == nil {
 			spec.Cred.Groups = []uint32{}
 		}
+	}
+	if attr.Root != nil {
+		spec.Root = rootFD
 	}
 	body, err := json.Marshal(spec)
 	if err != nil {
@@ -76,6 +88,9 @@ func Start(spec Spec, attr Attr, started func(Process) error) (Process, error) {
 		sys.UseCgroupFD, sys.CgroupFD = true, attr.CgroupFD
 	}
 	files := []*os.File{attr.Files[0], attr.Files[1], attr.Files[2], specR, statW}
+	if attr.Root != nil {
+		files = append(files, attr.Root) // descriptor rootFD
+	}
 	proc, err := os.StartProcess("/proc/self/exe", []string{ShimName}, &os.ProcAttr{Env: []string{}, Files: files, Sys: sys})
 	if err != nil {
 		return Process{}, fmt.Errorf("fork: %w", err)
@@ -136,6 +151,18 @@ func Main() {
 	for _, l := range spec.Limits {
 		if err := unix.Setrlimit(l.Resource, &unix.Rlimit{Cur: l.Soft, Max: l.Hard}); err != nil {
 			fail("setrlimit %d: %v", l.Resource, err)
+		}
+	}
+	if spec.Root > 0 {
+		// The caller's root, entered while root's (chroot needs
+		// CAP_SYS_CHROOT); nothing is looked up in it before the
+		// workload's uid is taken. The working directory is then the
+		// new root until Dir is entered.
+		if err := unix.Fchdir(spec.Root); err != nil {
+			fail("the caller's root directory: fchdir: %v", err)
+		}
+		if err := unix.Chroot("."); err != nil {
+			fail("the caller's root directory: chroot: %v", err)
 		}
 	}
 	if c := spec.Cred; c != nil {
