@@ -158,11 +158,11 @@ type ExecInfo struct {
 	CwdTruncated    bool
 	CgroupTruncated bool
 	// ExeDeleted and CwdDeleted mark an executable or working directory
-	// whose name was unlinked before the exec (fexecve of a deleted file,
-	// a directory removed while in use: what /proc shows with
-	// " (deleted)"): Exe or Cwd is then the last name it had, which
-	// another file may hold now. A memfd's name is not marked: it never
-	// had a path.
+	// whose name was unlinked (fexecve of a deleted file, a directory
+	// removed while in use: what /proc shows with " (deleted)"), at the
+	// exec for eBPF, by the read of /proc for netlink and polling: Exe or
+	// Cwd is then the last name it had, which another file may hold now.
+	// A memfd's name is not marked: it never had a path.
 	ExeDeleted bool
 	CwdDeleted bool
 }
