@@ -25,10 +25,10 @@
  * sessionid, session and process group ids with their leaders' tokens, the
  * controlling tty, the cgroup id, the pid in its own pid namespace and that
  * namespace's inode, and the inode of its mount namespace, in which the
- * record's paths are resolved: a private one, which any user can make with
- * a user namespace, can bind any file on any name). A fork record reads it from the child, which the kernel
- * made a copy of the parent's; an exec record reads it after the new
- * credentials are committed. An exec record then carries, after its fixed
+ * record's paths are: a private one, which any user can make in a user
+ * namespace of its own, may bind any file on any name). A fork record
+ * reads it from the child, which the kernel made a copy of the parent's;
+ * an exec record reads it after the new credentials are committed. An exec record then carries, after its fixed
  * part, four variable blobs assembled in a per-CPU scratch buffer and sent
  * with bpf_ringbuf_output (a failed output is a counted loss):
  *
@@ -65,9 +65,9 @@
  * dentry unhashed, d_hash.pprev NULL, and not its own parent, which a
  * memfd is) keeps its last name, which another file may hold now: the
  * record flags it, X_EXE_DELETED or X_CWD_DELETED, and the path stays
- * the names the walk met. The cgroup path walks
- * kernfs parents the same way (CGROUP_DEPTH); past that bound, the top
- * levels are read through cgroup->ancestors[].
+ * the names the walk met. The cgroup path walks kernfs parents the same
+ * way (CGROUP_DEPTH); past that bound, the top levels are read through
+ * cgroup->ancestors[].
  *
  * Cost: task, cred, pid, mount, dentry and kernfs fields are read by direct
  * loads through BTF pointers (the verifier makes them fault-safe), not a
