@@ -24,9 +24,11 @@
  * uid and gid, up to NGROUPS_CAP supplementary groups, audit loginuid and
  * sessionid, session and process group ids with their leaders' tokens, the
  * controlling tty, the cgroup id, the pid in its own pid namespace and that
- * namespace's inode). A fork record reads it from the child, which the kernel
- * made a copy of the parent's; an exec record reads it after the new
- * credentials are committed. An exec record then carries, after its fixed
+ * namespace's inode, and the inode of its mount namespace, in which the
+ * record's paths are: a private one, which any user can make in a user
+ * namespace of its own, may bind any file on any name). A fork record
+ * reads it from the child, which the kernel made a copy of the parent's;
+ * an exec record reads it after the new credentials are committed. An exec record then carries, after its fixed
  * part, four variable blobs assembled in a per-CPU scratch buffer and sent
  * with bpf_ringbuf_output (a failed output is a counted loss):
  *
@@ -57,10 +59,15 @@
  * a mount tree without meeting the task's root (a file or directory beyond
  * its chroot or in another mount namespace, or on a detached mount:
  * umount -l, open_tree), stops and sets the path's truncated flag: a path
- * is either whole or marked, never wrong. A deleted file's path is its
- * last name, without the " (deleted)" d_path adds. The cgroup path walks
- * kernfs parents the same way (CGROUP_DEPTH); past that bound, the top
- * levels are read through cgroup->ancestors[].
+ * is either whole or marked, never wrong. An executable or working
+ * directory whose name was unlinked since it was opened (fexecve of a
+ * deleted file, a removed directory; d_path's " (deleted)": the leaf
+ * dentry unhashed, d_hash.pprev NULL, and not its own parent, which a
+ * memfd is) keeps its last name, which another file may hold now: the
+ * record flags it, X_EXE_DELETED or X_CWD_DELETED, and the path stays
+ * the names the walk met. The cgroup path walks kernfs parents the same
+ * way (CGROUP_DEPTH); past that bound, the top levels are read through
+ * cgroup->ancestors[].
  *
  * Cost: task, cred, pid, mount, dentry and kernfs fields are read by direct
  * loads through BTF pointers (the verifier makes them fault-safe), not a
@@ -160,11 +167,13 @@ struct proc_ctx {
 	__s32 pgid;
 	__s32 ns_pid;           /* pid in the process's own pid namespace */
 	__u32 pidns_ino;        /* that namespace's inode number */
+	__u32 mntns_ino;        /* the mount namespace's inode number */
 	__u32 tty_major;
 	__u32 tty_minor;
 	__u32 ngroups;          /* supplementary groups in all */
 	__u32 flags;            /* CTX_* */
 	__u32 groups[NGROUPS_CAP];
+	__u32 pad;              /* 0: the size stays a multiple of 8 */
 };
 
 struct fork_event {
@@ -180,6 +189,8 @@ struct fork_event {
 #define X_ARGS_FAULT 16  /* the argument pages could not be read */
 #define X_NO_EXE 32      /* bprm->file had no path */
 #define X_SKIPPED 64     /* no blobs: user space reads none (skip_blobs) */
+#define X_EXE_DELETED 128 /* the executable's name was unlinked (d_unlinked) */
+#define X_CWD_DELETED 256 /* the working directory was removed */
 
 struct exec_event {
 	struct event ev;
@@ -535,6 +546,11 @@ static __always_inline void fill_ctx(struct proc_ctx *c, struct task_struct *t)
 		c->pidns_ino = 0;
 	}
 	c->cgroup_id = t->cgroups->dfl_cgrp->kn->id;
+	/* The namespace the paths of this record are resolved in: a private
+	 * one (unshare -m, a container) may bind anything on any name. A
+	 * task has an nsproxy from its fork to its exit. */
+	c->mntns_ino = t->nsproxy->mnt_ns->ns.inum;
+	c->pad = 0;
 }
 
 SEC("tp_btf/sched_process_fork")
@@ -683,6 +699,15 @@ static __always_inline int walk_path(struct scratch *s, struct dentry *d, struct
 	return ret;
 }
 
+/* unlinked reports what d_path marks " (deleted)" (d_unlinked): a dentry
+ * unhashed while in use, its name unlinked or its directory removed, that
+ * is not its own parent (a filesystem's root and a pseudo file, a memfd,
+ * are never hashed and have no name to lose). */
+static __always_inline int unlinked(struct dentry *d)
+{
+	return d && !d->d_hash.pprev && d->d_parent != d;
+}
+
 static __always_inline struct kernfs_node *kn_parent(struct kernfs_node *kn)
 {
 	struct kernfs_node___new *n = (void *)kn;
@@ -794,12 +819,18 @@ static __always_inline void exec_context(struct task_struct *p, pid_t old_pid, s
 	rootd = fs->root.dentry;
 	rootvm = fs->root.mnt;
 	f = bprm->file;
-	if (!f)
+	if (!f) {
 		x->xflags |= X_NO_EXE;
-	else if (walk_path(s, f->f_path.dentry, f->f_path.mnt, rootd, rootvm) < 0)
-		x->xflags |= X_EXE_TRUNC;
+	} else {
+		if (unlinked(f->f_path.dentry))
+			x->xflags |= X_EXE_DELETED;
+		if (walk_path(s, f->f_path.dentry, f->f_path.mnt, rootd, rootvm) < 0)
+			x->xflags |= X_EXE_TRUNC;
+	}
 	x->exe_len = s->pos;
 	mark = s->pos;
+	if (unlinked(fs->pwd.dentry))
+		x->xflags |= X_CWD_DELETED;
 	if (walk_path(s, fs->pwd.dentry, fs->pwd.mnt, rootd, rootvm) < 0)
 		x->xflags |= X_CWD_TRUNC;
 	x->cwd_len = s->pos - mark;

@@ -71,6 +71,15 @@ struct pid_namespace {
 	struct ns_common ns;
 } __attribute__((preserve_access_index));
 
+/* fs/mount.h */
+struct mnt_namespace {
+	struct ns_common ns;
+} __attribute__((preserve_access_index));
+
+struct nsproxy {
+	struct mnt_namespace *mnt_ns;
+} __attribute__((preserve_access_index));
+
 struct upid {
 	int nr;
 	struct pid_namespace *ns;
@@ -129,9 +138,16 @@ struct qstr {
 	const unsigned char *name;
 } __attribute__((preserve_access_index));
 
+struct hlist_bl_node {
+	struct hlist_bl_node *next, **pprev;
+} __attribute__((preserve_access_index));
+
 /* d_name sits in an anonymous union (with __d_name) since 6.14: CO-RE finds
- * it by name either way. */
+ * it by name either way. d_hash.pprev is NULL while the dentry is unhashed
+ * (d_unhashed): unlinked or removed while in use, or never hashed (a
+ * filesystem's root, a pseudo file's: those are their own parent). */
 struct dentry {
+	struct hlist_bl_node d_hash;
 	struct dentry *d_parent;
 	struct qstr d_name;
 } __attribute__((preserve_access_index));
@@ -222,6 +238,7 @@ struct task_struct {
 	struct files_struct *files;
 	struct mm_struct *mm;
 	struct css_set *cgroups;
+	struct nsproxy *nsproxy;
 	/* CONFIG_AUDIT only: read behind bpf_core_field_exists. */
 	kuid_t loginuid;
 	unsigned int sessionid;

@@ -531,13 +531,13 @@ func TestIntegrationEventsWithheld(t *testing.T) {
 			}
 
 			r = find(rs, setuidExec)
-			// Neither interactive nor pid_ns: /proc/PID/fd and ns need
+			// Neither interactive nor the namespaces: /proc/PID/fd and ns need
 			// ptrace access. Under hidepid, nor the tokens of its parent
 			// (this test, which the daemon knows) and of its leaders (null
 			// when not known: nothing withheld).
-			want := []string{"exe", "interactive", "pid_ns", "working_directory"}
+			want := []string{"exe", "interactive", "mnt_ns", "pid_ns", "working_directory"}
 			if hidepid {
-				want = []string{"argv", "exe", "interactive", "parent_token", "pid_ns", "working_directory"}
+				want = []string{"argv", "exe", "interactive", "mnt_ns", "parent_token", "pid_ns", "working_directory"}
 				for _, k := range []string{"session_leader", "group_leader"} {
 					if l, _ := r[k].(map[string]any); l == nil || l["entity_id"] != nil {
 						t.Errorf("hidepid: nobody's setuid exec shows %s %v; want its pid, and its entity_id withheld or null", k, r[k])
@@ -552,16 +552,17 @@ func TestIntegrationEventsWithheld(t *testing.T) {
 			itself := slices.DeleteFunc(withheldOf(r), func(k string) bool { return k == "parent" || strings.HasPrefix(k, "parent.") })
 			_, interactive := r["interactive"]
 			_, pidNS := r["pid_ns"]
+			_, mntNS := r["mnt_ns"]
 			_, parentToken := r["parent_token"]
-			if r["exe"] != nil || r["working_directory"] != nil || interactive || pidNS || hidepid && (r["argv"] != nil || parentToken) || !slices.Equal(itself, want) {
-				t.Errorf("nobody's setuid exec (euid 0) in root's directory: exe %v, working directory %v, interactive %v, pid_ns %v, argv %v, parent_token %v, withheld %v; want none of them shown, withheld %v",
-					r["exe"], r["working_directory"], r["interactive"], r["pid_ns"], r["argv"], r["parent_token"], withheldOf(r), want)
+			if r["exe"] != nil || r["working_directory"] != nil || interactive || pidNS || mntNS || hidepid && (r["argv"] != nil || parentToken) || !slices.Equal(itself, want) {
+				t.Errorf("nobody's setuid exec (euid 0) in root's directory: exe %v, working directory %v, interactive %v, pid_ns %v, mnt_ns %v, argv %v, parent_token %v, withheld %v; want none of them shown, withheld %v",
+					r["exe"], r["working_directory"], r["interactive"], r["pid_ns"], r["mnt_ns"], r["argv"], r["parent_token"], withheldOf(r), want)
 			}
 
 			r = find(rs, mine)
-			if r["working_directory"] != ownDir || r["exe"] == nil || r["argv"] == nil || r["interactive"] == nil || r["pid_ns"] == nil || r["parent_token"] == nil {
-				t.Errorf("nobody's own exec: exe %v, working directory %v, argv %v, interactive %v, pid_ns %v, parent_token %v, want all (its own in %s): %v",
-					r["exe"], r["working_directory"], r["argv"], r["interactive"], r["pid_ns"], r["parent_token"], ownDir, r)
+			if r["working_directory"] != ownDir || r["exe"] == nil || r["argv"] == nil || r["interactive"] == nil || r["pid_ns"] == nil || r["mnt_ns"] == nil || r["parent_token"] == nil {
+				t.Errorf("nobody's own exec: exe %v, working directory %v, argv %v, interactive %v, pid_ns %v, mnt_ns %v, parent_token %v, want all (its own in %s): %v",
+					r["exe"], r["working_directory"], r["argv"], r["interactive"], r["pid_ns"], r["mnt_ns"], r["parent_token"], ownDir, r)
 			}
 
 			// Root's stream is whole.
@@ -573,9 +574,9 @@ func TestIntegrationEventsWithheld(t *testing.T) {
 			if p := recordParent(rr); p == nil || p["working_directory"] != secret || p["exe"] != runuser && p["exe"] == nil || rr["withheld"] != nil {
 				t.Errorf("root's stream: the exec under runuser has parent %v, withheld %v; want runuser's exe and working directory %s", p, rr["withheld"], secret)
 			}
-			if rsu["working_directory"] != secret || rsu["exe"] == nil || rsu["interactive"] == nil || rsu["pid_ns"] == nil || rsu["parent_token"] == nil || rsu["withheld"] != nil {
-				t.Errorf("root's stream: the setuid exec has exe %v, working directory %v, interactive %v, pid_ns %v, parent_token %v, withheld %v; want all, %s",
-					rsu["exe"], rsu["working_directory"], rsu["interactive"], rsu["pid_ns"], rsu["parent_token"], rsu["withheld"], secret)
+			if rsu["working_directory"] != secret || rsu["exe"] == nil || rsu["interactive"] == nil || rsu["pid_ns"] == nil || rsu["mnt_ns"] == nil || rsu["parent_token"] == nil || rsu["withheld"] != nil {
+				t.Errorf("root's stream: the setuid exec has exe %v, working directory %v, interactive %v, pid_ns %v, mnt_ns %v, parent_token %v, withheld %v; want all, %s",
+					rsu["exe"], rsu["working_directory"], rsu["interactive"], rsu["pid_ns"], rsu["mnt_ns"], rsu["parent_token"], rsu["withheld"], secret)
 			}
 		})
 	}

@@ -58,9 +58,9 @@ import (
 //     (a root process that exec'd, chdir'd and setuid() to the user since
 //     is not dumpable, and a setuid(2) is no event). A parent that is the
 //     subscriber's own has them on its own exec event;
-//   - interactive and pid_ns of an event not wholly the subscriber's are
-//     withheld (/proc/PID/fd and ns need ptrace access), and the parent's
-//     interactive always, for the reason above;
+//   - interactive, pid_ns and mnt_ns of an event not wholly the
+//     subscriber's are withheld (/proc/PID/fd and ns need ptrace access),
+//     and the parent's interactive always, for the reason above;
 //   - when the daemon's /proc hides other users' processes (hidepid, read
 //     at subscription), the argv of an event not wholly the subscriber's,
 //     its parent_token and its session and group leaders' entity_id (their
@@ -72,14 +72,14 @@ import (
 // are kept (under hidepid too: the event is attributed to the
 // subscriber, see Limits). What is withheld is named in "withheld" (exe,
 // working_directory, argv, parent.exe, parent.working_directory, parent,
-// interactive, pid_ns, parent_token, session_leader.entity_id,
+// interactive, pid_ns, mnt_ns, parent_token, session_leader.entity_id,
 // group_leader.entity_id, parent.interactive), so an absent field is never
 // read as not captured; a token that is not known is written as null, not
 // withheld. An event with no context (an exit) is not shown to be wholly
 // the subscriber's. The exec context does not say whether a process is
 // dumpable: an exec of a file the user may not read, or one that gains
-// file capabilities, is not, and its exe, working directory, interactive
-// and pid_ns are still shown to its owner. Still shown too, under hidepid:
+// file capabilities, is not, and its exe, working directory, interactive,
+// pid_ns and mnt_ns are still shown to its owner. Still shown too, under hidepid:
 // the tokens of the parent and leaders of a process wholly the
 // subscriber's, whose start times it may not read either when they are
 // another user's (a root parent or session leader).
@@ -433,6 +433,7 @@ const (
 	// order, above these (omitOf).
 	heldInteractive       = withheld(events.OmitInteractive) << omitShift
 	heldPidNS             = withheld(events.OmitPidNS) << omitShift
+	heldMntNS             = withheld(events.OmitMntNS) << omitShift
 	heldParentToken       = withheld(events.OmitParentToken) << omitShift
 	heldSessionLeaderID   = withheld(events.OmitSessionLeaderID) << omitShift
 	heldGroupLeaderID     = withheld(events.OmitGroupLeaderID) << omitShift
@@ -440,7 +441,7 @@ const (
 )
 
 var withheldNames = [...]string{"exe", "working_directory", "argv", "parent.exe", "parent.working_directory", "parent",
-	"interactive", "pid_ns", "parent_token", "session_leader.entity_id", "group_leader.entity_id", "parent.interactive"}
+	"interactive", "pid_ns", "mnt_ns", "parent_token", "session_leader.entity_id", "group_leader.entity_id", "parent.interactive"}
 
 // omitOf returns what the encoder is to leave out of an event of which w
 // was withheld (the fields limit cannot clear: they are written whenever
@@ -460,7 +461,7 @@ func limit(dst *events.Event, pd *events.Desc, ev *events.Event, v view) withhel
 			w |= heldInteractive // /proc/PID/fd: ptrace access
 		}
 		if ev.Ctx.Valid {
-			w |= heldPidNS // /proc/PID/ns: ptrace access
+			w |= heldPidNS | heldMntNS // /proc/PID/ns: ptrace access
 		}
 		if v&viewHidden != 0 {
 			if len(dst.Argv) > 0 || dst.Exec.ArgsCount > 0 {
@@ -513,8 +514,8 @@ func withhold(exe *string, x *events.ExecInfo) withheld {
 	if x.Cwd != "" {
 		w |= heldCwd
 	}
-	*exe, x.ExeTruncated = "", false
-	x.Cwd, x.CwdTruncated = "", false
+	*exe, x.ExeTruncated, x.ExeDeleted = "", false, false
+	x.Cwd, x.CwdTruncated, x.CwdDeleted = "", false, false
 	return w
 }
 

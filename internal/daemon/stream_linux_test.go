@@ -362,17 +362,17 @@ func BenchmarkStreamAttribute(b *testing.B) {
 // parent. Each line names what it withheld.
 func TestStreamWithheld(t *testing.T) {
 	own := events.Context{Valid: true, UID: 1000, EUID: 1000, SUID: 1000, GID: 1000, EGID: 1000, SGID: 1000,
-		SID: 400, PGID: 401, SessionLeader: tok(400), GroupLeader: tok(401), PidNS: 4026531836}
+		SID: 400, PGID: 401, SessionLeader: tok(400), GroupLeader: tok(401), PidNS: 4026531836, MntNS: 4026531841}
 	setuid := own
 	setuid.EUID, setuid.SUID = 0, 0
 	setgid := own
 	setgid.EGID = 5
 	runuser := &events.Desc{Comm: [16]byte{'r', 'u', 'n', 'u', 's', 'e', 'r'}, Exe: "/usr/sbin/runuser",
-		Argv: []string{"runuser", "-u", "u", "--", "sh"}, Exec: events.ExecInfo{Cwd: "/root/secret", ArgsCount: 5},
+		Argv: []string{"runuser", "-u", "u", "--", "sh"}, Exec: events.ExecInfo{Cwd: "/root/secret", ArgsCount: 5, ExeDeleted: true},
 		Ctx: events.Context{Valid: true}}
 	exec := func(pid int32, c events.Context, cwd string, parent *events.Desc) events.Event {
 		return events.Event{Kind: events.Exec, Pid: pid, PPid: 1, Token: tok(uint64(pid)), ParentToken: tok(1),
-			Exe: "/usr/bin/echo", Argv: []string{"echo", "hi"}, Exec: events.ExecInfo{Cwd: cwd, ArgsCount: 2},
+			Exe: "/usr/bin/echo", Argv: []string{"echo", "hi"}, Exec: events.ExecInfo{Cwd: cwd, ArgsCount: 2, ExeDeleted: true, CwdDeleted: true},
 			Ctx: c, Parent: parent}
 	}
 	evs := []events.Event{
@@ -402,9 +402,10 @@ func TestStreamWithheld(t *testing.T) {
 		h.publishEvent(h.active(), &evs[i], a, time.Now())
 	}
 	// Each record as: pid, then the keys it has of exe, working_directory,
-	// argv, args_count, parent_token, interactive, pid_ns, the leaders'
-	// entity_id (not null), parent and its comm, exe, working_directory,
-	// argv and interactive, then withheld.
+	// their deletion marks, argv, args_count, parent_token, interactive,
+	// pid_ns, mnt_ns, the leaders' entity_id (not null), parent and its
+	// comm, exe, its mark, working_directory, argv and interactive, then
+	// withheld. A mark goes with its path.
 	shown := func(s *subscriber) string {
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
@@ -419,7 +420,8 @@ func TestStreamWithheld(t *testing.T) {
 				t.Fatalf("record %q: %v", l, err)
 			}
 			f := []string{fmt.Sprint(r["kind"], r["pid"])}
-			for _, k := range []string{"exe", "working_directory", "argv", "args_count", "parent_token", "interactive", "pid_ns"} {
+			for _, k := range []string{"exe", "exe_deleted", "working_directory", "working_directory_deleted", "argv", "args_count",
+				"parent_token", "interactive", "pid_ns", "mnt_ns"} {
 				if _, ok := r[k]; ok {
 					f = append(f, k)
 				}
@@ -431,7 +433,7 @@ func TestStreamWithheld(t *testing.T) {
 			}
 			if p, ok := r["parent"].(map[string]any); ok {
 				f = append(f, "parent")
-				for _, k := range []string{"comm", "exe", "working_directory", "argv", "interactive"} {
+				for _, k := range []string{"comm", "exe", "exe_deleted", "working_directory", "argv", "interactive"} {
 					if _, ok := p[k]; ok {
 						f = append(f, "parent."+k)
 					}
@@ -444,42 +446,42 @@ func TestStreamWithheld(t *testing.T) {
 		}
 		return strings.Join(out, "\n")
 	}
-	// Of each event's context: its parent token, interactive, pid_ns and
-	// leaders' tokens (ctx).
-	const ctx = "parent_token interactive pid_ns session_leader.entity_id group_leader.entity_id"
+	// Of each event's context: its parent token, interactive, pid_ns,
+	// mnt_ns and leaders' tokens (ctx).
+	const ctx = "parent_token interactive pid_ns mnt_ns session_leader.entity_id group_leader.entity_id"
 	whole := strings.Join([]string{
-		"exec501 exe working_directory argv args_count " + ctx + " parent parent.comm parent.exe parent.working_directory parent.argv parent.interactive",
-		"exec502 exe working_directory argv args_count " + ctx,
-		"exec503 exe working_directory argv args_count " + ctx,
-		"exec504 exe working_directory argv args_count " + ctx,
+		"exec501 exe exe_deleted working_directory working_directory_deleted argv args_count " + ctx + " parent parent.comm parent.exe parent.exe_deleted parent.working_directory parent.argv parent.interactive",
+		"exec502 exe exe_deleted working_directory working_directory_deleted argv args_count " + ctx,
+		"exec503 exe exe_deleted working_directory working_directory_deleted argv args_count " + ctx,
+		"exec504 exe exe_deleted working_directory working_directory_deleted argv args_count " + ctx,
 		"fork505 " + ctx,
-		"exit501 parent_token parent parent.comm parent.exe parent.working_directory parent.argv parent.interactive",
+		"exit501 parent_token parent parent.comm parent.exe parent.exe_deleted parent.working_directory parent.argv parent.interactive",
 	}, "\n")
 	for _, tc := range []struct{ name, want string }{
 		{"root", whole},
 		{"user", strings.Join([]string{
-			"exec501 exe working_directory argv args_count " + ctx + " parent parent.comm parent.argv withheld[parent.exe parent.working_directory parent.interactive]",
-			"exec502 argv args_count parent_token session_leader.entity_id group_leader.entity_id withheld[exe working_directory interactive pid_ns]",
-			"exec503 argv args_count parent_token session_leader.entity_id group_leader.entity_id withheld[exe working_directory interactive pid_ns]",
-			"exec504 exe working_directory argv args_count " + ctx,
-			"fork505 parent_token session_leader.entity_id group_leader.entity_id withheld[interactive pid_ns]",
+			"exec501 exe exe_deleted working_directory working_directory_deleted argv args_count " + ctx + " parent parent.comm parent.argv withheld[parent.exe parent.working_directory parent.interactive]",
+			"exec502 argv args_count parent_token session_leader.entity_id group_leader.entity_id withheld[exe working_directory interactive pid_ns mnt_ns]",
+			"exec503 argv args_count parent_token session_leader.entity_id group_leader.entity_id withheld[exe working_directory interactive pid_ns mnt_ns]",
+			"exec504 exe exe_deleted working_directory working_directory_deleted argv args_count " + ctx,
+			"fork505 parent_token session_leader.entity_id group_leader.entity_id withheld[interactive pid_ns mnt_ns]",
 			"exit501 parent_token parent parent.comm parent.argv withheld[parent.exe parent.working_directory parent.interactive]",
 		}, "\n")},
 		{"user, hidepid", strings.Join([]string{
-			"exec501 exe working_directory argv args_count " + ctx + " withheld[parent]",
-			"exec502 withheld[exe working_directory argv interactive pid_ns parent_token session_leader.entity_id group_leader.entity_id]",
-			"exec503 withheld[exe working_directory argv interactive pid_ns parent_token session_leader.entity_id group_leader.entity_id]",
-			"exec504 exe working_directory argv args_count " + ctx,
-			"fork505 withheld[interactive pid_ns parent_token session_leader.entity_id group_leader.entity_id]",
+			"exec501 exe exe_deleted working_directory working_directory_deleted argv args_count " + ctx + " withheld[parent]",
+			"exec502 withheld[exe working_directory argv interactive pid_ns mnt_ns parent_token session_leader.entity_id group_leader.entity_id]",
+			"exec503 withheld[exe working_directory argv interactive pid_ns mnt_ns parent_token session_leader.entity_id group_leader.entity_id]",
+			"exec504 exe exe_deleted working_directory working_directory_deleted argv args_count " + ctx,
+			"fork505 withheld[interactive pid_ns mnt_ns parent_token session_leader.entity_id group_leader.entity_id]",
 			"exit501 withheld[parent parent_token]", // no context: not shown to be wholly the user's
 		}, "\n")},
 		{"user, other gid", strings.Join([]string{
 			"exec501 argv args_count parent_token session_leader.entity_id group_leader.entity_id parent parent.comm parent.argv " +
-				"withheld[exe working_directory parent.exe parent.working_directory interactive pid_ns parent.interactive]",
-			"exec502 argv args_count parent_token session_leader.entity_id group_leader.entity_id withheld[exe working_directory interactive pid_ns]",
-			"exec503 argv args_count parent_token session_leader.entity_id group_leader.entity_id withheld[exe working_directory interactive pid_ns]",
-			"exec504 argv args_count parent_token session_leader.entity_id group_leader.entity_id withheld[exe working_directory interactive pid_ns]",
-			"fork505 parent_token session_leader.entity_id group_leader.entity_id withheld[interactive pid_ns]",
+				"withheld[exe working_directory parent.exe parent.working_directory interactive pid_ns mnt_ns parent.interactive]",
+			"exec502 argv args_count parent_token session_leader.entity_id group_leader.entity_id withheld[exe working_directory interactive pid_ns mnt_ns]",
+			"exec503 argv args_count parent_token session_leader.entity_id group_leader.entity_id withheld[exe working_directory interactive pid_ns mnt_ns]",
+			"exec504 argv args_count parent_token session_leader.entity_id group_leader.entity_id withheld[exe working_directory interactive pid_ns mnt_ns]",
+			"fork505 parent_token session_leader.entity_id group_leader.entity_id withheld[interactive pid_ns mnt_ns]",
 			"exit501 parent_token parent parent.comm parent.argv withheld[parent.exe parent.working_directory parent.interactive]",
 		}, "\n")},
 	} {

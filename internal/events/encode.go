@@ -13,10 +13,10 @@ import (
 // Lost event; otherwise pid, ppid, token and parent_token (null when zero),
 // comm, exit_code and signal for an Exit, tid, exe and argv for an Exec
 // where known, then what the exec captured (args_count, working_directory,
-// cgroup, container.id, truncation marks) and, when the event carries a
-// context, the ids with their ECS names (user.id, real_user.id, ...,
+// cgroup, container.id, truncation and deletion marks) and, when the event
+// carries a context, the ids with their ECS names (user.id, real_user.id, ...,
 // session_leader, group_leader, tty, interactive, vpid) and pid_ns,
-// cgroup_id and audit; then, when the consumer's exec cache saw the
+// mnt_ns, cgroup_id and audit; then, when the consumer's exec cache saw the
 // parent's exec (Event.Parent), parent: the fields ECS defines under
 // process.parent, with the same keys (see appendParentJSON); inferred
 // when set.
@@ -39,6 +39,7 @@ type Omit uint8
 const (
 	OmitInteractive       Omit = 1 << iota // interactive
 	OmitPidNS                              // pid_ns
+	OmitMntNS                              // mnt_ns
 	OmitParentToken                        // parent_token
 	OmitSessionLeaderID                    // session_leader.entity_id
 	OmitGroupLeaderID                      // group_leader.entity_id
@@ -192,8 +193,8 @@ func appendImageJSON(b []byte, exe string, argv []string, x *ExecInfo) ([]byte, 
 
 // appendExecJSON appends what an exec captured beside exe and argv, with
 // the names ECS gives them under process (args_count, working_directory),
-// container.id, and the cgroup path and truncation marks; it returns which
-// of its texts were not UTF-8.
+// container.id, and the cgroup path and truncation and deletion marks; it
+// returns which of its texts were not UTF-8.
 func appendExecJSON(b []byte, x *ExecInfo) ([]byte, badText) {
 	var bad badText
 	var ok bool
@@ -211,6 +212,9 @@ func appendExecJSON(b []byte, x *ExecInfo) ([]byte, badText) {
 	if x.ExeTruncated {
 		b = append(b, `,"exe_truncated":true`...)
 	}
+	if x.ExeDeleted {
+		b = append(b, `,"exe_deleted":true`...)
+	}
 	if x.Cwd != "" {
 		b = append(b, `,"working_directory":`...)
 		if b, ok = appendJSONStringOK(b, []byte(x.Cwd)); !ok {
@@ -218,6 +222,9 @@ func appendExecJSON(b []byte, x *ExecInfo) ([]byte, badText) {
 		}
 		if x.CwdTruncated {
 			b = append(b, `,"working_directory_truncated":true`...)
+		}
+		if x.CwdDeleted {
+			b = append(b, `,"working_directory_deleted":true`...)
 		}
 	}
 	if x.Cgroup != "" {
@@ -322,8 +329,9 @@ func appendLeaderJSON(b []byte, key string, pid int32, t token.Token, withID boo
 
 // appendContextJSON appends the ids of c with the names ECS gives them
 // under process (ids as strings, as ECS keywords are), and the audit ids,
-// cgroup id and pid namespace, which ECS has no names for; it leaves out
-// what o has of interactive, pid_ns and the leaders' entity_id.
+// cgroup id and pid and mount namespaces, which ECS has no names for; it
+// leaves out what o has of interactive, pid_ns, mnt_ns and the leaders'
+// entity_id.
 func appendContextJSON(b []byte, c *Context, o Omit) []byte {
 	id := func(b []byte, key string, v uint32) []byte {
 		b = append(b, `,"`...)
@@ -375,6 +383,10 @@ func appendContextJSON(b []byte, c *Context, o Omit) []byte {
 	if o&OmitPidNS == 0 {
 		b = append(b, `,"pid_ns":`...)
 		b = strconv.AppendUint(b, uint64(c.PidNS), 10)
+	}
+	if o&OmitMntNS == 0 {
+		b = append(b, `,"mnt_ns":`...)
+		b = strconv.AppendUint(b, uint64(c.MntNS), 10)
 	}
 	b = append(b, `,"cgroup_id":`...)
 	b = strconv.AppendUint(b, c.CgroupID, 10)

@@ -49,13 +49,13 @@ var encodeCases = []struct {
 			Exec: ExecInfo{Cwd: "/w", Cgroup: "/docker/c1", ContainerID: "c1", ContainerRuntime: "docker", ArgsCount: 3, ArgsSize: 9000, ArgsTruncated: true},
 			Ctx: Context{Valid: true, UID: 1, EUID: 2, SUID: 3, GID: 4, EGID: 5, SGID: 6, Groups: [MaxGroups]uint32{7, 8}, NGroups: 2,
 				Audit: true, LoginUID: UnsetID, AuditSession: UnsetID, SID: 40, PGID: 42, SessionLeader: parTok, GroupLeader: testTok,
-				TTY: true, StdTTY: true, TTYMajor: 136, TTYMinor: 2, CgroupID: 99, NSPid: 1, PidNS: 4026531836}},
+				TTY: true, StdTTY: true, TTYMajor: 136, TTYMinor: 2, CgroupID: 99, NSPid: 1, PidNS: 4026531836, MntNS: 4026532178}},
 		wantJSON: `{"kind":"exec","mechanism":"ebpf","pid":42,"ppid":1,"token":"` + testTokText + `","parent_token":null,"comm":"env","exe":"/usr/bin/env","argv":["env","a"],` +
 			`"args_count":3,"args_truncated":true,"args_size":9000,"working_directory":"/w","cgroup":"/docker/c1","container":{"id":"c1","runtime":"docker"},` +
 			`"user":{"id":"2"},"real_user":{"id":"1"},"saved_user":{"id":"3"},"group":{"id":"5"},"real_group":{"id":"4"},"saved_group":{"id":"6"},` +
 			`"supplemental_groups":[{"id":"7"},{"id":"8"}],"session_leader":{"pid":40,"entity_id":"` + parTokText + `"},` +
 			`"group_leader":{"pid":42,"entity_id":"` + testTokText + `"},"tty":{"char_device":{"major":136,"minor":2}},"interactive":true,` +
-			`"vpid":1,"pid_ns":4026531836,"cgroup_id":99,"audit":{"login_uid":4294967295,"session_id":4294967295}}`,
+			`"vpid":1,"pid_ns":4026531836,"mnt_ns":4026532178,"cgroup_id":99,"audit":{"login_uid":4294967295,"session_id":4294967295}}`,
 	},
 	{
 		name: "exec with redacted arguments and its parent's description",
@@ -66,6 +66,17 @@ var encodeCases = []struct {
 		wantJSON: `{"kind":"exec","mechanism":"ebpf","pid":42,"ppid":1,"token":"` + testTokText + `","parent_token":"` + parTokText + `","comm":"db","argv":["db","--password=[REDACTED]"],` +
 			`"args_count":2,"args_redacted":true,"parent":{"comm":"bash","exe":"/bin/bash","argv":["bash","-c","x"],"args_count":3,"working_directory":"/home",` +
 			`"user":{"id":"1000"},"real_user":{"id":"0"},"group":{"id":"0"},"group_leader":{"pid":1,"entity_id":null},"interactive":false,"vpid":0}}`,
+	},
+	{
+		// A program unlinked and a directory removed before the exec:
+		// the names they had, marked; the parent's marks too.
+		name: "exec of a deleted program from a removed directory",
+		ev: Event{Kind: Exec, Mechanism: Netlink, Pid: 42, PPid: 1, Token: testTok, Comm: comm("passwd"), Exe: "/usr/bin/passwd",
+			Exec:   ExecInfo{Cwd: "/root/.ssh", ExeDeleted: true, CwdDeleted: true},
+			Parent: &Desc{Comm: comm("sh"), Exe: "/tmp/sh", Exec: ExecInfo{Cwd: "/tmp", ExeDeleted: true}}},
+		wantJSON: `{"kind":"exec","mechanism":"netlink","pid":42,"ppid":1,"token":"` + testTokText + `","parent_token":null,"comm":"passwd",` +
+			`"exe":"/usr/bin/passwd","exe_deleted":true,"working_directory":"/root/.ssh","working_directory_deleted":true,` +
+			`"parent":{"comm":"sh","exe":"/tmp/sh","exe_deleted":true,"working_directory":"/tmp"}}`,
 	},
 	{
 		name: "fork whose parent only the graph names",
@@ -138,7 +149,7 @@ var encodeCases = []struct {
 			Parent: &Desc{Comm: comm("bash"), Ctx: dropped(Context{Valid: true, EUID: 1000, SID: 1, PGID: 1, NSPid: 9}, CtxIDs)}},
 		wantJSON: `{"kind":"exec","mechanism":"netlink","pid":42,"ppid":1,"token":"` + testTokText + `","parent_token":null,"comm":"su",` +
 			`"session_leader":{"pid":40,"entity_id":null},"group_leader":{"pid":42,"entity_id":null},"tty":{"char_device":{"major":136,"minor":2}},` +
-			`"interactive":true,"context_absent":["ids"],"vpid":42,"pid_ns":4026531836,"cgroup_id":99,` +
+			`"interactive":true,"context_absent":["ids"],"vpid":42,"pid_ns":4026531836,"mnt_ns":0,"cgroup_id":99,` +
 			`"parent":{"comm":"bash","group_leader":{"pid":1,"entity_id":null},"interactive":false,"vpid":9,"context_absent":["ids"]}}`,
 	},
 	{
@@ -150,7 +161,7 @@ var encodeCases = []struct {
 				SID: 40, PGID: 42, TTY: true, StdTTY: true, TTYMajor: 136, TTYMinor: 2, CgroupID: 99, NSPid: 42, PidNS: 4026531836}, CtxSession)},
 		wantJSON: `{"kind":"exec","mechanism":"netlink","pid":42,"ppid":1,"token":"` + testTokText + `","parent_token":null,"comm":"d",` +
 			`"user":{"id":"1"},"real_user":{"id":"1"},"saved_user":{"id":"1"},"group":{"id":"4"},"real_group":{"id":"4"},"saved_group":{"id":"4"},` +
-			`"supplemental_groups":[],"context_absent":["session"],"vpid":42,"pid_ns":4026531836,"cgroup_id":99}`,
+			`"supplemental_groups":[],"context_absent":["session"],"vpid":42,"pid_ns":4026531836,"mnt_ns":0,"cgroup_id":99}`,
 	},
 }
 
@@ -178,7 +189,7 @@ func TestAppendJSON(t *testing.T) {
 // (absent, not false or zero), and nothing is left out without one.
 func TestAppendJSONOmit(t *testing.T) {
 	withCtx, withParent := 2, 3 // of encodeCases
-	all := OmitInteractive | OmitPidNS | OmitParentToken | OmitSessionLeaderID | OmitGroupLeaderID | OmitParentInteractive
+	all := OmitInteractive | OmitPidNS | OmitParentToken | OmitSessionLeaderID | OmitGroupLeaderID | OmitParentInteractive | OmitMntNS
 	for _, c := range []struct {
 		name string
 		ev   int // of encodeCases
@@ -188,11 +199,12 @@ func TestAppendJSONOmit(t *testing.T) {
 		{"none", withCtx, 0, nil},
 		{"interactive", withCtx, OmitInteractive, []string{`,"interactive":true`}},
 		{"pid_ns", withCtx, OmitPidNS, []string{`,"pid_ns":4026531836`}},
+		{"mnt_ns", withCtx, OmitMntNS, []string{`,"mnt_ns":4026532178`}},
 		{"parent_token", withParent, OmitParentToken, []string{`,"parent_token":"` + parTokText + `"`}},
 		{"session_leader.entity_id", withCtx, OmitSessionLeaderID, []string{`,"entity_id":"` + parTokText + `"`}},
 		{"group_leader.entity_id", withCtx, OmitGroupLeaderID, []string{`,"entity_id":"` + testTokText + `"`}},
 		{"parent.interactive", withParent, OmitParentInteractive, []string{`,"interactive":false`}},
-		{"all, of a context", withCtx, all, []string{`,"interactive":true`, `,"pid_ns":4026531836`,
+		{"all, of a context", withCtx, all, []string{`,"interactive":true`, `,"pid_ns":4026531836`, `,"mnt_ns":4026532178`,
 			`,"entity_id":"` + parTokText + `"`, `,"entity_id":"` + testTokText + `"`, `,"parent_token":null`}},
 		// The parent's group leader is not the event's.
 		{"all, of a parent", withParent, all, []string{`,"parent_token":"` + parTokText + `"`, `,"interactive":false`}},

@@ -157,6 +157,14 @@ type ExecInfo struct {
 	ExeTruncated    bool
 	CwdTruncated    bool
 	CgroupTruncated bool
+	// ExeDeleted and CwdDeleted mark an executable or working directory
+	// whose name was unlinked (fexecve of a deleted file, a directory
+	// removed while in use: what /proc shows with " (deleted)"), at the
+	// exec for eBPF, by the read of /proc for netlink and polling: Exe or
+	// Cwd is then the last name it had, which another file may hold now.
+	// A memfd's name is not marked: it never had a path.
+	ExeDeleted bool
+	CwdDeleted bool
 }
 
 // MaxGroups is how many supplementary groups a Context holds.
@@ -198,6 +206,12 @@ type Context struct {
 	// PidNS.
 	NSPid int32
 	PidNS uint32
+	// MntNS is the inode of the process's mount namespace (0 when it
+	// could not be read), in which Exe and Exec.Cwd are paths: a
+	// process in a private one (unshare -m, which any user may run in a
+	// user namespace of its own; a container) may have bound any file
+	// or directory on any name.
+	MntNS uint32
 }
 
 // CtxPart names a part of a Context that a source can know to be absent

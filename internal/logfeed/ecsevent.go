@@ -513,6 +513,7 @@ func (w *procLine) supervisor(ev *events.Event) {
 		}
 		w.uint(`,"cgroup_id":`, x.CgroupID)
 		w.uint(`,"pid_ns":`, uint64(x.PidNS))
+		w.uint(`,"mnt_ns":`, uint64(x.MntNS))
 		w.absent(x)
 	}
 	if d := ev.Parent; d != nil && (marked(d.Argv, &d.Exec, w.argsMax) || d.Ctx.Valid && d.Ctx.Absent != 0) {
@@ -563,9 +564,6 @@ func (w *procLine) invalid(bad badText) {
 	w.b = append(w.b, ']')
 }
 
-// marks writes the marks of arguments and paths that are not what the
-// process has: cut, by the mechanism's bound or the line's (with the real
-// size), redacted.
 // absent writes context_absent, the parts of x left out, when x has
 // some.
 func (w *procLine) absent(x *events.Context) {
@@ -576,6 +574,9 @@ func (w *procLine) absent(x *events.Context) {
 	w.b = events.AppendAbsentNames(w.b, x.Absent)
 }
 
+// marks writes the marks of arguments and paths that are not what the
+// process has: cut, by the mechanism's bound or the line's (with the real
+// size), redacted, and of paths whose name was unlinked (deleted).
 func (w *procLine) marks(argv []string, x *events.ExecInfo) {
 	if x.ArgsTruncated || lineCut(argv, w.argsMax) {
 		w.bool(`,"args_truncated":`, true)
@@ -587,7 +588,13 @@ func (w *procLine) marks(argv []string, x *events.ExecInfo) {
 	if x.ExeTruncated {
 		w.bool(`,"executable_truncated":`, true)
 	}
+	if x.ExeDeleted {
+		w.bool(`,"executable_deleted":`, true)
+	}
 	if x.CwdTruncated {
 		w.bool(`,"working_directory_truncated":`, true)
+	}
+	if x.CwdDeleted {
+		w.bool(`,"working_directory_deleted":`, true)
 	}
 }

@@ -54,8 +54,11 @@ func richExec() events.Event {
 	ev.Exec.ContainerRuntime = "docker"
 	ev.Exec.ArgsTruncated, ev.Exec.ArgsSize = true, 99999
 	ev.Exec.ExeTruncated, ev.Exec.CwdTruncated, ev.Exec.CgroupTruncated = true, true, true
+	ev.Exec.ExeDeleted, ev.Exec.CwdDeleted = true, true
+	ev.Ctx.MntNS = 4026532178
 	ev.Parent.Exec.ArgsRedacted = true
 	ev.Parent.Exec.CwdTruncated = true
+	ev.Parent.Exec.ExeDeleted = true
 	ev.Tid = 48214
 	return ev
 }

@@ -16,8 +16,9 @@ import (
 // This file maps the process context an event carries (events.Context,
 // events.ExecInfo: captured in the kernel by the eBPF source) onto ECS and
 // OCSF. Ids are ECS keywords (strings); what ECS has no field for (the
-// audit ids, the cgroup, the pid namespace, truncation and redaction
-// marks, the fields whose text was not UTF-8) goes under supervisor.*.
+// audit ids, the cgroup, the pid and mount namespaces, truncation,
+// redaction and deletion marks, the fields whose text was not UTF-8) goes
+// under supervisor.*.
 
 // commandLine appends argv joined by spaces to b, cut to limit bytes.
 func commandLine(b []byte, argv []string, limit int) []byte {
@@ -180,7 +181,7 @@ func supervisorContext(s *zerolog.Event, ev *events.Event, fields *[badBits][]st
 		if x.NGroups > events.MaxGroups {
 			s.Int("supplemental_groups_count", x.NGroups)
 		}
-		s.Uint64("cgroup_id", x.CgroupID).Uint32("pid_ns", x.PidNS)
+		s.Uint64("cgroup_id", x.CgroupID).Uint32("pid_ns", x.PidNS).Uint32("mnt_ns", x.MntNS)
 		absentList(s, x)
 	}
 	if d := ev.Parent; d != nil && (marked(d.Argv, &d.Exec, limit) || d.Ctx.Valid && d.Ctx.Absent != 0) {
@@ -205,7 +206,7 @@ func supervisorContext(s *zerolog.Event, ev *events.Event, fields *[badBits][]st
 
 // marked reports whether argv and x have a mark execMarks writes.
 func marked(argv []string, x *events.ExecInfo, limit int) bool {
-	return x.ArgsTruncated || x.ArgsRedacted || x.ExeTruncated || x.CwdTruncated || lineCut(argv, limit)
+	return x.ArgsTruncated || x.ArgsRedacted || x.ExeTruncated || x.ExeDeleted || x.CwdTruncated || x.CwdDeleted || lineCut(argv, limit)
 }
 
 // absentList adds context_absent, the parts of x left out, when x has
@@ -220,7 +221,8 @@ func absentList(s *zerolog.Event, x *events.Context) {
 
 // execMarks adds to s the marks of arguments and paths that are not what
 // the process has: cut, by the mechanism's bound or the line's (with the
-// real size), redacted.
+// real size), redacted, and of paths whose name was unlinked (deleted:
+// another file may have that name now).
 func execMarks(s *zerolog.Event, argv []string, x *events.ExecInfo, limit int) *zerolog.Event {
 	if x.ArgsTruncated || lineCut(argv, limit) {
 		s.Bool("args_truncated", true).Int("args_size", argsSize(argv, x))
@@ -231,8 +233,14 @@ func execMarks(s *zerolog.Event, argv []string, x *events.ExecInfo, limit int) *
 	if x.ExeTruncated {
 		s.Bool("executable_truncated", true)
 	}
+	if x.ExeDeleted {
+		s.Bool("executable_deleted", true)
+	}
 	if x.CwdTruncated {
 		s.Bool("working_directory_truncated", true)
+	}
+	if x.CwdDeleted {
+		s.Bool("working_directory_deleted", true)
 	}
 	return s
 }

@@ -62,7 +62,7 @@ func mutate(ev *events.Event, op, v byte) {
 	case 13:
 		tok(&c.GroupLeader)
 	case 14:
-		c.NSPid, c.PidNS = int32(v), 4026531836+uint32(v%2)
+		c.NSPid, c.PidNS, c.MntNS = int32(v), 4026531836+uint32(v%2), 4026531840+uint32(v%3)
 	case 15:
 		c.CgroupID = uint64(v)
 		ev.Exec.Cgroup = []string{"", "/", "/system.slice/docker-0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef.scope"}[v%3]
@@ -87,8 +87,10 @@ func mutate(ev *events.Event, op, v byte) {
 	case 20:
 		ev.Exe = "/usr/bin/" + string(rune('a'+v%4))
 		ev.Exec.ExeTruncated = v&8 != 0
+		ev.Exec.ExeDeleted = v&16 != 0
 	case 21:
 		ev.Exec.Cwd = "/home/" + string(rune('a'+v%4))
+		ev.Exec.CwdDeleted = v&4 != 0
 	case 22:
 		ev.Time += uint64(v) * 1_000_000_007
 	case 23:

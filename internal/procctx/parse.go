@@ -15,8 +15,10 @@
 // the process gets no context, never a vector cut short by its exit. The
 // executable and working directory are the paths the files have from the
 // process's own root, as the eBPF source gives them: the " (deleted)" the
-// kernel appends to an unlinked file's link is dropped when the file has no
-// links left, a chroot's directory is taken off the front, and the path
+// kernel appends to an unlinked file's link is dropped, and the path marked
+// deleted (ExecInfo.ExeDeleted, CwdDeleted), when the file has no links
+// left (a memfd's "/memfd:NAME (deleted)" is no deleted file, and is not
+// marked), a chroot's directory is taken off the front, and the path
 // must lead from the process's root, through the dentry cache only
 // (RESOLVE_CACHED: no lookup a hung mount could block), to the link's own
 // file. One that does not (beyond the chroot, on a mount detached since, a
@@ -41,8 +43,10 @@
 // report is as read, not proven to be the exec's: the working directory
 // (chdir), the arguments (a process may rewrite them in its memory), the
 // supplementary groups (setgroups alone), the process group (setpgid
-// alone), the cgroup and container (a move), the audit login id (written
-// once), whether the standard input and error are the terminal
+// alone), the cgroup and container (a move), the mount namespace (unshare
+// or setns of one: Context.MntNS, read from ns/mnt), whether the program
+// or the directory was unlinked (marked deleted when it was by the read,
+// not necessarily by the exec), the audit login id (written once), whether the standard input and error are the terminal
 // (interactive: a dup2 moves them). A process's own pid namespace and namespace pid do not change
 // after its start (unshare and setns of a pid namespace apply to its
 // children). Leader tokens are left zero (the lineage graph knows them);

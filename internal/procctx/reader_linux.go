@@ -101,6 +101,11 @@ func (r *Reader) Fill(ev *events.Event) error {
 			c.PidNS = uint32(ino)
 		}
 	}
+	if s, ok := r.readlink(dir, "ns/mnt"); ok {
+		if ino, ok := parseNSLink(s, "mnt"); ok {
+			c.MntNS = uint32(ino)
+		}
+	}
 	var x events.ExecInfo
 	if b, err := r.readAll(dir, "cgroup"); err == nil {
 		if p, ok := procfs.Cgroup2Path(b); ok {
@@ -115,13 +120,13 @@ func (r *Reader) Fill(ev *events.Event) error {
 		}
 	}
 	root := r.openRoot(dir)
-	exe, exeWhole, _ := r.pathLink(dir, "exe", root)
-	cwd, cwdWhole, cwdOK := r.pathLink(dir, "cwd", root)
+	exe, exeWhole, exeDel, _ := r.pathLink(dir, "exe", root)
+	cwd, cwdWhole, cwdDel, cwdOK := r.pathLink(dir, "cwd", root)
 	if root.fd >= 0 {
 		unix.Close(root.fd)
 	}
-	x.ExeTruncated = exe != "" && !exeWhole
-	x.Cwd, x.CwdTruncated = cwd, cwdOK && !cwdWhole
+	x.ExeTruncated, x.ExeDeleted = exe != "" && !exeWhole, exe != "" && exeDel
+	x.Cwd, x.CwdTruncated, x.CwdDeleted = cwd, cwdOK && !cwdWhole, cwd != "" && cwdDel
 	argv, err := r.cmdline(dir, &x)
 	if err != nil {
 		return err
@@ -266,11 +271,17 @@ func (r *Reader) openRoot(dir int) rootView {
 
 // pathLink reads the exe or cwd link name under dir as the path the file
 // has in the process's view (from its root, as the eBPF source reads it),
-// and reports false (cut) when that path cannot be proved:
+// and reports false (cut) when that path cannot be proved, and deleted
+// when its name was unlinked:
 //   - the kernel appends " (deleted)" to the target of a file unlinked
-//     since, which the eBPF source never shows: the link's file itself
-//     tells, unlinked, it has no links left (a file whose real name ends
-//     in " (deleted)" keeps it);
+//     since: the path is given without it, marked deleted, as the eBPF
+//     source marks it, when the link's file itself tells, unlinked, that it
+//     has no links left (a file whose real name ends in " (deleted)" keeps
+//     it, unmarked; one unlinked under one of its names while another
+//     remains reads as named so, and is cut by the check below). A memfd
+//     reads as "/memfd:NAME (deleted)" with no links, but never had a
+//     name to lose: on an internal mount, its path is never proved, and
+//     a path starting "/memfd:" that is not is not marked deleted;
 //   - a path outside the process's root (a descriptor from beyond its
 //     chroot) is cut: the names are given without the leading slash;
 //   - the path must lead, from the process's root, to the link's own file
@@ -282,30 +293,32 @@ func (r *Reader) openRoot(dir int) rootView {
 //     a rename since), and are given cut, as eBPF gives them.
 //
 // ok is false when the link cannot be read.
-func (r *Reader) pathLink(dir int, name string, v rootView) (p string, whole, ok bool) {
+func (r *Reader) pathLink(dir int, name string, v rootView) (p string, whole, deleted, ok bool) {
 	p, ok = r.readlink(dir, name)
 	if !ok {
-		return "", false, false
+		return "", false, false, false
 	}
 	var st unix.Stat_t
 	if unix.Fstatat(dir, name, &st, 0) != nil {
-		return "", false, false
+		return "", false, false, false
 	}
 	trimmed, deleted := strings.CutSuffix(p, deletedSuffix)
 	if deleted = deleted && st.Nlink == 0; deleted {
 		p = trimmed
 	}
+	// What is not proved below: a memfd is no deleted file.
+	cutDeleted := deleted && !strings.HasPrefix(p, "/memfd:")
 	cut := strings.TrimLeft(p, "/")
 	switch {
 	case v.fd < 0:
-		return cut, false, true
+		return cut, false, cutDeleted, true
 	case v.path == "/":
 	case p == v.path:
 		p = "/"
 	case strings.HasPrefix(p, v.path+"/"):
 		p = p[len(v.path):]
 	default:
-		return cut, false, true
+		return cut, false, cutDeleted, true
 	}
 	look := p
 	if deleted {
@@ -316,15 +329,15 @@ func (r *Reader) pathLink(dir int, name string, v rootView) (p string, whole, ok
 		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | resolveCached,
 	})
 	if err != nil {
-		return strings.TrimLeft(p, "/"), false, true
+		return strings.TrimLeft(p, "/"), false, cutDeleted, true
 	}
 	var got unix.Stat_t
 	err = unix.Fstat(fd, &got)
 	unix.Close(fd)
 	if err != nil || got.Dev != st.Dev || !deleted && got.Ino != st.Ino || deleted && got.Mode&unix.S_IFMT != unix.S_IFDIR {
-		return strings.TrimLeft(p, "/"), false, true
+		return strings.TrimLeft(p, "/"), false, cutDeleted, true
 	}
-	return p, true, true
+	return p, true, deleted, true
 }
 
 // onTTY reports whether fd link name under dir is the process's

@@ -90,6 +90,12 @@ func TestIntegrationFill(t *testing.T) {
 	if err := unix.Stat("/proc/self/ns/pid", &ns); err != nil || uint64(c.PidNS) != ns.Ino {
 		t.Errorf("pid ns %d, want %d (%v)", c.PidNS, ns.Ino, err)
 	}
+	if err := unix.Stat("/proc/self/ns/mnt", &ns); err != nil || uint64(c.MntNS) != ns.Ino {
+		t.Errorf("mnt ns %d, want the test's %d (%v)", c.MntNS, ns.Ino, err)
+	}
+	if ev.Exec.ExeDeleted || ev.Exec.CwdDeleted {
+		t.Errorf("exe deleted %v cwd deleted %v, want neither", ev.Exec.ExeDeleted, ev.Exec.CwdDeleted)
+	}
 	mi, _ := os.ReadFile("/proc/self/mountinfo")
 	if mnt, ok := procfs.Cgroup2Mount(mi); ok {
 		var cg unix.Stat_t
@@ -228,7 +234,59 @@ func TestIntegrationFillDeleted(t *testing.T) {
 			if ev.Exe != prog || ev.Exec.Cwd != cwd {
 				t.Errorf("exe %q cwd %q, want %q %q", ev.Exe, ev.Exec.Cwd, prog, cwd)
 			}
+			if x := ev.Exec; x.ExeDeleted != tt.unlink || x.CwdDeleted != tt.unlink || x.ExeTruncated || x.CwdTruncated {
+				t.Errorf("exe deleted %v (cut %v) cwd deleted %v (cut %v), want deleted %v, not cut",
+					x.ExeDeleted, x.ExeTruncated, x.CwdDeleted, x.CwdTruncated, tt.unlink)
+			}
 		})
+	}
+}
+
+// TestIntegrationFillMntNS: a process in a mount namespace of its own,
+// made by nobody through a user namespace (unshare -Urm, open to any
+// user) with a tmpfs over a directory, has that namespace's inode, not
+// the reader's.
+func TestIntegrationFillMntNS(t *testing.T) {
+	testenv.RequireRoot(t)
+	for _, tool := range []string{"setpriv", "unshare"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			testenv.Skip(t, "%s: %v", tool, err)
+		}
+	}
+	sh, err := filepath.EvalSymlinks("/bin/sh")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups",
+		"unshare", "-Urm", sh, "-c", "mount -t tmpfs none /tmp && cd /tmp && exec sleep 100")
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	pid := strconv.Itoa(cmd.Process.Pid)
+	sleep, _ := filepath.EvalSymlinks("/bin/sleep")
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		exe, _ := os.Readlink("/proc/" + pid + "/exe")
+		return exe == sleep
+	}, "sleep never ran in the namespace: %s", &stderr)
+	var own, host unix.Stat_t
+	if err := unix.Stat("/proc/"+pid+"/ns/mnt", &own); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Stat("/proc/self/ns/mnt", &host); err != nil {
+		t.Fatal(err)
+	}
+	ev := execEvent(t, cmd.Process.Pid)
+	if err := New("/proc", 0).Fill(&ev); err != nil {
+		t.Fatal(err)
+	}
+	if uint64(ev.Ctx.MntNS) != own.Ino || own.Ino == host.Ino {
+		t.Errorf("mnt ns %d, want the process's %d (the reader's is %d)", ev.Ctx.MntNS, own.Ino, host.Ino)
+	}
+	if ev.Exec.Cwd != "/tmp" || ev.Exec.CwdTruncated {
+		t.Errorf("cwd %q (cut %v), want /tmp: the path in the process's namespace", ev.Exec.Cwd, ev.Exec.CwdTruncated)
 	}
 }
 
@@ -508,6 +566,10 @@ func TestIntegrationFillRoots(t *testing.T) {
 			}
 			if x.Cwd != cwd || x.CwdTruncated != !tt.cwdWhole {
 				t.Errorf("cwd %q (cut %v), want %q (cut %v)", x.Cwd, x.CwdTruncated, cwd, !tt.cwdWhole)
+			}
+			// Nothing here was unlinked: a memfd never had a name.
+			if x.ExeDeleted || x.CwdDeleted {
+				t.Errorf("exe deleted %v cwd deleted %v, want neither", x.ExeDeleted, x.CwdDeleted)
 			}
 		})
 	}

@@ -383,6 +383,146 @@ func TestIntegrationContextPidNS(t *testing.T) {
 	}
 }
 
+// nsIno returns the inode of namespace link ns of process pid ("self"
+// for the test).
+func nsIno(t testing.TB, pid, ns string) uint64 {
+	t.Helper()
+	var st unix.Stat_t
+	if err := unix.Stat("/proc/"+pid+"/ns/"+ns, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Ino
+}
+
+// TestIntegrationContextMntNS checks the mount namespace of execs: a
+// process in a private one, made by root or by nobody through a user
+// namespace (unshare -Urm, what any user may run to bind its own files on
+// any name), has that namespace's inode, which /proc shows; a plain one
+// has the test's; and a fork carries it too.
+func TestIntegrationContextMntNS(t *testing.T) {
+	c, _ := openContext(t)
+	sh := realPath(t, "/bin/sh")
+	host := nsIno(t, "self", "mnt")
+
+	plain := c.runExec(t, exec.Command("/bin/true"))
+	if uint64(plain.Ctx.MntNS) != host {
+		t.Errorf("plain exec: mnt ns %d, want the test's %d", plain.Ctx.MntNS, host)
+	}
+	if fork := c.waitFor(t, "fork", is(events.Fork, plain.Pid)); uint64(fork.Ctx.MntNS) != host {
+		t.Errorf("plain fork: mnt ns %d, want the test's %d", fork.Ctx.MntNS, host)
+	}
+
+	tests := []struct {
+		name string
+		argv []string
+	}{
+		{"root, CLONE_NEWNS", nil},
+		{"nobody, unshare -Urm", []string{"setpriv", "--reuid", "65534", "--regid", "65534", "--clear-groups", "unshare", "-Urm"}},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			marker := "mntns-" + strconv.Itoa(i)
+			argv := append(slices.Clone(tt.argv), sh, "-c", "readlink /proc/self/ns/mnt", marker)
+			var out strings.Builder
+			cmd := exec.Command(argv[0], argv[1:]...)
+			if tt.argv == nil {
+				cmd.SysProcAttr = &syscall.SysProcAttr{Cloneflags: syscall.CLONE_NEWNS}
+			} else if _, err := exec.LookPath(argv[0]); err != nil {
+				testenv.Skip(t, "%s: %v", argv[0], err)
+			}
+			cmd.Stdout = &out
+			c.runExec(t, cmd)
+			var ino uint64
+			if _, err := fmt.Sscanf(out.String(), "mnt:[%d]", &ino); err != nil {
+				t.Fatalf("shell printed %q: %v", out.String(), err)
+			}
+			ev := c.waitFor(t, "the shell's exec", func(ev *events.Event) bool {
+				return ev.Kind == events.Exec && ev.Exe == sh && len(ev.Argv) == 4 && ev.Argv[3] == marker
+			})
+			if uint64(ev.Ctx.MntNS) != ino || ino == host {
+				t.Errorf("mnt ns %d, want the shell's own %d (the test's is %d)", ev.Ctx.MntNS, ino, host)
+			}
+		})
+	}
+}
+
+// TestIntegrationContextDeleted checks the marks of a program and a
+// working directory unlinked before the exec: the path is the name each
+// had, marked deleted, even when another file holds that name now; a
+// memfd, which never had a name, and a plain exec are not marked.
+func TestIntegrationContextDeleted(t *testing.T) {
+	c, _ := openContext(t)
+	dir := realPath(t, t.TempDir())
+	tru := realPath(t, "/bin/true")
+
+	prog := filepath.Join(dir, "prog")
+	copyTrue(t, prog)
+	f, err := os.Open(prog)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := os.Remove(prog); err != nil {
+		t.Fatal(err)
+	}
+	// Another program takes the name.
+	if err := os.WriteFile(prog, []byte("#!/bin/sh\nexit 0\n"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	gone := filepath.Join(dir, "gone")
+	if err := os.Mkdir(gone, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mfd, err := unix.MemfdCreate("supervisor-deleted", unix.MFD_CLOEXEC)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem := os.NewFile(uintptr(mfd), "memfd")
+	defer mem.Close()
+	b, err := os.ReadFile(tru)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := mem.Write(b); err != nil {
+		t.Fatal(err)
+	}
+
+	tests := []struct {
+		name           string
+		cmd            func() *exec.Cmd
+		exe, cwd       string
+		exeTrunc       bool
+		exeDel, cwdDel bool
+	}{
+		{"plain", func() *exec.Cmd { c := exec.Command(tru); c.Dir = dir; return c }, tru, dir, false, false, false},
+		{"unlinked program by descriptor", func() *exec.Cmd {
+			c := exec.Command("/proc/self/fd/3", "by-fd")
+			c.ExtraFiles, c.Dir = []*os.File{f}, dir
+			return c
+		}, prog, dir, false, true, false},
+		{"removed working directory", func() *exec.Cmd {
+			return exec.Command("/bin/sh", "-c", `cd "$0" && rmdir "$0" && exec "$1"`, gone, tru)
+		}, tru, gone, false, false, true},
+		{"memfd", func() *exec.Cmd {
+			c := exec.Command("/proc/self/fd/3", "fileless")
+			c.ExtraFiles, c.Dir = []*os.File{mem}, dir
+			return c
+		}, "memfd:supervisor-deleted", dir, true, false, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ev := c.runExec(t, tt.cmd())
+			x := ev.Exec
+			if ev.Exe != tt.exe || x.ExeTruncated != tt.exeTrunc || x.ExeDeleted != tt.exeDel {
+				t.Errorf("exe = %q (truncated %v, deleted %v), want %q (%v, %v)", ev.Exe, x.ExeTruncated, x.ExeDeleted, tt.exe, tt.exeTrunc, tt.exeDel)
+			}
+			if x.Cwd != tt.cwd || x.CwdTruncated || x.CwdDeleted != tt.cwdDel {
+				t.Errorf("cwd = %q (truncated %v, deleted %v), want %q (false, %v)", x.Cwd, x.CwdTruncated, x.CwdDeleted, tt.cwd, tt.cwdDel)
+			}
+		})
+	}
+}
+
 // cgroup2Root finds the cgroup2 mount in mountinfo.
 func cgroup2Root(t testing.TB) string {
 	t.Helper()

@@ -53,12 +53,14 @@ const (
 	ctxPGID           = 76
 	ctxNSPid          = 80
 	ctxPidNS          = 84
-	ctxTTYMajor       = 88
-	ctxTTYMinor       = 92
-	ctxNGroups        = 96
-	ctxFlags          = 100
-	ctxGroups         = 104
-	ctxSize           = ctxGroups + 4*events.MaxGroups
+	ctxMntNS          = 88
+	ctxTTYMajor       = 92
+	ctxTTYMinor       = 96
+	ctxNGroups        = 100
+	ctxFlags          = 104
+	ctxGroups         = 108
+	ctxPad            = ctxGroups + 4*events.MaxGroups
+	ctxSize           = ctxPad + 4
 	forkRecordSize    = recordSize + ctxSize
 	offArgc           = forkRecordSize
 	offArgsSize       = offArgc + 4
@@ -85,6 +87,8 @@ const (
 	xArgsFault   = 16
 	xNoExe       = 32
 	xSkipped     = 64
+	xExeDeleted  = 128
+	xCwdDeleted  = 256
 )
 
 // Record kinds (enum event_kind).
@@ -202,6 +206,7 @@ func decodeCtx(b []byte, boot procfs.BootID, pidfs bool, c *events.Context) {
 		CgroupID:     le.Uint64(b[ctxCgroupID:]),
 		NSPid:        int32(u32(ctxNSPid)),
 		PidNS:        u32(ctxPidNS),
+		MntNS:        u32(ctxMntNS),
 	}
 	for i := range min(c.NGroups, events.MaxGroups) {
 		c.Groups[i] = u32(ctxGroups + 4*i)
@@ -272,6 +277,10 @@ func decodeExec(b []byte, ev *events.Event) error {
 	sb.Write(args)
 	ps := sb.String()
 	ev.Exe, x.Cwd, x.Cgroup = ps[:ends[0]], ps[ends[0]:ends[1]], ps[ends[1]:ends[2]]
+	// A mark of a path that is not given (no program, a walk that kept
+	// no name) would mark nothing.
+	x.ExeDeleted = xf&xExeDeleted != 0 && ev.Exe != ""
+	x.CwdDeleted = xf&xCwdDeleted != 0 && x.Cwd != ""
 	var rt container.Runtime
 	x.ContainerID, rt = containerID(x.Cgroup, x.CgroupTruncated, top)
 	x.ContainerRuntime = string(rt)

@@ -38,7 +38,8 @@ type ctxRec struct {
 	ids                                            [6]uint32 // uid euid suid gid egid sgid
 	loginuid, auditSession                         uint32
 	sid, pgid, nsPid                               int32
-	pidNS, ttyMajor, ttyMinor, ngroups, flags      uint32
+	pidNS, mntNS, ttyMajor, ttyMinor, ngroups      uint32
+	flags                                          uint32
 	groups                                         []uint32
 }
 
@@ -59,6 +60,7 @@ func (c ctxRec) encode() []byte {
 	le.PutUint32(b[ctxPGID:], uint32(c.pgid))
 	le.PutUint32(b[ctxNSPid:], uint32(c.nsPid))
 	le.PutUint32(b[ctxPidNS:], c.pidNS)
+	le.PutUint32(b[ctxMntNS:], c.mntNS)
 	le.PutUint32(b[ctxTTYMajor:], c.ttyMajor)
 	le.PutUint32(b[ctxTTYMinor:], c.ttyMinor)
 	le.PutUint32(b[ctxNGroups:], c.ngroups)
@@ -128,20 +130,20 @@ func TestDecode(t *testing.T) {
 
 	ctx := ctxRec{cgroupID: 77, sidStart: 300, sidIno: 6000, pgidStart: 310, pgidIno: 6010,
 		ids: [6]uint32{1000, 0, 1001, 100, 101, 102}, loginuid: 1000, auditSession: 4,
-		sid: 30, pgid: 31, nsPid: 1, pidNS: 4026532000, ttyMajor: 136, ttyMinor: 3,
+		sid: 30, pgid: 31, nsPid: 1, pidNS: 4026532000, mntNS: 4026532001, ttyMajor: 136, ttyMinor: 3,
 		ngroups: 20, flags: ctxFlagTTY | ctxFlagStdTTY | ctxFlagAudit | ctxFlagSidLeader | ctxFlagPgidLeader,
 		groups: []uint32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}}
 	wantCtx := events.Context{Valid: true, UID: 1000, EUID: 0, SUID: 1001, GID: 100, EGID: 101, SGID: 102,
 		Groups: [16]uint32{1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16}, NGroups: 20,
 		Audit: true, LoginUID: 1000, AuditSession: 4, SID: 30, PGID: 31,
 		SessionLeader: tok(300, 6000), GroupLeader: tok(310, 6010),
-		TTY: true, StdTTY: true, TTYMajor: 136, TTYMinor: 3, CgroupID: 77, NSPid: 1, PidNS: 4026532000}
+		TTY: true, StdTTY: true, TTYMajor: 136, TTYMinor: 3, CgroupID: 77, NSPid: 1, PidNS: 4026532000, MntNS: 4026532001}
 	noLeaders := ctx
 	noLeaders.flags = 0
 	noLeaders.ngroups = 2
 	wantNoLeaders := events.Context{Valid: true, UID: 1000, EUID: 0, SUID: 1001, GID: 100, EGID: 101, SGID: 102,
 		Groups: [16]uint32{1, 2}, NGroups: 2, LoginUID: 1000, AuditSession: 4, SID: 30, PGID: 31,
-		TTYMajor: 136, TTYMinor: 3, CgroupID: 77, NSPid: 1, PidNS: 4026532000}
+		TTYMajor: 136, TTYMinor: 3, CgroupID: 77, NSPid: 1, PidNS: 4026532000, MntNS: 4026532001}
 	execPath := execThread
 	execPath.tid = 42
 	const cid = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
@@ -163,6 +165,14 @@ func TestDecode(t *testing.T) {
 	topNotCut.xflags = 0
 	noExe := execRec{record: execPath, ctx: noLeaders, argc: 0, xflags: xNoExe | xArgsFault, cwd: "tmp\x00"}
 	skipped := execRec{record: execPath, ctx: ctx, argc: 4, xflags: xSkipped}
+	deleted := execRec{record: execPath, ctx: ctx, argc: 1, argsSize: 3, xflags: xExeDeleted | xCwdDeleted,
+		exe: "prog\x00tmp\x00", cwd: "gone\x00tmp\x00", cgroup: "", arg: "sh\x00"}
+	// A deleted program beyond the walk's reach: both marks.
+	deletedCut := deleted
+	deletedCut.xflags = xExeDeleted | xExeTrunc
+	// The program's flag means nothing without a program.
+	deletedNoExe := deleted
+	deletedNoExe.xflags, deletedNoExe.exe = xExeDeleted|xNoExe, ""
 	skippedBlobs := execRec{record: execPath, ctx: ctx, argc: 4, xflags: xSkipped, cwd: "tmp\x00"}
 	badLen := full.encode()
 	badLen[offArgsLen]++
@@ -187,6 +197,14 @@ func TestDecode(t *testing.T) {
 	wantNoExe := events.Event{Kind: events.Exec, Mechanism: events.EBPF, Pid: 42, PPid: 41,
 		Token: tok(500, 7001), ParentToken: tok(400, 7000), Comm: comm("true"), Time: 100,
 		Ctx: wantNoLeaders, Exec: events.ExecInfo{Cwd: "/tmp", Cgroup: "/"}}
+	wantDeleted := events.Event{Kind: events.Exec, Mechanism: events.EBPF, Pid: 42, PPid: 41,
+		Token: tok(500, 7001), ParentToken: tok(400, 7000), Comm: comm("true"), Time: 100,
+		Exe: "/tmp/prog", Argv: []string{"sh"}, Ctx: wantCtx,
+		Exec: events.ExecInfo{Cwd: "/tmp/gone", Cgroup: "/", ArgsCount: 1, ArgsSize: 3, ExeDeleted: true, CwdDeleted: true}}
+	wantDeletedCut := wantDeleted
+	wantDeletedCut.Exe, wantDeletedCut.Exec.ExeTruncated, wantDeletedCut.Exec.CwdDeleted = "tmp/prog", true, false
+	wantDeletedNoExe := wantDeleted
+	wantDeletedNoExe.Exe, wantDeletedNoExe.Exec.ExeDeleted, wantDeletedNoExe.Exec.CwdDeleted = "", false, false
 	wantForkCtx := events.Event{Kind: events.Fork, Mechanism: events.EBPF, Pid: 42, PPid: 41,
 		Token: tok(500, 7001), ParentToken: tok(400, 7000), Comm: comm("bash"), Time: 99, Ctx: wantCtx}
 
@@ -202,6 +220,9 @@ func TestDecode(t *testing.T) {
 		{"exec with a cgroup cut below an inner scope", nestedCgroup.encode(), wantNested, nil},
 		{"exec with top levels but a whole cgroup", topNotCut.encode(), wantNotCut, nil},
 		{"exec without exe and args", noExe.encode(), wantNoExe, nil},
+		{"exec of a deleted program from a removed directory", deleted.encode(), wantDeleted, nil},
+		{"exec of a deleted program beyond the walk", deletedCut.encode(), wantDeletedCut, nil},
+		{"exec deleted without a program", deletedNoExe.encode(), wantDeletedNoExe, nil},
 		{"exec with lengths that do not add up", badLen, events.Event{}, errRecordBlob},
 		{"exec without blobs", skipped.encode(), events.Event{Kind: events.Exec, Mechanism: events.EBPF, Pid: 42, PPid: 41,
 			Token: tok(500, 7001), ParentToken: tok(400, 7000), Comm: comm("true"), Time: 100, Ctx: wantCtx}, nil},
@@ -266,6 +287,8 @@ func FuzzDecode(f *testing.F) {
 		exe: "sh\x00bin\x00", cwd: "tmp\x00", cgroup: "docker-0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef\x00", arg: "sh\x00-c\x00"}.encode())
 	f.Add(record{kind: recFork, pid: 42, tid: 42, ppid: 1}.encodeFork(ctxRec{ngroups: 40, flags: 15}))
 	f.Add(execRec{record: record{kind: recExec, pid: 42, tid: 42, ppid: 1}, argc: 2, xflags: xSkipped}.encode())
+	f.Add(execRec{record: record{kind: recExec, pid: 42, tid: 42, ppid: 1}, ctx: ctxRec{mntNS: 4026531841}, argc: 1, argsSize: 3,
+		xflags: xExeDeleted | xCwdDeleted, exe: "prog\x00tmp\x00", cwd: "gone\x00", arg: "sh\x00"}.encode())
 	f.Add(execRec{record: record{kind: recExec, pid: 42, tid: 42, ppid: 1}, argc: 1, argsSize: 3, xflags: xCgroupTrunc,
 		exe: "sh\x00bin\x00", cgroup: "n9\x00", cgtop: "n0\x00docker-0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef.scope\x00", arg: "sh\x00"}.encode())
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -280,6 +303,9 @@ func FuzzDecode(f *testing.F) {
 		case len(b) >= execFixedSize && ev.Kind == events.Exec && ev.Ctx.Valid:
 			if len(ev.Exe)+len(ev.Exec.Cwd)+len(ev.Exec.Cgroup) > len(b) {
 				t.Fatalf("decode made paths longer than the record")
+			}
+			if ev.Exec.ExeDeleted && ev.Exe == "" || ev.Exec.CwdDeleted && ev.Exec.Cwd == "" {
+				t.Fatalf("decode marked a path deleted that it does not give: exe %q cwd %q", ev.Exe, ev.Exec.Cwd)
 			}
 			// The id is in the path, or, for a cut one, in the top
 			// levels the record carries beside it.

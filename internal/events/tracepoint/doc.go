@@ -21,7 +21,8 @@
 //     read in the kernel (Event.Ctx: real, effective and saved uid and gid,
 //     supplementary groups, audit loginuid and sessionid, session and
 //     process group with their leaders' tokens, controlling tty, cgroup id,
-//     the pid in its own pid namespace and that namespace's inode); a fork
+//     the pid in its own pid namespace and that namespace's inode, the
+//     inode of its mount namespace, in which its paths are); a fork
 //     has what it inherited, an exec what the new program starts with. Exec
 //     events then also carry argv as received (up to WithArgvMax bytes, 32
 //     KiB by default; a cut argv is flagged with its real count and size),
@@ -44,7 +45,9 @@
 //     detached mount: umount -l, open_tree), is flagged truncated and holds
 //     its last components without a leading slash, never a wrong absolute
 //     path; a program run from a memfd is its name, memfd:NAME, flagged
-//     so too (see bpf/process.bpf.c).
+//     so too. A program or working directory whose name was unlinked
+//     before the exec keeps the name it had, flagged deleted (ExeDeleted,
+//     CwdDeleted); a memfd is not (see bpf/process.bpf.c).
 //   - Records are submitted without waking the reader: a wake-up is a
 //     self-IPI (a VM exit in a guest), which cost more than the record. The
 //     reader polls every 200 ms while records come; after a quiet stretch it

@@ -68,11 +68,13 @@ type processProcCtx struct {
 	Pgid           int32
 	NsPid          int32
 	PidnsIno       uint32
+	MntnsIno       uint32
 	TtyMajor       uint32
 	TtyMinor       uint32
 	Ngroups        uint32
 	Flags          uint32
 	Groups         [16]uint32
+	Pad            uint32
 }
 
 // Names of all BPF objects in the ELF.

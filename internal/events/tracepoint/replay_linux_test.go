@@ -309,12 +309,14 @@ func TestRecordLayout(t *testing.T) {
 		{"proc_ctx pgid", unsafe.Offsetof(c.Pgid), ctxPGID},
 		{"proc_ctx ns_pid", unsafe.Offsetof(c.NsPid), ctxNSPid},
 		{"proc_ctx pidns_ino", unsafe.Offsetof(c.PidnsIno), ctxPidNS},
+		{"proc_ctx mntns_ino", unsafe.Offsetof(c.MntnsIno), ctxMntNS},
 		{"proc_ctx tty_major", unsafe.Offsetof(c.TtyMajor), ctxTTYMajor},
 		{"proc_ctx tty_minor", unsafe.Offsetof(c.TtyMinor), ctxTTYMinor},
 		{"proc_ctx ngroups", unsafe.Offsetof(c.Ngroups), ctxNGroups},
 		{"proc_ctx flags", unsafe.Offsetof(c.Flags), ctxFlags},
 		{"proc_ctx groups", unsafe.Offsetof(c.Groups), ctxGroups},
 		{"proc_ctx groups len", uintptr(len(c.Groups)), events.MaxGroups},
+		{"proc_ctx pad", unsafe.Offsetof(c.Pad), ctxPad},
 	}
 	for _, f := range fields {
 		if f.got != f.want {
