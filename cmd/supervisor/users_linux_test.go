@@ -334,50 +334,65 @@ func init() {
 // TestIntegrationLaunchCallerGone: nobody connects, hands the connection
 // on and exits; the launch sent on it names a caller whose limits cannot
 // be read. It is refused: before, the workload got the daemon's limits
-// in place of the caller's (nofile 64 became 20,000).
+// in place of the caller's (nofile 64 became 20,000). And when the pid has
+// gone to another process of nobody's meanwhile (forced, through
+// clone3's set_tid), the launch is refused as well: the daemon read the
+// limits and root at the pid, the other process's, where the socket's own
+// pidfd (SO_PEERPIDFD) names the caller that is gone.
 func TestIntegrationLaunchCallerGone(t *testing.T) {
 	testenv.RequireRoot(t)
 	state, sock := newDirs(t)
 	startDaemon(t, state, sock, "--socket-group", fmt.Sprint(nobody))
-	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	mine, theirs := os.NewFile(uintptr(pair[0]), "mine"), os.NewFile(uintptr(pair[1]), "theirs")
-	defer mine.Close()
-	helper := testenv.SelfAs(t, asNobody, []string{passConnEnv + "=" + sock}, "-test.run=^$")
-	helper.ExtraFiles = []*os.File{theirs}
-	if out, err := helper.CombinedOutput(); err != nil {
-		t.Fatalf("the helper as nobody: %v: %s", err, out)
-	}
-	theirs.Close()
-	oob := make([]byte, unix.CmsgSpace(4))
-	_, oobn, _, _, err := unix.Recvmsg(int(mine.Fd()), make([]byte, 1), oob, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
-	if err != nil || len(msgs) != 1 {
-		t.Fatalf("control messages %v: %v", msgs, err)
-	}
-	fds, err := unix.ParseUnixRights(&msgs[0])
-	if err != nil || len(fds) != 1 {
-		t.Fatalf("descriptors %v: %v", fds, err)
-	}
-	conn, err := net.FileConn(os.NewFile(uintptr(fds[0]), "conn"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	body := `{"argv":["sleep","1000"],"cwd":"/"}`
-	fmt.Fprintf(conn, "POST /v1/launch HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusConflict { // startDaemon's cleanup releases what started
-		t.Fatalf("launch on the connection of a caller gone = %d %s, want 409", resp.StatusCode, b)
+	for _, reissued := range []bool{false, true} {
+		pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mine, theirs := os.NewFile(uintptr(pair[0]), "mine"), os.NewFile(uintptr(pair[1]), "theirs")
+		defer mine.Close()
+		helper := testenv.SelfAs(t, asNobody, []string{passConnEnv + "=" + sock}, "-test.run=^$")
+		helper.ExtraFiles = []*os.File{theirs}
+		if out, err := helper.CombinedOutput(); err != nil {
+			t.Fatalf("the helper as nobody: %v: %s", err, out)
+		}
+		theirs.Close()
+		if reissued {
+			other, err := testenv.SpawnAt(t, int32(helper.Process.Pid), "setpriv", "--reuid", fmt.Sprint(nobody), "--regid", fmt.Sprint(nobody), "--clear-groups", "sleep", "1000")
+			if err != nil {
+				t.Fatalf("reissuing the caller's pid %d: %v", helper.Process.Pid, err)
+			}
+			t.Cleanup(other.Stop)
+			testenv.Eventually(t, 10*time.Second, func() bool { return uidOf(other.Pid) == nobody },
+				"the process at the caller's pid %d never became nobody's", other.Pid)
+		}
+		oob := make([]byte, unix.CmsgSpace(4))
+		_, oobn, _, _, err := unix.Recvmsg(int(mine.Fd()), make([]byte, 1), oob, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+		if err != nil || len(msgs) != 1 {
+			t.Fatalf("control messages %v: %v", msgs, err)
+		}
+		fds, err := unix.ParseUnixRights(&msgs[0])
+		if err != nil || len(fds) != 1 {
+			t.Fatalf("descriptors %v: %v", fds, err)
+		}
+		conn, err := net.FileConn(os.NewFile(uintptr(fds[0]), "conn"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer conn.Close()
+		body := `{"argv":["sleep","1000"],"cwd":"/"}`
+		fmt.Fprintf(conn, "POST /v1/launch HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusConflict { // startDaemon's cleanup releases what started
+			t.Errorf("launch on the connection of a caller gone (its pid reissued: %v) = %d %s, want 409", reissued, resp.StatusCode, b)
+		}
 	}
 }
 

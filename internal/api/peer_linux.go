@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
@@ -141,4 +142,42 @@ func ownPidNS() uint64 {
 		return st.Ino
 	}
 	return 0
+}
+
+// ErrNoPeerPidfd: the connection cannot name its peer by a pidfd (the
+// kernel predates SO_PEERPIDFD, Linux 6.5, or the context is no request's).
+var ErrNoPeerPidfd = errors.New("no pidfd of the peer")
+
+// PeerPidfd returns a pidfd of the process that made the connection of
+// the request ctx belongs to (SO_PEERPIDFD: that process, even if its pid
+// was reissued since), which the caller closes. It fails with
+// ErrNoPeerPidfd where the socket cannot give one, and otherwise with the
+// kernel's error (the peer has gone, on kernels that give no pidfd of a
+// reaped process).
+func PeerPidfd(ctx context.Context) (int, error) {
+	gc, _ := ctx.Value(connKey{}).(*gateConn)
+	if gc == nil {
+		return -1, ErrNoPeerPidfd
+	}
+	sc, ok := gc.Conn.(syscall.Conn)
+	if !ok {
+		return -1, ErrNoPeerPidfd
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return -1, err
+	}
+	fd, serr := -1, error(nil)
+	if err := raw.Control(func(s uintptr) {
+		fd, serr = unix.GetsockoptInt(int(s), unix.SOL_SOCKET, soPeerPidfd)
+	}); err != nil {
+		return -1, err
+	}
+	switch {
+	case errors.Is(serr, unix.ENOPROTOOPT):
+		return -1, ErrNoPeerPidfd
+	case serr != nil:
+		return -1, fmt.Errorf("SO_PEERPIDFD: %w", serr)
+	}
+	return fd, nil
 }

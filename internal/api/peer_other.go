@@ -3,6 +3,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"net"
 )
@@ -17,3 +18,9 @@ func peerOf(c net.Conn) (Peer, error) { return peerCred(c) }
 
 // ownPidNS is 0: no pid namespaces here.
 func ownPidNS() uint64 { return 0 }
+
+// ErrNoPeerPidfd: no pidfds here.
+var ErrNoPeerPidfd = errors.New("no pidfd of the peer")
+
+// PeerPidfd fails with ErrNoPeerPidfd: no pidfds here.
+func PeerPidfd(ctx context.Context) (int, error) { return -1, ErrNoPeerPidfd }

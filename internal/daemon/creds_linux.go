@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/user"
@@ -110,25 +112,23 @@ type bounds struct {
 // pid is the one it had when it connected, and a client that handed its
 // connection to a child and exited used to get the daemon's limits
 // (nofile 64 became 20,000).
-func workloadBounds(p api.Peer, boot procfs.BootID) (bounds, error) {
+func workloadBounds(ctx context.Context, p api.Peer, boot procfs.BootID) (bounds, error) {
 	var b bounds
 	var theirs procfs.Limits
 	var status []byte
 	known := false
-	if p.Pid > 0 {
-		if h, err := pidfd.Open(p.Pid, boot); err == nil {
-			ids, ierr := procfs.ReadUIDs("/proc", p.Pid)
-			l, err := procfs.ReadLimits("/proc", p.Pid)
-			st, serr := os.ReadFile("/proc/" + strconv.Itoa(int(p.Pid)) + "/status")
-			root, rerr := callerRoot(p.Pid)
-			known = err == nil && ierr == nil && serr == nil && rerr == nil && (ids.Real == p.UID || ids.Effective == p.UID) && !h.Exited()
-			theirs, status = l, st
-			h.Close()
-			if known {
-				b.root = root
-			} else if root != nil {
-				root.Close()
-			}
+	if alive, done := callerAlive(ctx, p, boot); alive != nil {
+		ids, ierr := procfs.ReadUIDs("/proc", p.Pid)
+		l, err := procfs.ReadLimits("/proc", p.Pid)
+		st, serr := os.ReadFile("/proc/" + strconv.Itoa(int(p.Pid)) + "/status")
+		root, rerr := callerRoot(p.Pid)
+		known = err == nil && ierr == nil && serr == nil && rerr == nil && (ids.Real == p.UID || ids.Effective == p.UID) && alive()
+		theirs, status = l, st
+		done()
+		if known {
+			b.root = root
+		} else if root != nil {
+			root.Close()
 		}
 	}
 	if !known && !p.Root() {
@@ -160,6 +160,36 @@ func workloadBounds(p api.Peer, boot procfs.BootID) (bounds, error) {
 		b.noNewPrivs = nnp || !p.Root() && bnd&ownCapBnd() != ownCapBnd()
 	}
 	return b, nil
+}
+
+// callerAlive returns a check that the process that made the request's
+// connection is still alive, and done to release it; nil when none can be
+// had (the peer is gone). The process is the one the socket holds
+// (api.PeerPidfd), even if its pid was reissued since: what was read at
+// its pid before the check passes was its own. Before Linux 6.5 it is the
+// process at the peer's pid now.
+func callerAlive(ctx context.Context, p api.Peer, boot procfs.BootID) (alive func() bool, done func()) {
+	fd, err := api.PeerPidfd(ctx)
+	if err != nil && !errors.Is(err, api.ErrNoPeerPidfd) {
+		return nil, nil // the socket's peer is gone: its pid names another
+	}
+	if err == nil {
+		return func() bool {
+				fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}} // readable once it exited
+				n, err := unix.Poll(fds, 0)
+				return err == nil && n == 0
+			}, func() {
+				unix.Close(fd)
+			}
+	}
+	if p.Pid <= 0 {
+		return nil, nil
+	}
+	h, err := pidfd.Open(p.Pid, boot)
+	if err != nil {
+		return nil, nil
+	}
+	return func() bool { return !h.Exited() }, func() { h.Close() }
 }
 
 // close releases what b holds.

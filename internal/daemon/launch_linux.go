@@ -117,7 +117,7 @@ func (d *Daemon) Launch(ctx context.Context, p api.Peer, r *api.LaunchRequest) (
 		return api.Claim{}, err
 	}
 	runAs = &id.uid
-	bnd, err := workloadBounds(p, d.boot) // refuses a caller gone
+	bnd, err := workloadBounds(ctx, p, d.boot) // refuses a caller gone
 	if err != nil {
 		return api.Claim{}, err
 	}
