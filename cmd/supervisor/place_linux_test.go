@@ -274,3 +274,61 @@ func TestIntegrationLaunchKeepsNoNewPrivs(t *testing.T) {
 		}
 	}
 }
+
+// TestIntegrationLaunchElsewhereNoSetuid: a workload started in the root
+// of a caller in a mount namespace of its own still reaches the daemon's
+// mounts through /proc/PID/root of a process of its uid, where a setuid
+// program keeps its bit; its loader and files are then looked up in the
+// caller's tree, which the caller may write (an audit's tmpfs root with
+// its own ld-linux became root in full). Such a workload gets
+// no_new_privs: the setuid helper run that way stays nobody's. From the
+// daemon's own root and namespace the same launch runs it as root, as
+// the user could itself.
+func TestIntegrationLaunchElsewhereNoSetuid(t *testing.T) {
+	testenv.RequireRoot(t)
+	helper := testenv.SetuidRoot(t)
+	state, sock := newDirs(t)
+	d := startDaemon(t, state, sock, "--socket-group", fmt.Sprint(nobody))
+	host := exec.Command("sleep", "1000")
+	host.SysProcAttr = &syscall.SysProcAttr{Credential: asNobody}
+	if err := host.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { host.Process.Kill(); host.Wait() })
+	through := fmt.Sprintf("/proc/%d/root%s", host.Process.Pid, helper)
+	rootDir := filepath.Join(filepath.Dir(sock), "r")
+	if err := os.Mkdir(rootDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range []struct {
+		name      string
+		wrap      []string
+		elsewhere bool
+	}{
+		{"from the daemon's root", nil, false},
+		{"from a mount namespace and root of its own", []string{"unshare", "-Urm", "sh", "-c",
+			fmt.Sprintf("mount --rbind / %[1]s && exec chroot %[1]s \"$@\"", rootDir), "sh"}, true},
+	} {
+		argv := append(append(tt.wrap, binary(t), "launch", "--json", "--cwd", "/", "--"), through, "hold")
+		cmd := exec.Command(argv[0], argv[1:]...)
+		cmd.Env = []string{"SUPERVISOR_SOCKET=" + sock, "PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: asNobody}
+		out, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("%s: launch: %v: %s", tt.name, err, out)
+		}
+		var c struct {
+			ID         string `json:"id"`
+			Pid        int32  `json:"pid"`
+			NoNewPrivs bool   `json:"no_new_privs"`
+		}
+		if err := json.Unmarshal(out, &c); err != nil {
+			t.Fatalf("%s: %q: %v", tt.name, out, err)
+		}
+		t.Cleanup(func() { d.run(t, nil, "release", "--grace", "0s", c.ID) })
+		root := testenv.Poll(3*time.Second, func() bool { return uidOf(c.Pid) == 0 })
+		if root == tt.elsewhere || c.NoNewPrivs != tt.elsewhere {
+			t.Errorf("%s: the setuid helper through %s became root: %v, claim no_new_privs %v; want root %v", tt.name, through, root, c.NoNewPrivs, !tt.elsewhere)
+		}
+	}
+}

@@ -96,6 +96,15 @@ type bounds struct {
 	// bounding set without CAP_SETPCAP (its unit does not give it), and
 	// no_new_privs shuts that door whole. Root may raise its own.
 	noNewPrivs bool
+	// elsewhere is set when the caller's mount namespace or root (its
+	// mount or its directory) is not the daemon's, or could not be read.
+	// A workload in such a root reaches the daemon's mounts through
+	// /proc/PID/root of any process of its uid, where setuid programs
+	// keep their bit (their mount is in its namespace), and such a
+	// program's loader and files would then be looked up in the caller's
+	// tree: the caller's to write. So a caller but root gets no_new_privs
+	// there (a user with a tmpfs root and its own ld-linux became root).
+	elsewhere bool
 	// root is the caller's root directory (O_PATH), the workload's: nil
 	// when the daemon is not root (it serves its own uid, and may not
 	// chroot), or for root's caller gone. The caller closes it.
@@ -122,6 +131,7 @@ func workloadBounds(ctx context.Context, p api.Peer, boot procfs.BootID) (bounds
 		l, err := procfs.ReadLimits("/proc", p.Pid)
 		st, serr := os.ReadFile("/proc/" + strconv.Itoa(int(p.Pid)) + "/status")
 		root, rerr := callerRoot(p.Pid)
+		b.elsewhere = root != nil && elsewhere(p.Pid, root)
 		known = err == nil && ierr == nil && serr == nil && rerr == nil && (ids.Real == p.UID || ids.Effective == p.UID) && alive()
 		theirs, status = l, st
 		done()
@@ -157,7 +167,7 @@ func workloadBounds(ctx context.Context, p api.Peer, boot procfs.BootID) (bounds
 			b.close()
 			return bounds{}, fmt.Errorf("the caller's (pid %d) status: %v: %w", p.Pid, err, api.ErrConflict)
 		}
-		b.noNewPrivs = nnp || !p.Root() && bnd&ownCapBnd() != ownCapBnd()
+		b.noNewPrivs = nnp || !p.Root() && (bnd&ownCapBnd() != ownCapBnd() || b.elsewhere)
 	}
 	return b, nil
 }
@@ -190,6 +200,54 @@ func callerAlive(ctx context.Context, p api.Peer, boot procfs.BootID) (alive fun
 		return nil, nil
 	}
 	return func() bool { return !h.Exited() }, func() { h.Close() }
+}
+
+// world is what elsewhere compares: a mount namespace, and a root's
+// mount and directory.
+type world struct {
+	mntDev, mntIno uint64
+	rootMnt        uint64
+	rootDev        uint64
+	rootIno        uint64
+}
+
+// worldOf reads the world of the mount namespace at nsPath and the root
+// directory fd (AT_FDCWD with root "/").
+func worldOf(nsPath string, fd int, root string) (world, error) {
+	var ns unix.Stat_t
+	if err := unix.Stat(nsPath, &ns); err != nil {
+		return world{}, err
+	}
+	flags := unix.AT_SYMLINK_NOFOLLOW
+	if root == "" {
+		flags |= unix.AT_EMPTY_PATH
+	}
+	var st unix.Statx_t
+	if err := unix.Statx(fd, root, flags, unix.STATX_INO|unix.STATX_MNT_ID, &st); err != nil {
+		return world{}, err
+	}
+	if st.Mask&unix.STATX_MNT_ID == 0 {
+		return world{}, errors.New("statx gave no mount id")
+	}
+	return world{mntDev: ns.Dev, mntIno: ns.Ino, rootMnt: st.Mnt_id,
+		rootDev: unix.Mkdev(st.Dev_major, st.Dev_minor), rootIno: st.Ino}, nil
+}
+
+// ownWorld is the daemon's, read once.
+var ownWorld = sync.OnceValues(func() (world, error) {
+	return worldOf("/proc/self/ns/mnt", unix.AT_FDCWD, "/")
+})
+
+// elsewhere reports whether process pid, whose root directory is open as
+// root, lives in another mount namespace or under another root than the
+// daemon (or either could not be read).
+func elsewhere(pid int32, root *os.File) bool {
+	own, err := ownWorld()
+	if err != nil {
+		return true
+	}
+	theirs, err := worldOf("/proc/"+strconv.Itoa(int(pid))+"/ns/mnt", int(root.Fd()), "")
+	return err != nil || theirs != own
 }
 
 // close releases what b holds.
