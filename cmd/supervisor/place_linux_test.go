@@ -191,7 +191,11 @@ func TestIntegrationLaunchInCallersRoot(t *testing.T) {
 	setup := fmt.Sprintf("mount --make-rprivate / && mount --bind / %[1]s && mount -o remount,bind,ro %[1]s && mount -t tmpfs none %[1]s%[2]s && exec chroot --userspec=%[3]d:%[3]d %[1]s \"$@\"", ro, secret, nobody)
 	sandboxed := func(argv ...string) (string, string) {
 		t.Helper()
-		wrapped := append([]string{"unshare", "-m", "sh", "-c", setup, "sh", binary(t)}, append([]string{"launch", "--detach", "--json", "--cwd", "/", "--"}, argv...)...)
+		// The sandbox waits for its job before it goes: a private mount
+		// namespace's mounts go with its last process, and a job that
+		// outlives it sees what they covered (see the README).
+		inner := `out=$("$0" launch --detach --json --cwd / -- "$@") || exit 1; id=${out#*'"id":"'}; "$0" wait --timeout 20s "${id%%'"'*}" >/dev/null; echo "$out"`
+		wrapped := append([]string{"unshare", "-m", "sh", "-c", setup, "sh", "/bin/sh", "-c", inner, binary(t)}, argv...)
 		cmd := exec.Command(wrapped[0], wrapped[1:]...)
 		cmd.Env = []string{"SUPERVISOR_SOCKET=" + sock, "PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
 		var errb bytes.Buffer
