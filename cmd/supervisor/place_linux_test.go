@@ -329,7 +329,9 @@ func TestIntegrationLaunchElsewhereNoSetuid(t *testing.T) {
 		if err := json.Unmarshal(out, &c); err != nil {
 			t.Fatalf("%s: %q: %v", tt.name, out, err)
 		}
-		t.Cleanup(func() { d.run(t, nil, "release", "--grace", "0s", c.ID) })
+		// The helper that became root in full is no longer nobody's to
+		// signal, nor the release's acting for nobody: the test kills it.
+		t.Cleanup(func() { syscall.Kill(int(c.Pid), syscall.SIGKILL); d.run(t, nil, "release", "--grace", "0s", c.ID) })
 		root := testenv.Poll(3*time.Second, func() bool { return uidOf(c.Pid) == 0 })
 		if root == tt.elsewhere || c.NoNewPrivs != tt.elsewhere {
 			t.Errorf("%s: the setuid helper through %s became root: %v, claim no_new_privs %v; want root %v", tt.name, through, root, c.NoNewPrivs, !tt.elsewhere)
