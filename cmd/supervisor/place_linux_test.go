@@ -255,18 +255,7 @@ func TestIntegrationLaunchKeepsNoNewPrivs(t *testing.T) {
 		cmd := exec.Command("setpriv", args...)
 		cmd.Env = append(os.Environ(), "SUPERVISOR_SOCKET="+sock)
 		cmd.Dir = "/"
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("%s: launch: %v: %s", tt.name, err, out)
-		}
-		var c struct {
-			ID         string `json:"id"`
-			Pid        int32  `json:"pid"`
-			NoNewPrivs bool   `json:"no_new_privs"`
-		}
-		if err := json.Unmarshal(out, &c); err != nil {
-			t.Fatalf("%s: %q: %v", tt.name, out, err)
-		}
+		c := launchedBy(t, tt.name, cmd)
 		t.Cleanup(func() { d.run(t, nil, "release", "--grace", "0s", c.ID) })
 		status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", c.Pid))
 		if err != nil {
@@ -317,18 +306,7 @@ func TestIntegrationLaunchElsewhereNoSetuid(t *testing.T) {
 		cmd := exec.Command(argv[0], argv[1:]...)
 		cmd.Env = []string{"SUPERVISOR_SOCKET=" + sock, "PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
 		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: asNobody}
-		out, err := cmd.Output()
-		if err != nil {
-			t.Fatalf("%s: launch: %v: %s", tt.name, err, out)
-		}
-		var c struct {
-			ID         string `json:"id"`
-			Pid        int32  `json:"pid"`
-			NoNewPrivs bool   `json:"no_new_privs"`
-		}
-		if err := json.Unmarshal(out, &c); err != nil {
-			t.Fatalf("%s: %q: %v", tt.name, out, err)
-		}
+		c := launchedBy(t, tt.name, cmd)
 		// The helper that became root in full is no longer nobody's to
 		// signal, nor the release's acting for nobody: the test kills it.
 		t.Cleanup(func() { syscall.Kill(int(c.Pid), syscall.SIGKILL); d.run(t, nil, "release", "--grace", "0s", c.ID) })
@@ -337,4 +315,26 @@ func TestIntegrationLaunchElsewhereNoSetuid(t *testing.T) {
 			t.Errorf("%s: the setuid helper through %s became root: %v, claim no_new_privs %v; want root %v", tt.name, through, root, c.NoNewPrivs, !tt.elsewhere)
 		}
 	}
+}
+
+// launched is what the tests here read of a claim `launch --json` printed.
+type launched struct {
+	ID         string `json:"id"`
+	Pid        int32  `json:"pid"`
+	NoNewPrivs bool   `json:"no_new_privs"`
+}
+
+// launchedBy runs cmd, a `launch --json` through some wrapper, and returns
+// the claim it printed.
+func launchedBy(t *testing.T, name string, cmd *exec.Cmd) launched {
+	t.Helper()
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s: launch: %v: %s", name, err, out)
+	}
+	var c launched
+	if err := json.Unmarshal(out, &c); err != nil {
+		t.Fatalf("%s: %q: %v", name, out, err)
+	}
+	return c
 }
