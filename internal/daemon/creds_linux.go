@@ -127,9 +127,9 @@ func workloadBounds(ctx context.Context, p api.Peer, boot procfs.BootID) (bounds
 	var status []byte
 	known := false
 	if alive, done := callerAlive(ctx, p, boot); alive != nil {
-		ids, ierr := procfs.ReadUIDs("/proc", p.Pid)
 		l, err := procfs.ReadLimits("/proc", p.Pid)
 		st, serr := os.ReadFile("/proc/" + strconv.Itoa(int(p.Pid)) + "/status")
+		ids, ierr := procfs.ParseStatusUIDs(st) // one read of status, its uids and privileges
 		root, rerr := callerRoot(p.Pid)
 		b.elsewhere = root != nil && elsewhere(p.Pid, root)
 		known = err == nil && ierr == nil && serr == nil && rerr == nil && (ids.Real == p.UID || ids.Effective == p.UID) && alive()
