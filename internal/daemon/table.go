@@ -144,14 +144,12 @@ func Decide(in Input) Decision {
 			return Decision{Readopt, store.Running}
 		}
 		return Decision{Keep, store.Running}
-	case verdict.Foreign:
-		if in.Kind == store.Job {
-			return Decision{Retire, store.Retired}
-		}
-		return Decision{Drop, store.Dropped}
-	case verdict.Gone:
+	case verdict.Foreign, verdict.Gone:
 		// Members the cgroup (or an earlier teardown) proves outlive the
-		// root: a grant is still running until something ends it.
+		// root: a grant is still running until something ends it. A root
+		// whose pid was reissued (FOREIGN) has exited as surely as a GONE
+		// one; only its exit was not seen, so a job is retired, not
+		// finished, and a grant with nothing proven left is dropped.
 		ended := in.Trigger == ReleaseAsked || in.Trigger == WallClock ||
 			in.State == store.Releasing || in.State == store.Survivors ||
 			in.Kind == store.Grant && (in.Orphan || in.Trigger == HolderExit)
@@ -160,8 +158,12 @@ func Decide(in Input) Decision {
 			return Decision{TearDown, store.Releasing}
 		case in.Proven && in.Kind == store.Grant:
 			return Decision{Keep, in.State}
+		case in.Kind == store.Job && in.Root == verdict.Foreign:
+			return Decision{Retire, store.Retired}
 		case in.Kind == store.Job:
 			return Decision{Finish, store.Exited}
+		case in.Root == verdict.Foreign:
+			return Decision{Drop, store.Dropped}
 		}
 		return Decision{LetGo, store.Released}
 	}

@@ -23,6 +23,11 @@ func TestDecide(t *testing.T) {
 	started := func(k store.Kind, s store.State, trig Trigger, root verdict.Result) Input {
 		return Input{Kind: k, State: s, Trigger: trig, Started: true, Root: root}
 	}
+	// proven: members the cgroup proves the claim's outlive the root.
+	proven := func(in Input) Input {
+		in.Proven = true
+		return in
+	}
 	rows := []row{
 		// Final states are never touched again.
 		{"released stays", started(G, store.Released, Pass, verdict.Owned), Decision{Keep, store.Released}},
@@ -52,6 +57,12 @@ func TestDecide(t *testing.T) {
 		{"foreign grant", started(G, store.Running, Pass, verdict.Foreign), Decision{Drop, store.Dropped}},
 		{"foreign grant released", started(G, store.Running, ReleaseAsked, verdict.Foreign), Decision{Drop, store.Dropped}},
 		{"foreign job", started(J, store.Running, Startup, verdict.Foreign), Decision{Retire, store.Retired}},
+		{"foreign grant, cgroup not empty", proven(started(G, store.Running, Pass, verdict.Foreign)), Decision{Keep, store.Running}},
+		{"foreign grant, cgroup not empty, startup", proven(started(G, store.Running, Startup, verdict.Foreign)), Decision{Keep, store.Running}},
+		{"foreign grant, cgroup not empty, released", proven(started(G, store.Running, ReleaseAsked, verdict.Foreign)), Decision{TearDown, store.Releasing}},
+		{"foreign grant, cgroup not empty, holder gone", proven(started(G, store.Running, HolderExit, verdict.Foreign)), Decision{TearDown, store.Releasing}},
+		{"foreign job, cgroup not empty, released", proven(started(J, store.Running, ReleaseAsked, verdict.Foreign)), Decision{TearDown, store.Releasing}},
+		{"foreign job, cgroup not empty", proven(started(J, store.Running, Pass, verdict.Foreign)), Decision{Retire, store.Retired}},
 		// GONE.
 		{"gone grant", started(G, store.Running, Pass, verdict.Gone), Decision{LetGo, store.Released}},
 		{"gone grant, cgroup holds processes", Input{Kind: G, State: store.Running, Trigger: WallClock, Started: true, Root: verdict.Gone, Proven: true}, Decision{TearDown, store.Releasing}},
