@@ -5,7 +5,9 @@
 #     values. Any message counts as a failure, warnings included.
 #   - systemd-analyze security --offline: the exposure score must stay at
 #     or under MAX_EXPOSURE, on the 0-100 scale --threshold takes (default
-#     54, printed as 5.4: what the unit scores today), so a hardening line removed by accident fails CI.
+#     57, printed as 5.7: what the unit scores today; it was 5.4 before
+#     CAP_SYS_ADMIN, which the shim needs to join a sandboxed caller's
+#     namespaces), so a hardening line removed by accident fails CI.
 #
 # Safe for CI: when systemd-analyze is missing it says so and exits 0,
 # unless CHECK_UNIT_REQUIRE=1 (then it fails). Run it as any user.
@@ -13,7 +15,7 @@ set -euo pipefail
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 unit=$root/packaging/procsupervisor.service
-max=${MAX_EXPOSURE:-54}
+max=${MAX_EXPOSURE:-57}
 
 if ! command -v systemd-analyze >/dev/null; then
 	if [ "${CHECK_UNIT_REQUIRE:-0}" = 1 ]; then

@@ -191,10 +191,10 @@ func TestIntegrationLaunchInCallersRoot(t *testing.T) {
 	setup := fmt.Sprintf("mount --make-rprivate / && mount --bind / %[1]s && mount -o remount,bind,ro %[1]s && mount -t tmpfs none %[1]s%[2]s && exec chroot --userspec=%[3]d:%[3]d %[1]s \"$@\"", ro, secret, nobody)
 	sandboxed := func(argv ...string) (string, string) {
 		t.Helper()
-		// The sandbox waits for its job before it goes: a private mount
-		// namespace's mounts go with its last process, and a job that
-		// outlives it sees what they covered (see the README).
-		inner := `out=$("$0" launch --detach --json --cwd / -- "$@") || exit 1; id=${out#*'"id":"'}; "$0" wait --timeout 20s "${id%%'"'*}" >/dev/null; echo "$out"`
+		// The sandbox goes at once: its job holds its mount namespace
+		// (a private namespace's mounts went with its last process, and a
+		// job that outlived it saw what they had covered).
+		inner := `exec "$0" launch --detach --json --cwd / -- "$@"`
 		wrapped := append([]string{"unshare", "-m", "sh", "-c", setup, "sh", "/bin/sh", "-c", inner, binary(t)}, argv...)
 		cmd := exec.Command(wrapped[0], wrapped[1:]...)
 		cmd.Env = []string{"SUPERVISOR_SOCKET=" + sock, "PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
@@ -217,13 +217,58 @@ func TestIntegrationLaunchInCallersRoot(t *testing.T) {
 	if _, err := os.Stat(escaped); err == nil || strings.Contains(ended, "exited (0)") {
 		t.Errorf("a job launched from a read-only bind mount of / wrote %s: %s %q", escaped, ended, out)
 	}
-	ended, out = sandboxed("cat", filepath.Join(secret, "flag"))
+	ended, out = sandboxed("sh", "-c", `sleep 1; cat "$0"`, filepath.Join(secret, "flag"))
 	if strings.Contains(out, "hidden-from-the-sandbox") || strings.Contains(ended, "exited (0)") {
 		t.Errorf("a job launched from a mount namespace that hides %s read it: %s %q", secret, ended, out)
 	}
 	// The same user from the daemon's root writes and reads both.
 	if _, out := job("nobody", asNobody, &syscall.SysProcAttr{}, binary(t), sock, "cat", filepath.Join(secret, "flag")); !strings.Contains(out, "hidden-from-the-sandbox") {
 		t.Errorf("nobody's job from the daemon's root could not read %s: %q", secret, out)
+	}
+}
+
+// TestIntegrationLaunchInCallersNamespaces: a user root placed in network,
+// IPC and UTS namespaces of their own (PrivateNetwork=, PrivateIPC=, a
+// sandbox's) gets a workload in them. It ran in the daemon's before: with
+// the host's network interfaces, IPC objects and host name.
+func TestIntegrationLaunchInCallersNamespaces(t *testing.T) {
+	testenv.RequireRoot(t)
+	for _, tool := range []string{"unshare", "setpriv"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			testenv.Skip(t, "no %s (util-linux)", tool)
+		}
+	}
+	state, sock := newDirs(t)
+	d := startDaemon(t, state, sock, "--socket-group", fmt.Sprint(nobody))
+	seen := filepath.Join(filepath.Dir(sock), "callers-namespaces")
+	const show = "hostname; readlink /proc/self/ns/net /proc/self/ns/ipc /proc/self/ns/uts"
+	script := `hostname callers-box && { ` + show + `; } >"$1" && exec setpriv --reuid=` + fmt.Sprint(nobody) +
+		` --regid=` + fmt.Sprint(nobody) + ` --clear-groups "$0" launch --detach --json --cwd / -- sh -c "$2"`
+	cmd := exec.Command("unshare", "-n", "-i", "-u", "sh", "-c", script, binary(t), seen, show)
+	cmd.Env = []string{"SUPERVISOR_SOCKET=" + sock, "PATH=/usr/sbin:/usr/bin:/sbin:/bin"}
+	cmd.Dir = "/"
+	var errb bytes.Buffer
+	cmd.Stderr = &errb
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("launch from the namespaces: %v: %s%s", err, out, errb.String())
+	}
+	var c struct{ ID string }
+	if err := json.Unmarshal(out, &c); err != nil {
+		t.Fatalf("%q: %v", out, err)
+	}
+	_, ended, _ := d.run(t, nil, "wait", "--timeout", "20s", c.ID)
+	_, output, _ := d.run(t, nil, "output", c.ID)
+	callers, err := os.ReadFile(seen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, _ := os.Readlink("/proc/self/ns/net")
+	if strings.Contains(string(callers), own) {
+		t.Fatalf("the caller's namespaces %q include the test's network namespace %s", callers, own)
+	}
+	if !strings.Contains(ended, "exited (0)") || output != string(callers) {
+		t.Errorf("job of a caller in namespaces of its own: %s, said %q; want its caller's %q", strings.TrimSpace(ended), output, callers)
 	}
 }
 

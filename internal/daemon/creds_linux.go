@@ -109,6 +109,10 @@ type bounds struct {
 	// when the daemon is not root (it serves its own uid, and may not
 	// chroot), or for root's caller gone. The caller closes it.
 	root *os.File
+	// namespaces are the caller's mount, network, IPC and UTS
+	// namespaces that are not the daemon's, for the workload to join
+	// (nil where root is). The caller closes them.
+	namespaces []spawn.Namespace
 }
 
 // workloadBounds returns, limit by limit, the lower of the caller's (read
@@ -131,14 +135,18 @@ func workloadBounds(ctx context.Context, p api.Peer, boot procfs.BootID) (bounds
 		st, serr := os.ReadFile("/proc/" + strconv.Itoa(int(p.Pid)) + "/status")
 		ids, ierr := procfs.ParseStatusUIDs(st) // one read of status, its uids and privileges
 		root, rerr := callerRoot(p.Pid)
+		nss, nerr := callerNamespaces(p.Pid)
 		b.elsewhere = root != nil && elsewhere(p.Pid, root)
-		known = err == nil && ierr == nil && serr == nil && rerr == nil && (ids.Real == p.UID || ids.Effective == p.UID) && alive()
+		known = err == nil && ierr == nil && serr == nil && rerr == nil && nerr == nil && (ids.Real == p.UID || ids.Effective == p.UID) && alive()
 		theirs, status = l, st
 		done()
 		if known {
-			b.root = root
-		} else if root != nil {
-			root.Close()
+			b.root, b.namespaces = root, nss
+		} else {
+			if root != nil {
+				root.Close()
+			}
+			closeNamespaces(nss)
 		}
 	}
 	if !known && !p.Root() {
@@ -255,6 +263,71 @@ func (b *bounds) close() {
 	if b.root != nil {
 		b.root.Close()
 		b.root = nil
+	}
+	closeNamespaces(b.namespaces)
+	b.namespaces = nil
+}
+
+// joined are the namespaces a workload joins when its caller's is not the
+// daemon's, the mount namespace last (see spawn.Attr). A workload left in
+// the daemon's would be out of its caller's sandbox: a private network
+// (its host's interfaces), IPC objects, host name, and a mount namespace
+// whose mounts (a tmpfs over a secret) came apart under the workload once
+// the caller's last process had gone. Not joined: the pid namespace (a
+// caller in another is refused), the user namespace (the workload's
+// credentials are the daemon's to set), the cgroup namespace (a workload
+// runs in its grant's cgroup) and the time namespace.
+var joined = [...]struct {
+	name string
+	typ  int
+}{{"net", unix.CLONE_NEWNET}, {"ipc", unix.CLONE_NEWIPC}, {"uts", unix.CLONE_NEWUTS}, {"mnt", unix.CLONE_NEWNS}}
+
+// callerNamespaces opens those namespaces of process pid (joined) that are
+// neither the daemon's nor the host's (pid 1's, which live as long as the
+// host: a workload in the daemon's root or chrooted into its caller's
+// host root loses nothing), or returns nil when the daemon is not root (it
+// serves its own uid and may not join any). Joining needs CAP_SYS_ADMIN:
+// a daemon without it fails the launch of a caller in a namespace of its
+// own (the shim says so) rather than start the workload outside. The
+// caller checks pid is still its caller after, and closes them.
+func callerNamespaces(pid int32) ([]spawn.Namespace, error) {
+	if os.Geteuid() != 0 {
+		return nil, nil
+	}
+	var nss []spawn.Namespace
+	for _, j := range joined {
+		path := "/proc/" + strconv.Itoa(int(pid)) + "/ns/" + j.name
+		fd, err := unix.Open(path, unix.O_RDONLY|unix.O_CLOEXEC, 0)
+		if err != nil {
+			closeNamespaces(nss)
+			return nil, fmt.Errorf("open %s: %w", path, err)
+		}
+		var theirs unix.Stat_t
+		if err := unix.Fstat(fd, &theirs); err != nil {
+			unix.Close(fd)
+			closeNamespaces(nss)
+			return nil, fmt.Errorf("stat %s: %w", path, err)
+		}
+		if sameNS("/proc/self/ns/"+j.name, &theirs) || sameNS("/proc/1/ns/"+j.name, &theirs) {
+			unix.Close(fd)
+			continue
+		}
+		nss = append(nss, spawn.Namespace{File: os.NewFile(uintptr(fd), path), Type: j.typ})
+	}
+	return nss, nil
+}
+
+// sameNS reports whether the namespace file at path is the one st was
+// read from.
+func sameNS(path string, st *unix.Stat_t) bool {
+	var o unix.Stat_t
+	return unix.Stat(path, &o) == nil && o.Dev == st.Dev && o.Ino == st.Ino
+}
+
+// closeNamespaces closes each namespace's file.
+func closeNamespaces(nss []spawn.Namespace) {
+	for _, ns := range nss {
+		ns.File.Close()
 	}
 }
 

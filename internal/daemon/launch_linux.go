@@ -201,10 +201,11 @@ func (d *Daemon) Launch(ctx context.Context, p api.Peer, r *api.LaunchRequest) (
 		out, errf = f, f
 	}
 
-	// In the caller's root: a chroot, a bind mount of /, another mount
-	// namespace's tree (a sandbox's) confine the workload as they do
-	// the caller, who would otherwise launch its way out of them.
-	attr := spawn.Attr{Dir: r.Cwd, Files: [3]*os.File{devnull, out, errf}, CgroupFD: -1, Root: bnd.root}
+	// In the caller's root and sandbox namespaces: a chroot, a bind
+	// mount of /, a sandbox's mounts, network, IPC and host name confine
+	// the workload as they do the caller, who would otherwise launch its
+	// way out of them.
+	attr := spawn.Attr{Dir: r.Cwd, Files: [3]*os.File{devnull, out, errf}, CgroupFD: -1, Root: bnd.root, Namespaces: bnd.namespaces}
 	if os.Geteuid() == 0 && (id.uid != 0 || id.gid != 0) {
 		attr.Cred = &syscall.Credential{Uid: id.uid, Gid: id.gid, Groups: id.groups}
 		if id.groups == nil {

@@ -6,7 +6,10 @@
 // "supervisor-spawn" in argv[0]) as root, in its own session and, where
 // given, its cgroup (CLONE_INTO_CGROUP), exactly as it would fork the
 // workload. That shim reads its Spec from descriptor 3, lowers its
-// resource limits, then takes the workload's groups, gid and uid, enters
+// resource limits, joins the caller's namespaces the daemon holds open for
+// it (setns: the workload then keeps them alive, so a sandbox's mounts
+// stay in place after the sandbox's last process has gone), then takes
+// the workload's groups, gid and uid, enters
 // the working directory with them (in the caller's root directory, when
 // the daemon gives one: the shim chroots into it while it is still root),
 // sets no_new_privs if asked, closes
@@ -72,6 +75,16 @@ type Spec struct {
 	// Root, set by Start from Attr.Root, is the descriptor of the
 	// directory the shim makes its root before it takes Cred.
 	Root int `json:"root,omitempty"`
+	// Namespaces, set by Start from Attr.Namespaces, are the descriptors
+	// of the namespaces the shim joins, in order, before it enters Root.
+	Namespaces []NamespaceFD `json:"namespaces,omitempty"`
+}
+
+// NamespaceFD is a namespace the shim joins: its descriptor and its
+// CLONE_NEW* type, which setns checks against the descriptor.
+type NamespaceFD struct {
+	FD   int `json:"fd"`
+	Type int `json:"type"`
 }
 
 // ErrExec wraps the reason the workload could not be executed (not

@@ -30,6 +30,17 @@ type Attr struct {
 	// files its caller sees (a chroot, a bind mount, another mount
 	// namespace's tree) and not the daemon's. Dir is then in it.
 	Root *os.File
+	// Namespaces are the caller's namespaces the workload joins before
+	// it enters Root, in order (a mount namespace last: joining it moves
+	// the root directory to the namespace's).
+	Namespaces []Namespace
+}
+
+// Namespace is a namespace to join: an open /proc/PID/ns/* file and its
+// CLONE_NEW* type.
+type Namespace struct {
+	File *os.File
+	Type int
 }
 
 // Process is a started workload.
@@ -40,7 +51,7 @@ type Process struct {
 }
 
 // rootFD is the shim's descriptor of Attr.Root, after 0-2, the spec (3)
-// and the status pipe (4).
+// and the status pipe (4); Attr.Namespaces follow it.
 const rootFD = 5
 
 // execTimeout bounds the wait for the shim to exec.
@@ -62,6 +73,9 @@ func Start(spec Spec, attr Attr, started func(Process) error) (Process, error) {
 	}
 	if attr.Root != nil {
 		spec.Root = rootFD
+	}
+	for i, ns := range attr.Namespaces {
+		spec.Namespaces = append(spec.Namespaces, NamespaceFD{FD: rootFD + 1 + i, Type: ns.Type})
 	}
 	body, err := json.Marshal(spec)
 	if err != nil {
@@ -88,8 +102,11 @@ func Start(spec Spec, attr Attr, started func(Process) error) (Process, error) {
 		sys.UseCgroupFD, sys.CgroupFD = true, attr.CgroupFD
 	}
 	files := []*os.File{attr.Files[0], attr.Files[1], attr.Files[2], specR, statW}
-	if attr.Root != nil {
-		files = append(files, attr.Root) // descriptor rootFD
+	if attr.Root != nil || len(attr.Namespaces) > 0 {
+		files = append(files, attr.Root) // descriptor rootFD (nil: none)
+	}
+	for _, ns := range attr.Namespaces {
+		files = append(files, ns.File)
 	}
 	proc, err := os.StartProcess("/proc/self/exe", []string{ShimName}, &os.ProcAttr{Env: []string{}, Files: files, Sys: sys})
 	if err != nil {
@@ -153,6 +170,19 @@ func Main() {
 			fail("setrlimit %d: %v", l.Resource, err)
 		}
 	}
+	if len(spec.Namespaces) > 0 {
+		// Joining a mount namespace needs a filesystem context (root,
+		// cwd) of this thread's own: Go's threads share one, and setns
+		// refuses it then. This thread execs, and takes it along.
+		if err := unix.Unshare(unix.CLONE_FS); err != nil {
+			fail("unshare CLONE_FS: %v", err)
+		}
+		for _, ns := range spec.Namespaces {
+			if err := unix.Setns(ns.FD, ns.Type); err != nil {
+				fail("joining the caller's %s namespace: %v", nsName(ns.Type), err)
+			}
+		}
+	}
 	if spec.Root > 0 {
 		// The caller's root, entered while root's (chroot needs
 		// CAP_SYS_CHROOT); nothing is looked up in it before the
@@ -199,6 +229,21 @@ func Main() {
 	}
 	err = unix.Exec(path, spec.Argv, spec.Env)
 	fail("%s: %v", spec.Argv[0], err)
+}
+
+// nsName names a CLONE_NEW* namespace type.
+func nsName(t int) string {
+	switch t {
+	case unix.CLONE_NEWNS:
+		return "mount"
+	case unix.CLONE_NEWNET:
+		return "network"
+	case unix.CLONE_NEWIPC:
+		return "IPC"
+	case unix.CLONE_NEWUTS:
+		return "UTS"
+	}
+	return fmt.Sprintf("type %#x", t)
 }
 
 // statusLast moves the status pipe (descriptor 4) above every descriptor

@@ -155,3 +155,94 @@ func TestIntegrationExecDoneMeansDone(t *testing.T) {
 		}
 	}
 }
+
+// TestIntegrationShimJoinsNamespaces: the workload joins the namespaces it
+// is given and keeps them: a sandbox's mount namespace, with a tmpfs over
+// a directory, its network namespace and its host name, all still the
+// workload's after the sandbox's last process has gone (the mounts came
+// apart before: a workload left in the daemon's namespace saw what the
+// tmpfs had covered).
+func TestIntegrationShimJoinsNamespaces(t *testing.T) {
+	testenv.RequireRoot(t)
+	if _, err := exec.LookPath("unshare"); err != nil {
+		testenv.Skip(t, "no unshare (util-linux)")
+	}
+	dir, err := os.MkdirTemp("", "shimns")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	if err := os.Chmod(dir, 0o755); err != nil { // the workload is nobody's
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(dir+"/f", []byte("under"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sandbox := exec.Command("unshare", "-m", "-n", "-u", "sh", "-c",
+		`mount -t tmpfs none "$0" && echo over >"$0/f" && hostname sandboxed && readlink /proc/self/ns/net && exec cat`, dir)
+	stdin, err := sandbox.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ready strings.Builder
+	sandbox.Stdout = &ready
+	if err := sandbox.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer sandbox.Process.Kill()
+	// Its namespaces are set once it reads its stdin (cat); each open
+	// file names the process's at that time.
+	var nss []Namespace
+	var netns string
+	for range 200 {
+		if l, _ := os.Readlink(fmt.Sprintf("/proc/%d/exe", sandbox.Process.Pid)); strings.HasSuffix(l, "/cat") {
+			break
+		}
+		unix.Nanosleep(&unix.Timespec{Nsec: 10e6}, nil)
+	}
+	for _, ns := range []struct {
+		name string
+		typ  int
+	}{{"net", unix.CLONE_NEWNET}, {"uts", unix.CLONE_NEWUTS}, {"mnt", unix.CLONE_NEWNS}} {
+		f, err := os.Open(fmt.Sprintf("/proc/%d/ns/%s", sandbox.Process.Pid, ns.name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		nss = append(nss, Namespace{File: f, Type: ns.typ})
+	}
+	stdin.Close()
+	if err := sandbox.Wait(); err != nil {
+		t.Fatalf("sandbox: %v", err)
+	}
+	netns = strings.TrimSpace(ready.String())
+	if own, _ := os.Readlink("/proc/self/ns/net"); netns == "" || netns == own {
+		t.Fatalf("sandbox's network namespace %q, the test's %q: want another", netns, own)
+	}
+
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	devnull, _ := os.Open(os.DevNull)
+	defer devnull.Close()
+	attr := Attr{Dir: "/", Files: [3]*os.File{devnull, w, w}, CgroupFD: -1, Namespaces: nss,
+		Cred: &syscall.Credential{Uid: nobody, Gid: nobody, Groups: []uint32{nobody}}}
+	spec := Spec{Argv: []string{"sh", "-c", `cat "$0/f"; hostname; readlink /proc/self/ns/net`, dir},
+		Env: []string{"PATH=/usr/bin:/bin"}, Path: "/usr/bin:/bin"}
+	p, err := Start(spec, attr, nil)
+	w.Close()
+	if err != nil {
+		t.Fatalf("Start: %v", err)
+	}
+	defer unix.Close(p.Pidfd)
+	out, _ := io.ReadAll(r)
+	var ws unix.WaitStatus
+	if _, err := unix.Wait4(int(p.Pid), &ws, 0, nil); err != nil {
+		t.Fatal(err)
+	}
+	if want := "over\nsandboxed\n" + netns + "\n"; string(out) != want || ws.ExitStatus() != 0 {
+		t.Errorf("workload in the gone sandbox's namespaces said %q (%v), want %q", out, ws, want)
+	}
+}
