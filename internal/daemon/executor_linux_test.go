@@ -568,3 +568,67 @@ func TestIntegrationQuietPasses(t *testing.T) {
 		t.Errorf("a release logged %d verdicts, want 1", n)
 	}
 }
+
+// TestIntegrationKeptGoneRootSaysGone: a grant whose root is gone but whose
+// cgroup still holds a member is kept (release, the wall clock or its
+// holder's exit tears the member down), and its stored verdict says GONE:
+// list and show said OWNED, the verdict of its launch, because a kept
+// claim was written only when its state changed, and the startup summary
+// counted it readopted.
+func TestIntegrationKeptGoneRootSaysGone(t *testing.T) {
+	h := newHarness(t)
+	base := findCgroupBase("auto")
+	if base.dir == "" {
+		testenv.Skip(t, "no writable cgroup v2: %s", base.reason)
+	}
+	for _, trig := range []Trigger{Pass, Startup} {
+		t.Run(trig.String(), func(t *testing.T) {
+			gone := exec.Command("true")
+			if err := gone.Start(); err != nil {
+				t.Fatal(err)
+			}
+			gh, err := pidfd.Open(int32(gone.Process.Pid), h.boot)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tok := gh.Token()
+			gh.Close()
+			gone.Wait()
+			c := store.Claim{Kind: store.Grant, State: store.Running, Pid: int32(gone.Process.Pid), Token: tok,
+				LastVerdict: &store.Verdict{Result: verdict.Owned, Reason: "launched"}}
+			if err := h.st.Put(&c); err != nil {
+				t.Fatal(err)
+			}
+			dir, fd, err := base.create(c.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			syscall.Close(fd)
+			t.Cleanup(func() { removeCgroup(dir) })
+			if err := h.st.Update(c.ID, func(x *store.Claim) error { x.Cgroup = dir; return nil }); err != nil {
+				t.Fatal(err)
+			}
+			member := exec.Command("sleep", "60")
+			if err := member.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { member.Process.Kill(); member.Wait() })
+			if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(member.Process.Pid)), 0); err != nil {
+				t.Fatal(err)
+			}
+			it, _, err := h.d.settle(context.Background(), c.ID, request{trigger: trig})
+			if err != nil || it.Action != Keep.String() {
+				t.Fatalf("settle(%s) of a grant with a gone root and a member in its cgroup = %+v, %v; want it kept", trig, it, err)
+			}
+			got, _ := h.st.Get(c.ID)
+			if got.State != store.Running || got.LastVerdict == nil || got.LastVerdict.Result != verdict.Gone {
+				t.Errorf("stored after %s: state %s, verdict %+v; want running, GONE", trig, got.State, got.LastVerdict)
+			}
+			var rep api.Report
+			count(&rep, it, nil, trig)
+			if rep.Readopted != 0 || (trig == Startup && rep.AlreadyGone != 1) {
+				t.Errorf("counted after %s: %+v; want the gone root counted gone, not readopted", trig, rep)
+			}
+		})
+	}
+}

@@ -127,7 +127,16 @@ func count(rep *api.Report, it api.ReportItem, err error, trig Trigger) {
 	case Readopt.String():
 		rep.Readopted++
 	case Keep.String():
-		if trig == Startup {
+		// At startup a kept claim was readopted; one kept for the
+		// members of a root that has gone (or whose pid was reissued)
+		// counts as its root does.
+		switch {
+		case trig != Startup:
+		case it.Verdict == verdict.Gone:
+			rep.AlreadyGone++
+		case it.Verdict == verdict.Foreign:
+			rep.Foreign++
+		default:
 			rep.Readopted++
 		}
 	case TearDown.String():
@@ -260,7 +269,11 @@ func (d *Daemon) settle(ctx context.Context, id string, rq request) (api.ReportI
 		if dec.Action == Readopt {
 			it.Members = d.readopt(&c, root)
 		}
-		if c.State != dec.State {
+		// Written when the state or the root's verdict changed: a grant
+		// kept for its members once its root has gone says GONE (list
+		// and show said the OWNED of its launch), and a quiet pass over
+		// an unchanged claim writes nothing.
+		if c.State != dec.State || c.LastVerdict == nil || c.LastVerdict.Result != v.Result {
 			if err := d.write(&c, dec.State, v, nil); err != nil {
 				return it, nil, err
 			}
