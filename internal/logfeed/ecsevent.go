@@ -528,15 +528,14 @@ func (w *procLine) supervisor(ev *events.Event) {
 		w.b = append(w.b, '}')
 	}
 	bad := w.bad
-	if ev.Kind == events.Exec && !utf8.ValidString(ev.Exec.Cgroup) {
+	if !utf8.ValidString(ev.Exec.Cgroup) {
 		bad |= badCgroup
 	}
 	if bad != 0 {
 		w.invalid(bad)
 	}
-	if ev.Kind != events.Exec {
-		return
-	}
+	// An exec's, or an inferred fork's that /proc described (the
+	// others have no exec context: every part is zero, nothing shows).
 	if ev.Exec.Cgroup != "" {
 		w.str(`,"cgroup":`, ev.Exec.Cgroup)
 	}

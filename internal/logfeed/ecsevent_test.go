@@ -63,6 +63,38 @@ func richExec() events.Event {
 	return ev
 }
 
+// inferredFork is a poller's fork, whose process /proc described as for
+// an exec: its arguments cut, its executable deleted, its cgroup known.
+func inferredFork() events.Event {
+	ev := richExec()
+	ev.Kind, ev.Mechanism, ev.Inferred, ev.Tid = events.Fork, events.Netlink, true, 0
+	ev.Exec.ExeTruncated, ev.Exec.CwdTruncated, ev.Exec.CgroupTruncated = false, false, false
+	return ev
+}
+
+// TestInferredForkMarks: a poller's fork line, described from /proc, says
+// what is cut or deleted and names its cgroup, as an exec line does; both
+// encoders left all of it out of every line but an exec's, and the line
+// showed cut arguments as whole.
+func TestInferredForkMarks(t *testing.T) {
+	enc := encoders(t)
+	ev := inferredFork()
+	got, want := enc(ActionProcessStarted, &ev)
+	for _, line := range [][]byte{got, want} {
+		var m struct {
+			Supervisor map[string]any `json:"supervisor"`
+		}
+		if err := json.Unmarshal(line, &m); err != nil {
+			t.Fatalf("%s: %v", line, err)
+		}
+		for _, k := range []string{"args_truncated", "args_size", "executable_deleted", "working_directory_deleted", "cgroup"} {
+			if _, ok := m.Supervisor[k]; !ok {
+				t.Errorf("inferred fork line lacks supervisor.%s: %s", k, line)
+			}
+		}
+	}
+}
+
 // TestProcessLineEncoders: the one-pass encoder writes the line the
 // zerolog encoder wrote, byte for byte, for every kind of process event.
 func TestProcessLineEncoders(t *testing.T) {
@@ -94,6 +126,7 @@ func TestProcessLineEncoders(t *testing.T) {
 			ev.Kind, ev.Status, ev.Time = events.Exit, 9, 0
 			return ev
 		}},
+		{"inferred fork, described from /proc", ActionProcessStarted, inferredFork},
 		{"inferred, no token", ActionProcessStarted, func() events.Event {
 			return events.Event{Kind: events.Fork, Mechanism: events.Netlink, Pid: 9, PPid: 1, Inferred: true, Time: 1}
 		}},

@@ -111,7 +111,7 @@ func badTexts(ev *events.Event, limit int) badText {
 	if d := ev.Parent; d != nil && (ev.PPid != 0 || !ev.ParentToken.IsZero()) { // written
 		bad |= badParent * imageBad(&d.Comm, d.Exe, d.Argv, d.Exec.Cwd, limit)
 	}
-	if ev.Kind == events.Exec && !utf8.ValidString(ev.Exec.Cgroup) {
+	if !utf8.ValidString(ev.Exec.Cgroup) {
 		bad |= badCgroup
 	}
 	return bad
@@ -192,9 +192,8 @@ func supervisorContext(s *zerolog.Event, ev *events.Event, fields *[badBits][]st
 	if bad := badTexts(ev, limit); bad != 0 {
 		badFieldList(s, bad, fields)
 	}
-	if ev.Kind != events.Exec {
-		return
-	}
+	// An exec's, or an inferred fork's that /proc described (the
+	// others have no exec context: every part is zero, nothing shows).
 	if ev.Exec.Cgroup != "" {
 		s.Str("cgroup", ev.Exec.Cgroup)
 	}
