@@ -388,8 +388,10 @@ func appendContextJSON(b []byte, c *Context, o Omit) []byte {
 		b = append(b, `,"mnt_ns":`...)
 		b = strconv.AppendUint(b, uint64(c.MntNS), 10)
 	}
-	b = append(b, `,"cgroup_id":`...)
-	b = strconv.AppendUint(b, c.CgroupID, 10)
+	if c.Has(CtxCgroup) {
+		b = append(b, `,"cgroup_id":`...)
+		b = strconv.AppendUint(b, c.CgroupID, 10)
+	}
 	if c.Audit {
 		b = append(b, `,"audit":{"login_uid":`...)
 		b = strconv.AppendUint(b, uint64(c.LoginUID), 10)

@@ -229,14 +229,17 @@ const (
 	// controlling terminal and whether the process is interactive (a
 	// setsid after the exec).
 	CtxSession
+	// CtxCgroup: the cgroup id (a cgroup path longer than /proc/PID/cgroup
+	// gives, PATH_MAX, cut there and naming no cgroup, or another).
+	CtxCgroup
 )
 
 // ctxParts lists every CtxPart with its name, in the order encoders give
-// them ("ids", "session").
+// them ("ids", "session", "cgroup").
 var ctxParts = [...]struct {
 	Part CtxPart
 	Name string
-}{{CtxIDs, "ids"}, {CtxSession, "session"}}
+}{{CtxIDs, "ids"}, {CtxSession, "session"}, {CtxCgroup, "cgroup"}}
 
 // Has reports whether c holds part p.
 func (c *Context) Has(p CtxPart) bool { return c.Valid && c.Absent&p == 0 }
@@ -258,6 +261,9 @@ func (c *Context) Drop(p CtxPart) {
 	if p&CtxSession != 0 {
 		c.SID, c.PGID, c.SessionLeader, c.GroupLeader = 0, 0, token.Token{}, token.Token{}
 		c.TTY, c.StdTTY, c.TTYMajor, c.TTYMinor = false, false, 0, 0
+	}
+	if p&CtxCgroup != 0 {
+		c.CgroupID = 0
 	}
 }
 

@@ -511,7 +511,9 @@ func (w *procLine) supervisor(ev *events.Event) {
 		if x.NGroups > events.MaxGroups {
 			w.int(`,"supplemental_groups_count":`, int64(x.NGroups))
 		}
-		w.uint(`,"cgroup_id":`, x.CgroupID)
+		if x.Has(events.CtxCgroup) {
+			w.uint(`,"cgroup_id":`, x.CgroupID)
+		}
 		w.uint(`,"pid_ns":`, uint64(x.PidNS))
 		w.uint(`,"mnt_ns":`, uint64(x.MntNS))
 		w.absent(x)

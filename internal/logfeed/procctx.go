@@ -181,7 +181,10 @@ func supervisorContext(s *zerolog.Event, ev *events.Event, fields *[badBits][]st
 		if x.NGroups > events.MaxGroups {
 			s.Int("supplemental_groups_count", x.NGroups)
 		}
-		s.Uint64("cgroup_id", x.CgroupID).Uint32("pid_ns", x.PidNS).Uint32("mnt_ns", x.MntNS)
+		if x.Has(events.CtxCgroup) {
+			s.Uint64("cgroup_id", x.CgroupID)
+		}
+		s.Uint32("pid_ns", x.PidNS).Uint32("mnt_ns", x.MntNS)
 		absentList(s, x)
 	}
 	if d := ev.Parent; d != nil && (marked(d.Argv, &d.Exec, limit) || d.Ctx.Valid && d.Ctx.Absent != 0) {

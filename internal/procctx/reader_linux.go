@@ -110,12 +110,22 @@ func (r *Reader) Fill(ev *events.Event) error {
 	if b, err := r.readAll(dir, "cgroup"); err == nil {
 		if p, ok := procfs.Cgroup2Path(b); ok {
 			x.Cgroup = p
-			if id, rt, ok := container.ID(p); ok {
-				x.ContainerID, x.ContainerRuntime = id, string(rt)
-			}
 			var s unix.Stat_t
-			if r.cg2 != "" && unix.Stat(r.cg2+p, &s) == nil {
+			switch {
+			case len(p) >= cgroupPathMax:
+				// The kernel cut the path at PATH_MAX: it names no
+				// cgroup, or another, and its last part (where a
+				// container's id is) is gone.
+				x.CgroupTruncated = true
+				c.Absent |= events.CtxCgroup
+			case r.cg2 == "":
+			case unix.Stat(r.cg2+p, &s) == nil:
 				c.CgroupID = s.Ino
+			default:
+				c.Absent |= events.CtxCgroup
+			}
+			if id, rt, ok := container.ID(p); ok && !x.CgroupTruncated {
+				x.ContainerID, x.ContainerRuntime = id, string(rt)
 			}
 		}
 	}
@@ -193,6 +203,10 @@ func (r *Reader) readAt(dir int, name string, buf []byte) (int, error) {
 	}
 	return n, nil
 }
+
+// cgroupPathMax is the length at which /proc/PID/cgroup cuts a path: the
+// kernel writes it through a PATH_MAX buffer, less its NUL.
+const cgroupPathMax = unix.PathMax - 1
 
 // readAll reads the whole of file name under dir into r.whole: a status
 // file outgrows any fixed buffer with the groups line (up to 65536 ids),

@@ -377,11 +377,46 @@ func TestIntegrationFillManyGroups(t *testing.T) {
 // TestIntegrationFillLongCgroup: a process in a cgroup whose path is
 // 4094 bytes (the longest /proc/PID/cgroup shows is PATH_MAX-1) has a
 // cgroup file of over 4 KiB; it is read with its whole path, not one cut
-// short that names another cgroup. (Its id is absent: a path that long
-// cannot be looked up whole.)
+// short that names another cgroup, and not marked cut. Its id is marked
+// absent: a path that long cannot be looked up whole (it was 0).
 func TestIntegrationFillLongCgroup(t *testing.T) {
+	path, pid := inDeepCgroup(t, 4094)
+	ev := execEvent(t, pid)
+	if err := New("/proc", 0).Fill(&ev); err != nil {
+		t.Fatal(err)
+	}
+	if ev.Exec.Cgroup != path || ev.Exec.CgroupTruncated {
+		t.Errorf("cgroup of %d bytes ending %q (cut %v), want the %d bytes ending %q", len(ev.Exec.Cgroup), tail(ev.Exec.Cgroup), ev.Exec.CgroupTruncated, len(path), tail(path))
+	}
+	if ev.Ctx.Has(events.CtxCgroup) || ev.Ctx.CgroupID != 0 {
+		t.Errorf("cgroup id %d (absent %v) of a path too long to look up, want it marked absent", ev.Ctx.CgroupID, !ev.Ctx.Has(events.CtxCgroup))
+	}
+}
+
+// TestIntegrationFillCutCgroup: a process in a cgroup whose path is longer
+// than PATH_MAX has a /proc/PID/cgroup that the kernel cut at PATH_MAX-1
+// bytes: the path read is marked cut, and its id absent (it was 0, from a
+// failed lookup, and a cut path may name another cgroup).
+func TestIntegrationFillCutCgroup(t *testing.T) {
+	path, pid := inDeepCgroup(t, 4300)
+	ev := execEvent(t, pid)
+	if err := New("/proc", 0).Fill(&ev); err != nil {
+		t.Fatal(err)
+	}
+	if len(ev.Exec.Cgroup) != 4095 || !strings.HasPrefix(path, ev.Exec.Cgroup) || !ev.Exec.CgroupTruncated {
+		t.Errorf("cgroup of %d bytes (cut %v), want the first 4095 of %d, marked cut", len(ev.Exec.Cgroup), ev.Exec.CgroupTruncated, len(path))
+	}
+	if ev.Ctx.Has(events.CtxCgroup) || ev.Ctx.CgroupID != 0 || ev.Exec.ContainerID != "" {
+		t.Errorf("cgroup id %d (absent %v), container %q; want the id marked absent, no container", ev.Ctx.CgroupID, !ev.Ctx.Has(events.CtxCgroup), ev.Exec.ContainerID)
+	}
+}
+
+// inDeepCgroup makes cgroups one under the other, each made relative to
+// its parent, until the path under the cgroup2 mount is want bytes long,
+// starts a process in the deepest and returns that path and its pid.
+func inDeepCgroup(t *testing.T, want int) (string, int) {
+	t.Helper()
 	mnt, top := tempCgroup(t, "procctx-long-")
-	// Directories one under the other, made relative to their parent.
 	path := strings.TrimPrefix(top, mnt)
 	fds := []int{}
 	fd, err := unix.Open(top, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
@@ -399,8 +434,8 @@ func TestIntegrationFillLongCgroup(t *testing.T) {
 		}
 		os.Remove(top)
 	})
-	for i := 0; len(path) < 4094; i++ {
-		name := strings.Repeat(string(rune('a'+i)), min(250, 4094-len(path)-1))
+	for i := 0; len(path) < want; i++ {
+		name := strings.Repeat(string(rune('a'+i)), min(250, want-len(path)-1))
 		if err := unix.Mkdirat(fds[len(fds)-1], name, 0o755); err != nil {
 			t.Fatal(err)
 		}
@@ -424,13 +459,7 @@ func TestIntegrationFillLongCgroup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ev := execEvent(t, cmd.Process.Pid)
-	if err := New("/proc", 0).Fill(&ev); err != nil {
-		t.Fatal(err)
-	}
-	if ev.Exec.Cgroup != path {
-		t.Errorf("cgroup of %d bytes ending %q, want the %d bytes ending %q", len(ev.Exec.Cgroup), tail(ev.Exec.Cgroup), len(path), tail(path))
-	}
+	return path, cmd.Process.Pid
 }
 
 func tail(s string) string { return s[max(0, len(s)-20):] }
