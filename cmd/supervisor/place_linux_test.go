@@ -280,8 +280,10 @@ func TestIntegrationLaunchInCallersNamespaces(t *testing.T) {
 // keeps its workload free of it, and root narrows its own.
 func TestIntegrationLaunchKeepsNoNewPrivs(t *testing.T) {
 	testenv.RequireRoot(t)
-	if _, err := exec.LookPath("setpriv"); err != nil {
-		testenv.Skip(t, "no setpriv (util-linux)")
+	for _, tool := range []string{"setpriv", "unshare"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			testenv.Skip(t, "no %s (util-linux)", tool)
+		}
 	}
 	state, sock := newDirs(t)
 	d := startDaemon(t, state, sock, "--socket-group", fmt.Sprint(nobody))
@@ -295,6 +297,10 @@ func TestIntegrationLaunchKeepsNoNewPrivs(t *testing.T) {
 		{"nobody with no_new_privs", append([]string{"--no-new-privs"}, asUser...), true},
 		{"nobody without cap_sys_admin in its bounding set", append([]string{"--bounding-set", "-sys_admin"}, asUser...), true},
 		{"root without cap_sys_admin in its bounding set", []string{"--bounding-set", "-sys_admin"}, false},
+		// Namespaces of its own, made in a user namespace of its own:
+		// a setuid program run there as root would trust a host name,
+		// network and IPC objects nobody controls.
+		{"nobody in network, IPC and UTS namespaces of its own", append(append([]string{}, asUser...), "unshare", "-Urun"), true},
 	} {
 		args := append(tt.setpriv, binary(t), "launch", "--json", "--", "sleep", "1000")
 		cmd := exec.Command("setpriv", args...)

@@ -97,7 +97,8 @@ type bounds struct {
 	// no_new_privs shuts that door whole. Root may raise its own.
 	noNewPrivs bool
 	// elsewhere is set when the caller's mount namespace or root (its
-	// mount or its directory) is not the daemon's, or could not be read.
+	// mount or its directory) is not the daemon's, or could not be read,
+	// or when the workload joins any namespace of the caller's (below).
 	// A workload in such a root reaches the daemon's mounts through
 	// /proc/PID/root of any process of its uid, where setuid programs
 	// keep their bit (their mount is in its namespace), and such a
@@ -136,7 +137,11 @@ func workloadBounds(ctx context.Context, p api.Peer, boot procfs.BootID) (bounds
 		ids, ierr := procfs.ParseStatusUIDs(st) // one read of status, its uids and privileges
 		root, rerr := callerRoot(p.Pid)
 		nss, nerr := callerNamespaces(p.Pid)
-		b.elsewhere = root != nil && elsewhere(p.Pid, root)
+		// A workload that joins any namespace of the caller's runs
+		// there too: one made in a user namespace of the caller's is
+		// the caller's to set up (its host name, network, IPC objects),
+		// which a setuid program run there as root would trust.
+		b.elsewhere = root != nil && (elsewhere(p.Pid, root) || len(nss) > 0)
 		known = err == nil && ierr == nil && serr == nil && rerr == nil && nerr == nil && (ids.Real == p.UID || ids.Effective == p.UID) && alive()
 		theirs, status = l, st
 		done()
