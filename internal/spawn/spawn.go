@@ -91,6 +91,21 @@ type NamespaceFD struct {
 // found, permission denied, not an executable).
 var ErrExec = errors.New("exec failed")
 
+// ErrSetup wraps the reason the shim could not prepare the workload while
+// it was root's (a resource limit, a namespace, the root directory, the
+// credentials): the daemon's failure, not the caller's.
+var ErrSetup = errors.New("cannot prepare the workload")
+
+// SetupError is a failure of the shim before it took the workload's
+// credentials.
+type SetupError struct{ Reason string }
+
+func (e *SetupError) Error() string { return fmt.Sprintf("%v: %s", ErrSetup, e.Reason) }
+func (e *SetupError) Unwrap() error { return ErrSetup }
+
+// setupMark starts the shim's status message of a SetupError.
+const setupMark = "setup: "
+
 // ExecError is an exec that failed in the shim.
 type ExecError struct{ Reason string }
 

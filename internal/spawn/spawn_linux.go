@@ -1,6 +1,7 @@
 package spawn
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -132,6 +133,8 @@ func Start(spec Spec, attr Attr, started func(Process) error) (Process, error) {
 	case err != nil:
 		unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0)
 		return p, fmt.Errorf("waiting for the exec: %w", err)
+	case bytes.HasPrefix(msg, []byte(setupMark)):
+		return p, &SetupError{Reason: string(msg[len(setupMark):])}
 	case len(msg) > 0:
 		return p, &ExecError{Reason: string(msg)}
 	}
@@ -152,22 +155,27 @@ func Main() {
 		fmt.Fprintf(status, format, args...)
 		os.Exit(127)
 	}
+	// setupFail is for the steps the shim takes as root's: their failure
+	// is the daemon's (a capability it lacks), not the workload's.
+	setupFail := func(format string, args ...any) {
+		fail(setupMark+format, args...)
+	}
 	// Everything above 2 closes at exec: the spec and status pipes, and
 	// whatever else this process holds.
 	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
-		fail("close_range: %v", err)
+		setupFail("close_range: %v", err)
 	}
 	b, err := io.ReadAll(io.LimitReader(os.NewFile(3, "spec"), 4<<20))
 	if err != nil {
-		fail("reading the spec: %v", err)
+		setupFail("reading the spec: %v", err)
 	}
 	var spec Spec
 	if err := json.Unmarshal(b, &spec); err != nil || len(spec.Argv) == 0 {
-		fail("bad spec: %v", err)
+		setupFail("bad spec: %v", err)
 	}
 	for _, l := range spec.Limits {
 		if err := unix.Setrlimit(l.Resource, &unix.Rlimit{Cur: l.Soft, Max: l.Hard}); err != nil {
-			fail("setrlimit %d: %v", l.Resource, err)
+			setupFail("setrlimit %d: %v", l.Resource, err)
 		}
 	}
 	if len(spec.Namespaces) > 0 {
@@ -175,11 +183,11 @@ func Main() {
 		// cwd) of this thread's own: Go's threads share one, and setns
 		// refuses it then. This thread execs, and takes it along.
 		if err := unix.Unshare(unix.CLONE_FS); err != nil {
-			fail("unshare CLONE_FS: %v", err)
+			setupFail("unshare CLONE_FS: %v", err)
 		}
 		for _, ns := range spec.Namespaces {
 			if err := unix.Setns(ns.FD, ns.Type); err != nil {
-				fail("joining the caller's %s namespace: %v", nsName(ns.Type), err)
+				setupFail("joining the caller's %s namespace: %v", nsName(ns.Type), err)
 			}
 		}
 	}
@@ -189,10 +197,10 @@ func Main() {
 		// workload's uid is taken. The working directory is then the
 		// new root until Dir is entered.
 		if err := unix.Fchdir(spec.Root); err != nil {
-			fail("the caller's root directory: fchdir: %v", err)
+			setupFail("the caller's root directory: fchdir: %v", err)
 		}
 		if err := unix.Chroot("."); err != nil {
-			fail("the caller's root directory: chroot: %v", err)
+			setupFail("the caller's root directory: chroot: %v", err)
 		}
 	}
 	if c := spec.Cred; c != nil {
@@ -204,13 +212,13 @@ func Main() {
 			groups[i] = int(g)
 		}
 		if err := syscall.Setgroups(groups); err != nil {
-			fail("setgroups: %v", err)
+			setupFail("setgroups: %v", err)
 		}
 		if err := syscall.Setresgid(int(c.GID), int(c.GID), int(c.GID)); err != nil {
-			fail("setresgid %d: %v", c.GID, err)
+			setupFail("setresgid %d: %v", c.GID, err)
 		}
 		if err := syscall.Setresuid(int(c.UID), int(c.UID), int(c.UID)); err != nil {
-			fail("setresuid %d: %v", c.UID, err)
+			setupFail("setresuid %d: %v", c.UID, err)
 		}
 	}
 	if spec.Dir != "" {

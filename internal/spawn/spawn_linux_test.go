@@ -246,3 +246,30 @@ func TestIntegrationShimJoinsNamespaces(t *testing.T) {
 		t.Errorf("workload in the gone sandbox's namespaces said %q (%v), want %q", out, ws, want)
 	}
 }
+
+// TestIntegrationShimSetupError: a step the shim takes as root's that
+// fails (here a namespace file that is not of the type given) is the
+// daemon's failure, told apart from the workload's exec errors, which
+// are the caller's: it was reported as a failed exec, a bad request.
+func TestIntegrationShimSetupError(t *testing.T) {
+	testenv.RequireRoot(t)
+	f, err := os.Open("/proc/self/ns/net")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	devnull, _ := os.Open(os.DevNull)
+	defer devnull.Close()
+	attr := Attr{Files: [3]*os.File{devnull, devnull, devnull}, CgroupFD: -1,
+		Namespaces: []Namespace{{File: f, Type: unix.CLONE_NEWUTS}}}
+	p, err := Start(Spec{Argv: []string{"true"}, Path: "/usr/bin:/bin"}, attr, nil)
+	if p.Pid != 0 {
+		defer unix.Close(p.Pidfd)
+		var ws unix.WaitStatus
+		unix.Wait4(int(p.Pid), &ws, 0, nil)
+	}
+	var se *SetupError
+	if !errors.As(err, &se) || errors.Is(err, ErrExec) || !strings.Contains(se.Reason, "UTS namespace") {
+		t.Errorf("Start with a network namespace given as UTS = %v, want a SetupError naming the UTS namespace", err)
+	}
+}
