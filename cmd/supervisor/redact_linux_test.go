@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -191,10 +192,13 @@ func TestIntegrationRedactProcMechanism(t *testing.T) {
 	js := startStream(t, d, nil, "--json")
 	marker := fmt.Sprintf("redact-proc-%d-%d", os.Getpid(), time.Now().UnixNano())
 	sh := exec.Command("/bin/sh", "-c", "sleep 1000; exit 0", marker, "--password=hunter2", "-p", "hunter2")
+	sh.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := sh.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { sh.Process.Kill(); sh.Wait() })
+	// The group: the sh's sleep, killed with the sh alone, ran on under
+	// init after every CI run.
+	t.Cleanup(func() { syscall.Kill(-sh.Process.Pid, syscall.SIGKILL); sh.Wait() })
 	logPath := filepath.Join(filepath.Dir(sock), "log.json")
 	// The sh waits for its sleep, whose arguments hold no secret: a line
 	// that names the marker is the sh's.
