@@ -309,17 +309,25 @@ func (c *Client) Output(ctx context.Context, id string, offset, length int64) (O
 	if err != nil {
 		return Output{}, fmt.Errorf("GET %s: %s: %w", path, OutputSizeHeader, err)
 	}
+	from := offset
+	if h := resp.Header.Get(OutputOffsetHeader); h != "" {
+		if from, err = strconv.ParseInt(h, 10, 64); err != nil || from < offset {
+			return Output{}, fmt.Errorf("GET %s: %s %q", path, OutputOffsetHeader, h)
+		}
+	}
 	b, err := io.ReadAll(io.LimitReader(resp.Body, MaxOutputRead))
 	if err != nil {
 		return Output{}, fmt.Errorf("GET %s: reading answer: %w", path, err)
 	}
-	return Output{Data: b, Size: size}, nil
+	return Output{Data: b, Size: size, Offset: from}, nil
 }
 
 // CopyOutput writes a job's output to w from byte offset to its end as it
 // is at the first read (a job still writing does not keep the copy
-// going), in reads of at most MaxOutputRead.
-func (c *Client) CopyOutput(ctx context.Context, id string, offset int64, w io.Writer) error {
+// going), in reads of at most MaxOutputRead. dropped, when not nil, is
+// told of each range of bytes that was dropped (see Output.Offset) before
+// the bytes after it are written.
+func (c *Client) CopyOutput(ctx context.Context, id string, offset int64, w io.Writer, dropped func(from, to int64)) error {
 	end := int64(-1)
 	for {
 		o, err := c.Output(ctx, id, offset, MaxOutputRead)
@@ -328,6 +336,12 @@ func (c *Client) CopyOutput(ctx context.Context, id string, offset int64, w io.W
 		}
 		if end < 0 {
 			end = o.Size
+		}
+		if o.Offset > offset {
+			if dropped != nil {
+				dropped(offset, o.Offset)
+			}
+			offset = o.Offset
 		}
 		if _, err := w.Write(o.Data); err != nil {
 			return fmt.Errorf("writing output: %w", err)

@@ -504,6 +504,7 @@ func (s *Server) output(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/octet-stream")
 	w.Header().Set(OutputSizeHeader, strconv.FormatInt(out.Size, 10))
+	w.Header().Set(OutputOffsetHeader, strconv.FormatInt(max(out.Offset, offset), 10))
 	w.Header().Set("Content-Length", strconv.Itoa(len(out.Data)))
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(out.Data)

@@ -80,6 +80,9 @@ const (
 // output file's total size, in bytes, when it was read.
 const OutputSizeHeader = "Supervisor-Output-Size"
 
+// OutputOffsetHeader carries Output.Offset; absent, the offset asked.
+const OutputOffsetHeader = "Supervisor-Output-Offset"
+
 // Duration is a time.Duration that travels as Go duration text ("1m30s")
 // both ways: in requests, in answers, in the daemon's config file, and on
 // its command line (it is a flag.Value). Negative durations are refused.
@@ -411,6 +414,11 @@ type TreeNode = lineage.TreeNode
 type Output struct {
 	Data []byte
 	Size int64
+	// Offset is where Data starts: the offset asked, or a later one when
+	// the bytes before it were dropped (the daemon keeps the last
+	// job_output_max bytes of a job's output). On the wire it is in
+	// OutputOffsetHeader.
+	Offset int64
 }
 
 // Instance is one process instance: a pid and its start token.

@@ -99,6 +99,10 @@ type Config struct {
 	QuotaClaims int   `json:"quota_claims"`
 	QuotaBytes  int64 `json:"quota_bytes"`
 	QuotaFailed int   `json:"quota_failed"`
+	// JobOutputMax bounds the bytes of a job's output file the disk
+	// holds: past it the daemon drops the oldest (outbound_linux.go). 0
+	// for no bound.
+	JobOutputMax int64 `json:"job_output_max"`
 	// Fairness of the API to each uid but root (internal/api Limits):
 	// connections served at once, requests a second and at once, and
 	// long-lived requests (a release or kill waiting out its grace).
@@ -120,6 +124,7 @@ const (
 	DefaultQuotaClaims  = 1000
 	DefaultQuotaBytes   = 16 << 20
 	DefaultQuotaFailed  = 16
+	DefaultJobOutputMax = 64 << 20
 )
 
 // DefaultConfig returns the defaults for the user running the daemon: as
@@ -141,6 +146,7 @@ func DefaultConfig() Config {
 		QuotaClaims:  DefaultQuotaClaims,
 		QuotaBytes:   DefaultQuotaBytes,
 		QuotaFailed:  DefaultQuotaFailed,
+		JobOutputMax: DefaultJobOutputMax,
 		ConnsPerUID:  api.DefaultLimits.UserConns,
 		RatePerUID:   api.DefaultLimits.Rate,
 		BurstPerUID:  api.DefaultLimits.Burst,
@@ -300,7 +306,7 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("log_process_events %v: want kinds from fork, exec, exit: %w", c.LogProcessEvents, ErrConfig)
 	case c.LogSchema != logfeed.SchemaECS && c.LogSchema != logfeed.SchemaOCSF:
 		return fmt.Errorf("log_schema %q: want %s or %s: %w", c.LogSchema, logfeed.SchemaECS, logfeed.SchemaOCSF, ErrConfig)
-	case c.QuotaClaims < 0 || c.QuotaBytes < 0 || c.QuotaFailed < 0:
+	case c.QuotaClaims < 0 || c.QuotaBytes < 0 || c.QuotaFailed < 0 || c.JobOutputMax < 0:
 		return fmt.Errorf("quotas must not be negative: %w", ErrConfig)
 	case c.ConnsPerUID < 1 || c.RatePerUID <= 0 || c.BurstPerUID < 1 || c.LongPerUID < 1:
 		return fmt.Errorf("conns_per_uid, rate_per_uid, burst_per_uid and long_per_uid must be positive: %w", ErrConfig)

@@ -346,6 +346,7 @@ func (d *Daemon) run(ctx context.Context, ready func(Info)) error {
 	go func() { defer wg.Done(); d.memberWriter(wctx) }()
 	go func() { defer wg.Done(); d.exitRecorder(wctx) }()
 	defer func() { wcancel(); wg.Wait() }()
+	d.boundJobOutputs(wctx)
 
 	d.waitChildren()
 	if err := d.loadIndex(); err != nil {

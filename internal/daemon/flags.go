@@ -36,6 +36,7 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.MetricsListen, "metrics-listen", c.MetricsListen, "serve Prometheus metrics on host:port or unix:/path (default off)")
 	fs.IntVar(&c.QuotaClaims, "quota-claims", c.QuotaClaims, "live claims each uid but root may hold (0: no limit)")
 	fs.Int64Var(&c.QuotaBytes, "quota-bytes", c.QuotaBytes, "bytes each uid's claims may store (0: no limit)")
+	fs.Int64Var(&c.JobOutputMax, "job-output-max", c.JobOutputMax, "bytes of a job's output kept on disk; the oldest go past it (0: no bound)")
 	fs.IntVar(&c.ConnsPerUID, "conns-per-uid", c.ConnsPerUID, "API connections each uid but root has served at once")
 	fs.Float64Var(&c.RatePerUID, "rate-per-uid", c.RatePerUID, "API requests a second each uid but root may make")
 	fs.IntVar(&c.BurstPerUID, "burst-per-uid", c.BurstPerUID, "API requests each uid but root may make at once")

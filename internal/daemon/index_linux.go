@@ -305,6 +305,14 @@ func (x *claimIndex) openRoots(pid int32) map[string]token.Token {
 	return out
 }
 
+// get returns what the index keeps of claim id.
+func (x *claimIndex) get(id string) (claimMeta, bool) {
+	x.mu.RLock()
+	defer x.mu.RUnlock()
+	m, ok := x.byID[id]
+	return m, ok
+}
+
 // has reports whether id is an open claim.
 func (x *claimIndex) has(id string) bool {
 	x.mu.RLock()

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/procsupervisor/supervisor/internal/api"
+	"github.com/procsupervisor/supervisor/internal/jobout"
 )
 
 // Output implements api.Backend: a bounded read of a job's output file for
@@ -53,12 +54,17 @@ func (d *Daemon) Output(ctx context.Context, p api.Peer, id string, offset, leng
 	}
 	size := st.Size()
 	if offset >= size {
-		return api.Output{Size: size}, nil
+		return api.Output{Size: size, Offset: offset}, nil
+	}
+	// Past bytes dropped to bound the file (internal/jobout).
+	offset = jobout.DataFrom(f, offset, size)
+	if offset >= size {
+		return api.Output{Size: size, Offset: size}, nil
 	}
 	buf := make([]byte, min(length, size-offset, api.MaxOutputRead))
 	n, err := f.ReadAt(buf, offset)
 	if err != nil && !errors.Is(err, io.EOF) {
 		return api.Output{}, fmt.Errorf("claim %s: reading output: %w", id, err)
 	}
-	return api.Output{Data: buf[:n], Size: size}, nil
+	return api.Output{Data: buf[:n], Size: size, Offset: offset}, nil
 }

@@ -33,7 +33,10 @@ const (
 	ActionClaimState   = "claim_state_changed"
 	ActionWallClock    = "wall_clock_expired"
 	ActionHolderExited = "holder_exited"
-	ActionJobExited    = "job_exited"
+	// ActionJobOutputBounded: a job's output file went past its bound on
+	// disk and its oldest bytes are being dropped (said once a job).
+	ActionJobOutputBounded = "job_output_bounded"
+	ActionJobExited        = "job_exited"
 )
 
 // ClaimEvent is something that happened to a claim: a state change, its

@@ -25,7 +25,7 @@ func classOf(action string) class {
 	case ActionSignalSent, ActionTeardown:
 		return classSignal
 	case ActionLaunchRequested, ActionAdmitRequested, ActionReleaseRequested, ActionKillRequested, ActionReapRequested,
-		ActionClaimState, ActionWallClock, ActionHolderExited, ActionJobExited:
+		ActionClaimState, ActionWallClock, ActionHolderExited, ActionJobExited, ActionJobOutputBounded:
 		return classAudit
 	}
 	return classOther

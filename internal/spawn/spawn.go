@@ -103,9 +103,6 @@ type SetupError struct{ Reason string }
 func (e *SetupError) Error() string { return fmt.Sprintf("%v: %s", ErrSetup, e.Reason) }
 func (e *SetupError) Unwrap() error { return ErrSetup }
 
-// setupMark starts the shim's status message of a SetupError.
-const setupMark = "setup: "
-
 // ExecError is an exec that failed in the shim.
 type ExecError struct{ Reason string }
 

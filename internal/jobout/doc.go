@@ -1,0 +1,20 @@
+// Package jobout bounds the output files of jobs, which their workloads
+// write themselves, as their users, in a directory of the daemon's.
+//
+// The mechanism: Watch puts an inotify watch (IN_MODIFY, IN_CLOSE_WRITE)
+// on the directory and, when a file in it is written, looks at how many
+// bytes of it the disk holds (st_blocks). Past the bound and a slack, it
+// frees the oldest: a hole punched from the start of the file up to the
+// last max bytes (fallocate FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE), so
+// the file keeps its size and every byte its offset, and a reader asks
+// where the data starts (SEEK_DATA, see DataFrom). The job's descriptor is
+// O_APPEND: it goes on writing at the end. A filesystem that cannot punch
+// (EOPNOTSUPP) has the file emptied instead (ftruncate to 0).
+//
+// Limits: a file is looked at most every minGap, so a writer faster than
+// that runs past the bound by what it writes in between; inotify's queue
+// can overflow (IN_Q_OVERFLOW), and then every file is looked at. Holes
+// the job made itself read as dropped too. A file is opened by name
+// without following a symbolic link, and only a regular file with one
+// link is touched.
+package jobout

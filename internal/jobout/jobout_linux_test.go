@@ -1,0 +1,158 @@
+package jobout
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/procsupervisor/supervisor/internal/testenv"
+)
+
+// pattern is n bytes that say their own offset, so that a byte read back
+// can be checked to be the one written there.
+func pattern(n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte(i/4096) ^ byte(i)
+	}
+	return b
+}
+
+// held is how many bytes of the file at path the disk holds.
+func held(t *testing.T, path string) int64 {
+	t.Helper()
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Blocks * 512
+}
+
+// TestBound: a file past its bound keeps its size and its last max bytes
+// at their offsets, and the disk holds about max of it; DataFrom says
+// where the kept bytes start. A file within the bound, a hard-linked file
+// and a symbolic link are left alone.
+func TestBound(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "j.out")
+	const size, max = 8 << 20, 1 << 20
+	data := pattern(size)
+	if err := os.WriteFile(path, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	upTo, err := Bound(path, max)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := int64(size-max) &^ (block - 1); upTo != want {
+		t.Errorf("Bound dropped up to %d, want %d", upTo, want)
+	}
+	if h := held(t, path); h > max+block {
+		t.Errorf("the disk holds %d bytes of the file after Bound, want at most %d", h, max+block)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	st, _ := f.Stat()
+	if st.Size() != size {
+		t.Errorf("size %d after Bound, want %d kept", st.Size(), size)
+	}
+	if from := DataFrom(f, 0, size); from != upTo {
+		t.Errorf("DataFrom(0) = %d, want %d", from, upTo)
+	}
+	if from := DataFrom(f, size-10, size); from != size-10 {
+		t.Errorf("DataFrom(size-10) = %d, want it as asked", from)
+	}
+	tail := make([]byte, size-upTo)
+	if _, err := f.ReadAt(tail, upTo); err != nil || !bytes.Equal(tail, data[upTo:]) {
+		t.Errorf("the kept bytes are not the last ones written (%v)", err)
+	}
+	// Within its bound: nothing.
+	if upTo, err := Bound(path, 4<<20); err != nil || upTo != 0 {
+		t.Errorf("Bound of a file within its bound = %d, %v; want nothing", upTo, err)
+	}
+	// Hard-linked: refused, untouched.
+	linked := filepath.Join(dir, "l.out")
+	if err := os.WriteFile(linked, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(linked, filepath.Join(dir, "elsewhere")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Bound(linked, max); err == nil || held(t, linked) < size {
+		t.Errorf("Bound of a hard-linked file = %v, holding %d; want it refused and whole", err, held(t, linked))
+	}
+	// A symbolic link to a big file: not followed.
+	target := filepath.Join(dir, "target")
+	if err := os.WriteFile(target, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(target, filepath.Join(dir, "s.out")); err != nil {
+		t.Fatal(err)
+	}
+	if upTo, _ := Bound(filepath.Join(dir, "s.out"), max); upTo != 0 || held(t, target) < size {
+		t.Errorf("Bound through a symbolic link dropped up to %d of its target", upTo)
+	}
+}
+
+// TestWatch: a file in the watched directory written far past its bound,
+// as a job writes its output (O_APPEND, in chunks), is held to about its
+// bound, its last bytes intact, even with its writer's last burst within
+// the watch's gap; a file not named with the suffix is left alone.
+func TestWatch(t *testing.T) {
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const bound = 1 << 20
+	reported := make(chan int64, 1024)
+	if err := Watch(ctx, dir, ".out", bound, func(_ string, upTo int64) {
+		select {
+		case reported <- upTo:
+		default:
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(dir, "j.out")
+	other := filepath.Join(dir, "other")
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := pattern(32 << 20)
+	for off := 0; off < len(data); off += 64 << 10 {
+		if _, err := f.Write(data[off : off+64<<10]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Held open, as by a job still running: its last write is looked at
+	// without a close to tell of it.
+	defer f.Close()
+	if err := os.WriteFile(other, data[:4<<20], 0o600); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 5*time.Second, func() bool { return held(t, path) <= bound+Slack+block },
+		"the disk holds %d bytes of a file bounded to %d", held(t, path), bound)
+	r, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	from := DataFrom(r, 0, int64(len(data)))
+	kept := make([]byte, int64(len(data))-from)
+	if _, err := r.ReadAt(kept, from); err != nil || !bytes.Equal(kept, data[from:]) || from == 0 {
+		t.Errorf("kept from %d: not the last bytes written (%v)", from, err)
+	}
+	if len(reported) == 0 {
+		t.Error("no file was reported bounded")
+	}
+	if held(t, other) < 4<<20 {
+		t.Errorf("a file without the suffix was bounded")
+	}
+}
