@@ -61,6 +61,10 @@ import (
 //   - interactive, pid_ns and mnt_ns of an event not wholly the
 //     subscriber's are withheld (/proc/PID/fd and ns need ptrace access),
 //     and the parent's interactive always, for the reason above;
+//   - the argv of a parent not wholly the subscriber's: the description
+//     holds it as it was at the parent's exec, and /proc shows another
+//     user's arguments as they are now (a process that overwrote a
+//     password on its command line hid it there);
 //   - when the daemon's /proc hides other users' processes (hidepid, read
 //     at subscription), the argv of an event not wholly the subscriber's,
 //     its parent_token and its session and group leaders' entity_id (their
@@ -72,7 +76,7 @@ import (
 // are kept (under hidepid too: the event is attributed to the
 // subscriber, see Limits). What is withheld is named in "withheld" (exe,
 // working_directory, argv, parent.exe, parent.working_directory, parent,
-// interactive, pid_ns, mnt_ns, parent_token, session_leader.entity_id,
+// parent.argv, interactive, pid_ns, mnt_ns, parent_token, session_leader.entity_id,
 // group_leader.entity_id, parent.interactive), so an absent field is never
 // read as not captured; a token that is not known is written as null, not
 // withheld. An event with no context (an exit) is not shown to be wholly
@@ -389,12 +393,15 @@ func appendRecord(b []byte, ev *events.Event, a attribution, wall time.Time, w w
 
 // view is what a subscriber other than root is shown of an event: bit
 // viewOther when the event's context does not say the process is wholly
-// the subscriber's, bit viewHidden when /proc hides other users'.
+// the subscriber's, bit viewHidden when /proc hides other users', bit
+// viewParentOther when the parent's context does not say it is wholly the
+// subscriber's.
 type view uint8
 
 const (
 	viewOther view = 1 << iota
 	viewHidden
+	viewParentOther
 	views = 1 << iota
 )
 
@@ -406,6 +413,9 @@ func (s *subscriber) view(ev *events.Event) view {
 	}
 	if s.hidden {
 		v |= viewHidden
+	}
+	if p := ev.Parent; p != nil && !whollyOf(&p.Ctx, s.uid, s.gid) {
+		v |= viewParentOther
 	}
 	return v
 }
@@ -428,6 +438,7 @@ const (
 	heldParentExe // heldExe*heldParentExe is heldParentExe, heldCwd*heldParentExe heldParentCwd
 	heldParentCwd
 	heldParent
+	heldParentArgv
 	omitShift = iota // where events.Omit's bits start
 	// The fields the encoder leaves out: events.Omit's bits, in its
 	// order, above these (omitOf).
@@ -440,7 +451,7 @@ const (
 	heldParentInteractive = withheld(events.OmitParentInteractive) << omitShift
 )
 
-var withheldNames = [...]string{"exe", "working_directory", "argv", "parent.exe", "parent.working_directory", "parent",
+var withheldNames = [...]string{"exe", "working_directory", "argv", "parent.exe", "parent.working_directory", "parent", "parent.argv",
 	"interactive", "pid_ns", "mnt_ns", "parent_token", "session_leader.entity_id", "group_leader.entity_id", "parent.interactive"}
 
 // omitOf returns what the encoder is to leave out of an event of which w
@@ -480,6 +491,16 @@ func limit(dst *events.Event, pd *events.Desc, ev *events.Event, v view) withhel
 	default:
 		*pd = *p
 		w |= withhold(&pd.Exe, &pd.Exec) * heldParentExe
+		if v&viewParentOther != 0 {
+			// Its argv as it was at its exec: /proc shows another
+			// user's process's arguments as they are now, and one that
+			// overwrote them (a password on its command line) hid them.
+			if len(pd.Argv) > 0 || pd.Exec.ArgsCount > 0 {
+				w |= heldParentArgv
+			}
+			pd.Argv = nil
+			pd.Exec.ArgsCount, pd.Exec.ArgsSize, pd.Exec.ArgsTruncated, pd.Exec.ArgsRedacted = 0, 0, false, false
+		}
 		if p.Ctx.Has(events.CtxSession) {
 			w |= heldParentInteractive // the parent's /proc/PID/fd, not proven readable
 		}

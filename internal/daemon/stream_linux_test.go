@@ -357,9 +357,12 @@ func BenchmarkStreamAttribute(b *testing.B) {
 
 // TestStreamWithheld: root's stream is whole; another uid is shown of its
 // events what it could read in /proc: the exe and working directory only
-// of a process wholly its own (uids and gids), the parent's never, and
-// under hidepid neither the argv of a process not wholly its own nor the
-// parent. Each line names what it withheld.
+// of a process wholly its own (uids and gids), the parent's never, the
+// parent's argv only of a parent wholly its own (root's runuser's argv, as
+// it was at its exec, was shown: a process that overwrote its arguments
+// since shows /proc the new ones), and under hidepid neither the argv of a
+// process not wholly its own nor the parent. Each line names what it
+// withheld.
 func TestStreamWithheld(t *testing.T) {
 	own := events.Context{Valid: true, UID: 1000, EUID: 1000, SUID: 1000, GID: 1000, EGID: 1000, SGID: 1000,
 		SID: 400, PGID: 401, SessionLeader: tok(400), GroupLeader: tok(401), PidNS: 4026531836, MntNS: 4026531841}
@@ -370,6 +373,10 @@ func TestStreamWithheld(t *testing.T) {
 	runuser := &events.Desc{Comm: [16]byte{'r', 'u', 'n', 'u', 's', 'e', 'r'}, Exe: "/usr/sbin/runuser",
 		Argv: []string{"runuser", "-u", "u", "--", "sh"}, Exec: events.ExecInfo{Cwd: "/root/secret", ArgsCount: 5, ExeDeleted: true},
 		Ctx: events.Context{Valid: true}}
+	// A parent wholly the user's: its argv, which it may have overwritten
+	// since its exec (/proc shows the new one), is the user's to see.
+	ownShell := &events.Desc{Comm: [16]byte{'s', 'h'}, Exe: "/bin/sh", Argv: []string{"sh", "-c", "echo hi"},
+		Exec: events.ExecInfo{Cwd: "/home/u", ArgsCount: 3}, Ctx: own}
 	exec := func(pid int32, c events.Context, cwd string, parent *events.Desc) events.Event {
 		return events.Event{Kind: events.Exec, Pid: pid, PPid: 1, Token: tok(uint64(pid)), ParentToken: tok(1),
 			Exe: "/usr/bin/echo", Argv: []string{"echo", "hi"}, Exec: events.ExecInfo{Cwd: cwd, ArgsCount: 2, ExeDeleted: true, CwdDeleted: true},
@@ -382,6 +389,7 @@ func TestStreamWithheld(t *testing.T) {
 		exec(504, own, "/home/u", nil),         // wholly the user's: nothing withheld
 		{Kind: events.Fork, Pid: 505, PPid: 502, Token: tok(505), ParentToken: tok(502), Ctx: setuid}, // the setuid program's child
 		{Kind: events.Exit, Pid: 501, PPid: 1, Token: tok(501), ParentToken: tok(1), Parent: runuser},
+		exec(506, own, "/home/u", ownShell), // the user's, under the user's own shell
 	}
 	var h hub
 	subs := map[string]*subscriber{}
@@ -456,16 +464,18 @@ func TestStreamWithheld(t *testing.T) {
 		"exec504 exe exe_deleted working_directory working_directory_deleted argv args_count " + ctx,
 		"fork505 " + ctx,
 		"exit501 parent_token parent parent.comm parent.exe parent.exe_deleted parent.working_directory parent.argv parent.interactive",
+		"exec506 exe exe_deleted working_directory working_directory_deleted argv args_count " + ctx + " parent parent.comm parent.exe parent.working_directory parent.argv parent.interactive",
 	}, "\n")
 	for _, tc := range []struct{ name, want string }{
 		{"root", whole},
 		{"user", strings.Join([]string{
-			"exec501 exe exe_deleted working_directory working_directory_deleted argv args_count " + ctx + " parent parent.comm parent.argv withheld[parent.exe parent.working_directory parent.interactive]",
+			"exec501 exe exe_deleted working_directory working_directory_deleted argv args_count " + ctx + " parent parent.comm withheld[parent.exe parent.working_directory parent.argv parent.interactive]",
 			"exec502 argv args_count parent_token session_leader.entity_id group_leader.entity_id withheld[exe working_directory interactive pid_ns mnt_ns]",
 			"exec503 argv args_count parent_token session_leader.entity_id group_leader.entity_id withheld[exe working_directory interactive pid_ns mnt_ns]",
 			"exec504 exe exe_deleted working_directory working_directory_deleted argv args_count " + ctx,
 			"fork505 parent_token session_leader.entity_id group_leader.entity_id withheld[interactive pid_ns mnt_ns]",
-			"exit501 parent_token parent parent.comm parent.argv withheld[parent.exe parent.working_directory parent.interactive]",
+			"exit501 parent_token parent parent.comm withheld[parent.exe parent.working_directory parent.argv parent.interactive]",
+			"exec506 exe exe_deleted working_directory working_directory_deleted argv args_count " + ctx + " parent parent.comm parent.argv withheld[parent.exe parent.working_directory parent.interactive]",
 		}, "\n")},
 		{"user, hidepid", strings.Join([]string{
 			"exec501 exe exe_deleted working_directory working_directory_deleted argv args_count " + ctx + " withheld[parent]",
@@ -474,15 +484,18 @@ func TestStreamWithheld(t *testing.T) {
 			"exec504 exe exe_deleted working_directory working_directory_deleted argv args_count " + ctx,
 			"fork505 withheld[interactive pid_ns mnt_ns parent_token session_leader.entity_id group_leader.entity_id]",
 			"exit501 withheld[parent parent_token]", // no context: not shown to be wholly the user's
+			"exec506 exe exe_deleted working_directory working_directory_deleted argv args_count " + ctx + " withheld[parent]",
 		}, "\n")},
 		{"user, other gid", strings.Join([]string{
-			"exec501 argv args_count parent_token session_leader.entity_id group_leader.entity_id parent parent.comm parent.argv " +
-				"withheld[exe working_directory parent.exe parent.working_directory interactive pid_ns mnt_ns parent.interactive]",
+			"exec501 argv args_count parent_token session_leader.entity_id group_leader.entity_id parent parent.comm " +
+				"withheld[exe working_directory parent.exe parent.working_directory parent.argv interactive pid_ns mnt_ns parent.interactive]",
 			"exec502 argv args_count parent_token session_leader.entity_id group_leader.entity_id withheld[exe working_directory interactive pid_ns mnt_ns]",
 			"exec503 argv args_count parent_token session_leader.entity_id group_leader.entity_id withheld[exe working_directory interactive pid_ns mnt_ns]",
 			"exec504 argv args_count parent_token session_leader.entity_id group_leader.entity_id withheld[exe working_directory interactive pid_ns mnt_ns]",
 			"fork505 parent_token session_leader.entity_id group_leader.entity_id withheld[interactive pid_ns mnt_ns]",
-			"exit501 parent_token parent parent.comm parent.argv withheld[parent.exe parent.working_directory parent.interactive]",
+			"exit501 parent_token parent parent.comm withheld[parent.exe parent.working_directory parent.argv parent.interactive]",
+			"exec506 argv args_count parent_token session_leader.entity_id group_leader.entity_id parent parent.comm " +
+				"withheld[exe working_directory parent.exe parent.working_directory parent.argv interactive pid_ns mnt_ns parent.interactive]",
 		}, "\n")},
 	} {
 		if got := shown(subs[tc.name]); got != tc.want {
