@@ -30,9 +30,12 @@ import (
 // below), and copied into the buffer of each subscriber allowed to see
 // it, under that
 // subscriber's lock, which its reader holds only to swap buffers. A
-// subscriber whose buffer is full loses the event, counted; its reader
-// then writes a lost record. Nothing on the event path waits for a reader
-// or allocates.
+// subscriber whose buffer is full loses the event, counted, and a lost
+// record takes its place (before the next record kept, or at the end of
+// what the reader takes). Records of long arguments are held beside the
+// buffer, within a budget of their own (largeBudget, largeTotal). Nothing
+// on the event path waits for a reader or allocates (a large record
+// grows a buffer, which its reader's next take lets go).
 //
 // Limits: a process event is attributed to the real uid its exec context
 // carries (eBPF's fork and exec records, or /proc when netlink or polling
@@ -90,8 +93,19 @@ import (
 
 const (
 	// streamBuffer is what a subscriber may have unread, in bytes (about
-	// 300 records), in each of its two buffers.
+	// 300 records), in each of its two buffers, of records up to
+	// largeRecord bytes.
 	streamBuffer = 64 << 10
+	// largeRecord: a record over it (an exec with long arguments, or a
+	// process whose parent's are: about 34 KB at argv_max) counts against
+	// largeBudget instead, held beside the buffer until the reader takes
+	// it, and against largeTotal over all subscribers. Two such execs in
+	// one of the event path's batches overflowed a 64 KiB buffer before
+	// any reader could run: a user running two programs with long
+	// arguments made root's stream lose other users' events.
+	largeRecord = 4 << 10
+	largeBudget = 1 << 20
+	largeTotal  = 32 << 20
 	// maxStreams caps root's subscribers, and those of all other uids
 	// together (each uid is also capped by the API's long-lived request
 	// limit).
@@ -114,6 +128,10 @@ type hub struct {
 
 	mu     sync.Mutex
 	closed bool
+
+	// largeHeld is the bytes of large records all subscribers hold
+	// (largeTotal caps it).
+	largeHeld atomic.Int64
 
 	// The event path's own (drain goroutine): its encoding buffer, one
 	// for each view of other users' subscribers (empty when the view
@@ -141,8 +159,8 @@ type subscriber struct {
 	mu     sync.Mutex
 	buf    []byte // appended to by publishers
 	spare  []byte // the reader's
-	lost   uint64 // records dropped since the last take
-	big    int    // bytes of buf in a record over streamBuffer (see put)
+	lost   uint64 // records dropped since the last record kept or take
+	large  int    // bytes of buf in records over largeRecord (see put)
 	closed bool
 }
 
@@ -624,18 +642,24 @@ func (h *hub) publishClaim(ev *logfeed.ClaimEvent, now time.Time) {
 	}
 }
 
-// put appends a record, or counts it lost when it does not fit or an
-// earlier one was lost (the lost record then comes after what was
-// taken, in its place). A record longer than streamBuffer (an exec's
-// arguments escaped: 32 KiB of control bytes are 200 KB of JSON) is held
-// beside the buffer's streamBuffer bytes, one at a time: counted lost, it
-// took with it every record published until the reader's next take,
-// other users' too, whenever any user ran such a program.
+// put appends a record, or counts it lost when it does not fit: a record
+// up to largeRecord bytes in the buffer's streamBuffer, a larger one in
+// the subscriber's largeBudget and the hub's largeTotal. A record kept
+// after some were lost comes after a lost record that counts them, in
+// their place (the ones after a loss were all refused until the reader's
+// next take, however small).
 func (s *subscriber) put(rec []byte) {
 	s.mu.Lock()
-	over := len(rec) > streamBuffer
-	fits := !over && len(s.buf)-s.big+len(rec) <= streamBuffer || over && s.big == 0
-	if s.closed || s.lost > 0 || !fits {
+	large := len(rec) > largeRecord
+	fits := !large && len(s.buf)-s.large+len(rec) <= streamBuffer
+	if large && s.large+len(rec) <= largeBudget {
+		if s.h.largeHeld.Add(int64(len(rec))) <= largeTotal {
+			fits = true
+		} else {
+			s.h.largeHeld.Add(-int64(len(rec)))
+		}
+	}
+	if s.closed || !fits {
 		if !s.closed {
 			s.lost++
 		}
@@ -643,12 +667,22 @@ func (s *subscriber) put(rec []byte) {
 		s.signal()
 		return
 	}
+	if s.lost > 0 {
+		s.buf = appendLost(s.buf, s.lost)
+		s.lost = 0
+	}
 	s.buf = append(s.buf, rec...)
-	if over {
-		s.big = len(rec)
+	if large {
+		s.large += len(rec)
 	}
 	s.mu.Unlock()
 	s.signal()
+}
+
+// appendLost appends the stream's record of n records lost.
+func appendLost(b []byte, n uint64) []byte {
+	return fmt.Appendf(b, `{"kind":"lost","mechanism":"stream","count":%d,"time":"%s"}`+"\n",
+		n, time.Now().UTC().Format(time.RFC3339Nano))
 }
 
 func (s *subscriber) signal() {
@@ -664,11 +698,11 @@ func (s *subscriber) Next(ctx context.Context) ([]byte, error) {
 		s.mu.Lock()
 		if len(s.buf) > 0 || s.lost > 0 {
 			out, lost := s.buf, s.lost
-			s.buf, s.spare, s.lost, s.big = s.spare[:0], nil, 0, 0
+			s.h.largeHeld.Add(-int64(s.large))
+			s.buf, s.spare, s.lost, s.large = s.spare[:0], nil, 0, 0
 			s.mu.Unlock()
 			if lost > 0 {
-				out = fmt.Appendf(out, `{"kind":"lost","mechanism":"stream","count":%d,"time":"%s"}`+"\n",
-					lost, time.Now().UTC().Format(time.RFC3339Nano))
+				out = appendLost(out, lost)
 			}
 			// The publishers get it back at the next take, unless a large
 			// record grew it: that memory goes with this read.
@@ -696,5 +730,7 @@ func (s *subscriber) Close() {
 	s.h.unsubscribe(s)
 	s.mu.Lock()
 	s.closed = true
+	s.h.largeHeld.Add(-int64(s.large))
+	s.large = 0
 	s.mu.Unlock()
 }

@@ -174,6 +174,65 @@ func TestStreamOversizeRecord(t *testing.T) {
 	}
 }
 
+// TestStreamLargeBurst: execs with arguments at argv_max published in one
+// batch, as the event path publishes, with small records between them:
+// ten are all delivered (two overflowed the buffer before any reader
+// could run, and every record after them was lost); past the
+// subscriber's budget for large records some are lost, counted by a lost
+// record in their place, and the small records after them are kept.
+func TestStreamLargeBurst(t *testing.T) {
+	var h hub
+	s, _ := h.subscribe(viewer{uid: 0, all: true}, 0)
+	long := events.Event{Kind: events.Exec, Pid: 8, PPid: 1, Token: tok(8), Argv: []string{"x", strings.Repeat("a", 32<<10)}}
+	fork := events.Event{Kind: events.Fork, Pid: 9, PPid: 1, Token: tok(9)}
+	kinds := func(rs []api.StreamRecord) string {
+		var k []string
+		for _, r := range rs {
+			k = append(k, r.Kind)
+		}
+		return strings.Join(k, " ")
+	}
+	for range 10 {
+		h.publishEvent(h.active(), &long, attribution{}, time.Now())
+		h.publishEvent(h.active(), &fork, attribution{}, time.Now())
+	}
+	if got, want := kinds(take(t, s)), strings.TrimSpace(strings.Repeat("exec fork ", 10)); got != want {
+		t.Errorf("a burst of 10 long execs took %q, want %q", got, want)
+	}
+	if h.largeHeld.Load() != 0 {
+		t.Errorf("large bytes held after the take: %d, want 0", h.largeHeld.Load())
+	}
+	n := 2 * largeBudget / (32 << 10)
+	for range n {
+		h.publishEvent(h.active(), &long, attribution{}, time.Now())
+	}
+	h.publishEvent(h.active(), &fork, attribution{}, time.Now())
+	rs := take(t, s)
+	kept := strings.Count(kinds(rs), "exec")
+	if kept == 0 || kept >= n || len(rs) != kept+2 || rs[kept].Kind != "lost" || int(rs[kept].Count) != n-kept || rs[kept+1].Kind != "fork" {
+		t.Errorf("%d long execs past the budget, then a fork: took %q (lost %d); want some execs, a loss of the rest, the fork", n, kinds(rs), rs[min(kept, len(rs)-1)].Count)
+	}
+}
+
+// TestStreamLargeTotal: all subscribers together hold at most largeTotal
+// bytes of large records: a user's many streams cannot make the daemon
+// hold largeBudget for each.
+func TestStreamLargeTotal(t *testing.T) {
+	var h hub
+	for range maxStreams {
+		if _, err := h.subscribe(viewer{uid: 0, all: true}, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	long := events.Event{Kind: events.Exec, Pid: 8, PPid: 1, Token: tok(8), Argv: []string{"x", strings.Repeat("a", 32<<10)}}
+	for range largeBudget / (32 << 10) {
+		h.publishEvent(h.active(), &long, attribution{}, time.Now())
+	}
+	if held := h.largeHeld.Load(); held > largeTotal || held < largeTotal/2 {
+		t.Errorf("%d streams hold %d bytes of large records, want at most %d (and most of it used)", maxStreams, held, largeTotal)
+	}
+}
+
 // TestStreamEnd: a reader waiting is woken by a record and by the daemon
 // stopping (io.EOF after what is buffered); a closed subscriber is gone
 // from the event path; no subscriber past the cap, or after the stop.
