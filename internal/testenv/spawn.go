@@ -218,16 +218,20 @@ func (s *Spawned) Stop() {
 	s.parent = nil
 }
 
-// Start runs argv as a child of the test and registers its cleanup.
+// Start runs argv as a child of the test, in a process group of its own,
+// and registers its cleanup, which kills the group.
 func Start(t testing.TB, argv ...string) *exec.Cmd {
 	t.Helper()
 	cmd := exec.Command(argv[0], argv[1:]...)
+	// A group of its own, killed whole: a shell's children, killed with
+	// the shell alone, ran on under init after every run.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %v: %v", argv, err)
 	}
 	t.Cleanup(func() {
 		if cmd.ProcessState == nil {
-			cmd.Process.Kill()
+			syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 			cmd.Wait()
 		}
 	})
