@@ -12,9 +12,10 @@
 // (EOPNOTSUPP) has the file emptied instead (ftruncate to 0).
 //
 // Limits: a file is looked at most every minGap, so a writer faster than
-// that runs past the bound by what it writes in between; inotify's queue
-// can overflow (IN_Q_OVERFLOW), and then every file is looked at. Holes
-// the job made itself read as dropped too. A file is opened by name
-// without following a symbolic link, and only a regular file with one
-// link is touched.
+// that runs past the bound by what it writes in between; writes through a
+// shared mapping (mmap) tell inotify nothing, and are seen at the next
+// sweep of every file (sweepEvery); inotify's queue can overflow
+// (IN_Q_OVERFLOW), and then every file is looked at. Holes the job made
+// itself read as dropped too. A file is opened by name without following
+// a symbolic link, and only a regular file is touched.
 package jobout

@@ -20,6 +20,11 @@ const Slack = 1 << 20
 // minGap is the least time between two looks at one file.
 const minGap = 50 * time.Millisecond
 
+// sweepEvery is how often every file is looked at, written or not: a
+// file written through a shared mapping tells inotify nothing. (A
+// variable for the tests.)
+var sweepEvery = 10 * time.Second
+
 // block is the alignment of a punched range: a filesystem frees only
 // whole blocks.
 const block = 4096
@@ -46,8 +51,12 @@ func Bound(path string, max int64) (int64, error) {
 	if err := unix.Fstat(fd, &st); err != nil {
 		return 0, fmt.Errorf("stat %s: %w", path, err)
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink != 1 {
-		return 0, fmt.Errorf("%s: not a regular file with one link", path)
+	// Its links do not matter: the name is the daemon's, in a directory
+	// only root writes, so the file is the one it created for the job,
+	// and a user who linked it elsewhere to escape the bound bounds its
+	// own file.
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return 0, fmt.Errorf("%s: not a regular file", path)
 	}
 	end := (st.Size - max) &^ (block - 1)
 	if end <= 0 {
@@ -94,6 +103,7 @@ func Watch(ctx context.Context, dir, suffix string, max int64, bounded func(path
 		return fmt.Errorf("inotify watch %s: %w", dir, err)
 	}
 	f := os.NewFile(uintptr(fd), "inotify") // non-blocking: reads wait in the poller
+	every := sweepEvery
 	go func() {
 		<-ctx.Done()
 		f.Close()
@@ -115,11 +125,19 @@ func Watch(ctx context.Context, dir, suffix string, max int64, bounded func(path
 				bounded(filepath.Join(dir, name), upTo)
 			}
 		}
+		sweep := func() {
+			ents, _ := os.ReadDir(dir)
+			for _, e := range ents {
+				look(e.Name())
+			}
+		}
 		buf := make([]byte, 64<<10)
+		nextSweep := time.Now().Add(every)
 		for {
 			// A file written again too soon is looked at once its
-			// gap is over, even if nothing writes it after.
-			deadline := time.Time{}
+			// gap is over, even if nothing writes it after; every
+			// file, at each sweep.
+			deadline := nextSweep
 			if len(pending) > 0 {
 				deadline = time.Now().Add(minGap)
 			}
@@ -128,6 +146,10 @@ func Watch(ctx context.Context, dir, suffix string, max int64, bounded func(path
 			if errors.Is(err, os.ErrDeadlineExceeded) {
 				for name := range pending {
 					look(name)
+				}
+				if !time.Now().Before(nextSweep) {
+					sweep()
+					nextSweep = time.Now().Add(every)
 				}
 				continue
 			}
@@ -151,10 +173,7 @@ func Watch(ctx context.Context, dir, suffix string, max int64, bounded func(path
 				look(strings.TrimRight(string(buf[start:off]), "\x00"))
 			}
 			if overflow {
-				ents, _ := os.ReadDir(dir)
-				for _, e := range ents {
-					look(e.Name())
-				}
+				sweep()
 			}
 			if len(last) > 4096 { // names of files long gone
 				for k, t := range last {
