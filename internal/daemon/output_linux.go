@@ -56,15 +56,23 @@ func (d *Daemon) Output(ctx context.Context, p api.Peer, id string, offset, leng
 	if offset >= size {
 		return api.Output{Size: size, Offset: offset}, nil
 	}
-	// Past bytes dropped to bound the file (internal/jobout).
-	offset = jobout.DataFrom(f, offset, size)
-	if offset >= size {
-		return api.Output{Size: size, Offset: size}, nil
+	// Past bytes dropped to bound the file (internal/jobout). A hole
+	// punched while this reads would read as NULs: the data's start is
+	// asked again after the read, and the read done again from there.
+	var buf []byte
+	for try := 0; ; try++ {
+		from := jobout.DataFrom(f, offset, size)
+		if from >= size {
+			return api.Output{Size: size, Offset: size}, nil
+		}
+		buf = make([]byte, min(length, size-from, api.MaxOutputRead))
+		n, err := f.ReadAt(buf, from)
+		if err != nil && !errors.Is(err, io.EOF) {
+			return api.Output{}, fmt.Errorf("claim %s: reading output: %w", id, err)
+		}
+		buf = buf[:n]
+		if again := jobout.DataFrom(f, from, size); again == from || try == 2 {
+			return api.Output{Data: buf, Size: size, Offset: from}, nil
+		}
 	}
-	buf := make([]byte, min(length, size-offset, api.MaxOutputRead))
-	n, err := f.ReadAt(buf, offset)
-	if err != nil && !errors.Is(err, io.EOF) {
-		return api.Output{}, fmt.Errorf("claim %s: reading output: %w", id, err)
-	}
-	return api.Output{Data: buf[:n], Size: size, Offset: offset}, nil
 }

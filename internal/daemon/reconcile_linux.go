@@ -802,6 +802,14 @@ func (d *Daemon) drop(c store.Claim) {
 	}
 	d.claims.del(c.ID)
 	if c.OutputPath != "" {
+		// Emptied first: a process still holding it open would keep
+		// its bytes on disk after the name is gone.
+		if f, err := os.OpenFile(c.OutputPath, os.O_WRONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0); err == nil {
+			if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
+				f.Truncate(0)
+			}
+			f.Close()
+		}
 		os.Remove(c.OutputPath)
 	}
 	d.locks.Delete(c.ID)

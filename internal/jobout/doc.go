@@ -1,17 +1,25 @@
 // Package jobout bounds the output files of jobs, which their workloads
 // write themselves, as their users, in a directory of the daemon's.
 //
-// The mechanism: Watch puts an inotify watch (IN_MODIFY, IN_CLOSE_WRITE)
-// on the directory and, when a file in it is written, looks at how many
+// The mechanism: Watch puts an inotify watch (IN_MODIFY) on the
+// directory and, when a file in it is written, looks at how many
 // bytes of it the disk holds (st_blocks). Past the bound and a slack, it
 // frees the oldest: a hole punched from the start of the file up to the
 // last max bytes (fallocate FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE), so
 // the file keeps its size and every byte its offset, and a reader asks
 // where the data starts (SEEK_DATA, see DataFrom). The job's descriptor is
-// O_APPEND: it goes on writing at the end. A filesystem that cannot punch
-// (EOPNOTSUPP) has the file emptied instead (ftruncate to 0).
+// O_APPEND: it goes on writing at the end. Blocks allocated past the end
+// (fallocate --keep-size) are freed by a truncate to the size. A
+// filesystem that cannot punch (EOPNOTSUPP) has the file emptied instead
+// (ftruncate to 0). Events are read in batches (batchGap apart), pending
+// looks and the sweep come after every read, and the sweep forgets the
+// files gone, so a busy directory neither starves a file nor grows the
+// watcher's state past the directory's size.
 //
-// Limits: a file is looked at most every minGap, so a writer faster than
+// Limits: a process that holds the file open after the daemon removed
+// it (the job's own, or one of its user's that opened /proc/PID/fd/1 of
+// the job) writes to a file no longer in the directory, unbounded; a file
+// is looked at most every minGap, so a writer faster than
 // that runs past the bound by what it writes in between; writes through a
 // shared mapping (mmap) tell inotify nothing, and are seen at the next
 // sweep of every file (sweepEvery); inotify's queue can overflow

@@ -1,13 +1,13 @@
 package jobout
 
 import (
+	"bytes"
 	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -25,22 +25,20 @@ const minGap = 50 * time.Millisecond
 // variable for the tests.)
 var sweepEvery = 10 * time.Second
 
-// block is the alignment of a punched range: a filesystem frees only
-// whole blocks.
-const block = 4096
-
 // Bound frees the oldest bytes of the file at path when the disk holds
 // more than max+Slack of it, keeping at least its last max bytes, and
-// returns the offset up to which bytes are dropped (0 when nothing was
-// freed now). The file keeps its size (see the package comment).
+// returns the offset up to which bytes are dropped (0 when none were
+// dropped now). Blocks allocated past the file's end (fallocate
+// --keep-size, which holds disk space without growing the size) are freed
+// too. The file keeps its size (see the package comment).
 func Bound(path string, max int64) (int64, error) {
-	// Looked at read-only (its close is no write, which the watch would
-	// see), and opened for writing only to free bytes.
+	// Looked at by name, and opened (for writing: fallocate needs it)
+	// only to free bytes.
 	var st unix.Stat_t
 	if err := unix.Fstatat(unix.AT_FDCWD, path, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return 0, fmt.Errorf("stat %s: %w", path, err)
 	}
-	if st.Blocks*512 <= max+Slack {
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Blocks*512 <= max+Slack {
 		return 0, nil
 	}
 	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
@@ -58,21 +56,49 @@ func Bound(path string, max int64) (int64, error) {
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return 0, fmt.Errorf("%s: not a regular file", path)
 	}
-	end := (st.Size - max) &^ (block - 1)
+	blk := max64(int64(st.Blksize), 512)
+	const punch = unix.FALLOC_FL_PUNCH_HOLE | unix.FALLOC_FL_KEEP_SIZE
+	if st.Blocks*512 > st.Size+max+Slack {
+		// More held than the size explains: blocks allocated past the
+		// end (fallocate --keep-size), which no hole punch reaches
+		// (ext4 punches within the size only). A truncate to the size
+		// frees them; the size is read again just before, and what the
+		// job appends in between is lost (only a job that allocates
+		// past its end gets here).
+		if err := unix.Fstat(fd, &st); err != nil {
+			return 0, fmt.Errorf("stat %s: %w", path, err)
+		}
+		if err := unix.Ftruncate(fd, st.Size); err != nil {
+			return 0, fmt.Errorf("truncate %s to its size: %w", path, err)
+		}
+	}
+	end := (st.Size - max) / blk * blk
 	if end <= 0 {
 		return 0, nil
 	}
-	err = unix.Fallocate(fd, unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, 0, end)
+	err = unix.Fallocate(fd, punch, 0, end)
 	if errors.Is(err, unix.EOPNOTSUPP) {
-		if err := unix.Ftruncate(fd, 0); err != nil {
-			return 0, fmt.Errorf("truncate %s: %w", path, err)
-		}
-		return st.Size, nil
+		return truncate(fd, path, st.Size)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("punch %s: %w", path, err)
 	}
 	return end, nil
+}
+
+// truncate empties a file where holes cannot be punched.
+func truncate(fd int, path string, size int64) (int64, error) {
+	if err := unix.Ftruncate(fd, 0); err != nil {
+		return 0, fmt.Errorf("truncate %s: %w", path, err)
+	}
+	return size, nil
+}
+
+func max64(a, b int64) int64 {
+	if a > b {
+		return a
+	}
+	return b
 }
 
 // DataFrom returns the first offset at or after offset where f holds
@@ -98,7 +124,7 @@ func Watch(ctx context.Context, dir, suffix string, max int64, bounded func(path
 	if err != nil {
 		return fmt.Errorf("inotify: %w", err)
 	}
-	if _, err := unix.InotifyAddWatch(fd, dir, unix.IN_MODIFY|unix.IN_CLOSE_WRITE); err != nil {
+	if _, err := unix.InotifyAddWatch(fd, dir, unix.IN_MODIFY); err != nil {
 		unix.Close(fd)
 		return fmt.Errorf("inotify watch %s: %w", dir, err)
 	}
@@ -109,80 +135,128 @@ func Watch(ctx context.Context, dir, suffix string, max int64, bounded func(path
 		f.Close()
 	}()
 	go func() {
-		last := map[string]time.Time{} // when each file was looked at
-		pending := map[string]bool{}   // written since, within minGap
-		look := func(name string) {
-			if !strings.HasSuffix(name, suffix) || strings.ContainsRune(name, '/') {
-				return
-			}
-			if t, ok := last[name]; ok && time.Since(t) < minGap {
-				pending[name] = true
-				return
-			}
-			last[name] = time.Now()
-			delete(pending, name)
-			if upTo, err := Bound(filepath.Join(dir, name), max); err == nil && upTo > 0 && bounded != nil {
-				bounded(filepath.Join(dir, name), upTo)
-			}
-		}
-		sweep := func() {
-			ents, _ := os.ReadDir(dir)
-			for _, e := range ents {
-				look(e.Name())
-			}
-		}
+		w := watcher{dir: dir, suffix: suffix, max: max, bounded: bounded,
+			last: map[string]time.Time{}, pending: map[string]bool{}}
 		buf := make([]byte, 64<<10)
 		nextSweep := time.Now().Add(every)
 		for {
-			// A file written again too soon is looked at once its
-			// gap is over, even if nothing writes it after; every
-			// file, at each sweep.
+			// Woken by events, by a file pending once its gap is over,
+			// and by the sweep.
 			deadline := nextSweep
-			if len(pending) > 0 {
+			if len(w.pending) > 0 {
 				deadline = time.Now().Add(minGap)
 			}
 			f.SetReadDeadline(deadline)
 			n, err := f.Read(buf)
-			if errors.Is(err, os.ErrDeadlineExceeded) {
-				for name := range pending {
-					look(name)
-				}
-				if !time.Now().Before(nextSweep) {
-					sweep()
-					nextSweep = time.Now().Add(every)
-				}
-				continue
-			}
-			if err != nil {
+			if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
 				return // closed: ctx ended
 			}
-			overflow := false
-			for off := 0; off+unix.SizeofInotifyEvent <= n; {
-				// struct inotify_event: wd, mask, cookie, len, name.
-				mask := binary.NativeEndian.Uint32(buf[off+4:])
-				size := int(binary.NativeEndian.Uint32(buf[off+12:]))
-				start := off + unix.SizeofInotifyEvent
-				off = start + size
-				if off > n {
-					break
-				}
-				if mask&unix.IN_Q_OVERFLOW != 0 {
-					overflow = true
-					continue
-				}
-				look(strings.TrimRight(string(buf[start:off]), "\x00"))
+			if w.events(buf[:n]) {
+				w.sweep()
+				nextSweep = time.Now().Add(every)
 			}
-			if overflow {
-				sweep()
+			// After every read, not only when none came: a directory
+			// kept busy by one job starved the others' pending looks and
+			// the sweep.
+			w.due()
+			if !time.Now().Before(nextSweep) {
+				w.sweep()
+				nextSweep = time.Now().Add(every)
 			}
-			if len(last) > 4096 { // names of files long gone
-				for k, t := range last {
-					if time.Since(t) > time.Minute && !pending[k] {
-						delete(last, k)
-					}
-				}
-			}
+			// Events pile up (and those of a file written again merge)
+			// while this sleeps: a job writing a byte at a time costs a
+			// read each batchGap, not one each write.
+			time.Sleep(batchGap)
 		}
 	}()
 	return nil
+}
+
+// watcher is Watch's state, its goroutine's alone.
+type watcher struct {
+	dir, suffix string
+	max         int64
+	bounded     func(string, int64)
+	last        map[string]time.Time // when each file was looked at
+	pending     map[string]bool      // written since, within minGap
+}
+
+// batchGap is the pause after each read of events.
+const batchGap = 10 * time.Millisecond
+
+// events looks at the files named by a read of inotify events, and
+// reports whether the queue overflowed (then every file is to be looked
+// at).
+func (w *watcher) events(b []byte) (overflow bool) {
+	for off := 0; off+unix.SizeofInotifyEvent <= len(b); {
+		// struct inotify_event: wd, mask, cookie, len, name.
+		mask := binary.NativeEndian.Uint32(b[off+4:])
+		size := int(binary.NativeEndian.Uint32(b[off+12:]))
+		start := off + unix.SizeofInotifyEvent
+		off = start + size
+		if off > len(b) {
+			break
+		}
+		if mask&unix.IN_Q_OVERFLOW != 0 {
+			overflow = true
+			continue
+		}
+		name := b[start:off]
+		if i := bytes.IndexByte(name, 0); i >= 0 {
+			name = name[:i]
+		}
+		w.look(name)
+	}
+	return overflow
+}
+
+// look bounds the file name, or marks it pending when it was looked at
+// less than minGap ago.
+func (w *watcher) look(name []byte) {
+	if !bytes.HasSuffix(name, []byte(w.suffix)) || bytes.IndexByte(name, '/') >= 0 {
+		return
+	}
+	if t, ok := w.last[string(name)]; ok && time.Since(t) < minGap {
+		if !w.pending[string(name)] {
+			w.pending[string(name)] = true
+		}
+		return
+	}
+	n := string(name)
+	w.last[n] = time.Now()
+	delete(w.pending, n)
+	path := filepath.Join(w.dir, n)
+	if upTo, err := Bound(path, w.max); err == nil && upTo > 0 && w.bounded != nil {
+		w.bounded(path, upTo)
+	}
+}
+
+// due looks at the pending files whose gap is over.
+func (w *watcher) due() {
+	for n := range w.pending {
+		if time.Since(w.last[n]) >= minGap {
+			w.look([]byte(n))
+		}
+	}
+}
+
+// sweep looks at every file, and forgets the files gone.
+func (w *watcher) sweep() {
+	ents, err := os.ReadDir(w.dir)
+	if err != nil {
+		return
+	}
+	seen := make(map[string]time.Time, len(ents))
+	for _, e := range ents {
+		w.look([]byte(e.Name()))
+		if t, ok := w.last[e.Name()]; ok {
+			seen[e.Name()] = t
+		}
+	}
+	w.last = seen
+	for n := range w.pending {
+		if _, ok := seen[n]; !ok {
+			delete(w.pending, n)
+		}
+	}
 }

@@ -12,6 +12,10 @@ import (
 	"github.com/procsupervisor/supervisor/internal/testenv"
 )
 
+// block is the file system's block (ext4 and tmpfs here: 4 KiB), the
+// alignment of what Bound frees.
+const block = 4096
+
 // pattern is n bytes that say their own offset, so that a byte read back
 // can be checked to be the one written there.
 func pattern(n int) []byte {
@@ -76,6 +80,29 @@ func TestBound(t *testing.T) {
 	// Within its bound: nothing.
 	if upTo, err := Bound(path, 4<<20); err != nil || upTo != 0 {
 		t.Errorf("Bound of a file within its bound = %d, %v; want nothing", upTo, err)
+	}
+	// Blocks allocated past its end (fallocate --keep-size: 8 bytes long,
+	// 64 MiB held): freed, its bytes kept.
+	pre := filepath.Join(dir, "p.out")
+	pf, err := os.OpenFile(pre, os.O_CREATE|os.O_WRONLY, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pf.Write([]byte("8 bytes\n")); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Fallocate(int(pf.Fd()), 1 /* FALLOC_FL_KEEP_SIZE */, 0, 64<<20); err != nil {
+		t.Fatal(err)
+	}
+	pf.Close()
+	if h := held(t, pre); h < 64<<20 {
+		t.Fatalf("fallocate --keep-size held %d bytes, want 64 MiB", h)
+	}
+	if _, err := Bound(pre, max); err != nil || held(t, pre) > max+Slack+block {
+		t.Errorf("Bound of a file holding 64 MiB past its 8 bytes = %v, holding %d; want them freed", err, held(t, pre))
+	}
+	if b, _ := os.ReadFile(pre); string(b) != "8 bytes\n" {
+		t.Errorf("the file's bytes after freeing past its end: %q", b)
 	}
 	// Hard-linked elsewhere (its user's escape from the bound): bounded
 	// all the same.
@@ -184,11 +211,64 @@ func TestWatchMapped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	copy(m, pattern(size))
+	data := pattern(size)
+	copy(m, data)
 	syscall.Munmap(m)
-	if h := held(t, path); h < size/2 {
-		t.Fatalf("the mapped writes hold %d bytes, want most of %d (the test writes nothing)", h, size)
-	}
 	testenv.Eventually(t, 5*time.Second, func() bool { return held(t, path) <= bound+Slack+block },
 		"a file written through a mapping holds %d bytes, bounded to %d", held(t, path), bound)
+	tail := make([]byte, bound/2)
+	if _, err := f.ReadAt(tail, size-bound/2); err != nil || !bytes.Equal(tail, data[size-bound/2:]) {
+		t.Errorf("the last bytes written through the mapping are not kept (%v)", err)
+	}
+}
+
+// TestWatchBusy: a file written through a mapping (no events) is bounded
+// at the sweep while another job keeps the directory busy with writes
+// every few milliseconds; the events of one pushed the sweep, and every
+// pending look, out for as long as they came.
+func TestWatchBusy(t *testing.T) {
+	defer func(d time.Duration) { sweepEvery = d }(sweepEvery)
+	sweepEvery = 300 * time.Millisecond
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const bound, size = 1 << 20, 16 << 20
+	if err := Watch(ctx, dir, ".out", bound, nil); err != nil {
+		t.Fatal(err)
+	}
+	busy, err := os.OpenFile(filepath.Join(dir, "busy.out"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer busy.Close()
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(3 * time.Millisecond):
+				busy.Write([]byte("tick\n"))
+			}
+		}
+	}()
+	path := filepath.Join(dir, "m.out")
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Truncate(size); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond)
+	m, err := syscall.Mmap(int(f.Fd()), 0, size, syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_SHARED)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(m, pattern(size))
+	syscall.Munmap(m)
+	testenv.Eventually(t, 5*time.Second, func() bool { return held(t, path) <= bound+Slack+block },
+		"a file written through a mapping, beside a busy one, holds %d bytes, bounded to %d", held(t, path), bound)
 }
