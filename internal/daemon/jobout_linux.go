@@ -34,6 +34,13 @@ func (d *Daemon) boundJobOutputs(ctx context.Context) {
 		mu.Lock()
 		first := !told[id]
 		told[id] = true
+		if len(told) > 4096 { // forget the claims dropped since
+			for k := range told {
+				if _, ok := d.claims.get(k); !ok {
+					delete(told, k)
+				}
+			}
+		}
 		mu.Unlock()
 		if !first {
 			return
