@@ -36,9 +36,13 @@ func started(t *testing.T, setup func(*exec.Cmd), argv ...string) *exec.Cmd {
 	}
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	want, _ := filepath.EvalSymlinks(argv[0])
+	// The exe link names the new program before the exec has set up its
+	// arguments (a Fill then is of a process inside its exec): done once
+	// both are there.
 	testenv.Eventually(t, 10*time.Second, func() bool {
 		exe, _ := os.Readlink("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/exe")
-		return exe == want
+		args, _ := os.ReadFile("/proc/" + strconv.Itoa(cmd.Process.Pid) + "/cmdline")
+		return exe == want && len(args) > 0
 	}, "%s never exec'd", argv[0])
 	return cmd
 }
