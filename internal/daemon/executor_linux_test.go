@@ -371,23 +371,7 @@ func TestIntegrationReleaseAndReconcileAgree(t *testing.T) {
 			if err := h.st.Put(&c); err != nil {
 				t.Fatal(err)
 			}
-			dir, fd, err := base.create(c.ID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			syscall.Close(fd)
-			t.Cleanup(func() { removeCgroup(dir) })
-			if err := h.st.Update(c.ID, func(x *store.Claim) error { x.Cgroup = dir; return nil }); err != nil {
-				t.Fatal(err)
-			}
-			escaped := exec.Command("sleep", "60")
-			if err := escaped.Start(); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { escaped.Process.Kill(); escaped.Wait() })
-			if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(escaped.Process.Pid)), 0); err != nil {
-				t.Fatal(err)
-			}
+			escaped := h.cgroupMember(t, base, c.ID)
 			it, out, err := h.d.settle(context.Background(), c.ID, request{trigger: trig})
 			if err != nil || it.Action != TearDown.String() || out == nil || !out.Dead {
 				t.Fatalf("settle(%s) of an unstarted grant whose cgroup holds %d = %+v, %+v, %v; want it torn down", trig, escaped.Process.Pid, it, out, err)
@@ -427,6 +411,30 @@ func TestIntegrationReleaseAndReconcileAgree(t *testing.T) {
 			}
 		})
 	}
+}
+
+// cgroupMember gives stored claim id a cgroup of its own under base and
+// starts a sleep in it, and returns the sleep.
+func (h *harness) cgroupMember(t *testing.T, base cgroupBase, id string) *exec.Cmd {
+	t.Helper()
+	dir, fd, err := base.create(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	syscall.Close(fd)
+	t.Cleanup(func() { removeCgroup(dir) })
+	if err := h.st.Update(id, func(x *store.Claim) error { x.Cgroup = dir; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	member := exec.Command("sleep", "60")
+	if err := member.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { member.Process.Kill(); member.Wait() })
+	if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(member.Process.Pid)), 0); err != nil {
+		t.Fatal(err)
+	}
+	return member
 }
 
 func zombie(pid int) bool {
@@ -599,23 +607,7 @@ func TestIntegrationKeptGoneRootSaysGone(t *testing.T) {
 			if err := h.st.Put(&c); err != nil {
 				t.Fatal(err)
 			}
-			dir, fd, err := base.create(c.ID)
-			if err != nil {
-				t.Fatal(err)
-			}
-			syscall.Close(fd)
-			t.Cleanup(func() { removeCgroup(dir) })
-			if err := h.st.Update(c.ID, func(x *store.Claim) error { x.Cgroup = dir; return nil }); err != nil {
-				t.Fatal(err)
-			}
-			member := exec.Command("sleep", "60")
-			if err := member.Start(); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { member.Process.Kill(); member.Wait() })
-			if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(member.Process.Pid)), 0); err != nil {
-				t.Fatal(err)
-			}
+			h.cgroupMember(t, base, c.ID)
 			it, _, err := h.d.settle(context.Background(), c.ID, request{trigger: trig})
 			if err != nil || it.Action != Keep.String() {
 				t.Fatalf("settle(%s) of a grant with a gone root and a member in its cgroup = %+v, %v; want it kept", trig, it, err)
