@@ -26,19 +26,19 @@ const minGap = 50 * time.Millisecond
 var sweepEvery = 10 * time.Second
 
 // Bound frees the oldest bytes of the file at path when the disk holds
-// more than max+Slack of it, keeping at least its last max bytes, and
+// more than limit+Slack of it, keeping at least its last limit bytes, and
 // returns the offset up to which bytes are dropped (0 when none were
 // dropped now). Blocks allocated past the file's end (fallocate
 // --keep-size, which holds disk space without growing the size) are freed
 // too. The file keeps its size (see the package comment).
-func Bound(path string, max int64) (int64, error) {
+func Bound(path string, limit int64) (int64, error) {
 	// Looked at by name, and opened (for writing: fallocate needs it)
 	// only to free bytes.
 	var st unix.Stat_t
 	if err := unix.Fstatat(unix.AT_FDCWD, path, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return 0, fmt.Errorf("stat %s: %w", path, err)
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Blocks*512 <= max+Slack {
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Blocks*512 <= limit+Slack {
 		return 0, nil
 	}
 	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
@@ -56,9 +56,9 @@ func Bound(path string, max int64) (int64, error) {
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
 		return 0, fmt.Errorf("%s: not a regular file", path)
 	}
-	blk := max64(int64(st.Blksize), 512)
+	blk := max(int64(st.Blksize), 512)
 	const punch = unix.FALLOC_FL_PUNCH_HOLE | unix.FALLOC_FL_KEEP_SIZE
-	if st.Blocks*512 > st.Size+max+Slack {
+	if st.Blocks*512 > st.Size+limit+Slack {
 		// More held than the size explains: blocks allocated past the
 		// end (fallocate --keep-size), which no hole punch reaches
 		// (ext4 punches within the size only). A truncate to the size
@@ -72,7 +72,7 @@ func Bound(path string, max int64) (int64, error) {
 			return 0, fmt.Errorf("truncate %s to its size: %w", path, err)
 		}
 	}
-	end := (st.Size - max) / blk * blk
+	end := (st.Size - limit) / blk * blk
 	if end <= 0 {
 		return 0, nil
 	}
@@ -92,13 +92,6 @@ func truncate(fd int, path string, size int64) (int64, error) {
 		return 0, fmt.Errorf("truncate %s: %w", path, err)
 	}
 	return size, nil
-}
-
-func max64(a, b int64) int64 {
-	if a > b {
-		return a
-	}
-	return b
 }
 
 // DataFrom returns the first offset at or after offset where f holds
