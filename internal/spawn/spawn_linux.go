@@ -55,8 +55,9 @@ type Process struct {
 // and the status pipe (4); Attr.Namespaces follow it.
 const rootFD = 5
 
-// setupMark starts the shim's status message of a SetupError.
-const setupMark = "setup: "
+// setupMark starts the shim's status message of a SetupError: a NUL,
+// which no message of a failed exec holds (it names argv[0] or a path).
+const setupMark = "\x00"
 
 // execTimeout bounds the wait for the shim to exec.
 const execTimeout = 10 * time.Second

@@ -272,4 +272,15 @@ func TestIntegrationShimSetupError(t *testing.T) {
 	if !errors.As(err, &se) || errors.Is(err, ErrExec) || !strings.Contains(se.Reason, "UTS namespace") {
 		t.Errorf("Start with a network namespace given as UTS = %v, want a SetupError naming the UTS namespace", err)
 	}
+	// A failed exec stays the caller's, whatever its program is called.
+	attr.Namespaces = nil
+	p, err = Start(Spec{Argv: []string{"setup"}, Path: "/usr/bin:/bin"}, attr, nil)
+	if p.Pid != 0 {
+		defer unix.Close(p.Pidfd)
+		var ws unix.WaitStatus
+		unix.Wait4(int(p.Pid), &ws, 0, nil)
+	}
+	if !errors.Is(err, ErrExec) || errors.Is(err, ErrSetup) {
+		t.Errorf("Start of a program named setup that is nowhere = %v, want an exec error", err)
+	}
 }
