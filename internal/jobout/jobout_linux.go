@@ -108,11 +108,11 @@ func DataFrom(f *os.File, offset, size int64) int64 {
 	return min(n, size)
 }
 
-// Watch bounds the files of dir whose names end in suffix to max bytes
+// Watch bounds the files of dir whose names end in suffix to limit bytes
 // each, as they are written, until ctx ends; bounded, when not nil, is
 // told of each file whose bytes were dropped (its path and the offset
 // dropped up to). The directory must exist.
-func Watch(ctx context.Context, dir, suffix string, max int64, bounded func(path string, upTo int64)) error {
+func Watch(ctx context.Context, dir, suffix string, limit int64, bounded func(path string, upTo int64)) error {
 	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
 	if err != nil {
 		return fmt.Errorf("inotify: %w", err)
@@ -121,30 +121,30 @@ func Watch(ctx context.Context, dir, suffix string, max int64, bounded func(path
 		unix.Close(fd)
 		return fmt.Errorf("inotify watch %s: %w", dir, err)
 	}
-	f := os.NewFile(uintptr(fd), "inotify") // non-blocking: reads wait in the poller
 	every := sweepEvery
+	// The descriptor is polled here, not by the runtime's poller: each
+	// event of a job writing a byte at a time woke that poller (a third
+	// of a core for four such jobs), while this sleeps between batches.
 	go func() {
-		<-ctx.Done()
-		f.Close()
-	}()
-	go func() {
-		w := watcher{dir: dir, suffix: suffix, max: max, bounded: bounded,
+		defer unix.Close(fd)
+		w := watcher{dir: dir, suffix: suffix, limit: limit, bounded: bounded,
 			last: map[string]time.Time{}, pending: map[string]bool{}}
 		buf := make([]byte, 64<<10)
 		nextSweep := time.Now().Add(every)
-		for {
+		for ctx.Err() == nil {
 			// Woken by events, by a file pending once its gap is over,
-			// and by the sweep.
-			deadline := nextSweep
+			// by the sweep, and to see ctx end.
+			wait := time.Until(nextSweep)
 			if len(w.pending) > 0 {
-				deadline = time.Now().Add(minGap)
+				wait = minGap
 			}
-			f.SetReadDeadline(deadline)
-			n, err := f.Read(buf)
-			if err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
-				return // closed: ctx ended
+			wait = min(max(wait, 0), stopCheck)
+			fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+			n := 0
+			if p, err := unix.Poll(fds, int(wait/time.Millisecond)); err == nil && p > 0 {
+				n, _ = unix.Read(fd, buf)
 			}
-			if w.events(buf[:n]) {
+			if w.events(buf[:max(n, 0)]) {
 				w.sweep()
 				nextSweep = time.Now().Add(every)
 			}
@@ -159,7 +159,9 @@ func Watch(ctx context.Context, dir, suffix string, max int64, bounded func(path
 			// Events pile up (and those of a file written again merge)
 			// while this sleeps: a job writing a byte at a time costs a
 			// read each batchGap, not one each write.
-			time.Sleep(batchGap)
+			if n > 0 {
+				time.Sleep(batchGap)
+			}
 		}
 	}()
 	return nil
@@ -168,7 +170,7 @@ func Watch(ctx context.Context, dir, suffix string, max int64, bounded func(path
 // watcher is Watch's state, its goroutine's alone.
 type watcher struct {
 	dir, suffix string
-	max         int64
+	limit       int64
 	bounded     func(string, int64)
 	last        map[string]time.Time // when each file was looked at
 	pending     map[string]bool      // written since, within minGap
@@ -177,10 +179,17 @@ type watcher struct {
 // batchGap is the pause after each read of events.
 const batchGap = 10 * time.Millisecond
 
+// stopCheck is the longest wait before ctx is looked at again.
+const stopCheck = time.Second
+
 // events looks at the files named by a read of inotify events, and
 // reports whether the queue overflowed (then every file is to be looked
 // at).
 func (w *watcher) events(b []byte) (overflow bool) {
+	// A read holds many events of the same few files (a job writing a
+	// byte at a time, beside others): each file is looked at once.
+	var seen [8][]byte
+	nseen := 0
 	for off := 0; off+unix.SizeofInotifyEvent <= len(b); {
 		// struct inotify_event: wd, mask, cookie, len, name.
 		mask := binary.NativeEndian.Uint32(b[off+4:])
@@ -197,6 +206,20 @@ func (w *watcher) events(b []byte) (overflow bool) {
 		name := b[start:off]
 		if i := bytes.IndexByte(name, 0); i >= 0 {
 			name = name[:i]
+		}
+		dup := false
+		for _, n := range seen[:nseen] {
+			if bytes.Equal(n, name) {
+				dup = true
+				break
+			}
+		}
+		if dup {
+			continue
+		}
+		if nseen < len(seen) {
+			seen[nseen] = name
+			nseen++
 		}
 		w.look(name)
 	}
@@ -219,7 +242,7 @@ func (w *watcher) look(name []byte) {
 	w.last[n] = time.Now()
 	delete(w.pending, n)
 	path := filepath.Join(w.dir, n)
-	if upTo, err := Bound(path, w.max); err == nil && upTo > 0 && w.bounded != nil {
+	if upTo, err := Bound(path, w.limit); err == nil && upTo > 0 && w.bounded != nil {
 		w.bounded(path, upTo)
 	}
 }
