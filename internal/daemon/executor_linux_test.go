@@ -26,6 +26,7 @@ import (
 	"github.com/procsupervisor/supervisor/internal/procfs"
 	"github.com/procsupervisor/supervisor/internal/store"
 	"github.com/procsupervisor/supervisor/internal/testenv"
+	"github.com/procsupervisor/supervisor/internal/token"
 	"github.com/procsupervisor/supervisor/internal/tracker"
 	"github.com/procsupervisor/supervisor/internal/verdict"
 	"golang.org/x/sys/unix"
@@ -247,17 +248,8 @@ func TestIntegrationEverySignalLogged(t *testing.T) {
 			cmd, members := tree(t)
 			var holder *store.Instance
 			if p.name == "reconcile of an orphan" || p.name == "holder exit" {
-				gone := exec.Command("true")
-				if err := gone.Start(); err != nil {
-					t.Fatal(err)
-				}
-				gh, err := pidfd.Open(int32(gone.Process.Pid), h.boot)
-				if err != nil {
-					t.Fatal(err)
-				}
-				holder = &store.Instance{Pid: gh.Pid(), Token: gh.Token()}
-				gh.Close()
-				gone.Wait()
+				pid, tok := h.goneInstance(t)
+				holder = &store.Instance{Pid: pid, Token: tok}
 			}
 			// Admission records the members the graph holds: wait until
 			// it has seen them born.
@@ -387,18 +379,8 @@ func TestIntegrationReleaseAndReconcileAgree(t *testing.T) {
 	}
 	for _, trig := range []Trigger{ReleaseAsked, Pass} {
 		t.Run("gone job, "+trig.String(), func(t *testing.T) {
-			gone := exec.Command("true")
-			if err := gone.Start(); err != nil {
-				t.Fatal(err)
-			}
-			gh, err := pidfd.Open(int32(gone.Process.Pid), h.boot)
-			if err != nil {
-				t.Fatal(err)
-			}
-			tok := gh.Token()
-			gh.Close()
-			gone.Wait()
-			c := store.Claim{Kind: store.Job, Pid: int32(gone.Process.Pid), Token: tok}
+			pid, tok := h.goneInstance(t)
+			c := store.Claim{Kind: store.Job, Pid: pid, Token: tok}
 			if err := h.st.Put(&c); err != nil {
 				t.Fatal(err)
 			}
@@ -411,6 +393,24 @@ func TestIntegrationReleaseAndReconcileAgree(t *testing.T) {
 			}
 		})
 	}
+}
+
+// goneInstance runs a process to its end and returns its pid and token:
+// an instance a claim can name that is GONE.
+func (h *harness) goneInstance(t *testing.T) (int32, token.Token) {
+	t.Helper()
+	gone := exec.Command("true")
+	if err := gone.Start(); err != nil {
+		t.Fatal(err)
+	}
+	gh, err := pidfd.Open(int32(gone.Process.Pid), h.boot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := gh.Token()
+	gh.Close()
+	gone.Wait()
+	return int32(gone.Process.Pid), tok
 }
 
 // cgroupMember gives stored claim id a cgroup of its own under base and
@@ -591,18 +591,8 @@ func TestIntegrationKeptGoneRootSaysGone(t *testing.T) {
 	}
 	for _, trig := range []Trigger{Pass, Startup} {
 		t.Run(trig.String(), func(t *testing.T) {
-			gone := exec.Command("true")
-			if err := gone.Start(); err != nil {
-				t.Fatal(err)
-			}
-			gh, err := pidfd.Open(int32(gone.Process.Pid), h.boot)
-			if err != nil {
-				t.Fatal(err)
-			}
-			tok := gh.Token()
-			gh.Close()
-			gone.Wait()
-			c := store.Claim{Kind: store.Grant, State: store.Running, Pid: int32(gone.Process.Pid), Token: tok,
+			pid, tok := h.goneInstance(t)
+			c := store.Claim{Kind: store.Grant, State: store.Running, Pid: pid, Token: tok,
 				LastVerdict: &store.Verdict{Result: verdict.Owned, Reason: "launched"}}
 			if err := h.st.Put(&c); err != nil {
 				t.Fatal(err)

@@ -188,15 +188,8 @@ func TestWatch(t *testing.T) {
 // TestWatchMapped: a file written through a shared mapping, which tells
 // inotify nothing after its truncate, is bounded at the next sweep.
 func TestWatchMapped(t *testing.T) {
-	defer func(d time.Duration) { sweepEvery = d }(sweepEvery)
-	sweepEvery = 200 * time.Millisecond
-	dir := t.TempDir()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	const bound, size = 1 << 20, 16 << 20
-	if err := Watch(ctx, dir, ".out", bound, nil); err != nil {
-		t.Fatal(err)
-	}
+	dir := watched(t, bound, 200*time.Millisecond)
 	path := filepath.Join(dir, "m.out")
 	f, data := writeMapped(t, path, size)
 	testenv.Eventually(t, 5*time.Second, func() bool { return held(t, path) <= bound+Slack+block },
@@ -212,15 +205,8 @@ func TestWatchMapped(t *testing.T) {
 // every few milliseconds; the events of one pushed the sweep, and every
 // pending look, out for as long as they came.
 func TestWatchBusy(t *testing.T) {
-	defer func(d time.Duration) { sweepEvery = d }(sweepEvery)
-	sweepEvery = 300 * time.Millisecond
-	dir := t.TempDir()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	const bound, size = 1 << 20, 16 << 20
-	if err := Watch(ctx, dir, ".out", bound, nil); err != nil {
-		t.Fatal(err)
-	}
+	dir := watched(t, bound, 300*time.Millisecond)
 	busy, err := os.OpenFile(filepath.Join(dir, "busy.out"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
 	if err != nil {
 		t.Fatal(err)
@@ -266,4 +252,19 @@ func writeMapped(t *testing.T, path string, size int) (*os.File, []byte) {
 	copy(m, data)
 	syscall.Munmap(m)
 	return f, data
+}
+
+// watched watches a new directory, its files bounded to bound and swept
+// every sweep, until the test ends, and returns it.
+func watched(t *testing.T, bound int64, sweep time.Duration) string {
+	t.Helper()
+	defer func(d time.Duration) { sweepEvery = d }(sweepEvery)
+	sweepEvery = sweep // read once, by Watch
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	if err := Watch(ctx, dir, ".out", bound, nil); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
