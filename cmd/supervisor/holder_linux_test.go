@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -153,5 +154,42 @@ func TestIntegrationHolderExitActs(t *testing.T) {
 					mech, mib, len(ds), ds[len(ds)/2], ds[(len(ds)*99)/100], ds[len(ds)-1])
 			}
 		})
+	}
+}
+
+// TestIntegrationBindCallerGone: root connects, hands the connection on
+// and exits, and its pid goes to another process of root's (forced,
+// through clone3's set_tid); a launch bound to the caller, sent on that
+// connection, is refused, and no grant names the stranger as its holder.
+// Before, the grant was bound to whatever held the caller's pid when the
+// request came (root's limits and root directory may be unknown, so the
+// launch itself went ahead): it would be torn down when the stranger
+// exited, and kept for as long as it lived.
+func TestIntegrationBindCallerGone(t *testing.T) {
+	testenv.RequireRoot(t)
+	state, sock := newDirs(t)
+	d := startDaemon(t, state, sock)
+	conn, pid := handedConn(t, sock, nil, []string{"sleep", "1000"}, func(pid int32) bool {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		return err == nil && string(b) == "sleep\n"
+	})
+	body := `{"argv":["sleep","1000"],"cwd":"/","bind":true}`
+	fmt.Fprintf(conn, "POST /v1/launch HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusConflict || !strings.Contains(string(b), "exited before it could be bound") {
+		t.Errorf("a bound launch on the connection of a caller gone, its pid %d reissued = %d %s, want 409: exited before it could be bound", pid, resp.StatusCode, b)
+	}
+	cs, err := d.client.ListAll(context.Background(), api.ListQuery{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cs {
+		if c.Holder != nil && c.Holder.Pid == pid {
+			t.Errorf("claim %s is bound to the stranger at the caller's pid %d", c.ID, pid)
+		}
 	}
 }

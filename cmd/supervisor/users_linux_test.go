@@ -306,7 +306,10 @@ func TestIntegrationMembersCountInQuota(t *testing.T) {
 // passConnEnv makes the test binary connect to the socket the variable
 // names, hand the connection to descriptor 3 (a unix socket) with
 // SCM_RIGHTS, and exit: the connection's peer credentials then name a
-// process that is gone.
+// process that is gone. It asks for the status first, so the daemon has
+// accepted the connection (and read its peer) while the process lived:
+// otherwise a peer gone by then is refused as one whose pid namespace
+// cannot be read, whatever it then asks.
 const passConnEnv = "SUPERVISOR_TEST_PASS_CONN"
 
 func init() {
@@ -317,6 +320,15 @@ func init() {
 	c, err := net.Dial("unix", sock)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	fmt.Fprint(c, "GET /v1/status HTTP/1.1\r\nHost: x\r\n\r\n")
+	resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+	if err == nil {
+		_, err = io.Copy(io.Discard, resp.Body)
+	}
+	if err != nil || resp.StatusCode != http.StatusOK {
+		fmt.Fprintln(os.Stderr, "status before the hand-off:", err, resp)
 		os.Exit(1)
 	}
 	f, err := c.(*net.UnixConn).File()
@@ -344,45 +356,11 @@ func TestIntegrationLaunchCallerGone(t *testing.T) {
 	state, sock := newDirs(t)
 	startDaemon(t, state, sock, "--socket-group", fmt.Sprint(nobody))
 	for _, reissued := range []bool{false, true} {
-		pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		mine, theirs := os.NewFile(uintptr(pair[0]), "mine"), os.NewFile(uintptr(pair[1]), "theirs")
-		defer mine.Close()
-		helper := testenv.SelfAs(t, asNobody, []string{passConnEnv + "=" + sock}, "-test.run=^$")
-		helper.ExtraFiles = []*os.File{theirs}
-		if out, err := helper.CombinedOutput(); err != nil {
-			t.Fatalf("the helper as nobody: %v: %s", err, out)
-		}
-		theirs.Close()
+		var reissue []string
 		if reissued {
-			other, err := testenv.SpawnAt(t, int32(helper.Process.Pid), "setpriv", "--reuid", fmt.Sprint(nobody), "--regid", fmt.Sprint(nobody), "--clear-groups", "sleep", "1000")
-			if err != nil {
-				t.Fatalf("reissuing the caller's pid %d: %v", helper.Process.Pid, err)
-			}
-			t.Cleanup(other.Stop)
-			testenv.Eventually(t, 10*time.Second, func() bool { return uidOf(other.Pid) == nobody },
-				"the process at the caller's pid %d never became nobody's", other.Pid)
+			reissue = []string{"setpriv", "--reuid", fmt.Sprint(nobody), "--regid", fmt.Sprint(nobody), "--clear-groups", "sleep", "1000"}
 		}
-		oob := make([]byte, unix.CmsgSpace(4))
-		_, oobn, _, _, err := unix.Recvmsg(int(mine.Fd()), make([]byte, 1), oob, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
-		if err != nil || len(msgs) != 1 {
-			t.Fatalf("control messages %v: %v", msgs, err)
-		}
-		fds, err := unix.ParseUnixRights(&msgs[0])
-		if err != nil || len(fds) != 1 {
-			t.Fatalf("descriptors %v: %v", fds, err)
-		}
-		conn, err := net.FileConn(os.NewFile(uintptr(fds[0]), "conn"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
+		conn, _ := handedConn(t, sock, asNobody, reissue, func(pid int32) bool { return uidOf(pid) == nobody })
 		body := `{"argv":["sleep","1000"],"cwd":"/"}`
 		fmt.Fprintf(conn, "POST /v1/launch HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s", len(body), body)
 		resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
@@ -394,6 +372,55 @@ func TestIntegrationLaunchCallerGone(t *testing.T) {
 			t.Errorf("launch on the connection of a caller gone (its pid reissued: %v) = %d %s, want 409", reissued, resp.StatusCode, b)
 		}
 	}
+}
+
+// handedConn returns a connection to sock made by a process (the test
+// binary as cred) that handed it on and exited, and that process's pid.
+// With reissue, the pid has since gone to a process running reissue
+// (forced, through clone3's set_tid), and ready(pid) held.
+func handedConn(t *testing.T, sock string, cred *syscall.Credential, reissue []string, ready func(pid int32) bool) (net.Conn, int32) {
+	t.Helper()
+	pair, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mine, theirs := os.NewFile(uintptr(pair[0]), "mine"), os.NewFile(uintptr(pair[1]), "theirs")
+	defer mine.Close()
+	helper := testenv.SelfAs(t, cred, []string{passConnEnv + "=" + sock}, "-test.run=^$")
+	helper.ExtraFiles = []*os.File{theirs}
+	if out, err := helper.CombinedOutput(); err != nil {
+		t.Fatalf("the helper as %v: %v: %s", cred, err, out)
+	}
+	theirs.Close()
+	pid := int32(helper.Process.Pid)
+	if reissue != nil {
+		other, err := testenv.SpawnAt(t, pid, reissue...)
+		if err != nil {
+			t.Fatalf("reissuing the caller's pid %d: %v", pid, err)
+		}
+		t.Cleanup(other.Stop)
+		testenv.Eventually(t, 10*time.Second, func() bool { return ready(other.Pid) },
+			"the process at the caller's pid %d never became %v", other.Pid, reissue)
+	}
+	oob := make([]byte, unix.CmsgSpace(4))
+	_, oobn, _, _, err := unix.Recvmsg(int(mine.Fd()), make([]byte, 1), oob, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs, err := unix.ParseSocketControlMessage(oob[:oobn])
+	if err != nil || len(msgs) != 1 {
+		t.Fatalf("control messages %v: %v", msgs, err)
+	}
+	fds, err := unix.ParseUnixRights(&msgs[0])
+	if err != nil || len(fds) != 1 {
+		t.Fatalf("descriptors %v: %v", fds, err)
+	}
+	conn, err := net.FileConn(os.NewFile(uintptr(fds[0]), "conn"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return conn, pid
 }
 
 // TestIntegrationDryRunReapOwnClaims: a dry run of the reaper asked by

@@ -132,7 +132,7 @@ func (d *Daemon) Launch(ctx context.Context, p api.Peer, r *api.LaunchRequest) (
 	redactClaim(d.redact, &c, true)
 	claimID = c.ID
 	if r.Bind {
-		h, err := d.holder(p, r.Holder)
+		h, err := d.holder(ctx, p, r.Holder)
 		if err != nil {
 			return api.Claim{}, err
 		}
@@ -314,18 +314,28 @@ func (d *Daemon) Launch(ctx context.Context, p api.Peer, r *api.LaunchRequest) (
 
 // holder binds the process a grant is to be bound to: the peer itself, or
 // the instance the request names, which must verify now and belong to the
-// peer's uid.
-func (d *Daemon) holder(p api.Peer, want *store.Instance) (*pidfd.Handle, error) {
+// peer's uid. The peer is bound at its pid only while the socket's own
+// pidfd of it (callerAlive) says it has not exited: the pid is the one it
+// had when it connected, and a peer that handed its connection on and
+// exited left it to be reissued, which bound root's grant to a stranger
+// (torn down when the stranger exited, kept while it lived).
+func (d *Daemon) holder(ctx context.Context, p api.Peer, want *store.Instance) (*pidfd.Handle, error) {
 	if want == nil {
 		if p.Pid <= 0 {
 			return nil, badRequest("binding needs the caller's pid, which the socket did not give")
 		}
+		gone := fmt.Errorf("caller %d exited before it could be bound: %w", p.Pid, api.ErrConflict)
+		alive, done := callerAlive(ctx, p, d.boot)
+		if alive == nil {
+			return nil, gone
+		}
+		defer done()
 		h, err := pidfd.Open(p.Pid, d.boot)
-		if err != nil || h.Zombie() {
+		if err != nil || h.Zombie() || !alive() {
 			if h != nil {
 				h.Close()
 			}
-			return nil, badRequest("caller %d exited before it could be bound", p.Pid)
+			return nil, gone
 		}
 		return h, nil
 	}
