@@ -56,3 +56,43 @@ func TestIntegrationNoStall(t *testing.T) {
 		return !owned(stubborn.Pid, stubborn.Token) && d.claim(t, stubborn.ID).State == store.Released
 	}, "the release left in progress was not resumed after the restart")
 }
+
+// TestIntegrationJobReleaseResumed: a job's root dies of the SIGTERM of
+// its release while a child of its ignores it. The claim stays releasing
+// (the root's exit recorded) until the grace has dealt with the child; a
+// daemon stopped in the grace leaves it so, and the next start kills the
+// child and ends the claim as exited, with the root's signal. Before, the
+// root's exit ended the claim at once, and a restart in the grace left
+// the child running, unwatched, for good.
+func TestIntegrationJobReleaseResumed(t *testing.T) {
+	testenv.RequireRoot(t)
+	state, sock := newDirs(t)
+	d := startDaemon(t, state, sock)
+	kid := filepath.Join(t.TempDir(), "kid")
+	j := d.launch(t, "--detach", "--", "sh", "-c", `(trap "" TERM; exec sleep 1000) & echo $! > `+kid+`; wait`)
+	kidPid, kidTok := readPid(t, kid)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	g := api.Duration(12 * time.Second)
+	_, err := d.client.Release(ctx, j.ID, &api.ReleaseRequest{Grace: &g})
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("release with a 12 s grace answered within 2 s: %v", err)
+	}
+	testenv.Eventually(t, 10*time.Second, func() bool { return !owned(j.Pid, j.Token) }, "the job's root outlived its SIGTERM")
+	testenv.Eventually(t, 10*time.Second, func() bool { return !d.claim(t, j.ID).EndedAt.IsZero() }, "the root's exit was never recorded")
+	if got := d.claim(t, j.ID); got.State != store.Releasing {
+		t.Errorf("in the grace, after the root's exit: state %s, want releasing (its child %d ignores SIGTERM)", got.State, kidPid)
+	}
+	d.term()
+	if !owned(kidPid, kidTok) {
+		t.Fatal("the TERM-ignoring child was killed before its grace ended")
+	}
+	d = startDaemon(t, state, sock)
+	testenv.Eventually(t, 40*time.Second, func() bool {
+		return !owned(kidPid, kidTok) && d.claim(t, j.ID).State == store.Exited
+	}, "the release left in its grace was not resumed after the restart: the child %d lives, or the claim is %s", kidPid, d.claim(t, j.ID).State)
+	if got := d.claim(t, j.ID); got.ExitSignal != 15 || got.Release == nil || !got.Release.Dead {
+		t.Errorf("the job ended with signal %d, release %+v; want 15 (its root's SIGTERM), everything dead", got.ExitSignal, got.Release)
+	}
+}

@@ -124,6 +124,11 @@ type Daemon struct {
 	// failed, for the next pass to write.
 	unwritten map[string]syscall.WaitStatus
 	npending  atomic.Int32
+	// tearing holds the ids of the claims whose teardown runs now (claim
+	// id -> struct{}): a job's root that exits meanwhile has its exit
+	// recorded, and the teardown, not the exit, ends the claim
+	// (finishJob).
+	tearing sync.Map
 
 	locks sync.Map // claim id -> *sync.Mutex
 

@@ -282,11 +282,13 @@ func (d *Daemon) settle(ctx context.Context, id string, rq request) (api.ReportI
 		return it, nil, nil
 	case TearDown:
 		grace := d.graceFor(&c, rq)
+		d.tearing.Store(c.ID, struct{}{}) // until the teardown's outcome is written
 		if err := d.update(&c, func(x *store.Claim) {
 			x.State = store.Releasing
 			x.GraceUntil, x.Grace = now.Add(grace), grace
 			x.LastVerdict = storeVerdict(v, now)
 		}); err != nil {
+			d.tearing.Delete(c.ID)
 			return it, nil, err
 		}
 		rootH, extra := root, members
@@ -316,6 +318,7 @@ func (d *Daemon) settle(ctx context.Context, id string, rq request) (api.ReportI
 			// worker holds it); were it to, the worker's outcome is ours.
 			handed = false
 			root, members = rootH, extra
+			d.tearing.Delete(c.ID)
 		}
 		if rq.async {
 			it.Reason += "; teardown started"
@@ -453,6 +456,10 @@ func (d *Daemon) teardown(ctx context.Context, c *store.Claim, v verdict.Verdict
 		}
 	}
 	d.log.TeardownFor(c.ID, out)
+	// A job's root that exits from here on ends the claim itself; one
+	// that exited during the grace had its exit recorded, and the write
+	// below ends the claim (every order of the two writes ends it once).
+	d.tearing.Delete(c.ID)
 	if ctx.Err() != nil {
 		return out, nil
 	}
@@ -468,6 +475,7 @@ func (d *Daemon) teardown(ctx context.Context, c *store.Claim, v verdict.Verdict
 			state = store.Retired
 		}
 	}
+	was := c.State
 	err := d.update(c, func(x *store.Claim) {
 		x.Release, x.GraceUntil, x.Grace = rel, time.Time{}, 0
 		if x.State != store.Releasing {
@@ -475,10 +483,22 @@ func (d *Daemon) teardown(ctx context.Context, c *store.Claim, v verdict.Verdict
 		}
 		x.State = state
 		x.LastVerdict = storeVerdict(v, rel.At)
-		if state == store.Retired {
+		switch {
+		case state == store.Retired:
 			x.RetiredReason = api.Trunc("not signalled: "+out.Error, 2000)
+		case state == store.Releasing && x.Kind == store.Job && !x.EndedAt.IsZero():
+			// Its root exited during the grace (or before a restart
+			// resumed it), and nothing proven is left: it is over.
+			x.State = store.Exited
+			x.LastVerdict = &store.Verdict{Result: verdict.Gone, Reason: "exited", Mechanism: string(d.tr.Load().Mechanism()), At: rel.At}
 		}
 	})
+	if err == nil && Open(was) && c.State == store.Exited {
+		d.mu.Lock()
+		delete(d.unwritten, c.ID) // its status is written
+		d.mu.Unlock()
+		d.jobExited(c)
+	}
 	if err == nil && out.Dead && c.Cgroup != "" && !Open(c.State) {
 		removeCgroup(c.Cgroup)
 	}
@@ -701,9 +721,7 @@ func (d *Daemon) finishJob(c *store.Claim, ws syscall.WaitStatus, known bool) er
 	was := c.State
 	defer func() {
 		if Open(was) && c.State == store.Exited {
-			ev := claimEvent(logfeed.ActionJobExited, c)
-			ev.ExitCode, ev.Signal, ev.Reason = c.ExitCode, c.ExitSignal, c.RetiredReason
-			d.log.Claim(ev)
+			d.jobExited(c)
 			// Its cgroup, once its last process has left it (a job's
 			// cgroup stayed behind, one empty directory per job, for
 			// the life of the host's cgroup tree).
@@ -714,8 +732,9 @@ func (d *Daemon) finishJob(c *store.Claim, ws syscall.WaitStatus, known bool) er
 		if !Open(x.State) {
 			return
 		}
-		x.State = store.Exited
-		x.EndedAt = now
+		if x.EndedAt.IsZero() {
+			x.EndedAt = now
+		}
 		switch {
 		case known && ws.Exited():
 			code := ws.ExitStatus()
@@ -725,8 +744,25 @@ func (d *Daemon) finishJob(c *store.Claim, ws syscall.WaitStatus, known bool) er
 		case x.ExitCode == nil && x.ExitSignal == 0 && x.RetiredReason == "":
 			x.RetiredReason = "exited while not watched; exit code unknown"
 		}
+		if _, ok := d.tearing.Load(x.ID); ok && x.State == store.Releasing {
+			// A teardown runs: the root's exit is recorded, and the
+			// claim stays releasing until the grace has dealt with
+			// what the root left (its members ignoring SIGTERM). Ended
+			// here, a restart during the grace found the job over and
+			// left them running, unwatched.
+			return
+		}
+		x.State = store.Exited
 		x.LastVerdict = &store.Verdict{Result: verdict.Gone, Reason: "exited", Mechanism: string(d.tr.Load().Mechanism()), At: now}
 	})
+}
+
+// jobExited writes the job_exited line of a job whose claim has just
+// ended.
+func (d *Daemon) jobExited(c *store.Claim) {
+	ev := claimEvent(logfeed.ActionJobExited, c)
+	ev.ExitCode, ev.Signal, ev.Reason = c.ExitCode, c.ExitSignal, c.RetiredReason
+	d.log.Claim(ev)
 }
 
 // wallClock settles the claims past their deadline.
