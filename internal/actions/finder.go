@@ -95,8 +95,10 @@ func tokenOf(boot procfs.BootID, st *procfs.Stat) token.Token {
 	return token.Token{Boot: boot, Start: st.StartTime, Prec: token.Ticks}
 }
 
-// groupMembers lists the live processes whose process group is pgid.
-func groupMembers(pgid int32) []Member {
+// GroupMembers lists the live processes whose process group is pgid, each
+// reported as not provably a member: a group that outlives its leader. It
+// reads every /proc/PID/stat; nil when /proc cannot be listed.
+func GroupMembers(pgid int32) []Member {
 	pids, err := procfs.Pids("/proc")
 	if err != nil {
 		return nil

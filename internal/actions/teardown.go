@@ -152,7 +152,7 @@ func (t *Teardown) Run(ctx context.Context, pid int32, claim token.Token) Outcom
 		if v.Result == verdict.Gone {
 			// Nothing of ours is alive at the pid. A group that outlives its
 			// leader cannot be proven ours: report it, never signal it.
-			out.Unproven = groupMembers(pid)
+			out.Unproven = GroupMembers(pid)
 			out.Dead = len(out.Unproven) == 0
 		}
 		return out

@@ -335,7 +335,21 @@ func (d *Daemon) settle(ctx context.Context, id string, rq request) (api.ReportI
 		return it, &actions.Outcome{Verdict: v}, nil
 	case LetGo:
 		// A live group or recorded members under a gone root: reported,
-		// never signalled.
+		// never signalled. The group is looked for only under a GONE
+		// root: while any process is in the group of its pid the kernel
+		// does not reissue the pid, so a root that is FOREIGN left no
+		// group, and one at its pid now is the stranger's.
+		if v.Result == verdict.Gone {
+			said := make(map[int32]bool, len(unproven))
+			for _, m := range unproven {
+				said[m.Pid] = true
+			}
+			for _, m := range actions.GroupMembers(c.Pid) {
+				if !said[m.Pid] {
+					unproven = append(unproven, m)
+				}
+			}
+		}
 		it.Unproven = unproven
 		rel := &store.Release{Dead: len(unproven) == 0, Ownership: v.Result, At: now, Cause: rq.cause}
 		rel.Unproven, rel.UnprovenTotal = instances(unproven)
