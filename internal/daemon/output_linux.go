@@ -33,9 +33,8 @@ func (d *Daemon) Output(ctx context.Context, p api.Peer, id string, offset, leng
 	if c.OutputPath == "" {
 		return api.Output{}, fmt.Errorf("claim %s keeps no output (a job does): %w", id, api.ErrNotFound)
 	}
-	jobs := filepath.Join(d.cfg.StateDir, "jobs")
-	if filepath.Dir(filepath.Clean(c.OutputPath)) != filepath.Clean(jobs) {
-		return api.Output{}, fmt.Errorf("claim %s: output path %q is not in %s", id, c.OutputPath, jobs)
+	if !d.ownOutput(&c) {
+		return api.Output{}, fmt.Errorf("claim %s: output path %q is not its own in %s", id, c.OutputPath, filepath.Join(d.cfg.StateDir, "jobs"))
 	}
 	f, err := os.OpenFile(c.OutputPath, os.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
 	if errors.Is(err, fs.ErrNotExist) {

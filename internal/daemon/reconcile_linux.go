@@ -110,7 +110,12 @@ func (d *Daemon) removeFinalCgroups(cs []store.Claim) {
 			gone[c.ID] = true
 			continue
 		}
-		if err := os.Remove(c.Cgroup); err == nil || errors.Is(err, os.ErrNotExist) {
+		cg := claimCgroup(c)
+		if cg == "" {
+			gone[c.ID] = true // not the daemon's to remove
+			continue
+		}
+		if err := os.Remove(cg); err == nil || errors.Is(err, os.ErrNotExist) {
 			gone[c.ID] = true
 		}
 	}
@@ -357,7 +362,7 @@ func (d *Daemon) settle(ctx context.Context, id string, rq request) (api.ReportI
 			return it, nil, err
 		}
 		if c.Cgroup != "" && len(unproven) == 0 {
-			go removeCgroup(c.Cgroup) // it may wait for exiting members
+			go removeCgroup(claimCgroup(&c)) // it may wait for exiting members
 		}
 		return it, &actions.Outcome{Verdict: v, Dead: rel.Dead, Unproven: unproven}, nil
 	case Finish:
@@ -514,7 +519,7 @@ func (d *Daemon) teardown(ctx context.Context, c *store.Claim, v verdict.Verdict
 		d.jobExited(c)
 	}
 	if err == nil && out.Dead && c.Cgroup != "" && !Open(c.State) {
-		removeCgroup(c.Cgroup)
+		removeCgroup(claimCgroup(c))
 	}
 	return out, err
 }
@@ -739,7 +744,7 @@ func (d *Daemon) finishJob(c *store.Claim, ws syscall.WaitStatus, known bool) er
 			// Its cgroup, once its last process has left it (a job's
 			// cgroup stayed behind, one empty directory per job, for
 			// the life of the host's cgroup tree).
-			go removeCgroup(c.Cgroup)
+			go removeCgroup(claimCgroup(c))
 		}
 	}()
 	return d.update(c, func(x *store.Claim) {
@@ -851,7 +856,7 @@ func (d *Daemon) drop(c store.Claim) {
 		return
 	}
 	d.claims.del(c.ID)
-	if c.OutputPath != "" {
+	if d.ownOutput(&c) {
 		// Emptied first: a process still holding it open would keep
 		// its bytes on disk after the name is gone.
 		if f, err := os.OpenFile(c.OutputPath, os.O_WRONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0); err == nil {

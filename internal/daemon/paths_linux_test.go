@@ -1,0 +1,75 @@
+package daemon
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/procsupervisor/supervisor/internal/store"
+)
+
+// TestDropOwnPathsOnly: dropping a finished job truncates and removes its
+// output file only when the stored path is the job's own in this daemon's
+// jobs directory, and removes its cgroup only when the stored path is a
+// cgroup named after it. Before, a stored path elsewhere (a damaged
+// store, one restored beside another daemon's state) was emptied and
+// removed as root: an audit lost a root file to the periodic prune.
+func TestDropOwnPathsOnly(t *testing.T) {
+	h := newHarness(t)
+	jobs := filepath.Join(h.d.cfg.StateDir, "jobs")
+	if err := os.MkdirAll(jobs, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	victim := filepath.Join(t.TempDir(), "victim")
+	empty := filepath.Join(t.TempDir(), "emptydir")
+	if err := os.Mkdir(empty, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		out  func(id string) string
+		own  bool
+		cg   string
+	}{
+		{"its own", func(id string) string { return filepath.Join(jobs, id+".out") }, true, ""},
+		{"a file elsewhere", func(string) string { return victim }, false, empty},
+		{"another claim's name in jobs", func(string) string { return filepath.Join(jobs, "j-aaaaaaaaaaaa.out") }, false, ""},
+		{"a path through ..", func(id string) string { return filepath.Join(jobs, "..", "jobs", "..", "victim") }, false, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := store.Claim{Kind: store.Job, State: store.Exited, Cgroup: tc.cg}
+			if err := h.st.Put(&c); err != nil {
+				t.Fatal(err)
+			}
+			path := tc.out(c.ID)
+			if err := os.WriteFile(path, []byte("keep me"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			defer os.Remove(path)
+			if err := h.st.Update(c.ID, func(x *store.Claim) error { x.OutputPath = path; return nil }); err != nil {
+				t.Fatal(err)
+			}
+			c, _ = h.st.Get(c.ID)
+			if h.d.ownOutput(&c) != tc.own {
+				t.Errorf("ownOutput(%s) = %v, want %v", path, !tc.own, tc.own)
+			}
+			h.d.drop(c)
+			b, err := os.ReadFile(path)
+			switch {
+			case tc.own && err == nil:
+				t.Errorf("its own output %s was kept: %q", path, b)
+			case !tc.own && (err != nil || string(b) != "keep me"):
+				t.Errorf("%s, not the claim's, was touched: %q, %v", path, b, err)
+			}
+			if tc.cg != "" {
+				if claimCgroup(&c) != "" {
+					t.Errorf("claimCgroup(%s) = %q, want none: not a cgroup named after %s", tc.cg, claimCgroup(&c), c.ID)
+				}
+				h.d.removeFinalCgroups([]store.Claim{c})
+				if _, err := os.Stat(tc.cg); err != nil {
+					t.Errorf("the empty directory %s named as its cgroup was removed: %v", tc.cg, err)
+				}
+			}
+		})
+	}
+}
