@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"os"
 	"path/filepath"
 
 	"golang.org/x/sys/unix"
@@ -35,4 +36,40 @@ func claimCgroup(c *store.Claim) string {
 		return ""
 	}
 	return c.Cgroup
+}
+
+// launchPaths records, for a claim whose launch a stopped daemon left
+// unfinished (no pid recorded), the output file and the cgroup the launch
+// made for it before it recorded them with the pid: its processes, if
+// any, are then proven by the cgroup (what it holds is the claim's by
+// construction), and the file and the cgroup are removed with the claim.
+// Before, both were left behind for good.
+func (d *Daemon) launchPaths(c *store.Claim) error {
+	var cg, out string
+	if c.Cgroup == "" && d.cg.dir != "" {
+		p := filepath.Join(d.cg.dir, c.ID)
+		if fi, err := os.Lstat(p); err == nil && fi.IsDir() {
+			cg = p
+		}
+	}
+	if c.OutputPath == "" && c.Kind == store.Job {
+		p := filepath.Join(d.cfg.StateDir, "jobs", c.ID+".out")
+		if fi, err := os.Lstat(p); err == nil && fi.Mode().IsRegular() {
+			out = p
+		}
+	}
+	if cg == "" && out == "" {
+		return nil
+	}
+	return d.update(c, func(x *store.Claim) {
+		if x.Pid != 0 {
+			return // recorded meanwhile
+		}
+		if cg != "" && x.Cgroup == "" {
+			x.Cgroup = cg
+		}
+		if out != "" && x.OutputPath == "" {
+			x.OutputPath = out
+		}
+	})
 }

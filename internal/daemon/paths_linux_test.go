@@ -1,11 +1,15 @@
 package daemon
 
 import (
+	"context"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/procsupervisor/supervisor/internal/store"
+	"github.com/procsupervisor/supervisor/internal/testenv"
 )
 
 // TestDropOwnPathsOnly: dropping a finished job truncates and removes its
@@ -71,5 +75,52 @@ func TestDropOwnPathsOnly(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestIntegrationUnstartedLaunchPaths: a daemon stopped in a launch after
+// making the job's output file and cgroup, before recording them with its
+// pid. The next start lets the claim go, dead with nothing reported (not
+// the processes of process group 0, the kernel's threads), records both
+// paths and removes the empty cgroup; the output file goes with the
+// claim. Before, both stayed behind for good.
+func TestIntegrationUnstartedLaunchPaths(t *testing.T) {
+	h := newHarness(t)
+	base := findCgroupBase("auto")
+	if base.dir == "" {
+		testenv.Skip(t, "no writable cgroup v2: %s", base.reason)
+	}
+	h.d.cg = base
+	c := store.Claim{Kind: store.Job}
+	if err := h.st.Put(&c); err != nil {
+		t.Fatal(err)
+	}
+	dir, fd, err := base.create(c.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	syscall.Close(fd)
+	t.Cleanup(func() { os.Remove(dir) })
+	jobs := filepath.Join(h.d.cfg.StateDir, "jobs")
+	out := filepath.Join(jobs, c.ID+".out")
+	if err := os.MkdirAll(jobs, 0o711); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(out, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	it, o, err := h.d.settle(context.Background(), c.ID, request{trigger: Startup})
+	if err != nil || o == nil || !o.Dead || len(o.Unproven) != 0 {
+		t.Fatalf("settle of an unstarted job = %+v, %+v, %v; want let go, dead, nothing unproven", it, o, err)
+	}
+	got, _ := h.st.Get(c.ID)
+	if Open(got.State) || got.Cgroup != dir || got.OutputPath != out {
+		t.Errorf("claim after settle: state %s, cgroup %q, output %q; want final, %q, %q", got.State, got.Cgroup, got.OutputPath, dir, out)
+	}
+	testenv.Eventually(t, 5*time.Second, func() bool { _, err := os.Stat(dir); return os.IsNotExist(err) },
+		"the launch's empty cgroup %s was not removed", dir)
+	h.d.drop(got)
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("the launch's output file %s outlived its claim: %v", out, err)
 	}
 }

@@ -225,6 +225,9 @@ func (d *Daemon) settle(ctx context.Context, id string, rq request) (api.ReportI
 		in.Root = v.Result
 	} else {
 		v = verdict.Verdict{Result: verdict.Gone, Reason: "never recorded as started (the daemon stopped during its launch)", Mechanism: string(d.tr.Load().Mechanism())}
+		if err := d.launchPaths(&c); err != nil {
+			return it, nil, err
+		}
 	}
 	switch rq.trigger {
 	case WallClock:
@@ -344,7 +347,7 @@ func (d *Daemon) settle(ctx context.Context, id string, rq request) (api.ReportI
 		// root: while any process is in the group of its pid the kernel
 		// does not reissue the pid, so a root that is FOREIGN left no
 		// group, and one at its pid now is the stranger's.
-		if v.Result == verdict.Gone {
+		if v.Result == verdict.Gone && c.Pid > 0 {
 			said := make(map[int32]bool, len(unproven))
 			for _, m := range unproven {
 				said[m.Pid] = true
