@@ -19,6 +19,7 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+	"unicode"
 
 	"github.com/procsupervisor/supervisor/internal/actions"
 	"github.com/procsupervisor/supervisor/internal/api"
@@ -26,10 +27,13 @@ import (
 	"github.com/procsupervisor/supervisor/internal/token"
 )
 
-// Sanitize replaces control characters (ESC among them) with '?'.
+// Sanitize replaces control characters (ESC among them) and the Unicode
+// bidirectional controls (U+202E among them, which would show the rest of
+// a line reversed: another user's argv or owner on root's terminal) with
+// '?'.
 func Sanitize(s string) string {
 	return strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) {
+		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || unicode.Is(unicode.Bidi_Control, r) {
 			return '?'
 		}
 		return r
