@@ -54,10 +54,14 @@ func prepareStateDir(dir string, euid int) error {
 	if err := noDotDot(dir, "state directory", ErrUnsafeStateDir); err != nil {
 		return err
 	}
+	const risk = "another user could redirect the daemon's store or its jobs' output"
+	if err := checkAncestor(dir, euid, "state directory", risk, ErrUnsafeStateDir); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("state directory: %w", err)
 	}
-	return checkDir(dir, euid, "state directory", "another user could redirect the daemon's store or its jobs' output", ErrUnsafeStateDir)
+	return checkDir(dir, euid, "state directory", risk, ErrUnsafeStateDir)
 }
 
 // prepareSocketDir makes the directory of the socket sock ready to listen
@@ -70,6 +74,9 @@ func prepareSocketDir(sock string, euid int) error {
 		return err
 	}
 	dir := filepath.Dir(sock)
+	if err := checkAncestor(dir, euid, "socket directory", "another user could replace the daemon's socket", ErrUnsafeSocketDir); err != nil {
+		return err
+	}
 	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
 		return fmt.Errorf("socket directory: %w", err)
 	}
@@ -123,6 +130,30 @@ const maxLinks = 40
 // must be root's or euid's: another user's symlink in a sticky directory
 // is theirs to replace), then dir itself.
 func checkDir(dir string, euid int, what, risk string, sentinel error) error {
+	return checkPath(dir, euid, what, risk, sentinel, true)
+}
+
+// checkAncestor checks, before anything is created on the way to dir,
+// the deepest part of it that exists: as a directory to create in (one
+// writable by others may hold what root creates only with the sticky
+// bit), every directory and symlink on the way to it as checkDir does.
+// Root created directories through another user's symlink (its target
+// elsewhere) before the check of dir refused it.
+func checkAncestor(dir string, euid int, what, risk string, sentinel error) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	for a := abs; ; a = filepath.Dir(a) {
+		if _, err := os.Lstat(a); err == nil || a == "/" {
+			return checkPath(a, euid, what, risk, sentinel, a == abs)
+		}
+	}
+}
+
+// checkPath is checkDir, the last directory checked as one to hold what
+// the daemon makes (last) or as one on the way to it.
+func checkPath(dir string, euid int, what, risk string, sentinel error, last bool) error {
 	unsafe := func(q, why string) error {
 		return fmt.Errorf("%s %s: %s %s: %s; use a path only root (or the daemon's user) may change: %w: %w",
 			what, dir, q, why, risk, sentinel, ErrConfig)
@@ -177,7 +208,7 @@ func checkDir(dir string, euid int, what, risk string, sentinel error) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", what, err)
 	}
-	if why := unsafeDir(fi, euid, true); why != "" {
+	if why := unsafeDir(fi, euid, last); why != "" {
 		return unsafe(cur, why)
 	}
 	return nil

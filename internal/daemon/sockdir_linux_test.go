@@ -242,6 +242,16 @@ func TestPrepareStateDir(t *testing.T) {
 			chown(t, d, 65534)
 			return d
 		}, false},
+		{"through another user's symlink in a sticky directory", true, func(t *testing.T, base string) string {
+			link := filepath.Join(mkdir(t, base, "tmp", 0o777|os.ModeSticky), "link")
+			if err := os.Symlink(mkdir(t, base, "roots", 0o755), link); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Lchown(link, 65534, 65534); err != nil {
+				t.Fatal(err)
+			}
+			return filepath.Join(link, "state")
+		}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -251,7 +261,11 @@ func TestPrepareStateDir(t *testing.T) {
 			base := t.TempDir()
 			os.Chmod(base, 0o755)
 			dir := tt.setup(t, base)
+			_, existed := os.Stat(dir)
 			err := prepareStateDir(dir, euid)
+			if _, now := os.Stat(dir); !tt.ok && existed != nil && now == nil {
+				t.Errorf("prepareStateDir(%s) created it before refusing it", dir)
+			}
 			if tt.ok {
 				if err != nil {
 					t.Fatalf("prepareStateDir(%s) = %v, want nil", dir, err)
