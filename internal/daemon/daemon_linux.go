@@ -184,6 +184,9 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	if err := checkLogDir(cfg.LogOutput, os.Geteuid()); err != nil {
 		return err
 	}
+	if err := checkMetricsDir(cfg.MetricsListen, os.Geteuid()); err != nil {
+		return err
+	}
 	// Claims stored before a redaction pattern are rewritten, and the
 	// file compacted, before anything reads them (redactClaim).
 	var opts store.Options

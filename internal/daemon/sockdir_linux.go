@@ -35,6 +35,26 @@ var ErrUnsafeStateDir = errors.New("unsafe state directory")
 // ErrConfig.
 var ErrUnsafeLogDir = errors.New("unsafe log directory")
 
+// ErrUnsafeMetricsDir: another user owns, or may write to, the directory
+// of the metrics socket (or, without the sticky bit, one above it), so
+// could put a file or a socket of theirs there, which the daemon, as
+// root, would remove to listen in its place. The daemon refuses to start;
+// errors also wrap ErrConfig.
+var ErrUnsafeMetricsDir = errors.New("unsafe metrics socket directory")
+
+// checkMetricsDir checks the directory of a unix:PATH metrics address as
+// checkSocketDir checks the API socket's; other addresses pass.
+func checkMetricsDir(addr string, euid int) error {
+	path, ok := strings.CutPrefix(addr, "unix:")
+	if !ok || path == "" {
+		return nil
+	}
+	if err := noDotDot(path, "metrics socket", ErrUnsafeMetricsDir); err != nil {
+		return err
+	}
+	return checkDir(filepath.Dir(path), euid, "metrics socket directory", "another user could have the daemon remove a file of theirs, or take the socket's place", ErrUnsafeMetricsDir)
+}
+
 // checkLogDir checks the directory of a file log output as checkSocketDir
 // checks the socket's; other outputs pass.
 func checkLogDir(output string, euid int) error {

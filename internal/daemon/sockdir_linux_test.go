@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -331,6 +332,38 @@ func TestRunRefusesUnsafeLogDir(t *testing.T) {
 		}
 		if _, err := os.Lstat(filepath.Join(open, "feed.json")); !errors.Is(err, os.ErrNotExist) {
 			t.Errorf("log file in a %v directory: %v, want none created", mode, err)
+		}
+	}
+}
+
+// TestRunRefusesUnsafeMetricsDir: a metrics socket in a directory others
+// may write to (/tmp itself) could be replaced by a file or socket of
+// theirs, which the daemon removed as root to listen in its place: it
+// does not start, and removes nothing there.
+func TestRunRefusesUnsafeMetricsDir(t *testing.T) {
+	base := t.TempDir()
+	os.Chmod(base, 0o755)
+	for _, mode := range []os.FileMode{0o777, 0o777 | os.ModeSticky} {
+		open := mkdir(t, base, fmt.Sprintf("open-%o", uint32(mode)), mode)
+		theirs := filepath.Join(open, "metrics.sock")
+		ln, err := net.Listen("unix", theirs)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		cfg := DefaultConfig()
+		cfg.StateDir = filepath.Join(base, "state")
+		cfg.Socket = filepath.Join(base, "run", "api.sock")
+		cfg.MetricsListen = "unix:" + theirs
+		ctx, cancel := context.WithCancel(context.Background())
+		served := false
+		err = Run(ctx, cfg, func(Info) { served = true; cancel() })
+		cancel()
+		if !errors.Is(err, ErrUnsafeMetricsDir) || !errors.Is(err, ErrConfig) || served {
+			t.Fatalf("Run with the metrics socket in a %v directory = %v (served %v), want ErrUnsafeMetricsDir before serving", mode, err, served)
+		}
+		if _, err := os.Lstat(theirs); err != nil {
+			t.Errorf("the socket already at %s in a %v directory: %v, want it left alone", theirs, mode, err)
 		}
 	}
 }
