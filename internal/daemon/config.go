@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/user"
 	"path/filepath"
 	"runtime/debug"
 	"slices"
@@ -285,6 +286,9 @@ func decodeConfig(b []byte, cfg *Config) error { return jsonx.Decode(b, maxConfi
 
 // Validate checks the values.
 func (c *Config) Validate() error {
+	if err := checkGroup(c.SocketGroup); err != nil {
+		return err
+	}
 	switch {
 	case c.StateDir == "" || !filepath.IsAbs(c.StateDir):
 		return fmt.Errorf("state_dir %q: want an absolute path: %w", c.StateDir, ErrConfig)
@@ -352,4 +356,20 @@ func (c *Config) APILimits() api.Limits {
 	l := api.DefaultLimits
 	l.UserConns, l.Rate, l.Burst, l.UserLong = c.ConnsPerUID, c.RatePerUID, c.BurstPerUID, c.LongPerUID
 	return l
+}
+
+// checkGroup refuses a socket group that is neither a group id nor a name
+// the local group database has: found only when the socket was made, it
+// passed --check-config and failed the start as an internal error.
+func checkGroup(g string) error {
+	if g == "" {
+		return nil
+	}
+	if n, err := strconv.ParseUint(g, 10, 32); err == nil && n < 1<<32-1 {
+		return nil
+	}
+	if _, err := user.LookupGroup(g); err != nil {
+		return fmt.Errorf("socket_group %q: %v: %w", g, err, ErrConfig)
+	}
+	return nil
 }

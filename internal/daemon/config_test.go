@@ -51,6 +51,13 @@ func TestConfigValidate(t *testing.T) {
 	if err := base.Validate(); err != nil {
 		t.Fatalf("defaults: %v", err)
 	}
+	for _, g := range []string{"0", "root", "65534"} {
+		c := base
+		c.SocketGroup = g
+		if err := c.Validate(); err != nil {
+			t.Errorf("socket_group %q: %v", g, err)
+		}
+	}
 	for name, mut := range map[string]func(*Config){
 		"relative state": func(c *Config) { c.StateDir = "s" },
 		"negative grace": func(c *Config) { c.Grace = -1 },
@@ -62,6 +69,9 @@ func TestConfigValidate(t *testing.T) {
 		"argv_max < 0":   func(c *Config) { c.ArgvMax = -1 },
 		"argv_max big":   func(c *Config) { c.ArgvMax = 1<<20 + 1 },
 		"redact_args":    func(c *Config) { c.RedactArgs = []string{"--password=*", "a b c"} },
+		"no such group":  func(c *Config) { c.SocketGroup = "nosuchgroup-xyz" },
+		"group -1":       func(c *Config) { c.SocketGroup = "-1" },
+		"group 2^32-1":   func(c *Config) { c.SocketGroup = "4294967295" },
 	} {
 		c := base
 		mut(&c)
