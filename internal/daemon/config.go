@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"slices"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/procsupervisor/supervisor/internal/actions"
@@ -271,6 +272,9 @@ func LoadFile(path string, cfg *Config) error {
 		return fmt.Errorf("config %s: %w", path, err)
 	}
 	defer f.Close()
+	if err := checkConfigFile(f, os.Geteuid()); err != nil {
+		return fmt.Errorf("config %s: %v: %w", path, err, ErrConfig)
+	}
 	// One byte past the bound is enough for the decoder to refuse it.
 	b, err := io.ReadAll(io.LimitReader(f, maxConfigBytes+1))
 	if err != nil {
@@ -370,6 +374,29 @@ func checkGroup(g string) error {
 	}
 	if _, err := user.LookupGroup(g); err != nil {
 		return fmt.Errorf("socket_group %q: %v: %w", g, err, ErrConfig)
+	}
+	return nil
+}
+
+// checkConfigFile refuses a config file that another user than root and
+// euid owns or may write to: it sets what the daemon, as root, runs with
+// (its state directory, its socket's group, the log it appends to), and
+// was read whoever had written it.
+func checkConfigFile(f *os.File, euid int) error {
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	switch {
+	case !fi.Mode().IsRegular():
+		return errors.New("not a regular file")
+	case !ok:
+		return nil
+	case st.Uid != 0 && int(st.Uid) != euid:
+		return fmt.Errorf("owned by uid %d (not root, nor the daemon's uid %d): that user sets what the daemon runs with", st.Uid, euid)
+	case fi.Mode().Perm()&0o022 != 0:
+		return fmt.Errorf("mode %v: writable by others than its owner, who set what the daemon runs with; chmod go-w it", fi.Mode().Perm())
 	}
 	return nil
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/procsupervisor/supervisor/internal/api"
+	"github.com/procsupervisor/supervisor/internal/testenv"
 )
 
 func TestConfigLoadFile(t *testing.T) {
@@ -78,6 +79,48 @@ func TestConfigValidate(t *testing.T) {
 		if err := c.Validate(); !errors.Is(err, ErrConfig) {
 			t.Errorf("%s: Validate() = %v, want ErrConfig", name, err)
 		}
+	}
+}
+
+// TestConfigFileOwner: a config file another user may write to, or owns,
+// is refused: it sets what the daemon runs with as root.
+func TestConfigFileOwner(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct {
+		name string
+		mode os.FileMode
+		uid  int
+		ok   bool
+	}{
+		{"own, 0600", 0o600, -1, true},
+		{"own, 0644", 0o644, -1, true},
+		{"own, group-writable", 0o664, -1, false},
+		{"own, world-writable", 0o666, -1, false},
+		{"another user's, 0644", 0o644, 65534, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			p := filepath.Join(dir, strings.ReplaceAll(tc.name, " ", "_"))
+			if err := os.WriteFile(p, []byte(`{"grace":"2s"}`), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(p, tc.mode); err != nil {
+				t.Fatal(err)
+			}
+			if tc.uid >= 0 {
+				testenv.RequireRoot(t)
+				if err := os.Chown(p, tc.uid, tc.uid); err != nil {
+					t.Fatal(err)
+				}
+			}
+			cfg := DefaultConfig()
+			err := LoadFile(p, &cfg)
+			if tc.ok && err != nil {
+				t.Errorf("LoadFile = %v, want it read", err)
+			}
+			if !tc.ok && (!errors.Is(err, ErrConfig) || time.Duration(cfg.Grace) == 2*time.Second) {
+				t.Errorf("LoadFile = %v (grace %v), want ErrConfig and nothing taken from it", err, cfg.Grace)
+			}
+		})
 	}
 }
 
