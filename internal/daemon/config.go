@@ -286,7 +286,7 @@ func LoadFile(path string, cfg *Config) error {
 	return nil
 }
 
-func decodeConfig(b []byte, cfg *Config) error { return jsonx.Decode(b, maxConfigBytes, cfg) }
+func decodeConfig(b []byte, cfg *Config) error { return jsonx.DecodeUnique(b, maxConfigBytes, cfg) }
 
 // Validate checks the values.
 func (c *Config) Validate() error {

@@ -28,6 +28,8 @@ func TestConfigLoadFile(t *testing.T) {
 		{"stray bracket", `{"grace":"2s"} ]`, false},
 		{"negative duration", `{"grace":"-1s"}`, false},
 		{"over 1 MiB", `{"state_dir":"/` + strings.Repeat("x", 1<<20) + `"}`, false},
+		{"a key twice", `{"grace":"5s","grace":"1s"}`, false},
+		{"a key twice, in other case", `{"grace":"5s","Grace":"1s"}`, false},
 	}
 	for _, tt := range tests {
 		p := filepath.Join(dir, tt.name)
