@@ -75,7 +75,7 @@ func TestDecodeUnique(t *testing.T) {
 		{`{"a":1,"A":2}`, true},
 		{`{"in":{"k":"x","K":"y"}}`, true},
 		{`{"in":{"k":"x","\u212a":"y"}}`, true}, // the Kelvin sign folds to k
-		{`{"skip":"x","ſkip":"y"}`, true},      // as does long s to s
+		{`{"skip":"x","ſkip":"y"}`, true},       // as does long s to s
 		{`{"items":[{"k":"a","k":"b"}]}`, true},
 		{`{"any":{"x":[1,{"y":2}],"x":3}}`, true},
 		{`{"any":[{"x":1},{"x":2}],"a":1}`, false},
