@@ -25,6 +25,7 @@ func (t *Tracker) Observe(pid int32, claim token.Token) verdict.Observation {
 	if !w.Node.Live() {
 		o.Exited = true
 		o.ExitedAt = w.Node.ExitedAt
+		o.ExitInferred = !w.Node.Flags.Has(lineage.ExitObserved)
 	}
 	if w.Successor != nil {
 		o.Reissued = w.Successor.Token

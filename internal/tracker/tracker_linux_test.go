@@ -243,3 +243,31 @@ func TestIntegrationNetlinkStopsOnCancel(t *testing.T) {
 }
 
 // startPiped starts c with a pipe to its standard input and one from its
+
+// TestIntegrationObserveExitInferred: the kernel mechanisms saw the exit
+// (its event); the /proc poller found the pid missing from a snapshot,
+// and says the exit was inferred.
+func TestIntegrationObserveExitInferred(t *testing.T) {
+	for _, tc := range []struct {
+		mech     string
+		inferred bool
+	}{{"ebpf", false}, {"netlink", false}, {"proc", true}} {
+		t.Run(tc.mech, func(t *testing.T) {
+			tr, boot := start(t, tc.mech)
+			cmd := exec.Command("sleep", "60")
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			pid := int32(cmd.Process.Pid)
+			tok := tokenOf(t, boot, pid)
+			testenv.Eventually(t, 10*time.Second, func() bool { return tr.Observe(pid, tok).Known }, "never: %d in the graph", pid)
+			cmd.Process.Kill()
+			cmd.Wait()
+			var o verdict.Observation
+			testenv.Eventually(t, 10*time.Second, func() bool { o = tr.Observe(pid, tok); return o.Exited }, "never: %d's exit", pid)
+			if o.ExitInferred != tc.inferred {
+				t.Errorf("Observe after the exit = %+v, want ExitInferred %v", o, tc.inferred)
+			}
+		})
+	}
+}

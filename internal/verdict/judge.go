@@ -23,6 +23,10 @@ type Observation struct {
 	Exited bool
 	// ExitedAt is when it exited, if Exited.
 	ExitedAt time.Time
+	// ExitInferred: the exit was not seen but inferred, from the pid
+	// missing in a snapshot (the polling mechanisms); ExitedAt is then
+	// when it was found missing.
+	ExitInferred bool
 	// Reissued is the token of a later instance the observer saw take the pid.
 	Reissued token.Token
 	// Mechanism names the observer's event source.
@@ -149,6 +153,9 @@ func (j *Judge) gone(v Verdict, pid int32, tok token.Token) Verdict {
 	if j.Observer != nil {
 		if o := j.Observer.Observe(pid, tok); o.Known && o.Exited {
 			v.Mechanism = o.Mechanism
+			if o.ExitInferred {
+				return v.with(Gone, fmt.Sprintf("found gone by %s (the pid missing from a snapshot); no process holds the pid", o.ExitedAt.UTC().Format(time.RFC3339Nano)))
+			}
 			return v.with(Gone, fmt.Sprintf("exit observed at %s; no process holds the pid", o.ExitedAt.UTC().Format(time.RFC3339Nano)))
 		}
 	}

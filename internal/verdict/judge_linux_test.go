@@ -291,3 +291,27 @@ func BenchmarkReadToken(b *testing.B) {
 		h.Close()
 	}
 }
+
+// TestIntegrationGoneReasonSaysHowItWasKnown: a GONE verdict says the exit
+// was observed only when an event said so; a poller that found the pid
+// missing from a snapshot inferred it, and the reason says that instead.
+func TestIntegrationGoneReasonSaysHowItWasKnown(t *testing.T) {
+	j := newJudge(t)
+	cmd := testenv.Start(t, "sleep", "60")
+	tok := tokenOf(t, j, cmd.Process.Pid)
+	pid := int32(cmd.Process.Pid)
+	cmd.Process.Kill()
+	cmd.Wait()
+	for _, tc := range []struct {
+		o    Observation
+		want string
+	}{
+		{Observation{Known: true, Exited: true, ExitedAt: time.Now(), Mechanism: "ebpf"}, "exit observed at"},
+		{Observation{Known: true, Exited: true, ExitInferred: true, ExitedAt: time.Now(), Mechanism: "proc"}, "found gone by"},
+	} {
+		j.Observer = fakeObserver{tc.o}
+		if v := j.Judge(pid, tok); v.Result != Gone || !strings.HasPrefix(v.Reason, tc.want) || v.Mechanism != tc.o.Mechanism {
+			t.Errorf("Judge(gone, %+v) = %v, want GONE by %s: %q...", tc.o, v, tc.o.Mechanism, tc.want)
+		}
+	}
+}
