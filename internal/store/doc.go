@@ -36,5 +36,8 @@
 // capped by Options.MaxFileSize. Strings must be valid UTF-8 (JSON would
 // otherwise rewrite them silently): an argv read from a process that holds
 // other bytes must be made valid by the caller (strings.ToValidUTF8).
-// Claims are few (thousands), so List scans; there are no indexes.
+// Records are JSON without HTML escaping ('<' is one byte, as it was
+// not before: older records, escaped, read the same); RecordSize measures
+// one, for a caller that must leave room in MaxRecord for its later
+// writes. Claims are few (thousands), so List scans; there are no indexes.
 package store

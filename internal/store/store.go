@@ -2,7 +2,6 @@ package store
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -283,14 +282,14 @@ func (s *Store) Close() error {
 // update runs fn in a write transaction and maps the errors.
 func (s *Store) update(op string, fn func(tx *bolt.Tx) error) error {
 	if err := classify(s.db.Update(fn)); err != nil {
-		return fmt.Errorf("store %s: %s: %w", s.path, op, err)
+		return fmt.Errorf("store: %s: %w", op, err)
 	}
 	return nil
 }
 
 func (s *Store) view(op string, fn func(tx *bolt.Tx) error) error {
 	if err := classify(s.db.View(fn)); err != nil {
-		return fmt.Errorf("store %s: %s: %w", s.path, op, err)
+		return fmt.Errorf("store: %s: %w", op, err)
 	}
 	return nil
 }
@@ -317,7 +316,7 @@ func (s *Store) encode(c *Claim) ([]byte, error) {
 func (s *Store) Put(c *Claim) error {
 	cc := *c
 	if !cc.Kind.valid() {
-		return fmt.Errorf("store %s: put: kind %q: %w", s.path, cc.Kind, ErrInvalid)
+		return fmt.Errorf("store: put: kind %q: %w", cc.Kind, ErrInvalid)
 	}
 	if cc.ID == "" {
 		cc.ID = NewID(cc.Kind)
@@ -332,7 +331,7 @@ func (s *Store) Put(c *Claim) error {
 	cc.Rev, cc.UpdatedAt = 1, now
 	v, err := s.encode(&cc)
 	if err != nil {
-		return fmt.Errorf("store %s: put %s: %w", s.path, cc.ID, err)
+		return fmt.Errorf("store: put %s: %w", cc.ID, err)
 	}
 	err = s.update("put "+cc.ID, func(tx *bolt.Tx) error {
 		claims, members, err := buckets(tx)
@@ -376,7 +375,7 @@ func putMembers(b *bolt.Bucket, id string, ms []Member) error {
 }
 
 func encodeMember(m Member) ([]byte, error) {
-	v, err := json.Marshal(m)
+	v, err := marshal(m)
 	if err != nil {
 		return nil, fmt.Errorf("encode member: %v: %w", err, ErrInvalid)
 	}
@@ -524,7 +523,7 @@ func (s *Store) Delete(id string) error {
 func (s *Store) AddMember(id string, ms ...Member) (int, error) {
 	for _, m := range ms {
 		if err := s.lim.checkMember(m); err != nil {
-			return 0, fmt.Errorf("store %s: add member to %s: %w", s.path, id, err)
+			return 0, fmt.Errorf("store: add member to %s: %w", id, err)
 		}
 	}
 	added := 0
@@ -686,7 +685,7 @@ func (s *Store) Stats() (Stats, error) {
 	}
 	fi, err := os.Stat(s.path)
 	if err != nil {
-		return Stats{}, fmt.Errorf("store %s: stats: %w", s.path, err)
+		return Stats{}, fmt.Errorf("store: stats: %w", err)
 	}
 	st.FileBytes = fi.Size()
 	return st, nil
