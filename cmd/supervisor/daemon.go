@@ -32,7 +32,9 @@ the flags' names, underscores for dashes ({"state_dir": "/var/lib/x",
 "grace": "10s"}); flags given on the command line win over it. Exit codes:
 0 clean stop, 64 bad arguments or configuration, 69 another daemon holds the
 state directory or the mechanism cannot run, 70 other errors (an unreadable
-store: the daemon refuses to start).`)
+store, or a missing one whose lock file or job output is still in the state
+directory: the daemon refuses to start; put the file back, or remove those to
+start with an empty store).`)
 	register("launch", "start a process under the daemon (a grant, or with --detach a job)", runLaunch,
 		`launch [--owner O] [--detach] [--wall-clock D] [--bind-to-caller] [--no-new-privs] [--cwd DIR] [--socket PATH] [--json] [--wait] PROGRAM [ARGS...]
 

@@ -206,7 +206,9 @@ func (d *Daemon) Status(ctx context.Context, p api.Peer) (api.Status, error) {
 	if d.hw != nil {
 		st.HoldersWatched, st.HoldersUnwatched = d.hw.stats()
 	}
-	if e := d.lastStoreErr.Load(); e != nil {
+	// The count is the daemon's health, anyone's to see; the text names
+	// other users' claims, and is root's.
+	if e := d.lastStoreErr.Load(); e != nil && p.Root() {
 		st.LastStoreError = *e
 	}
 	es := tr.Stats()

@@ -189,7 +189,9 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	}
 	// Claims stored before a redaction pattern are rewritten, and the
 	// file compacted, before anything reads them (redactClaim).
-	var opts store.Options
+	// A missing store with job output beside it was moved or deleted: an
+	// empty one would leave every process it held unmanaged.
+	opts := store.Options{Evidence: []string{filepath.Join(cfg.StateDir, "jobs")}}
 	if rules, _ := redact.Parse(cfg.RedactArgs); !rules.Empty() {
 		opts.Rewrite = func(c *store.Claim) bool { return redactClaim(rules, c, false) }
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -149,6 +150,17 @@ func (d *Daemon) Launch(ctx context.Context, p api.Peer, r *api.LaunchRequest) (
 			path = v
 		}
 	}
+	var outPath string
+	if kind == store.Job {
+		outPath = filepath.Join(d.cfg.StateDir, "jobs", c.ID+".out")
+	}
+	cgPlanned := ""
+	if d.cg.dir != "" {
+		cgPlanned = filepath.Join(d.cg.dir, c.ID)
+	}
+	if err := roomFor(&c, cgPlanned, outPath); err != nil {
+		return api.Claim{}, err
+	}
 	l := d.claimLock(c.ID)
 	l.Lock()
 	defer l.Unlock()
@@ -161,12 +173,33 @@ func (d *Daemon) Launch(ctx context.Context, p api.Peer, r *api.LaunchRequest) (
 		// The root stored before the exec was the shim's, never the
 		// workload's: the claim is a failed launch, never started.
 		d.unindex(&c)
-		if werr := d.update(&c, func(x *store.Claim) {
-			x.Pid, x.Token, x.Pgid, x.Deadline = 0, token.Token{}, 0, time.Time{}
-			x.State = store.Released
-			x.Release = &store.Release{Dead: true, At: now}
-			x.LastVerdict = &store.Verdict{Result: verdict.Gone, Reason: api.Trunc(launchFailed+err.Error(), 1000), At: now}
-		}); werr != nil {
+		failed := func(reason string) func(x *store.Claim) {
+			return func(x *store.Claim) {
+				x.Pid, x.Token, x.Pgid, x.Deadline = 0, token.Token{}, 0, time.Time{}
+				x.State = store.Released
+				x.Release = &store.Release{Dead: true, At: now}
+				x.LastVerdict = &store.Verdict{Result: verdict.Gone, Reason: reason, At: now}
+			}
+		}
+		werr := d.update(&c, failed(api.Trunc(strings.ToValidUTF8(launchFailed+err.Error(), "?"), 1000)))
+		if werr != nil {
+			// The shortest record that says so (roomFor left room for
+			// the long one: this is a store that refuses writes).
+			werr = d.update(&c, failed(launchFailed+"see the daemon's log"))
+		}
+		if werr != nil {
+			// Never left running with no process: a restarted daemon
+			// could only keep it, unverifiable, for good. Nothing of
+			// the launch runs; the claim goes.
+			if derr := d.st.Delete(c.ID); derr != nil && !errors.Is(derr, store.ErrNotFound) {
+				d.storeFailed("delete claim "+c.ID, derr)
+				return api.Claim{}, fmt.Errorf("%w; and %w; and deleting it: %w", err, werr, storeErr(derr))
+			}
+			d.claims.del(c.ID)
+			if outPath != "" {
+				os.Remove(outPath)
+			}
+			d.log.Error("launch of "+c.ID+" failed and its claim could not record it: claim deleted", werr)
 			return api.Claim{}, fmt.Errorf("%w; and %w", err, werr)
 		}
 		d.pruneFailed(p.Share())
@@ -179,13 +212,10 @@ func (d *Daemon) Launch(ctx context.Context, p api.Peer, r *api.LaunchRequest) (
 	}
 	defer devnull.Close()
 	out, errf := devnull, devnull
-	var outPath string
 	if kind == store.Job {
-		dir := filepath.Join(d.cfg.StateDir, "jobs")
-		if err := os.MkdirAll(dir, 0o711); err != nil {
+		if err := os.MkdirAll(filepath.Dir(outPath), 0o711); err != nil {
 			return fail(err)
 		}
-		outPath = filepath.Join(dir, c.ID+".out")
 		// The job's user's alone (STATE_DIR/jobs is 0711: opened by
 		// name): with its group's read bit, users sharing a primary
 		// group read each other's output, the id being in the job's
@@ -409,6 +439,10 @@ func (d *Daemon) Admit(ctx context.Context, p api.Peer, r *api.AdmitRequest) (cl
 		LastVerdict: &store.Verdict{Result: v.Result, Reason: api.Trunc(v.Reason, 1000), Mechanism: v.Mechanism, At: now},
 	}
 	redactClaim(d.redact, &c, true)
+	fitArgv(&c)
+	if err := roomFor(&c, "", ""); err != nil {
+		return api.Claim{}, err
+	}
 	if h.Exited() {
 		return api.Claim{}, fmt.Errorf("process %d exited while being admitted: %w", r.Pid, api.ErrConflict)
 	}
@@ -448,6 +482,108 @@ func readCmdline(pid int32, rules *redact.Rules) []string {
 		parts[i] = api.Trunc(strings.ToValidUTF8(s, "\uFFFD"), 4000)
 	}
 	return parts
+}
+
+// maxRecord is the store's bound on a claim's record (the daemon opens it
+// with the default limits): a write past it fails.
+var maxRecord = store.DefaultLimits.MaxRecord
+
+// Bounds of what the daemon's later writes of a claim put in its record,
+// for roomFor. Reasons the daemon writes are its own words, numbers,
+// tokens and errno texts, which JSON does not escape, except the reasons
+// of a launch, which may quote the caller's argv[0] or cwd: those are
+// counted at six bytes a byte (a control character's \u0001), the most
+// any text takes.
+const (
+	// launchReason bounds the verdict reasons of Launch (api.Trunc).
+	launchReason = 1000
+	// laterReason bounds the verdict reasons and RetiredReason of the
+	// executor (storeVerdict, reconcile_linux.go).
+	laterReason = 2000
+	// wordBytes bounds a mechanism's name and a release's cause.
+	wordBytes = 64
+)
+
+// largest is c as its record may be at its largest after the daemon's
+// later writes of it: every field those set at its widest (the root, the
+// verdict, a release with both lists full, the exit, the retirement), the
+// cgroup and output paths it will get, and what it was created with. A
+// release list (instances) keeps items while their estimate, 64 bytes
+// each above the token and reason, stays under instanceBytes, then adds
+// to the last one a note of at most 50 bytes: one item of that whole
+// estimate encodes to more than any list it keeps.
+func largest(c store.Claim, cgroup, output string) store.Claim {
+	at := time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.FixedZone("", -(12*3600+59*60)))
+	tok := token.Token{Start: math.MaxUint64, Ino: math.MaxUint64, Prec: token.Ticks}
+	for i := range tok.Boot {
+		tok.Boot[i] = 0xff
+	}
+	if c.ID == "" {
+		c.ID = store.NewID(c.Kind)
+	}
+	if c.CreatedAt.IsZero() {
+		c.CreatedAt = at
+	}
+	if cgroup != "" {
+		c.Cgroup = cgroup
+	}
+	if output != "" {
+		c.OutputPath = output
+	}
+	c.Pid, c.Pgid, c.Token = math.MaxInt32, math.MaxInt32, tok
+	c.State = store.Unverifiable // the longest word
+	// 6,000 bytes encoded: more than laterReason's words, even escaped.
+	reason := strings.Repeat("\x01", launchReason)
+	word := strings.Repeat("x", wordBytes)
+	c.LastVerdict = &store.Verdict{Result: verdict.Unverifiable, Reason: reason, Mechanism: word, At: at}
+	list := []store.Instance{{Pid: math.MaxInt32, Token: tok, Reason: strings.Repeat("x", instanceBytes+64-len(tok.String()))}}
+	c.Release = &store.Release{Dead: true, Escalated: true, Survivors: list, Unproven: list,
+		SurvivorsTotal: math.MaxInt, UnprovenTotal: math.MaxInt, Ownership: verdict.Unverifiable, At: at, Cause: word}
+	code := math.MinInt
+	c.ExitCode, c.ExitSignal, c.EndedAt = &code, math.MinInt, at
+	c.RetiredReason = strings.Repeat("x", laterReason)
+	c.GraceUntil, c.Grace, c.Deadline = at, math.MaxInt64, at
+	c.FollowedUp = true
+	c.Rev, c.UpdatedAt = math.MaxUint64, at
+	return c
+}
+
+// roomFor refuses c, about to be stored, when its record would leave the
+// store no room for the daemon's later writes of it (largest): a launch
+// with 10,830 '<' in its argv was stored, and every later write of it
+// failed, so it stayed running, against its user's quota, its process
+// gone. The refusal is the caller's (400), not a store fault.
+func roomFor(c *store.Claim, cgroup, output string) error {
+	big := largest(*c, cgroup, output)
+	n, err := store.RecordSize(&big)
+	if err != nil {
+		return badRequest("claim cannot be stored: %v", err)
+	}
+	if n > maxRecord {
+		return badRequest("argv, cwd and owner too large for the claim store: with the room its later updates need, the claim's record would take %d bytes (limit %d; control characters take 6 bytes each)", n, maxRecord)
+	}
+	return nil
+}
+
+// fitArgv drops arguments from the end of c's argv, a label read from
+// /proc, until c leaves the store room for its later writes (roomFor):
+// 16 KiB of control characters would take 96 KiB.
+func fitArgv(c *store.Claim) {
+	big := largest(*c, "", "")
+	n, err := store.RecordSize(&big)
+	if err != nil || n <= maxRecord {
+		return
+	}
+	for len(c.Argv) > 1 && n > maxRecord {
+		last := c.Argv[len(c.Argv)-1]
+		one, err := store.RecordSize(&store.Claim{Argv: []string{last}})
+		two, err2 := store.RecordSize(&store.Claim{Argv: []string{last, last}})
+		if err != nil || err2 != nil {
+			break
+		}
+		n -= two - one // its quoted text and a comma
+		c.Argv = c.Argv[:len(c.Argv)-1]
+	}
 }
 
 // launchFailed starts the reason of a launch that failed; the index counts

@@ -19,7 +19,9 @@
 // and offsets, so a truncated or bit-flipped file can crash the process),
 // and then every record is decoded. Any failure is ErrCorrupt, the file is
 // left byte for byte as it was, and it is never recreated: an operator
-// moves it aside. A new store is built under a temporary name and renamed
+// moves it aside. Nor is a missing file recreated while its lock file, or
+// an entry of Options.Evidence, says a store was there (ErrMissing): an
+// operator puts it back, or removes those to start afresh. A new store is built under a temporary name and renamed
 // into place, so an empty or half-initialised file at the path is corrupt,
 // not new. Open can rewrite claims (Options.Rewrite: the daemon's argument
 // redaction of claims stored before its patterns) and then compacts the
@@ -36,5 +38,8 @@
 // capped by Options.MaxFileSize. Strings must be valid UTF-8 (JSON would
 // otherwise rewrite them silently): an argv read from a process that holds
 // other bytes must be made valid by the caller (strings.ToValidUTF8).
-// Claims are few (thousands), so List scans; there are no indexes.
+// Records are JSON without HTML escaping ('<' is one byte, as it was
+// not before: older records, escaped, read the same); RecordSize measures
+// one, for a caller that must leave room in MaxRecord for its later
+// writes. Claims are few (thousands), so List scans; there are no indexes.
 package store

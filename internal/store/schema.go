@@ -73,7 +73,7 @@ func migrate(tx *bolt.Tx, from int) error {
 // this function cannot see, and a record that was written is read back.
 func decodeStrict(val []byte, v any) error {
 	// JSON decoding would turn bytes that are not UTF-8 into U+FFFD
-	// without a word; the store never writes them (json.Marshal does
+	// without a word; the store never writes them (marshal does
 	// not), so a record holding them was changed behind its back.
 	if !utf8.Valid(val) {
 		return errors.New("not valid UTF-8")
@@ -98,7 +98,34 @@ func decodeClaim(key, val []byte) (Claim, error) {
 	return c, nil
 }
 
-func encodeClaim(c *Claim) ([]byte, error) { return json.Marshal(c) }
+func encodeClaim(c *Claim) ([]byte, error) { return marshal(c) }
+
+// marshal is json.Marshal without its HTML escaping: '<', '>' and '&'
+// are stored as themselves, not as six-byte \u003c sequences that made an
+// argv of 32 KiB of them a record of 192 KiB. Records written escaped
+// (before) decode to the same strings.
+func marshal(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+// RecordSize returns the size of c's claim record as Put or Update would
+// write it (members excluded), which Limits.MaxRecord bounds. It does not
+// check c against the other limits. A caller that will write the claim
+// again later can measure c as it will then be, to refuse at its creation
+// a claim whose later writes would not fit.
+func RecordSize(c *Claim) (int, error) {
+	v, err := encodeClaim(c)
+	if err != nil {
+		return 0, fmt.Errorf("encode: %v: %w", err, ErrInvalid)
+	}
+	return len(v), nil
+}
 
 // memberKey is the claim id, "/", the pid in ten digits, "/", the token:
 // members sort by pid within their claim and (pid, token) is unique.

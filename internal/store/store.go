@@ -2,7 +2,6 @@ package store
 
 import (
 	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -10,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime/debug"
 	"sort"
+	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -40,6 +40,10 @@ var (
 	ErrInvalid = errors.New("invalid claim")
 	// ErrClosed: the Store was closed.
 	ErrClosed = errors.New("store is closed")
+	// ErrMissing: the data file is not there, but something says a store
+	// was (its lock file, Options.Evidence): it was moved or deleted, and
+	// an empty store in its place would forget every claim it held.
+	ErrMissing = errors.New("store file is missing")
 )
 
 // Defaults for Options.
@@ -61,6 +65,11 @@ type Options struct {
 	// Rewrite, when set, is applied to every claim (members not loaded)
 	// as the store opens, before it is shared; see rewrite.
 	Rewrite func(*Claim) bool
+	// Evidence are directories that a store's user fills as it runs (the
+	// daemon's jobs/): when the data file is missing and any of them has
+	// an entry, Open fails with ErrMissing instead of creating a store.
+	// The store's own lock file is evidence too.
+	Evidence []string
 }
 
 // Store is an open store. It is safe for concurrent use; writes are
@@ -73,11 +82,12 @@ type Store struct {
 }
 
 // Open opens the store at path, creating it (mode 0600) when no file is
-// there. The directory must exist. Errors wrap ErrLocked, ErrCorrupt,
-// ErrSchema, or the I/O error (fs.ErrPermission...). Open never rewrites,
-// truncates or recreates an existing file it cannot read. With
-// Options.Rewrite it rewrites the claims that function changes and then
-// compacts the file (rewrite), or fails and leaves the file as it was.
+// there and nothing says one was (ErrMissing). The directory must exist.
+// Errors wrap ErrLocked, ErrCorrupt, ErrSchema, ErrMissing, or the I/O
+// error (fs.ErrPermission...). Open never rewrites, truncates or
+// recreates an existing file it cannot read. With Options.Rewrite it
+// rewrites the claims that function changes and then compacts the file
+// (rewrite), or fails and leaves the file as it was.
 func Open(path string, opts Options) (*Store, error) {
 	timeout := opts.LockTimeout
 	if timeout == 0 {
@@ -86,16 +96,50 @@ func Open(path string, opts Options) (*Store, error) {
 	if timeout < 0 {
 		timeout = 0
 	}
+	// Acquire creates the lock file: whether it was there is read first.
+	_, lerr := os.Lstat(path + ".lock")
+	hadLock := lerr == nil
 	lk, err := Acquire(path+".lock", timeout)
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
 	s := &Store{lock: lk, path: path, lim: opts.Limits.withDefaults()}
-	if err := s.open(opts, timeout); err != nil {
+	if err := s.open(opts, timeout, hadLock); err != nil {
+		if _, serr := os.Lstat(path); !hadLock && errors.Is(serr, fs.ErrNotExist) {
+			// A first open that made no store leaves no lock file to
+			// be taken for the trace of one.
+			os.Remove(path + ".lock")
+		}
 		lk.Close()
 		return nil, fmt.Errorf("open store %s: %w", path, err)
 	}
 	return s, nil
+}
+
+// missing says why a store was at s.path before, when its file is not
+// there: the lock file (hadLock; not when a leftover of create says the
+// first creation was cut short), or an entry in a directory of evidence.
+// It returns "" when nothing says so.
+func (s *Store) missing(hadLock bool, evidence []string) string {
+	var why []string
+	if _, err := os.Lstat(s.path + ".new"); hadLock && errors.Is(err, fs.ErrNotExist) {
+		why = append(why, "its lock file "+s.path+".lock is there")
+	}
+	for _, dir := range evidence {
+		f, err := os.Open(dir)
+		if err != nil {
+			continue
+		}
+		names, _ := f.Readdirnames(1)
+		f.Close()
+		if len(names) > 0 {
+			why = append(why, dir+" holds files ("+names[0]+"...)")
+		}
+	}
+	if len(why) == 0 {
+		return ""
+	}
+	return strings.Join(why, " and ")
 }
 
 func boltOptions(opts Options, timeout time.Duration) *bolt.Options {
@@ -116,10 +160,13 @@ func boltOptions(opts Options, timeout time.Duration) *bolt.Options {
 	}
 }
 
-func (s *Store) open(opts Options, timeout time.Duration) error {
+func (s *Store) open(opts Options, timeout time.Duration, hadLock bool) error {
 	st, err := os.Stat(s.path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
+		if why := s.missing(hadLock, opts.Evidence); why != "" {
+			return fmt.Errorf("no file, but a store was here: %s; put the file back, or, to start with an empty store and forget its claims (their processes left unmanaged), remove the lock file and those files: %w", why, ErrMissing)
+		}
 		if err := create(s.path, boltOptions(opts, timeout)); err != nil {
 			return err
 		}
@@ -283,14 +330,14 @@ func (s *Store) Close() error {
 // update runs fn in a write transaction and maps the errors.
 func (s *Store) update(op string, fn func(tx *bolt.Tx) error) error {
 	if err := classify(s.db.Update(fn)); err != nil {
-		return fmt.Errorf("store %s: %s: %w", s.path, op, err)
+		return fmt.Errorf("store: %s: %w", op, err)
 	}
 	return nil
 }
 
 func (s *Store) view(op string, fn func(tx *bolt.Tx) error) error {
 	if err := classify(s.db.View(fn)); err != nil {
-		return fmt.Errorf("store %s: %s: %w", s.path, op, err)
+		return fmt.Errorf("store: %s: %w", op, err)
 	}
 	return nil
 }
@@ -317,7 +364,7 @@ func (s *Store) encode(c *Claim) ([]byte, error) {
 func (s *Store) Put(c *Claim) error {
 	cc := *c
 	if !cc.Kind.valid() {
-		return fmt.Errorf("store %s: put: kind %q: %w", s.path, cc.Kind, ErrInvalid)
+		return fmt.Errorf("store: put: kind %q: %w", cc.Kind, ErrInvalid)
 	}
 	if cc.ID == "" {
 		cc.ID = NewID(cc.Kind)
@@ -332,7 +379,7 @@ func (s *Store) Put(c *Claim) error {
 	cc.Rev, cc.UpdatedAt = 1, now
 	v, err := s.encode(&cc)
 	if err != nil {
-		return fmt.Errorf("store %s: put %s: %w", s.path, cc.ID, err)
+		return fmt.Errorf("store: put %s: %w", cc.ID, err)
 	}
 	err = s.update("put "+cc.ID, func(tx *bolt.Tx) error {
 		claims, members, err := buckets(tx)
@@ -376,7 +423,7 @@ func putMembers(b *bolt.Bucket, id string, ms []Member) error {
 }
 
 func encodeMember(m Member) ([]byte, error) {
-	v, err := json.Marshal(m)
+	v, err := marshal(m)
 	if err != nil {
 		return nil, fmt.Errorf("encode member: %v: %w", err, ErrInvalid)
 	}
@@ -524,7 +571,7 @@ func (s *Store) Delete(id string) error {
 func (s *Store) AddMember(id string, ms ...Member) (int, error) {
 	for _, m := range ms {
 		if err := s.lim.checkMember(m); err != nil {
-			return 0, fmt.Errorf("store %s: add member to %s: %w", s.path, id, err)
+			return 0, fmt.Errorf("store: add member to %s: %w", id, err)
 		}
 	}
 	added := 0
@@ -686,7 +733,7 @@ func (s *Store) Stats() (Stats, error) {
 	}
 	fi, err := os.Stat(s.path)
 	if err != nil {
-		return Stats{}, fmt.Errorf("store %s: stats: %w", s.path, err)
+		return Stats{}, fmt.Errorf("store: stats: %w", err)
 	}
 	st.FileBytes = fi.Size()
 	return st, nil
