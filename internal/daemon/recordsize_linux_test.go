@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -216,6 +217,12 @@ func TestIntegrationAdmitLongCmdline(t *testing.T) {
 	arg := strings.Repeat("\x01", 4000)
 	cmd := testenv.Start(t, "/bin/sh", "-c", "sleep 600; :", arg, arg, arg, arg)
 	pid := int32(cmd.Process.Pid)
+	// Admitted before its exec has set up its arguments, it would have
+	// none (or the test binary's).
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+		return err == nil && strings.HasPrefix(string(b), "/bin/sh\x00-c\x00sleep 600; :\x00")
+	}, "%d never exec'd sh", pid)
 	tok, err := local.ReadToken(context.Background(), pid)
 	if err != nil {
 		t.Fatal(err)
