@@ -11,16 +11,54 @@ import (
 	bolt "go.etcd.io/bbolt"
 )
 
-// rewrite applies fn to every claim in one transaction and writes back
-// those it changes (Options.Rewrite: the daemon redacts the argv of
-// claims stored before its patterns). A claim whose new form breaks the
-// write limits is left as it was. When any claim changed, the file is
-// then compacted into a new one: bbolt never clears a page it frees, so
-// the old bytes would otherwise stay in the file until the page is
-// reused. It runs inside Open, before the store is shared.
+// keyCompact, in the meta bucket, marks a rewrite whose compaction has
+// not yet been done: the rewrite commits it with the rewritten claims,
+// the compacted file is written without it. A daemon killed between the
+// two left the old bytes (the secrets a redaction pattern was added for)
+// in freed pages for good, since the next start's rewrite changed
+// nothing and so compacted nothing.
+var keyCompact = []byte("compact_pending")
+
+// rewrite applies fn (nil: none) to every claim in one transaction and
+// writes back those it changes (Options.Rewrite: the daemon redacts the
+// argv of claims stored before its patterns). A claim whose new form
+// breaks the write limits is left as it was. When any claim changed, or
+// an earlier rewrite's compaction is pending, the file is then compacted
+// into a new one: bbolt never clears a page it frees, so the old bytes
+// would otherwise stay in the file until the page is reused. It runs
+// inside Open, before the store is shared.
 func (s *Store) rewrite(opts Options, timeout time.Duration, fn func(*Claim) bool) error {
-	changed := 0
-	err := guard(func() error {
+	pending := false
+	if err := guard(func() error {
+		return s.db.View(func(tx *bolt.Tx) error {
+			if b := tx.Bucket(bucketMeta); b != nil && b.Get(keyCompact) != nil {
+				pending = true
+			}
+			return nil
+		})
+	}); err != nil {
+		return fmt.Errorf("read meta: %w", classify(err))
+	}
+	if fn == nil {
+		if pending {
+			return s.compact(opts, timeout)
+		}
+		return nil
+	}
+	changed, err := s.rewriteClaims(fn)
+	if err != nil {
+		return err
+	}
+	if changed == 0 && !pending {
+		return nil
+	}
+	return s.compact(opts, timeout)
+}
+
+// rewriteClaims is rewrite's one transaction: the claims fn changes
+// written back, with the mark of a compaction pending when any was.
+func (s *Store) rewriteClaims(fn func(*Claim) bool) (changed int, err error) {
+	err = guard(func() error {
 		return s.db.Update(func(tx *bolt.Tx) error {
 			claims, _, err := buckets(tx)
 			if err != nil {
@@ -51,17 +89,20 @@ func (s *Store) rewrite(opts Options, timeout time.Duration, fn func(*Claim) boo
 					return err
 				}
 			}
-			changed = len(out)
+			if changed = len(out); changed > 0 {
+				meta := tx.Bucket(bucketMeta)
+				if meta == nil {
+					return fmt.Errorf("no %q bucket: %w", bucketMeta, ErrCorrupt)
+				}
+				return meta.Put(keyCompact, []byte{1})
+			}
 			return nil
 		})
 	})
 	if err != nil {
-		return fmt.Errorf("rewrite claims: %w", classify(err))
+		return 0, fmt.Errorf("rewrite claims: %w", classify(err))
 	}
-	if changed == 0 {
-		return nil
-	}
-	return s.compact(opts, timeout)
+	return changed, nil
 }
 
 // compact copies the open data file into a new one under a temporary
@@ -77,6 +118,15 @@ func (s *Store) compact(opts Options, timeout time.Duration) error {
 		return fmt.Errorf("compact into %s: %w", tmp, err)
 	}
 	err = bolt.Compact(dst, s.db, 0)
+	if err == nil {
+		// The copy is the compaction: it holds no mark of one pending.
+		err = dst.Update(func(tx *bolt.Tx) error {
+			if b := tx.Bucket(bucketMeta); b != nil {
+				return b.Delete(keyCompact)
+			}
+			return nil
+		})
+	}
 	if cerr := dst.Close(); err == nil {
 		err = cerr
 	}

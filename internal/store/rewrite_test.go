@@ -100,3 +100,61 @@ func withArgv(c Claim, argv []string) Claim {
 	c.Argv = argv
 	return c
 }
+
+// TestRewriteCompactionResumed: a daemon killed after a rewrite committed
+// and before its compaction left the old argv in freed pages; the next
+// Open, whose rewrite changes nothing, compacts all the same (and with no
+// Rewrite at all), so the secret leaves the file. Before, it stayed for
+// good.
+func TestRewriteCompactionResumed(t *testing.T) {
+	const secret = "hunter2-resumed-secret"
+	hide := func(c *Claim) bool {
+		changed := false
+		for i, a := range c.Argv {
+			if strings.Contains(a, secret) {
+				c.Argv[i], changed = "[REDACTED]", true
+			}
+		}
+		return changed
+	}
+	for _, next := range []struct {
+		name string
+		opts Options
+	}{{"the same patterns", Options{Rewrite: hide}}, {"no patterns", Options{}}} {
+		t.Run(next.name, func(t *testing.T) {
+			s, path := openTemp(t, Options{})
+			for i := range 20 {
+				c := Claim{Kind: Job, Argv: []string{"db", "--password=" + secret + strings.Repeat("x", i)}}
+				if err := s.Put(&c); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// The rewrite's transaction, then the crash.
+			if n, err := s.rewriteClaims(hide); err != nil || n != 20 {
+				t.Fatalf("rewriteClaims = %d, %v; want 20 changed", n, err)
+			}
+			s.Close()
+			if b, _ := os.ReadFile(path); !bytes.Contains(b, []byte(secret)) {
+				t.Fatal("the secret is not in the file after the rewrite alone: the test proves nothing")
+			}
+			s, err := Open(path, next.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Close()
+			if b, _ := os.ReadFile(path); bytes.Contains(b, []byte(secret)) {
+				t.Errorf("the secret is still in %s after the next start", path)
+			}
+			// The compacted file holds no mark: a third start leaves it.
+			fi, _ := os.Stat(path)
+			s, err = Open(path, next.opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Close()
+			if fi2, _ := os.Stat(path); !os.SameFile(fi, fi2) {
+				t.Errorf("a start after the compaction compacted again")
+			}
+		})
+	}
+}

@@ -180,9 +180,6 @@ func (s *Store) open(opts Options, timeout time.Duration, hadLock bool) error {
 	if err := s.openFile(opts, timeout); err != nil {
 		return err
 	}
-	if opts.Rewrite == nil {
-		return nil
-	}
 	if err := s.rewrite(opts, timeout, opts.Rewrite); err != nil {
 		if s.db != nil {
 			s.db.Close()
