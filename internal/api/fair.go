@@ -222,12 +222,17 @@ func (g *gate) loop() {
 			continue
 		}
 		pause = 0
-		gc := &gateConn{Conn: c, g: g, key: noPeer}
-		if p, err := peerOf(c); err == nil {
-			gc.peer, gc.hasPeer, gc.key = p, true, p.Share()
-		}
-		g.admit(gc)
+		g.accepted(c)
 	}
+}
+
+// accepted is the accept loop's work for one connection.
+func (g *gate) accepted(c net.Conn) {
+	gc := &gateConn{Conn: c, g: g, key: noPeer}
+	if p, err := peerOf(c); err == nil {
+		gc.peer, gc.hasPeer, gc.key = p, true, p.Share()
+	}
+	g.admit(gc)
 }
 
 func (g *gate) signal() {
