@@ -55,3 +55,42 @@ func BenchmarkGateAccepted(b *testing.B) {
 		done += n
 	}
 }
+
+// BenchmarkPeerRead compares the accept loop's read of a peer (start:
+// SO_PEERCRED) with the whole read (the pidfd, user namespace and pid
+// namespace reads, which the loop made before and the uid's reader makes
+// now).
+func BenchmarkPeerRead(b *testing.B) {
+	sock := filepath.Join(b.TempDir(), "s")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer l.Close()
+	cc, err := net.Dial("unix", sock)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer cc.Close()
+	c, err := l.Accept()
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer c.Close()
+	b.Run("start", func(b *testing.B) {
+		for b.Loop() {
+			r, err := startPeer(c)
+			if err != nil {
+				b.Fatal(err)
+			}
+			r.drop()
+		}
+	})
+	b.Run("whole", func(b *testing.B) {
+		for b.Loop() {
+			if _, err := peerOf(c); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
