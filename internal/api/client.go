@@ -42,8 +42,7 @@ type Client struct {
 func NewClient(socket string) *Client {
 	tr := &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			var d net.Dialer
-			return d.DialContext(ctx, "unix", socket)
+			return dial(ctx, socket)
 		},
 		MaxIdleConns: 4,
 		// Under the server's idle timeout (DefaultLimits), so that the
@@ -52,6 +51,37 @@ func NewClient(socket string) *Client {
 		IdleConnTimeout: 5 * time.Second,
 	}
 	return &Client{socket: socket, hc: &http.Client{Transport: tr}}
+}
+
+// DialRetry is how long a connect is retried while the daemon's listen
+// backlog is full: a Unix socket's connect then fails with EAGAIN at once
+// (Go's sockets do not block), where the daemon would have answered a
+// moment later. Other users that connect in a loop can keep the backlog
+// full, and the daemon cannot accept faster than they connect.
+const DialRetry = 5 * time.Second
+
+// dial connects to socket, retrying a connect that fails with EAGAIN for
+// DialRetry (or until ctx ends), after a pause that starts at 100 µs and
+// doubles up to 5 ms: the backlog has room only for moments, between the
+// daemon's accepts and the next connects of whoever fills it.
+func dial(ctx context.Context, socket string) (net.Conn, error) {
+	var d net.Dialer
+	end := time.Now().Add(DialRetry)
+	pause := 100 * time.Microsecond
+	for {
+		c, err := d.DialContext(ctx, "unix", socket)
+		if err == nil || !errors.Is(err, syscall.EAGAIN) || time.Now().Add(pause).After(end) {
+			return c, err
+		}
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, err
+		case <-t.C:
+		}
+		pause = min(2*pause, 5*time.Millisecond)
+	}
 }
 
 // Socket returns the socket path.
@@ -357,8 +387,7 @@ func (c *Client) CopyOutput(ctx context.Context, id string, offset int64, w io.W
 // serving it, from the connection's peer credentials (SO_PEERCRED), not
 // from anything it says: a local teardown protects it.
 func (c *Client) ServerPid(ctx context.Context) (int32, error) {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "unix", c.socket)
+	conn, err := dial(ctx, c.socket)
 	if err != nil {
 		return 0, fmt.Errorf("%w: %v", ErrNoDaemon, err)
 	}

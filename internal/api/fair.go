@@ -98,9 +98,10 @@ const noPeer = math.MaxUint32
 
 // gate is the server's listener. Its own goroutine accepts every
 // connection at once (the kernel's backlog never fills behind a busy
-// uid), reads the peer's uid (SO_PEERCRED) and then serves it, parks it
-// until a slot of its uid frees (ConnWait at most), or hands it to the
-// server marked refused, which answers 503 to its first request. The
+// uid) and reads the peer's uid (SO_PEERCRED); a goroutine of that uid
+// reads the rest of the peer (accepted), and the gate then serves it,
+// parks it until a slot of its uid frees (ConnWait at most), or hands the
+// it to the server marked refused, which answers 503 to its first request. The
 // connections a uid holds in each state are capped, so a uid costs the
 // daemon a bounded number of descriptors; beyond, a connection is closed
 // unanswered. One uid's connections never wait for another's, except
@@ -116,8 +117,13 @@ type gate struct {
 	refusing int      // connections handed over to be refused
 	turn     []uint32 // uids with parked connections, in round-robin order
 	ready    []*gateConn
-	err      error         // set when the accept loop ends
-	wake     chan struct{} // one token: ready or err changed
+	// unread are the connections accepted whose peer is being read, by
+	// the uid SO_PEERCRED names (or whose subordinate uid it is);
+	// unreadShared counts those of non-root uids.
+	unread       map[uint32]*unreadUser
+	unreadShared int
+	err          error         // set when the accept loop ends
+	wake         chan struct{} // one token: ready or err changed
 }
 
 // connUser is one uid's connections.
@@ -152,7 +158,7 @@ type gateConn struct {
 }
 
 func newGate(l net.Listener, lim Limits) *gate {
-	return &gate{inner: l, lim: lim, users: map[uint32]*connUser{}, wake: make(chan struct{}, 1)}
+	return &gate{inner: l, lim: lim, users: map[uint32]*connUser{}, unread: map[uint32]*unreadUser{}, wake: make(chan struct{}, 1)}
 }
 
 // Accept returns the next connection to serve (or to refuse). Only the
@@ -190,10 +196,22 @@ func (g *gate) Close() error {
 	}
 	drop = append(drop, g.ready...)
 	g.ready = nil
+	// A reader admits the peer it is reading, which closes it now; the
+	// connections it has not begun are closed here.
+	var unread []unreadConn
+	for _, u := range g.unread {
+		unread = append(unread, u.queue...)
+		u.queue = nil
+	}
+	g.unreadShared = 0
 	g.mu.Unlock()
 	g.signal()
 	for _, c := range drop {
 		c.Close()
+	}
+	for _, uc := range unread {
+		uc.r.drop()
+		uc.c.Close()
 	}
 	return err
 }
@@ -222,11 +240,95 @@ func (g *gate) loop() {
 			continue
 		}
 		pause = 0
-		gc := &gateConn{Conn: c, g: g, key: noPeer}
-		if p, err := peerOf(c); err == nil {
-			gc.peer, gc.hasPeer, gc.key = p, true, p.Share()
+		g.accepted(c)
+	}
+}
+
+// accepted is the accept loop's work for one connection: what admission
+// needs and no more. It reads the peer's uid (SO_PEERCRED, one syscall)
+// and queues the connection for the reader of that uid, which reads the
+// rest of the peer (some tens of microseconds: a pidfd, user namespace
+// ioctls, a stat in /proc) and admits it. Each uid's peers are read one
+// at a time, so a uid that connects in a loop costs the daemon one
+// goroutine's worth of reads at most, and while its queue is full its
+// new connections are closed at once; the loop itself keeps up with the
+// backlog. A connection without peer credentials is admitted at once.
+func (g *gate) accepted(c net.Conn) {
+	r, err := startPeer(c)
+	if err != nil {
+		g.admit(&gateConn{Conn: c, g: g, key: noPeer})
+		return
+	}
+	key := r.share()
+	g.mu.Lock()
+	u := g.unread[key]
+	if u == nil {
+		u = &unreadUser{}
+		g.unread[key] = u
+	}
+	limit := maxUnread * g.lim.UserConns
+	if key == 0 {
+		limit = 16 * g.lim.RootConns
+	}
+	if g.err != nil || len(u.queue) >= limit || key != 0 && g.unreadShared >= maxUnread*g.lim.SharedConns {
+		if !u.reading && len(u.queue) == 0 {
+			delete(g.unread, key)
 		}
-		g.admit(gc)
+		g.mu.Unlock()
+		r.drop()
+		c.Close()
+		return
+	}
+	u.queue = append(u.queue, unreadConn{c, r})
+	if key != 0 {
+		g.unreadShared++
+	}
+	start := !u.reading
+	u.reading = true
+	g.mu.Unlock()
+	if start {
+		go g.readPeers(key, u)
+	}
+}
+
+// maxUnread is how many connections of a uid (of all non-root uids
+// together, times SharedConns) may wait to have their peer read, times
+// its connection cap. Beyond, they are closed unanswered: only a uid that
+// connects faster than its peers can be read gets there.
+const maxUnread = 4
+
+// unreadUser is one uid's connections accepted and not yet admitted: its
+// reader reads them in turn.
+type unreadUser struct {
+	reading bool
+	queue   []unreadConn
+}
+
+type unreadConn struct {
+	c net.Conn
+	r peerRead
+}
+
+// readPeers reads the peers queued for key, oldest first, and admits
+// their connections, until the queue is empty.
+func (g *gate) readPeers(key uint32, u *unreadUser) {
+	for {
+		g.mu.Lock()
+		if len(u.queue) == 0 {
+			u.reading = false
+			delete(g.unread, key)
+			g.mu.Unlock()
+			return
+		}
+		uc := u.queue[0]
+		u.queue[0] = unreadConn{}
+		u.queue = u.queue[1:]
+		if key != 0 {
+			g.unreadShared--
+		}
+		g.mu.Unlock()
+		p := uc.r.finish(uc.c)
+		g.admit(&gateConn{Conn: uc.c, g: g, peer: p, hasPeer: true, key: p.Share()})
 	}
 }
 

@@ -27,16 +27,74 @@ func peerCred(c net.Conn) (Peer, error) {
 
 // peerOf is the server's view of a connection's peer: its credentials,
 // whose share it draws on, and whether it runs in the daemon's pid
-// namespace. What is read through
-// the peer's pidfd is confirmed by the process being alive after it: a
-// peer that has gone counts as running elsewhere.
+// namespace. What is read through the peer's pidfd is confirmed by the
+// process being alive after it: a peer that has gone counts as running
+// elsewhere.
 func peerOf(c net.Conn) (Peer, error) {
-	raw, cred, err := ucredOf(c)
+	r, err := startPeer(c)
 	if err != nil {
 		return Peer{}, err
 	}
+	return r.finish(c), nil
+}
+
+// peerRead is a peer read in two steps: startPeer, on the accept loop,
+// reads what admission needs (SO_PEERCRED) and finish, on a goroutine of
+// its own, the rest, which costs some tens of microseconds (a pidfd,
+// user namespace ioctls, a stat in /proc).
+type peerRead struct {
+	cred unix.Ucred
+	// pidfd is the peer's, opened by startPeer where the socket cannot
+	// give one later (before Linux 6.5), so that a pid reissued after the
+	// accept is not taken for the peer; else -1.
+	pidfd int
+}
+
+// startPeer reads the peer's credentials (SO_PEERCRED), and, before Linux
+// 6.5, opens a pidfd of it by its pid. The caller calls finish or drop.
+func startPeer(c net.Conn) (peerRead, error) {
+	_, cred, err := ucredOf(c)
+	if err != nil {
+		return peerRead{}, err
+	}
+	r := peerRead{cred: *cred, pidfd: -1}
+	if !havePeerPidfd() {
+		if fd, err := unix.PidfdOpen(int(cred.Pid), 0); err == nil {
+			r.pidfd = fd
+		}
+	}
+	return r, nil
+}
+
+// share is the accounting key of a peer before finish: its uid, or the
+// user whose /etc/subuid range it is in. finish may name another user
+// (the one whose user namespace the peer runs in), by which the peer is
+// then admitted.
+func (r peerRead) share() uint32 {
+	if r.cred.Uid != 0 {
+		if acct := userns.SubordinateOf(r.cred.Uid); acct != 0 {
+			return acct
+		}
+	}
+	return r.cred.Uid
+}
+
+// drop releases what startPeer opened, for a connection not served.
+func (r peerRead) drop() {
+	if r.pidfd >= 0 {
+		unix.Close(r.pidfd)
+	}
+}
+
+// finish reads the rest of the peer: whose share it draws on and its pid
+// namespace, through its pidfd.
+func (r peerRead) finish(c net.Conn) Peer {
+	cred := &r.cred
 	p := Peer{Pid: cred.Pid, UID: cred.Uid, GID: cred.Gid}
-	pidfd := peerPidfd(raw, cred.Pid)
+	pidfd := r.pidfd
+	if pidfd < 0 {
+		pidfd = socketPidfd(c, cred.Pid)
+	}
 	if pidfd >= 0 {
 		defer unix.Close(pidfd)
 	}
@@ -50,7 +108,7 @@ func peerOf(c net.Conn) (Peer, error) {
 	if euid := os.Geteuid(); euid == 0 || cred.Uid == uint32(euid) {
 		p.PidNS, p.OtherPidNS = placeOf(pidfd, cred.Pid)
 	}
-	return p, nil
+	return p
 }
 
 func ucredOf(c net.Conn) (syscall.RawConn, *unix.Ucred, error) {
@@ -79,17 +137,38 @@ func ucredOf(c net.Conn) (syscall.RawConn, *unix.Ucred, error) {
 // use does not name.
 const soPeerPidfd = 77
 
-// peerPidfd is a pidfd of the peer: the one the socket holds (SO_PEERPIDFD:
-// the process that connected, even if its pid was reissued since), else
-// one opened now by pid (before Linux 6.5: the pid may have been reissued
-// if the peer has gone), else -1.
-func peerPidfd(raw syscall.RawConn, pid int32) int {
+// havePeerPidfd reports whether sockets give a pidfd of their peer
+// (SO_PEERPIDFD, Linux 6.5), asked once of a socket pair.
+var havePeerPidfd = sync.OnceValue(func() bool {
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fds[0])
+	defer unix.Close(fds[1])
+	fd, err := unix.GetsockoptInt(fds[0], unix.SOL_SOCKET, soPeerPidfd)
+	if err != nil {
+		return !errors.Is(err, unix.ENOPROTOOPT)
+	}
+	unix.Close(fd)
+	return true
+})
+
+// socketPidfd is a pidfd of the peer: the one the socket holds
+// (SO_PEERPIDFD: the process that connected, even if its pid was reissued
+// since), else one opened now by pid (before Linux 6.5: the pid may have
+// been reissued if the peer has gone), else -1.
+func socketPidfd(c net.Conn, pid int32) int {
 	pidfd := -1
-	_ = raw.Control(func(fd uintptr) {
-		if v, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, soPeerPidfd); err == nil {
-			pidfd = v
+	if sc, ok := c.(syscall.Conn); ok {
+		if raw, err := sc.SyscallConn(); err == nil {
+			_ = raw.Control(func(fd uintptr) {
+				if v, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, soPeerPidfd); err == nil {
+					pidfd = v
+				}
+			})
 		}
-	})
+	}
 	if pidfd < 0 {
 		if fd, err := unix.PidfdOpen(int(pid), 0); err == nil {
 			pidfd = fd

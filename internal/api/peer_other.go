@@ -16,6 +16,19 @@ func peerCred(c net.Conn) (Peer, error) {
 // peerOf is peerCred on systems without peer credentials.
 func peerOf(c net.Conn) (Peer, error) { return peerCred(c) }
 
+// peerRead is a peer read in two steps (peer_linux.go); here the first
+// step reads all there is.
+type peerRead struct{ p Peer }
+
+func startPeer(c net.Conn) (peerRead, error) {
+	p, err := peerCred(c)
+	return peerRead{p}, err
+}
+
+func (r peerRead) share() uint32          { return r.p.Share() }
+func (r peerRead) drop()                  {}
+func (r peerRead) finish(c net.Conn) Peer { return r.p }
+
 // ownPidNS is 0: no pid namespaces here.
 func ownPidNS() uint64 { return 0 }
 
