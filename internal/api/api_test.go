@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -219,4 +220,29 @@ func TestNotTheDaemon(t *testing.T) {
 	if _, err := c.Status(context.Background()); err != nil {
 		t.Errorf("Status() from the daemon's server = %v", err)
 	}
+}
+
+// TestDuplicateKeysRefused: a request body with a key twice (or in two
+// cases, which encoding/json matches to one field) is refused, not read
+// as its last: {"pid":1,"pid":2} was a request about pid 2.
+func TestDuplicateKeysRefused(t *testing.T) {
+	sock := serve(t, fakeBackend{}, nil)
+	c := NewClient(sock)
+	defer c.Close()
+	ctx := context.Background()
+	tok := `"v1:t:00000000000000000000000000000000:1:-"`
+	for _, body := range []string{
+		`{"pid":7,"pid":8,"token":` + tok + `}`,
+		`{"pid":7,"PID":8,"token":` + tok + `}`,
+	} {
+		var ae *Error
+		if _, err := c.send(ctx, http.MethodPost, "/verify", json.RawMessage(body)); !errors.As(err, &ae) || ae.Status != http.StatusBadRequest || !strings.Contains(ae.Message, "duplicate key") {
+			t.Errorf("POST /verify %s = %v, want 400 naming the duplicate key", body, err)
+		}
+	}
+	resp, err := c.send(ctx, http.MethodPost, "/verify", json.RawMessage(`{"pid":7,"token":`+tok+`}`))
+	if err != nil {
+		t.Fatalf("POST /verify with each key once = %v", err)
+	}
+	resp.Body.Close()
 }

@@ -72,8 +72,9 @@ type Backend interface {
 	Verify(ctx context.Context, p Peer, r *ClaimRequest) (verdict.Verdict, error)
 	Kill(ctx context.Context, p Peer, r *ClaimRequest) (actions.Outcome, error)
 	Tree(ctx context.Context, p Peer, pid int32, tok token.Token) ([]TreeNode, error)
-	// Output reads at most length bytes (length is 1 to MaxOutputRead) of
-	// the output of claim id from offset (not negative).
+	// Output reads at most length bytes (length is 0 to MaxOutputRead: 0
+	// asks the size alone) of the output of claim id from offset (not
+	// negative).
 	Output(ctx context.Context, p Peer, id string, offset, length int64) (Output, error)
 }
 
@@ -328,7 +329,7 @@ func decode(w http.ResponseWriter, r *http.Request, v any, emptyOK bool) bool {
 		writeError(w, http.StatusBadRequest, "empty body, want a JSON object")
 		return false
 	}
-	if err := jsonx.Decode(body, MaxBodyBytes, v); err != nil {
+	if err := jsonx.DecodeUnique(body, MaxBodyBytes, v); err != nil {
 		writeError(w, http.StatusBadRequest, "malformed JSON: "+Trunc(err.Error(), 300))
 		return false
 	}
@@ -566,7 +567,7 @@ func (s *Server) output(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	length = min(max(length, 1), MaxOutputRead)
+	length = min(length, MaxOutputRead)
 	out, err := s.b.Output(r.Context(), peer(r), id, offset, length)
 	if err != nil {
 		writeErr(w, err)

@@ -3,13 +3,14 @@
 // by the peer credentials of its connection (SO_PEERCRED, read once when the
 // connection is accepted), never by anything the request says about itself:
 // root acts on every claim, another uid only on claims it created. The
-// peer's pid namespace and root directory are read then too, through its
-// pidfd (SO_PEERPIDFD): a peer in another pid namespace than the daemon's
-// names and would be shown pids that are not its own, so it is answered
-// status alone.
+// peer's pid namespace and root directory are read once too, through its
+// pidfd (SO_PEERPIDFD), before its first request is served, by a reader
+// of its uid's off the accept loop: a peer in another pid namespace than
+// the daemon's names and would be shown pids that are not its own, so it
+// is answered status alone.
 //
 // The server defends itself: request bodies are capped (http.MaxBytesReader),
-// every field is bounded, unknown fields are refused, a panic in a handler
+// every field is bounded, unknown fields and keys given twice are refused, a panic in a handler
 // answers 500 instead of ending the daemon. Errors are 4xx or 5xx with a
 // JSON body {"error": "..."}.
 //
