@@ -21,7 +21,8 @@ it ended ("j-... exited (3)"); with PID TOKEN, until the daemon no longer
 judges that process OWNED, and prints the verdict. It asks the daemon at
 most every second. Exit codes: 0 released with nothing left alive, a job
 that exited 0, or a process gone; 1 a job that exited otherwise or by a
-signal; 2 survivors left; 3 retired, dropped or unverifiable; 64 bad
+signal; 2 survivors left; 3 retired, dropped, unverifiable, or a job
+whose exit status is unknown (it ended while the daemon was stopped); 64 bad
 arguments; 66 no such claim; 69 no daemon; 75 timed out; 77 refused;
 130 interrupted (the claim goes on).`)
 }

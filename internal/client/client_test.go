@@ -129,6 +129,7 @@ func TestWaitCode(t *testing.T) {
 		{api.Claim{State: store.Exited, ExitCode: code(0)}, WaitClean},
 		{api.Claim{State: store.Exited, ExitCode: code(3)}, WaitFailed},
 		{api.Claim{State: store.Exited, ExitSignal: 9}, WaitFailed},
+		{api.Claim{State: store.Exited, RetiredReason: "exited while not watched; exit code unknown"}, WaitUnknown},
 		{api.Claim{State: store.Released, Release: &api.Release{Dead: true}}, WaitClean},
 		{api.Claim{State: store.Released, Release: &api.Release{Survivors: []api.Instance{{Pid: 5}}}}, WaitSurvivors},
 		{api.Claim{State: store.Retired}, WaitUnknown},

@@ -21,7 +21,7 @@ const (
 	WaitClean     = 0 // released with nothing left alive, or a job that exited 0
 	WaitFailed    = 1 // a job that exited with another code, or by a signal
 	WaitSurvivors = 2 // released with members left alive or unproven
-	WaitUnknown   = 3 // retired or dropped: the supervisor lost its proof
+	WaitUnknown   = 3 // retired, dropped, or exited with its status unknown: the supervisor lost its proof
 )
 
 // Poll intervals of a wait: from the first to the longest, doubling.
@@ -90,11 +90,16 @@ func poll[T any](ctx context.Context, timeout time.Duration, what string, ask fu
 	}
 }
 
-// WaitCode is the exit code of a wait that saw claim c end.
+// WaitCode is the exit code of a wait that saw claim c end. A job whose
+// exit status is unknown (it ended while the daemon was stopped; its
+// program may not even have started) is WaitUnknown, not WaitFailed: it
+// cannot be told from a job that ran and failed.
 func WaitCode(c api.Claim) int {
 	switch {
 	case c.State == store.Exited && c.ExitCode != nil && *c.ExitCode == 0 && c.ExitSignal == 0:
 		return WaitClean
+	case c.State == store.Exited && c.ExitCode == nil && c.ExitSignal == 0:
+		return WaitUnknown
 	case c.State == store.Exited:
 		return WaitFailed
 	case c.State == store.Released && (c.Release == nil || c.Release.Dead):
