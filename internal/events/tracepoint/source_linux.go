@@ -89,6 +89,9 @@ type Source struct {
 	sawData    bool // a record arrived since the read deadline was set
 	quiet      bool // no deadline: asleep until the program wakes us
 	settling   bool // reader_asleep set, one last look at the ring due
+	// straggle is straggleWait, but in tests of the wake-up protocol,
+	// which need the reader quiet on a host busy with other tests.
+	straggle time.Duration
 	// asleep is the reader_asleep flag shared with the programs (a
 	// memory-mapped array element): 1 while quiet. Nil in replay tests.
 	asleep *uint32
@@ -129,7 +132,7 @@ var _ events.Source = (*Source)(nil)
 // newSource wires a Source around a record reader; New passes the ring
 // buffer, tests a fake.
 func newSource(boot procfs.BootID, rd recordReader, lost func() (uint64, error), release func() error) *Source {
-	s := &Source{boot: boot, rd: rd, lost: lost, release: release, quiet: true}
+	s := &Source{boot: boot, rd: rd, lost: lost, release: release, quiet: true, straggle: straggleWait}
 	s.try = s.tryRead
 	return s
 }
@@ -488,7 +491,7 @@ func (s *Source) Read(ev *events.Event) error {
 				switch {
 				case s.sawData:
 					s.sawData = false
-					s.setDeadline(time.Now().Add(straggleWait))
+					s.setDeadline(time.Now().Add(s.straggle))
 				case !s.settling:
 					// A quiet stretch: say so (reader_asleep), then look
 					// at the ring once more without waiting. A record
@@ -512,7 +515,7 @@ func (s *Source) Read(ev *events.Event) error {
 		if s.quiet || s.settling {
 			s.quiet, s.settling = false, false
 			s.setAsleep(0)
-			s.setDeadline(time.Now().Add(straggleWait))
+			s.setDeadline(time.Now().Add(s.straggle))
 		}
 		// Look at the lost counter once the buffer is drained (drops happen
 		// only while it is full, so they are then behind us) or, under a
