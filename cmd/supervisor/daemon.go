@@ -98,6 +98,9 @@ func runDaemon(ctx context.Context, env *cliEnv, args []string) error {
 	if err := cfg.Validate(); err != nil {
 		return fail(exitUsage, "%v", err)
 	}
+	if err := cfg.CheckHost(); err != nil {
+		return fail(exitUsage, "%v", err)
+	}
 	if *check {
 		fmt.Fprintln(env.stdout, "configuration is valid")
 		return printJSON(env, cfg, "  ")

@@ -290,9 +290,6 @@ func decodeConfig(b []byte, cfg *Config) error { return jsonx.DecodeUnique(b, ma
 
 // Validate checks the values.
 func (c *Config) Validate() error {
-	if err := checkGroup(c.SocketGroup); err != nil {
-		return err
-	}
 	switch {
 	case c.StateDir == "" || !filepath.IsAbs(c.StateDir):
 		return fmt.Errorf("state_dir %q: want an absolute path: %w", c.StateDir, ErrConfig)
@@ -361,6 +358,11 @@ func (c *Config) APILimits() api.Limits {
 	l.UserConns, l.Rate, l.Burst, l.UserLong = c.ConnsPerUID, c.RatePerUID, c.BurstPerUID, c.LongPerUID
 	return l
 }
+
+// CheckHost checks what the values name on this host, beyond Validate
+// (which a configuration passes wherever it is read): the socket group
+// exists here. `run --check-config` and Run ask both.
+func (c *Config) CheckHost() error { return checkGroup(c.SocketGroup) }
 
 // checkGroup refuses a socket group that is neither a group id nor a name
 // the local group database has: found only when the socket was made, it
