@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"syscall"
 	"time"
@@ -53,6 +54,25 @@ func NewClient(socket string) *Client {
 	return &Client{socket: socket, hc: &http.Client{Transport: tr}}
 }
 
+// PrivateSocket is the path of the daemon's private socket beside its API
+// socket sock, or "" when that path is too long for a unix socket. The
+// daemon makes it mode 0600, its own user's, so root (and that user) may
+// connect and no one else: other users that keep the shared socket's
+// listen backlog full (a connect loop) cannot keep root out, whose
+// clients connect there first. systemd keeps /run/systemd/private for
+// the same reason.
+func PrivateSocket(sock string) string {
+	p := sock + ".root"
+	if len(p) > maxSocketPath {
+		return ""
+	}
+	return p
+}
+
+// maxSocketPath is the longest path a unix socket address holds
+// (sun_path is 108 bytes with its NUL).
+const maxSocketPath = 107
+
 // DialRetry is how long a connect is retried while the daemon's listen
 // backlog is full: a Unix socket's connect then fails with EAGAIN at once
 // (Go's sockets do not block), where the daemon would have answered a
@@ -66,6 +86,13 @@ const DialRetry = 5 * time.Second
 // daemon's accepts and the next connects of whoever fills it.
 func dial(ctx context.Context, socket string) (net.Conn, error) {
 	var d net.Dialer
+	if p := PrivateSocket(socket); p != "" && os.Geteuid() == 0 {
+		if c, err := d.DialContext(ctx, "unix", p); err == nil {
+			return c, nil
+		}
+		// None there (an older daemon, or none), or not this one's
+		// to serve: the shared socket says which.
+	}
 	end := time.Now().Add(DialRetry)
 	pause := 100 * time.Microsecond
 	for {

@@ -108,7 +108,11 @@ const noPeer = math.MaxUint32
 // for the shared slots of non-root uids, and then ConnWait at most.
 type gate struct {
 	inner net.Listener
-	lim   Limits
+	// more are further listeners (the private socket), each accepted by
+	// a loop of its own: a backlog the shared socket's callers fill
+	// does not hold their connections back.
+	more []net.Listener
+	lim  Limits
 
 	mu       sync.Mutex
 	users    map[uint32]*connUser
@@ -157,8 +161,8 @@ type gateConn struct {
 	refuse string
 }
 
-func newGate(l net.Listener, lim Limits) *gate {
-	return &gate{inner: l, lim: lim, users: map[uint32]*connUser{}, unread: map[uint32]*unreadUser{}, wake: make(chan struct{}, 1)}
+func newGate(l net.Listener, lim Limits, more ...net.Listener) *gate {
+	return &gate{inner: l, more: more, lim: lim, users: map[uint32]*connUser{}, unread: map[uint32]*unreadUser{}, wake: make(chan struct{}, 1)}
 }
 
 // Accept returns the next connection to serve (or to refuse). Only the
@@ -186,6 +190,9 @@ func (g *gate) Accept() (net.Conn, error) {
 // connections not yet handed to the server.
 func (g *gate) Close() error {
 	err := g.inner.Close()
+	for _, l := range g.more {
+		l.Close()
+	}
 	g.mu.Lock()
 	if g.err == nil {
 		g.err = net.ErrClosed
@@ -219,14 +226,26 @@ func (g *gate) Close() error {
 // Addr implements net.Listener.
 func (g *gate) Addr() net.Addr { return g.inner.Addr() }
 
-// loop accepts until the listener is closed. A failed accept (out of
-// descriptors) is retried after a pause that doubles up to a second.
+// loop accepts from every listener until they are closed.
 func (g *gate) loop() {
+	for _, l := range g.more {
+		go g.acceptFrom(l, false)
+	}
+	g.acceptFrom(g.inner, true)
+}
+
+// acceptFrom accepts from l until it is closed; the main listener's end
+// (main) ends the gate. A failed accept (out of descriptors) is retried
+// after a pause that doubles up to a second.
+func (g *gate) acceptFrom(l net.Listener, main bool) {
 	var pause time.Duration
 	for {
-		c, err := g.inner.Accept()
+		c, err := l.Accept()
 		if err != nil {
 			if errors.Is(err, net.ErrClosed) {
+				if !main {
+					return
+				}
 				g.mu.Lock()
 				if g.err == nil {
 					g.err = err

@@ -307,3 +307,82 @@ func TestIntegrationFairConnectFlood(t *testing.T) {
 		t.Errorf("%d of root's %d requests failed beside %d connect floods of another user, want none", failed, asks, flooders)
 	}
 }
+
+// TestIntegrationPrivateSocketUnderFlood: the server also serves a private
+// socket (PrivateSocket, mode 0600) on an accept loop of its own. While
+// another user floods the shared socket with connects, root's one-shot
+// connects to the private socket all succeed, without the retries the
+// shared socket needs; and root's client goes there first, so it is
+// served even when the shared socket answers nothing.
+func TestIntegrationPrivateSocketUnderFlood(t *testing.T) {
+	testenv.RequireRoot(t)
+	dir, err := os.MkdirTemp("", "apipriv")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	sock := filepath.Join(dir, "s")
+	shared, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(sock, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	priv, err := net.Listen("unix", PrivateSocket(sock))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(PrivateSocket(sock), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	s := NewServer(fakeBackend{}, nil)
+	go s.Serve(shared, priv)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		s.Shutdown(ctx)
+	})
+	const flooders, asks = 4, 20
+	for range flooders {
+		cmd := testenv.SelfAs(t, &syscall.Credential{Uid: nobody, Gid: nobody}, []string{helperEnv + "=flood"}, "flood", sock, "1")
+		stdin, stdout := testenv.StartPiped(t, cmd)
+		t.Cleanup(func() { stdin.Close(); cmd.Wait() })
+		if b, _ := io.ReadAll(stdout); strings.TrimSpace(string(b)) != "ready" {
+			t.Fatalf("flood helper: %q", b)
+		}
+	}
+	time.Sleep(200 * time.Millisecond)
+	failed := 0
+	for i := range asks {
+		c, err := net.Dial("unix", PrivateSocket(sock)) // once: no retry
+		if err == nil {
+			fmt.Fprint(c, "GET "+Version+"/status HTTP/1.1\r\nHost: x\r\n\r\n")
+			var resp *http.Response
+			if resp, err = http.ReadResponse(bufio.NewReader(c), nil); err == nil && resp.StatusCode != http.StatusOK {
+				err = fmt.Errorf("status %d", resp.StatusCode)
+			}
+			c.Close()
+		}
+		if err != nil {
+			failed++
+			t.Logf("root's connect #%d to the private socket: %v", i+1, err)
+		}
+	}
+	if failed > 0 {
+		t.Errorf("%d of root's %d one-shot requests on the private socket failed beside %d connect floods of the shared one, want none", failed, asks, flooders)
+	}
+	// Root's client connects to the private socket first: with nothing
+	// at the shared path it is still served.
+	if err := os.Remove(sock); err != nil {
+		t.Fatal(err)
+	}
+	c := NewClient(sock)
+	defer c.Close()
+	if _, err := c.Status(context.Background()); err != nil {
+		t.Errorf("root's client with the shared socket gone = %v, want served on the private one", err)
+	}
+}

@@ -161,11 +161,12 @@ func NewServer(b Backend, onPanic func(msg string, stack []byte), opts ...Option
 	return s
 }
 
-// Serve accepts connections on l until Shutdown, each one at once: the
-// server's gate (fair.go) then serves it, lets it wait for a slot of its
-// uid, or refuses it. It returns http.ErrServerClosed after a Shutdown.
-func (s *Server) Serve(l net.Listener) error {
-	g := newGate(l, s.lim)
+// Serve accepts connections on l, and on the listeners more (the private
+// socket, PrivateSocket), until Shutdown, each one at once: the server's
+// gate (fair.go) then serves it, lets it wait for a slot of its uid, or
+// refuses it. It returns http.ErrServerClosed after a Shutdown.
+func (s *Server) Serve(l net.Listener, more ...net.Listener) error {
+	g := newGate(l, s.lim, more...)
 	go g.loop() // ends when the listener closes: Shutdown, or Serve's end
 	return s.srv.Serve(g)
 }

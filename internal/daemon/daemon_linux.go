@@ -166,6 +166,9 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	if err := cfg.CheckHost(); err != nil {
+		return err
+	}
 	// A soft memory limit (unless GOMEMLIMIT sets one) has the collector
 	// return garbage before the heap grows into it: a daemon that lives
 	// for months should not keep the peak of a burst of launches.
@@ -382,7 +385,11 @@ func (d *Daemon) run(ctx context.Context, ready func(Info)) error {
 	debug.FreeOSMemory()
 	srv := api.NewServer(d, d.log.Internal, api.WithLimits(d.cfg.APILimits()))
 	serveErr := make(chan error, 1)
-	go func() { serveErr <- srv.Serve(ln) }()
+	var more []net.Listener
+	if priv := d.listenPrivate(); priv != nil {
+		more = append(more, priv)
+	}
+	go func() { serveErr <- srv.Serve(ln, more...) }()
 	if ready != nil {
 		ready(Info{Socket: d.cfg.Socket, Mechanism: string(tr.Mechanism()), Reconcile: rep})
 	}
@@ -540,6 +547,42 @@ func (d *Daemon) listen() (net.Listener, error) {
 		}
 	}
 	return ln, nil
+}
+
+// listenPrivate listens on the private socket beside the API socket
+// (api.PrivateSocket): mode 0600, the daemon's user's, so only root and
+// that user reach it, whatever others do to the shared socket's backlog.
+// The directory is the API socket's, checked already. A socket left
+// there by an earlier run is replaced; anything else there, or a path
+// too long, leaves the daemon without one, and says so: root's clients
+// then use the shared socket.
+func (d *Daemon) listenPrivate() net.Listener {
+	p := api.PrivateSocket(d.cfg.Socket)
+	if p == "" {
+		d.log.Internal("no private socket: the path beside "+d.cfg.Socket+" is too long for a unix socket", nil)
+		return nil
+	}
+	if fi, err := os.Lstat(p); err == nil {
+		if fi.Mode()&os.ModeSocket == 0 {
+			d.log.Internal("no private socket: "+p+" exists and is not a socket", nil)
+			return nil
+		}
+		os.Remove(p)
+	}
+	old := syscall.Umask(0o177)
+	ln, err := net.Listen("unix", p)
+	syscall.Umask(old)
+	if err != nil {
+		d.log.Internal("no private socket: "+err.Error(), nil)
+		return nil
+	}
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	if err := os.Chmod(p, 0o600); err != nil {
+		ln.Close()
+		d.log.Internal("no private socket: "+err.Error(), nil)
+		return nil
+	}
+	return ln
 }
 
 func (d *Daemon) claimLock(id string) *sync.Mutex {
