@@ -304,6 +304,7 @@ func (d *Daemon) settle(ctx context.Context, id string, rq request) (api.ReportI
 		handed = true
 		w, started := d.work.start(c.ID, func(wctx context.Context, say func(string)) (api.ReportItem, actions.Outcome, error) {
 			defer l.Unlock()
+			defer d.tearing.Delete(c.ID) // teardown's own, but for a panic
 			defer func() {
 				for _, h := range append(extra, rootH) {
 					if h != nil {
@@ -766,12 +767,14 @@ func (d *Daemon) finishJob(c *store.Claim, ws syscall.WaitStatus, known bool) er
 		case x.ExitCode == nil && x.ExitSignal == 0 && x.RetiredReason == "":
 			x.RetiredReason = "exited while not watched; exit code unknown"
 		}
-		if _, ok := d.tearing.Load(x.ID); ok && x.State == store.Releasing {
+		if _, ok := d.tearing.Load(x.ID); ok && known && x.State == store.Releasing {
 			// A teardown runs: the root's exit is recorded, and the
 			// claim stays releasing until the grace has dealt with
 			// what the root left (its members ignoring SIGTERM). Ended
 			// here, a restart during the grace found the job over and
-			// left them running, unwatched.
+			// left them running, unwatched. (A status this does not
+			// know comes from a pass that holds the claim's lock, so
+			// no teardown of it runs: that always ends the claim.)
 			return
 		}
 		x.State = store.Exited
