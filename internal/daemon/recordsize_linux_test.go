@@ -13,7 +13,6 @@ import (
 
 	"github.com/procsupervisor/supervisor/internal/actions"
 	"github.com/procsupervisor/supervisor/internal/api"
-	"github.com/procsupervisor/supervisor/internal/local"
 	"github.com/procsupervisor/supervisor/internal/logfeed"
 	"github.com/procsupervisor/supervisor/internal/store"
 	"github.com/procsupervisor/supervisor/internal/testenv"
@@ -223,16 +222,7 @@ func TestIntegrationAdmitLongCmdline(t *testing.T) {
 		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
 		return err == nil && strings.HasPrefix(string(b), "/bin/sh\x00-c\x00sleep 600; :\x00")
 	}, "%d never exec'd sh", pid)
-	tok, err := local.ReadToken(context.Background(), pid)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := api.Peer{Pid: int32(os.Getpid())}
-	var cl api.Claim
-	testenv.EventuallyNil(t, 10*time.Second, func() (err error) {
-		cl, err = h.d.Admit(context.Background(), p, &api.AdmitRequest{Pid: pid, Token: tok})
-		return err
-	}, "admit %d", pid)
+	cl, _ := h.admit(t, pid)
 	c, err := h.st.Get(cl.ID)
 	if err != nil {
 		t.Fatal(err)
