@@ -7,7 +7,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -129,8 +128,15 @@ func TestIntegrationFeedMountNamespaceDeleted(t *testing.T) {
 					}
 					p, _ := m["process"].(map[string]any)
 					args, _ := p["args"].([]any)
+					// The shell's own exec alone: setpriv and unshare
+					// carry the private shell's marker in their
+					// arguments too, and their lines (in the daemon's
+					// mount namespace) can be written first.
+					if len(args) != 4 || args[1] != "-c" {
+						continue
+					}
 					for _, s := range suffixes {
-						if slices.Contains(args, any(marker+s)) {
+						if args[3] == marker+s {
 							lines[s] = m
 						}
 					}
