@@ -47,7 +47,10 @@ type Limits struct {
 //
 // A CLI call uses one connection and one request and a Go client keeps two
 // idle, so 16 connections a uid leave room for a busy script, and 256
-// shared need 16 uids at their cap to fill. Root keeps the 64 every caller
+// shared need 16 uids at their cap to fill; a uid kept waiting by the
+// shared cap then takes an idle keep-alive connection's slot from the
+// uid holding the most (gate.reclaimLocked), so that those 16 cannot keep
+// the others out. Root keeps the 64 every caller
 // had before. A keep-alive connection idle for 10 s is closed (the Client
 // drops its own after 5 s, before the server does). 100 requests a second,
 // 200 at once, is more than any interactive use and bounds a loop.
@@ -134,6 +137,9 @@ type gate struct {
 type connUser struct {
 	served, refusing int
 	queue            []*gateConn // parked, oldest first
+	// idle are its served keep-alive connections between requests,
+	// longest idle first: what reclaim may close.
+	idle []*gateConn
 }
 
 type connState int
@@ -159,6 +165,9 @@ type gateConn struct {
 	state  connState
 	timer  *time.Timer
 	refuse string
+	// idle: served and between requests (the server's ConnState);
+	// reclaimed: closed by reclaim, its slot not yet given back.
+	idle, reclaimed bool
 }
 
 func newGate(l net.Listener, lim Limits, more ...net.Listener) *gate {
@@ -387,6 +396,7 @@ func (g *gate) canServe(key uint32) bool {
 func (g *gate) admit(c *gateConn) {
 	g.mu.Lock()
 	var closeNow bool
+	var reclaimed net.Conn
 	u := g.user(c.key)
 	switch {
 	case g.err != nil:
@@ -407,12 +417,63 @@ func (g *gate) admit(c *gateConn) {
 			g.turn = append(g.turn, c.key)
 		}
 		c.timer = time.AfterFunc(time.Duration(wait), func() { g.expire(c, wait) })
+		if c.key != 0 && u.served < g.lim.UserConns {
+			reclaimed = g.reclaimLocked(u)
+		}
 	default:
 		closeNow = !g.refuseLocked(c, g.capMessage(c.key, "and as many waiting"))
 	}
 	g.mu.Unlock()
 	if closeNow {
 		c.Close()
+	}
+	if reclaimed != nil {
+		// The server's read of it fails, and its Close gives the slot
+		// back to the connections waiting, u's among them.
+		reclaimed.Close()
+	}
+}
+
+// reclaimLocked picks, for a connection of u parked because all non-root
+// uids together hold SharedConns, the longest idle keep-alive connection
+// of the uid holding the most, when that uid holds at least two more than
+// u: the shared slots then go round, however many uids hold their cap
+// (a keep-alive connection may be closed between requests; a client
+// opens another). It returns the connection to close, after g.mu is
+// released, or nil when there is none to take. g.mu is held.
+func (g *gate) reclaimLocked(u *connUser) net.Conn {
+	var from *connUser
+	for key, v := range g.users {
+		if key == 0 || v == u || len(v.idle) == 0 || v.served < u.served+2 {
+			continue
+		}
+		if from == nil || v.served > from.served {
+			from = v
+		}
+	}
+	if from == nil {
+		return nil
+	}
+	c := from.idle[0]
+	from.idle = from.idle[1:]
+	c.idle, c.reclaimed = false, true
+	return c.Conn
+}
+
+// connState follows a served connection between requests (idle) and in
+// one (active), for reclaim.
+func (g *gate) connState(c *gateConn, idle bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if c.state != connServed || c.reclaimed || c.idle == idle {
+		return
+	}
+	c.idle = idle
+	u := g.user(c.key)
+	if idle {
+		u.idle = append(u.idle, c)
+	} else {
+		u.idle = slices.DeleteFunc(u.idle, func(x *gateConn) bool { return x == c })
 	}
 }
 
@@ -525,6 +586,10 @@ func (c *gateConn) Close() error {
 	case connParked:
 		g.unpark(c)
 	case connServed:
+		if c.idle {
+			u.idle = slices.DeleteFunc(u.idle, func(x *gateConn) bool { return x == c })
+			c.idle = false
+		}
 		u.served--
 		if c.key != 0 {
 			g.shared--

@@ -229,6 +229,27 @@ func TestIntegrationFairIdleConnections(t *testing.T) {
 	}
 }
 
+// TestIntegrationFairSharedReclaim: two users hold all the shared slots
+// with idle keep-alive connections (a long idle timeout, so they stay);
+// a third and a fourth user are served at once, each taking a slot from
+// the user holding the most, instead of a 503 after the wait (the shared
+// cap filled by a few uids kept every other user out for as long as
+// they held it).
+func TestIntegrationFairSharedReclaim(t *testing.T) {
+	lim := Limits{UserConns: 4, SharedConns: 8, IdleTimeout: Duration(time.Hour), ConnWait: Duration(3 * time.Second)}
+	e := newFairEnv(t, lim)
+	for _, uid := range []uint32{nobody, other} {
+		if got := e.run(t, uid, "hold", lim.UserConns); strings.Join(got, " ") != "200 200 200 200" {
+			t.Fatalf("uid %d's %d connections: %q, want all served", uid, lim.UserConns, got)
+		}
+	}
+	for _, uid := range []uint32{other - 1, other - 2} {
+		if got := e.run(t, uid, "get", 2); strings.Join(got, " ") != "200 200" {
+			t.Errorf("uid %d while two users hold the %d shared slots idle: %q, want two 200", uid, lim.SharedConns, got)
+		}
+	}
+}
+
 // TestIntegrationFairRate: a user over the rate cap gets 429 with a JSON
 // error and Retry-After; another user, and root, do not.
 func TestIntegrationFairRate(t *testing.T) {

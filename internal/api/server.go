@@ -156,6 +156,13 @@ func NewServer(b Backend, onPanic func(msg string, stack []byte), opts ...Option
 			}
 			return ctx
 		},
+		// Keep-alive connections between requests may be reclaimed
+		// for a uid waiting on the shared cap (gate.reclaimLocked).
+		ConnState: func(c net.Conn, st http.ConnState) {
+			if gc, ok := c.(*gateConn); ok && gc.key != 0 {
+				gc.g.connState(gc, st == http.StateIdle)
+			}
+		},
 		ErrorLog: nil,
 	}
 	return s
