@@ -80,6 +80,7 @@ type claimStore interface {
 	AddMember(id string, ms ...store.Member) (int, error)
 	RemoveMember(id string, ms ...store.Instance) (int, error)
 	Stats() (store.Stats, error)
+	Usage() (inUse, limit int64, err error)
 }
 
 // judge is the verdict judge as the daemon uses it (*verdict.Judge, made

@@ -51,14 +51,34 @@ func newClaimIndex() *claimIndex {
 // byte quota.
 const memberBytes = 128
 
-// claimBytes is what a claim costs its owner's byte quota.
+// claimBytes is what a claim costs its owner's byte quota: its record as
+// the store writes it (JSON, where a control character takes 6 bytes),
+// with the store's page overhead, and memberBytes per member recorded.
+// Before, the raw bytes of argv, cwd and owner were counted: three users
+// each under a 16 MiB quota, their arguments control characters, filled
+// the store's 256 MiB, and every launch failed, root's too.
 func claimBytes(c *store.Claim) int64 {
-	n := len(c.Cwd) + len(c.Owner) + memberBytes*len(c.Members)
-	for _, a := range c.Argv {
-		n += len(a)
+	n, err := store.RecordSize(c)
+	if err != nil {
+		n = len(c.Cwd) + len(c.Owner)
+		for _, a := range c.Argv {
+			n += 6 * len(a)
+		}
 	}
-	return int64(n)
+	n += len(c.ID) + pageElement
+	if n > storePage/2 {
+		// A record too big to share a page has pages of its own.
+		n = (n + storePage - 1) / storePage * storePage
+	}
+	return int64(n + memberBytes*len(c.Members))
 }
+
+// storePage and pageElement are the store's page size and its overhead per
+// record in a page (bbolt's page and leaf element headers).
+const (
+	storePage   = 4096
+	pageElement = 32
+)
 
 func (x *claimIndex) set(c *store.Claim) {
 	failed := c.State == store.Released && c.Pid == 0 && c.LastVerdict != nil &&

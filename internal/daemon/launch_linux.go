@@ -392,6 +392,8 @@ func claimErr(id string, err error) error {
 
 func storeErr(err error) error {
 	switch {
+	case errors.Is(err, store.ErrFull):
+		return fmt.Errorf("%v: %w", err, api.ErrUnavailable)
 	case errors.Is(err, store.ErrTooLarge), errors.Is(err, store.ErrInvalid):
 		return fmt.Errorf("%v: %w", err, api.ErrBadRequest)
 	case errors.Is(err, store.ErrNotFound):
@@ -615,6 +617,9 @@ func (d *Daemon) record(p api.Peer, c *store.Claim) error {
 		if err := d.quota(p, c); err != nil {
 			return err
 		}
+		if err := d.storeRoom(); err != nil {
+			return err
+		}
 	}
 	if err := d.st.Put(c); err != nil {
 		d.storeFailed("record claim", err)
@@ -622,6 +627,26 @@ func (d *Daemon) record(p api.Peer, c *store.Claim) error {
 	}
 	d.claims.set(c)
 	return nil
+}
+
+// storeShareOf4 is the quarters of the store's file that new claims of
+// callers other than root may fill. Past it, their launches and
+// admissions are refused (503) until finished claims are pruned: the rest
+// is kept for root's claims and for the daemon's writes of the claims it
+// holds (state changes, members, exits, release records), whatever the
+// users' quotas add up to.
+const storeShareOf4 = 3
+
+// storeRoom refuses a new claim of a caller other than root when the
+// store is past storeShareOf4 quarters full. A store that cannot say
+// refuses nothing here: its Put reports the fault.
+func (d *Daemon) storeRoom() error {
+	used, limit, err := d.st.Usage()
+	if err != nil || used*4 < limit*storeShareOf4 {
+		return nil
+	}
+	return fmt.Errorf("the claims store is %d%% full (%d of %d MiB); until finished claims are pruned only root's claims are taken: %w",
+		used*100/limit, used>>20, limit>>20, api.ErrUnavailable)
 }
 
 // pruneFailed deletes uid's oldest failed launches beyond QuotaFailed.

@@ -35,6 +35,10 @@ var (
 	// ErrTooLarge: a write exceeds a Limits bound, or the file reached
 	// Options.MaxFileSize.
 	ErrTooLarge = errors.New("claim too large")
+	// ErrFull: the data file reached Options.MaxFileSize (it wraps
+	// ErrTooLarge too): no write that grows it can succeed, whatever it
+	// holds.
+	ErrFull = errors.New("store full")
 	// ErrInvalid: a write the store refuses (unknown kind or state,
 	// malformed ID, changed ID or kind, invalid UTF-8).
 	ErrInvalid = errors.New("invalid claim")
@@ -79,6 +83,8 @@ type Store struct {
 	lock *Lock
 	path string
 	lim  Limits
+	// maxSize is the data file's cap (Options.MaxFileSize).
+	maxSize int64
 }
 
 // Open opens the store at path, creating it (mode 0600) when no file is
@@ -103,7 +109,10 @@ func Open(path string, opts Options) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open store: %w", err)
 	}
-	s := &Store{lock: lk, path: path, lim: opts.Limits.withDefaults()}
+	s := &Store{lock: lk, path: path, lim: opts.Limits.withDefaults(), maxSize: int64(opts.MaxFileSize)}
+	if s.maxSize <= 0 {
+		s.maxSize = DefaultMaxFileSize
+	}
 	if err := s.open(opts, timeout, hadLock); err != nil {
 		if _, serr := os.Lstat(path); !hadLock && errors.Is(serr, fs.ErrNotExist) {
 			// A first open that made no store leaves no lock file to
@@ -267,7 +276,7 @@ func classify(err error) error {
 		errors.Is(err, berrors.ErrVersionMismatch), errors.Is(err, berrors.ErrInvalidMapping):
 		return fmt.Errorf("%v: %w", err, ErrCorrupt)
 	case errors.Is(err, berrors.ErrMaxSizeReached):
-		return fmt.Errorf("data file at its size limit: %w", ErrTooLarge)
+		return fmt.Errorf("data file at its size limit (%w): %w", ErrFull, ErrTooLarge)
 	case errors.Is(err, berrors.ErrDatabaseNotOpen):
 		return ErrClosed
 	}
@@ -696,6 +705,26 @@ type Stats struct {
 	// bbolt has in use (high-water mark, free pages included).
 	FileBytes int64
 	DataBytes int64
+}
+
+// Usage returns the bytes of the data file in use (its pages up to the
+// high-water mark, less those free or freed by the last transactions)
+// and the size the file may not grow past (Options.MaxFileSize). In use
+// is what the next writes cannot reuse: a caller keeping room for its
+// own writes refuses others' past a share of limit. Free pages are
+// counted whether or not they are contiguous: records of many pages can
+// find the file full before all of it is in use (a 256 KiB file of 16 KiB
+// records at 58%). It reads the file's meta page and the freelist's
+// counts, not the claims.
+func (s *Store) Usage() (inUse, limit int64, err error) {
+	err = s.view("usage", func(tx *bolt.Tx) error {
+		inUse = tx.Size()
+		return nil
+	})
+	if err != nil {
+		return 0, s.maxSize, err
+	}
+	return max(0, inUse-int64(s.db.Stats().FreeAlloc)), s.maxSize, nil
 }
 
 // Stats counts the claims by kind and state and measures the file.

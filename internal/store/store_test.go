@@ -230,12 +230,31 @@ func TestMaxFileSize(t *testing.T) {
 	for i := 0; i < 1000 && err == nil; i++ {
 		err = s.Put(&Claim{Kind: Job, Argv: []string{big, big, big, big}})
 	}
-	if !errors.Is(err, ErrTooLarge) {
-		t.Fatalf("filling a 256 KiB store: %v, want ErrTooLarge", err)
+	if !errors.Is(err, ErrTooLarge) || !errors.Is(err, ErrFull) {
+		t.Fatalf("filling a 256 KiB store: %v, want ErrFull (and ErrTooLarge)", err)
 	}
 	st, serr := s.Stats()
 	if serr != nil || st.FileBytes > 256<<10 {
 		t.Errorf("full store Stats = %d bytes, %v; want at most %d", st.FileBytes, serr, 256<<10)
+	}
+	used, limit, uerr := s.Usage()
+	// Records of four pages and more leave free runs too short for
+	// the next: a small file of them is full with half of it in use.
+	if uerr != nil || limit != 256<<10 || used < limit/2 || used > limit {
+		t.Errorf("full store Usage = %d of %d, %v; want most of %d in use", used, limit, uerr, 256<<10)
+	}
+	// Deleting claims frees their pages: in use goes down, the file not.
+	cs, err := s.List(Filter{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cs[:len(cs)/2] {
+		if err := s.Delete(c.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if after, _, err := s.Usage(); err != nil || after > used*3/4 {
+		t.Errorf("Usage after deleting half the claims = %d, %v; want well under %d", after, err, used)
 	}
 }
 
