@@ -66,8 +66,24 @@ func TestIntegrationNoStall(t *testing.T) {
 // the child running, unwatched, for good.
 func TestIntegrationJobReleaseResumed(t *testing.T) {
 	testenv.RequireRoot(t)
+	for _, mode := range []struct {
+		name  string
+		flags []string
+	}{
+		{"cgroup", nil},
+		// Without a cgroup, the members the daemon recorded are the
+		// resumed teardown's: before, the restarted daemon found the
+		// root gone, only reported the child, and ended the job with
+		// the child running.
+		{"no cgroup", []string{"--cgroup", "off"}},
+	} {
+		t.Run(mode.name, func(t *testing.T) { testJobReleaseResumed(t, mode.flags...) })
+	}
+}
+
+func testJobReleaseResumed(t *testing.T, flags ...string) {
 	state, sock := newDirs(t)
-	d := startDaemon(t, state, sock)
+	d := startDaemon(t, state, sock, flags...)
 	kid := filepath.Join(t.TempDir(), "kid")
 	j := d.launch(t, "--detach", "--", "sh", "-c", `(trap "" TERM; exec sleep 1000) & echo $! > `+kid+`; wait`)
 	kidPid, kidTok := readPid(t, kid)
@@ -88,7 +104,7 @@ func TestIntegrationJobReleaseResumed(t *testing.T) {
 	if !owned(kidPid, kidTok) {
 		t.Fatal("the TERM-ignoring child was killed before its grace ended")
 	}
-	d = startDaemon(t, state, sock)
+	d = startDaemon(t, state, sock, flags...)
 	testenv.Eventually(t, 40*time.Second, func() bool {
 		return !owned(kidPid, kidTok) && d.claim(t, j.ID).State == store.Exited
 	}, "the release left in its grace was not resumed after the restart: the child %d lives, or the claim is %s", kidPid, d.claim(t, j.ID).State)

@@ -384,8 +384,9 @@ func (d *Daemon) settle(ctx context.Context, id string, rq request) (api.ReportI
 }
 
 // orphanedMembers binds what lives on of a claim whose root is not OWNED:
-// the processes of its own cgroup and the survivors of an earlier
-// teardown that still verify are proven; recorded members that verify are
+// the processes of its own cgroup, the survivors of an earlier teardown
+// and, for a claim already releasing, its recorded members, when they
+// still verify, are proven; otherwise recorded members that verify are
 // only reported (a live group under a gone leader is not killed).
 func (d *Daemon) orphanedMembers(c *store.Claim) (proven []*pidfd.Handle, unproven []actions.Member, ok bool) {
 	skip := map[int32]bool{c.Pid: true}
@@ -405,10 +406,21 @@ func (d *Daemon) orphanedMembers(c *store.Claim) (proven []*pidfd.Handle, unprov
 			}
 		}
 	}
+	// A teardown decided before the daemon stopped (the claim is
+	// releasing: its release was asked, or its holder, wall clock or
+	// caller ended it, while the root was OWNED) resumes on the members
+	// recorded: each was born in the claim's tree and binds only as that
+	// very instance. Only reported, they lived on where no cgroup holds
+	// them, and the job ended with its TERM-ignoring child running.
+	resumed := c.State == store.Releasing
 	for _, h := range d.recordedMembers(c, skip) {
+		skip[h.Pid()] = true
+		if resumed {
+			proven = append(proven, h)
+			continue
+		}
 		unproven = append(unproven, actions.Member{Pid: h.Pid(), Token: h.Token(),
 			Reason: "recorded member alive under a gone root: reported, not signalled"})
-		skip[h.Pid()] = true
 		h.Close()
 	}
 	// Descendants the graph saw born but the member writer has not
