@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 
@@ -25,15 +26,29 @@ func (d *Daemon) ownOutput(c *store.Claim) bool {
 }
 
 // claimCgroup is c's cgroup path when it is one the daemon could have
-// made for it (named after the claim, in a directory on cgroup2), else ""
-// (removeCgroup does nothing with it).
+// made for it (named after the claim, in a directory on cgroup2, both
+// root's: a user given a delegated subtree owns what it makes there),
+// else "". Everything a cgroup holds is proven the claim's, so the
+// teardown, the restart's readoption and the removal all take the path
+// from here: a store naming another cgroup (another user's processes)
+// had them signalled.
 func claimCgroup(c *store.Claim) string {
-	if c.Cgroup == "" || filepath.Base(c.Cgroup) != c.ID || !filepath.IsAbs(c.Cgroup) {
+	if c.Cgroup == "" || filepath.Base(c.Cgroup) != c.ID || !filepath.IsAbs(c.Cgroup) || filepath.Clean(c.Cgroup) != c.Cgroup {
 		return ""
 	}
 	var sfs unix.Statfs_t
 	if err := unix.Statfs(filepath.Dir(c.Cgroup), &sfs); err != nil || sfs.Type != unix.CGROUP2_SUPER_MAGIC {
 		return ""
+	}
+	for _, p := range []string{filepath.Dir(c.Cgroup), c.Cgroup} {
+		var st unix.Stat_t
+		// A cgroup already removed is no one's: removeCgroup finds
+		// nothing, and a teardown nothing in it.
+		if err := unix.Lstat(p, &st); err != nil && !(p == c.Cgroup && errors.Is(err, unix.ENOENT)) {
+			return ""
+		} else if err == nil && (st.Uid != 0 || st.Mode&unix.S_IFMT != unix.S_IFDIR) {
+			return ""
+		}
 	}
 	return c.Cgroup
 }

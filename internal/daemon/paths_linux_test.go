@@ -3,7 +3,9 @@ package daemon
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strconv"
 	"syscall"
 	"testing"
 	"time"
@@ -122,5 +124,70 @@ func TestIntegrationUnstartedLaunchPaths(t *testing.T) {
 	h.d.drop(got)
 	if _, err := os.Stat(out); !os.IsNotExist(err) {
 		t.Errorf("the launch's output file %s outlived its claim: %v", out, err)
+	}
+}
+
+// TestIntegrationStoredCgroupProvesOnlyItsOwn: everything a claim's
+// cgroup holds is torn down with it, so a stored cgroup path the daemon
+// could not have made for the claim (a damaged or edited store) proves
+// nothing: neither a cgroup named otherwise nor one named after the claim
+// but made by a user (a delegated subtree). Their processes live on; the
+// claim's own cgroup's are torn down. Before, a store naming another
+// user's cgroup had its processes signalled.
+func TestIntegrationStoredCgroupProvesOnlyItsOwn(t *testing.T) {
+	h := newHarness(t)
+	base := findCgroupBase("auto")
+	if base.dir == "" {
+		testenv.Skip(t, "no writable cgroup v2: %s", base.reason)
+	}
+	for _, tc := range []struct {
+		name  string
+		dir   func(id string) string
+		owner int
+		own   bool
+	}{
+		{"its own", func(id string) string { return id }, 0, true},
+		{"named otherwise", func(id string) string { return "victim-" + id }, 0, false},
+		{"a user's", func(id string) string { return id }, 65534, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := store.Claim{Kind: store.Grant}
+			if err := h.st.Put(&c); err != nil {
+				t.Fatal(err)
+			}
+			dir, fd, err := base.create(tc.dir(c.ID))
+			if err != nil {
+				t.Fatal(err)
+			}
+			syscall.Close(fd)
+			t.Cleanup(func() { removeCgroup(dir) })
+			if err := os.Chown(dir, tc.owner, tc.owner); err != nil {
+				t.Fatal(err)
+			}
+			if err := h.st.Update(c.ID, func(x *store.Claim) error { x.Cgroup = dir; return nil }); err != nil {
+				t.Fatal(err)
+			}
+			p := exec.Command("sleep", "60")
+			if err := p.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { p.Process.Kill(); p.Wait() })
+			if err := os.WriteFile(filepath.Join(dir, "cgroup.procs"), []byte(strconv.Itoa(p.Process.Pid)), 0); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := h.d.settle(context.Background(), c.ID, request{trigger: ReleaseAsked}); err != nil {
+				t.Fatal(err)
+			}
+			if tc.own {
+				testenv.Eventually(t, 5*time.Second, func() bool {
+					return p.Process.Signal(syscall.Signal(0)) != nil || zombie(p.Process.Pid)
+				}, "the process in the claim's own cgroup survived its release")
+				return
+			}
+			time.Sleep(300 * time.Millisecond) // a SIGTERM's delivery
+			if p.Process.Signal(syscall.Signal(0)) != nil || zombie(p.Process.Pid) {
+				t.Errorf("the process in %s, stored as the claim's cgroup but not one the daemon made for it, was signalled", dir)
+			}
+		})
 	}
 }

@@ -390,8 +390,8 @@ func (d *Daemon) settle(ctx context.Context, id string, rq request) (api.ReportI
 // only reported (a live group under a gone leader is not killed).
 func (d *Daemon) orphanedMembers(c *store.Claim) (proven []*pidfd.Handle, unproven []actions.Member, ok bool) {
 	skip := map[int32]bool{c.Pid: true}
-	if c.Cgroup != "" {
-		if pids, err := actions.CgroupProcs(c.Cgroup); err == nil && len(pids) > 0 {
+	if cg := claimCgroup(c); cg != "" {
+		if pids, err := actions.CgroupProcs(cg); err == nil && len(pids) > 0 {
 			ok = true // the teardown's cgroup finder binds them
 		}
 	}
@@ -476,7 +476,7 @@ func (d *Daemon) teardown(ctx context.Context, c *store.Claim, v verdict.Verdict
 				Reason: "recorded member not bound: the teardowns of this user hold all the descriptors they may; not signalled"})
 		}
 	}
-	td := d.newTeardown(grace, principal, share, c.Cgroup, c.ID, rq.say)
+	td := d.newTeardown(grace, principal, share, claimCgroup(c), c.ID, rq.say)
 	out := td.RunBound(ctx, v, root, extra)
 	if out.Acted && len(over) > 0 {
 		// The finders may have found and reported them too.
@@ -674,8 +674,8 @@ func (d *Daemon) readopt(c *store.Claim, root *pidfd.Handle) int {
 	d.admit(c.ID, c.Pid, root.Token())
 	skip := map[int32]bool{root.Pid(): true}
 	var hs []*pidfd.Handle
-	if c.Cgroup != "" {
-		hs = bindCgroup(c.Cgroup, d.boot, skip)
+	if cg := claimCgroup(c); cg != "" {
+		hs = bindCgroup(cg, d.boot, skip)
 	} else {
 		hs = d.recordedMembers(c, skip)
 	}
