@@ -17,6 +17,7 @@ import (
 	"github.com/procsupervisor/supervisor/internal/api"
 	"github.com/procsupervisor/supervisor/internal/logfeed"
 	"github.com/procsupervisor/supervisor/internal/pidfd"
+	"github.com/procsupervisor/supervisor/internal/procfs"
 	"github.com/procsupervisor/supervisor/internal/store"
 	"github.com/procsupervisor/supervisor/internal/token"
 	"github.com/procsupervisor/supervisor/internal/verdict"
@@ -345,16 +346,21 @@ func (d *Daemon) settle(ctx context.Context, id string, rq request) (api.ReportI
 	case LetGo:
 		// A live group or recorded members under a gone root: reported,
 		// never signalled. The group is looked for only under a GONE
-		// root: while any process is in the group of its pid the kernel
-		// does not reissue the pid, so a root that is FOREIGN left no
-		// group, and one at its pid now is the stranger's.
-		if v.Result == verdict.Gone && c.Pid > 0 {
+		// root that led one when claimed: while any process is in the
+		// group of its pid the kernel does not reissue the pid, so a
+		// root that is FOREIGN left no group, and one at its pid now is
+		// the stranger's. A group at the pid of a root that never led
+		// one is a stranger's too (given the pid after the root's end,
+		// it made a group and left), and so may be a leader's, that
+		// way: of a claim but root's, only the processes of the claim's
+		// user are listed, the pids and tokens of no other user's shown.
+		if v.Result == verdict.Gone && c.Pid > 0 && c.Pgid == c.Pid {
 			said := make(map[int32]bool, len(unproven))
 			for _, m := range unproven {
 				said[m.Pid] = true
 			}
 			for _, m := range actions.GroupMembers(c.Pid) {
-				if !said[m.Pid] {
+				if !said[m.Pid] && (c.UID == 0 || procUser(m.Pid, c.UID)) {
 					unproven = append(unproven, m)
 				}
 			}
@@ -381,6 +387,12 @@ func (d *Daemon) settle(ctx context.Context, id string, rq request) (api.ReportI
 		return it, &actions.Outcome{Verdict: v}, err
 	}
 	return it, nil, fmt.Errorf("claim %s: the table decided %v, which the executor does not know", c.ID, dec.Action)
+}
+
+// procUser reports whether process pid's real or effective uid is uid.
+func procUser(pid int32, uid uint32) bool {
+	ids, err := procfs.ReadUIDs("/proc", pid)
+	return err == nil && (ids.Real == uid || ids.Effective == uid)
 }
 
 // orphanedMembers binds what lives on of a claim whose root is not OWNED:
