@@ -123,7 +123,7 @@ func BenchmarkOpen(b *testing.B) {
 	for range n / 100 {
 		// Bulk load through bbolt's batching would hide nothing here; 10
 		// transactions of 100 claims keep the setup short.
-		err := s.update("bulk", func(tx *bolt.Tx) error {
+		err := s.update("bulk", grow, func(tx *bolt.Tx) error {
 			claims, members, _ := buckets(tx)
 			for range 100 {
 				c := benchClaim()

@@ -10,6 +10,7 @@ import (
 	"runtime/debug"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -35,9 +36,9 @@ var (
 	// ErrTooLarge: a write exceeds a Limits bound, or the file reached
 	// Options.MaxFileSize.
 	ErrTooLarge = errors.New("claim too large")
-	// ErrFull: the data file reached Options.MaxFileSize (it wraps
-	// ErrTooLarge too): no write that grows it can succeed, whatever it
-	// holds.
+	// ErrFull: the data file reached the size a write of its kind may
+	// grow it to (see Options.MaxFileSize; it wraps ErrTooLarge too): no
+	// such write can succeed until claims are deleted.
 	ErrFull = errors.New("store full")
 	// ErrInvalid: a write the store refuses (unknown kind or state,
 	// malformed ID, changed ID or kind, invalid UTF-8).
@@ -62,7 +63,12 @@ type Options struct {
 	// DefaultLockTimeout, a negative value tries once.
 	LockTimeout time.Duration
 	// MaxFileSize caps the data file; writes that would grow it further
-	// fail with ErrTooLarge. 0 means DefaultMaxFileSize.
+	// fail with ErrFull. 0 means DefaultMaxFileSize. Of it a reserve
+	// (the larger of 64 KiB and a sixteenth) is kept for Update and
+	// AddMember, and a second for Delete and RemoveMember, so that a
+	// store that new claims (Put) filled can still record what its
+	// claims do and can always be emptied: a bbolt write allocates its
+	// new pages before it frees the old ones.
 	MaxFileSize int
 	// Limits bound each write; zero fields take DefaultLimits.
 	Limits Limits
@@ -85,6 +91,48 @@ type Store struct {
 	lim  Limits
 	// maxSize is the data file's cap (Options.MaxFileSize).
 	maxSize int64
+	// wmu serialises the writes with the setting of db.MaxSize each
+	// makes for its tier (bbolt reads it while it allocates).
+	wmu sync.Mutex
+}
+
+// tier is what a write may do to the data file's size: grow it for a new
+// claim, change a claim, or shrink the store. Each may take the file
+// further than the one before, so that a store the first filled still
+// takes the others.
+type tier int
+
+const (
+	grow tier = iota
+	change
+	shrink
+)
+
+// capFor returns the MaxSize bbolt is given for a write of tier t.
+func (s *Store) capFor(t tier) int64 {
+	reserve := max(64<<10, s.maxSize/16)
+	return max(s.maxSize-int64(shrink-t)*reserve, 64<<10)
+}
+
+// allocSize is the step the data file grows by: a sixty-fourth of the
+// cap, from 32 KiB to bbolt's 16 MiB. Each step is a truncate and an
+// fsync; claims are a few KiB.
+func (s *Store) allocSize() int64 {
+	return min(max(s.maxSize/64, 32<<10), 16<<20)
+}
+
+// reach returns the largest data file bbolt grows to under MaxSize m: up
+// to its AllocSize it maps the file in powers of two from 32 KiB, past it
+// in steps keeping an AllocSize free (bbolt's DB.allocate and growSize).
+func reach(m, allocSize int64) int64 {
+	if m > allocSize {
+		return max(allocSize, m-allocSize)
+	}
+	p := int64(32 << 10)
+	for p*2 <= m {
+		p *= 2
+	}
+	return p
 }
 
 // Open opens the store at path, creating it (mode 0600) when no file is
@@ -212,6 +260,9 @@ func (s *Store) openFile(opts Options, timeout time.Duration) error {
 		if err != nil {
 			return err
 		}
+		// Grown in small steps, the file reaches each tier's cap less
+		// a step, not the power of two below it.
+		db.AllocSize = int(s.allocSize())
 		s.db = db
 		return s.load()
 	})
@@ -333,9 +384,13 @@ func (s *Store) Close() error {
 	return err
 }
 
-// update runs fn in a write transaction and maps the errors.
-func (s *Store) update(op string, fn func(tx *bolt.Tx) error) error {
-	if err := classify(s.db.Update(fn)); err != nil {
+// update runs fn in a write transaction of tier t and maps the errors.
+func (s *Store) update(op string, t tier, fn func(tx *bolt.Tx) error) error {
+	s.wmu.Lock()
+	s.db.MaxSize = int(s.capFor(t))
+	err := s.db.Update(fn)
+	s.wmu.Unlock()
+	if err := classify(err); err != nil {
 		return fmt.Errorf("store: %s: %w", op, err)
 	}
 	return nil
@@ -387,7 +442,7 @@ func (s *Store) Put(c *Claim) error {
 	if err != nil {
 		return fmt.Errorf("store: put %s: %w", cc.ID, err)
 	}
-	err = s.update("put "+cc.ID, func(tx *bolt.Tx) error {
+	err = s.update("put "+cc.ID, grow, func(tx *bolt.Tx) error {
 		claims, members, err := buckets(tx)
 		if err != nil {
 			return err
@@ -502,7 +557,7 @@ func (s *Store) Get(id string) (Claim, error) {
 // fn changed them. Errors wrap ErrNotFound, ErrInvalid, ErrTooLarge.
 func (s *Store) Update(id string, fn func(*Claim) error) error {
 	var fnErr error
-	err := s.update("update "+id, func(tx *bolt.Tx) error {
+	err := s.update("update "+id, change, func(tx *bolt.Tx) error {
 		old, err := get(tx, id)
 		if err != nil {
 			return err
@@ -553,7 +608,7 @@ func slicesEqualMembers(a, b []Member) bool {
 
 // Delete removes claim id and its members. Errors wrap ErrNotFound.
 func (s *Store) Delete(id string) error {
-	return s.update("delete "+id, func(tx *bolt.Tx) error {
+	return s.update("delete "+id, shrink, func(tx *bolt.Tx) error {
 		claims, members, err := buckets(tx)
 		if err != nil {
 			return err
@@ -581,7 +636,7 @@ func (s *Store) AddMember(id string, ms ...Member) (int, error) {
 		}
 	}
 	added := 0
-	err := s.update("add member to "+id, func(tx *bolt.Tx) error {
+	err := s.update("add member to "+id, change, func(tx *bolt.Tx) error {
 		added = 0
 		claims, members, err := buckets(tx)
 		if err != nil {
@@ -621,7 +676,7 @@ func (s *Store) AddMember(id string, ms ...Member) (int, error) {
 // returns how many were recorded. Errors wrap ErrNotFound for the claim.
 func (s *Store) RemoveMember(id string, is ...Instance) (int, error) {
 	removed := 0
-	err := s.update("remove member from "+id, func(tx *bolt.Tx) error {
+	err := s.update("remove member from "+id, shrink, func(tx *bolt.Tx) error {
 		removed = 0
 		claims, members, err := buckets(tx)
 		if err != nil {
@@ -709,7 +764,8 @@ type Stats struct {
 
 // Usage returns the bytes of the data file in use (its pages up to the
 // high-water mark, less those free or freed by the last transactions)
-// and the size the file may not grow past (Options.MaxFileSize). In use
+// and the size new claims may not grow the file past (less than
+// Options.MaxFileSize by its reserves, and by how bbolt grows it). In use
 // is what the next writes cannot reuse: a caller keeping room for its
 // own writes refuses others' past a share of limit. Free pages are
 // counted whether or not they are contiguous: records of many pages can
@@ -722,9 +778,13 @@ func (s *Store) Usage() (inUse, limit int64, err error) {
 		return nil
 	})
 	if err != nil {
-		return 0, s.maxSize, err
+		return 0, s.growLimit(), err
 	}
-	return max(0, inUse-int64(s.db.Stats().FreeAlloc)), s.maxSize, nil
+	return max(0, inUse-int64(s.db.Stats().FreeAlloc)), s.growLimit(), nil
+}
+
+func (s *Store) growLimit() int64 {
+	return reach(s.capFor(grow), int64(s.db.AllocSize))
 }
 
 // Stats counts the claims by kind and state and measures the file.

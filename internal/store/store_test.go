@@ -223,38 +223,72 @@ func TestSizeBounds(t *testing.T) {
 	}
 }
 
+// TestMaxFileSize: new claims fill the file to the limit Usage gives and
+// no further; a store they filled still records members and can always
+// be emptied (bbolt allocates a write's pages before it frees the old:
+// without a reserve a full file refused the deletes that would free it).
 func TestMaxFileSize(t *testing.T) {
-	s, _ := openTemp(t, Options{MaxFileSize: 256 << 10})
-	big := strings.Repeat("a", 4000)
+	tests := []struct {
+		name    string
+		max     int
+		argSize int
+	}{
+		{"256 KiB of 16 KiB records", 256 << 10, 4000},
+		{"256 KiB of small records", 256 << 10, 100},
+		{"1 MiB of 4 KiB records", 1 << 20, 1000},
+		{"4 MiB of 16 KiB records", 4 << 20, 4000},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for round := 0; round < 3; round++ {
+				fillAndEmpty(t, tt.max, tt.argSize, round)
+			}
+		})
+	}
+}
+
+func fillAndEmpty(t *testing.T, maxSize, argSize, seed int) {
+	s, _ := openTemp(t, Options{MaxFileSize: maxSize})
+	arg := strings.Repeat(string(rune('a'+seed)), argSize)
 	var err error
-	for i := 0; i < 1000 && err == nil; i++ {
-		err = s.Put(&Claim{Kind: Job, Argv: []string{big, big, big, big}})
+	for i := 0; i < 100000 && err == nil; i++ {
+		err = s.Put(&Claim{Kind: Job, Argv: []string{arg, arg, arg, arg}})
 	}
 	if !errors.Is(err, ErrTooLarge) || !errors.Is(err, ErrFull) {
-		t.Fatalf("filling a 256 KiB store: %v, want ErrFull (and ErrTooLarge)", err)
-	}
-	st, serr := s.Stats()
-	if serr != nil || st.FileBytes > 256<<10 {
-		t.Errorf("full store Stats = %d bytes, %v; want at most %d", st.FileBytes, serr, 256<<10)
+		t.Fatalf("filling a %d-byte store: %v, want ErrFull (and ErrTooLarge)", maxSize, err)
 	}
 	used, limit, uerr := s.Usage()
-	// Records of four pages and more leave free runs too short for
-	// the next: a small file of them is full with half of it in use.
-	if uerr != nil || limit != 256<<10 || used < limit/2 || used > limit {
-		t.Errorf("full store Usage = %d of %d, %v; want most of %d in use", used, limit, uerr, 256<<10)
+	if uerr != nil || limit > int64(maxSize) || used > limit || used < limit/2 {
+		t.Errorf("full store Usage = %d of %d, %v; want most of a limit within %d", used, limit, uerr, maxSize)
 	}
-	// Deleting claims frees their pages: in use goes down, the file not.
+	// Members and updates still go in: the daemon records what the
+	// claims it holds do.
 	cs, err := s.List(Filter{})
-	if err != nil {
-		t.Fatal(err)
+	if err != nil || len(cs) == 0 {
+		t.Fatalf("List of the full store = %d claims, %v", len(cs), err)
 	}
-	for _, c := range cs[:len(cs)/2] {
+	if _, err := s.AddMember(cs[0].ID, Member{Pid: 7, Token: tk("m")}); err != nil {
+		t.Errorf("AddMember to a store new claims filled = %v", err)
+	}
+	if err := s.Update(cs[0].ID, func(c *Claim) error { c.State = Exited; return nil }); err != nil {
+		t.Errorf("Update in a store new claims filled = %v", err)
+	}
+	// Every claim can be deleted, however the file was left.
+	for _, c := range cs {
 		if err := s.Delete(c.ID); err != nil {
-			t.Fatal(err)
+			t.Fatalf("Delete %s of %d in a full store: %v", c.ID, len(cs), err)
 		}
 	}
-	if after, _, err := s.Usage(); err != nil || after > used*3/4 {
-		t.Errorf("Usage after deleting half the claims = %d, %v; want well under %d", after, err, used)
+	st, err := s.Stats()
+	if err != nil || st.FileBytes > int64(maxSize) {
+		t.Errorf("emptied store Stats = %d bytes, %v; want at most %d", st.FileBytes, err, maxSize)
+	}
+	if after, _, err := s.Usage(); err != nil || after > used/2 {
+		t.Errorf("Usage of the emptied store = %d, %v; want well under %d", after, err, used)
+	}
+	// And it takes new claims again.
+	if err := s.Put(&Claim{Kind: Job, Argv: []string{arg}}); err != nil {
+		t.Errorf("Put into the emptied store = %v", err)
 	}
 }
 
@@ -550,4 +584,13 @@ func tk(label string) token.Token {
 		}
 	}
 	return token.Token{Start: 1e15 + v, Ino: uint64(len(label)), Prec: token.Ticks}
+}
+
+// TestDefaultUsageLimit: the README's figure for the room new claims have
+// in a store of the default size.
+func TestDefaultUsageLimit(t *testing.T) {
+	s, _ := openTemp(t, Options{})
+	if _, limit, err := s.Usage(); err != nil || limit != 220<<20 {
+		t.Errorf("Usage limit of a default store = %d, %v; want 220 MiB", limit, err)
+	}
 }
