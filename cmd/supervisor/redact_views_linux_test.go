@@ -200,14 +200,7 @@ func TestIntegrationRedactTreeCut(t *testing.T) {
 	// "sh\0-c\0sleep 600\0" is 16 bytes, the padding and its NUL end 8
 	// bytes before the bound: the key is cut after "AKIAQWER".
 	pad := strings.Repeat("p", procfs.MaxCmdline-8-16-1)
-	code, out, errs := d.run(t, nil, "launch", "--json", "--owner", "root", "--", "sh", "-c", "sleep 600", pad, "AKIAQWERTYUIOPASDFGH")
-	if code != 0 {
-		t.Fatalf("launch: exit %d: %s", code, errs)
-	}
-	var cl api.Claim
-	if err := json.Unmarshal([]byte(out), &cl); err != nil {
-		t.Fatalf("launch output %q: %v", out, err)
-	}
+	cl := d.launch(t, "--owner", "root", "--", "sh", "-c", "sleep 600", pad, "AKIAQWERTYUIOPASDFGH")
 	defer d.run(t, nil, "release", cl.ID)
 	pid := fmt.Sprint(cl.Pid)
 	var tree string
@@ -238,12 +231,75 @@ func TestIntegrationRedactAdmitCut(t *testing.T) {
 	// bytes before the 16 KiB read.
 	pad := strings.Repeat("p", 16<<10-8-16-1)
 	sh := exec.Command("/bin/sh", "-c", "sleep 600", pad, "AKIAQWERTYUIOPASDFGH")
-	if err := sh.Start(); err != nil {
+	cl := admitStarted(t, d, sh)
+	if !cl.ArgsRedacted || len(cl.Argv) == 0 || cl.Argv[len(cl.Argv)-1] != "[REDACTED]" {
+		t.Errorf("admitted claim: args_redacted %v, last argument %.40q, want the cut key redacted", cl.ArgsRedacted, cl.Argv[len(cl.Argv)-1:])
+	}
+	_, show, _ := d.run(t, nil, "show", "--json", cl.ID)
+	admitted, _ := json.Marshal(cl)
+	for what, s := range map[string]string{"admit": string(admitted), "show --json": show} {
+		if strings.Contains(s, "QWER") {
+			t.Errorf("%s shows the start of the key", what)
+		}
+	}
+}
+
+// TestIntegrationRedactJoinedArgs: a secret inside an argument with
+// spaces (a shell's script here; a command line a process joined into
+// one with setproctitle reads the same in /proc) is redacted word by
+// word wherever /proc is read: the netlink feed's exec line, admit's
+// claim (the answer, show, the store), and tree. Before, only a pattern
+// matching the whole argument hid it, and the joined command line of a
+// process showed the secret in tree, the store and the feed.
+func TestIntegrationRedactJoinedArgs(t *testing.T) {
+	testenv.RequireRoot(t)
+	state, sock := newDirs(t)
+	d := startDaemon(t, state, sock, "--mechanism", "netlink", "--log-process-events", "--redact-args", "--password=*")
+	logPath := filepath.Join(filepath.Dir(sock), "log.json")
+	secret := fmt.Sprintf("j0ined-%d-%d", os.Getpid(), time.Now().UnixNano())
+	sh := exec.Command("/bin/sh", "-c", "sleep 600; : --password="+secret)
+	cl := admitStarted(t, d, sh)
+	want := "sleep 600; : --password=[REDACTED]"
+	if !cl.ArgsRedacted || len(cl.Argv) != 3 || cl.Argv[2] != want {
+		t.Errorf("admitted claim: argv %q, args_redacted %v; want the script %q, marked", cl.Argv, cl.ArgsRedacted, want)
+	}
+	pid := strconv.Itoa(sh.Process.Pid)
+	var tree string
+	testenv.Eventually(t, 20*time.Second, func() bool {
+		_, tree, _ = d.run(t, nil, "tree", "--json", pid)
+		return strings.Contains(tree, "sleep 600")
+	}, "tree %s never showed the shell's command line", pid)
+	if !strings.Contains(tree, `"args_redacted": true`) {
+		t.Errorf("tree --json does not mark the script's redaction:\n%.600s", tree)
+	}
+	testenv.Eventually(t, 20*time.Second, func() bool {
+		return strings.Contains(readFile(logPath), "sleep 600; : --password=[REDACTED]")
+	}, "the feed never wrote the shell's exec line, redacted:\n%s", readFile(logPath))
+	_, show, _ := d.run(t, nil, "show", "--json", cl.ID)
+	for what, s := range map[string]string{"admit": fmt.Sprintf("%+v", cl), "show --json": show, "tree --json": tree, "log": readFile(logPath)} {
+		if strings.Contains(s, secret) {
+			t.Errorf("%s shows the secret", what)
+		}
+	}
+	filepath.WalkDir(state, func(p string, e fs.DirEntry, err error) error {
+		if err == nil && e.Type().IsRegular() {
+			if b, _ := os.ReadFile(p); strings.Contains(string(b), secret) {
+				t.Errorf("%s holds the secret", p)
+			}
+		}
+		return nil
+	})
+}
+
+// admitStarted starts cmd, admits it as root and returns the claim; the
+// claim is released and cmd killed when the test ends.
+func admitStarted(t *testing.T, d *testDaemon, cmd *exec.Cmd) api.Claim {
+	t.Helper()
+	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { sh.Process.Kill(); sh.Wait() }()
-	tok := tokenOf(t, sh.Process.Pid)
-	code, out, errs := d.run(t, nil, "admit", strconv.Itoa(sh.Process.Pid), tok)
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	code, out, errs := d.run(t, nil, "admit", strconv.Itoa(cmd.Process.Pid), tokenOf(t, cmd.Process.Pid))
 	if code != 0 {
 		t.Fatalf("admit: exit %d: %s", code, errs)
 	}
@@ -251,14 +307,6 @@ func TestIntegrationRedactAdmitCut(t *testing.T) {
 	if err := json.Unmarshal([]byte(out), &cl); err != nil {
 		t.Fatalf("admit output %.300q: %v", out, err)
 	}
-	defer d.run(t, nil, "release", cl.ID)
-	if !cl.ArgsRedacted || len(cl.Argv) == 0 || cl.Argv[len(cl.Argv)-1] != "[REDACTED]" {
-		t.Errorf("admitted claim: args_redacted %v, last argument %.40q, want the cut key redacted", cl.ArgsRedacted, cl.Argv[len(cl.Argv)-1:])
-	}
-	_, show, _ := d.run(t, nil, "show", "--json", cl.ID)
-	for what, s := range map[string]string{"admit": out, "show --json": show} {
-		if strings.Contains(s, "QWER") {
-			t.Errorf("%s shows the start of the key", what)
-		}
-	}
+	t.Cleanup(func() { d.run(t, nil, "release", cl.ID) })
+	return cl
 }

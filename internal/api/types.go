@@ -296,7 +296,7 @@ type Member struct {
 func ClaimOf(c store.Claim) Claim {
 	w := Claim{
 		ID: c.ID, Kind: c.Kind, Owner: c.Owner, UID: c.UID, GID: c.GID,
-		Argv: slices.Clone(c.Argv), ArgsRedacted: slices.ContainsFunc(c.Argv, redact.Marked), Cwd: c.Cwd,
+		Argv: slices.Clone(c.Argv), ArgsRedacted: slices.ContainsFunc(c.Argv, redact.Hides), Cwd: c.Cwd,
 		Pid: c.Pid, Token: c.Token, Pgid: c.Pgid, Cgroup: c.Cgroup,
 		CreatedAt: c.CreatedAt, State: c.State,
 		WallClock: Duration(c.WallClock), Deadline: c.Deadline,

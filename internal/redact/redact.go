@@ -13,6 +13,13 @@
 //	             into -p [REDACTED]
 //	GLOB         an argument that matches GLOB is replaced whole: "ghp_*"
 //
+// An argument that holds spaces is also matched word by word when no
+// pattern matched it whole: its words (split at each space) are redacted
+// as a vector of their own and joined again, so "--password=*" turns the
+// one argument "db --password=hunter2" into "db --password=[REDACTED]".
+// A process may join its arguments into one (setproctitle does), and
+// /proc then shows that one string; a shell's script is one argument too.
+//
 // A glob matches a whole string: '*' matches any run of bytes (slashes,
 // '=' and spaces included), '?' any one byte, and a backslash makes the
 // next byte literal (write "\*", "\?", "\\", "\=" and "\ " for those
@@ -198,6 +205,23 @@ func Marked(a string) bool {
 	return a == Marker || strings.HasSuffix(a, "="+Marker)
 }
 
+// Hides reports whether redaction left a mark in a: a is Marked, or one
+// of its words (split at spaces) is.
+func Hides(a string) bool {
+	if Marked(a) {
+		return true
+	}
+	if !strings.Contains(a, Marker) {
+		return false
+	}
+	for w := range strings.SplitSeq(a, " ") {
+		if Marked(w) {
+			return true
+		}
+	}
+	return false
+}
+
 // apply redacts argv; again as Again does, cut as ArgvCut does.
 func (r *Rules) apply(argv []string, again, cut bool) ([]string, bool) {
 	if r.Empty() {
@@ -224,7 +248,9 @@ func (r *Rules) apply(argv []string, again, cut bool) ([]string, bool) {
 		return g.match(s)
 	}
 	for i, a := range argv {
-		if again && Marked(a) {
+		if again && Hides(a) {
+			// Marked whole, or a word of it (its other words are
+			// matched below).
 			continue
 		}
 		for pi := range r.pats {
@@ -241,10 +267,20 @@ func (r *Rules) apply(argv []string, again, cut bool) ([]string, bool) {
 					set(i, name+"="+Marker)
 				}
 			case next:
-				if i+1 < len(argv) && !(again && Marked(argv[i+1])) && p.a.match(a) && matches(p.b, i+1, argv[i+1]) {
+				if i+1 < len(argv) && !(again && Hides(argv[i+1])) && p.a.match(a) && matches(p.b, i+1, argv[i+1]) {
 					set(i+1, Marker)
 				}
 			}
+		}
+	}
+	// Arguments no pattern matched whole are matched word by word. The
+	// words hold no space: this recurses once.
+	for i, a := range argv {
+		if out != nil && out[i] != a || !strings.Contains(a, " ") || again && Marked(a) {
+			continue
+		}
+		if words, ok := r.apply(strings.Split(a, " "), again, cut && i == last); ok {
+			set(i, strings.Join(words, " "))
 		}
 	}
 	if out == nil {

@@ -33,6 +33,14 @@ func TestArgv(t *testing.T) {
 		{nil, []string{"--password=x"}, []string{"--password=x"}},
 		{[]string{"--password=*"}, nil, nil},
 		{[]string{"--password=*"}, []string{"--password=", "é=\xff"}, []string{"--password=[REDACTED]", "é=\xff"}},
+		// Arguments a process joined into one (setproctitle), and a
+		// shell's script: matched word by word, joined again.
+		{[]string{"--password=*"}, []string{"/tmp/title 1 20 --password=F2SECRET"}, []string{"/tmp/title 1 20 --password=[REDACTED]"}},
+		{[]string{"-p *"}, []string{"sh", "-c", "mysql -p hunter2 db"}, []string{"sh", "-c", "mysql -p [REDACTED] db"}},
+		{[]string{"ghp_*"}, []string{"x ghp_1  y", "ghp_2 z"}, []string{"x [REDACTED]  y", "[REDACTED]"}}, // '*' takes spaces
+		{[]string{"--pw *"}, []string{"run --pw secret now"}, []string{"run --pw [REDACTED] now"}},
+		{[]string{"*hunter2*"}, []string{"a hunter2 b"}, []string{"[REDACTED]"}}, // whole first
+		{[]string{"ghp_*"}, []string{"x y", " "}, []string{"x y", " "}},
 	}
 	for _, tt := range tests {
 		r, err := Parse(tt.pats)
@@ -67,6 +75,11 @@ func TestAgain(t *testing.T) {
 		{[]string{"-p *"}, []string{"-p", "a=[REDACTED]"}, []string{"-p", "a=[REDACTED]"}},
 		// A pattern added since hides what it matches in the rest.
 		{[]string{"--password=*", "-p *"}, []string{"db", "--password=[REDACTED]", "-p", "hunter2"}, []string{"db", "--password=[REDACTED]", "-p", "[REDACTED]"}},
+		// Word by word: a marked word stays, a pattern added since
+		// hides its other words; a whole pattern does not take the
+		// marked argument.
+		{[]string{"--password=*", "-p *"}, []string{"a --password=[REDACTED] -p x"}, []string{"a --password=[REDACTED] -p [REDACTED]"}},
+		{[]string{"*]"}, []string{"a --password=[REDACTED]"}, []string{"a --password=[REDACTED]"}},
 		{nil, []string{"--password=x"}, []string{"--password=x"}},
 	}
 	for _, tt := range tests {
@@ -185,6 +198,7 @@ func TestArgvCut(t *testing.T) {
 		{[]string{"x", "-p", "hunter2hun"}, []string{"x", "-p", Marker}},
 		{[]string{"x", "--token=b"}, []string{"x", "--token=" + Marker}}, // --token=b...secret
 		{[]string{"x", "-p"}, []string{"x", "-p"}},
+		{[]string{"x", "db --key=ABCDEFGHIJKL"}, []string{"x", "db --key=" + Marker}}, // a joined command line cut
 		{[]string{"AKIA", "x", "AKIB"}, []string{"AKIA", "x", "AKIB"}},
 		{[]string{"x", "--key=ABCDEFGHIJKLMNOPQRSTU"}, []string{"x", "--key=ABCDEFGHIJKLMNOPQRSTU"}}, // longer than any match
 		{[]string{"x", "--ke"}, []string{"x", "--ke"}},                                               // the name cut: no value shown
@@ -233,15 +247,11 @@ func FuzzArgv(f *testing.F) {
 		if len(got) != len(argv) {
 			t.Fatalf("Argv(%q) = %q: length changed", argv, got)
 		}
-		if changed == slices.Equal(got, argv) && !slices.Contains(argv, Marker) && !slices.ContainsFunc(argv, func(a string) bool { return strings.HasSuffix(a, "="+Marker) }) {
+		if changed == slices.Equal(got, argv) && !slices.ContainsFunc(argv, Hides) {
 			t.Fatalf("Argv(%q) = %q, changed %v", argv, got, changed)
 		}
 		for i, a := range got {
-			if a == argv[i] || a == Marker {
-				continue
-			}
-			name, _, _ := strings.Cut(argv[i], "=")
-			if a != name+"="+Marker {
+			if !redactedAs(argv[i], a) {
 				t.Fatalf("Argv(%q)[%d] = %q: neither kept nor redacted", argv, i, a)
 			}
 		}
@@ -250,7 +260,7 @@ func FuzzArgv(f *testing.F) {
 		if again, _ := r.Again(got); !slices.Equal(again, got) {
 			t.Fatalf("Again(Argv(%q)) = %q, want %q", argv, again, got)
 		}
-		if !slices.ContainsFunc(argv, Marked) {
+		if !slices.ContainsFunc(argv, Hides) {
 			if again, _ := r.Again(argv); !slices.Equal(again, got) {
 				t.Fatalf("Again(%q) = %q, want Argv's %q", argv, again, got)
 			}
@@ -268,21 +278,47 @@ func FuzzArgv(f *testing.F) {
 		// A cut vector hides all that Argv hides, and its last argument
 		// when a whole pattern could match what it was cut from.
 		cut, _ := r.ArgvCut(argv)
+		last := len(argv) - 1
 		if len(cut) != len(argv) {
 			t.Fatalf("ArgvCut(%q) = %q: length changed", argv, cut)
 		}
 		for i := range argv {
-			if got[i] != argv[i] && cut[i] != got[i] && cut[i] != Marker {
+			if got[i] != argv[i] && cut[i] != got[i] && cut[i] != Marker && (i != last || !redactedAs(argv[i], cut[i])) {
 				t.Fatalf("ArgvCut(%q)[%d] = %q, Argv hid it as %q", argv, i, cut[i], got[i])
 			}
 		}
-		last := len(argv) - 1
 		for _, p := range r.pats {
 			if p.form == whole && p.a.matchPrefix(argv[last]) && cut[last] != Marker {
 				t.Fatalf("pattern %q may match what %q was cut from, but ArgvCut gives %q", p.original, argv[last], cut[last])
 			}
 		}
 	})
+}
+
+// redactedAs reports whether a is what redaction may make of orig: orig
+// itself, Marker, orig's name, '=' and Marker, or, for an argument with
+// spaces, its words each made so and joined again.
+func redactedAs(orig, a string) bool {
+	one := func(orig, a string) bool {
+		name, _, _ := strings.Cut(orig, "=")
+		return a == orig || a == Marker || a == name+"="+Marker
+	}
+	if one(orig, a) {
+		return true
+	}
+	if !strings.Contains(orig, " ") {
+		return false
+	}
+	ow, aw := strings.Split(orig, " "), strings.Split(a, " ")
+	if len(ow) != len(aw) {
+		return false
+	}
+	for i := range ow {
+		if !one(ow[i], aw[i]) {
+			return false
+		}
+	}
+	return true
 }
 
 // BenchmarkArgv: the cost on the event path of an argv no pattern
