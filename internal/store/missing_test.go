@@ -2,6 +2,7 @@ package store
 
 import (
 	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -82,4 +83,50 @@ func TestFirstCreateCutShort(t *testing.T) {
 		t.Fatalf("Open after a first creation cut short = %v, want a new store", err)
 	}
 	s.Close()
+}
+
+// TestCompactionCutShortIsEvidence: a compaction killed midway leaves its
+// partial copy. When the store's file is then gone, the copy and the lock
+// file say a store was here (ErrMissing): before, compaction wrote under
+// the name of create's leftover, which says no store was made yet, and
+// an empty store took the place of the one that held the claims. With
+// the file there, Open removes the copy.
+func TestCompactionCutShortIsEvidence(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "claims.db")
+	s, err := Open(path, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Put(&Claim{Kind: Job, Argv: []string{"make"}}); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	if err := os.WriteFile(compactTemp(path), []byte("half a copy"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	// With the file there: the store opens and the copy is gone.
+	if s, err = Open(path, Options{}); err != nil {
+		t.Fatalf("Open beside a compaction's leftover = %v", err)
+	}
+	s.Close()
+	if _, err := os.Lstat(compactTemp(path)); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the compaction's leftover is still there: %v", err)
+	}
+	// Without it, and without the lock file: the leftover is evidence
+	// enough.
+	if err := os.WriteFile(compactTemp(path), []byte("half a copy"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{path, path + ".lock"} {
+		if err := os.Rename(p, p+".moved"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := Open(path, Options{}); !errors.Is(err, ErrMissing) {
+		t.Fatalf("Open with the file gone after a compaction cut short = %v, want ErrMissing", err)
+	}
+	if _, err := os.Lstat(path); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Open made a store in the missing one's place: %v", err)
+	}
 }

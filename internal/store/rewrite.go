@@ -105,11 +105,16 @@ func (s *Store) rewriteClaims(fn func(*Claim) bool) (changed int, err error) {
 	return changed, nil
 }
 
+// compactTemp is the name compact copies the store's file to: not
+// create's, whose leftover says no store was made yet, as this one's says
+// one was.
+func compactTemp(path string) string { return path + ".compact" }
+
 // compact copies the open data file into a new one under a temporary
 // name (every commit synced), renames it into place, syncs the directory
 // and opens it: a crash leaves the old file or the complete new one.
 func (s *Store) compact(opts Options, timeout time.Duration) error {
-	tmp := s.path + ".new"
+	tmp := compactTemp(s.path)
 	if err := os.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("remove leftover %s: %w", tmp, err)
 	}

@@ -30,7 +30,7 @@ func TestRewrite(t *testing.T) {
 	if b, _ := os.ReadFile(path); !bytes.Contains(b, []byte(secret)) {
 		t.Fatal("the secret is not in the file before the rewrite: the test proves nothing")
 	}
-	if err := os.WriteFile(path+".new", []byte("leftover of a crash"), 0o600); err != nil {
+	if err := os.WriteFile(compactTemp(path), []byte("leftover of a crash"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	calls := 0
@@ -82,8 +82,8 @@ func TestRewrite(t *testing.T) {
 	if n := bytes.Count(b, []byte(secret)); n != 1 { // big's own, kept
 		t.Errorf("the file holds the secret %d times after the rewrite, want only the kept claim's", n)
 	}
-	if _, err := os.Stat(path + ".new"); err == nil {
-		t.Errorf("%s.new left behind", path)
+	if _, err := os.Stat(compactTemp(path)); err == nil {
+		t.Errorf("%s left behind", compactTemp(path))
 	}
 	fi, _ := os.Stat(path)
 	s, err = Open(path, Options{Rewrite: hide})

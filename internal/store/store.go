@@ -175,12 +175,15 @@ func Open(path string, opts Options) (*Store, error) {
 
 // missing says why a store was at s.path before, when its file is not
 // there: the lock file (hadLock; not when a leftover of create says the
-// first creation was cut short), or an entry in a directory of evidence.
-// It returns "" when nothing says so.
+// first creation was cut short), a compaction's leftover, or an entry in
+// a directory of evidence. It returns "" when nothing says so.
 func (s *Store) missing(hadLock bool, evidence []string) string {
 	var why []string
 	if _, err := os.Lstat(s.path + ".new"); hadLock && errors.Is(err, fs.ErrNotExist) {
 		why = append(why, "its lock file "+s.path+".lock is there")
+	}
+	if _, err := os.Lstat(compactTemp(s.path)); err == nil {
+		why = append(why, "a compaction's copy "+compactTemp(s.path)+" is there")
 	}
 	for _, dir := range evidence {
 		f, err := os.Open(dir)
@@ -233,6 +236,11 @@ func (s *Store) open(opts Options, timeout time.Duration, hadLock bool) error {
 		// Stores are created under another name and renamed into place,
 		// so an empty file was never a store: it was truncated.
 		return fmt.Errorf("empty file: %w", ErrCorrupt)
+	}
+	// A compaction cut short left its partial copy; the file at s.path
+	// is the store (the copy is renamed only when complete).
+	if err := os.Remove(compactTemp(s.path)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove a compaction's leftover: %w", err)
 	}
 	if err := s.openFile(opts, timeout); err != nil {
 		return err
