@@ -29,8 +29,27 @@ func redactClaim(rules *redact.Rules, c *store.Claim, fresh bool) bool {
 	if !changed || slices.Equal(argv, c.Argv) {
 		return false
 	}
+	if len(argv) > 0 && argv[0] != c.Argv[0] {
+		// A failed launch's reasons quote its argv[0] (hideArgv0 hid it
+		// when the rules were there at the launch).
+		real, shown := c.Argv[0], argv[0]
+		c.RetiredReason = hideIn(c.RetiredReason, real, shown)
+		if v := c.LastVerdict; v != nil && strings.Contains(v.Reason, real) {
+			vv := *v // shared with the index's copy
+			vv.Reason = hideIn(v.Reason, real, shown)
+			c.LastVerdict = &vv
+		}
+	}
 	c.Argv = argv
 	return true
+}
+
+// hideIn returns s with every occurrence of real replaced by shown.
+func hideIn(s, real, shown string) string {
+	if real == "" {
+		return s
+	}
+	return strings.ReplaceAll(s, real, shown)
 }
 
 // hideArgv0 returns err with every occurrence of the real argv[0] replaced
@@ -41,7 +60,7 @@ func hideArgv0(err error, real, shown string) error {
 	if err == nil || real == shown || real == "" || !strings.Contains(err.Error(), real) {
 		return err
 	}
-	return &hidden{msg: strings.ReplaceAll(err.Error(), real, shown), err: err}
+	return &hidden{msg: hideIn(err.Error(), real, shown), err: err}
 }
 
 // hidden is an error whose text is rewritten; Unwrap keeps the chain for

@@ -58,6 +58,26 @@ func TestRedactClaim(t *testing.T) {
 	}
 }
 
+// TestRedactClaimReasons: a claim stored before a pattern hid its
+// argv[0] (a failed launch of a secret-named program) has the reasons
+// that quote it rewritten too, and the verdict it shares is not changed
+// in place.
+func TestRedactClaimReasons(t *testing.T) {
+	v := &store.Verdict{Reason: "launch failed: start ghp_s3cret: no such file"}
+	c := store.Claim{Argv: []string{"ghp_s3cret", "-v"}, LastVerdict: v, RetiredReason: "ghp_s3cret exited"}
+	if !redactClaim(rules(t, "ghp_*"), &c, false) {
+		t.Fatal("redactClaim changed nothing")
+	}
+	for what, s := range map[string]string{"argv[0]": c.Argv[0], "verdict": c.LastVerdict.Reason, "retired": c.RetiredReason} {
+		if strings.Contains(s, "s3cret") || !strings.Contains(s, "[REDACTED]") {
+			t.Errorf("%s after the rewrite: %q, want the secret hidden", what, s)
+		}
+	}
+	if !strings.Contains(v.Reason, "ghp_s3cret") {
+		t.Errorf("the shared verdict was changed in place: %q", v.Reason)
+	}
+}
+
 func TestHideArgv0(t *testing.T) {
 	base := errors.New("exec ghp_s3cret: no such file")
 	tests := []struct {
