@@ -74,6 +74,14 @@ var ErrGone = errors.New("process gone before its context was read")
 // has not sent yet. The event then carries no context.
 var ErrInExec = errors.New("process held by its tracer inside an exec")
 
+// ErrChanged reports a poller's event (events.Event.Inferred) whose
+// process no longer has the name the snapshot gave it: it exec'd (or
+// renamed itself) since, and /proc shows the later program, whose path,
+// arguments and ids are not those of the process the event describes.
+// The event then carries no context. (An exec of a program of the same
+// name is not seen: the poller cannot tell.)
+var ErrChanged = errors.New("process changed its program since the snapshot")
+
 // errMalformed reports /proc content that does not parse.
 var errMalformed = errors.New("malformed /proc content")
 

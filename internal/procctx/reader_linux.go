@@ -52,8 +52,9 @@ func New(root string, argvMax int) *Reader {
 // instance it names from one that took its pid within the same second,
 // and gets nothing. It returns ErrGone when the process is gone, a
 // zombie, or another instance (or one the token cannot prove), ErrInExec
-// when its tracer holds it inside an exec, and leaves ev untouched on any
-// error.
+// when its tracer holds it inside an exec, ErrChanged when ev is a
+// poller's and the process no longer has the name the poller saw, and
+// leaves ev untouched on any error.
 func (r *Reader) Fill(ev *events.Event) error {
 	if ev.Token.Prec != token.Ticks {
 		return ErrGone
@@ -152,6 +153,9 @@ func (r *Reader) Fill(ev *events.Event) error {
 	}
 	if again.State == 't' && r.inExec(dir) {
 		return ErrInExec
+	}
+	if ev.Inferred && ev.Comm != ([16]byte{}) && (st.Comm != ev.Comm || again.Comm != ev.Comm) {
+		return ErrChanged
 	}
 	if exe != "" && x.ArgsSize == 0 {
 		// A process with a program (a kernel thread has none) and no

@@ -166,6 +166,47 @@ func TestIntegrationFillGone(t *testing.T) {
 	}
 }
 
+// TestIntegrationFillChanged: a poller's event names the process as its
+// snapshot saw it; when the process has exec'd another program since,
+// /proc's path and arguments are the later program's, and the event gets
+// none of them (ErrChanged). Before, a poller's start of a shell carried
+// the name "sh" with the path and arguments of the sleep it became.
+func TestIntegrationFillChanged(t *testing.T) {
+	testenv.RequireRoot(t)
+	sh := exec.Command("/bin/sh", "-c", "exec /bin/sleep 600")
+	if err := sh.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sh.Process.Kill(); sh.Wait() })
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		exe, _ := os.Readlink("/proc/" + strconv.Itoa(sh.Process.Pid) + "/exe")
+		args, _ := os.ReadFile("/proc/" + strconv.Itoa(sh.Process.Pid) + "/cmdline")
+		return strings.HasSuffix(exe, "/sleep") && len(args) > 0
+	}, "the shell never became sleep")
+	tests := []struct {
+		name     string
+		comm     string
+		inferred bool
+		want     error
+	}{
+		{"a poller's, named as the shell", "sh", true, ErrChanged},
+		{"a poller's, named as now", "sleep", true, nil},
+		{"a poller's without a name", "", true, nil},
+		{"a source's (the name is its own business)", "sh", false, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ev := execEvent(t, sh.Process.Pid)
+			ev.Inferred = tt.inferred
+			copy(ev.Comm[:], tt.comm)
+			err := New("/proc", 0).Fill(&ev)
+			if !errors.Is(err, tt.want) || (err != nil) == ev.Ctx.Valid || (err != nil) != (ev.Exe == "") {
+				t.Errorf("Fill = %v, valid %v, exe %q; want %v, and the context only without an error", err, ev.Ctx.Valid, ev.Exe, tt.want)
+			}
+		})
+	}
+}
+
 func TestIntegrationFillTTY(t *testing.T) {
 	testenv.RequireRoot(t)
 	_, pts, _ := testenv.Pty(t)
