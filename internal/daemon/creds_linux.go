@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/user"
 	"strconv"
+	"strings"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -126,6 +127,17 @@ type bounds struct {
 // pid is the one it had when it connected, and a client that handed its
 // connection to a child and exited used to get the daemon's limits
 // (nofile 64 became 20,000).
+// mayRaiseLimits reports whether a process whose /proc status is st holds
+// CAP_SYS_RESOURCE (its CapEff line; unreadable counts as holding it).
+func mayRaiseLimits(st []byte) bool {
+	v, ok := procfs.LineValue(st, "CapEff:")
+	if !ok {
+		return true
+	}
+	caps, err := strconv.ParseUint(strings.TrimSpace(string(v)), 16, 64)
+	return err != nil || caps&(1<<unix.CAP_SYS_RESOURCE) != 0
+}
+
 func workloadBounds(ctx context.Context, p api.Peer, boot procfs.BootID) (bounds, error) {
 	var b bounds
 	var theirs procfs.Limits
@@ -142,7 +154,12 @@ func workloadBounds(ctx context.Context, p api.Peer, boot procfs.BootID) (bounds
 		// the caller's to set up (its host name, network, IPC objects),
 		// which a setuid program run there as root would trust.
 		b.elsewhere = root != nil && (elsewhere(p.Pid, root) || len(nss) > 0)
-		known = err == nil && ierr == nil && serr == nil && rerr == nil && nerr == nil && (ids.Real == p.UID || ids.Effective == p.UID) && alive()
+		// Only the user's own: a setuid program (sudo raises its
+		// limits before it asks for a password) or one with
+		// CAP_SYS_RESOURCE the caller handed the connection to has
+		// limits the user could not set.
+		known = err == nil && ierr == nil && serr == nil && rerr == nil && nerr == nil &&
+			ids.Real == p.UID && ids.Effective == p.UID && ids.Saved == p.UID && !mayRaiseLimits(st) && alive()
 		theirs, status = l, st
 		done()
 		if known {
@@ -155,7 +172,7 @@ func workloadBounds(ctx context.Context, p api.Peer, boot procfs.BootID) (bounds
 		}
 	}
 	if !known && !p.Root() {
-		return bounds{}, fmt.Errorf("the caller (pid %d) is gone or no longer uid %d: its resource limits and root directory, which bound the workload, cannot be read: %w",
+		return bounds{}, fmt.Errorf("the caller (pid %d) is gone, or no longer uid %d alone (real, effective and saved, without CAP_SYS_RESOURCE): its resource limits and root directory, which bound the workload, cannot be read as the user's: %w",
 			p.Pid, p.UID, api.ErrConflict)
 	}
 	for res, name := range rlimitNames {

@@ -1,11 +1,14 @@
 package testenv
 
 import (
+	"bufio"
 	_ "embed"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -120,4 +123,26 @@ func Held(t testing.TB, cmd *exec.Cmd) []byte {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// HalfSetuid starts SetuidRoot's program as cred in its "half" state (real
+// and effective uid cred's, saved uid root) and returns its pid once it is
+// there; it is killed when the test ends.
+func HalfSetuid(t testing.TB, cred *syscall.Credential) int {
+	t.Helper()
+	cmd := exec.Command(SetuidRoot(t), "half")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if pid, perr := strconv.Atoi(strings.TrimSpace(line)); err != nil || perr != nil || pid != cmd.Process.Pid {
+		t.Fatalf("the setuid helper said %q, %v", line, err)
+	}
+	return cmd.Process.Pid
 }
