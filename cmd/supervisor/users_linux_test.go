@@ -235,6 +235,10 @@ func TestIntegrationVerifyHidepid(t *testing.T) {
 	}
 	off := right
 	off.Start-- // one tick off
+	// A setuid program of nobody's that keeps root as its saved uid:
+	// real and effective uid nobody's, hidden from nobody by /proc all
+	// the same.
+	half := testenv.HalfSetuid(t, asNobody)
 	for _, tt := range []struct {
 		name     string
 		pid      int
@@ -246,6 +250,7 @@ func TestIntegrationVerifyHidepid(t *testing.T) {
 		{"root's claim, the right token", int(roots.Pid), right, "UNVERIFIABLE", false},
 		{"root's claim, one tick off", int(roots.Pid), off, "UNVERIFIABLE", false},
 		{"its own, another instance", int(c.Pid), wrong(int(c.Pid)), "FOREIGN", true},
+		{"its own setuid program, saved uid root", half, wrong(half), "UNVERIFIABLE", false},
 	} {
 		_, out, errs := d.run(t, asNobody, "verify", "--json", fmt.Sprint(tt.pid), tt.tok.String())
 		var v struct {

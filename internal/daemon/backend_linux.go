@@ -12,6 +12,7 @@ import (
 	"github.com/procsupervisor/supervisor/internal/actions"
 	"github.com/procsupervisor/supervisor/internal/api"
 	"github.com/procsupervisor/supervisor/internal/logfeed"
+	"github.com/procsupervisor/supervisor/internal/procfs"
 	"github.com/procsupervisor/supervisor/internal/store"
 	"github.com/procsupervisor/supervisor/internal/token"
 	"github.com/procsupervisor/supervisor/internal/verdict"
@@ -242,34 +243,69 @@ func (d *Daemon) Verify(ctx context.Context, p api.Peer, r *api.ClaimRequest) (v
 	if err := d.servesNow(ctx, p); err != nil {
 		return verdict.Verdict{}, err
 	}
-	v := d.judge.Judge(r.Pid, r.Token)
-	if hidden, ok := hiddenFrom(p, r.Pid); hidden {
+	// The owner is read before the judgement and again after it: a
+	// process that /proc hides from the caller, or that went between the
+	// reads, gets no verdict but GONE.
+	hidden, ok := hiddenFrom(p, r.Pid)
+	var v verdict.Verdict
+	if !hidden {
+		v = d.judge.Judge(r.Pid, r.Token)
+		hidden, ok = hiddenFrom(p, r.Pid)
+	}
+	switch {
+	case hidden, !ok && v.Result != verdict.Gone:
 		// The verdict on a token the caller chose would tell it the start
 		// time /proc hides from it: one tick at a time, 2,704 requests
 		// found another user's in 25 s. Whether the pid is in use is no
 		// secret (kill(2) tells anyone); the rest is.
-		return verdict.Verdict{Result: verdict.Unverifiable, Mechanism: v.Mechanism,
-			Reason: fmt.Sprintf("pid %d is another user's process, which /proc hides from you", r.Pid)}, nil
-	} else if !ok {
+		mech := v.Mechanism
+		if tr := d.tr.Load(); mech == "" && tr != nil {
+			mech = string(tr.Mechanism())
+		}
+		return verdict.Verdict{Result: verdict.Unverifiable, Mechanism: mech,
+			Reason: fmt.Sprintf("pid %d is hidden from you by /proc (not wholly your process), or went while it was judged", r.Pid)}, nil
+	case !ok:
 		v.Observed = token.Token{}
 	}
 	return v, nil
 }
 
 // hiddenFrom reports whether /proc hides pid from p: p is not root, /proc
-// is mounted with hidepid, and pid is a live process of another real uid.
-// ok is false when /proc hides other users' processes and pid's owner
-// could not be read (it has gone): nothing about it may be shown then
-// either.
+// is mounted with hidepid, and pid is a live process not wholly p's
+// (procWhollyOf). ok is false when /proc hides other users' processes and
+// pid's owner could not be read (it has gone): nothing about it may be
+// shown then either.
 func hiddenFrom(p api.Peer, pid int32) (hidden, ok bool) {
 	if !procHiddenFrom(p) {
 		return false, true
 	}
-	uid, _, err := procIDs(pid)
+	own, err := procWhollyOf(p, pid)
 	if err != nil {
 		return false, false
 	}
-	return uid != p.UID, true
+	return !own, true
+}
+
+// procWhollyOf reports whether process pid is p's as /proc under hidepid
+// sees it: its real, effective and saved uids are p's uid and its gids
+// p's gid (a setuid or setgid program the user ran is not, nor is one
+// that keeps root as its saved uid). Limit: a process the kernel made
+// not dumpable with the user's ids (an exec of a file the user may not
+// read) is hidden by /proc and counted as the user's here.
+func procWhollyOf(p api.Peer, pid int32) (bool, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(int(pid)) + "/status")
+	if err != nil {
+		return false, err
+	}
+	uids, err := procfs.ParseStatusUIDs(b)
+	if err != nil {
+		return false, err
+	}
+	gids, err := procfs.ParseStatusGIDs(b)
+	if err != nil {
+		return false, err
+	}
+	return uids.All(p.UID) && gids.All(p.GID), nil
 }
 
 // Kill implements api.Backend. The daemon signals only an instance it

@@ -87,7 +87,7 @@ func procHiddenFrom(p api.Peer) bool {
 
 // visibleNodes keeps of a tree, for a user /proc hides other users'
 // processes from, what that user could see: its own live processes
-// (real uid), and the exited ones of its own claims. The first node, the one
+// (procWhollyOf), and the exited ones of its own claims. The first node, the one
 // asked for, stays in any case, as a pid alone when hidden (kill(2) tells
 // any user a pid is in use); Arrange hangs what is kept below the
 // nearest kept ancestor, or the first node. Before, the daemon gave every
@@ -100,8 +100,8 @@ func (d *Daemon) visibleNodes(p api.Peer, nodes []api.TreeNode) []api.TreeNode {
 			uid, ok := d.claims.uidOf(n.Root)
 			visible = n.Root != "" && ok && uid == p.UID
 		} else {
-			uid, _, err := procIDs(n.Pid)
-			visible = err == nil && uid == p.UID
+			own, err := procWhollyOf(p, n.Pid)
+			visible = err == nil && own
 		}
 		switch {
 		case visible:
@@ -119,7 +119,7 @@ func (d *Daemon) visibleNodes(p api.Peer, nodes []api.TreeNode) []api.TreeNode {
 // tree, so the patterns hold in `supervisor tree` too. A user other than
 // root is shown what it could read itself: every command line when /proc
 // is mounted without hidepid, else (ownOnly) those of its own processes
-// only (real uid).
+// only (procWhollyOf).
 func (d *Daemon) treeArgs(p api.Peer, ownOnly bool, nodes []api.TreeNode) {
 	for i := range nodes {
 		n := &nodes[i]
@@ -129,7 +129,7 @@ func (d *Daemon) treeArgs(p api.Peer, ownOnly bool, nodes []api.TreeNode) {
 		if ownOnly {
 			// Read before the arguments, whose token check then proves
 			// both were of this instance.
-			if uid, _, err := procIDs(n.Pid); err != nil || uid != p.UID {
+			if own, err := procWhollyOf(p, n.Pid); err != nil || !own {
 				continue
 			}
 		}

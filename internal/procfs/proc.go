@@ -147,25 +147,34 @@ func ReadUIDs(root string, pid int32) (IDs, error) {
 
 // ParseStatusUIDs extracts the Uid line (real, effective, saved, fs) of a
 // /proc/PID/status file.
-func ParseStatusUIDs(b []byte) (IDs, error) {
-	v, ok := LineValue(b, "Uid:")
+func ParseStatusUIDs(b []byte) (IDs, error) { return parseIDs(b, "Uid") }
+
+// ParseStatusGIDs extracts the Gid line (real, effective, saved, fs) of a
+// /proc/PID/status file, as IDs.
+func ParseStatusGIDs(b []byte) (IDs, error) { return parseIDs(b, "Gid") }
+
+func parseIDs(b []byte, name string) (IDs, error) {
+	v, ok := LineValue(b, name+":")
 	if !ok {
-		return IDs{}, fmt.Errorf("status: no Uid line: %w", ErrMalformed)
+		return IDs{}, fmt.Errorf("status: no %s line: %w", name, ErrMalformed)
 	}
 	f := bytes.Fields(v)
 	if len(f) < 3 {
-		return IDs{}, fmt.Errorf("status: short Uid line: %w", ErrMalformed)
+		return IDs{}, fmt.Errorf("status: short %s line: %w", name, ErrMalformed)
 	}
 	var out [3]uint32
 	for i := range out {
 		n, err := strconv.ParseUint(string(f[i]), 10, 32)
 		if err != nil {
-			return IDs{}, fmt.Errorf("status: bad Uid %q: %w", f[i], ErrMalformed)
+			return IDs{}, fmt.Errorf("status: bad %s %q: %w", name, f[i], ErrMalformed)
 		}
 		out[i] = uint32(n)
 	}
 	return IDs{Real: out[0], Effective: out[1], Saved: out[2]}, nil
 }
+
+// All reports whether the real, effective and saved ids are all id.
+func (i IDs) All(id uint32) bool { return i.Real == id && i.Effective == id && i.Saved == id }
 
 // ParseStatusGroups extracts the Groups line (the supplementary groups) of
 // a /proc/PID/status file. A process without supplementary groups has an

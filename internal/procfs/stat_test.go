@@ -149,6 +149,9 @@ func FuzzParseLines(f *testing.F) {
 		if _, err := ParseStatusUIDs(b); err != nil && !errors.Is(err, ErrMalformed) {
 			t.Fatalf("ParseStatusUIDs error %v does not wrap ErrMalformed", err)
 		}
+		if _, err := ParseStatusGIDs(b); err != nil && !errors.Is(err, ErrMalformed) {
+			t.Fatalf("ParseStatusGIDs error %v does not wrap ErrMalformed", err)
+		}
 		if gs, err := ParseStatusGroups(b); err != nil && !errors.Is(err, ErrMalformed) {
 			t.Fatalf("ParseStatusGroups error %v does not wrap ErrMalformed", err)
 		} else if v, _ := LineValue(b, "Groups:"); err == nil && len(gs) != len(bytes.Fields(v)) {
@@ -187,6 +190,12 @@ func TestParseStatusIDs(t *testing.T) {
 	ids, err := ParseStatusUIDs(b)
 	if err != nil || ids != (IDs{Real: 1001, Effective: 0, Saved: 0}) {
 		t.Errorf("ParseStatusUIDs = %+v, %v, want {1001 0 0}", ids, err)
+	}
+	if ids.All(1001) || ids.All(0) {
+		t.Errorf("IDs %+v: All(1001) %v, All(0) %v; want neither", ids, ids.All(1001), ids.All(0))
+	}
+	if gids, err := ParseStatusGIDs(b); err != nil || !gids.All(5) {
+		t.Errorf("ParseStatusGIDs = %+v, %v, want all 5", gids, err)
 	}
 	ns, err := ParseStatusNSpid(b)
 	if err != nil || len(ns) != 3 || ns[0] != 4242 || ns[2] != 1 {
