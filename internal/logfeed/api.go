@@ -5,6 +5,7 @@ import (
 	"github.com/procsupervisor/supervisor/internal/events"
 	"github.com/procsupervisor/supervisor/internal/token"
 	"github.com/procsupervisor/supervisor/internal/verdict"
+	"unicode/utf8"
 )
 
 // Actions: the values of event.action (ECS) and activity_name (OCSF).
@@ -78,6 +79,43 @@ type Request struct {
 	TargetTok token.Token
 	// Err is the refusal or failure; nil when the request was carried out.
 	Err error
+}
+
+// RefusedArgsBytes bounds the argument bytes of a refused request's line
+// (a launch the daemon did not carry out): the caller chose them and the
+// refusal cost it nothing, so each of its lines must be small. The line
+// gives the whole count (process.args_count) and marks the cut
+// (supervisor.args_truncated). A request carried out logs its arguments
+// whole: they are the claim's, within its quotas.
+const RefusedArgsBytes = 512
+
+// args returns the arguments r's line carries, and whether they were cut.
+func (r *Request) args() ([]string, bool) {
+	if r.Err == nil {
+		return r.Argv, false
+	}
+	return cutArgs(r.Argv, RefusedArgsBytes)
+}
+
+// cutArgs returns argv cut to max bytes in all (at a character boundary)
+// and whether anything was cut; argv itself is not changed.
+func cutArgs(argv []string, max int) ([]string, bool) {
+	n := 0
+	for i, a := range argv {
+		if n+len(a) <= max {
+			n += len(a)
+			continue
+		}
+		out := make([]string, i+1)
+		copy(out, argv[:i])
+		end := max - n
+		for end > 0 && !utf8.RuneStart(a[end]) {
+			end--
+		}
+		out[i] = a[:end]
+		return out, true
+	}
+	return argv, false
 }
 
 // MaxStackBytes bounds the stack trace of an internal error line.

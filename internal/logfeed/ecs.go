@@ -297,6 +297,7 @@ func (x *ecs) request(c *capture, r *Request) {
 	eventObject(e, c.action, types, outcome, reason)
 	e.Dict("user", e.CreateDict().Str("id", strconv.FormatUint(uint64(r.UID), 10)).
 		Dict("group", e.CreateDict().Str("id", strconv.FormatUint(uint64(r.GID), 10))))
+	argv, cut := r.args()
 	if len(r.Argv) > 0 || r.RunAs != nil || r.Target != 0 {
 		p := e.CreateDict()
 		if r.Target != 0 {
@@ -306,7 +307,7 @@ func (x *ecs) request(c *capture, r *Request) {
 			}
 		}
 		if len(r.Argv) > 0 {
-			p.Strs("args", r.Argv)
+			p.Strs("args", argv).Int("args_count", len(r.Argv))
 		}
 		if r.RunAs != nil {
 			p.Dict("user", e.CreateDict().Str("id", strconv.FormatUint(uint64(*r.RunAs), 10)))
@@ -316,6 +317,9 @@ func (x *ecs) request(c *capture, r *Request) {
 	sv := e.CreateDict().Dict("requester", e.CreateDict().Int32("pid", r.Pid))
 	if r.ArgsRedacted {
 		sv.Bool("args_redacted", true)
+	}
+	if cut {
+		sv.Bool("args_truncated", true)
 	}
 	if r.ClaimID != "" {
 		sv.Dict("claim", e.CreateDict().Str("id", r.ClaimID).Str("owner", r.Owner).Str("kind", r.Kind))

@@ -6,9 +6,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/procsupervisor/supervisor/internal/actions"
 	"github.com/procsupervisor/supervisor/internal/events"
@@ -192,4 +194,62 @@ type procEvents struct {
 	exe           string
 	// The child started between these two times.
 	startedAfter, startedBefore time.Time
+}
+
+// TestRefusedRequestArgsCut: a refused launch's line carries at most
+// RefusedArgsBytes of its arguments, cut at a character boundary, with the
+// whole count and the cut marked; a launch carried out logs them whole.
+// Before, each refused launch wrote its caller's 32 KiB of arguments (127
+// KB escaped), and one user's refusals at the request rate rotated every
+// other user's audit lines out of the file within a minute.
+func TestRefusedRequestArgsCut(t *testing.T) {
+	long := []string{"/bin/true", strings.Repeat("é", 400), strings.Repeat("x", 4000), "last"}
+	tests := []struct {
+		name    string
+		schema  string
+		err     error
+		args    string // the path of the arguments
+		cutPath string // the path of the mark
+		whole   bool
+	}{
+		{"refused, ECS", SchemaECS, errors.New("refused"), "process.args", "supervisor.args_truncated", false},
+		{"carried out, ECS", SchemaECS, nil, "process.args", "supervisor.args_truncated", true},
+		{"refused, OCSF", SchemaOCSF, errors.New("refused"), "process.cmd_line", "unmapped.args_truncated", false},
+		{"carried out, OCSF", SchemaOCSF, nil, "process.cmd_line", "unmapped.args_truncated", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l, out := newTestLogger(t, Config{Schema: tt.schema})
+			l.Request(Request{Action: ActionLaunchRequested, UID: 1001, GID: 1001, Pid: 4000, Argv: long, Err: tt.err})
+			flush(t, l)
+			lines := out.lines(t)
+			if len(lines) != 1 {
+				t.Fatalf("%d lines, want 1", len(lines))
+			}
+			args, _ := get(lines[0], tt.args)
+			var n int
+			switch a := args.(type) {
+			case []any:
+				for _, s := range a {
+					n += len(s.(string))
+					if !utf8.ValidString(s.(string)) {
+						t.Errorf("argument %q cut inside a character", s)
+					}
+				}
+			case string:
+				n = len(strings.ReplaceAll(a, " ", ""))
+			}
+			cut, _ := get(lines[0], tt.cutPath)
+			total := len(strings.Join(long, ""))
+			if tt.whole && (n != total || cut != nil) {
+				t.Errorf("carried out: %d argument bytes, cut mark %v; want all %d, no mark", n, cut, total)
+			}
+			if !tt.whole && (n > RefusedArgsBytes || n < RefusedArgsBytes-1 || cut != true) {
+				t.Errorf("refused: %d argument bytes, cut mark %v; want %d at most (a character less at worst), marked", n, cut, RefusedArgsBytes)
+			}
+			if count, ok := getInt(lines[0], map[string]string{SchemaECS: "process.args_count", SchemaOCSF: "unmapped.args_count"}[tt.schema]); !tt.whole && (!ok || count != int64(len(long))) {
+				t.Errorf("args_count = %d (%v), want %d", count, ok, len(long))
+			}
+		})
+	}
 }

@@ -273,8 +273,9 @@ func (x *ocsf) request(c *capture, r *Request) {
 			p.Str("uid", r.TargetTok.String())
 		}
 	}
+	argv, cut := r.args()
 	if len(r.Argv) > 0 {
-		p.Str("cmd_line", strings.Join(r.Argv, " "))
+		p.Str("cmd_line", strings.Join(argv, " "))
 	}
 	if r.RunAs != nil {
 		p.Dict("user", e.CreateDict().Str("uid", strconv.FormatUint(uint64(*r.RunAs), 10)))
@@ -283,6 +284,9 @@ func (x *ocsf) request(c *capture, r *Request) {
 	u := e.CreateDict().Str("action", c.action)
 	if r.ArgsRedacted {
 		u.Bool("args_redacted", true)
+	}
+	if cut {
+		u.Bool("args_truncated", true).Int("args_count", len(r.Argv))
 	}
 	if r.ClaimID != "" {
 		u.Str("claim_id", r.ClaimID).Str("claim_owner", r.Owner).Str("claim_kind", r.Kind)
