@@ -153,5 +153,10 @@ func printTree(env *cliEnv, mech string, tree *lineage.TreeNode, ancestry []line
 		Ancestry  []lineage.TreeNode `json:"ancestry"`
 		Tree      *lineage.TreeNode  `json:"tree"`
 	}{mech, ancestry, tree}
-	return show(env, asJSON, v, func(w io.Writer) { view.Tree(w, mech, tree, ancestry, opt) })
+	err := show(env, asJSON, v, func(w io.Writer) { view.Tree(w, mech, tree, ancestry, opt) })
+	if tree != nil && tree.DescendantsCut > 0 && !asJSON {
+		fmt.Fprintf(env.stderr, "supervisor tree: %d more descendants not listed (an answer lists at most %d processes; ask for a subtree)\n",
+			tree.DescendantsCut, api.MaxTreeNodes)
+	}
+	return err
 }

@@ -1,8 +1,10 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -113,25 +115,34 @@ func TestRateBucket(t *testing.T) {
 	}
 }
 
-// treeBackend answers every tree with n nodes, as a host of n processes.
+// treeBackend answers every tree with a walk of n nodes, as a host of n
+// processes, of which it shows the caller shown (all when 0: under
+// hidepid a user is shown its own only).
 type treeBackend struct {
 	fakeBackend
-	n int
+	n, shown int
 }
 
-func (b treeBackend) Tree(ctx context.Context, p Peer, pid int32, tok token.Token) ([]TreeNode, error) {
-	nodes := make([]TreeNode, b.n)
+func (b treeBackend) Tree(ctx context.Context, p Peer, pid int32, tok token.Token) ([]TreeNode, int, error) {
+	nodes := make([]TreeNode, cmp.Or(b.shown, b.n))
 	for i := range nodes {
 		nodes[i].Pid = int32(i + 1)
 	}
-	return nodes, nil
+	return nodes, b.n, nil
 }
 
-// TestChargeByWork: a tree of 1,000 nodes costs a uid a hundred tokens
-// more than its request's one, so with a burst of 200 its third tree is
-// refused (429) until it has paid; root is not charged.
+// TestChargeByWork: a tree walk of 1,000 nodes costs a uid a hundred
+// tokens more than its request's one, however few it is shown, so with a
+// burst of 200 its third tree is refused (429) until it has paid; root is
+// not charged. (A walk shown as one node cost nothing more.)
 func TestChargeByWork(t *testing.T) {
-	s := NewServer(treeBackend{n: 1000}, nil, WithLimits(Limits{Rate: 0.01, Burst: 200}))
+	for _, shown := range []int{0, 1} {
+		t.Run(fmt.Sprintf("shown %d", shown), func(t *testing.T) { chargeByWork(t, shown) })
+	}
+}
+
+func chargeByWork(t *testing.T, shown int) {
+	s := NewServer(treeBackend{n: 1000, shown: shown}, nil, WithLimits(Limits{Rate: 0.01, Burst: 200}))
 	user := serveAs(t, s.Handler(), Peer{UID: 1000})
 	root := serveAs(t, s.Handler(), Peer{UID: 0})
 	ctx := context.Background()

@@ -98,11 +98,11 @@ func (b strictBackend) Kill(_ context.Context, _ Peer, r *ClaimRequest) (actions
 	return actions.Outcome{}, nil
 }
 
-func (b strictBackend) Tree(_ context.Context, _ Peer, pid int32, _ token.Token) ([]TreeNode, error) {
+func (b strictBackend) Tree(_ context.Context, _ Peer, pid int32, _ token.Token) ([]TreeNode, int, error) {
 	if pidfd.CheckPid(int64(pid)) != nil {
 		b.bad("tree reached the backend with pid %d", pid)
 	}
-	return nil, nil
+	return nil, 0, nil
 }
 
 func (b strictBackend) Output(_ context.Context, _ Peer, id string, offset, length int64) (Output, error) {

@@ -71,7 +71,9 @@ type Backend interface {
 	Status(ctx context.Context, p Peer) (Status, error)
 	Verify(ctx context.Context, p Peer, r *ClaimRequest) (verdict.Verdict, error)
 	Kill(ctx context.Context, p Peer, r *ClaimRequest) (actions.Outcome, error)
-	Tree(ctx context.Context, p Peer, pid int32, tok token.Token) ([]TreeNode, error)
+	// Tree answers at most MaxTreeNodes nodes, and how many it walked
+	// (what the answer cost, whatever it shows the caller).
+	Tree(ctx context.Context, p Peer, pid int32, tok token.Token) (nodes []TreeNode, walked int, err error)
 	// Output reads at most length bytes (length is 0 to MaxOutputRead: 0
 	// asks the size alone) of the output of claim id from offset (not
 	// negative).
@@ -632,12 +634,15 @@ func (s *Server) tree(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	nodes, err := s.b.Tree(r.Context(), peer(r), int32(pid), tok)
+	nodes, walked, err := s.b.Tree(r.Context(), peer(r), int32(pid), tok)
+	// Charged for what it walked: under hidepid the answer shows the
+	// caller its own processes only, and a walk of another user's
+	// thousands cost the daemon as much as showing them.
+	s.charge(peer(r), walked, treeNodesPerToken)
 	if err != nil {
 		writeErr(w, err)
 		return
 	}
-	s.charge(peer(r), len(nodes), treeNodesPerToken)
 	if nodes == nil {
 		nodes = []TreeNode{}
 	}

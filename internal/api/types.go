@@ -75,6 +75,12 @@ const (
 	MaxGrace     = time.Hour
 	// MaxOutputRead bounds one read of a job's output.
 	MaxOutputRead = 1 << 20
+	// MaxTreeNodes bounds the nodes of one tree answer (the process and
+	// its descendants), and MaxTreeArgs the command-line bytes it
+	// carries: past them descendants are left out (counted in the first
+	// node's DescendantsCut), and command lines not read.
+	MaxTreeNodes = 2048
+	MaxTreeArgs  = 512 << 10
 )
 
 // OutputSizeHeader is the header of an output answer that carries the

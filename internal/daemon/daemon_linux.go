@@ -120,7 +120,10 @@ type Daemon struct {
 	// execDone, when a test sets it, runs in Launch between the exec and
 	// the hand-over of a status reaped meanwhile.
 	execDone func(id string, pid int32)
-	deadline map[string]time.Time
+	// treeNodes and treeArgs bound a tree answer (api.MaxTreeNodes and
+	// api.MaxTreeArgs; tests set less).
+	treeNodes, treeArgsMax int
+	deadline               map[string]time.Time
 	// unwritten holds the exit status of a job whose finishing write
 	// failed, for the next pass to write.
 	unwritten map[string]syscall.WaitStatus

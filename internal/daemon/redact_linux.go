@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"os"
 	"slices"
 	"strings"
@@ -119,9 +120,14 @@ func (d *Daemon) visibleNodes(p api.Peer, nodes []api.TreeNode) []api.TreeNode {
 // tree, so the patterns hold in `supervisor tree` too. A user other than
 // root is shown what it could read itself: every command line when /proc
 // is mounted without hidepid, else (ownOnly) those of its own processes
-// only (procWhollyOf).
+// only (procWhollyOf). Past api.MaxTreeArgs bytes of command lines the
+// rest of the nodes get none.
 func (d *Daemon) treeArgs(p api.Peer, ownOnly bool, nodes []api.TreeNode) {
+	total := 0 // bytes of command lines read: at most api.MaxTreeArgs
 	for i := range nodes {
+		if total >= cmp.Or(d.treeArgsMax, api.MaxTreeArgs) {
+			return
+		}
 		n := &nodes[i]
 		if n.Exited {
 			continue
@@ -141,6 +147,9 @@ func (d *Daemon) treeArgs(p api.Peer, ownOnly bool, nodes []api.TreeNode) {
 			redact = d.redact.ArgvCut
 		}
 		n.Args, n.ArgsRedacted = redact(argv)
+		for _, a := range argv {
+			total += len(a) + 1
+		}
 	}
 }
 

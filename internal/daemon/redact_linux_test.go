@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -226,7 +228,7 @@ func TestIntegrationTreeRedacted(t *testing.T) {
 	// the exec, then check.
 	var nodes []api.TreeNode
 	testenv.EventuallyNil(t, 10*time.Second, func() (err error) {
-		nodes, err = h.d.Tree(context.Background(), api.Peer{}, pid, token.Token{})
+		nodes, _, err = h.d.Tree(context.Background(), api.Peer{}, pid, token.Token{})
 		if err == nil && (len(nodes) == 0 || len(nodes[0].Args) != len(want)) {
 			err = fmt.Errorf("%d: %+v so far", pid, nodes)
 		}
@@ -241,7 +243,7 @@ func TestIntegrationTreeRedacted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nodes, err = h.d.Tree(context.Background(), api.Peer{UID: 65534}, pid, token.Token{})
+	nodes, _, err = h.d.Tree(context.Background(), api.Peer{UID: 65534}, pid, token.Token{})
 	if err != nil || len(nodes) == 0 || (nodes[0].Args == nil) != procHidesPids(mi) {
 		t.Errorf("Tree(%d) as uid 65534 = %+v, %v; want arguments only if /proc shows them (hides: %v)", pid, nodes, err, procHidesPids(mi))
 	}
@@ -287,4 +289,51 @@ func FuzzProcHidesPids(f *testing.F) {
 			t.Errorf("a plain proc last at /proc hides, after %q", mi)
 		}
 	})
+}
+
+// TestIntegrationTreeBounded: a tree answer lists at most the daemon's
+// node bound, each node after its parent, and counts the descendants left
+// out on its first node; the walk's cost is what Tree reports (what the
+// API charges), and command lines past the bytes bound are not read.
+// Before, one answer listed every descendant with its command line: a
+// user's 5,000 processes of 4 KB arguments made 120 MB answers.
+func TestIntegrationTreeBounded(t *testing.T) {
+	h := newHarness(t)
+	h.d.treeNodes, h.d.treeArgsMax = 5, 64
+	sh := exec.Command("/bin/sh", "-c", "for i in 1 2 3 4 5 6 7 8 9 10; do sleep 600 & done; wait")
+	sh.SysProcAttr = &syscall.SysProcAttr{Setpgid: true} // killed as a group
+	if err := sh.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Kill(-sh.Process.Pid, syscall.SIGKILL); sh.Process.Kill(); sh.Wait() })
+	pid := int32(sh.Process.Pid)
+	var nodes []api.TreeNode
+	var walked int
+	testenv.EventuallyNil(t, 10*time.Second, func() (err error) {
+		nodes, walked, err = h.d.Tree(context.Background(), api.Peer{}, pid, token.Token{})
+		if err == nil && (len(nodes) == 0 || nodes[0].DescendantsCut != 6) {
+			err = fmt.Errorf("%d nodes, %d cut so far", len(nodes), nodes[0].DescendantsCut)
+		}
+		return err
+	}, "the tracker never saw the shell's 10 sleeps")
+	if len(nodes) != 5 || walked != 5 || nodes[0].Pid != pid {
+		t.Fatalf("Tree = %d nodes (first %d), walked %d; want 5 from %d, 5 walked", len(nodes), nodes[0].Pid, walked, pid)
+	}
+	seen := map[int32]bool{pid: true}
+	withArgs := 0
+	for _, n := range nodes[1:] {
+		if !seen[n.PPid] {
+			t.Errorf("node %d listed before its parent %d", n.Pid, n.PPid)
+		}
+		seen[n.Pid] = true
+	}
+	for _, n := range nodes {
+		if n.Args != nil {
+			withArgs++
+		}
+	}
+	// "/bin/sh -c <script>" is 77 bytes: past the 64-byte bound at once.
+	if withArgs != 1 || nodes[0].Args == nil {
+		t.Errorf("%d nodes with command lines, want only the first (the bound is 64 bytes)", withArgs)
+	}
 }

@@ -26,7 +26,11 @@ type TreeNode struct {
 	// match replaced; ArgsRedacted says that they matched.
 	Args         []string    `json:"args,omitempty"`
 	ArgsRedacted bool        `json:"args_redacted,omitempty"`
-	Children     []*TreeNode `json:"children,omitempty"`
+	// DescendantsCut, on the first node of an answer its producer cut
+	// (the daemon lists at most api.MaxTreeNodes), counts the live
+	// descendants left out.
+	DescendantsCut int         `json:"descendants_cut,omitempty"`
+	Children       []*TreeNode `json:"children,omitempty"`
 }
 
 // TreeNode returns n as a TreeNode without children, with the root it
