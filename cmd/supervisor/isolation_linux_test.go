@@ -695,3 +695,31 @@ func TestIntegrationJobCgroupRemovedAfterItsMembers(t *testing.T) {
 		return errors.Is(err, os.ErrNotExist)
 	}, "job %s's child has gone, and its cgroup %s stayed", job.ID, job.Cgroup)
 }
+
+// TestIntegrationClaimCgroupRootsOnly: a claim's cgroup, and the list of
+// claims' cgroups, are root's to read: nobody cannot list the claims nor
+// read the pids of another claim's cgroup (under hidepid those are pids
+// /proc hides). Before, both were world-readable.
+func TestIntegrationClaimCgroupRootsOnly(t *testing.T) {
+	testenv.RequireRoot(t)
+	state, sock := newDirs(t)
+	d := startDaemon(t, state, sock)
+	c := d.launch(t, "--", "sleep", "1000")
+	t.Cleanup(func() { d.run(t, nil, "release", "--grace", "0s", c.ID) })
+	if c.Cgroup == "" {
+		testenv.Skip(t, "the daemon made no cgroup for %s here", c.ID)
+	}
+	for _, p := range []string{filepath.Join(c.Cgroup, "cgroup.procs"), filepath.Dir(c.Cgroup)} {
+		cmd := exec.Command("ls", p)
+		if strings.HasSuffix(p, ".procs") {
+			cmd = exec.Command("cat", p)
+		}
+		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: asNobody}
+		if out, err := cmd.CombinedOutput(); err == nil {
+			t.Errorf("nobody read %s: %q", p, out)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(c.Cgroup, "cgroup.procs")); err != nil || !strings.Contains(string(b), fmt.Sprint(c.Pid)) {
+		t.Errorf("root's read of %s: %q, %v; want the claim's pid %d", c.Cgroup, b, err, c.Pid)
+	}
+}

@@ -55,8 +55,13 @@ func findCgroupBase(setting string) cgroupBase {
 		}
 		dir = filepath.Join(mnt, own, "supervisor")
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	// Its claims' names and their processes are root's to list: under
+	// hidepid another user's pids were read in their cgroup.procs.
+	if err := os.MkdirAll(dir, 0o711); err != nil {
 		return cgroupBase{reason: "cannot create " + dir + ": " + err.Error()}
+	}
+	if err := os.Chmod(dir, 0o711); err != nil {
+		return cgroupBase{reason: "cannot restrict " + dir + ": " + err.Error()}
 	}
 	probe := filepath.Join(dir, fmt.Sprintf("probe-%d", os.Getpid()))
 	if err := os.Mkdir(probe, 0o755); err != nil && !errors.Is(err, os.ErrExist) {
@@ -72,7 +77,7 @@ func (c cgroupBase) create(id string) (string, int, error) {
 		return "", -1, errors.New(c.reason)
 	}
 	p := filepath.Join(c.dir, id)
-	if err := os.Mkdir(p, 0o755); err != nil {
+	if err := os.Mkdir(p, 0o700); err != nil {
 		return "", -1, err
 	}
 	fd, err := unix.Open(p, unix.O_DIRECTORY|unix.O_RDONLY|unix.O_CLOEXEC, 0)
