@@ -102,6 +102,7 @@ func TestSocketPath(t *testing.T) {
 	for _, want := range []string{
 		"KillMode=process\n",
 		"Delegate=yes\n",
+		"TasksMax=infinity\n",
 		"NoNewPrivileges=yes\n",
 		"ExecStart=/usr/bin/supervisor run --config " + confPath + "\n",
 	} {
