@@ -127,15 +127,26 @@ type bounds struct {
 // pid is the one it had when it connected, and a client that handed its
 // connection to a child and exited used to get the daemon's limits
 // (nofile 64 became 20,000).
-// mayRaiseLimits reports whether a process whose /proc status is st holds
-// CAP_SYS_RESOURCE (its CapEff line; unreadable counts as holding it).
-func mayRaiseLimits(st []byte) bool {
+// mayRaiseLimits reports whether process pid, whose /proc status is st,
+// may raise its hard limits: it holds CAP_SYS_RESOURCE (its CapEff line;
+// unreadable counts as holding it) in the daemon's user namespace. The
+// capabilities a process has in a user namespace of its own (unshare -U)
+// do not reach the limits, which only the initial namespace's allow.
+func mayRaiseLimits(pid int32, st []byte) bool {
 	v, ok := procfs.LineValue(st, "CapEff:")
 	if !ok {
 		return true
 	}
 	caps, err := strconv.ParseUint(strings.TrimSpace(string(v)), 16, 64)
-	return err != nil || caps&(1<<unix.CAP_SYS_RESOURCE) != 0
+	if err != nil {
+		return true
+	}
+	if caps&(1<<unix.CAP_SYS_RESOURCE) == 0 {
+		return false
+	}
+	theirs, err := os.Readlink("/proc/" + strconv.Itoa(int(pid)) + "/ns/user")
+	ours, oerr := os.Readlink("/proc/self/ns/user")
+	return err != nil || oerr != nil || theirs == ours
 }
 
 func workloadBounds(ctx context.Context, p api.Peer, boot procfs.BootID) (bounds, error) {
@@ -159,7 +170,7 @@ func workloadBounds(ctx context.Context, p api.Peer, boot procfs.BootID) (bounds
 		// CAP_SYS_RESOURCE the caller handed the connection to has
 		// limits the user could not set.
 		known = err == nil && ierr == nil && serr == nil && rerr == nil && nerr == nil &&
-			ids.Real == p.UID && ids.Effective == p.UID && ids.Saved == p.UID && !mayRaiseLimits(st) && alive()
+			ids.Real == p.UID && ids.Effective == p.UID && ids.Saved == p.UID && !mayRaiseLimits(p.Pid, st) && alive()
 		theirs, status = l, st
 		done()
 		if known {
