@@ -127,7 +127,11 @@ type Daemon struct {
 	// unwritten holds the exit status of a job whose finishing write
 	// failed, for the next pass to write.
 	unwritten map[string]syscall.WaitStatus
-	npending  atomic.Int32
+	// leftovers are the jobs whose root has exited and whose cgroup held
+	// processes (leftovers_linux.go); leftoverWake tells its watcher.
+	leftovers    map[string]*leftover
+	leftoverWake chan struct{}
+	npending     atomic.Int32
 	// tearing holds the ids of the claims whose teardown runs now (claim
 	// id -> struct{}): a job's root that exits meanwhile has its exit
 	// recorded, and the teardown, not the exit, ends the claim
@@ -258,23 +262,25 @@ func newDaemon(cfg Config, boot procfs.BootID, st claimStore, log *feed, now fun
 	claims := newClaimIndex()
 	return &Daemon{
 		cfg: cfg, boot: boot, self: int32(os.Getpid()), log: log,
-		st:        memberQuota{claimStore: st, x: claims, quota: cfg.QuotaBytes},
-		started:   now(),
-		holders:   map[int32][]held{},
-		roots:     map[int32]string{},
-		pending:   map[int32]pendingAdmit{},
-		children:  map[int32]string{},
-		starting:  map[string]*syscall.WaitStatus{},
-		deadline:  map[string]time.Time{},
-		unwritten: map[string]syscall.WaitStatus{},
-		memberQ:   make(chan memberNote, memberQueue),
-		pruned:    map[string]time.Time{},
-		exitQ:     make(chan exitNote, noteQueue),
-		checkQ:    make(chan check, noteQueue),
-		now:       now,
-		work:      newWorkers(),
-		fds:       newMemberFDs(fdLimit()),
-		claims:    claims,
+		st:           memberQuota{claimStore: st, x: claims, quota: cfg.QuotaBytes},
+		started:      now(),
+		holders:      map[int32][]held{},
+		roots:        map[int32]string{},
+		pending:      map[int32]pendingAdmit{},
+		children:     map[int32]string{},
+		starting:     map[string]*syscall.WaitStatus{},
+		deadline:     map[string]time.Time{},
+		unwritten:    map[string]syscall.WaitStatus{},
+		leftovers:    map[string]*leftover{},
+		leftoverWake: make(chan struct{}, 1),
+		memberQ:      make(chan memberNote, memberQueue),
+		pruned:       map[string]time.Time{},
+		exitQ:        make(chan exitNote, noteQueue),
+		checkQ:       make(chan check, noteQueue),
+		now:          now,
+		work:         newWorkers(),
+		fds:          newMemberFDs(fdLimit()),
+		claims:       claims,
 	}
 }
 
@@ -359,9 +365,10 @@ func (d *Daemon) run(ctx context.Context, ready func(Info)) error {
 	// wctx ends, after the server has stopped.
 	wctx, wcancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	wg.Add(2)
+	wg.Add(3)
 	go func() { defer wg.Done(); d.memberWriter(wctx) }()
 	go func() { defer wg.Done(); d.exitRecorder(wctx) }()
+	go func() { defer wg.Done(); d.leftoverWatcher(wctx) }()
 	defer func() { wcancel(); wg.Wait() }()
 	d.boundJobOutputs(wctx)
 

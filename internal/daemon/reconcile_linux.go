@@ -278,6 +278,11 @@ func (d *Daemon) settle(ctx context.Context, id string, rq request) (api.ReportI
 		if dec.Action == Readopt {
 			it.Members = d.readopt(&c, root)
 		}
+		if cg := claimCgroup(&c); c.Kind == store.Job && v.Result != verdict.Owned && cg != "" {
+			// Kept for what its root left in its cgroup: finished once
+			// they have gone.
+			d.watchLeftovers(c.ID, cg)
+		}
 		// Written when the state or the root's verdict changed: a grant
 		// kept for its members once its root has gone says GONE (list
 		// and show said the OWNED of its launch), and a quiet pass over
@@ -766,7 +771,14 @@ func (d *Daemon) finishJob(c *store.Claim, ws syscall.WaitStatus, known bool) er
 	}()
 	now := d.now()
 	was := c.State
+	// Processes the root left in the job's own cgroup keep the job open
+	// (leftovers_linux.go).
+	cg := claimCgroup(c)
+	left := cg != "" && cgroupPopulated(cg)
 	defer func() {
+		if left && c.State == store.Running {
+			d.watchLeftovers(c.ID, cg)
+		}
 		if Open(was) && c.State == store.Exited {
 			d.jobExited(c)
 			// Its cgroup, once its last process has left it (a job's
@@ -779,9 +791,6 @@ func (d *Daemon) finishJob(c *store.Claim, ws syscall.WaitStatus, known bool) er
 		if !Open(x.State) {
 			return
 		}
-		if x.EndedAt.IsZero() {
-			x.EndedAt = now
-		}
 		switch {
 		case known && ws.Exited():
 			code := ws.ExitStatus()
@@ -790,6 +799,14 @@ func (d *Daemon) finishJob(c *store.Claim, ws syscall.WaitStatus, known bool) er
 			x.ExitSignal = int(ws.Signal())
 		case x.ExitCode == nil && x.ExitSignal == 0 && x.RetiredReason == "":
 			x.RetiredReason = "exited while not watched; exit code unknown"
+		}
+		if left && x.State == store.Running {
+			x.LastVerdict = &store.Verdict{Result: verdict.Gone, Reason: "exited; processes it left run on in its cgroup",
+				Mechanism: string(d.tr.Load().Mechanism()), At: now}
+			return
+		}
+		if x.EndedAt.IsZero() {
+			x.EndedAt = now
 		}
 		if _, ok := d.tearing.Load(x.ID); ok && known && x.State == store.Releasing {
 			// A teardown runs: the root's exit is recorded, and the

@@ -146,17 +146,19 @@ func Decide(in Input) Decision {
 		return Decision{Keep, store.Running}
 	case verdict.Foreign, verdict.Gone:
 		// Members the cgroup (or an earlier teardown) proves outlive the
-		// root: a grant is still running until something ends it. A root
-		// whose pid was reissued (FOREIGN) has exited as surely as a GONE
-		// one; only its exit was not seen, so a job is retired, not
-		// finished, and a grant with nothing proven left is dropped.
+		// root: the claim is still running until something ends it or
+		// they have gone, a job as well as a grant (a job's exit code is
+		// its root's, recorded when it came). A root whose pid was
+		// reissued (FOREIGN) has exited as surely as a GONE one; only its
+		// exit was not seen, so a job with nothing proven left is
+		// retired, not finished, and such a grant is dropped.
 		ended := in.Trigger == ReleaseAsked || in.Trigger == WallClock ||
 			in.State == store.Releasing || in.State == store.Survivors ||
 			in.Kind == store.Grant && (in.Orphan || in.Trigger == HolderExit)
 		switch {
 		case in.Proven && ended:
 			return Decision{TearDown, store.Releasing}
-		case in.Proven && in.Kind == store.Grant:
+		case in.Proven:
 			return Decision{Keep, in.State}
 		case in.Kind == store.Job && in.Root == verdict.Foreign:
 			return Decision{Retire, store.Retired}

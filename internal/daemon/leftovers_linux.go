@@ -1,0 +1,101 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"time"
+)
+
+// A job is over when its root has exited and its own cgroup is empty.
+// The root's exit code is recorded when it comes, but while processes it
+// left run in the job's cgroup (a server it started in the background, a
+// child it did not wait for) the claim stays open: it counts in its
+// user's quotas, shows in list, and a release tears those processes down.
+// Before, the job ended with its root, and what it left ran on unmanaged,
+// outside every quota, and not even root could release it. A job without
+// a cgroup of its own (cgroup off) proves no such processes and ends with
+// its root, as before.
+//
+// The daemon watches those cgroups' populated flag (cgroup.events), from
+// every 50 ms to every 2 s, and queues a pass of the claim once one is
+// empty: the pass finishes it (Decide). The periodic reaper is the
+// backstop.
+
+const (
+	leftoverFirst = 50 * time.Millisecond
+	leftoverMax   = 2 * time.Second
+)
+
+// leftover is a job whose root has exited and whose cgroup held processes.
+type leftover struct {
+	cgroup string
+	next   time.Time
+	every  time.Duration
+}
+
+// cgroupPopulated reports whether cgroup p (cgroup v2) holds a process, in
+// it or below it; an unreadable cgroup (gone) holds none.
+func cgroupPopulated(p string) bool {
+	b, err := os.ReadFile(filepath.Join(p, "cgroup.events"))
+	return err == nil && bytes.Contains(b, []byte("populated 1"))
+}
+
+// watchLeftovers has the watcher look at job id's cgroup.
+func (d *Daemon) watchLeftovers(id, cgroup string) {
+	d.mu.Lock()
+	if _, ok := d.leftovers[id]; !ok {
+		d.leftovers[id] = &leftover{cgroup: cgroup, next: time.Now().Add(leftoverFirst), every: leftoverFirst}
+	}
+	d.mu.Unlock()
+	select {
+	case d.leftoverWake <- struct{}{}:
+	default:
+	}
+}
+
+// leftoverWatcher queues a pass of each watched job whose cgroup has
+// emptied, until ctx ends.
+func (d *Daemon) leftoverWatcher(ctx context.Context) {
+	t := time.NewTimer(leftoverMax)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-d.leftoverWake:
+		case <-t.C:
+		}
+		now := time.Now()
+		next := now.Add(leftoverMax)
+		var done []string
+		d.mu.Lock()
+		for id, l := range d.leftovers {
+			if now.Before(l.next) {
+				next = earlier(next, l.next)
+				continue
+			}
+			if !cgroupPopulated(l.cgroup) {
+				done = append(done, id)
+				delete(d.leftovers, id)
+				continue
+			}
+			l.every = min(2*l.every, leftoverMax)
+			l.next = now.Add(l.every)
+			next = earlier(next, l.next)
+		}
+		d.mu.Unlock()
+		for _, id := range done {
+			d.queue(id, Pass)
+		}
+		t.Reset(max(time.Until(next), time.Millisecond))
+	}
+}
+
+func earlier(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
