@@ -166,15 +166,16 @@ func (t *Teardown) Run(ctx context.Context, pid int32, claim token.Token) Outcom
 
 // RunBound tears down an already judged and bound root (verdict v must be
 // OWNED), with extra members the caller has bound itself. The handles stay
-// owned by the caller. root may be nil when the root is GONE and extra (or
-// the cgroup) holds members proven otherwise.
+// owned by the caller. root may be nil when the root is GONE, or FOREIGN
+// (its pid reissued: the process there is no member and is not looked
+// at), and extra (or the cgroup) holds members proven otherwise.
 func (t *Teardown) RunBound(ctx context.Context, v verdict.Verdict, root *pidfd.Handle, extra []*pidfd.Handle) Outcome {
 	out := t.newOutcome(v)
 	switch {
 	case root != nil && v.Result != verdict.Owned:
 		out.Error = "refusing to act without an OWNED verdict bound to a handle"
 		return out
-	case root == nil && (v.Result != verdict.Gone || (len(extra) == 0 && t.opts.Cgroup == "")):
+	case root == nil && (v.Result != verdict.Gone && v.Result != verdict.Foreign || (len(extra) == 0 && t.opts.Cgroup == "")):
 		out.Error = "refusing to act without an OWNED verdict bound to a handle"
 		return out
 	}

@@ -228,11 +228,16 @@ func TestIntegrationSurvivorsReported(t *testing.T) {
 	waitGone(t, j, frozen, fclaim)
 }
 
+// TestRunBoundRefusesWithoutOwned: without a bound root, a teardown runs
+// only on members proven otherwise (extra handles, a cgroup) of a root
+// GONE or FOREIGN; nothing else acts.
 func TestRunBoundRefusesWithoutOwned(t *testing.T) {
 	td := New(nil, nil, Options{})
-	out := td.RunBound(context.Background(), verdict.Verdict{Result: verdict.Unverifiable}, nil, nil)
-	if out.Acted || out.Error == "" {
-		t.Errorf("RunBound(UNVERIFIABLE) = %+v, want refusal", out)
+	for _, r := range []verdict.Result{verdict.Unverifiable, verdict.Owned, verdict.Gone, verdict.Foreign, 0} {
+		out := td.RunBound(context.Background(), verdict.Verdict{Result: r}, nil, nil)
+		if out.Acted || out.Error == "" {
+			t.Errorf("RunBound(%v) without a root or proven members = %+v, want refusal", r, out)
+		}
 	}
 }
 

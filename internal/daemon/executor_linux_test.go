@@ -614,3 +614,43 @@ func TestIntegrationKeptGoneRootSaysGone(t *testing.T) {
 		})
 	}
 }
+
+// TestIntegrationForeignRootCgroupTornDown: a claim whose root's pid was
+// reissued to a stranger (FOREIGN) while its cgroup holds a process has
+// that process torn down by a release, and the stranger is not
+// signalled. Before, the table decided the teardown but the executor
+// refused a rootless one on anything but GONE: the claim was closed and
+// the process ran on, unmanaged; a user reissuing its root's pid escaped
+// a wall clock that way.
+func TestIntegrationForeignRootCgroupTornDown(t *testing.T) {
+	h := newHarness(t)
+	base := findCgroupBase("auto")
+	if base.dir == "" {
+		testenv.Skip(t, "no writable cgroup v2: %s", base.reason)
+	}
+	for _, kind := range []store.Kind{store.Grant, store.Job} {
+		t.Run(string(kind), func(t *testing.T) {
+			pid, tok := h.goneInstance(t)
+			stranger, err := testenv.Reissue(t, pid)
+			if err != nil {
+				testenv.Skip(t, "pid %d taken before the reissue: %v", pid, err)
+			}
+			c := store.Claim{Kind: kind, Pid: pid, Token: tok}
+			if err := h.st.Put(&c); err != nil {
+				t.Fatal(err)
+			}
+			escaped := h.cgroupMember(t, base, c.ID)
+			it, out, err := h.d.settle(context.Background(), c.ID, request{trigger: ReleaseAsked})
+			if err != nil || it.Action != TearDown.String() || out == nil || !out.Acted || !out.Dead {
+				t.Fatalf("release of a %s whose root's pid %d is a stranger's and whose cgroup holds %d = %+v, %+v, %v; want the cgroup torn down",
+					kind, pid, escaped.Process.Pid, it, out, err)
+			}
+			testenv.Eventually(t, 5*time.Second, func() bool {
+				return escaped.Process.Signal(syscall.Signal(0)) != nil || zombie(escaped.Process.Pid)
+			}, "the process in the %s's cgroup survived", kind)
+			if err := syscall.Kill(int(stranger.Pid), 0); err != nil || zombie(int(stranger.Pid)) {
+				t.Errorf("the stranger at the root's pid %d was signalled: %v", stranger.Pid, err)
+			}
+		})
+	}
+}
