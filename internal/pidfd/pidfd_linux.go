@@ -92,7 +92,11 @@ func (h *Handle) bind(boot procfs.BootID) error {
 		}
 	}
 	h.tok = token.Token{Boot: boot, Start: h.stat.StartTime, Ino: ino, Prec: token.Ticks}
-	h.alive = !h.stat.Zombie()
+	// /proc shows the leader's state: Z once its main thread exited,
+	// while other threads may run on. The pidfd is readable only when the
+	// whole thread group has (the kernel's pidfd_poll): only then is the
+	// process a zombie.
+	h.alive = !h.stat.Zombie() || !h.Exited()
 	return nil
 }
 

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"syscall"
 	"testing"
+	"time"
 )
 
 //go:embed testdata/setuid.c
@@ -145,4 +146,44 @@ func HalfSetuid(t testing.TB, cred *syscall.Credential) int {
 		t.Fatalf("the setuid helper said %q, %v", line, err)
 	}
 	return cmd.Process.Pid
+}
+
+//go:embed testdata/zleader.c
+var zleaderSource []byte
+
+var (
+	zleaderOnce sync.Once
+	zleaderPath string
+	zleaderErr  error
+)
+
+// ZombieLeader starts a process whose main thread has exited while another
+// thread runs (testdata/zleader.c): /proc/PID/stat says Z, yet the process
+// lives. It returns once the leader has exited; the process is killed when
+// the test ends.
+func ZombieLeader(t testing.TB) *exec.Cmd {
+	t.Helper()
+	zleaderOnce.Do(func() { zleaderPath, zleaderErr = compile("zleader", zleaderSource) })
+	if zleaderErr != nil {
+		Skip(t, "cannot build the zombie-leader helper: %v", zleaderErr)
+	}
+	cmd := exec.Command(zleaderPath)
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
+		t.Fatalf("zleader: %v", err)
+	}
+	stat := "/proc/" + strconv.Itoa(cmd.Process.Pid) + "/stat"
+	Eventually(t, 10*time.Second, func() bool {
+		b, _ := os.ReadFile(stat)
+		i := strings.LastIndexByte(string(b), ')')
+		return i > 0 && i+2 < len(b) && b[i+2] == 'Z'
+	}, "zleader's main thread never exited")
+	return cmd
 }

@@ -315,3 +315,33 @@ func TestIntegrationGoneReasonSaysHowItWasKnown(t *testing.T) {
 		}
 	}
 }
+
+// TestIntegrationZombieLeaderLives: a process whose main thread exited
+// while another thread runs shows Z in /proc/PID/stat, and is alive: it
+// is OWNED, and a bound handle neither calls it a zombie nor exited, until
+// it is killed. Before, it was judged GONE: a grant of it was "released"
+// with nothing signalled, and a job's exit recorded while it ran on.
+func TestIntegrationZombieLeaderLives(t *testing.T) {
+	j := newJudge(t)
+	cmd := testenv.ZombieLeader(t)
+	pid := int32(cmd.Process.Pid)
+	tok := tokenOf(t, j, cmd.Process.Pid)
+	if v := j.Judge(pid, tok); v.Result != Owned {
+		t.Fatalf("Judge(a process whose leader thread exited) = %+v, want OWNED", v)
+	}
+	v, h := j.Bind(pid, tok)
+	if h == nil {
+		t.Fatalf("Bind = %+v, no handle", v)
+	}
+	defer h.Close()
+	if h.Zombie() || h.Exited() {
+		t.Errorf("bound handle: zombie %v, exited %v; want it alive", h.Zombie(), h.Exited())
+	}
+	cmd.Process.Kill()
+	if !h.Wait(10 * time.Second) {
+		t.Fatal("the killed process never exited")
+	}
+	if v := j.Judge(pid, tok); v.Result != Gone {
+		t.Errorf("Judge after the kill = %+v, want GONE", v)
+	}
+}
