@@ -128,7 +128,9 @@ type Daemon struct {
 	// failed, for the next pass to write.
 	unwritten map[string]syscall.WaitStatus
 	// leftovers are the jobs whose root has exited and whose cgroup held
-	// processes (leftovers_linux.go); leftoverWake tells its watcher.
+	// processes (leftovers_linux.go), under leftMu; leftoverWake tells
+	// its watcher.
+	leftMu       sync.Mutex
 	leftovers    map[string]*leftover
 	leftoverWake chan struct{}
 	npending     atomic.Int32

@@ -44,11 +44,11 @@ func cgroupPopulated(p string) bool {
 
 // watchLeftovers has the watcher look at job id's cgroup.
 func (d *Daemon) watchLeftovers(id, cgroup string) {
-	d.mu.Lock()
+	d.leftMu.Lock()
 	if _, ok := d.leftovers[id]; !ok {
 		d.leftovers[id] = &leftover{cgroup: cgroup, next: time.Now().Add(leftoverFirst), every: leftoverFirst}
 	}
-	d.mu.Unlock()
+	d.leftMu.Unlock()
 	select {
 	case d.leftoverWake <- struct{}{}:
 	default:
@@ -70,7 +70,7 @@ func (d *Daemon) leftoverWatcher(ctx context.Context) {
 		now := time.Now()
 		next := now.Add(leftoverMax)
 		var done []string
-		d.mu.Lock()
+		d.leftMu.Lock() // the event path never takes it
 		for id, l := range d.leftovers {
 			if now.Before(l.next) {
 				next = earlier(next, l.next)
@@ -85,7 +85,7 @@ func (d *Daemon) leftoverWatcher(ctx context.Context) {
 			l.next = now.Add(l.every)
 			next = earlier(next, l.next)
 		}
-		d.mu.Unlock()
+		d.leftMu.Unlock()
 		for _, id := range done {
 			d.queue(id, Pass)
 		}
