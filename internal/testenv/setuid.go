@@ -133,6 +133,15 @@ func HalfSetuid(t testing.TB, cred *syscall.Credential) int {
 	t.Helper()
 	cmd := exec.Command(SetuidRoot(t), "half")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: cred}
+	startSaysPid(t, cmd)
+	return cmd.Process.Pid
+}
+
+// startSaysPid starts a helper that prints its pid once it is in the state
+// a test wants, and waits for that line; the helper is killed when the
+// test ends.
+func startSaysPid(t testing.TB, cmd *exec.Cmd) {
+	t.Helper()
 	out, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -143,9 +152,8 @@ func HalfSetuid(t testing.TB, cred *syscall.Credential) int {
 	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
 	line, err := bufio.NewReader(out).ReadString('\n')
 	if pid, perr := strconv.Atoi(strings.TrimSpace(line)); err != nil || perr != nil || pid != cmd.Process.Pid {
-		t.Fatalf("the setuid helper said %q, %v", line, err)
+		t.Fatalf("%s said %q, %v; want its pid", filepath.Base(cmd.Path), line, err)
 	}
-	return cmd.Process.Pid
 }
 
 //go:embed testdata/zleader.c
@@ -168,17 +176,7 @@ func ZombieLeader(t testing.TB) *exec.Cmd {
 		Skip(t, "cannot build the zombie-leader helper: %v", zleaderErr)
 	}
 	cmd := exec.Command(zleaderPath)
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	if _, err := bufio.NewReader(out).ReadString('\n'); err != nil {
-		t.Fatalf("zleader: %v", err)
-	}
+	startSaysPid(t, cmd)
 	stat := "/proc/" + strconv.Itoa(cmd.Process.Pid) + "/stat"
 	Eventually(t, 10*time.Second, func() bool {
 		b, _ := os.ReadFile(stat)
