@@ -24,8 +24,8 @@ type TreeNode struct {
 	// Args, when set, is the command line of a live process as its
 	// producer (the daemon) read it, with what its redaction patterns
 	// match replaced; ArgsRedacted says that they matched.
-	Args         []string    `json:"args,omitempty"`
-	ArgsRedacted bool        `json:"args_redacted,omitempty"`
+	Args         []string `json:"args,omitempty"`
+	ArgsRedacted bool     `json:"args_redacted,omitempty"`
 	// DescendantsCut, on the first node of an answer its producer cut
 	// (the daemon lists at most api.MaxTreeNodes), counts the live
 	// descendants left out.
