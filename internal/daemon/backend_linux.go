@@ -247,11 +247,12 @@ func (d *Daemon) Verify(ctx context.Context, p api.Peer, r *api.ClaimRequest) (v
 	// The owner is read before the judgement and again after it: a
 	// process that /proc hides from the caller, or that went between the
 	// reads, gets no verdict but GONE.
-	hidden, ok := hiddenFrom(p, r.Pid)
+	hides := procHiddenFrom(p)
+	hidden, ok := ownerHidden(hides, p, r.Pid)
 	var v verdict.Verdict
 	if !hidden {
 		v = d.judge.Judge(r.Pid, r.Token)
-		hidden, ok = hiddenFrom(p, r.Pid)
+		hidden, ok = ownerHidden(hides, p, r.Pid)
 	}
 	switch {
 	case hidden, !ok && v.Result != verdict.Gone:
@@ -277,7 +278,13 @@ func (d *Daemon) Verify(ctx context.Context, p api.Peer, r *api.ClaimRequest) (v
 // pid's owner could not be read (it has gone): nothing about it may be
 // shown then either.
 func hiddenFrom(p api.Peer, pid int32) (hidden, ok bool) {
-	if !procHiddenFrom(p) {
+	return ownerHidden(procHiddenFrom(p), p, pid)
+}
+
+// ownerHidden is hiddenFrom where whether /proc hides other users'
+// processes from p (hides) is known already.
+func ownerHidden(hides bool, p api.Peer, pid int32) (hidden, ok bool) {
+	if !hides {
 		return false, true
 	}
 	own, err := procWhollyOf(p, pid)

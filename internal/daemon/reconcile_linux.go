@@ -278,10 +278,12 @@ func (d *Daemon) settle(ctx context.Context, id string, rq request) (api.ReportI
 		if dec.Action == Readopt {
 			it.Members = d.readopt(&c, root)
 		}
-		if cg := claimCgroup(&c); c.Kind == store.Job && v.Result != verdict.Owned && cg != "" {
+		if c.Kind == store.Job && v.Result != verdict.Owned {
 			// Kept for what its root left in its cgroup: finished once
 			// they have gone.
-			d.watchLeftovers(c.ID, cg)
+			if cg := claimCgroup(&c); cg != "" {
+				d.watchLeftovers(c.ID, cg)
+			}
 		}
 		// Written when the state or the root's verdict changed: a grant
 		// kept for its members once its root has gone says GONE (list
