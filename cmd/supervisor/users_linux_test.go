@@ -667,3 +667,43 @@ func TestIntegrationSubordinateUIDOutsideItsNamespace(t *testing.T) {
 		t.Errorf("the job's launches answered %q; want a grant, then a refusal over uid %d's quota", got, creator)
 	}
 }
+
+// TestIntegrationAdmitOthersMember: root launches a grant that runs as
+// nobody; the claim is root's. nobody may not admit a member of it (its
+// inner shell): before, the admit was taken and relabelled the member's
+// subtree as nobody's claim, whose later children were recorded as
+// nobody's members, and the process was held by two claims.
+func TestIntegrationAdmitOthersMember(t *testing.T) {
+	testenv.RequireRoot(t)
+	state, sock := newDirs(t)
+	d := startDaemon(t, state, sock, "--socket-group", fmt.Sprint(nobody))
+	uid, gid := uint32(nobody), uint32(nobody)
+	c, err := d.client.Launch(context.Background(), &api.LaunchRequest{
+		Argv: []string{"sh", "-c", `sh -c "sleep 1000; :" & wait`}, Cwd: "/", UID: &uid, GID: &gid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { d.run(t, nil, "release", "--grace", "0s", c.ID) })
+	var inner int
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", c.Pid, c.Pid))
+		f := strings.Fields(string(b))
+		if err != nil || len(f) == 0 {
+			return false
+		}
+		inner, _ = strconv.Atoi(f[0])
+		cmd, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", inner))
+		return strings.Contains(string(cmd), "sleep 1000")
+	}, "root's grant %s never started its inner shell", c.ID)
+	code, out, errs := d.run(t, asNobody, "admit", fmt.Sprint(inner), tokenOf(t, inner))
+	t.Logf("nobody's admit of %d: exit %d %s %s", inner, code, out, errs)
+	if code == 0 || !strings.Contains(errs, "another user's claim") {
+		t.Errorf("nobody's admit of a member of root's grant = exit %d %s %s, want refused as another user's claim's", code, out, errs)
+	}
+	if code == 0 {
+		var got api.Claim
+		if json.Unmarshal([]byte(out), &got) == nil && got.ID != "" {
+			d.run(t, asNobody, "release", "--grace", "0s", got.ID)
+		}
+	}
+}

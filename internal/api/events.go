@@ -136,7 +136,7 @@ type Streamer interface {
 	// Subscribe starts a stream of what p may see, of kinds k. It fails
 	// with ErrUnavailable when the daemon has no room for another
 	// subscriber.
-	Subscribe(p Peer, k StreamKinds) (Stream, error)
+	Subscribe(ctx context.Context, p Peer, k StreamKinds) (Stream, error)
 }
 
 // events serves GET /events. It is long-lived (Server.longLived): it
@@ -152,7 +152,7 @@ func (s *Server) events(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	st, err := sb.Subscribe(peer(r), kinds)
+	st, err := sb.Subscribe(r.Context(), peer(r), kinds)
 	if err != nil {
 		writeErr(w, err)
 		return

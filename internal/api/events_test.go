@@ -40,7 +40,7 @@ type streamBackend struct {
 	kinds chan StreamKinds
 }
 
-func (b streamBackend) Subscribe(p Peer, k StreamKinds) (Stream, error) {
+func (b streamBackend) Subscribe(_ context.Context, p Peer, k StreamKinds) (Stream, error) {
 	if b.kinds != nil {
 		b.kinds <- k
 	}

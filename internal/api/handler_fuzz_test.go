@@ -113,7 +113,7 @@ func (b strictBackend) Output(_ context.Context, _ Peer, id string, offset, leng
 	return Output{}, nil
 }
 
-func (b strictBackend) Subscribe(_ Peer, k StreamKinds) (Stream, error) {
+func (b strictBackend) Subscribe(_ context.Context, _ Peer, k StreamKinds) (Stream, error) {
 	if k != 0 && k&^(StreamFork|StreamExec|StreamExit|StreamClaim|streamLostOnly) != 0 {
 		b.bad("subscribe reached the backend with kinds %#x", uint8(k))
 	}

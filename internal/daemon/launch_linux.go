@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -369,7 +370,14 @@ func (d *Daemon) holder(ctx context.Context, p api.Peer, want *store.Instance) (
 		}
 		return h, nil
 	}
+	hidden := d.hiddenAtAll(ctx, p, want.Pid)
 	v, h := d.judge.Bind(want.Pid, want.Token)
+	if hidden && (h == nil || !ownsProcess(p, h)) {
+		if h != nil {
+			h.Close()
+		}
+		return nil, errHiddenProcess(want.Pid)
+	}
 	if h == nil {
 		return nil, fmt.Errorf("holder %d: %s (%s): %w", want.Pid, v.Result, v.Reason, api.ErrConflict)
 	}
@@ -413,8 +421,15 @@ func (d *Daemon) Admit(ctx context.Context, p api.Peer, r *api.AdmitRequest) (cl
 	if err := d.servesNow(ctx, p); err != nil {
 		return api.Claim{}, err
 	}
+	hidden := d.hiddenAtAll(ctx, p, r.Pid)
 	v, h := d.judge.Bind(r.Pid, r.Token)
 	d.log.Verdict(v)
+	if hidden && (h == nil || !ownsProcess(p, h)) {
+		if h != nil {
+			h.Close()
+		}
+		return api.Claim{}, errHiddenProcess(r.Pid)
+	}
 	if h == nil {
 		return api.Claim{}, fmt.Errorf("process %d is %s (%s); only an OWNED instance is admitted: %w", r.Pid, v.Result, v.Reason, api.ErrConflict)
 	}
@@ -432,6 +447,9 @@ func (d *Daemon) Admit(ctx context.Context, p api.Peer, r *api.AdmitRequest) (cl
 		if m, _ := token.Compare(t, tok); m == token.Same || m == token.Unproven {
 			return api.Claim{}, fmt.Errorf("process %d is already claimed by %s: %w", r.Pid, id, api.ErrConflict)
 		}
+	}
+	if err := d.heldByOthers(p, r.Pid, tok); err != nil {
+		return api.Claim{}, err
 	}
 	argv := readCmdline(r.Pid, d.redact)
 	now := time.Now()
@@ -454,6 +472,34 @@ func (d *Daemon) Admit(ctx context.Context, p api.Peer, r *api.AdmitRequest) (cl
 	d.index(&c)
 	d.admit(c.ID, r.Pid, tok)
 	return d.view(c), nil
+}
+
+// heldByOthers refuses, for a caller but root, a process that another
+// uid's open claim holds: through birth lineage (the graph says which
+// claim's root it descends from) or as a member recorded on the claim.
+// An admit of one made it a root of the caller's and relabelled its
+// subtree: its new children were recorded as the caller's members, and
+// the same process was held by two claims, whichever the next start
+// readopted first winning.
+func (d *Daemon) heldByOthers(p api.Peer, pid int32, tok token.Token) error {
+	if p.Root() {
+		return nil
+	}
+	refuse := fmt.Errorf("process %d is held by another user's claim: %w", pid, api.ErrConflict)
+	if root, _, ok := d.tr.Load().Graph().RootOf(pid, tok); ok {
+		if m, known := d.claims.get(root); known && Open(m.state) && m.uid != p.UID {
+			return refuse
+		}
+	}
+	for _, id := range d.claims.memberClaims(pid, 0, true) {
+		c, err := d.st.Get(id)
+		if err == nil && !may(p, &c) && slices.ContainsFunc(c.Members, func(m store.Member) bool {
+			return m.Pid == pid && sameInstance(m.Token, tok)
+		}) {
+			return refuse
+		}
+	}
+	return nil
 }
 
 // readCmdline reads a process's argv, redacted by rules and then bounded

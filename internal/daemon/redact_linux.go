@@ -2,8 +2,10 @@ package daemon
 
 import (
 	"cmp"
+	"context"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/procsupervisor/supervisor/internal/api"
@@ -75,15 +77,41 @@ func (h *hidden) Error() string { return h.msg }
 func (h *hidden) Unwrap() error { return h.err }
 
 // procHiddenFrom reports whether /proc hides other users' processes from
-// p: p is not root and /proc is mounted with hidepid (or its mount cannot
-// be read). The daemon reads what such a mount denies that user, so it
-// must not show it.
-func procHiddenFrom(p api.Peer) bool {
+// p: p is not root, and the daemon's /proc or the caller's own is mounted
+// with hidepid (or its mount cannot be read). The daemon reads what such
+// a mount denies that user, so it must not show it. The caller's /proc is
+// the one its mount namespace and root directory show it (a sandbox's,
+// systemd's ProtectProc=invisible): judged by the daemon's alone, a
+// caller whose /proc showed it two processes was given every command
+// line of the host through tree.
+func (d *Daemon) procHiddenFrom(ctx context.Context, p api.Peer) bool {
 	if p.Root() {
 		return false
 	}
 	mi, err := os.ReadFile("/proc/self/mountinfo")
-	return err != nil || procHidesPids(mi)
+	if err != nil || procHidesPids(mi) {
+		return true
+	}
+	return d.callerProcHides(ctx, p)
+}
+
+// callerProcHides reports whether the /proc of the caller's view hides
+// other users' processes: its mountinfo, read at its pid, shows mount
+// points relative to its root. The read counts only if the caller lived
+// through it (the socket's pidfd of it, see callerAlive), so the pid was
+// not another process's; a caller gone, or whose mounts cannot be read,
+// is hidden from.
+func (d *Daemon) callerProcHides(ctx context.Context, p api.Peer) bool {
+	if p.Pid <= 0 {
+		return true
+	}
+	alive, done := callerAlive(ctx, p, d.boot)
+	if alive == nil {
+		return true
+	}
+	defer done()
+	mi, err := os.ReadFile("/proc/" + strconv.Itoa(int(p.Pid)) + "/mountinfo")
+	return err != nil || !alive() || procHidesPids(mi)
 }
 
 // visibleNodes keeps of a tree, for a user /proc hides other users'

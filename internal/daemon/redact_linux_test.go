@@ -243,7 +243,14 @@ func TestIntegrationTreeRedacted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	nodes, _, err = h.d.Tree(context.Background(), api.Peer{UID: 65534}, pid, token.Token{})
+	// The caller: a process of its own, whose /proc the daemon reads too.
+	caller := exec.Command("sleep", "600")
+	caller.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	if err := caller.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { caller.Process.Kill(); caller.Wait() })
+	nodes, _, err = h.d.Tree(context.Background(), api.Peer{UID: 65534, GID: 65534, Pid: int32(caller.Process.Pid)}, pid, token.Token{})
 	if err != nil || len(nodes) == 0 || (nodes[0].Args == nil) != procHidesPids(mi) {
 		t.Errorf("Tree(%d) as uid 65534 = %+v, %v; want arguments only if /proc shows them (hides: %v)", pid, nodes, err, procHidesPids(mi))
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"strconv"
 	"sync"
@@ -166,8 +165,8 @@ type subscriber struct {
 
 // viewer is who a subscriber is: root (all), who sees everything, or a
 // uid, shown its own events less what it could not read in /proc (see
-// the file's comment): gid is its group, hidden whether the daemon's
-// /proc hid other users' processes (hidepid) when it came.
+// the file's comment): gid is its group, hidden whether its /proc or the
+// daemon's hid other users' processes (hidepid) when it came.
 type viewer struct {
 	uid, gid uint32
 	all      bool
@@ -183,15 +182,12 @@ type attribution struct {
 }
 
 // Subscribe implements api.Streamer.
-func (d *Daemon) Subscribe(p api.Peer, k api.StreamKinds) (api.Stream, error) {
+func (d *Daemon) Subscribe(ctx context.Context, p api.Peer, k api.StreamKinds) (api.Stream, error) {
 	if err := d.serves(p); err != nil {
 		return nil, err
 	}
 	v := viewer{uid: p.UID, gid: p.GID, all: p.Root()}
-	if !v.all {
-		mi, err := os.ReadFile("/proc/self/mountinfo")
-		v.hidden = err != nil || procHidesPids(mi)
-	}
+	v.hidden = d.procHiddenFrom(ctx, p)
 	return d.log.hub.subscribe(v, k)
 }
 
