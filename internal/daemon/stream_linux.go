@@ -105,6 +105,12 @@ const (
 	largeRecord = 4 << 10
 	largeBudget = 1 << 20
 	largeTotal  = 32 << 20
+	// largeShare is the part of largeTotal root's subscribers hold
+	// together, and the part all other uids' hold together: nine users
+	// each holding four streams they never read (a paused `supervisor
+	// events | less`) filled a total they shared with root, and root's
+	// audit stream lost every long exec after.
+	largeShare = largeTotal / 2
 	// maxStreams caps root's subscribers, and those of all other uids
 	// together (each uid is also capped by the API's long-lived request
 	// limit).
@@ -128,9 +134,9 @@ type hub struct {
 	mu     sync.Mutex
 	closed bool
 
-	// largeHeld is the bytes of large records all subscribers hold
-	// (largeTotal caps it).
-	largeHeld atomic.Int64
+	// largeHeld is the bytes of large records root's subscribers hold
+	// ([1]) and all others' ([0]); largeShare caps each.
+	largeHeld [2]atomic.Int64
 
 	// The event path's own (drain goroutine): its encoding buffer, one
 	// for each view of other users' subscribers (empty when the view
@@ -640,7 +646,7 @@ func (h *hub) publishClaim(ev *logfeed.ClaimEvent, now time.Time) {
 
 // put appends a record, or counts it lost when it does not fit: a record
 // up to largeRecord bytes in the buffer's streamBuffer, a larger one in
-// the subscriber's largeBudget and the hub's largeTotal. A record kept
+// the subscriber's largeBudget and its side's largeShare. A record kept
 // after some were lost comes after a lost record that counts them, in
 // their place (the ones after a loss were all refused until the reader's
 // next take, however small).
@@ -649,10 +655,10 @@ func (s *subscriber) put(rec []byte) {
 	large := len(rec) > largeRecord
 	fits := !large && len(s.buf)-s.large+len(rec) <= streamBuffer
 	if large && s.large+len(rec) <= largeBudget {
-		if s.h.largeHeld.Add(int64(len(rec))) <= largeTotal {
+		if s.held().Add(int64(len(rec))) <= largeShare {
 			fits = true
 		} else {
-			s.h.largeHeld.Add(-int64(len(rec)))
+			s.held().Add(-int64(len(rec)))
 		}
 	}
 	if s.closed || !fits {
@@ -675,6 +681,15 @@ func (s *subscriber) put(rec []byte) {
 	s.signal()
 }
 
+// held is the count of large bytes s's side (root's, or other uids')
+// holds.
+func (s *subscriber) held() *atomic.Int64 {
+	if s.all {
+		return &s.h.largeHeld[1]
+	}
+	return &s.h.largeHeld[0]
+}
+
 // appendLost appends the stream's record of n records lost.
 func appendLost(b []byte, n uint64) []byte {
 	return fmt.Appendf(b, `{"kind":"lost","mechanism":"stream","count":%d,"time":"%s"}`+"\n",
@@ -694,7 +709,7 @@ func (s *subscriber) Next(ctx context.Context) ([]byte, error) {
 		s.mu.Lock()
 		if len(s.buf) > 0 || s.lost > 0 {
 			out, lost := s.buf, s.lost
-			s.h.largeHeld.Add(-int64(s.large))
+			s.held().Add(-int64(s.large))
 			s.buf, s.spare, s.lost, s.large = s.spare[:0], nil, 0, 0
 			s.mu.Unlock()
 			if lost > 0 {
@@ -726,7 +741,7 @@ func (s *subscriber) Close() {
 	s.h.unsubscribe(s)
 	s.mu.Lock()
 	s.closed = true
-	s.h.largeHeld.Add(-int64(s.large))
+	s.held().Add(-int64(s.large))
 	s.large = 0
 	s.mu.Unlock()
 }

@@ -199,8 +199,8 @@ func TestStreamLargeBurst(t *testing.T) {
 	if got, want := kinds(take(t, s)), strings.TrimSpace(strings.Repeat("exec fork ", 10)); got != want {
 		t.Errorf("a burst of 10 long execs took %q, want %q", got, want)
 	}
-	if h.largeHeld.Load() != 0 {
-		t.Errorf("large bytes held after the take: %d, want 0", h.largeHeld.Load())
+	if n := h.largeHeld[0].Load() + h.largeHeld[1].Load(); n != 0 {
+		t.Errorf("large bytes held after the take: %d, want 0", n)
 	}
 	n := 2 * largeBudget / (32 << 10)
 	for range n {
@@ -215,21 +215,55 @@ func TestStreamLargeBurst(t *testing.T) {
 }
 
 // TestStreamLargeTotal: all subscribers together hold at most largeTotal
-// bytes of large records: a user's many streams cannot make the daemon
-// hold largeBudget for each.
+// bytes of large records: many streams cannot make the daemon hold
+// largeBudget for each. And other users' unread streams, all of them
+// full, leave root's stream its own share: before, they took the whole
+// total and root's stream lost every long exec after.
 func TestStreamLargeTotal(t *testing.T) {
 	var h hub
 	for range maxStreams {
 		if _, err := h.subscribe(viewer{uid: 0, all: true}, 0); err != nil {
 			t.Fatal(err)
 		}
+		if _, err := h.subscribe(viewer{uid: 1000}, 0); err != nil {
+			t.Fatal(err)
+		}
 	}
+	// The user's own long execs: every stream of its (uid 1000) and of
+	// root's may show them.
 	long := events.Event{Kind: events.Exec, Pid: 8, PPid: 1, Token: tok(8), Argv: []string{"x", strings.Repeat("a", 32<<10)}}
 	for range largeBudget / (32 << 10) {
-		h.publishEvent(h.active(), &long, attribution{}, time.Now())
+		h.publishEvent(h.active(), &long, attribution{uid: 1000, uidOK: true}, time.Now())
 	}
-	if held := h.largeHeld.Load(); held > largeTotal || held < largeTotal/2 {
-		t.Errorf("%d streams hold %d bytes of large records, want at most %d (and most of it used)", maxStreams, held, largeTotal)
+	users, roots := h.largeHeld[0].Load(), h.largeHeld[1].Load()
+	if users > largeShare || users < largeShare/2 || roots > largeShare || roots < largeShare/2 {
+		t.Errorf("%d streams of root's and %d of a user's hold %d and %d bytes of large records, want at most %d each (and most of it used)",
+			maxStreams, maxStreams, roots, users, largeShare)
+	}
+	// A root stream, read, subscribed after a user's full ones.
+	var h2 hub
+	for range maxStreams {
+		if _, err := h2.subscribe(viewer{uid: 1000}, 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	audit, err := h2.subscribe(viewer{uid: 0, all: true}, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 24 // within root's stream's largeBudget
+	for range n {
+		h2.publishEvent(h2.active(), &long, attribution{uid: 1000, uidOK: true}, time.Now())
+	}
+	got := take(t, audit)
+	execs := 0
+	for _, r := range got {
+		if r.Kind == "exec" {
+			execs++
+		}
+	}
+	if execs != n || len(got) != n {
+		t.Errorf("root's stream beside %d full streams of a user's took %d records, %d execs; want the %d long execs alone", maxStreams, len(got), execs, n)
 	}
 }
 
