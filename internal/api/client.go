@@ -189,7 +189,11 @@ func (c *Client) sendAccept(ctx context.Context, method, path string, in any, ac
 		if eb.Code == "" {
 			eb.Code = codeOfStatus(resp.StatusCode)
 		}
-		return nil, &Error{Status: resp.StatusCode, Code: eb.Code, Message: Trunc(eb.Error, MaxString)}
+		e := &Error{Status: resp.StatusCode, Code: eb.Code, Message: Trunc(eb.Error, MaxString)}
+		if n, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && n > 0 {
+			e.RetryAfter = time.Duration(min(n, 3600)) * time.Second
+		}
+		return nil, e
 	}
 	return resp, nil
 }
@@ -381,13 +385,26 @@ func (c *Client) Output(ctx context.Context, id string, offset, length int64) (O
 
 // CopyOutput writes a job's output to w from byte offset to its end as it
 // is at the first read (a job still writing does not keep the copy
-// going), in reads of at most MaxOutputRead. dropped, when not nil, is
+// going), in reads of at most MaxOutputRead, waiting as the daemon asks
+// when the uid's reads go over its rate. dropped, when not nil, is
 // told of each range of bytes that was dropped (see Output.Offset) before
 // the bytes after it are written.
 func (c *Client) CopyOutput(ctx context.Context, id string, offset int64, w io.Writer, dropped func(from, to int64)) error {
 	end := int64(-1)
 	for {
 		o, err := c.Output(ctx, id, offset, MaxOutputRead)
+		if ae := (*Error)(nil); errors.As(err, &ae) && ae.Status == http.StatusTooManyRequests {
+			// A uid pays for the bytes it reads (a token per 64 KiB):
+			// a long output is read at its rate, not refused.
+			t := time.NewTimer(max(ae.RetryAfter, 100*time.Millisecond))
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return err
+			case <-t.C:
+			}
+			continue
+		}
 		if err != nil {
 			return err
 		}

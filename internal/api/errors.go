@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 )
 
 // Errors a Backend wraps so that the server answers the right status and
@@ -100,6 +101,9 @@ type Error struct {
 	Status  int
 	Code    string
 	Message string
+	// RetryAfter is when the daemon said to ask again (429, 503), 0
+	// when it did not.
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string { return fmt.Sprintf("daemon: %s (HTTP %d)", e.Message, e.Status) }

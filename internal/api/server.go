@@ -589,6 +589,7 @@ func (s *Server) output(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Length", strconv.Itoa(len(out.Data)))
 	w.WriteHeader(http.StatusOK)
 	_, _ = w.Write(out.Data)
+	s.charge(peer(r), len(out.Data), outputBytesPerToken)
 }
 
 func (s *Server) reap(w http.ResponseWriter, r *http.Request) {
@@ -820,12 +821,16 @@ func (s *Server) take(p Peer, now time.Time) (time.Duration, bool) {
 //
 // A page of claims also costs a token per listBytesPerToken bytes of its
 // JSON, charged claim by claim as it is encoded (Server.list): a page of
-// bulky claims costs what sending it costs, not what its count says.
+// bulky claims costs what sending it costs, not what its count says. A
+// read of a job's output costs a token per outputBytesPerToken bytes it
+// answered: one token bought a megabyte, and one uid reading in a loop
+// cost the daemon twice the CPU of as many `show`s.
 const (
 	treeNodesPerToken    = 10
 	claimsPerToken       = 20
 	storedClaimsPerToken = 50
 	listBytesPerToken    = 64 << 10
+	outputBytesPerToken  = 64 << 10
 )
 
 // charge takes n/per tokens from p's bucket (root is not rate-capped).

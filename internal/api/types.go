@@ -73,8 +73,11 @@ const (
 	MaxOwner     = 256
 	MaxWallClock = 365 * 24 * time.Hour
 	MaxGrace     = time.Hour
-	// MaxOutputRead bounds one read of a job's output.
-	MaxOutputRead = 1 << 20
+	// MaxOutputRead bounds one read of a job's output: what the daemon
+	// holds for an answer its client does not read (it was 1 MiB: three
+	// users' 16 connections each, never read, grew the daemon by 50 MB),
+	// as a page of claims.
+	MaxOutputRead = 256 << 10
 	// MaxTreeNodes bounds the nodes of one tree answer (the process and
 	// its descendants), and MaxTreeArgs the command-line bytes it
 	// carries: past them descendants are left out (counted in the first
