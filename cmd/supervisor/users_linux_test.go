@@ -707,3 +707,43 @@ func TestIntegrationAdmitOthersMember(t *testing.T) {
 		}
 	}
 }
+
+// TestIntegrationShorterGraceJoins: nobody releases its TERM-ignoring
+// grant with an hour's grace; root's release of it with a grace of 1 s
+// brings the teardown's end forward: the grant is released (the process
+// killed) within seconds. Before, root's release joined the teardown
+// in progress, its grace was dropped without a word, and it waited out
+// nobody's hour.
+func TestIntegrationShorterGraceJoins(t *testing.T) {
+	testenv.RequireRoot(t)
+	state, sock := newDirs(t)
+	d := startDaemon(t, state, sock, "--socket-group", fmt.Sprint(nobody))
+	c := launchAs(t, d, "sh", "-c", `trap "" TERM; while :; do sleep 1; done`)
+	t.Cleanup(func() { syscall.Kill(-int(c.Pid), syscall.SIGKILL) })
+	slow := exec.Command(binary(t), "release", "--grace", "1h", c.ID)
+	slow.Env = append(os.Environ(), "SUPERVISOR_SOCKET="+d.sock)
+	slow.SysProcAttr = &syscall.SysProcAttr{Credential: asNobody}
+	if err := slow.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { slow.Process.Kill(); slow.Wait() })
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		got := d.claim(t, c.ID)
+		return got.State == store.Releasing && time.Until(got.GraceUntil) > 50*time.Minute
+	}, "nobody's release of %s never began its hour's grace", c.ID)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	fast := exec.CommandContext(ctx, binary(t), "release", "--grace", "1s", c.ID)
+	fast.Env = append(os.Environ(), "SUPERVISOR_SOCKET="+d.sock)
+	out, err := fast.CombinedOutput()
+	if err != nil {
+		t.Fatalf("root's release --grace 1s of a grant in nobody's hour of grace: %v (%s)", err, out)
+	}
+	got := d.claim(t, c.ID)
+	if got.State == store.Releasing || got.State == store.Running {
+		t.Errorf("after root's release with 1 s of grace the grant is %s, want released", got.State)
+	}
+	if err := syscall.Kill(int(c.Pid), 0); err == nil {
+		t.Errorf("the grant's root %d still runs after root's release with 1 s of grace", c.Pid)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -75,6 +76,41 @@ type Options struct {
 	// teardowns, so one user's tree cannot take the descriptors every
 	// user's requests need.
 	Budget Budget
+	// GraceEnd, when set, may end the grace earlier than Grace: another
+	// request that asks a shorter grace of a teardown in progress brings
+	// it forward (GraceEnd.Shorten). The wait notices within lookMax.
+	GraceEnd *GraceEnd
+}
+
+// GraceEnd is a grace's end that another goroutine may bring forward. Its
+// zero value has none; it is safe for concurrent use.
+type GraceEnd struct {
+	at atomic.Pointer[time.Time]
+}
+
+// Shorten makes t the end when there is none yet or t is earlier, and
+// reports whether it moved. An end never moves later.
+func (g *GraceEnd) Shorten(t time.Time) bool {
+	for {
+		cur := g.at.Load()
+		if cur != nil && !t.Before(*cur) {
+			return false
+		}
+		if g.at.CompareAndSwap(cur, &t) {
+			return true
+		}
+	}
+}
+
+// end returns the end, and false when there is none (or g is nil).
+func (g *GraceEnd) end() (time.Time, bool) {
+	if g == nil {
+		return time.Time{}, false
+	}
+	if p := g.at.Load(); p != nil {
+		return *p, true
+	}
+	return time.Time{}, false
 }
 
 // Budget counts descriptors a teardown may hold. Take asks for one; Give
@@ -372,6 +408,9 @@ func (t *Teardown) waitTree(ctx context.Context, tr *tree, d time.Duration, out 
 	for {
 		if added := t.grow(tr, out, sig); len(added) > 0 && sig != unix.SIGKILL {
 			t.signalAll(tr, added, unix.SIGCONT, out)
+		}
+		if end, ok := t.opts.GraceEnd.end(); ok && sig != unix.SIGKILL && end.Before(deadline) {
+			deadline = end // a shorter grace asked meanwhile
 		}
 		alive := live(tr.members)
 		if len(alive) == 0 || time.Now().After(deadline) || ctx.Err() != nil {

@@ -422,9 +422,9 @@ func (d *Daemon) Kill(ctx context.Context, p api.Peer, r *api.ClaimRequest) (out
 		share := p.Share()
 		asker = &share
 	}
-	w, started, err := d.work.startFor("kill:"+strconv.Itoa(int(r.Pid))+"@"+r.Token.String(), asker, func(wctx context.Context, say func(string)) (api.ReportItem, actions.Outcome, error) {
+	w, started, err := d.work.startFor("kill:"+strconv.Itoa(int(r.Pid))+"@"+r.Token.String(), asker, func(wctx context.Context, say func(string), end *actions.GraceEnd) (api.ReportItem, actions.Outcome, error) {
 		defer h.Close()
-		out := d.newTeardown(grace(r.Grace), p.UID, p.Share(), "", held.ID, say).RunBound(wctx, v, h, nil)
+		out := d.newTeardown(grace(r.Grace), p.UID, p.Share(), "", held.ID, say, end).RunBound(wctx, v, h, nil)
 		d.log.TeardownFor(held.ID, out)
 		return api.ReportItem{}, out, nil
 	})
@@ -434,6 +434,7 @@ func (d *Daemon) Kill(ctx context.Context, p api.Peer, r *api.ClaimRequest) (out
 	}
 	if !started {
 		h.Close() // a kill of this member is already running: wait for it
+		w.hurry(grace(r.Grace))
 	}
 	_, o, err := w.wait(ctx)
 	if o == nil {

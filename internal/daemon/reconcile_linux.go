@@ -46,6 +46,8 @@ type request struct {
 	cause string
 	// say, when set, is told a teardown's steps (its worker's).
 	say func(string)
+	// graceEnd, when set, is the teardown's worker's (Options.GraceEnd).
+	graceEnd *actions.GraceEnd
 	// uid, when set, limits reconcileAll to that uid's open claims.
 	uid *uint32
 }
@@ -173,6 +175,9 @@ func (d *Daemon) settle(ctx context.Context, id string, rq request) (api.ReportI
 	if w := d.work.get(id); w != nil {
 		if rq.async || rq.dryRun {
 			return api.ReportItem{ID: id, Action: Keep.String(), Reason: "a teardown is in progress"}, nil, nil
+		}
+		if w.hurry(rq.grace) {
+			d.shortenGrace(id, rq.grace)
 		}
 		return w.wait(ctx)
 	}
@@ -310,7 +315,7 @@ func (d *Daemon) settle(ctx context.Context, id string, rq request) (api.ReportI
 		rootH, extra := root, members
 		root, members = nil, nil
 		handed = true
-		w, started := d.work.start(c.ID, func(wctx context.Context, say func(string)) (api.ReportItem, actions.Outcome, error) {
+		w, started := d.work.start(c.ID, func(wctx context.Context, say func(string), end *actions.GraceEnd) (api.ReportItem, actions.Outcome, error) {
 			defer l.Unlock()
 			defer d.tearing.Delete(c.ID) // teardown's own, but for a panic
 			defer func() {
@@ -321,7 +326,7 @@ func (d *Daemon) settle(ctx context.Context, id string, rq request) (api.ReportI
 				}
 			}()
 			rq := rq
-			rq.say = say
+			rq.say, rq.graceEnd = say, end
 			out, err := d.teardown(wctx, &c, v, rootH, extra, rq, grace)
 			it := it
 			it.Members, it.Unproven, it.Failed = len(out.Targeted), out.Unproven, !out.Dead
@@ -495,7 +500,7 @@ func (d *Daemon) teardown(ctx context.Context, c *store.Claim, v verdict.Verdict
 				Reason: "recorded member not bound: the teardowns of this user hold all the descriptors they may; not signalled"})
 		}
 	}
-	td := d.newTeardown(grace, principal, share, claimCgroup(c), c.ID, rq.say)
+	td := d.newTeardown(grace, principal, share, claimCgroup(c), c.ID, rq.say, rq.graceEnd)
 	out := td.RunBound(ctx, v, root, extra)
 	if out.Acted && len(over) > 0 {
 		// The finders may have found and reported them too.
@@ -559,6 +564,19 @@ func (d *Daemon) teardown(ctx context.Context, c *store.Claim, v verdict.Verdict
 	return out, err
 }
 
+// shortenGrace records that claim id's teardown in progress was asked a
+// grace ending grace from now, earlier than its own: a restart resumes
+// what remains of that one. A claim no longer releasing is left as it is.
+func (d *Daemon) shortenGrace(id string, grace time.Duration) {
+	end := d.now().Add(grace)
+	c := store.Claim{ID: id}
+	_ = d.update(&c, func(x *store.Claim) { // a failure is counted and logged by update
+		if x.State == store.Releasing && (x.GraceUntil.IsZero() || end.Before(x.GraceUntil)) {
+			x.GraceUntil = end
+		}
+	})
+}
+
 // graceFor is a teardown's grace: the request's, else what remains of one
 // a stopped daemon left in progress, else the configured one.
 func (d *Daemon) graceFor(c *store.Claim, rq request) time.Duration {
@@ -583,7 +601,7 @@ func (d *Daemon) graceFor(c *store.Claim, rq request) time.Duration {
 // sends or is refused is one signal_sent line in the feed.
 // Its signals are sent with principal's rights; the descriptors it binds
 // count against share's (fdBudget).
-func (d *Daemon) newTeardown(grace time.Duration, principal, share uint32, cgroup, claimID string, say func(string)) *actions.Teardown {
+func (d *Daemon) newTeardown(grace time.Duration, principal, share uint32, cgroup, claimID string, say func(string), end *actions.GraceEnd) *actions.Teardown {
 	if grace <= 0 {
 		grace = time.Duration(d.cfg.Grace)
 	}
@@ -593,6 +611,7 @@ func (d *Daemon) newTeardown(grace time.Duration, principal, share uint32, cgrou
 		Budget:     d.fds.forUID(share),
 		Cgroup:     cgroup,
 		OnProgress: say,
+		GraceEnd:   end,
 		OnSignal: func(m actions.Member, sig unix.Signal, err error) {
 			d.log.Signal(logfeed.Signal{Pid: m.Pid, Token: m.Token, Signal: unix.SignalName(sig), Mechanism: "pidfd", Err: err, ClaimID: claimID})
 		},

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/procsupervisor/supervisor/internal/actions"
 	"github.com/procsupervisor/supervisor/internal/api"
@@ -23,6 +24,9 @@ type worker struct {
 	it   api.ReportItem
 	out  actions.Outcome
 	err  error
+	// grace may end the teardown's grace early: a request joining it
+	// with a shorter grace brings it forward (hurry).
+	grace actions.GraceEnd
 
 	mu       sync.Mutex
 	steps    []string             // said so far, for a watcher that comes late
@@ -105,7 +109,9 @@ func (ws *workers) start(id string, fn teardownFunc) (w *worker, started bool) {
 	return w, started
 }
 
-type teardownFunc func(ctx context.Context, say func(string)) (api.ReportItem, actions.Outcome, error)
+// teardownFunc is a teardown a worker runs: say tells its steps, and
+// grace is the worker's, for the teardown's Options.GraceEnd.
+type teardownFunc func(ctx context.Context, say func(string), grace *actions.GraceEnd) (api.ReportItem, actions.Outcome, error)
 
 // startFor is start for a teardown that uid asked for, when uid is not
 // nil: a worker outlives its request and holds descriptors for its grace,
@@ -131,7 +137,7 @@ func (ws *workers) startFor(id string, uid *uint32, fn teardownFunc) (w *worker,
 	ws.wg.Add(1)
 	go func() {
 		defer ws.wg.Done()
-		w.it, w.out, w.err = fn(ws.ctx, w.say)
+		w.it, w.out, w.err = fn(ws.ctx, w.say, &w.grace)
 		ws.mu.Lock()
 		delete(ws.running, id)
 		if uid != nil {
@@ -143,6 +149,15 @@ func (ws *workers) startFor(id string, uid *uint32, fn teardownFunc) (w *worker,
 		close(w.done)
 	}()
 	return w, true, nil
+}
+
+// hurry brings the end of w's grace forward to grace from now, when that
+// is earlier than its end, and reports whether it did. A caller that may
+// act on the claim and joins its teardown in progress with a shorter
+// grace than the one running gets it: root's `release --grace 1s` of a
+// user's job released with an hour's grace waited out the hour before.
+func (w *worker) hurry(grace time.Duration) bool {
+	return grace > 0 && w.grace.Shorten(time.Now().Add(grace))
 }
 
 // wait waits for w, or for ctx (the caller left; w goes on). A request
