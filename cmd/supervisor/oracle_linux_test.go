@@ -6,10 +6,8 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -94,52 +92,22 @@ func init() {
 	os.Exit(0)
 }
 
-var (
-	askBinOnce sync.Once
-	askBin     string
-	askBinErr  error
-)
-
-// askBinary is a copy of the test binary that any user may run (the go
-// tool's build directory is root's alone).
-func askBinary(t *testing.T) string {
-	t.Helper()
-	askBinOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "supervisor-ask")
-		if err == nil {
-			err = os.Chmod(dir, 0o755)
-		}
-		var b []byte
-		if err == nil {
-			b, err = os.ReadFile(os.Args[0])
-		}
-		if err == nil {
-			askBin = filepath.Join(dir, "ask.test")
-			err = os.WriteFile(askBin, b, 0o755)
-		}
-		askBinErr = err
-	})
-	if askBinErr != nil {
-		t.Fatal(askBinErr)
-	}
-	return askBin
-}
-
-// ask runs the question as nobody, through wrap (a command line the
-// question is appended to) when given, and returns the answer.
+// ask runs the question as nobody (a copy of the test binary any user may
+// run, testenv.SelfAs), through wrap (a command line the binary and its
+// flags are appended to, run as root: the binary then becomes nobody
+// itself) when given, and returns the answer.
 func ask(t *testing.T, d *testDaemon, wrap []string, what string, pid int32, tok token.Token) string {
 	t.Helper()
-	argv := append(append([]string{}, wrap...), askBinary(t), "-test.run=^$")
-	cmd := exec.Command(argv[0], argv[1:]...)
 	tokArg := "-" // none
 	if !tok.IsZero() {
 		tokArg = tok.String()
 	}
-	cmd.Env = append(os.Environ(), "SUPERVISOR_SOCKET="+d.sock, fmt.Sprintf("%s=%s %d %s", askEnv, what, pid, tokArg))
-	if len(wrap) == 0 {
-		cmd.SysProcAttr = &syscall.SysProcAttr{Credential: asNobody}
-	} else {
-		cmd.Env = append(cmd.Env, fmt.Sprintf("%s=%d:%d", askAsEnv, nobody, nobody))
+	env := []string{"SUPERVISOR_SOCKET=" + d.sock, fmt.Sprintf("%s=%s %d %s", askEnv, what, pid, tokArg)}
+	cmd := testenv.SelfAs(t, asNobody, env, "-test.run=^$")
+	if len(wrap) > 0 {
+		self := cmd.Path
+		cmd = exec.Command(wrap[0], append(wrap[1:], self, "-test.run=^$")...)
+		cmd.Env = append(os.Environ(), append(env, fmt.Sprintf("%s=%d:%d", askAsEnv, nobody, nobody))...)
 	}
 	var stderr strings.Builder
 	cmd.Stderr = &stderr
