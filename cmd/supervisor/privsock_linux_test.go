@@ -49,6 +49,14 @@ func TestIntegrationPrivateSocket(t *testing.T) {
 	if _, err := c.Status(context.Background()); err != nil {
 		t.Errorf("root's status with the API socket's name gone = %v, want served on the private socket", err)
 	}
+	// A clean stop leaves neither socket behind (the private one stayed).
+	os.Rename(link, sock)
+	d.term()
+	for _, p := range []string{sock, priv} {
+		if _, err := os.Lstat(p); !os.IsNotExist(err) {
+			t.Errorf("after a clean stop %s: %v, want it gone", p, err)
+		}
+	}
 }
 
 // dialEnv makes the test binary connect to the socket it names and exit:

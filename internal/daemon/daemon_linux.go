@@ -452,6 +452,9 @@ loop:
 	srv.Shutdown(sctx)
 	cancel()
 	os.Remove(d.cfg.Socket)
+	if len(more) > 0 {
+		os.Remove(api.PrivateSocket(d.cfg.Socket)) // root's, made by this start
+	}
 	d.log.Service(logfeed.Service{Stopping: true, Mechanism: tr.Mechanism(), Reason: reason})
 	return stopErr
 }
