@@ -43,6 +43,9 @@ func (g glob) match(s string) bool { return g.run(s, false) }
 // whether s, cut short, may be the start of what g matches whole.
 func (g glob) matchPrefix(s string) bool { return g.run(s, true) }
 
+// matchAs is matchPrefix when prefix is set, match otherwise.
+func (g glob) matchAs(s string, prefix bool) bool { return g.run(s, prefix) }
+
 // run is match, and with prefix set matchPrefix: once s is used up, the
 // tokens left can match what s was cut from (a literal its byte, '?' any
 // byte, '*' nothing).

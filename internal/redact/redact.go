@@ -13,12 +13,45 @@
 //	             into -p [REDACTED]
 //	GLOB         an argument that matches GLOB is replaced whole: "ghp_*"
 //
-// An argument that holds spaces is also matched word by word when no
-// pattern matched it whole: its words (split at each space) are redacted
-// as a vector of their own and joined again, so "--password=*" turns the
-// one argument "db --password=hunter2" into "db --password=[REDACTED]".
-// A process may join its arguments into one (setproctitle does), and
-// /proc then shows that one string; a shell's script is one argument too.
+// Words. An argument that holds whitespace is also matched word by word
+// when no pattern matched it whole. A process may join its arguments into
+// one (setproctitle does), and /proc then shows that one string; a
+// shell's script is one argument too. Its words are the runs of bytes
+// between ASCII whitespace (space, \t, \n, \v, \f and \r; a run of them
+// is one separator, so no word is empty). The patterns see the words as
+// they see the arguments of a vector, FLAG NEXT taking the word after the
+// flag whatever whitespace comes between; a hidden word is replaced in
+// place, the separators kept as they were: "--password=*" and "-p *" turn
+// "db\t--password=hunter2" into "db\t--password=[REDACTED]" and
+// "mysql -p \n hunter2" into "mysql -p \n [REDACTED]".
+//
+// Quotes. A word is matched as it is and also with one layer of quotes
+// removed: a leading ' or " (and the same at its end), or else a trailing
+// one; in NAME=VALUE its name and its value each so. The name is kept as
+// written and the value is hidden to the end of the word, its quote with
+// it: "\"--password=x\"" becomes "\"--password=[REDACTED]". A word that
+// opens a quote and does not close it (read as a shell reads ' and ",
+// without escapes; a quote that is the word's last byte, after a byte
+// other than '=', is taken as closing one an earlier word opened, as in
+// sh -c "mysql -p hunter2") starts a quoted value that ends with the word
+// in which the quote closes (a quote reopened there goes on), or at the
+// end of the argument: the words of that value are also matched as one
+// (its outer quotes removed), and when the word is hidden, they all are,
+// whole: "--password='two words'" becomes "--password=[REDACTED]
+// [REDACTED]", "-p \"a b\"" "-p [REDACTED] [REDACTED]".
+//
+// What words do not catch: they are not what a shell would make of the
+// text. A backslash escapes nothing (--pass\word=x, --password=a\ b and
+// "a\" b" are read as written), nor are $'...' strings, variables, or a
+// name made of quoted parts (--pass"word"=x) undone; one layer
+// of quotes only is removed ("'--password=x'" is seen as '--password=x'
+// only, which the name "--password" does not match). Whitespace other
+// than ASCII (U+00A0, U+2028, ...) separates nothing, and an argument
+// without ASCII whitespace is matched only as it is, quotes included. A
+// quote that only looks like one (--password=it's) hides the words up to
+// the next such quote, or to the end of the argument: more than the
+// secret, never less. A FLAG that ends one argument is no FLAG for the
+// words of the next.
 //
 // A glob matches a whole string: '*' matches any run of bytes (slashes,
 // '=' and spaces included), '?' any one byte, and a backslash makes the
@@ -29,8 +62,11 @@
 //
 // Cost and limits. Matching never backtracks more than one star: a glob
 // against a string costs at most their lengths multiplied, and in practice
-// (a few literal bytes between stars) about the string's length. At most
-// MaxPatterns patterns of MaxPatternBytes each. A redacted argument is
+// (a few literal bytes between stars) about the string's length. An
+// argument with whitespace is read by a pattern at most about six times:
+// whole, its words as written and unquoted, and the quoted values it
+// holds (a byte is in at most three). Argv allocates only when it hides
+// something. At most MaxPatterns patterns of MaxPatternBytes each. A redacted argument is
 // replaced by Marker (after NAME= in the first form); the count of
 // arguments never changes, so the caller can mark the vector redacted and
 // keep its original count and size. A vector cut at a bound goes through
@@ -50,6 +86,10 @@
 // redaction existed) goes through Again when the daemon opens its store
 // (which is then compacted, so no freed page keeps the old bytes) and
 // whenever it is shown: what a marker already stands in stays as it is.
+// So a claim a version before whitespace and quotes were read (words split
+// at single spaces) redacted keeps what it showed: "-p [REDACTED] x" was
+// -p, two spaces and x (the empty word between hidden), and
+// "--password=[REDACTED] b'" was "--password='a b'"; Again cannot tell.
 // Redacting where the data enters, not at each view, means a view the
 // code grows later cannot forget to; the views' own pass is for records
 // the rewrite had to keep.
@@ -194,7 +234,9 @@ func (r *Rules) ArgvCut(argv []string) ([]string, bool) {
 // matches them. So Again(Argv(x)) is Argv(x): a redacted vector is never
 // redacted into something different, while a pattern added since still
 // hides what it matches. The one thing Again cannot do is redact an
-// argument that itself ends in "=" and Marker: it reads as done.
+// argument that itself ends in "=" and Marker: it reads as done. In an
+// argument with whitespace, a quoted value that holds a mark is matched
+// by its first word only.
 func (r *Rules) Again(argv []string) ([]string, bool) {
 	return r.apply(argv, true, false)
 }
@@ -206,7 +248,7 @@ func Marked(a string) bool {
 }
 
 // Hides reports whether redaction left a mark in a: a is Marked, or one
-// of its words (split at spaces) is.
+// of its words (split at ASCII whitespace, as Argv splits them) is.
 func Hides(a string) bool {
 	if Marked(a) {
 		return true
@@ -214,10 +256,15 @@ func Hides(a string) bool {
 	if !strings.Contains(a, Marker) {
 		return false
 	}
-	for w := range strings.SplitSeq(a, " ") {
-		if Marked(w) {
+	for i := 0; i < len(a); {
+		start, end := nextWord(a, i)
+		if start == end {
+			break
+		}
+		if Marked(a[start:end]) {
 			return true
 		}
+		i = end
 	}
 	return false
 }
@@ -273,18 +320,227 @@ func (r *Rules) apply(argv []string, again, cut bool) ([]string, bool) {
 			}
 		}
 	}
-	// Arguments no pattern matched whole are matched word by word. The
-	// words hold no space: this recurses once.
+	// Arguments no pattern matched whole are matched word by word.
 	for i, a := range argv {
-		if out != nil && out[i] != a || !strings.Contains(a, " ") || again && Marked(a) {
+		if out != nil && out[i] != a || !hasSpace(a) || again && Marked(a) {
 			continue
 		}
-		if words, ok := r.apply(strings.Split(a, " "), again, cut && i == last); ok {
-			set(i, strings.Join(words, " "))
+		if words, ok := r.words(a, again, cut && i == last); ok {
+			set(i, words)
 		}
 	}
 	if out == nil {
 		return argv, false
 	}
 	return out, true
+}
+
+// words redacts the words of a, an argument that holds whitespace, as
+// the package comment tells; again and cut as apply's. It returns a with
+// its hidden words replaced and its separators kept, and whether any
+// word was hidden; it allocates only then.
+func (r *Rules) words(a string, again, cut bool) (string, bool) {
+	var b strings.Builder
+	copied := -1  // a[:copied] is in b; -1: nothing hidden yet
+	var prev word // the word before, for FLAG NEXT ("" at the start)
+	span := 0     // a word that starts before span is in a hidden quote
+	for i := 0; ; {
+		start, end := nextWord(a, i)
+		if start == end {
+			break
+		}
+		i = end
+		w := word{text: a[start:end], cut: cut && end == len(a)}
+		closed := end // where the quote w opens is closed
+		if at := opens(w.text); at >= 0 {
+			closed = closes(a, start+at)
+			w.ext, w.extCut = a[start:closed], cut && closed == len(a)
+			if again && Hides(w.ext) {
+				// Its quoted value was redacted before: that text
+				// is not what Argv matched, so it is not matched
+				// (Again(Argv(x)) is Argv(x)).
+				w.ext = ""
+			}
+		}
+		name, hide := r.hides(&prev, &w, again)
+		prev = w
+		if start < span && !(again && Marked(w.text)) {
+			// In a quote a hidden word opened: hidden whole. (A
+			// quote this word seems to open is read from outside
+			// quotes, which it is not in: it does not count.)
+			name, hide = "", true
+		} else if hide && closed > span {
+			span = closed
+		}
+		if !hide {
+			continue
+		}
+		if copied < 0 {
+			b.Grow(len(a) + len(Marker))
+			copied = 0
+		}
+		b.WriteString(a[copied:start])
+		if name != "" {
+			b.WriteString(name)
+			b.WriteByte('=')
+		}
+		b.WriteString(Marker)
+		copied = end
+	}
+	if copied < 0 {
+		return a, false
+	}
+	b.WriteString(a[copied:])
+	return b.String(), true
+}
+
+// word is one word of an argument as the patterns see it.
+type word struct {
+	text   string // the word
+	ext    string // the word and those its open quote spans, "" when none
+	cut    bool   // text reaches the end of a cut argument
+	extCut bool   // ext does (its quote was not closed before the cut)
+}
+
+// match reports whether g matches the word, with one layer of quotes
+// removed, or all that its quote spans, quotes removed.
+func (w *word) match(g glob) bool {
+	return matchQuoted(g, w.text, w.cut) || w.ext != "" && g.matchAs(unquote(w.ext), w.extCut)
+}
+
+// hides reports whether the patterns hide w, prev being the word before
+// it: whole, or (name != "") all after name and its '='.
+func (r *Rules) hides(prev, w *word, again bool) (name string, hide bool) {
+	if again && Marked(w.text) {
+		return "", false
+	}
+	for pi := range r.pats {
+		p := &r.pats[pi]
+		switch p.form {
+		case whole:
+			if w.match(p.a) {
+				return "", true
+			}
+		case value:
+			n, v, ok := strings.Cut(w.text, "=")
+			if !ok || hide || !matchQuoted(p.a, n, false) {
+				continue
+			}
+			if matchQuoted(p.b, v, w.cut) || w.ext != "" && p.b.matchAs(unquote(w.ext[len(n)+1:]), w.extCut) {
+				name, hide = n, true // a whole match below still wins
+			}
+		case next:
+			if prev.text != "" && !(again && Marked(prev.text)) && matchQuoted(p.a, prev.text, false) && w.match(p.b) {
+				return "", true
+			}
+		}
+	}
+	return name, hide
+}
+
+// matchQuoted reports whether g matches s, or s with one layer of quotes
+// removed; as a prefix when cut.
+func matchQuoted(g glob, s string, cut bool) bool {
+	if g.matchAs(s, cut) {
+		return true
+	}
+	u := unquote(s)
+	return len(u) != len(s) && g.matchAs(u, cut)
+}
+
+// unquote removes one layer of quotes from s: a leading ' or " and the
+// same at its end, or else a trailing one alone (the end of a quote
+// opened in an earlier word).
+func unquote(s string) string {
+	if s == "" {
+		return s
+	}
+	if c := s[0]; c == '\'' || c == '"' {
+		s = s[1:]
+		if n := len(s); n > 0 && s[n-1] == c {
+			s = s[:n-1]
+		}
+		return s
+	}
+	if c := s[len(s)-1]; c == '\'' || c == '"' {
+		return s[:len(s)-1]
+	}
+	return s
+}
+
+// opens returns the index in w of a quote that w opens and does not
+// close, read as a shell reads ' and " (each open until the same byte
+// again; no backslash escapes), -1 when none. A quote that is w's last
+// byte, after a byte other than '=', is taken as closing one opened in
+// an earlier word (the end of sh -c "mysql -p hunter2"), so none.
+func opens(w string) int {
+	var q byte
+	at := -1
+	for i := 0; i < len(w); i++ {
+		switch c := w[i]; {
+		case q == 0 && (c == '\'' || c == '"'):
+			q, at = c, i
+		case c == q:
+			q = 0
+		}
+	}
+	if q == 0 || at == len(w)-1 && at > 0 && w[at-1] != '=' {
+		return -1
+	}
+	return at
+}
+
+// closes returns the end of the word of a in which the quote opened at
+// a[at] is closed, read as opens reads (a quote reopened in that word
+// goes on: 'a b'"c d" is one), or len(a) when it never is.
+//
+// Cost: read a from its start three times, outside quotes, in ' and in
+// ": each byte permutes the three states, so at every byte the three
+// readings are in three different states. The quote a word opens goes on
+// the reading that is outside quotes where the word starts (its words
+// start after whitespace), and closes scans to where that reading is
+// outside again at a word's end; another word that opens a quote before
+// then is on another reading. So the spans of one reading do not
+// overlap, a byte is in at most three spans, and closes reads an
+// argument at most three times over.
+func closes(a string, at int) int {
+	q := a[at]
+	for i := at + 1; i < len(a); i++ {
+		switch c := a[i]; {
+		case q == 0 && isSpace(c):
+			return i
+		case q == 0 && (c == '\'' || c == '"'):
+			q = c
+		case c == q:
+			q = 0
+		}
+	}
+	return len(a)
+}
+
+// isSpace reports whether c is ASCII whitespace: space, \t, \n, \v, \f
+// or \r.
+func isSpace(c byte) bool { return c == ' ' || c-'\t' <= '\r'-'\t' }
+
+// hasSpace reports whether s holds ASCII whitespace.
+func hasSpace(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if isSpace(s[i]) {
+			return true
+		}
+	}
+	return false
+}
+
+// nextWord returns the bounds of the first word of s at or after i (a run
+// of bytes that are not whitespace); start == end when there is none.
+func nextWord(s string, i int) (start, end int) {
+	for i < len(s) && isSpace(s[i]) {
+		i++
+	}
+	start = i
+	for i < len(s) && !isSpace(s[i]) {
+		i++
+	}
+	return start, i
 }

@@ -58,6 +58,112 @@ func TestArgv(t *testing.T) {
 	}
 }
 
+// TestArgvWords: an argument with whitespace is split into words at every
+// ASCII whitespace byte (the separators kept as they were), a FLAG's NEXT
+// is the next word however many separators come between, and a word is
+// matched also with one layer of quotes removed; a quoted value that
+// spans words is hidden up to the word that closes its quote. Each case
+// is a single argument; changed must be true exactly when it is
+// rewritten, and Hides must see what the rewrite left.
+func TestArgvWords(t *testing.T) {
+	pats := []string{"--password=*", "-p *"}
+	tests := []struct{ name, arg, want string }{
+		// The rows the audit found in the log feed.
+		{"tab", "sh\t--password=tabsecret1", "sh\t--password=[REDACTED]"},
+		{"newline", "mysql\n--password=nlsecret2", "mysql\n--password=[REDACTED]"},
+		{"quoted", `mysql "--password=quoted4"`, `mysql "--password=[REDACTED]`},
+		{"quoted span", `mysql --password='two words3'`, `mysql --password=[REDACTED] [REDACTED]`},
+		{"two spaces", "mysql -p  dblspace5", "mysql -p  [REDACTED]"},
+		// Whitespace between a flag and its value.
+		{"flag tab", "mysql -p\thunter2 db", "mysql -p\t[REDACTED] db"},
+		{"flag newline", "mysql -p\nhunter2", "mysql -p\n[REDACTED]"},
+		{"flag run", "mysql -p \t\r\n\v\f hunter2\tdb", "mysql -p \t\r\n\v\f [REDACTED]\tdb"},
+		{"flag crlf", "mysql\r\n-p\r\nhunter2\r\n", "mysql\r\n-p\r\n[REDACTED]\r\n"},
+		{"value vt ff", "a\v--password=x\fb", "a\v--password=[REDACTED]\fb"},
+		// Quotes: surrounding, leading, trailing; a span across
+		// separators of any kind; the flag quoted too.
+		{"flag quoted value", `mysql -p 'hunter2' db`, `mysql -p [REDACTED] db`},
+		{"flag quoted span", "mysql -p \"two\twords\" db", "mysql -p [REDACTED]\t[REDACTED] db"},
+		{"quoted flag", `mysql '-p' hunter2`, `mysql '-p' [REDACTED]`},
+		{"quoted script", `sh -c "mysql -p hunter2"`, `sh -c "mysql -p [REDACTED]`},
+		{"quoted whole span", `x "--password=a b c" d`, `x "--password=[REDACTED] [REDACTED] [REDACTED] d`},
+		{"quoted value span", `x --password="a  b" d`, `x --password=[REDACTED]  [REDACTED] d`},
+		{"quote after =", `x --password=' a' d`, `x --password=[REDACTED] [REDACTED] d`},
+		{"span to end", `x --password='a b c`, `x --password=[REDACTED] [REDACTED] [REDACTED]`},
+		{"span mixed quotes", `x --password='a b'"c d" e`, `x --password=[REDACTED] [REDACTED] [REDACTED] e`},
+		{"closing quote", `x "--password=a" "b c"`, `x "--password=[REDACTED] "b c"`},
+		// Nothing hidden: no false mark.
+		{"no match", "a\tb  c\n", "a\tb  c\n"},
+		{"flag last", "mysql\t-p", "mysql\t-p"},
+		{"flag then spaces", "mysql -p \t", "mysql -p \t"},
+		{"only whitespace", " \t\n", " \t\n"},
+		{"unicode space", "mysql\u00a0--password=x", "mysql\u00a0--password=x"}, // not ASCII whitespace
+	}
+	r, err := Parse(pats)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			argv := []string{"cmd", tt.arg}
+			got, changed := r.Argv(slices.Clone(argv))
+			if got[1] != tt.want || changed != (tt.arg != tt.want) {
+				t.Errorf("Argv(%q) = %q, %v; want %q, %v", tt.arg, got[1], changed, tt.want, tt.arg != tt.want)
+			}
+			if Hides(got[1]) != (tt.arg != tt.want) {
+				t.Errorf("Hides(%q) = %v after Argv(%q)", got[1], Hides(got[1]), tt.arg)
+			}
+			if again, ch := r.Again(got); !slices.Equal(again, got) || ch {
+				t.Errorf("Again(%q) = %q, %v; want it kept", got, again, ch)
+			}
+		})
+	}
+}
+
+// TestArgvWordsCut: in a cut vector only the word that reaches the end of
+// the last argument may be cut; a quote it opens runs to the cut.
+func TestArgvWordsCut(t *testing.T) {
+	r, err := Parse([]string{"--key=????????", "-p ????????"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct{ arg, want string }{
+		{"db\t--key=ABCD", "db\t--key=[REDACTED]"},
+		{"db -p\n\thunt", "db -p\n\t[REDACTED]"},
+		{"db -p 'hun", "db -p [REDACTED]"},
+		{"db -p 'a b", "db -p [REDACTED] [REDACTED]"}, // "a b" is no match when whole, but it was cut
+		{"db -p \t", "db -p \t"},                      // nothing after the flag was kept
+		{"db\t--key=ABCD x", "db\t--key=ABCD x"},      // not the last word
+	}
+	for _, tt := range tests {
+		got, changed := r.ArgvCut([]string{"x", tt.arg})
+		if got[1] != tt.want || changed != (tt.arg != tt.want) {
+			t.Errorf("ArgvCut(%q) = %q, %v; want %q", tt.arg, got[1], changed, tt.want)
+		}
+	}
+}
+
+// TestHides: Hides finds a mark in any word, whatever whitespace splits
+// them, and only a mark redaction leaves.
+func TestHides(t *testing.T) {
+	for a, want := range map[string]bool{
+		Marker:                           true,
+		"--password=" + Marker:           true,
+		"a " + Marker:                    true,
+		"a\t" + Marker:                   true,
+		"a\n--password=" + Marker + "\r": true,
+		`"--password=` + Marker:          true,
+		"a" + Marker:                     false,
+		"a " + Marker + "x":              false,
+		"a b":                            false,
+		"":                               false,
+	} {
+		if got := Hides(a); got != want {
+			t.Errorf("Hides(%q) = %v, want %v", a, got, want)
+		}
+	}
+}
+
 // TestAgain: a stored argv, redacted before, is redacted again by the
 // rules of today without changing what a marker already stands in.
 func TestAgain(t *testing.T) {
@@ -80,6 +186,11 @@ func TestAgain(t *testing.T) {
 		// marked argument.
 		{[]string{"--password=*", "-p *"}, []string{"a --password=[REDACTED] -p x"}, []string{"a --password=[REDACTED] -p [REDACTED]"}},
 		{[]string{"*]"}, []string{"a --password=[REDACTED]"}, []string{"a --password=[REDACTED]"}},
+		// Words split at any whitespace, quotes read: a quoted value
+		// that holds a mark keeps it, its other words are hidden.
+		{[]string{"--password=*", "-p *"}, []string{"a\t--password=[REDACTED]\n-p\t\tx"}, []string{"a\t--password=[REDACTED]\n-p\t\t[REDACTED]"}},
+		{[]string{"--password=*", "-p *"}, []string{"a -p 'x --password=[REDACTED] y' z"}, []string{"a -p [REDACTED] --password=[REDACTED] [REDACTED] z"}},
+		{[]string{"--password=*"}, []string{`a "--password=[REDACTED] "--password=b"`}, []string{`a "--password=[REDACTED] "--password=[REDACTED]`}},
 		{nil, []string{"--password=x"}, []string{"--password=x"}},
 	}
 	for _, tt := range tests {
@@ -254,7 +365,11 @@ func FuzzArgv(f *testing.F) {
 			if !redactedAs(argv[i], a) {
 				t.Fatalf("Argv(%q)[%d] = %q: neither kept nor redacted", argv, i, a)
 			}
+			if a != argv[i] && !Hides(a) {
+				t.Fatalf("Argv(%q)[%d] = %q: Hides does not see it", argv, i, a)
+			}
 		}
+		keptWords(t, r, argv, got)
 		// Redacting the result again changes nothing; with no marker in
 		// argv, Again is Argv.
 		if again, _ := r.Again(got); !slices.Equal(again, got) {
@@ -286,6 +401,9 @@ func FuzzArgv(f *testing.F) {
 			if got[i] != argv[i] && cut[i] != got[i] && cut[i] != Marker && (i != last || !redactedAs(argv[i], cut[i])) {
 				t.Fatalf("ArgvCut(%q)[%d] = %q, Argv hid it as %q", argv, i, cut[i], got[i])
 			}
+			if cut[i] != argv[i] && !Hides(cut[i]) {
+				t.Fatalf("ArgvCut(%q)[%d] = %q: Hides does not see it", argv, i, cut[i])
+			}
 		}
 		for _, p := range r.pats {
 			if p.form == whole && p.a.matchPrefix(argv[last]) && cut[last] != Marker {
@@ -297,47 +415,156 @@ func FuzzArgv(f *testing.F) {
 
 // redactedAs reports whether a is what redaction may make of orig: orig
 // itself, Marker, orig's name, '=' and Marker, or, for an argument with
-// spaces, its words each made so and joined again.
+// whitespace, its words each made so between the same separators.
 func redactedAs(orig, a string) bool {
-	one := func(orig, a string) bool {
-		name, _, _ := strings.Cut(orig, "=")
-		return a == orig || a == Marker || a == name+"="+Marker
-	}
-	if one(orig, a) {
+	if redactedWord(orig, a) {
 		return true
 	}
-	if !strings.Contains(orig, " ") {
+	ot, at := tokens(orig), tokens(a)
+	if len(ot) < 2 || len(ot) != len(at) {
 		return false
 	}
-	ow, aw := strings.Split(orig, " "), strings.Split(a, " ")
-	if len(ow) != len(aw) {
-		return false
-	}
-	for i := range ow {
-		if !one(ow[i], aw[i]) {
+	for i := range ot {
+		if ws(ot[i]) != ws(at[i]) || ws(ot[i]) && ot[i] != at[i] || !redactedWord(ot[i], at[i]) {
 			return false
 		}
 	}
 	return true
 }
 
+// redactedWord reports whether a is orig, Marker, or orig's name, '='
+// and Marker.
+func redactedWord(orig, a string) bool {
+	name, _, _ := strings.Cut(orig, "=")
+	return a == orig || a == Marker || a == name+"="+Marker
+}
+
+// asciiSpace is what Argv splits words at.
+const asciiSpace = " \t\n\v\f\r"
+
+// ws reports whether s is a run of separators.
+func ws(s string) bool { return s != "" && strings.Trim(s, asciiSpace) == "" }
+
+// tokens splits s into runs of separators and runs of the other bytes.
+func tokens(s string) []string {
+	var out []string
+	for s != "" {
+		n := strings.IndexFunc(s, func(r rune) bool { return strings.ContainsRune(asciiSpace, r) != ws(s[:1]) })
+		if n < 0 {
+			n = len(s)
+		}
+		out = append(out, s[:n])
+		s = s[n:]
+	}
+	return out
+}
+
+// unquoted is a word with one layer of quotes removed: a leading ' or "
+// and the same at its end, or else a trailing one.
+func unquoted(s string) string {
+	switch {
+	case s == "":
+	case s[0] == '\'' || s[0] == '"':
+		return strings.TrimSuffix(s[1:], s[:1])
+	case s[len(s)-1] == '\'' || s[len(s)-1] == '"':
+		return s[:len(s)-1]
+	}
+	return s
+}
+
+// keptWords checks, in each argument with whitespace that no pattern
+// matched whole, that a word Argv kept is one no pattern matches, quoted
+// or not: GLOB, NAME=VALUE, or NEXT after the word before it as FLAG;
+// and that when the first word it hid opens a quote at its start or at
+// its value's (one with no quote before it, not closed in the word), the
+// words up to the first that holds that quote again are hidden too.
+func keptWords(t *testing.T, r *Rules, argv, got []string) {
+	t.Helper()
+	m := func(g glob, s string) bool { return g.match(s) || g.match(unquoted(s)) }
+	for i, a := range argv {
+		if got[i] == Marker || !strings.ContainsAny(a, asciiSpace) {
+			continue
+		}
+		top := false
+		for _, p := range r.pats {
+			name, val, ok := strings.Cut(a, "=")
+			top = top || p.form == whole && p.a.match(a) ||
+				p.form == value && ok && p.a.match(name) && p.b.match(val) ||
+				p.form == next && i > 0 && p.a.match(argv[i-1]) && p.b.match(a)
+		}
+		if top {
+			continue
+		}
+		var ow, gw []string
+		for _, w := range tokens(a) {
+			if !ws(w) {
+				ow = append(ow, w)
+			}
+		}
+		for _, w := range tokens(got[i]) {
+			if !ws(w) {
+				gw = append(gw, w)
+			}
+		}
+		first, span := -1, -1 // the words after first up to span must be hidden
+		if Hides(a) {
+			first = len(ow) // a marker hidden is itself: the first hidden word is not seen
+		}
+		for k, w := range ow {
+			if first < 0 && gw[k] != w {
+				first = k
+				name, val, ok := strings.Cut(w, "=")
+				if !ok || strings.ContainsAny(name, `'"`) {
+					val = w
+				}
+				if val != "" && (val[0] == '\'' || val[0] == '"') && !strings.Contains(val[1:], val[:1]) {
+					span = len(ow) - 1
+					for j := k + 1; j < len(ow); j++ {
+						if strings.Contains(ow[j], val[:1]) {
+							span = j
+							break
+						}
+					}
+				}
+			}
+			if first < k && k <= span && gw[k] != Marker {
+				t.Fatalf("Argv(%q)[%d] = %q: its word %q is in a quote a hidden word opened", argv, i, got[i], w)
+			}
+			if gw[k] != w || Marked(w) { // hidden (a marker hidden is itself)
+				continue
+			}
+			for _, p := range r.pats {
+				name, val, ok := strings.Cut(w, "=")
+				if p.form == whole && m(p.a, w) ||
+					p.form == value && ok && m(p.a, name) && m(p.b, val) ||
+					p.form == next && k > 0 && m(p.a, ow[k-1]) && m(p.b, w) {
+					t.Fatalf("Argv(%q)[%d] = %q: its word %q is kept, but %q matches it", argv, i, got[i], w, p.original)
+				}
+			}
+		}
+	}
+}
+
 // BenchmarkArgv: the cost on the event path of an argv no pattern
 // matches, with no rules (what a daemon without redact_args pays) and
-// with four.
+// with four; and, with the four, of a shell's script (an argument with
+// whitespace and quotes, matched word by word).
 func BenchmarkArgv(b *testing.B) {
 	four, err := Parse([]string{"--password=*", "-p *", "*token*=*", "ghp_*"})
 	if err != nil {
 		b.Fatal(err)
 	}
 	argv := []string{"python3", "-m", "http.server", "--bind", "127.0.0.1", "8080", "--directory=/srv/www/site"}
+	script := []string{"sh", "-c", "cd /srv/www &&\n\texec python3 -m http.server --bind 127.0.0.1 8080 --directory='/srv/www/site' \"$@\""}
 	for _, c := range []struct {
 		name string
 		r    *Rules
-	}{{"none", nil}, {"four", four}} {
+		argv []string
+	}{{"none", nil, argv}, {"four", four, argv}, {"script", four, script}} {
 		b.Run(c.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, changed := c.r.Argv(argv); changed {
+				if _, changed := c.r.Argv(c.argv); changed {
 					b.Fatal("redacted")
 				}
 			}
