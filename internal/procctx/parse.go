@@ -23,7 +23,19 @@
 // (RESOLVE_CACHED: no lookup a hung mount could block), to the link's own
 // file. One that does not (beyond the chroot, on a mount detached since, a
 // memfd) is given as eBPF gives it: its names without the leading slash,
-// marked cut.
+// marked cut. A path longer than PATH_MAX, whose link the kernel does not
+// write (ENAMETOOLONG), is given as eBPF gives a path past its bound (4 KiB
+// of names, 128 steps): the working directory's last names, found by a
+// walk up from it (by "..", each name read from its parent's entries and
+// proved by a lookup that leads back to it, crossing from a mount's root
+// to its mountpoint), marked cut, or whole when the walk meets the
+// process's root first (a chrooted process, whose path is shorter from its
+// root); the executable's, when it is in the working directory (a program
+// run as ./prog), that directory's path and its name there; otherwise no
+// path, still marked cut (ExecInfo.ExeTruncated, CwdTruncated): the
+// process has one, which is not known. The walk reads at most 64 KiB of
+// directory entries and stops at a name it cannot find (a directory
+// removed while in use, a covered mountpoint): it gives the names found.
 //
 // Limits: this reads after the fact, so it is a description of the process
 // when it was read, not at the exec. A process already gone (or a zombie)

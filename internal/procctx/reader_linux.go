@@ -131,13 +131,19 @@ func (r *Reader) Fill(ev *events.Event) error {
 		}
 	}
 	root := r.openRoot(dir)
-	exe, exeWhole, exeDel, _ := r.pathLink(dir, "exe", root)
-	cwd, cwdWhole, cwdDel, cwdOK := r.pathLink(dir, "cwd", root)
+	cwd := r.pathLink(dir, "cwd", root)
+	if cwd.long {
+		cwd = r.cwdTail(dir, root)
+	}
+	exe := r.pathLink(dir, "exe", root)
+	if exe.long {
+		exe = r.progInCwd(dir, cwd)
+	}
 	if root.fd >= 0 {
 		unix.Close(root.fd)
 	}
-	x.ExeTruncated, x.ExeDeleted = exe != "" && !exeWhole, exe != "" && exeDel
-	x.Cwd, x.CwdTruncated, x.CwdDeleted = cwd, cwdOK && !cwdWhole, cwd != "" && cwdDel
+	x.ExeTruncated, x.ExeDeleted = exe.ok && !exe.whole, exe.path != "" && exe.deleted
+	x.Cwd, x.CwdTruncated, x.CwdDeleted = cwd.path, cwd.ok && !cwd.whole, cwd.path != "" && cwd.deleted
 	argv, err := r.cmdline(dir, &x)
 	if err != nil {
 		return err
@@ -157,7 +163,7 @@ func (r *Reader) Fill(ev *events.Event) error {
 	if ev.Inferred && ev.Comm != ([16]byte{}) && (st.Comm != ev.Comm || again.Comm != ev.Comm) {
 		return ErrChanged
 	}
-	if exe != "" && x.ArgsSize == 0 {
+	if exe.ok && x.ArgsSize == 0 {
 		// A process with a program (a kernel thread has none) and no
 		// argument area: it is inside an exec, which has mapped the new
 		// program (its exe, its name) and not yet set up its arguments,
@@ -166,7 +172,7 @@ func (r *Reader) Fill(ev *events.Event) error {
 		return ErrInExec
 	}
 	c.Valid = true
-	ev.Ctx, ev.Exec, ev.Exe, ev.Argv = c, x, exe, argv
+	ev.Ctx, ev.Exec, ev.Exe, ev.Argv = c, x, exe.path, argv
 	return nil
 }
 
@@ -244,11 +250,23 @@ func (r *Reader) readAll(dir int, name string) ([]byte, error) {
 // readlink reads the link name under dir; false when it cannot be read
 // (a kernel thread's exe, a process another user's namespace hides).
 func (r *Reader) readlink(dir int, name string) (string, bool) {
+	s, err := r.readlinkErr(dir, name)
+	return s, err == nil
+}
+
+// readlinkErr is readlink with the reason it failed: ENAMETOOLONG for a
+// target longer than PATH_MAX, which the kernel does not write at all.
+func (r *Reader) readlinkErr(dir int, name string) (string, error) {
 	n, err := unix.Readlinkat(dir, name, r.link)
-	if err != nil || n <= 0 || n >= len(r.link) {
-		return "", false
+	switch {
+	case err != nil:
+		return "", err
+	case n >= len(r.link):
+		return "", unix.ENAMETOOLONG
+	case n <= 0:
+		return "", unix.ENOENT
 	}
-	return string(r.link[:n]), true
+	return string(r.link[:n]), nil
 }
 
 // deletedSuffix is what the kernel appends to the path of an unlinked
@@ -287,10 +305,27 @@ func (r *Reader) openRoot(dir int) rootView {
 	return rootView{fd: fd, path: p}
 }
 
+// linkPath is the path pathLink read of an exe or cwd link.
+type linkPath struct {
+	path string
+	// whole: path is the whole path from the process's root; otherwise it
+	// is cut (its last names, without the leading slash; "" when none).
+	whole   bool
+	deleted bool
+	// ok: the link was read (or was too long to be: long). A process
+	// whose link cannot be read (a kernel thread's exe) has no path.
+	ok bool
+	// long: the kernel refused the link as longer than PATH_MAX; path is
+	// empty, and cwdTail or progInCwd give what they can of it.
+	long bool
+	// dev and ino are the link's file, when the path was read.
+	dev, ino uint64
+}
+
 // pathLink reads the exe or cwd link name under dir as the path the file
 // has in the process's view (from its root, as the eBPF source reads it),
-// and reports false (cut) when that path cannot be proved, and deleted
-// when its name was unlinked:
+// and reports it cut (not whole) when that path cannot be proved, and
+// deleted when its name was unlinked:
 //   - the kernel appends " (deleted)" to the target of a file unlinked
 //     since: the path is given without it, marked deleted, as the eBPF
 //     source marks it, when the link's file itself tells, unlinked, that it
@@ -308,35 +343,40 @@ func (r *Reader) openRoot(dir int) rootView {
 //     a hung mount cannot block the reader (a program just exec'd and a
 //     working directory in use are there). When it does not, the names are
 //     not a path the process has (a detached mount, a memfd's "/memfd:x",
-//     a rename since), and are given cut, as eBPF gives them.
-//
-// ok is false when the link cannot be read.
-func (r *Reader) pathLink(dir int, name string, v rootView) (p string, whole, deleted, ok bool) {
-	p, ok = r.readlink(dir, name)
-	if !ok {
-		return "", false, false, false
+//     a rename since), and are given cut, as eBPF gives them;
+//   - a path longer than PATH_MAX, which the kernel does not write (the
+//     readlink fails with ENAMETOOLONG), is reported long, for the caller
+//     to walk (cwdTail, progInCwd).
+func (r *Reader) pathLink(dir int, name string, v rootView) linkPath {
+	p, err := r.readlinkErr(dir, name)
+	if err == unix.ENAMETOOLONG {
+		return linkPath{ok: true, long: true}
+	}
+	if err != nil {
+		return linkPath{}
 	}
 	var st unix.Stat_t
 	if unix.Fstatat(dir, name, &st, 0) != nil {
-		return "", false, false, false
+		return linkPath{}
 	}
+	l := linkPath{ok: true, dev: st.Dev, ino: st.Ino}
 	trimmed, deleted := strings.CutSuffix(p, deletedSuffix)
 	if deleted = deleted && st.Nlink == 0; deleted {
 		p = trimmed
 	}
 	// What is not proved below: a memfd is no deleted file.
-	cutDeleted := deleted && !strings.HasPrefix(p, "/memfd:")
-	cut := strings.TrimLeft(p, "/")
+	l.deleted = deleted && !strings.HasPrefix(p, "/memfd:")
+	l.path = strings.TrimLeft(p, "/")
 	switch {
 	case v.fd < 0:
-		return cut, false, cutDeleted, true
+		return l
 	case v.path == "/":
 	case p == v.path:
 		p = "/"
 	case strings.HasPrefix(p, v.path+"/"):
 		p = p[len(v.path):]
 	default:
-		return cut, false, cutDeleted, true
+		return l
 	}
 	look := p
 	if deleted {
@@ -346,16 +386,18 @@ func (r *Reader) pathLink(dir int, name string, v rootView) (p string, whole, de
 		Flags:   unix.O_PATH | unix.O_CLOEXEC,
 		Resolve: unix.RESOLVE_IN_ROOT | unix.RESOLVE_NO_SYMLINKS | unix.RESOLVE_NO_MAGICLINKS | resolveCached,
 	})
+	l.path = strings.TrimLeft(p, "/")
 	if err != nil {
-		return strings.TrimLeft(p, "/"), false, cutDeleted, true
+		return l
 	}
 	var got unix.Stat_t
 	err = unix.Fstat(fd, &got)
 	unix.Close(fd)
 	if err != nil || got.Dev != st.Dev || !deleted && got.Ino != st.Ino || deleted && got.Mode&unix.S_IFMT != unix.S_IFDIR {
-		return strings.TrimLeft(p, "/"), false, cutDeleted, true
+		return l
 	}
-	return p, true, deleted, true
+	l.path, l.whole, l.deleted = p, true, deleted
+	return l
 }
 
 // onTTY reports whether fd link name under dir is the process's

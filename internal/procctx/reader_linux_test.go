@@ -648,3 +648,35 @@ func TestIntegrationFillRoots(t *testing.T) {
 		})
 	}
 }
+
+// BenchmarkFill reads the context of a sleeping shell: the common path,
+// with paths that fit in PATH_MAX.
+func BenchmarkFill(b *testing.B) {
+	cmd := exec.Command("/bin/sh", "-c", "sleep 100; :")
+	cmd.Dir = "/"
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	pid := cmd.Process.Pid
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		args, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+		if strings.HasPrefix(string(args), "/bin/sh\x00") || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	var st procfs.Stat
+	if err := procfs.NewReader("/proc").ReadStat(int32(pid), &st); err != nil {
+		b.Fatal(err)
+	}
+	r := New("/proc", 0)
+	b.ReportAllocs()
+	for b.Loop() {
+		ev := events.Event{Kind: events.Exec, Pid: int32(pid), Token: token.Token{Prec: token.Ticks, Start: st.StartTime}}
+		if err := r.Fill(&ev); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -11,6 +11,9 @@
 //	                                MNT/REL, chdir to its directory, detach
 //	                                MNT (umount -l) and run the descriptor
 //	roots memfd PATH ARG..          copy PATH into a memfd and run that
+//	roots inroot DIR REL            chroot to DIR, chdir to REL inside it,
+//	                                write "ready" and wait (no exec: the
+//	                                program stays outside the root)
 #define _GNU_SOURCE
 #include <fcntl.h>
 #include <libgen.h>
@@ -88,6 +91,16 @@ int main(int argc, char **argv)
 		run(fd, &argv[3]);
 		return 100;
 	}
-	fprintf(stderr, "usage: roots chroot|beyond DIR PATH ARG.. | detached MNT REL ARG.. | memfd PATH ARG..\n");
+	if (argc == 4 && !strcmp(argv[1], "inroot")) {
+		if (chroot(argv[2]) || chdir("/") || chdir(argv[3])) {
+			perror("inroot");
+			return 100;
+		}
+		printf("ready\n");
+		fflush(stdout);
+		pause();
+		return 0;
+	}
+	fprintf(stderr, "usage: roots chroot|beyond DIR PATH ARG.. | detached MNT REL ARG.. | memfd PATH ARG.. | inroot DIR REL\n");
 	return 2;
 }
