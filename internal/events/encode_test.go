@@ -405,3 +405,29 @@ func BenchmarkAppendJSONString(b *testing.B) {
 		buf = appendJSONString(buf[:0], s)
 	}
 }
+
+// TestAbsentParts: the parts of the event around a context (its name,
+// executable and working directory) are named absent beside the
+// context's own, and do not make the context itself incomplete: the graph
+// keeps the ids and session of an exec whose name netlink dropped.
+func TestAbsentParts(t *testing.T) {
+	for _, tc := range []struct {
+		absent   CtxPart
+		names    string
+		complete bool
+	}{
+		{0, `[]`, true},
+		{CtxName, `["name"]`, true},
+		{CtxExe | CtxCwd, `["exe","cwd"]`, true},
+		{CtxIDs | CtxName, `["ids","name"]`, false},
+		{CtxCgroup | CtxCwd, `["cgroup","cwd"]`, false},
+	} {
+		if got := string(AppendAbsentNames(nil, tc.absent)); got != tc.names {
+			t.Errorf("AppendAbsentNames(%b) = %s, want %s", tc.absent, got, tc.names)
+		}
+		c := Context{Valid: true, Absent: tc.absent}
+		if c.Complete() != tc.complete {
+			t.Errorf("Complete() with %s absent = %v, want %v", tc.names, c.Complete(), tc.complete)
+		}
+	}
+}

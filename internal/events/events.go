@@ -232,20 +232,31 @@ const (
 	// CtxCgroup: the cgroup id (a cgroup path longer than /proc/PID/cgroup
 	// gives, PATH_MAX, cut there and naming no cgroup, or another).
 	CtxCgroup
+	// CtxName: the event's process name (Comm), which the source read
+	// after the process renamed itself or went into another exec.
+	CtxName
+	// CtxExe and CtxCwd: the executable's path and the working directory
+	// (Exe, ExecInfo.Cwd), whose /proc links could not be read.
+	CtxExe
+	CtxCwd
 )
 
+// ctxOwn is the parts a Context holds itself; the others name fields of
+// the event around it.
+const ctxOwn = CtxIDs | CtxSession | CtxCgroup
+
 // ctxParts lists every CtxPart with its name, in the order encoders give
-// them ("ids", "session", "cgroup").
+// them ("ids", "session", "cgroup", "name", "exe", "cwd").
 var ctxParts = [...]struct {
 	Part CtxPart
 	Name string
-}{{CtxIDs, "ids"}, {CtxSession, "session"}, {CtxCgroup, "cgroup"}}
+}{{CtxIDs, "ids"}, {CtxSession, "session"}, {CtxCgroup, "cgroup"}, {CtxName, "name"}, {CtxExe, "exe"}, {CtxCwd, "cwd"}}
 
 // Has reports whether c holds part p.
 func (c *Context) Has(p CtxPart) bool { return c.Valid && c.Absent&p == 0 }
 
 // Complete reports whether c holds every part.
-func (c *Context) Complete() bool { return c.Valid && c.Absent == 0 }
+func (c *Context) Complete() bool { return c.Valid && c.Absent&ctxOwn == 0 }
 
 // Drop marks part p of c absent and zeroes its fields, so that no stale
 // value is left to read.

@@ -142,6 +142,14 @@ func (r *Reader) Fill(ev *events.Event) error {
 	if root.fd >= 0 {
 		unix.Close(root.fd)
 	}
+	// A link that could not be read at all (neither a path nor too long
+	// for one) is named absent, not left to read as no path.
+	if !exe.ok {
+		c.Absent |= events.CtxExe
+	}
+	if !cwd.ok {
+		c.Absent |= events.CtxCwd
+	}
 	x.ExeTruncated, x.ExeDeleted = exe.ok && !exe.whole, exe.path != "" && exe.deleted
 	x.Cwd, x.CwdTruncated, x.CwdDeleted = cwd.path, cwd.ok && !cwd.whole, cwd.path != "" && cwd.deleted
 	argv, err := r.cmdline(dir, &x)

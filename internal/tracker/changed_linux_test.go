@@ -71,8 +71,12 @@ func TestIntegrationChangedAfterExecNotReported(t *testing.T) {
 			}
 		}},
 		{"rename", "import ctypes; ctypes.CDLL(None).prctl(15, b'renamed-after')", false, func(t *testing.T, ev *events.Event) {
-			if c := ev.CommString(); c != "" && c != "python3" {
+			c := ev.CommString()
+			if c != "" && c != "python3" {
 				t.Errorf("name %q reported, want python3 or none", c)
+			}
+			if c == "" && ev.Ctx.Has(events.CtxName) {
+				t.Errorf("the name was dropped and the context does not say so (context_absent %v)", ev.Ctx.Absent)
 			}
 		}},
 		{"setuid behind the look-ahead", "os.setuid(65534)", true, func(t *testing.T, ev *events.Event) {

@@ -221,8 +221,11 @@ func (t *Tracker) fill(ev *events.Event) {
 	if changed&(proccon.FollowComm|proccon.FollowExec|proccon.FollowUnknown) != 0 || errors.Is(err, procctx.ErrInExec) {
 		// The source read the name as it bound the event, which may be
 		// after the process went on (inside its next exec, the new name
-		// comes first), whether or not it is still there.
+		// comes first), whether or not it is still there. Said so in the
+		// context, when there is one: a line without a name said
+		// nothing of why.
 		ev.Comm = [16]byte{}
+		ev.Ctx.Drop(events.CtxName)
 	}
 	if err != nil {
 		return
