@@ -11,10 +11,9 @@
 // O_APPEND: it goes on writing at the end. Blocks allocated past the end
 // (fallocate --keep-size) are freed by a truncate to the size. A
 // filesystem that cannot punch (EOPNOTSUPP) has the file emptied instead
-// (ftruncate to 0). Events are read in batches (batchGap apart, the
-// descriptor polled by the watcher itself, not the runtime's poller,
-// which each event woke), pending
-// looks and the sweep come after every read, and the sweep forgets the
+// (ftruncate to 0). Events are read in batches (batchGap apart: the
+// runtime's poller wakes the watcher once for each batch, not each
+// write), pending looks and the sweep come after every read, and the sweep forgets the
 // files gone, so a busy directory neither starves a file nor grows the
 // watcher's state past the directory's size.
 //

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -121,30 +122,61 @@ func Watch(ctx context.Context, dir, suffix string, limit int64, bounded func(pa
 		unix.Close(fd)
 		return fmt.Errorf("inotify watch %s: %w", dir, err)
 	}
+	// The descriptor waits in the runtime's netpoller, its events read
+	// without telling the runtime of a system call (a read of a
+	// non-blocking inotify descriptor never blocks): a blocking poll of
+	// its own (up to a second each) made the runtime wake its sysmon
+	// thread at each return and retake the thread's P, and an awake
+	// sysmon ticks every 20 µs while the daemon works (a third of the
+	// daemon's CPU under an exec storm on a host where a wake-up costs
+	// tens of µs). The timer for the sweep and the pending looks is a
+	// read deadline; ctx's end closes the file.
+	if err := unix.SetNonblock(fd, true); err != nil {
+		unix.Close(fd)
+		return fmt.Errorf("inotify non-blocking: %w", err)
+	}
+	f := os.NewFile(uintptr(fd), "inotify")
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
+		return fmt.Errorf("inotify: %w", err)
+	}
 	every := sweepEvery
-	// The descriptor is polled here, not by the runtime's poller: each
-	// event of a job writing a byte at a time woke that poller (a third
-	// of a core for four such jobs), while this sleeps between batches.
+	stop := context.AfterFunc(ctx, func() { f.Close() })
 	go func() {
-		defer unix.Close(fd)
+		defer stop()
+		defer f.Close()
 		w := watcher{dir: dir, suffix: suffix, limit: limit, bounded: bounded,
 			last: map[string]time.Time{}, pending: map[string]bool{}}
 		buf := make([]byte, 64<<10)
+		var n int
+		read := func(fd uintptr) bool {
+			r, _, errno := unix.RawSyscall(unix.SYS_READ, fd, uintptr(unsafe.Pointer(&buf[0])), uintptr(len(buf)))
+			if errno == unix.EAGAIN {
+				return false // wait in the netpoller
+			}
+			n = int(r)
+			if errno != 0 {
+				n = 0
+			}
+			return true
+		}
 		nextSweep := time.Now().Add(every)
 		for ctx.Err() == nil {
 			// Woken by events, by a file pending once its gap is over,
-			// by the sweep, and to see ctx end.
+			// by the sweep, and by ctx's end.
 			wait := time.Until(nextSweep)
 			if len(w.pending) > 0 {
 				wait = minGap
 			}
-			wait = min(max(wait, 0), stopCheck)
-			fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-			n := 0
-			if p, err := unix.Poll(fds, int(wait/time.Millisecond)); err == nil && p > 0 {
-				n, _ = unix.Read(fd, buf)
+			n = 0
+			if f.SetReadDeadline(time.Now().Add(max(wait, 0))) != nil {
+				return // closed
 			}
-			if w.events(buf[:max(n, 0)]) {
+			if err := rc.Read(read); err != nil && !errors.Is(err, os.ErrDeadlineExceeded) {
+				return // closed: ctx ended
+			}
+			if w.events(buf[:n]) {
 				w.sweep()
 				nextSweep = time.Now().Add(every)
 			}
@@ -178,9 +210,6 @@ type watcher struct {
 
 // batchGap is the pause after each read of events.
 const batchGap = 10 * time.Millisecond
-
-// stopCheck is the longest wait before ctx is looked at again.
-const stopCheck = time.Second
 
 // events looks at the files named by a read of inotify events, and
 // reports whether the queue overflowed (then every file is to be looked

@@ -127,7 +127,7 @@ func (s *streamSink) rotate() error {
 		s.w = nil
 		return err
 	}
-	s.w = s.file.file()
+	s.w = s.file.writer()
 	return nil
 }
 
@@ -139,7 +139,7 @@ func (s *streamSink) reopen() error {
 		s.w = nil
 		return err
 	}
-	s.w = s.file.file()
+	s.w = s.file.writer()
 	return nil
 }
 
@@ -164,6 +164,9 @@ type fileOut struct {
 	max     int64       // <= 0: no rotation
 	backups int         // <= 0: keep no rotated file
 	special atomic.Bool // the open PATH is not a regular file
+	// quiet writes f without a word to the runtime, nil when f is not a
+	// regular file on a local filesystem (quietWriter).
+	quiet *quietWriter
 }
 
 // rotates reports whether fo (nil: not a file) is rotated by size.
@@ -192,7 +195,7 @@ func (fo *fileOut) openLocked() error {
 	}
 	if fo.f != nil {
 		fo.f.Close()
-		fo.f = nil
+		fo.f, fo.quiet = nil, nil
 	}
 	// Not through a symlink: the daemon checks the directory once, at
 	// start, and a link put there later is not followed. Non-blocking:
@@ -210,6 +213,7 @@ func (fo *fileOut) openLocked() error {
 	}
 	fo.f, fo.size = f, st.Size()
 	fo.special.Store(!st.Mode().IsRegular())
+	fo.quiet = newQuietWriter(f)
 	return nil
 }
 
@@ -224,7 +228,7 @@ func (fo *fileOut) rotate() error {
 	}
 	if fo.f != nil {
 		fo.f.Close()
-		fo.f = nil
+		fo.f, fo.quiet = nil, nil
 	}
 	if fo.backups <= 0 {
 		if err := os.Remove(fo.path); err != nil && !errors.Is(err, os.ErrNotExist) {
@@ -244,10 +248,17 @@ func (fo *fileOut) rotate() error {
 	return fo.openLocked()
 }
 
-// file returns the open file, nil when none.
-func (fo *fileOut) file() *os.File {
+// writer returns the open file's writer (its quietWriter when it has
+// one), nil when none is open.
+func (fo *fileOut) writer() io.Writer {
 	fo.mu.Lock()
 	defer fo.mu.Unlock()
+	switch {
+	case fo.f == nil:
+		return nil
+	case fo.quiet != nil:
+		return fo.quiet
+	}
 	return fo.f
 }
 
@@ -259,7 +270,7 @@ func (fo *fileOut) close() error {
 		return nil
 	}
 	err := fo.f.Close()
-	fo.f = nil
+	fo.f, fo.quiet = nil, nil
 	return err
 }
 
@@ -273,7 +284,7 @@ func openSink(out Output, cfg Config, hostname string) (sink, error) {
 		if err != nil {
 			return nil, err
 		}
-		return newStreamSink(fo.f, fo), nil
+		return newStreamSink(fo.writer(), fo), nil
 	case OutputSyslog:
 		return newSyslogSink(out, hostname), nil
 	}

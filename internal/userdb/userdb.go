@@ -58,8 +58,8 @@ type snapshot struct {
 
 type table struct {
 	path   string
-	passwd bool        // passwd lines (ParsePasswd), not group lines
-	info   os.FileInfo // of the file read, nil when none
+	passwd bool   // passwd lines (ParsePasswd), not group lines
+	id     fileID // of the file read
 	names  map[uint32]string
 }
 
@@ -152,13 +152,13 @@ func (n Names) Group(gid uint32) (string, bool) { return name(n.groups, gid) }
 // and reports whether it replaced the map. A file that cannot be read
 // names nothing.
 func (t *table) refresh() (changed bool) {
-	st, err := os.Stat(t.path)
+	st, err := statPath(t.path)
 	if err != nil {
 		changed = t.names != nil
-		t.names, t.info = nil, nil
+		t.names, t.id = nil, fileID{}
 		return changed
 	}
-	if t.names != nil && os.SameFile(st, t.info) && st.Size() == t.info.Size() && st.ModTime().Equal(t.info.ModTime()) {
+	if t.names != nil && st.same(t.id) {
 		return false
 	}
 	f, err := os.Open(t.path)
@@ -170,7 +170,7 @@ func (t *table) refresh() (changed bool) {
 	// Kept is the opened file's stat, taken before reading it: a file
 	// renamed over the path since the first stat is another at the next
 	// look, and one written while it is read has changed since.
-	if st, err = f.Stat(); err != nil {
+	if st, err = statFile(f); err != nil {
 		t.names = nil
 		return true
 	}
@@ -185,7 +185,7 @@ func (t *table) refresh() (changed bool) {
 		// left out.
 		b = b[:bytes.LastIndexByte(b[:MaxBytes], '\n')+1]
 	}
-	t.names, t.info = t.parse(b), st
+	t.names, t.id = t.parse(b), st
 	return true
 }
 

@@ -1,0 +1,132 @@
+package logfeed
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// quietTestFile opens a new file in a temporary directory for appending,
+// and skips when that directory is on no filesystem quietWriter writes
+// (the test then proves nothing here).
+func quietTestFile(t *testing.T) (*os.File, string) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "feed.json")
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	var fs unix.Statfs_t
+	if err := unix.Fstatfs(int(f.Fd()), &fs); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(quietFilesystems[:], int64(fs.Type)) {
+		t.Skipf("temporary directory on filesystem %#x, not a local one quietWriter knows", fs.Type)
+	}
+	return f, path
+}
+
+func TestQuietWriterOnlyLocalRegular(t *testing.T) {
+	f, _ := quietTestFile(t)
+	if newQuietWriter(f) == nil {
+		t.Error("a regular file on a local filesystem: no quietWriter")
+	}
+	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer null.Close()
+	if newQuietWriter(null) != nil {
+		t.Error("/dev/null: got a quietWriter, want none (not a regular file)")
+	}
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	if newQuietWriter(w) != nil {
+		t.Error("a pipe: got a quietWriter, want none (a write can wait for its reader)")
+	}
+	// /proc is no local disk filesystem: a regular file there is refused.
+	p, err := os.Open("/proc/self/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if newQuietWriter(p) != nil {
+		t.Error("/proc/self/status: got a quietWriter, want none (procfs)")
+	}
+}
+
+// pattern returns n bytes that tell their offsets apart.
+func pattern(n int) []byte {
+	b := make([]byte, n)
+	for i := range b {
+		b[i] = byte('a' + i%23)
+	}
+	return b
+}
+
+func TestQuietWriterWritesAll(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		sizes []int
+		slow  bool // every call counts as slow
+	}{
+		{name: "small", sizes: []int{1, 100, 4096}},
+		{name: "over a chunk", sizes: []int{quietChunk + 1, 3*quietChunk + 17}},
+		{name: "slow", sizes: []int{3*quietChunk + 5, 1000}, slow: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.slow {
+				defer func(d time.Duration) { quietSlow = d }(quietSlow)
+				quietSlow = -1
+			}
+			f, path := quietTestFile(t)
+			q := newQuietWriter(f)
+			if q == nil {
+				t.Fatal("no quietWriter")
+			}
+			var want []byte
+			for _, n := range tc.sizes {
+				p := pattern(n)
+				got, err := q.Write(p)
+				if err != nil || got != n {
+					t.Fatalf("Write(%d bytes) = %d, %v", n, got, err)
+				}
+				want = append(want, p...)
+			}
+			b, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(b, want) {
+				t.Fatalf("file holds %d bytes, not the %d written", len(b), len(want))
+			}
+			// A slow call sends the next writes through the runtime.
+			if loud := time.Now().Before(q.loudUntil); loud != tc.slow {
+				t.Errorf("writing through the runtime now: %v, want %v", loud, tc.slow)
+			}
+		})
+	}
+}
+
+func TestQuietWriterClosed(t *testing.T) {
+	f, _ := quietTestFile(t)
+	q := newQuietWriter(f)
+	if q == nil {
+		t.Fatal("no quietWriter")
+	}
+	f.Close()
+	if n, err := q.Write([]byte("x\n")); n != 0 || !errors.Is(err, os.ErrClosed) {
+		t.Errorf("Write after Close = %d, %v; want 0, os.ErrClosed", n, err)
+	}
+}
