@@ -6,12 +6,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/procsupervisor/supervisor/internal/api"
 	"github.com/procsupervisor/supervisor/internal/daemon"
 	"github.com/procsupervisor/supervisor/internal/lineage"
 	"github.com/procsupervisor/supervisor/internal/local"
+	"github.com/procsupervisor/supervisor/internal/quietfile"
 	"github.com/procsupervisor/supervisor/internal/token"
 	"github.com/procsupervisor/supervisor/internal/tracker"
 	"github.com/procsupervisor/supervisor/internal/view"
@@ -62,7 +64,7 @@ func runEvents(ctx context.Context, env *cliEnv, args []string) error {
 	if _, err := parse(env, fs, args, 0, 0, ""); err != nil {
 		return err
 	}
-	p, err := view.NewEventPrinter(env.stdout, *o)
+	p, err := view.NewEventPrinter(quietStdout(env.stdout), *o)
 	if err != nil {
 		return fail(exitUsage, "%v", err)
 	}
@@ -159,4 +161,16 @@ func printTree(env *cliEnv, mech string, tree *lineage.TreeNode, ancestry []line
 			tree.DescendantsCut, api.MaxTreeNodes)
 	}
 	return err
+}
+
+// quietStdout returns w, or, when w is a regular file on a local
+// filesystem (`events --json > FILE`), a writer that does not wake the Go
+// runtime's sysmon thread at each write (quietfile).
+func quietStdout(w io.Writer) io.Writer {
+	if f, ok := w.(*os.File); ok {
+		if q := quietfile.New(f); q != nil {
+			return q
+		}
+	}
+	return w
 }

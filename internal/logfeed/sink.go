@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+
+	"github.com/procsupervisor/supervisor/internal/quietfile"
 )
 
 // sink is where the drain goroutine writes lines. Only the drain goroutine
@@ -164,9 +166,10 @@ type fileOut struct {
 	max     int64       // <= 0: no rotation
 	backups int         // <= 0: keep no rotated file
 	special atomic.Bool // the open PATH is not a regular file
-	// quiet writes f without a word to the runtime, nil when f is not a
-	// regular file on a local filesystem (quietWriter).
-	quiet *quietWriter
+	// quiet writes f without a word to the runtime (and so without
+	// waking its sysmon thread), nil when f is not a regular file on a
+	// local filesystem.
+	quiet *quietfile.Writer
 }
 
 // rotates reports whether fo (nil: not a file) is rotated by size.
@@ -213,7 +216,7 @@ func (fo *fileOut) openLocked() error {
 	}
 	fo.f, fo.size = f, st.Size()
 	fo.special.Store(!st.Mode().IsRegular())
-	fo.quiet = newQuietWriter(f)
+	fo.quiet = quietfile.New(f)
 	return nil
 }
 
@@ -248,8 +251,8 @@ func (fo *fileOut) rotate() error {
 	return fo.openLocked()
 }
 
-// writer returns the open file's writer (its quietWriter when it has
-// one), nil when none is open.
+// writer returns the open file's writer (its quietfile.Writer when it
+// has one), nil when none is open.
 func (fo *fileOut) writer() io.Writer {
 	fo.mu.Lock()
 	defer fo.mu.Unlock()

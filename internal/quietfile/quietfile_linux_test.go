@@ -1,4 +1,4 @@
-package logfeed
+package quietfile
 
 import (
 	"bytes"
@@ -10,12 +10,14 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/procsupervisor/supervisor/internal/testenv"
 )
 
-// quietTestFile opens a new file in a temporary directory for appending,
-// and skips when that directory is on no filesystem quietWriter writes
+// testFile opens a new file in a temporary directory for appending,
+// and skips when that directory is on no filesystem Writer writes raw
 // (the test then proves nothing here).
-func quietTestFile(t *testing.T) (*os.File, string) {
+func testFile(t *testing.T) (*os.File, string) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "feed.json")
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o600)
@@ -27,24 +29,24 @@ func quietTestFile(t *testing.T) (*os.File, string) {
 	if err := unix.Fstatfs(int(f.Fd()), &fs); err != nil {
 		t.Fatal(err)
 	}
-	if !slices.Contains(quietFilesystems[:], int64(fs.Type)) {
-		t.Skipf("temporary directory on filesystem %#x, not a local one quietWriter knows", fs.Type)
+	if !slices.Contains(localFilesystems[:], int64(fs.Type)) {
+		testenv.Skip(t, "temporary directory on filesystem %#x, not a local one Writer knows", fs.Type)
 	}
 	return f, path
 }
 
-func TestQuietWriterOnlyLocalRegular(t *testing.T) {
-	f, _ := quietTestFile(t)
-	if newQuietWriter(f) == nil {
-		t.Error("a regular file on a local filesystem: no quietWriter")
+func TestOnlyLocalRegular(t *testing.T) {
+	f, _ := testFile(t)
+	if New(f) == nil {
+		t.Error("a regular file on a local filesystem: no Writer")
 	}
 	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer null.Close()
-	if newQuietWriter(null) != nil {
-		t.Error("/dev/null: got a quietWriter, want none (not a regular file)")
+	if New(null) != nil {
+		t.Error("/dev/null: got a Writer, want none (not a regular file)")
 	}
 	r, w, err := os.Pipe()
 	if err != nil {
@@ -52,8 +54,8 @@ func TestQuietWriterOnlyLocalRegular(t *testing.T) {
 	}
 	defer r.Close()
 	defer w.Close()
-	if newQuietWriter(w) != nil {
-		t.Error("a pipe: got a quietWriter, want none (a write can wait for its reader)")
+	if New(w) != nil {
+		t.Error("a pipe: got a Writer, want none (a write can wait for its reader)")
 	}
 	// /proc is no local disk filesystem: a regular file there is refused.
 	p, err := os.Open("/proc/self/status")
@@ -61,8 +63,8 @@ func TestQuietWriterOnlyLocalRegular(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	if newQuietWriter(p) != nil {
-		t.Error("/proc/self/status: got a quietWriter, want none (procfs)")
+	if New(p) != nil {
+		t.Error("/proc/self/status: got a Writer, want none (procfs)")
 	}
 }
 
@@ -75,25 +77,25 @@ func pattern(n int) []byte {
 	return b
 }
 
-func TestQuietWriterWritesAll(t *testing.T) {
+func TestWritesAll(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		sizes []int
 		slow  bool // every call counts as slow
 	}{
 		{name: "small", sizes: []int{1, 100, 4096}},
-		{name: "over a chunk", sizes: []int{quietChunk + 1, 3*quietChunk + 17}},
-		{name: "slow", sizes: []int{3*quietChunk + 5, 1000}, slow: true},
+		{name: "over a chunk", sizes: []int{Chunk + 1, 3*Chunk + 17}},
+		{name: "slow", sizes: []int{3*Chunk + 5, 1000}, slow: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.slow {
-				defer func(d time.Duration) { quietSlow = d }(quietSlow)
-				quietSlow = -1
+				defer func(d time.Duration) { slowCall = d }(slowCall)
+				slowCall = -1
 			}
-			f, path := quietTestFile(t)
-			q := newQuietWriter(f)
+			f, path := testFile(t)
+			q := New(f)
 			if q == nil {
-				t.Fatal("no quietWriter")
+				t.Fatal("no Writer")
 			}
 			var want []byte
 			for _, n := range tc.sizes {
@@ -119,11 +121,11 @@ func TestQuietWriterWritesAll(t *testing.T) {
 	}
 }
 
-func TestQuietWriterClosed(t *testing.T) {
-	f, _ := quietTestFile(t)
-	q := newQuietWriter(f)
+func TestClosed(t *testing.T) {
+	f, _ := testFile(t)
+	q := New(f)
 	if q == nil {
-		t.Fatal("no quietWriter")
+		t.Fatal("no Writer")
 	}
 	f.Close()
 	if n, err := q.Write([]byte("x\n")); n != 0 || !errors.Is(err, os.ErrClosed) {

@@ -1,0 +1,128 @@
+package quietfile
+
+import (
+	"errors"
+	"os"
+	"syscall"
+	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// Writer writes to one file, raw when it can (see the package comment).
+// One goroutine at a time may call Write.
+type Writer struct {
+	f  *os.File
+	rc syscall.RawConn
+	// loudUntil: writes go through the runtime until then.
+	loudUntil time.Time
+	// The current Write's bytes, progress and error, for writeFn.
+	p       []byte
+	n       int
+	err     error
+	writeFn func(fd uintptr) bool
+}
+
+// Chunk is the most one raw write(2) call is given.
+const Chunk = 256 << 10
+
+// loudFor is how long writes go through the runtime after a slow call.
+const loudFor = 10 * time.Second
+
+// slowCall is the longest a raw call may take before writes go through
+// the runtime for loudFor (a variable for the tests).
+var slowCall = 10 * time.Millisecond
+
+// localFilesystems are the filesystems whose files are written raw.
+var localFilesystems = [...]int64{
+	unix.EXT4_SUPER_MAGIC, // ext2, ext3 and ext4 share it
+	unix.XFS_SUPER_MAGIC,
+	unix.BTRFS_SUPER_MAGIC,
+	unix.TMPFS_MAGIC,
+	unix.F2FS_SUPER_MAGIC,
+	unix.OVERLAYFS_SUPER_MAGIC,
+}
+
+// New returns a Writer for f, or nil when f is not a regular file on one
+// of the local filesystems.
+func New(f *os.File) *Writer {
+	var st unix.Stat_t
+	if unix.Fstat(int(f.Fd()), &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return nil
+	}
+	var fs unix.Statfs_t
+	if unix.Fstatfs(int(f.Fd()), &fs) != nil || !local(int64(fs.Type)) {
+		return nil
+	}
+	rc, err := f.SyscallConn()
+	if err != nil {
+		return nil
+	}
+	w := &Writer{f: f, rc: rc}
+	w.writeFn = w.writeRaw
+	return w
+}
+
+func local(fsType int64) bool {
+	for _, m := range localFilesystems {
+		if fsType == m {
+			return true
+		}
+	}
+	return false
+}
+
+// Write writes p whole or says why not, as os.File.Write does.
+func (w *Writer) Write(p []byte) (int, error) {
+	if len(p) == 0 {
+		return 0, nil
+	}
+	if time.Now().Before(w.loudUntil) {
+		return w.f.Write(p)
+	}
+	w.p, w.n, w.err = p, 0, nil
+	err := w.rc.Write(w.writeFn)
+	n, werr := w.n, w.err
+	w.p, w.n, w.err = nil, 0, nil
+	if err != nil {
+		// The descriptor could not be held: the file was closed.
+		return 0, &os.PathError{Op: "write", Path: w.f.Name(), Err: os.ErrClosed}
+	}
+	if werr != nil || n == len(p) {
+		return n, werr
+	}
+	// A slow call: the rest through the runtime.
+	m, err := w.f.Write(p[n:])
+	return n + m, err
+}
+
+// writeRaw is the RawConn.Write callback: it writes w.p from w.n in calls
+// of at most Chunk bytes, and stops early after a slow call.
+func (w *Writer) writeRaw(fd uintptr) bool {
+	for w.n < len(w.p) {
+		chunk := w.p[w.n:]
+		if len(chunk) > Chunk {
+			chunk = chunk[:Chunk]
+		}
+		start := time.Now()
+		r, _, errno := unix.RawSyscall(unix.SYS_WRITE, fd, uintptr(unsafe.Pointer(&chunk[0])), uintptr(len(chunk)))
+		if errno == unix.EINTR {
+			continue
+		}
+		if errno != 0 {
+			w.err = &os.PathError{Op: "write", Path: w.f.Name(), Err: errno}
+			return true
+		}
+		if r == 0 {
+			w.err = &os.PathError{Op: "write", Path: w.f.Name(), Err: errors.New("wrote nothing")}
+			return true
+		}
+		w.n += int(r)
+		if now := time.Now(); now.Sub(start) > slowCall {
+			w.loudUntil = now.Add(loudFor)
+			return true
+		}
+	}
+	return true
+}
