@@ -82,6 +82,17 @@
  * wake_reader): a wake-up is a self-IPI, by far the largest cost of a record
  * in a virtual machine.
  *
+ * Where an exec's time goes, measured on Linux 6.18 in a 2-core PVM guest
+ * (kernel BPF statistics, a storm of one worker, each part left out in
+ * turn, medians of 3): 3.4 us per exec, of which the context 0.4, the
+ * three walks 0.4, the argument copy 0.2 and the clock read 0.35 (kvm-clock
+ * without a stable TSC: every read takes pvclock's shared last_value line);
+ * what remains, about 2 us, is the tracepoint's dispatch, the scratch
+ * entry and the record's copy into the shared ring. With two workers
+ * exec'ing at once the same program takes 5-6 us: the ring's lock and
+ * lines and that clock line pass from CPU to CPU. An empty tp_btf program
+ * on sched_process_exit runs 0.15-0.18 us on that host.
+ *
  * Not cached: the paths are walked at every exec. A cache keyed by dentry
  * could only be proved current with the rename and mount sequence counts
  * (rename_lock, mount_lock), which tp_btf programs cannot read (they are

@@ -42,6 +42,7 @@ func TestIntegrationEventsStream(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			started := time.Now()
 			if err := child.Start(); err != nil {
 				t.Fatal(err)
 			}
@@ -49,12 +50,14 @@ func TestIntegrationEventsStream(t *testing.T) {
 			testenv.Eventually(t, 30*time.Second, func() bool {
 				return strings.Contains(out.String(), fmt.Sprintf(`"kind":"fork","mechanism":"%s","pid":%d,`, mech, pid))
 			}, "no fork line for child %d in:\n%s", pid, out)
+			released := time.Now()
 			stdin.Close()
 			child.Wait()
 			// The child's exit line comes last of its lines (for netlink,
 			// after the reader's straggler poll).
 			testenv.Eventually(t, 30*time.Second, func() bool { return printedExit(out.String(), pid) },
 				"no exit line for child %d in:\n%s", pid, out)
+			printed := time.Now()
 			cancel()
 			select {
 			case code := <-done:
@@ -84,6 +87,25 @@ func TestIntegrationEventsStream(t *testing.T) {
 			}
 			if fork["token"] == nil || fork["ppid"] == nil || exit["exit_code"] != float64(7) {
 				t.Errorf("fork %v exit %v: want a token, a parent and exit code 7", fork, exit)
+			}
+			// Each line says when its event happened: the fork after the
+			// test started the child, the exit after it released it, both
+			// before the exit line was seen. (The kernel's stamps are
+			// converted with an offset of the wall clock sampled apart
+			// from them: a millisecond of slack.)
+			for _, c := range []struct {
+				kind      string
+				from, to  time.Time
+				fromLabel string
+			}{{"fork", started, printed, "the start"}, {"exit", released, printed, "the release"}} {
+				at, err := time.Parse(time.RFC3339Nano, fmt.Sprint(kinds[c.kind]["time"]))
+				if err != nil {
+					t.Errorf("%s line time %v: %v", c.kind, kinds[c.kind]["time"], err)
+					continue
+				}
+				if at.Before(c.from.Add(-time.Millisecond)) || at.After(c.to) {
+					t.Errorf("%s at %v, want after %s (%v) and before the line was seen (%v)", c.kind, at, c.fromLabel, c.from, c.to)
+				}
 			}
 			// eBPF reports the file the kernel ran: /bin/sh resolved.
 			sh, err := filepath.EvalSymlinks("/bin/sh")

@@ -11,9 +11,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/procsupervisor/supervisor/internal/api"
+	"github.com/procsupervisor/supervisor/internal/boottime"
 	"github.com/procsupervisor/supervisor/internal/events"
 	"github.com/procsupervisor/supervisor/internal/logfeed"
 	"github.com/procsupervisor/supervisor/internal/token"
@@ -141,13 +140,12 @@ type hub struct {
 	// The event path's own (drain goroutine): its encoding buffer, one
 	// for each view of other users' subscribers (empty when the view
 	// withheld nothing) with the event and parent it encoded, and the
-	// wall clock minus CLOCK_BOOTTIME, sampled every few seconds.
+	// clock that gives events their wall time.
 	evBuf         []byte
 	viewBuf       [views][]byte
 	limited       events.Event
 	limitedParent events.Desc
-	bootOff       int64
-	bootAt        int64
+	clock         boottime.Clock
 
 	claimMu  sync.Mutex
 	claimBuf []byte
@@ -350,7 +348,7 @@ func (h *hub) publishEvent(subs []*subscriber, ev *events.Event, a attribution, 
 	if !slices.ContainsFunc(subs, func(s *subscriber) bool { return s.kinds.Has(k) }) {
 		return // nobody asked for this kind: not even encoded
 	}
-	wall := h.wallOf(now, ev.Time)
+	wall := h.clock.Wall(now, ev.Time)
 	b := appendRecord(h.evBuf[:0], ev, a, wall, 0)
 	h.evBuf = b
 	var made uint8 // the views encoded for this event
@@ -383,11 +381,8 @@ func (h *hub) publishEvent(subs []*subscriber, ev *events.Event, a attribution, 
 // appendRecord appends ev as a stream record (AppendJSON with the time,
 // the attribution and what was withheld) and a newline.
 func appendRecord(b []byte, ev *events.Event, a attribution, wall time.Time, w withheld) []byte {
-	b = events.AppendJSONOmit(b, ev, omitOf(w))
+	b = events.AppendJSONTime(b, ev, omitOf(w), wall)
 	b = b[:len(b)-1] // reopen the object
-	b = append(b, `,"time":"`...)
-	b = wall.UTC().AppendFormat(b, time.RFC3339Nano)
-	b = append(b, '"')
 	if a.uidOK {
 		b = append(b, `,"uid":`...)
 		b = strconv.AppendUint(b, uint64(a.uid), 10)
@@ -572,25 +567,6 @@ func streamKind(k events.Kind) api.StreamKinds {
 		return api.StreamExit
 	}
 	return ^api.StreamKinds(0)
-}
-
-// wallOf returns the wall time of an event stamped in nanoseconds of
-// CLOCK_BOOTTIME, now when it is not stamped. Only the drain goroutine
-// calls it.
-func (h *hub) wallOf(now time.Time, boot uint64) time.Time {
-	if boot == 0 {
-		return now
-	}
-	if n := now.UnixNano(); n-h.bootAt > int64(5*time.Second) {
-		var ts unix.Timespec
-		if unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts) == nil {
-			h.bootOff, h.bootAt = time.Now().UnixNano()-ts.Nano(), n
-		}
-	}
-	if h.bootOff == 0 {
-		return now
-	}
-	return time.Unix(0, h.bootOff+int64(boot))
 }
 
 // claimRecord is a claim event on the wire (api.StreamRecord's fields).

@@ -2,6 +2,7 @@ package events
 
 import (
 	"strconv"
+	"time"
 	"unicode/utf8"
 
 	"github.com/procsupervisor/supervisor/internal/jsonx"
@@ -45,6 +46,18 @@ const (
 	OmitGroupLeaderID                      // group_leader.entity_id
 	OmitParentInteractive                  // parent.interactive
 )
+
+// AppendJSONTime is AppendJSONOmit with the event's wall time (see
+// internal/boottime) as "time", RFC 3339 in UTC with nanoseconds, after
+// the event's own fields: the time the daemon's stream and `events --json`
+// give every line.
+func AppendJSONTime(b []byte, ev *Event, o Omit, wall time.Time) []byte {
+	b = AppendJSONOmit(b, ev, o)
+	b = b[:len(b)-1] // reopen the object
+	b = append(b, `,"time":"`...)
+	b = wall.UTC().AppendFormat(b, time.RFC3339Nano)
+	return append(b, '"', '}')
+}
 
 // AppendJSONOmit is AppendJSON leaving out the fields of o. It does not
 // allocate when b has room.

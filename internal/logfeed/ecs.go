@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/procsupervisor/supervisor/internal/actions"
+	"github.com/procsupervisor/supervisor/internal/boottime"
 	"github.com/procsupervisor/supervisor/internal/events"
 	"github.com/procsupervisor/supervisor/internal/procfs"
 	"github.com/procsupervisor/supervisor/internal/token"
@@ -26,7 +27,7 @@ type host struct {
 	boot     string // boot id as a UUID, "" when unknown
 	version  string
 	pid      int
-	clock    bootClock
+	clock    boottime.Clock
 	names    *userdb.DB
 	argsMax  int // Config.ArgsBytes
 }

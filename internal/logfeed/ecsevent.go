@@ -201,7 +201,7 @@ func (x *ecs) procEvent(w *procLine, action string, ev *events.Event) {
 	now := time.Now()
 	w.names, w.argsMax = x.h.names.At(now), x.h.argsMax
 	w.user, w.group = lastName{}, lastName{}
-	t := x.h.clock.eventTime(now, ev.Time)
+	t := x.h.clock.Wall(now, ev.Time)
 	w.b = append(w.b, `{"@timestamp":`...)
 	w.b = w.appendTime(w.b, t)
 	w.b = append(w.b, x.procPrefix(action)...)
@@ -267,7 +267,7 @@ func (w *procLine) container(x *events.ExecInfo) {
 func (x *ecs) instance(w *procLine, now time.Time, pid int32, tok token.Token) {
 	var off int64
 	if tok.Prec == token.Ticks {
-		off = x.h.clock.bootOffset(now)
+		off = x.h.clock.Offset(now)
 	}
 	for i := range w.insts {
 		if c := &w.insts[i]; c.set && c.pid == pid && c.tok == tok && c.off == off {
@@ -279,7 +279,7 @@ func (x *ecs) instance(w *procLine, now time.Time, pid int32, tok token.Token) {
 	w.b = strconv.AppendInt(w.b, int64(pid), 10)
 	if !tok.IsZero() {
 		w.tok(`,"entity_id":`, tok)
-		if st, ok := x.h.clock.startTime(now, tok); ok {
+		if st, ok := startTime(&x.h.clock, now, tok); ok {
 			w.time(`,"start":`, st)
 		}
 	}

@@ -22,8 +22,7 @@ import (
 func encoders(t testing.TB) func(action string, ev *events.Event) (got, want []byte) {
 	h := newHost(Config{Hostname: "host \"q\"", Version: "1.2", Boot: sampleExec().Token.Boot,
 		Names: userdb.New("../userdb/testdata/passwd", "../userdb/testdata/group")})
-	h.clock.offset.Store(1_700_000_000_000_000_000)
-	h.clock.sampled.Store(1 << 62) // never resampled
+	h.clock.Pin(1_700_000_000_000_000_000) // never resampled
 	x := newECS(h)
 	// One procLine for every line, as a capture keeps it: what it kept of
 	// earlier lines must not show in later ones.
@@ -303,8 +302,7 @@ func TestProcLineKeeps(t *testing.T) {
 	}
 	h := newHost(Config{Hostname: "vm", Boot: sampleExec().Token.Boot,
 		Names: userdb.New("../userdb/testdata/passwd", "../userdb/testdata/group")})
-	h.clock.offset.Store(1_700_000_000_000_000_000)
-	h.clock.sampled.Store(1 << 62)
+	h.clock.Pin(1_700_000_000_000_000_000)
 	x := newECS(h)
 	base := richExec()
 	other := base
@@ -331,7 +329,7 @@ func TestProcLineKeeps(t *testing.T) {
 		{"fork", ActionProcessStarted, fork, nil},
 		{"the pid reused", ActionProcessExec, pidReused, nil},
 		{"no terminal", ActionProcessExec, noTTY, nil},
-		{"the wall clock stepped", ActionProcessExec, base, func() { h.clock.offset.Add(3_600_000_000_000) }},
+		{"the wall clock stepped", ActionProcessExec, base, func() { h.clock.Pin(1_700_000_000_000_000_000 + 3_600_000_000_000) }},
 		{"another user database", ActionProcessExec, base, func() { h.names = userdb.New(passwd, filepath.Join(dir, "group")) }},
 		{"no user database", ActionProcessExec, base, func() { h.names = nil }},
 		{"back to the first", ActionProcessExec, base, nil},

@@ -25,7 +25,7 @@ func (x *ecs) refEvent(c *capture, ev *events.Event) {
 		types = typeStart
 	}
 	now := time.Now()
-	t := x.h.clock.eventTime(now, ev.Time)
+	t := x.h.clock.Wall(now, ev.Time)
 	e := x.begin(c, t)
 	eventObject(e, c.action, types, "", "")
 
@@ -34,7 +34,7 @@ func (x *ecs) refEvent(c *capture, ev *events.Event) {
 	p := e.CreateDict().Int32("pid", ev.Pid)
 	if !ev.Token.IsZero() {
 		p.Bytes("entity_id", ev.Token.Append(tok[:0]))
-		if st, ok := x.h.clock.startTime(now, ev.Token); ok {
+		if st, ok := startTime(&x.h.clock, now, ev.Token); ok {
 			p.RawJSON("start", appendTime(ts[:0], st))
 		}
 	}
@@ -62,7 +62,7 @@ func (x *ecs) refEvent(c *capture, ev *events.Event) {
 		pp := p.CreateDict().Int32("pid", ev.PPid)
 		if !ev.ParentToken.IsZero() {
 			pp.Bytes("entity_id", ev.ParentToken.Append(tok[:0]))
-			if st, ok := x.h.clock.startTime(now, ev.ParentToken); ok {
+			if st, ok := startTime(&x.h.clock, now, ev.ParentToken); ok {
 				pp.RawJSON("start", appendTime(ts[:0], st))
 			}
 		}

@@ -123,14 +123,14 @@ func (x *ocsf) event(c *capture, ev *events.Event) {
 		activity = ocsfTerminate
 	}
 	now := time.Now()
-	t := x.h.clock.eventTime(now, ev.Time)
+	t := x.h.clock.Wall(now, ev.Time)
 	e := x.begin(c, t, activity, "")
 	var tok [80]byte
 
 	p := e.CreateDict().Int32("pid", ev.Pid)
 	if !ev.Token.IsZero() {
 		p.Bytes("uid", ev.Token.Append(tok[:0]))
-		if st, ok := x.h.clock.startTime(now, ev.Token); ok {
+		if st, ok := startTime(&x.h.clock, now, ev.Token); ok {
 			p.Int64("created_time", st.UnixMilli())
 		}
 	}
@@ -144,7 +144,7 @@ func (x *ocsf) event(c *capture, ev *events.Event) {
 		parent = p.CreateDict().Int32("pid", ev.PPid)
 		if !ev.ParentToken.IsZero() {
 			parent.Bytes("uid", ev.ParentToken.Append(tok[:0]))
-			if st, ok := x.h.clock.startTime(now, ev.ParentToken); ok {
+			if st, ok := startTime(&x.h.clock, now, ev.ParentToken); ok {
 				parent.Int64("created_time", st.UnixMilli())
 			}
 		}

@@ -16,8 +16,8 @@ import (
 	"github.com/procsupervisor/supervisor/internal/testenv"
 )
 
-// boottime reads CLOCK_BOOTTIME, the clock of events.Event.Time.
-func boottime(t *testing.T) uint64 {
+// bootNow reads CLOCK_BOOTTIME, the clock of events.Event.Time.
+func bootNow(t *testing.T) uint64 {
 	t.Helper()
 	var ts unix.Timespec
 	if err := unix.ClockGettime(unix.CLOCK_BOOTTIME, &ts); err != nil {
@@ -78,13 +78,13 @@ func realEvents(t *testing.T) *procEvents {
 	}
 	selfStat := self.Stat()
 	fork := events.Event{Kind: events.Fork, Mechanism: events.EBPF, Pid: pid, PPid: int32(os.Getpid()),
-		Token: pe.child, ParentToken: pe.parent, Comm: selfStat.Comm, Time: boottime(t)}
+		Token: pe.child, ParentToken: pe.parent, Comm: selfStat.Comm, Time: bootNow(t)}
 	execEv := fork
 	execEv.Kind, execEv.Comm, execEv.Exe, execEv.Argv = events.Exec, st.Comm, pe.exe, pe.argv
 	cmd.Process.Signal(syscall.SIGKILL)
 	cmd.Wait()
 	exit := execEv
-	exit.Kind, exit.Exe, exit.Argv, exit.Time = events.Exit, "", nil, boottime(t)
+	exit.Kind, exit.Exe, exit.Argv, exit.Time = events.Exit, "", nil, bootNow(t)
 	exit.Status = uint32(cmd.ProcessState.Sys().(syscall.WaitStatus))
 	pe.killedBy = "SIGKILL"
 

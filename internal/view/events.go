@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/procsupervisor/supervisor/internal/api"
+	"github.com/procsupervisor/supervisor/internal/boottime"
 	"github.com/procsupervisor/supervisor/internal/events"
 )
 
@@ -329,9 +330,10 @@ func padRight(b []byte, s string, w int) []byte {
 // Record fills r from a local mechanism's event, as the daemon would
 // stream it (without claim, which a local mechanism does not know). Argv
 // is rendered as soon as a mechanism fills it; the uid is the real uid of
-// the exec context, when the mechanism captured one.
-func Record(r *api.StreamRecord, ev *events.Event, now time.Time) {
-	*r = api.StreamRecord{Kind: ev.Kind.String(), Mechanism: string(ev.Mechanism), Time: now.Format(time.RFC3339Nano),
+// the exec context, when the mechanism captured one. wall is the event's
+// time (boottime.Clock.Wall of its stamp).
+func Record(r *api.StreamRecord, ev *events.Event, wall time.Time) {
+	*r = api.StreamRecord{Kind: ev.Kind.String(), Mechanism: string(ev.Mechanism), Time: wall.UTC().Format(time.RFC3339Nano),
 		Pid: ev.Pid, PPid: ev.PPid, Comm: ev.CommString(), Exe: ev.Exe, Argv: ev.Argv, Count: ev.Count, Inferred: ev.Inferred}
 	if ev.Kind == events.Exec && ev.Tid != ev.Pid {
 		r.Tid = ev.Tid
@@ -374,6 +376,7 @@ type EventPrinter struct {
 	buf    []byte
 	rec    api.StreamRecord
 	forks  map[int32]time.Time // fork times of live processes, for durations
+	clock  boottime.Clock      // the wall time of a local mechanism's events
 	closed bool
 }
 
@@ -442,21 +445,22 @@ func (p *EventPrinter) flushLoop() {
 func (p *EventPrinter) Event(ev *events.Event) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	wall := p.clock.Wall(time.Now(), ev.Time)
 	if p.opt.JSON && p.f.all() {
 		// Unfiltered JSON needs no record: the event's own encoding,
 		// without an allocation.
 		if !p.closed {
-			p.buf = append(events.AppendJSON(p.buf[:0], ev), '\n')
+			p.buf = append(events.AppendJSONTime(p.buf[:0], ev, 0, wall), '\n')
 			p.w.Write(p.buf)
 		}
 		return
 	}
-	Record(&p.rec, ev, time.Now())
+	Record(&p.rec, ev, wall)
 	if !p.show() {
 		return
 	}
 	if p.opt.JSON {
-		p.buf = append(events.AppendJSON(p.buf[:0], ev), '\n')
+		p.buf = append(events.AppendJSONTime(p.buf[:0], ev, 0, wall), '\n')
 	} else {
 		p.buf = p.text(p.buf[:0])
 	}

@@ -216,12 +216,34 @@ func TestEventPrinter(t *testing.T) {
 	if err := p.Line([]byte(`{"kind":`)); err == nil {
 		t.Error("a malformed line was accepted")
 	}
-	ev := events.Event{Kind: events.Exit, Mechanism: events.Netlink, Pid: 4, Token: token.Token{Start: 1, Prec: token.Ticks}}
+	// A local event's time is its stamp on the wall clock.
+	p.clock.Pin(1_767_323_045_000_000_000)
+	ev := events.Event{Kind: events.Exit, Mechanism: events.Netlink, Pid: 4, Token: token.Token{Start: 1, Prec: token.Ticks}, Time: 7_000_000_123}
 	p.Event(&ev)
 	p.Close()
-	want := line + "\n" + string(events.AppendJSON(nil, &ev)) + "\n"
+	local := `{"kind":"exit","mechanism":"netlink","pid":4,"ppid":0,"token":"v1:t:00000000000000000000000000000000:1:-","parent_token":null,"comm":"","exit_code":0,"time":"2026-01-02T03:04:12.000000123Z"}`
+	if got := string(events.AppendJSONTime(nil, &ev, 0, time.Unix(0, 1_767_323_052_000_000_123))); got != local {
+		t.Fatalf("AppendJSONTime = %s, want %s", got, local)
+	}
+	want := line + "\n" + local + "\n"
 	if w.String() != want {
 		t.Errorf("JSON output =\n%s\nwant\n%s", w.String(), want)
+	}
+
+	// An unstamped event (polling) is timed when it is printed.
+	w.Reset()
+	p, _ = NewEventPrinter(&w, EventOptions{JSON: true})
+	ev.Time = 0
+	before := time.Now()
+	p.Event(&ev)
+	after := time.Now()
+	p.Close()
+	var rec struct{ Time time.Time }
+	if err := json.Unmarshal(w.Bytes(), &rec); err != nil {
+		t.Fatalf("%q: %v", w.String(), err)
+	}
+	if rec.Time.Before(before.Truncate(time.Microsecond)) || rec.Time.After(after) {
+		t.Errorf("unstamped event timed %v, want between %v and %v", rec.Time, before, after)
 	}
 
 	w.Reset()

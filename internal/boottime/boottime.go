@@ -1,0 +1,71 @@
+// Package boottime converts stamps of CLOCK_BOOTTIME, the clock the
+// kernel's process events are stamped with (eBPF records read it, the proc
+// connector's monotonic stamps are moved onto it, tick tokens count from
+// boot), to wall-clock time.
+//
+// The offset between the two clocks (wall ns minus boot ns) moves only when
+// the wall clock is stepped or slewed, so a Clock samples it at most every
+// Resample and converts with the sample: a stamp becomes the wall time it
+// had under the offset of the last few seconds. A wall clock stepped since
+// shows in the conversions within Resample. CLOCK_BOOTTIME is read with a
+// raw system call, which the Go runtime does not see: it never blocks, and
+// a call through the runtime's system call path wakes its sleeping sysmon
+// thread, which then ticks every 20 µs while the event path is busy.
+//
+// Outside Linux there is no CLOCK_BOOTTIME to read: the offset is unknown
+// and every conversion gives the time of the call (the caller's now).
+package boottime
+
+import (
+	"math"
+	"sync/atomic"
+	"time"
+)
+
+// Resample is how long a sampled offset is trusted.
+const Resample = 5 * time.Second
+
+// Clock converts boot-time stamps to wall time. The zero value is ready;
+// it is safe for concurrent use.
+type Clock struct {
+	offset  atomic.Int64 // wall ns - boot ns; 0 when unknown
+	sampled atomic.Int64 // wall ns of the last sample
+}
+
+// Offset returns wall ns minus boot ns as sampled within Resample of now,
+// or 0 when CLOCK_BOOTTIME cannot be read.
+func (c *Clock) Offset(now time.Time) int64 {
+	n := now.UnixNano()
+	if n-c.sampled.Load() < int64(Resample) {
+		return c.offset.Load()
+	}
+	c.sampled.Store(n)
+	boot, ok := Now()
+	if !ok {
+		return 0
+	}
+	off := time.Now().UnixNano() - boot
+	c.offset.Store(off)
+	return off
+}
+
+// Wall returns the wall time of stamp (ns of CLOCK_BOOTTIME), or now when
+// the stamp is 0 (the mechanism gave none) or the offset is unknown.
+func (c *Clock) Wall(now time.Time, stamp uint64) time.Time {
+	if stamp == 0 {
+		return now
+	}
+	off := c.Offset(now)
+	if off == 0 {
+		return now
+	}
+	return time.Unix(0, off+int64(stamp))
+}
+
+// Pin makes c convert with offset (wall ns minus boot ns) from now on,
+// never sampling again: for a replay, or a test that must convert a stamp
+// the same way twice.
+func (c *Clock) Pin(offset int64) {
+	c.offset.Store(offset)
+	c.sampled.Store(math.MaxInt64)
+}
