@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/procsupervisor/supervisor/internal/procfs"
 	"github.com/procsupervisor/supervisor/internal/token"
@@ -429,5 +430,17 @@ func TestAbsentParts(t *testing.T) {
 		if c.Complete() != tc.complete {
 			t.Errorf("Complete() with %s absent = %v, want %v", tc.names, c.Complete(), tc.complete)
 		}
+	}
+}
+
+// BenchmarkAppendJSONTime is AppendJSON with the line's time, as `events
+// --json` and the daemon's stream write it.
+func BenchmarkAppendJSONTime(b *testing.B) {
+	ev := encodeCases[1].ev
+	buf := make([]byte, 0, 4096)
+	wall := time.Unix(1_767_323_045, 123_456_789)
+	b.ReportAllocs()
+	for b.Loop() {
+		buf = AppendJSONTime(buf[:0], &ev, 0, wall)
 	}
 }
