@@ -358,8 +358,10 @@ func Record(r *api.StreamRecord, ev *events.Event, wall time.Time) {
 }
 
 // EventPrinter prints the records that pass its filter, text or JSON,
-// into a buffer flushed every events.FlushEvery once started, and on
-// Close. The text header is written first, when the printer is made;
+// into a buffer flushed events.FlushEvery after the first line written
+// since the last flush, once started, and on Close: a printer with
+// nothing to print does not wake (a free-running ticker woke it ten times
+// a second). The text header is written first, when the printer is made;
 // nothing is flushed before Start, so that a command that fails before
 // it streams prints nothing (Abort). Event and Line may be called from
 // any goroutine, before Start too.
@@ -367,6 +369,7 @@ type EventPrinter struct {
 	opt     EventOptions
 	stop    chan struct{}
 	done    chan struct{}
+	dirty   chan struct{} // a flush is due: the first line since the last
 	started bool
 
 	mu     sync.Mutex
@@ -377,6 +380,7 @@ type EventPrinter struct {
 	rec    api.StreamRecord
 	forks  map[int32]time.Time // fork times of live processes, for durations
 	clock  boottime.Clock      // the wall time of a local mechanism's events
+	armed  bool                // a flush is due (dirty was sent)
 	closed bool
 }
 
@@ -400,13 +404,13 @@ func NewEventPrinter(w io.Writer, o EventOptions) (*EventPrinter, error) {
 		return nil, err
 	}
 	p := &EventPrinter{opt: o, f: f, out: w, w: bufio.NewWriterSize(w, printBuffer), forks: map[int32]time.Time{},
-		stop: make(chan struct{}), done: make(chan struct{})}
+		stop: make(chan struct{}), done: make(chan struct{}), dirty: make(chan struct{}, 1)}
 	if !o.JSON {
 		h := EventHeader
 		if o.Tokens {
 			h = EventHeaderTokens
 		}
-		p.w.WriteString(h)
+		p.write([]byte(h))
 	}
 	return p, nil
 }
@@ -427,18 +431,36 @@ func (p *EventPrinter) Filter() *EventFilter { return p.f }
 
 func (p *EventPrinter) flushLoop() {
 	defer close(p.done)
-	tick := time.NewTicker(events.FlushEvery)
-	defer tick.Stop()
+	t := time.NewTimer(events.FlushEvery)
+	t.Stop()
+	defer t.Stop()
 	for {
 		select {
 		case <-p.stop:
 			return
-		case <-tick.C:
+		case <-p.dirty:
+			t.Reset(events.FlushEvery)
+		case <-t.C:
 			p.mu.Lock()
 			p.w.Flush()
+			p.armed = false
 			p.mu.Unlock()
 		}
 	}
+}
+
+// write buffers b and, for the first line since the last flush, has the
+// flusher flush events.FlushEvery later. p.mu is held.
+func (p *EventPrinter) write(b []byte) error {
+	_, err := p.w.Write(b)
+	if !p.armed {
+		p.armed = true
+		select {
+		case p.dirty <- struct{}{}:
+		default: // one is pending: the flush it asks for is still due
+		}
+	}
+	return err
 }
 
 // Event prints a local mechanism's event.
@@ -451,7 +473,7 @@ func (p *EventPrinter) Event(ev *events.Event) {
 		// without an allocation.
 		if !p.closed {
 			p.buf = append(events.AppendJSONTime(p.buf[:0], ev, 0, wall), '\n')
-			p.w.Write(p.buf)
+			p.write(p.buf)
 		}
 		return
 	}
@@ -464,7 +486,7 @@ func (p *EventPrinter) Event(ev *events.Event) {
 	} else {
 		p.buf = p.text(p.buf[:0])
 	}
-	p.w.Write(p.buf)
+	p.write(p.buf)
 }
 
 // Line prints one record of the daemon's stream; in JSON, the line as it
@@ -484,8 +506,7 @@ func (p *EventPrinter) Line(line []byte) error {
 	} else {
 		p.buf = p.text(p.buf[:0])
 	}
-	_, err := p.w.Write(p.buf)
-	return err
+	return p.write(p.buf)
 }
 
 // show runs the filter on p.rec and keeps fork times. p.mu is held.

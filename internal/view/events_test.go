@@ -8,11 +8,13 @@ import (
 	"flag"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/procsupervisor/supervisor/internal/api"
 	"github.com/procsupervisor/supervisor/internal/events"
+	"github.com/procsupervisor/supervisor/internal/testenv"
 	"github.com/procsupervisor/supervisor/internal/token"
 )
 
@@ -315,4 +317,53 @@ func FuzzEventLine(f *testing.F) {
 			}
 		}
 	})
+}
+
+// countWriter counts the writes that reach it.
+type countWriter struct {
+	mu sync.Mutex
+	n  int
+	b  bytes.Buffer
+}
+
+func (c *countWriter) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.n++
+	return c.b.Write(p)
+}
+
+func (c *countWriter) writes() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.n
+}
+
+// TestEventPrinterFlushOnDemand: a line is flushed about FlushEvery after
+// it was printed, and a printer with nothing left to flush has no flush
+// due (no timer that would wake it): nothing pending, nothing armed.
+func TestEventPrinterFlushOnDemand(t *testing.T) {
+	var w countWriter
+	p, _ := NewEventPrinter(&w, EventOptions{JSON: true})
+	p.Start()
+	defer p.Close()
+	idle := func() bool {
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		return !p.armed && len(p.dirty) == 0 && p.w.Buffered() == 0
+	}
+	if !idle() {
+		t.Fatal("a printer that printed nothing has a flush due")
+	}
+	for round := 1; round <= 2; round++ {
+		ev := events.Event{Kind: events.Exit, Mechanism: events.Netlink, Pid: int32(round)}
+		p.Event(&ev)
+		p.Event(&ev)
+		testenv.Eventually(t, 10*time.Second, func() bool { return w.writes() >= round },
+			"round %d: %d writes, want %d", round, w.writes(), round)
+		testenv.Eventually(t, 10*time.Second, idle, "round %d: a flush still due after the flush", round)
+	}
+	if got := strings.Count(w.b.String(), "\n"); got != 4 {
+		t.Errorf("%d lines flushed, want 4", got)
+	}
 }
