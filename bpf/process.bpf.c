@@ -87,8 +87,10 @@
  * turn, medians of 3): 3.4 us per exec, of which the context 0.4, the
  * three walks 0.4, the argument copy 0.2 and the clock read 0.35 (kvm-clock
  * without a stable TSC: every read takes pvclock's shared last_value line);
- * what remains, about 2 us, is the tracepoint's dispatch, the scratch
- * entry and the record's copy into the shared ring. With two workers
+ * the record's output into the shared ring 1.3 (bpf_ringbuf_output: the
+ * ring's lock, taken with interrupts off, and the copy into lines last
+ * touched a lap ago); about 0.7 remain for the dispatch, the ids and the
+ * scratch entry. With two workers
  * exec'ing at once the same program takes 5-6 us: the ring's lock and
  * lines and that clock line pass from CPU to CPU. An empty tp_btf program
  * on sched_process_exit runs 0.15-0.18 us on that host.
