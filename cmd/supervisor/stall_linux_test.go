@@ -85,7 +85,11 @@ func testJobReleaseResumed(t *testing.T, flags ...string) {
 	state, sock := newDirs(t)
 	d := startDaemon(t, state, sock, flags...)
 	kid := filepath.Join(t.TempDir(), "kid")
-	j := d.launch(t, "--detach", "--", "sh", "-c", `(trap "" TERM; exec sleep 1000) & echo $! > `+kid+`; wait`)
+	// The child writes its pid only once it ignores SIGTERM: written by
+	// the parent at the fork, the pid could be read (and the release
+	// sent) before the child had run its trap, and a loaded host killed
+	// it with the root (the release then ended within the 2 s below).
+	j := d.launch(t, "--detach", "--", "sh", "-c", `sh -c 'trap "" TERM; echo $$ > `+kid+`; exec sleep 1000' & wait`)
 	kidPid, kidTok := readPid(t, kid)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
