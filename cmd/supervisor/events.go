@@ -14,6 +14,7 @@ import (
 	"github.com/procsupervisor/supervisor/internal/lineage"
 	"github.com/procsupervisor/supervisor/internal/local"
 	"github.com/procsupervisor/supervisor/internal/quietfile"
+	"github.com/procsupervisor/supervisor/internal/redact"
 	"github.com/procsupervisor/supervisor/internal/token"
 	"github.com/procsupervisor/supervisor/internal/tracker"
 	"github.com/procsupervisor/supervisor/internal/view"
@@ -21,7 +22,7 @@ import (
 
 func init() {
 	register("events", "stream process and claim events (fork, exec, exit, lost, claim) as they happen", runEvents,
-		`events [--socket PATH | --mechanism M] [--json] [--tokens] [--pid P] [--tree P] [--claim ID] [--kind K,..] [--comm C]
+		`events [--socket PATH | --mechanism M] [--json] [--tokens] [--pid P] [--tree P] [--claim ID] [--kind K,..] [--comm C] [--redact-args PATTERN]...
 
 Streams events until SIGINT or SIGTERM, a line each: time, kind, pid, ppid,
 uid, command line, exit code and duration. Reads the daemon's stream when
@@ -35,7 +36,10 @@ context (exe, argv, args_count, args_truncated, args_redacted, working_directory
 users, leaders, tty, vpid, cgroup, container, parent; absent when unknown);
 invalid_utf8, the texts whose bytes were not UTF-8 (written as U+FFFD);
 from the daemon also time, uid, claim, withheld (what a user other than
-root is not shown), and claim events. Exit codes: 0
+root is not shown), and claim events. --redact-args hides the arguments
+a pattern matches (as the daemon's redact_args, see supervisor.conf.md)
+in what a local mechanism prints; the daemon's stream is redacted by the
+daemon's own patterns, so with the stream the flag is refused. Exit codes: 0
 stopped by a signal, 64 bad arguments, 69 the mechanism cannot run here or
 the daemon stopped, 75 busy (stream cap), 77 refused, 70 other errors.`)
 	register("tree", "print the process lineage as the graph knows it", runTree,
@@ -52,6 +56,19 @@ lineage of processes init adopted long ago. A local run (no daemon, or
 77 refused, 70 other errors.`)
 }
 
+// redactFlag collects the --redact-args patterns of a command, in order.
+type redactFlag []string
+
+func (r *redactFlag) String() string { return strings.Join(*r, " ") }
+
+func (r *redactFlag) Set(s string) error {
+	if s == "" {
+		return errors.New("an empty pattern")
+	}
+	*r = append(*r, s)
+	return nil
+}
+
 // mechanismFlag adds --mechanism to a command's flags.
 func mechanismFlag(fs *flag.FlagSet, def string) *string {
 	return fs.String("mechanism", def, "event mechanism: "+strings.Join(tracker.Mechanisms, "|"))
@@ -61,8 +78,14 @@ func runEvents(ctx context.Context, env *cliEnv, args []string) error {
 	fs := newFlags("events")
 	mech, sock := mechanismFlag(fs, ""), socketFlag(fs)
 	o := view.EventFlags(fs)
+	var pats redactFlag
+	fs.Var(&pats, "redact-args", "argument redaction `pattern` for a local mechanism (repeat for more): NAME=VALUE, 'FLAG NEXT' or GLOB")
 	if _, err := parse(env, fs, args, 0, 0, ""); err != nil {
 		return err
+	}
+	rules, err := redact.Parse(pats)
+	if err != nil {
+		return fail(exitUsage, "--redact-args: %v", err)
 	}
 	p, err := view.NewEventPrinter(quietStdout(env.stdout), *o)
 	if err != nil {
@@ -73,6 +96,12 @@ func runEvents(ctx context.Context, env *cliEnv, args []string) error {
 		c := dial(*sock)
 		defer c.Close()
 		st, err := c.Events(ctx, p.Filter().StreamKinds())
+		if err == nil && !rules.Empty() {
+			// The stream's lines are printed as the daemon wrote them:
+			// patterns of this command could not hide anything in them.
+			st.Close()
+			return fail(exitUsage, "--redact-args: the daemon's stream at %s is redacted by the daemon's own patterns (redact_args); add --mechanism to watch with these", c.Socket())
+		}
 		if err == nil {
 			fmt.Fprintf(env.stderr, "supervisor events: the daemon's stream at %s\n", c.Socket())
 			err = p.Copy(ctx, st)
@@ -88,7 +117,7 @@ func runEvents(ctx context.Context, env *cliEnv, args []string) error {
 		return fail(exitUsage, "%v", err)
 	}
 	daemon.SetGCPercent() // short-lived event garbage, as in the daemon
-	t, err := local.Start(ctx, *mech, p.Event)
+	t, err := local.Start(ctx, *mech, p.Event, rules)
 	if err != nil {
 		p.Abort()
 		return apiFail(err)
@@ -135,7 +164,7 @@ func runTree(ctx context.Context, env *cliEnv, args []string) error {
 		}
 		*mech = "proc"
 	}
-	t, err := local.Start(ctx, *mech, nil)
+	t, err := local.Start(ctx, *mech, nil, nil)
 	if err != nil {
 		return apiFail(err)
 	}

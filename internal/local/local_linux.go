@@ -9,6 +9,7 @@ import (
 	"github.com/procsupervisor/supervisor/internal/execcache"
 	"github.com/procsupervisor/supervisor/internal/pidfd"
 	"github.com/procsupervisor/supervisor/internal/procfs"
+	"github.com/procsupervisor/supervisor/internal/redact"
 	"github.com/procsupervisor/supervisor/internal/token"
 	"github.com/procsupervisor/supervisor/internal/tracker"
 	"github.com/procsupervisor/supervisor/internal/verdict"
@@ -41,18 +42,19 @@ func ReadToken(ctx context.Context, pid int32) (token.Token, error) {
 }
 
 // Start starts the named event mechanism for this boot, onEvent (may be
-// nil) seeing every event. An unknown name wraps
+// nil) seeing every event, its exec arguments rewritten by rules (nil for
+// none) before it does. An unknown name wraps
 // tracker.ErrUnknownMechanism; one that cannot run, ErrUnavailable.
-func Start(ctx context.Context, mech string, onEvent func(*events.Event)) (*tracker.Tracker, error) {
+func Start(ctx context.Context, mech string, onEvent func(*events.Event), rules *redact.Rules) (*tracker.Tracker, error) {
 	b, err := boot()
 	if err != nil {
 		return nil, err
 	}
-	return start(ctx, mech, b, onEvent)
+	return start(ctx, mech, b, onEvent, rules)
 }
 
-func start(ctx context.Context, mech string, b procfs.BootID, onEvent func(*events.Event)) (*tracker.Tracker, error) {
-	opts := tracker.Options{Mechanism: mech, Boot: b, OnEvent: onEvent}
+func start(ctx context.Context, mech string, b procfs.BootID, onEvent func(*events.Event), rules *redact.Rules) (*tracker.Tracker, error) {
+	opts := tracker.Options{Mechanism: mech, Boot: b, OnEvent: onEvent, Redact: rules}
 	if onEvent != nil {
 		// Whoever sees the events reads their exec context too (eBPF
 		// captures it; netlink and polling read it from /proc).
@@ -79,7 +81,7 @@ func Judge(ctx context.Context, mech string, pid int32, claim token.Token) (verd
 	}
 	var t *tracker.Tracker
 	if mech != "" {
-		if t, err = start(ctx, mech, b, nil); err != nil {
+		if t, err = start(ctx, mech, b, nil, nil); err != nil {
 			return verdict.Verdict{}, err
 		}
 		defer t.Close()
@@ -97,7 +99,7 @@ func Kill(ctx context.Context, mech string, pid int32, claim token.Token, o acti
 	if err != nil {
 		return actions.Outcome{}, err
 	}
-	t, err := start(ctx, mech, b, nil)
+	t, err := start(ctx, mech, b, nil, nil)
 	if err != nil {
 		return actions.Outcome{}, err
 	}

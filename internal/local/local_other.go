@@ -8,6 +8,7 @@ import (
 
 	"github.com/procsupervisor/supervisor/internal/events"
 	"github.com/procsupervisor/supervisor/internal/fallback"
+	"github.com/procsupervisor/supervisor/internal/redact"
 	"github.com/procsupervisor/supervisor/internal/tracker"
 )
 
@@ -22,6 +23,6 @@ func mapErr(err error) error {
 }
 
 // Start refuses: the event mechanisms run on Linux only.
-func Start(ctx context.Context, mech string, onEvent func(*events.Event)) (*tracker.Tracker, error) {
+func Start(ctx context.Context, mech string, onEvent func(*events.Event), rules *redact.Rules) (*tracker.Tracker, error) {
 	return nil, mark(ErrUnavailable, errors.New("process events are watched on Linux only"))
 }
