@@ -36,10 +36,10 @@ context (exe, argv, args_count, args_truncated, args_redacted, working_directory
 users, leaders, tty, vpid, cgroup, container, parent; absent when unknown);
 invalid_utf8, the texts whose bytes were not UTF-8 (written as U+FFFD);
 from the daemon also time, uid, claim, withheld (what a user other than
-root is not shown), and claim events. --redact-args hides the arguments
-a pattern matches (as the daemon's redact_args, see supervisor.conf.md)
-in what a local mechanism prints; the daemon's stream is redacted by the
-daemon's own patterns, so with the stream the flag is refused. Exit codes: 0
+root is not shown), and claim events. A local mechanism's arguments are
+redacted by the installed config's redact_args (see supervisor.conf.md),
+or by --redact-args patterns instead; the daemon's stream is redacted by
+the daemon's own patterns, so with the stream the flag is refused. Exit codes: 0
 stopped by a signal, 64 bad arguments, 69 the mechanism cannot run here or
 the daemon stopped, 75 busy (stream cap), 77 refused, 70 other errors.`)
 	register("tree", "print the process lineage as the graph knows it", runTree,
@@ -87,6 +87,12 @@ func runEvents(ctx context.Context, env *cliEnv, args []string) error {
 	if err != nil {
 		return fail(exitUsage, "--redact-args: %v", err)
 	}
+	var cfgErr error
+	if len(pats) == 0 {
+		// A local mechanism is redacted as the daemon would be, by the
+		// installed config's patterns (as a local tree is).
+		rules, cfgErr = daemon.InstalledRedaction()
+	}
 	p, err := view.NewEventPrinter(quietStdout(env.stdout), *o)
 	if err != nil {
 		return fail(exitUsage, "%v", err)
@@ -96,10 +102,11 @@ func runEvents(ctx context.Context, env *cliEnv, args []string) error {
 		c := dial(*sock)
 		defer c.Close()
 		st, err := c.Events(ctx, p.Filter().StreamKinds())
-		if err == nil && !rules.Empty() {
+		if err == nil && len(pats) > 0 {
 			// The stream's lines are printed as the daemon wrote them:
 			// patterns of this command could not hide anything in them.
 			st.Close()
+			p.Abort()
 			return fail(exitUsage, "--redact-args: the daemon's stream at %s is redacted by the daemon's own patterns (redact_args); add --mechanism to watch with these", c.Socket())
 		}
 		if err == nil {
@@ -112,6 +119,11 @@ func runEvents(ctx context.Context, env *cliEnv, args []string) error {
 			return nil
 		}
 		*mech = "auto"
+	}
+	if cfgErr != nil {
+		// Printing every argv would bypass patterns this user cannot read.
+		p.Abort()
+		return fail(exitSoftware, "the installed config's redaction patterns: %v (give --redact-args to use others)", cfgErr)
 	}
 	if err := p.Filter().Local(); err != nil {
 		return fail(exitUsage, "%v", err)

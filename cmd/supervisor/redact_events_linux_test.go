@@ -115,7 +115,7 @@ func TestIntegrationRedactEventsStreamRefused(t *testing.T) {
 	out, errb := &lockedBuffer{}, &lockedBuffer{}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	code := runMain(ctx, &cliEnv{stdout: out, stderr: errb}, []string{"events", "--json", "--socket", sock, "--redact-args", "--password=*"})
+	code := runMain(ctx, &cliEnv{stdout: out, stderr: errb}, []string{"events", "--socket", sock, "--redact-args", "--password=*"})
 	if code != exitUsage {
 		t.Errorf("events --redact-args with the daemon's stream exited %d, want %d: %s", code, exitUsage, errb)
 	}

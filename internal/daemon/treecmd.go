@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"strings"
 
@@ -30,14 +31,7 @@ func treeCmdline(mech, config string, argv func(int32, token.Token) ([]string, b
 	if mech == "daemon" {
 		return nil
 	}
-	cfg := DefaultConfig()
-	err := LoadFile(config, &cfg)
-	if errors.Is(err, fs.ErrNotExist) {
-		cfg.RedactArgs = nil
-	} else if err != nil {
-		return nil
-	}
-	rules, err := redact.Parse(cfg.RedactArgs)
+	rules, err := configRedaction(config)
 	if err != nil {
 		return nil
 	}
@@ -50,4 +44,26 @@ func treeCmdline(mech, config string, argv func(int32, token.Token) ([]string, b
 		a, _ := redact(args)
 		return strings.Join(a, " ")
 	}
+}
+
+// InstalledRedaction returns the redact_args patterns of the installed
+// config file, for a command that prints what a local mechanism saw
+// (`supervisor events`): none (nil) without the file. A file that exists
+// but cannot be read or parsed is an error: printing everything would
+// bypass patterns this user cannot read.
+func InstalledRedaction() (*redact.Rules, error) { return configRedaction(InstalledConfig) }
+
+func configRedaction(config string) (*redact.Rules, error) {
+	cfg := DefaultConfig()
+	err := LoadFile(config, &cfg)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	} else if err != nil {
+		return nil, err
+	}
+	rules, err := redact.Parse(cfg.RedactArgs)
+	if err != nil {
+		return nil, fmt.Errorf("%s: redact_args: %w", config, err)
+	}
+	return rules, nil
 }

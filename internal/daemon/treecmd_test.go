@@ -3,6 +3,7 @@ package daemon
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/procsupervisor/supervisor/internal/token"
@@ -56,6 +57,45 @@ func TestTreeCmdline(t *testing.T) {
 			if got := f(2, token.Token{}); tt.config == withRules && got != "db -v [REDACTED]" {
 				t.Errorf("treeCmdline(%q, %s)(2), a cut vector, = %q, want its last argument redacted", tt.mech, tt.config, got)
 			}
+		}
+	}
+}
+
+// TestConfigRedaction: the patterns of a config file for a local events
+// watcher; none without the file, an error when it cannot be used.
+func TestConfigRedaction(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, body string) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	tests := []struct {
+		config  string
+		want    string // the argv below, redacted
+		wantErr bool
+	}{
+		{write("rules.conf", `{"redact_args":["--password=*"]}`), "db --password=[REDACTED]", false},
+		{write("plain.conf", `{"grace":"1s"}`), "db --password=hunter2", false},
+		{filepath.Join(dir, "absent.conf"), "db --password=hunter2", false},
+		{write("broken.conf", `{"redact_args":`), "", true},
+		{write("bad.conf", `{"redact_args":["a b c"]}`), "", true},
+		{dir, "", true},
+	}
+	for _, tt := range tests {
+		rules, err := configRedaction(tt.config)
+		if (err != nil) != tt.wantErr {
+			t.Errorf("configRedaction(%s) error %v, want error %v", tt.config, err, tt.wantErr)
+			continue
+		}
+		if err != nil {
+			continue
+		}
+		a, _ := rules.Argv([]string{"db", "--password=hunter2"})
+		if got := strings.Join(a, " "); got != tt.want {
+			t.Errorf("configRedaction(%s) redacts to %q, want %q", tt.config, got, tt.want)
 		}
 	}
 }
