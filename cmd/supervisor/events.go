@@ -38,7 +38,7 @@ invalid_utf8, the texts whose bytes were not UTF-8 (written as U+FFFD);
 from the daemon also time, uid, claim, withheld (what a user other than
 root is not shown), and claim events. A local mechanism's arguments are
 redacted by the installed config's redact_args (see supervisor.conf.md),
-or by --redact-args patterns instead; the daemon's stream is redacted by
+or by --redact-args patterns instead ('' for none); the daemon's stream is redacted by
 the daemon's own patterns, so with the stream the flag is refused. Exit codes: 0
 stopped by a signal, 64 bad arguments, 69 the mechanism cannot run here or
 the daemon stopped, 75 busy (stream cap), 77 refused, 70 other errors.`)
@@ -56,16 +56,25 @@ lineage of processes init adopted long ago. A local run (no daemon, or
 77 refused, 70 other errors.`)
 }
 
-// redactFlag collects the --redact-args patterns of a command, in order.
-type redactFlag []string
+// redactFlag collects the --redact-args patterns of a command, in order;
+// set says the flag was given, '' for none (as for the daemon's flag).
+type redactFlag struct {
+	pats []string
+	set  bool
+}
 
-func (r *redactFlag) String() string { return strings.Join(*r, " ") }
+func (r *redactFlag) String() string {
+	if r == nil {
+		return ""
+	}
+	return strings.Join(r.pats, " ")
+}
 
 func (r *redactFlag) Set(s string) error {
-	if s == "" {
-		return errors.New("an empty pattern")
+	r.set = true
+	if s != "" {
+		r.pats = append(r.pats, s)
 	}
-	*r = append(*r, s)
 	return nil
 }
 
@@ -79,16 +88,16 @@ func runEvents(ctx context.Context, env *cliEnv, args []string) error {
 	mech, sock := mechanismFlag(fs, ""), socketFlag(fs)
 	o := view.EventFlags(fs)
 	var pats redactFlag
-	fs.Var(&pats, "redact-args", "argument redaction `pattern` for a local mechanism (repeat for more): NAME=VALUE, 'FLAG NEXT' or GLOB")
+	fs.Var(&pats, "redact-args", "argument redaction `pattern` for a local mechanism (repeat for more), instead of the installed config's: NAME=VALUE, 'FLAG NEXT' or GLOB; '' for none")
 	if _, err := parse(env, fs, args, 0, 0, ""); err != nil {
 		return err
 	}
-	rules, err := redact.Parse(pats)
+	rules, err := redact.Parse(pats.pats)
 	if err != nil {
 		return fail(exitUsage, "--redact-args: %v", err)
 	}
 	var cfgErr error
-	if len(pats) == 0 {
+	if !pats.set {
 		// A local mechanism is redacted as the daemon would be, by the
 		// installed config's patterns (as a local tree is).
 		rules, cfgErr = daemon.InstalledRedaction()
@@ -102,7 +111,7 @@ func runEvents(ctx context.Context, env *cliEnv, args []string) error {
 		c := dial(*sock)
 		defer c.Close()
 		st, err := c.Events(ctx, p.Filter().StreamKinds())
-		if err == nil && len(pats) > 0 {
+		if err == nil && len(pats.pats) > 0 {
 			// The stream's lines are printed as the daemon wrote them:
 			// patterns of this command could not hide anything in them.
 			st.Close()
@@ -123,7 +132,7 @@ func runEvents(ctx context.Context, env *cliEnv, args []string) error {
 	if cfgErr != nil {
 		// Printing every argv would bypass patterns this user cannot read.
 		p.Abort()
-		return fail(exitSoftware, "the installed config's redaction patterns: %v (give --redact-args to use others)", cfgErr)
+		return fail(exitSoftware, "the installed config's redaction patterns: %v (give --redact-args to use others, '' for none)", cfgErr)
 	}
 	if err := p.Filter().Local(); err != nil {
 		return fail(exitUsage, "%v", err)
