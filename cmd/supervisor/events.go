@@ -57,7 +57,8 @@ lineage of processes init adopted long ago. A local run (no daemon, or
 }
 
 // redactFlag collects the --redact-args patterns of a command, in order;
-// set says the flag was given, '' for none (as for the daemon's flag).
+// set says the flag was given; an empty pattern means none (as for the
+// daemon's flag).
 type redactFlag struct {
 	pats []string
 	set  bool

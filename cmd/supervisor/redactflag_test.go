@@ -5,7 +5,7 @@ import (
 	"testing"
 )
 
-// TestRedactFlag: patterns collect in order; '' says "none" (the flag is
+// TestRedactFlag: patterns collect in order; an empty one says "none" (the flag is
 // set, so the installed config's patterns are not used) and adds nothing.
 func TestRedactFlag(t *testing.T) {
 	tests := []struct {
