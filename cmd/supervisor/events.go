@@ -56,27 +56,17 @@ lineage of processes init adopted long ago. A local run (no daemon, or
 77 refused, 70 other errors.`)
 }
 
-// redactFlag collects the --redact-args patterns of a command, in order;
-// set says the flag was given; an empty pattern means none (as for the
-// daemon's flag).
-type redactFlag struct {
-	pats []string
-	set  bool
-}
-
-func (r *redactFlag) String() string {
-	if r == nil {
-		return ""
+// redactFlag adds --redact-args to a command's flags: the daemon's
+// repeatable pattern flag (an empty one for none). The function it returns, called
+// after parsing, gives the patterns and whether the flag was given at all.
+func redactFlag(fs *flag.FlagSet) func() (pats []string, set bool) {
+	var l daemon.PatternList
+	fs.Var(&l, "redact-args", "argument redaction `pattern` for a local mechanism (repeat for more), instead of the installed config's: NAME=VALUE, 'FLAG NEXT' or GLOB; '' for none")
+	return func() ([]string, bool) {
+		set := false
+		fs.Visit(func(f *flag.Flag) { set = set || f.Name == "redact-args" })
+		return l, set
 	}
-	return strings.Join(r.pats, " ")
-}
-
-func (r *redactFlag) Set(s string) error {
-	r.set = true
-	if s != "" {
-		r.pats = append(r.pats, s)
-	}
-	return nil
 }
 
 // mechanismFlag adds --mechanism to a command's flags.
@@ -88,17 +78,17 @@ func runEvents(ctx context.Context, env *cliEnv, args []string) error {
 	fs := newFlags("events")
 	mech, sock := mechanismFlag(fs, ""), socketFlag(fs)
 	o := view.EventFlags(fs)
-	var pats redactFlag
-	fs.Var(&pats, "redact-args", "argument redaction `pattern` for a local mechanism (repeat for more), instead of the installed config's: NAME=VALUE, 'FLAG NEXT' or GLOB; '' for none")
+	redactArgs := redactFlag(fs)
 	if _, err := parse(env, fs, args, 0, 0, ""); err != nil {
 		return err
 	}
-	rules, err := redact.Parse(pats.pats)
+	pats, patsSet := redactArgs()
+	rules, err := redact.Parse(pats)
 	if err != nil {
 		return fail(exitUsage, "--redact-args: %v", err)
 	}
 	var cfgErr error
-	if !pats.set {
+	if !patsSet {
 		// A local mechanism is redacted as the daemon would be, by the
 		// installed config's patterns (as a local tree is).
 		rules, cfgErr = daemon.InstalledRedaction()
@@ -112,7 +102,7 @@ func runEvents(ctx context.Context, env *cliEnv, args []string) error {
 		c := dial(*sock)
 		defer c.Close()
 		st, err := c.Events(ctx, p.Filter().StreamKinds())
-		if err == nil && len(pats.pats) > 0 {
+		if err == nil && len(pats) > 0 {
 			// The stream's lines are printed as the daemon wrote them:
 			// patterns of this command could not hide anything in them.
 			st.Close()

@@ -269,13 +269,13 @@ func FuzzPatternList(f *testing.F) {
 	f.Add(`["unterminated`, "")
 	f.Add("", `[]`)
 	f.Fuzz(func(t *testing.T, first, second string) {
-		var p patternList
+		var p PatternList
 		for _, s := range []string{first, second} {
 			if err := p.Set(s); err != nil {
 				return
 			}
 		}
-		var back patternList
+		var back PatternList
 		if err := back.Set(p.String()); err != nil {
 			t.Fatalf("Set(String() = %q) = %v", p.String(), err)
 		}

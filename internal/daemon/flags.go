@@ -24,7 +24,7 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.LogSchema, "log-schema", c.LogSchema, "log feed schema: ecs|ocsf")
 	fs.Var(&c.LogProcessEvents, "log-process-events", "log a line per process event: bare (or =true) for fork, exec and exit, =false for none, or =KINDS, a list from fork,exec,exit such as =exec")
 	fs.IntVar(&c.ArgvMax, "argv-max", c.ArgvMax, "argument bytes an eBPF exec event carries (0 to 1048576; longer argv is cut and flagged)")
-	fs.Var((*patternList)(&c.RedactArgs), "redact-args", "argument redaction `pattern` (repeat for more): NAME=VALUE, 'FLAG NEXT' or GLOB; see supervisor.conf.md")
+	fs.Var((*PatternList)(&c.RedactArgs), "redact-args", "argument redaction `pattern` (repeat for more): NAME=VALUE, 'FLAG NEXT' or GLOB; see supervisor.conf.md")
 	fs.Var(&c.Grace, "grace", fmt.Sprintf("default teardown grace period, a `duration` of at most %v", api.MaxGrace))
 	fs.Var(&c.ReapInterval, "reap-interval", "how often the reaper runs on its own (a `duration`)")
 	fs.Var(&c.RetainFinal, "retain-final", "how long finished claims are kept (a `duration`)")
@@ -63,14 +63,15 @@ func (c *Config) LoadFileUnderFlags(path string, fs *flag.FlagSet) error {
 	return nil
 }
 
-// patternList is a repeatable flag: each use adds a pattern. A value
+// PatternList is a repeatable flag of redaction patterns (the daemon's
+// --redact-args, and `supervisor events`'s): each use adds a pattern. A value
 // starting with '[' is a JSON list that replaces them all (what String
 // gives, so that LoadFileUnderFlags can set the flag again after the
 // file: the command line's list then wins over the file's whole); an
 // empty value clears the list.
-type patternList []string
+type PatternList []string
 
-func (p *patternList) String() string {
+func (p *PatternList) String() string {
 	if p == nil || len(*p) == 0 {
 		return ""
 	}
@@ -78,7 +79,7 @@ func (p *patternList) String() string {
 	return string(b)
 }
 
-func (p *patternList) Set(s string) error {
+func (p *PatternList) Set(s string) error {
 	if s == "" {
 		*p = nil // --redact-args '': none, whatever the file says
 		return nil
