@@ -12,10 +12,8 @@
 // being empty, lets it fill for 100 ms, or a second while it holds process
 // events only (less when it passes 2 MiB, or on Flush, Close or Reopen),
 // swaps it for its spare and hands it whole to
-// the sink (stdout or a size-rotated file: one write per batch, and only
-// the file's last 8 to 16 MiB left in the page cache, dropbehind.go;
-// syslog in RFC 5424 form over a unix socket, UDP or TCP: a message per
-// line).
+// the sink (stdout or a size-rotated file: one write per batch; syslog in
+// RFC 5424 form over a unix socket, UDP or TCP: a message per line).
 // Under a storm of process events that is one wake-up and one write per
 // batch, not per line. The caller never waits
 // for the sink: when the batch is full, or the sink fails, the line is

@@ -116,7 +116,6 @@ func (s *streamSink) out(p []byte, lines int) (delivered, lost int, err error) {
 	n, err := s.w.Write(p)
 	if s.file != nil {
 		s.file.size += int64(n)
-		s.file.dropBehind()
 	}
 	if err != nil {
 		lost = bytesLines(p[n:])
@@ -167,9 +166,6 @@ type fileOut struct {
 	max     int64       // <= 0: no rotation
 	backups int         // <= 0: keep no rotated file
 	special atomic.Bool // the open PATH is not a regular file
-	// dropped is the offset up to which the page cache of f was last
-	// advised away (dropBehind).
-	dropped int64
 	// quiet writes f without a word to the runtime (and so without
 	// waking its sysmon thread), nil when f is not a regular file on a
 	// local filesystem.
@@ -218,7 +214,7 @@ func (fo *fileOut) openLocked() error {
 		f.Close()
 		return fmt.Errorf("open log file: %w", err)
 	}
-	fo.f, fo.size, fo.dropped = f, st.Size(), st.Size()
+	fo.f, fo.size = f, st.Size()
 	fo.special.Store(!st.Mode().IsRegular())
 	fo.quiet = quietfile.New(f)
 	return nil
