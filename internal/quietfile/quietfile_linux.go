@@ -3,6 +3,7 @@ package quietfile
 import (
 	"errors"
 	"os"
+	"runtime"
 	"syscall"
 	"time"
 	"unsafe"
@@ -30,8 +31,8 @@ const Chunk = 256 << 10
 // loudFor is how long writes go through the runtime after a slow call.
 const loudFor = 10 * time.Second
 
-// slowCall is the longest a raw call may take before writes go through
-// the runtime for loudFor (a variable for the tests).
+// slowCall is the longest a raw call may take, when it slept, before
+// writes go through the runtime for loudFor (a variable for the tests).
 var slowCall = 10 * time.Millisecond
 
 // localFilesystems are the filesystems whose files are written raw.
@@ -98,14 +99,18 @@ func (w *Writer) Write(p []byte) (int, error) {
 }
 
 // writeRaw is the RawConn.Write callback: it writes w.p from w.n in calls
-// of at most Chunk bytes, and stops early after a slow call.
+// of at most Chunk bytes, and stops early after a call that slept.
 func (w *Writer) writeRaw(fd uintptr) bool {
+	// The thread's switch counts are compared across each call: the
+	// goroutine must stay on it.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	for w.n < len(w.p) {
 		chunk := w.p[w.n:]
 		if len(chunk) > Chunk {
 			chunk = chunk[:Chunk]
 		}
-		start := time.Now()
+		start, slept := time.Now(), threadSleeps()
 		r, _, errno := unix.RawSyscall(unix.SYS_WRITE, fd, uintptr(unsafe.Pointer(&chunk[0])), uintptr(len(chunk)))
 		if errno == unix.EINTR {
 			continue
@@ -119,10 +124,20 @@ func (w *Writer) writeRaw(fd uintptr) bool {
 			return true
 		}
 		w.n += int(r)
-		if now := time.Now(); now.Sub(start) > slowCall {
+		if now := time.Now(); now.Sub(start) > slowCall && threadSleeps() != slept {
 			w.loudUntil = now.Add(loudFor)
 			return true
 		}
 	}
 	return true
+}
+
+// threadSleeps returns how many times the calling thread has slept in the
+// kernel (its voluntary context switches, getrusage RUSAGE_THREAD); a
+// preemption is an involuntary switch and does not count. A variable for
+// the tests. The caller is locked to its thread.
+var threadSleeps = func() int64 {
+	var ru unix.Rusage
+	unix.RawSyscall(unix.SYS_GETRUSAGE, unix.RUSAGE_THREAD, uintptr(unsafe.Pointer(&ru)), 0)
+	return ru.Nvcsw
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -82,15 +83,27 @@ func TestWritesAll(t *testing.T) {
 		name  string
 		sizes []int
 		slow  bool // every call counts as slow
+		slept bool // every call sleeps in the kernel (a fake count)
+		loud  bool // the writes after go through the runtime
 	}{
 		{name: "small", sizes: []int{1, 100, 4096}},
 		{name: "over a chunk", sizes: []int{Chunk + 1, 3*Chunk + 17}},
-		{name: "slow", sizes: []int{3*Chunk + 5, 1000}, slow: true},
+		{name: "slow and slept", sizes: []int{3*Chunk + 5, 1000}, slow: true, slept: true, loud: true},
+		{name: "slow awake", sizes: []int{3*Chunk + 5, 1000}, slow: true},
+		{name: "slept fast", sizes: []int{3*Chunk + 5, 1000}, slept: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.slow {
 				defer func(d time.Duration) { slowCall = d }(slowCall)
 				slowCall = -1
+			}
+			defer func(f func() int64) { threadSleeps = f }(threadSleeps)
+			var sleeps int64
+			threadSleeps = func() int64 {
+				if tc.slept {
+					sleeps++ // the count moves between any two looks
+				}
+				return sleeps
 			}
 			f, path := testFile(t)
 			q := New(f)
@@ -113,11 +126,27 @@ func TestWritesAll(t *testing.T) {
 			if !bytes.Equal(b, want) {
 				t.Fatalf("file holds %d bytes, not the %d written", len(b), len(want))
 			}
-			// A slow call sends the next writes through the runtime.
-			if loud := time.Now().Before(q.loudUntil); loud != tc.slow {
-				t.Errorf("writing through the runtime now: %v, want %v", loud, tc.slow)
+			// Only a call that was slow and slept sends the next writes
+			// through the runtime.
+			if loud := time.Now().Before(q.loudUntil); loud != tc.loud {
+				t.Errorf("writing through the runtime now: %v, want %v", loud, tc.loud)
 			}
 		})
+	}
+}
+
+// TestThreadSleeps: the real count goes up when the thread sleeps in the
+// kernel.
+func TestThreadSleeps(t *testing.T) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	before := threadSleeps()
+	ts := unix.Timespec{Nsec: int64(time.Millisecond)}
+	if err := unix.Nanosleep(&ts, nil); err != nil {
+		t.Fatal(err)
+	}
+	if after := threadSleeps(); after <= before {
+		t.Fatalf("voluntary switches %d before a 1 ms nanosleep, %d after", before, after)
 	}
 }
 
