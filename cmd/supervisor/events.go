@@ -205,8 +205,9 @@ func printTree(env *cliEnv, mech string, tree *lineage.TreeNode, ancestry []line
 }
 
 // quietStdout returns w, or, when w is a regular file on a local
-// filesystem (`events --json > FILE`), a writer that does not wake the Go
-// runtime's sysmon thread at each write (quietfile).
+// filesystem (`events --json > FILE`), a pipe (`events --json | jq`) or a
+// socket, a writer that does not wake the Go runtime's sysmon thread at
+// each write that need not wait (quietfile).
 func quietStdout(w io.Writer) io.Writer {
 	if f, ok := w.(*os.File); ok {
 		if q := quietfile.New(f); q != nil {

@@ -166,9 +166,9 @@ type fileOut struct {
 	max     int64       // <= 0: no rotation
 	backups int         // <= 0: keep no rotated file
 	special atomic.Bool // the open PATH is not a regular file
-	// quiet writes f without a word to the runtime (and so without
-	// waking its sysmon thread), nil when f is not a regular file on a
-	// local filesystem.
+	// quiet writes f without a word to the runtime when the write cannot
+	// wait (and so without waking its sysmon thread), nil when quietfile
+	// has no Writer for f (a regular file on a remote filesystem).
 	quiet *quietfile.Writer
 }
 
@@ -281,7 +281,7 @@ func (fo *fileOut) close() error {
 func openSink(out Output, cfg Config, hostname string) (sink, error) {
 	switch out.Kind {
 	case OutputStdout:
-		return newStreamSink(os.Stdout, nil), nil
+		return newStreamSink(stdout(), nil), nil
 	case OutputFile:
 		fo, err := openFile(out.Path, cfg.MaxFileBytes, cfg.MaxBackups)
 		if err != nil {
@@ -292,4 +292,14 @@ func openSink(out Output, cfg Config, hostname string) (sink, error) {
 		return newSyslogSink(out, hostname), nil
 	}
 	return nil, fmt.Errorf("output kind %q: %w", out.Kind, ErrConfig)
+}
+
+// stdout returns the process's standard output, written through a
+// quietfile.Writer when it has one (a pipe, a socket, a local file; not a
+// terminal, which the kernel cannot write without waiting).
+func stdout() io.Writer {
+	if q := quietfile.New(os.Stdout); q != nil {
+		return q
+	}
+	return os.Stdout
 }

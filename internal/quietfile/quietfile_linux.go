@@ -16,8 +16,15 @@ import (
 type Writer struct {
 	f  *os.File
 	rc syscall.RawConn
+	// nowait: f is not a regular file, and is written with RWF_NOWAIT.
+	nowait bool
+	// noRaw: the kernel cannot write f without waiting (RWF_NOWAIT was
+	// refused): every write goes through the runtime.
+	noRaw bool
 	// loudUntil: writes go through the runtime until then.
 	loudUntil time.Time
+	// raw counts the bytes written raw, for the tests.
+	raw int64
 	// The current Write's bytes, progress and error, for writeFn.
 	p       []byte
 	n       int
@@ -25,7 +32,7 @@ type Writer struct {
 	writeFn func(fd uintptr) bool
 }
 
-// Chunk is the most one raw write(2) call is given.
+// Chunk is the most one raw write(2) call to a regular file is given.
 const Chunk = 256 << 10
 
 // loudFor is how long writes go through the runtime after a slow call.
@@ -45,23 +52,38 @@ var localFilesystems = [...]int64{
 	unix.OVERLAYFS_SUPER_MAGIC,
 }
 
-// New returns a Writer for f, or nil when f is not a regular file on one
-// of the local filesystems.
+// New returns a Writer for f, or nil when f is a regular file on none of
+// the local filesystems, a directory, or cannot be looked at.
 func New(f *os.File) *Writer {
-	var st unix.Stat_t
-	if unix.Fstat(int(f.Fd()), &st) != nil || st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return nil
-	}
-	var fs unix.Statfs_t
-	if unix.Fstatfs(int(f.Fd()), &fs) != nil || !local(int64(fs.Type)) {
-		return nil
-	}
 	rc, err := f.SyscallConn()
 	if err != nil {
 		return nil
 	}
+	var st unix.Stat_t
+	var fs unix.Statfs_t
+	var serr error
+	// Not f.Fd(): it would make a non-blocking file blocking.
+	cerr := rc.Control(func(fd uintptr) {
+		if serr = unix.Fstat(int(fd), &st); serr == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
+			serr = unix.Fstatfs(int(fd), &fs)
+		}
+	})
+	if cerr != nil || serr != nil {
+		return nil
+	}
 	w := &Writer{f: f, rc: rc}
-	w.writeFn = w.writeRaw
+	switch st.Mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		if !local(int64(fs.Type)) {
+			return nil
+		}
+		w.writeFn = w.writeRaw
+	case unix.S_IFIFO, unix.S_IFSOCK, unix.S_IFCHR:
+		w.nowait = true
+		w.writeFn = w.writeNowait
+	default:
+		return nil
+	}
 	return w
 }
 
@@ -79,13 +101,14 @@ func (w *Writer) Write(p []byte) (int, error) {
 	if len(p) == 0 {
 		return 0, nil
 	}
-	if time.Now().Before(w.loudUntil) {
+	if w.noRaw || !w.nowait && time.Now().Before(w.loudUntil) {
 		return w.f.Write(p)
 	}
 	w.p, w.n, w.err = p, 0, nil
 	err := w.rc.Write(w.writeFn)
 	n, werr := w.n, w.err
 	w.p, w.n, w.err = nil, 0, nil
+	w.raw += int64(n)
 	if err != nil {
 		// The descriptor could not be held: the file was closed.
 		return 0, &os.PathError{Op: "write", Path: w.f.Name(), Err: os.ErrClosed}
@@ -93,9 +116,39 @@ func (w *Writer) Write(p []byte) (int, error) {
 	if werr != nil || n == len(p) {
 		return n, werr
 	}
-	// A slow call: the rest through the runtime.
+	// A slow call, or one that could not go on without waiting or
+	// failed: the rest through the runtime, which waits as it should
+	// and says what is wrong as it would have (for stdout's broken pipe,
+	// by dying of SIGPIPE).
 	m, err := w.f.Write(p[n:])
 	return n + m, err
+}
+
+// writeNowait is the RawConn.Write callback for a pipe, a socket or a
+// device: it writes w.p from w.n with pwritev2(RWF_NOWAIT), which never
+// waits for room, and stops at the first call that wrote nothing. The
+// bytes are not cut in chunks (a datagram socket sends a write whole).
+func (w *Writer) writeNowait(fd uintptr) bool {
+	for w.n < len(w.p) {
+		rest := w.p[w.n:]
+		iov := unix.Iovec{Base: &rest[0]}
+		iov.SetLen(len(rest))
+		// Offset -1, in both halves: the file's own position (a
+		// 64-bit kernel ignores the high half).
+		r, _, errno := unix.RawSyscall6(unix.SYS_PWRITEV2, fd, uintptr(unsafe.Pointer(&iov)), 1,
+			^uintptr(0), ^uintptr(0), unix.RWF_NOWAIT)
+		switch {
+		case errno == unix.EINTR:
+			continue
+		case errno == unix.EOPNOTSUPP || errno == unix.ENOSYS:
+			w.noRaw = true // a file the kernel cannot promise not to wait on: a terminal
+			return true
+		case errno != 0 || r == 0:
+			return true // EAGAIN (no room), or an error the runtime reports
+		}
+		w.n += int(r)
+	}
+	return true
 }
 
 // writeRaw is the RawConn.Write callback: it writes w.p from w.n in calls

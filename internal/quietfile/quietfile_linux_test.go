@@ -3,10 +3,12 @@ package quietfile
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
 	"slices"
+	"syscall"
 	"testing"
 	"time"
 
@@ -36,37 +38,178 @@ func testFile(t *testing.T) (*os.File, string) {
 	return f, path
 }
 
-func TestOnlyLocalRegular(t *testing.T) {
+// TestKinds: which files get a Writer, and which kind.
+func TestKinds(t *testing.T) {
 	f, _ := testFile(t)
-	if New(f) == nil {
-		t.Error("a regular file on a local filesystem: no Writer")
-	}
 	null, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer null.Close()
-	if New(null) != nil {
-		t.Error("/dev/null: got a Writer, want none (not a regular file)")
-	}
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer r.Close()
 	defer w.Close()
-	if New(w) != nil {
-		t.Error("a pipe: got a Writer, want none (a write can wait for its reader)")
-	}
 	// /proc is no local disk filesystem: a regular file there is refused.
 	p, err := os.Open("/proc/self/status")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer p.Close()
-	if New(p) != nil {
-		t.Error("/proc/self/status: got a Writer, want none (procfs)")
+	dir, err := os.Open(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
 	}
+	defer dir.Close()
+	for _, tc := range []struct {
+		name   string
+		f      *os.File
+		writer bool
+		nowait bool
+	}{
+		{"a regular file on a local filesystem", f, true, false},
+		{"/dev/null", null, true, true},
+		{"a pipe", w, true, true},
+		{"/proc/self/status (procfs)", p, false, false},
+		{"a directory", dir, false, false},
+	} {
+		q := New(tc.f)
+		if (q != nil) != tc.writer {
+			t.Errorf("%s: got a Writer %v, want %v", tc.name, q != nil, tc.writer)
+			continue
+		}
+		if q != nil && q.nowait != tc.nowait {
+			t.Errorf("%s: written with RWF_NOWAIT %v, want %v", tc.name, q.nowait, tc.nowait)
+		}
+	}
+}
+
+// TestNowait writes to pipes, sockets, a terminal and /dev/null: every
+// byte arrives in order, raw while there is room, through the runtime
+// (which waits for the reader) when there is none; a file the kernel
+// cannot write without waiting (RWF_NOWAIT refused) is written through
+// the runtime from then on; a broken pipe fails as the runtime says.
+func TestNowait(t *testing.T) {
+	stream, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dgram, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_DGRAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := func(fds [2]int, name string) (*os.File, *os.File) {
+		a, b := os.NewFile(uintptr(fds[0]), name+" writer"), os.NewFile(uintptr(fds[1]), name+" reader")
+		t.Cleanup(func() { a.Close(); b.Close() })
+		return a, b
+	}
+	sw, sr := files(stream, "stream socket")
+	dw, dr := files(dgram, "datagram socket")
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pr.Close(); pw.Close() })
+	master, tty, _ := testenv.Pty(t)
+
+	for _, tc := range []struct {
+		name   string
+		w, r   *os.File
+		sizes  []int
+		dgram  bool // each write arrives as one message
+		slow   bool // the reader starts late: the buffer fills
+		anyRaw bool // the kernel may refuse RWF_NOWAIT (a terminal)
+	}{
+		{name: "pipe", w: pw, r: pr, sizes: []int{1, 4096, 3 << 20, 100}, slow: true},
+		{name: "stream socket", w: sw, r: sr, sizes: []int{10, 3 << 20, 7}, slow: true},
+		{name: "datagram socket", w: dw, r: dr, sizes: []int{100, 2000, 60000}, dgram: true},
+		{name: "terminal", w: tty, r: master, sizes: []int{10, 300}, anyRaw: true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			q := New(tc.w)
+			if q == nil || !q.nowait {
+				t.Fatalf("no RWF_NOWAIT Writer for a %s", tc.name)
+			}
+			var want []byte
+			for _, n := range tc.sizes {
+				want = append(want, pattern(n)...)
+			}
+			got := make(chan []byte, 1)
+			start := make(chan struct{})
+			go func() {
+				<-start
+				var b []byte
+				buf := make([]byte, 1<<16)
+				for len(b) < len(want) {
+					n, err := tc.r.Read(buf)
+					if err != nil {
+						break
+					}
+					if tc.dgram && n != tc.sizes[0] && n != tc.sizes[1] && n != tc.sizes[2] {
+						t.Errorf("a datagram of %d bytes: not one write", n)
+					}
+					b = append(b, buf[:n]...)
+				}
+				got <- b
+			}()
+			if !tc.slow {
+				close(start)
+			}
+			done := make(chan error, 1)
+			go func() {
+				for _, n := range tc.sizes {
+					m, err := q.Write(pattern(n))
+					if err == nil && m != n {
+						err = fmt.Errorf("wrote %d of %d bytes", m, n)
+					}
+					if err != nil {
+						done <- err
+						return
+					}
+				}
+				done <- nil
+			}()
+			if tc.slow {
+				time.Sleep(50 * time.Millisecond) // let the writer fill the buffer
+				close(start)
+			}
+			if err := <-done; err != nil {
+				t.Fatal(err)
+			}
+			if b := <-got; !bytes.Equal(b, want) {
+				t.Fatalf("read %d bytes, not the %d written in order", len(b), len(want))
+			}
+			t.Logf("%d of %d bytes raw, RWF_NOWAIT refused: %v", q.raw, len(want), q.noRaw)
+			switch {
+			case tc.anyRaw:
+				if q.raw == 0 && !q.noRaw {
+					t.Errorf("nothing written raw, yet RWF_NOWAIT was not refused")
+				}
+			case q.raw == 0 || q.noRaw:
+				t.Errorf("%d bytes written raw (refused: %v): want the writes raw", q.raw, q.noRaw)
+			case tc.slow && q.raw >= int64(len(want)):
+				t.Errorf("all %d bytes written raw: the full buffer never sent a write through the runtime", q.raw)
+			}
+		})
+	}
+
+	t.Run("broken pipe", func(t *testing.T) {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		r.Close()
+		q := New(w)
+		if q == nil {
+			t.Fatal("no Writer for a pipe")
+		}
+		if n, err := q.Write([]byte("x\n")); n != 0 || !errors.Is(err, syscall.EPIPE) {
+			t.Fatalf("Write to a pipe without a reader = %d, %v; want 0, EPIPE", n, err)
+		}
+	})
 }
 
 // pattern returns n bytes that tell their offsets apart.

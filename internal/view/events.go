@@ -389,8 +389,8 @@ type EventPrinter struct {
 // KiB buffer was a write every 1.5 ms; each write wakes the Go runtime's
 // sysmon thread to its 20 µs tick, which cost more than the write (2.4 µs
 // of the 17 µs per exec; 1.1 µs with 1 MiB). A regular file on a local
-// filesystem is written raw (quietfile, see the events command), which
-// wakes nothing.
+// filesystem, a pipe or a socket is written raw while it has room
+// (quietfile, see the events command), which wakes nothing.
 const printBuffer = 1 << 20
 
 // maxForks bounds the fork times kept for exit durations.
