@@ -93,7 +93,11 @@ func runEvents(ctx context.Context, env *cliEnv, args []string) error {
 		// installed config's patterns (as a local tree is).
 		rules, cfgErr = daemon.InstalledRedaction()
 	}
-	p, err := view.NewEventPrinter(quietStdout(env.stdout), *o)
+	out := quietStdout(env.stdout)
+	if q, ok := out.(*quietfile.Writer); ok {
+		defer q.Close() // after the printer's last write
+	}
+	p, err := view.NewEventPrinter(out, *o)
 	if err != nil {
 		return fail(exitUsage, "%v", err)
 	}

@@ -147,6 +147,10 @@ func (s *streamSink) reopen() error {
 
 func (s *streamSink) close() error {
 	if s.file == nil {
+		// stdout: never closed, but what its Writer opened is.
+		if q, ok := s.w.(*quietfile.Writer); ok {
+			return q.Close()
+		}
 		return nil
 	}
 	return s.file.close()

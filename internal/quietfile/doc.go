@@ -33,7 +33,12 @@
 // waits for the reader: when there is no room (EAGAIN) or the call fails,
 // the rest goes through the runtime, which waits as it should and reports
 // the error as it always did (a broken stdout still ends the process with
-// SIGPIPE). The bytes are not cut in chunks, so a datagram socket still
+// SIGPIPE). A blocking pipe (a process's stdout) is first opened anew
+// through /proc/self/fd, non-blocking: a description of its own, so that
+// the flag changes nothing for the other processes that share the pipe,
+// and in the runtime's poller, so that a full pipe is waited for there,
+// with no system call the runtime must know of (in a storm the pipe is
+// full at every batch). Close closes that description. The bytes are not cut in chunks, so a datagram socket still
 // gets one message per write. A file the kernel cannot promise not to
 // wait on refuses the flag (EOPNOTSUPP: a terminal) and is written through
 // the runtime from then on.

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"runtime"
+	"strconv"
 	"syscall"
 	"time"
 	"unsafe"
@@ -18,6 +19,10 @@ type Writer struct {
 	rc syscall.RawConn
 	// nowait: f is not a regular file, and is written with RWF_NOWAIT.
 	nowait bool
+	// pipe is f's pipe opened anew, non-blocking and in the runtime's
+	// poller (nil unless f is a blocking pipe): the writes go there and
+	// wait for room in the poller, not in a system call.
+	pipe *os.File
 	// noRaw: the kernel cannot write f without waiting (RWF_NOWAIT was
 	// refused): every write goes through the runtime.
 	noRaw bool
@@ -62,10 +67,16 @@ func New(f *os.File) *Writer {
 	var st unix.Stat_t
 	var fs unix.Statfs_t
 	var serr error
+	var fd uintptr
+	fl := -1
 	// Not f.Fd(): it would make a non-blocking file blocking.
-	cerr := rc.Control(func(fd uintptr) {
+	cerr := rc.Control(func(d uintptr) {
+		fd = d
 		if serr = unix.Fstat(int(fd), &st); serr == nil && st.Mode&unix.S_IFMT == unix.S_IFREG {
 			serr = unix.Fstatfs(int(fd), &fs)
+		}
+		if serr == nil && st.Mode&unix.S_IFMT == unix.S_IFIFO {
+			fl, _ = unix.FcntlInt(fd, unix.F_GETFL, 0)
 		}
 	})
 	if cerr != nil || serr != nil {
@@ -81,10 +92,52 @@ func New(f *os.File) *Writer {
 	case unix.S_IFIFO, unix.S_IFSOCK, unix.S_IFCHR:
 		w.nowait = true
 		w.writeFn = w.writeNowait
+		if fl >= 0 && fl&unix.O_NONBLOCK == 0 {
+			if p := reopenPipe(fd, &st); p != nil {
+				if prc, err := p.SyscallConn(); err == nil {
+					w.pipe, w.rc, w.writeFn = p, prc, w.writePipe
+				} else {
+					p.Close()
+				}
+			}
+		}
 	default:
 		return nil
 	}
 	return w
+}
+
+// reopenPipe opens the pipe or FIFO fd (whose stat is st) anew through
+// /proc/self/fd, for writing, non-blocking: a description of its own,
+// whose flag no other writer of the pipe shares (setting O_NONBLOCK on fd
+// itself would change it for every process that inherited it). os.OpenFile
+// puts it in the runtime's poller. nil when that cannot be done (no /proc,
+// a FIFO whose reader is gone) or the file opened is another.
+func reopenPipe(fd uintptr, st *unix.Stat_t) *os.File {
+	p, err := os.OpenFile("/proc/self/fd/"+strconv.FormatUint(uint64(fd), 10), os.O_WRONLY|unix.O_NONBLOCK, 0)
+	if err != nil {
+		return nil
+	}
+	var pst unix.Stat_t
+	var serr error
+	rc, err := p.SyscallConn()
+	if err == nil {
+		err = rc.Control(func(d uintptr) { serr = unix.Fstat(int(d), &pst) })
+	}
+	if err != nil || serr != nil || pst.Dev != st.Dev || pst.Ino != st.Ino || pst.Mode&unix.S_IFMT != unix.S_IFIFO {
+		p.Close()
+		return nil
+	}
+	return p
+}
+
+// Close closes what New opened for the Writer (the pipe opened anew), not
+// the file it was given. A Write waiting for room returns.
+func (w *Writer) Close() error {
+	if w.pipe == nil {
+		return nil
+	}
+	return w.pipe.Close()
 }
 
 func local(fsType int64) bool {
@@ -122,6 +175,28 @@ func (w *Writer) Write(p []byte) (int, error) {
 	// by dying of SIGPIPE).
 	m, err := w.f.Write(p[n:])
 	return n + m, err
+}
+
+// writePipe is the RawConn.Write callback for a pipe opened anew: it
+// writes w.p from w.n with write(2) on the non-blocking description, and
+// when the pipe is full returns false, so that the runtime's poller waits
+// for room and calls it again. It stops at an error (the runtime's write
+// to the original file then reports it, as it always did).
+func (w *Writer) writePipe(fd uintptr) bool {
+	for w.n < len(w.p) {
+		rest := w.p[w.n:]
+		r, _, errno := unix.RawSyscall(unix.SYS_WRITE, fd, uintptr(unsafe.Pointer(&rest[0])), uintptr(len(rest)))
+		switch {
+		case errno == unix.EINTR:
+			continue
+		case errno == unix.EAGAIN:
+			return false
+		case errno != 0 || r == 0:
+			return true
+		}
+		w.n += int(r)
+	}
+	return true
 }
 
 // writeNowait is the RawConn.Write callback for a pipe, a socket or a

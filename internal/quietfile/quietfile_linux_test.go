@@ -107,11 +107,14 @@ func TestNowait(t *testing.T) {
 	}
 	sw, sr := files(stream, "stream socket")
 	dw, dr := files(dgram, "datagram socket")
-	pr, pw, err := os.Pipe()
+	pr, pw := blockingPipe(t)
+	// os.Pipe's ends are non-blocking, in the runtime's poller: written
+	// with RWF_NOWAIT, the rest through the runtime.
+	npr, npw, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { pr.Close(); pw.Close() })
+	t.Cleanup(func() { npr.Close(); npw.Close() })
 	master, tty, _ := testenv.Pty(t)
 
 	for _, tc := range []struct {
@@ -121,8 +124,10 @@ func TestNowait(t *testing.T) {
 		dgram  bool // each write arrives as one message
 		slow   bool // the reader starts late: the buffer fills
 		anyRaw bool // the kernel may refuse RWF_NOWAIT (a terminal)
+		pipe   bool // a blocking pipe: opened anew, every byte raw
 	}{
-		{name: "pipe", w: pw, r: pr, sizes: []int{1, 4096, 3 << 20, 100}, slow: true},
+		{name: "pipe", w: pw, r: pr, sizes: []int{1, 4096, 3 << 20, 100}, slow: true, pipe: true},
+		{name: "non-blocking pipe", w: npw, r: npr, sizes: []int{1, 4096, 3 << 20, 100}, slow: true},
 		{name: "stream socket", w: sw, r: sr, sizes: []int{10, 3 << 20, 7}, slow: true},
 		{name: "datagram socket", w: dw, r: dr, sizes: []int{100, 2000, 60000}, dgram: true},
 		{name: "terminal", w: tty, r: master, sizes: []int{10, 300}, anyRaw: true},
@@ -189,27 +194,76 @@ func TestNowait(t *testing.T) {
 				}
 			case q.raw == 0 || q.noRaw:
 				t.Errorf("%d bytes written raw (refused: %v): want the writes raw", q.raw, q.noRaw)
-			case tc.slow && q.raw >= int64(len(want)):
+			case tc.pipe && (q.pipe == nil || q.raw != int64(len(want))):
+				t.Errorf("pipe opened anew: %v, %d of %d bytes raw: want all, waiting for room in the poller", q.pipe != nil, q.raw, len(want))
+			case !tc.pipe && tc.slow && q.raw >= int64(len(want)):
 				t.Errorf("all %d bytes written raw: the full buffer never sent a write through the runtime", q.raw)
+			}
+			if q.pipe != nil {
+				if fl, err := unix.FcntlInt(tc.w.Fd(), unix.F_GETFL, 0); err != nil || fl&unix.O_NONBLOCK != 0 {
+					t.Errorf("the pipe's own description: flags %#x, %v; want it left blocking", fl, err)
+				}
+			}
+			if err := q.Close(); err != nil {
+				t.Error(err)
 			}
 		})
 	}
 
-	t.Run("broken pipe", func(t *testing.T) {
-		r, w, err := os.Pipe()
-		if err != nil {
+	t.Run("close while waiting for room", func(t *testing.T) {
+		_, w := blockingPipe(t)
+		q := New(w)
+		if q == nil || q.pipe == nil {
+			t.Fatal("no Writer with the pipe opened anew")
+		}
+		done := make(chan error, 1)
+		go func() {
+			_, err := q.Write(pattern(1 << 20)) // never read: it waits for room
+			done <- err
+		}()
+		select {
+		case err := <-done:
+			t.Fatalf("Write returned %v with nothing read", err)
+		case <-time.After(100 * time.Millisecond):
+		}
+		if err := q.Close(); err != nil {
 			t.Fatal(err)
 		}
-		defer w.Close()
-		r.Close()
-		q := New(w)
-		if q == nil {
-			t.Fatal("no Writer for a pipe")
+		select {
+		case err := <-done:
+			if !errors.Is(err, os.ErrClosed) {
+				t.Fatalf("Write after Close returned %v, want os.ErrClosed", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("Write still waiting 10 s after Close")
 		}
+	})
+
+	t.Run("broken pipe", func(t *testing.T) {
+		r, w := blockingPipe(t)
+		q := New(w)
+		if q == nil || q.pipe == nil {
+			t.Fatal("no Writer with the pipe opened anew")
+		}
+		r.Close() // the reader goes after the Writer was made
 		if n, err := q.Write([]byte("x\n")); n != 0 || !errors.Is(err, syscall.EPIPE) {
 			t.Fatalf("Write to a pipe without a reader = %d, %v; want 0, EPIPE", n, err)
 		}
+		q.Close()
 	})
+}
+
+// blockingPipe returns a pipe whose ends are blocking, as a process's
+// stdout is (os.Pipe's are not).
+func blockingPipe(t *testing.T) (r, w *os.File) {
+	t.Helper()
+	var fds [2]int
+	if err := unix.Pipe2(fds[:], unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	r, w = os.NewFile(uintptr(fds[0]), "pipe reader"), os.NewFile(uintptr(fds[1]), "pipe writer")
+	t.Cleanup(func() { r.Close(); w.Close() })
+	return r, w
 }
 
 // pattern returns n bytes that tell their offsets apart.
