@@ -62,7 +62,11 @@ func TestIntegrationFinderSkipsZombies(t *testing.T) {
 	for _, mech := range kernelMechanisms {
 		t.Run(mech, func(t *testing.T) {
 			tr, boot := start(t, mech)
-			cmd, pids := testenv.Shell(t, "sh -c 'exit 3' & echo $!; exec sleep 1000", 1)
+			// The child exits only once its parent is sleep, which never
+			// reaps it: a child that exited first was reaped by the shell
+			// before its exec (dash collects finished jobs), and never
+			// became a zombie.
+			cmd, pids := testenv.Shell(t, `sh -c 'until [ "$(cat /proc/$PPID/comm)" = sleep ]; do sleep 0.01; done; exit 3' & echo $!; exec sleep 1000`, 1)
 			zombie := pids[0]
 			root, err := pidfd.Open(int32(cmd.Process.Pid), boot)
 			if err != nil {
