@@ -6,7 +6,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"os"
 	"strings"
 
 	"github.com/procsupervisor/supervisor/internal/api"
@@ -93,7 +92,7 @@ func runEvents(ctx context.Context, env *cliEnv, args []string) error {
 		// installed config's patterns (as a local tree is).
 		rules, cfgErr = daemon.InstalledRedaction()
 	}
-	out := quietStdout(env.stdout)
+	out := quietfile.For(env.stdout)
 	if q, ok := out.(*quietfile.Writer); ok {
 		defer q.Close() // after the printer's last write
 	}
@@ -206,17 +205,4 @@ func printTree(env *cliEnv, mech string, tree *lineage.TreeNode, ancestry []line
 			tree.DescendantsCut, api.MaxTreeNodes)
 	}
 	return err
-}
-
-// quietStdout returns w, or, when w is a regular file on a local
-// filesystem (`events --json > FILE`), a pipe (`events --json | jq`) or a
-// socket, a writer that does not wake the Go runtime's sysmon thread at
-// each write that need not wait (quietfile).
-func quietStdout(w io.Writer) io.Writer {
-	if f, ok := w.(*os.File); ok {
-		if q := quietfile.New(f); q != nil {
-			return q
-		}
-	}
-	return w
 }

@@ -285,7 +285,7 @@ func (fo *fileOut) close() error {
 func openSink(out Output, cfg Config, hostname string) (sink, error) {
 	switch out.Kind {
 	case OutputStdout:
-		return newStreamSink(stdout(), nil), nil
+		return newStreamSink(quietfile.For(os.Stdout), nil), nil
 	case OutputFile:
 		fo, err := openFile(out.Path, cfg.MaxFileBytes, cfg.MaxBackups)
 		if err != nil {
@@ -296,14 +296,4 @@ func openSink(out Output, cfg Config, hostname string) (sink, error) {
 		return newSyslogSink(out, hostname), nil
 	}
 	return nil, fmt.Errorf("output kind %q: %w", out.Kind, ErrConfig)
-}
-
-// stdout returns the process's standard output, written through a
-// quietfile.Writer when it has one (a pipe, a socket, a local file; not a
-// terminal, which the kernel cannot write without waiting).
-func stdout() io.Writer {
-	if q := quietfile.New(os.Stdout); q != nil {
-		return q
-	}
-	return os.Stdout
 }

@@ -38,10 +38,11 @@
 // the flag changes nothing for the other processes that share the pipe,
 // and in the runtime's poller, so that a full pipe is waited for there,
 // with no system call the runtime must know of (in a storm the pipe is
-// full at every batch). Close closes that description. The bytes are not cut in chunks, so a datagram socket still
-// gets one message per write. A file the kernel cannot promise not to
-// wait on refuses the flag (EOPNOTSUPP: a terminal) and is written through
-// the runtime from then on.
+// full at every batch). Close closes that description. The bytes are not
+// cut in chunks, so a datagram socket still gets one message per write. A
+// file the kernel cannot promise not to wait on refuses the flag
+// (EOPNOTSUPP: a terminal) and is written through the runtime from then
+// on. For wraps any io.Writer that is such a file.
 //
 // Limits: a raw call keeps its thread's P, and a stop-the-world waits for
 // it: for a non-blocking write, as long as the copy into the buffer takes.

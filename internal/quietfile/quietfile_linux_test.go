@@ -358,3 +358,22 @@ func TestClosed(t *testing.T) {
 		t.Errorf("Write after Close = %d, %v; want 0, os.ErrClosed", n, err)
 	}
 }
+
+// TestFor: `events --json > FILE` and the feed's stdout get a Writer for
+// a local file and a pipe; a buffer is written as it is.
+func TestFor(t *testing.T) {
+	f, _ := testFile(t)
+	if _, ok := For(f).(*Writer); !ok {
+		t.Errorf("a regular file on a local filesystem: %T, want *Writer", For(f))
+	}
+	_, w := blockingPipe(t)
+	q, ok := For(w).(*Writer)
+	if !ok {
+		t.Fatalf("a pipe: %T, want *Writer", For(w))
+	}
+	q.Close()
+	var b bytes.Buffer
+	if got := For(&b); got != &b {
+		t.Errorf("a buffer: %T, want itself", got)
+	}
+}
