@@ -30,6 +30,8 @@ const Resample = 5 * time.Second
 type Clock struct {
 	offset  atomic.Int64 // wall ns - boot ns; 0 when unknown
 	sampled atomic.Int64 // wall ns of the last sample
+	// sampledBoot is the boot ns of the last sample, 0 before the first.
+	sampledBoot atomic.Int64
 }
 
 // Offset returns wall ns minus boot ns as sampled within Resample of now,
@@ -40,13 +42,51 @@ func (c *Clock) Offset(now time.Time) int64 {
 		return c.offset.Load()
 	}
 	c.sampled.Store(n)
+	off, _, _ := c.sample()
+	return off
+}
+
+// sample reads both clocks and keeps their offset: it returns the offset
+// and the wall ns read, or false when CLOCK_BOOTTIME cannot be read.
+func (c *Clock) sample() (off, wall int64, ok bool) {
 	boot, ok := Now()
 	if !ok {
-		return 0
+		return 0, 0, false
 	}
-	off := time.Now().UnixNano() - boot
+	wall = time.Now().UnixNano()
+	off = wall - boot
 	c.offset.Store(off)
-	return off
+	c.sampledBoot.Store(boot)
+	return off, wall, true
+}
+
+// Stamped returns the wall time of stamp (ns of CLOCK_BOOTTIME) without
+// reading a clock when it can: the offset of the last sample converts
+// every stamp up to Resample after that sample was taken (an earlier stamp
+// too: a backlog is converted with the newer offset), and a later stamp
+// takes a new sample, which then serves the stamps that follow. A stream
+// of events is so converted with one pair of clock reads every Resample
+// of its own time, where Wall needs the caller's now for each. false for a
+// zero stamp, or when CLOCK_BOOTTIME cannot be read.
+func (c *Clock) Stamped(stamp uint64) (time.Time, bool) {
+	if stamp == 0 {
+		return time.Time{}, false
+	}
+	off := c.offset.Load()
+	if sb := c.sampledBoot.Load(); sb == 0 || int64(stamp)-sb >= int64(Resample) {
+		if c.sampled.Load() != math.MaxInt64 { // not pinned
+			var wall int64
+			var ok bool
+			if off, wall, ok = c.sample(); !ok {
+				return time.Time{}, false
+			}
+			c.sampled.Store(wall)
+		}
+	}
+	if off == 0 {
+		return time.Time{}, false
+	}
+	return time.Unix(0, off+int64(stamp)), true
 }
 
 // Wall returns the wall time of stamp (ns of CLOCK_BOOTTIME), or now when

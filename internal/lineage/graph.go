@@ -4,6 +4,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/procsupervisor/supervisor/internal/boottime"
 	"github.com/procsupervisor/supervisor/internal/events"
 	"github.com/procsupervisor/supervisor/internal/pidtab"
 	"github.com/procsupervisor/supervisor/internal/procfs"
@@ -29,7 +30,10 @@ type Config struct {
 	// Boot is the boot id of every token; when zero, the first token seen
 	// sets it. Events with tokens of another boot are counted and ignored.
 	Boot procfs.BootID
-	// Now is the graph clock (default time.Now).
+	// Now is the graph clock (default time.Now). With the default, an
+	// event that carries its kernel stamp is applied at the stamp's wall
+	// time (boottime.Clock.Stamped), which costs no clock read: the time
+	// it happened rather than the moment it was read.
 	Now func() time.Time
 }
 
@@ -71,6 +75,9 @@ type Stats struct {
 // goroutine.
 type Graph struct {
 	cfg Config
+	// stamps converts events' stamps to the graph clock; nil when
+	// Config.Now was given (a test's clock is the only clock).
+	stamps *boottime.Clock
 
 	mu      sync.RWMutex
 	now     int64 // graph clock for the operation in progress
@@ -99,11 +106,13 @@ func New(cfg Config) *Graph {
 	if cfg.MaxPinned <= 0 {
 		cfg.MaxPinned = DefaultMaxPinned
 	}
+	var stamps *boottime.Clock
 	if cfg.Now == nil {
-		cfg.Now = time.Now
+		cfg.Now, stamps = time.Now, new(boottime.Clock)
 	}
 	g := &Graph{
 		cfg:     cfg,
+		stamps:  stamps,
 		roots:   []string{""},
 		rootIdx: make(map[string]uint32),
 		epoch:   1,
@@ -116,7 +125,7 @@ func New(cfg Config) *Graph {
 
 // Apply folds one event into the graph. It does not retain ev.
 func (g *Graph) Apply(ev *events.Event) {
-	now := g.cfg.Now().UnixNano()
+	now := g.eventNow(ev.Time)
 	g.mu.Lock()
 	g.now = now
 	if ev.Pid <= 0 && ev.Kind != events.Lost {
@@ -138,6 +147,17 @@ func (g *Graph) Apply(ev *events.Event) {
 	}
 	g.expire()
 	g.mu.Unlock()
+}
+
+// eventNow returns the graph clock for an event stamped stamp (see
+// Config.Now).
+func (g *Graph) eventNow(stamp uint64) int64 {
+	if g.stamps != nil {
+		if t, ok := g.stamps.Stamped(stamp); ok {
+			return t.UnixNano()
+		}
+	}
+	return g.cfg.Now().UnixNano()
 }
 
 // Expire drops exited nodes past Config.MaxExitedAge. Apply does it on every

@@ -198,10 +198,15 @@ func (w *procLine) appendTime(b []byte, t time.Time) []byte {
 
 // event writes the ECS line of a fork, exec or exit into w.b.
 func (x *ecs) procEvent(w *procLine, action string, ev *events.Event) {
-	now := time.Now()
+	// The event's own stamp is its time and the line's now: no clock
+	// read for a stream of stamped events (boottime.Clock.Stamped).
+	t, ok := x.h.clock.Stamped(ev.Time)
+	if !ok {
+		t = time.Now()
+	}
+	now := t
 	w.names, w.argsMax = x.h.names.At(now), x.h.argsMax
 	w.user, w.group = lastName{}, lastName{}
-	t := x.h.clock.Wall(now, ev.Time)
 	w.b = append(w.b, `{"@timestamp":`...)
 	w.b = w.appendTime(w.b, t)
 	w.b = append(w.b, x.procPrefix(action)...)
