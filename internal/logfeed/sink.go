@@ -113,9 +113,6 @@ func (s *streamSink) out(p []byte, lines int) (delivered, lost int, err error) {
 			return 0, lines, err
 		}
 	}
-	if s.file != nil {
-		s.file.reserveFor(len(p))
-	}
 	n, err := s.w.Write(p)
 	if s.file != nil {
 		s.file.size += int64(n)
@@ -177,48 +174,6 @@ type fileOut struct {
 	// wait (and so without waking its sysmon thread), nil when quietfile
 	// has no Writer for f (a regular file on a remote filesystem).
 	quiet *quietfile.Writer
-	// reserves: f's blocks are allocated ahead of the writes (see
-	// reserveFor), up to reserved. Only the drain goroutine reads them
-	// after open.
-	reserves bool
-	reserved int64
-}
-
-// reserveStep is how far ahead of the write head reserveFor allocates.
-const reserveStep = 4 << 20
-
-// reserveFor allocates the blocks of the next n bytes of the file ahead,
-// reserveStep at a time and never past the rotation size, without
-// changing its size (readers such as tail or a log shipper see only lines
-// written). On ext4 a write into blocks it has not allocated yet reserves
-// them page by page (delayed allocation, quota, the extent status tree):
-// in a storm that was most of the kernel's time for the daemon's write;
-// into allocated blocks, writes of 256 KiB took a third less system time
-// here (100 MB: 31-38 ms against 21-24 ms). The allocated blocks are
-// converted to written ones at writeback, by the kernel's flusher. What is
-// allocated and never written (at most reserveStep past the end of a file
-// that is not rotated) stays allocated until the file is removed: it is
-// not trimmed at close, where another writer of the file could have
-// appended. A refusal (no extents, no space, a filesystem that cannot)
-// stops it for this open file; the write goes on and says what it must.
-func (fo *fileOut) reserveFor(n int) {
-	end := fo.size + int64(n)
-	if !fo.reserves || end <= fo.reserved {
-		return
-	}
-	want := end + reserveStep
-	if fo.max > 0 {
-		want = min(want, max(fo.max, end))
-	}
-	from := max(fo.reserved, fo.size)
-	fo.mu.Lock()
-	f := fo.f
-	fo.mu.Unlock()
-	if f == nil || reserve(f, from, want-from) != nil {
-		fo.reserves = false
-		return
-	}
-	fo.reserved = want
 }
 
 // rotates reports whether fo (nil: not a file) is rotated by size.
@@ -265,7 +220,6 @@ func (fo *fileOut) openLocked() error {
 	}
 	fo.f, fo.size = f, st.Size()
 	fo.special.Store(!st.Mode().IsRegular())
-	fo.reserves, fo.reserved = st.Mode().IsRegular() && canReserve(f), fo.size
 	fo.quiet = quietfile.New(f)
 	return nil
 }
