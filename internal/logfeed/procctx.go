@@ -146,7 +146,15 @@ func imageBad(comm *[16]byte, exe string, argv []string, cwd string, limit int) 
 // name at 15 bytes (TASK_COMM_LEN less its NUL): a shorter one was not
 // cut.
 func nameBad(comm *[16]byte) badText {
-	name := unsafe.String(&comm[0], len(commBytes(comm)))
+	b := commBytes(comm)
+	i := 0
+	for i < len(b) && b[i] < utf8.RuneSelf {
+		i++
+	}
+	if i == len(b) {
+		return 0 // ASCII, as nearly every name is
+	}
+	name := unsafe.String(&comm[0], len(b))
 	if len(name) < len(comm)-1 && !utf8.ValidString(name) || !jsonx.ValidCut(name) {
 		return badName
 	}
