@@ -74,3 +74,17 @@ func heapOf(build func()) uint64 {
 	runtime.ReadMemStats(&after)
 	return after.HeapAlloc - before.HeapAlloc
 }
+
+// BenchmarkSparse: a page that holds one pid at a time, set and deleted
+// (the exec cache under an exec storm: each child described at its exec,
+// forgotten at its exit), so the page empties at every delete.
+func BenchmarkSparse(b *testing.B) {
+	var t Table
+	t.Set(1, 1) // another page, so that the top slice stays
+	b.ReportAllocs()
+	for k := 0; b.Loop(); k++ {
+		pid := int32(5000 + k%1000)
+		t.Set(pid, 7)
+		t.Delete(pid)
+	}
+}

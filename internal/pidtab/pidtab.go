@@ -190,12 +190,12 @@ func (t *Table) newPage() *page {
 	return new(page)
 }
 
-// release drops the (empty or cleared) page hi, keeping it as the spare
-// when there is none, and trims the top slice's empty tail.
+// release drops the empty page hi (Delete zeroed each of its values: it
+// needs no clearing), keeping it as the spare when there is none, and
+// trims the top slice's empty tail.
 func (t *Table) release(hi int) {
 	r := &t.top[hi]
 	if t.spare == nil {
-		clear(r.p[:])
 		t.spare = r.p
 	}
 	*r = ref{}
