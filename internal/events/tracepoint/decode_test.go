@@ -350,6 +350,20 @@ func BenchmarkDecode(b *testing.B) {
 	}
 }
 
+// BenchmarkDecodeFork decodes a fork record with its context.
+func BenchmarkDecodeFork(b *testing.B) {
+	rec := record{kind: recFork, pid: 42, tid: 42, ppid: 1, start: 5, parentStart: 1, flags: flagPidfs, comm: "bash"}.
+		encodeFork(ctxRec{ngroups: 2, groups: []uint32{4, 27}, flags: ctxFlagTTY | ctxFlagSidLeader})
+	var ev events.Event
+	b.ReportAllocs()
+	b.SetBytes(int64(len(rec)))
+	for b.Loop() {
+		if err := decode(rec, testBoot, &ev); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
 // BenchmarkDecodeExec decodes an exec record with context, paths and a
 // short argv: the strings are the only allocations.
 func BenchmarkDecodeExec(b *testing.B) {
