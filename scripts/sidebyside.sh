@@ -29,7 +29,11 @@
 # higher than a lone daemon's; compare builds with each other, not with
 # execstorm.sh's rows.
 #
-# Usage: scripts/sidebyside.sh [--rounds R] [--execs N] BUILD BUILD...
+# With --quiet the daemons run on their defaults instead (no process
+# lines, so no arguments or paths captured): the cost of watching lineage
+# alone, execstorm.sh's daemon-quiet.
+#
+# Usage: scripts/sidebyside.sh [--quiet] [--rounds R] [--execs N] BUILD BUILD...
 #   R rounds (default 2) for each of the orders, so R times the number of
 #   builds in all.
 #   BUILD is a path to a supervisor binary, or a git revision to build.
@@ -38,9 +42,10 @@
 # stopped on exit, and its temporary directory removed.
 set -euo pipefail
 
-rounds=2 execs=5000
+rounds=2 execs=5000 quiet=
 while [ $# -gt 0 ]; do
 	case $1 in
+	--quiet) quiet=1; shift ;;
 	--rounds) rounds=$2; shift 2 ;;
 	--execs) execs=$2; shift 2 ;;
 	-h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -103,9 +108,10 @@ start() {
 	for j in "$@"; do
 		rm -rf "$dir/d$j"
 		mkdir -p "$dir/d$j"
+		local feed=(--log-output "file:$dir/d$j/feed.json" --log-process-events)
+		[ -z "$quiet" ] || feed=()
 		"${bins[$j]}" run --state-dir "$dir/d$j" --socket "$dir/d$j/api.sock" --cgroup off \
-			--mechanism ebpf --log-output "file:$dir/d$j/feed.json" --log-process-events \
-			>/dev/null 2>"$dir/d$j/err" &
+			--mechanism ebpf "${feed[@]}" >/dev/null 2>"$dir/d$j/err" &
 		pids+=("$!")
 	done
 	local k=0
