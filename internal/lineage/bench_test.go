@@ -133,3 +133,17 @@ func BenchmarkApplyStorm(b *testing.B) {
 		step(k)
 	}
 }
+
+// BenchmarkComm: the parent's name looked up for an event (the tracker
+// does it for every event it describes).
+func BenchmarkComm(b *testing.B) {
+	g := newTestGraph(newClock(), Config{})
+	parent := tk(500, 900)
+	apply(g, fork(4242, parent, 1, token.Token{}, 5*sec))
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, ok := g.Comm(4242, parent); !ok {
+			b.Fatal("no comm")
+		}
+	}
+}

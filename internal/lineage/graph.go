@@ -896,6 +896,17 @@ func (g *Graph) tokenOf(n *node) token.Token {
 	return token.Token{Boot: g.boot, Start: n.start, Ino: n.ino, Prec: n.prec}
 }
 
+// isToken reports whether tok is exactly n's token (tokenOf(n) == tok),
+// comparing the fields that differ most often first and without building
+// the token: on the event path (Comm for every event's parent) the struct
+// comparison was a call to memequal.
+func (g *Graph) isToken(n *node, tok *token.Token) bool {
+	if n.prec == 0 {
+		return *tok == token.Token{}
+	}
+	return tok.Start == n.start && tok.Ino == n.ino && tok.Prec == n.prec && tok.Uniq == 0 && tok.Boot == g.boot
+}
+
 func (g *Graph) parentTokenOf(n *node) token.Token {
 	if n.pprec == 0 {
 		return token.Token{}

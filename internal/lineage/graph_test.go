@@ -756,3 +756,30 @@ func TestConcurrentQueries(t *testing.T) {
 		t.Errorf("Stats().Forks = %d, want 20000", g.Stats().Forks)
 	}
 }
+
+// TestIsToken: isToken agrees with comparing tokenOf's whole token, for
+// tokens that differ from a node's in each field, and for a node without
+// one.
+func TestIsToken(t *testing.T) {
+	g := newTestGraph(newClock(), Config{})
+	other := testBoot
+	other[3]++
+	with := &node{start: 500, ino: 900, prec: token.Ticks}
+	without := &node{}
+	for _, tok := range []token.Token{
+		tk(500, 900), tk(501, 900), tk(500, 901), tk(500, 0),
+		{Boot: other, Start: 500, Ino: 900, Prec: token.Ticks},
+		{Boot: testBoot, Start: 500, Ino: 900, Prec: token.Micro},
+		{Boot: testBoot, Start: 500, Ino: 900, Prec: token.Ticks, Uniq: 1},
+		{}, {Start: 1}, {Boot: testBoot},
+	} {
+		for _, n := range []*node{with, without} {
+			if got, want := g.isToken(n, &tok), g.tokenOf(n) == tok; got != want {
+				t.Errorf("isToken(%+v, %+v) = %v, want %v", *n, tok, got, want)
+			}
+		}
+	}
+	if !g.isToken(with, &token.Token{Boot: testBoot, Start: 500, Ino: 900, Prec: token.Ticks}) {
+		t.Error("a node's own token is not its token")
+	}
+}

@@ -273,7 +273,7 @@ func (g *Graph) Comm(pid int32, tok token.Token) ([16]byte, bool) {
 		return [16]byte{}, false
 	}
 	n := g.at(i)
-	if g.tokenOf(n) != tok {
+	if !g.isToken(n, &tok) {
 		return [16]byte{}, false
 	}
 	return n.comm, true
@@ -292,7 +292,7 @@ func (g *Graph) Childless(pid int32, tok token.Token) bool {
 		return false
 	}
 	n := g.at(i)
-	return g.tokenOf(n) == tok && !n.live() && n.child == 0
+	return g.isToken(n, &tok) && !n.live() && n.child == 0
 }
 
 // resolve finds the generation at pid that tok names by token.Compare: Same
