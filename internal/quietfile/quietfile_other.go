@@ -15,3 +15,6 @@ func (w *Writer) Write(p []byte) (int, error) { return w.f.Write(p) }
 
 // Close does nothing: New opened nothing.
 func (w *Writer) Close() error { return nil }
+
+// Raw reports false: no write is raw here.
+func (w *Writer) Raw() bool { return false }
