@@ -22,9 +22,7 @@ import (
 // batchBytes first, so the write is started by a caller logging (while the
 // event path runs anyway) rather than by a timer of its own: a process
 // that wakes from idle more often makes the runtime's sysmon thread tick
-// at its fastest more often, which costs more than the write. To a file
-// written raw, the caller whose process event filled the batch writes it
-// itself (writeInline), without waking the drain goroutine's thread.
+// at its fastest more often, which costs more than the write.
 //
 // A batch is large (2 MiB) because of that sysmon thread: a goroutine that
 // enters a system call while sysmon sleeps (the process was idle when it
@@ -129,13 +127,8 @@ type queue struct {
 	wake      chan struct{}
 	flushed   *sync.Cond // signalled when done advances
 
-	done uint64 // lines handed to the sink or dropped, by seq (under mu)
-	sink sink
-	// writing is held by whoever takes a batch and hands it to the sink
-	// (and for any other call to the sink): the drain goroutine, or the
-	// goroutine whose process event filled the batch (writeInline).
-	writing  sync.Mutex
-	inlined  atomic.Uint64 // batches written by writeInline
+	done     uint64 // lines handed to the sink or dropped, by seq (under mu)
+	sink     sink
 	reopen   atomic.Bool
 	pending  [numClasses]atomic.Uint64 // drops not yet reported
 	dropped  [numClasses]atomic.Uint64
@@ -197,65 +190,13 @@ func (q *queue) put(p []byte, sev severity, action string, cls class) {
 		q.nProcess++
 	}
 	q.seq++
-	full := false
 	if !q.urgent && (q.bytes >= batchBytes || 2*q.n >= q.maxLines) {
-		q.urgent, wake, full = true, true, true
+		q.urgent, wake = true, true
 	}
 	q.mu.Unlock()
-	if full && cls == classProcess && q.writeInline() {
-		return
-	}
 	if wake {
 		q.signal()
 	}
-}
-
-// inliner is a sink that can say its write waits for nothing a caller
-// must not wait for (a file written raw: see streamSink.inline).
-type inliner interface {
-	inline() bool
-}
-
-// writeInline writes the current batch from the goroutine whose process
-// event filled it, and reports whether it did: when the sink's write
-// cannot wait (inliner) and no batch is being written. Under a storm the
-// event goroutine fills a batch every few hundred milliseconds; handing
-// each to the drain goroutine woke a parked thread and parked it again,
-// which cost a few hundred µs of CPU per batch on a PVM guest (with 256
-// KiB batches the daemon's CPU per exec went up 35-70%). A sink that can
-// wait (stdout, a pipe, syslog, a file that went through the runtime
-// after a slow write) is left to the drain goroutine, so that it never
-// stalls the event path. The drain goroutine goes on lingering over the
-// lines that follow.
-func (q *queue) writeInline() bool {
-	in, ok := q.sink.(inliner)
-	if !ok || !q.writing.TryLock() {
-		return false
-	}
-	defer q.writing.Unlock()
-	if !in.inline() {
-		return false
-	}
-	q.writeTaken()
-	q.inlined.Add(1)
-	return true
-}
-
-// writeTaken takes the current batch and hands it to the sink; q.writing
-// is held. It reports false when the queue was abandoned.
-func (q *queue) writeTaken() bool {
-	seq, ok := q.take(&q.spare)
-	if !ok {
-		return false
-	}
-	q.maybeReopen()
-	q.writeBatch(&q.spare)
-	q.account(q.sink.flush())
-	q.mu.Lock()
-	q.done = max(q.done, seq)
-	q.flushed.Broadcast()
-	q.mu.Unlock()
-	return true
 }
 
 // evict drops the newest process event in the buffer (its bytes stay,
@@ -307,9 +248,7 @@ func (q *queue) await(t *time.Timer) bool {
 		q.flushed.Broadcast()
 		q.mu.Unlock()
 		q.idle(t)
-		q.writing.Lock()
 		q.maybeReopen()
-		q.writing.Unlock()
 	}
 }
 
@@ -332,23 +271,14 @@ func (q *queue) idle(t *time.Timer) {
 	if !q.quiet(t, idleTrim) {
 		return
 	}
-	// The spare batch is written by whoever holds q.writing (taken after
-	// q.mu elsewhere: here only tried); a batch being written inline
-	// means lines came, and the next quiet stretch trims it.
 	q.cur.trimIdle()
-	if q.writing.TryLock() {
-		q.spare.trimIdle()
-		q.writing.Unlock()
-	}
+	q.spare.trimIdle()
 	q.mu.Unlock()
 	if !q.quiet(t, idleArena-idleTrim) {
 		return
 	}
 	q.cur.arena.release()
-	if q.writing.TryLock() {
-		q.spare.arena.release()
-		q.writing.Unlock()
-	}
+	q.spare.arena.release()
 	q.mu.Unlock()
 	<-q.wake
 }
@@ -519,16 +449,18 @@ func (q *queue) drain() {
 	t.Stop()
 	for q.await(t) {
 		q.linger(t)
-		q.writing.Lock()
-		ok := q.writeTaken()
-		q.writing.Unlock()
+		seq, ok := q.take(&q.spare)
 		if !ok {
 			break
 		}
+		q.maybeReopen()
+		q.writeBatch(&q.spare)
+		q.account(q.sink.flush())
+		q.mu.Lock()
+		q.done = max(q.done, seq)
+		q.flushed.Broadcast()
+		q.mu.Unlock()
 	}
-	// A batch being written inline is finished before the arenas go.
-	q.writing.Lock()
-	defer q.writing.Unlock()
 	q.mu.Lock()
 	// Lines left by an abandon are dropped.
 	for _, m := range q.cur.lines {

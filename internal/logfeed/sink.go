@@ -103,14 +103,6 @@ func (s *streamSink) writeRun(p []byte, lines int) (delivered, lost int, err err
 	return delivered + d, lost + l, err
 }
 
-// inline implements inliner: a file written raw (quietfile), whose write
-// waits for nothing but the page cache, can take a full batch from the
-// goroutine that filled it. Called with the queue's writing lock held.
-func (s *streamSink) inline() bool {
-	q, ok := s.w.(*quietfile.Writer)
-	return ok && q.Raw()
-}
-
 // bytesLines counts the lines in p.
 func bytesLines(p []byte) int { return bytes.Count(p, []byte{'\n'}) }
 

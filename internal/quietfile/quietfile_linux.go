@@ -26,8 +26,6 @@ type Writer struct {
 	// noRaw: the kernel cannot write f without waiting (RWF_NOWAIT was
 	// refused): every write goes through the runtime.
 	noRaw bool
-	// file: f is a regular file, written with write(2) (writeRaw).
-	file bool
 	// loudUntil: writes go through the runtime until then.
 	loudUntil time.Time
 	// raw counts the bytes written raw, for the tests.
@@ -90,7 +88,7 @@ func New(f *os.File) *Writer {
 		if !local(int64(fs.Type)) {
 			return nil
 		}
-		w.writeFn, w.file = w.writeRaw, true
+		w.writeFn = w.writeRaw
 	case unix.S_IFIFO, unix.S_IFSOCK, unix.S_IFCHR:
 		w.nowait = true
 		w.writeFn = w.writeNowait
@@ -149,14 +147,6 @@ func local(fsType int64) bool {
 		}
 	}
 	return false
-}
-
-// Raw reports whether the next Write goes to a regular file raw: not
-// through the runtime after a call that slept (loudFor), and so not one
-// that waits for anything but the page cache. The same goroutine as Write
-// asks.
-func (w *Writer) Raw() bool {
-	return w.file && !time.Now().Before(w.loudUntil)
 }
 
 // Write writes p whole or says why not, as os.File.Write does.

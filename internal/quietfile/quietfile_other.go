@@ -15,6 +15,3 @@ func (w *Writer) Write(p []byte) (int, error) { return w.f.Write(p) }
 
 // Close does nothing: New opened nothing.
 func (w *Writer) Close() error { return nil }
-
-// Raw reports false: no write is raw here.
-func (w *Writer) Raw() bool { return false }
