@@ -107,7 +107,8 @@ type Event struct {
 	// Parent describes the process (PPid, ParentToken) as its last exec
 	// seen showed it, nil when that exec was not seen. Sources never set
 	// it: the consumer's exec cache does (internal/execcache), and it is
-	// valid only until the next event is read.
+	// valid only until the next event is read. It is read-only: it points
+	// into the cache's (or the tracker's) own memory.
 	Parent *Desc
 }
 

@@ -40,6 +40,9 @@ func (t *Tracker) describe(ev *events.Event) {
 	if !ok || comm == ([16]byte{}) {
 		return
 	}
-	t.named = events.Desc{Comm: comm}
+	// Only the name is ever set in t.named, and no consumer writes
+	// through ev.Parent (it points into the exec cache as well): setting
+	// the name alone spares clearing the 408-byte Desc at every event.
+	t.named.Comm = comm
 	ev.Parent = &t.named
 }
