@@ -13,7 +13,7 @@
 // thread, which then ticks every 20 µs while the event path is busy.
 //
 // Outside Linux there is no CLOCK_BOOTTIME to read: the offset is unknown
-// and every conversion gives the time of the call (the caller's now).
+// and every conversion (At) gives the time of the call.
 package boottime
 
 import (
@@ -66,7 +66,7 @@ func (c *Clock) sample() (off, wall int64, ok bool) {
 // too: a backlog is converted with the newer offset), and a later stamp
 // takes a new sample, which then serves the stamps that follow. A stream
 // of events is so converted with one pair of clock reads every Resample
-// of its own time, where Wall needs the caller's now for each. false for a
+// of its own time. false for a
 // zero stamp, or when CLOCK_BOOTTIME cannot be read.
 func (c *Clock) Stamped(stamp uint64) (time.Time, bool) {
 	if stamp == 0 {
@@ -89,17 +89,15 @@ func (c *Clock) Stamped(stamp uint64) (time.Time, bool) {
 	return time.Unix(0, off+int64(stamp)), true
 }
 
-// Wall returns the wall time of stamp (ns of CLOCK_BOOTTIME), or now when
-// the stamp is 0 (the mechanism gave none) or the offset is unknown.
-func (c *Clock) Wall(now time.Time, stamp uint64) time.Time {
-	if stamp == 0 {
-		return now
+// At returns the wall time of an event stamped stamp (ns of
+// CLOCK_BOOTTIME) as Stamped converts it, or the time of the call when the
+// stamp is 0 (the mechanism gave none) or the offset is unknown: the
+// time every line and record of an event carries.
+func (c *Clock) At(stamp uint64) time.Time {
+	if t, ok := c.Stamped(stamp); ok {
+		return t
 	}
-	off := c.Offset(now)
-	if off == 0 {
-		return now
-	}
-	return time.Unix(0, off+int64(stamp))
+	return time.Now()
 }
 
 // Pin makes c convert with offset (wall ns minus boot ns) from now on,

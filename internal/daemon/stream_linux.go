@@ -289,7 +289,7 @@ func (d *Daemon) onEventStream(ev *events.Event) {
 	if len(subs) == 0 {
 		return
 	}
-	h.publishEvent(subs, ev, d.attribute(ev), time.Now())
+	h.publishEvent(subs, ev, d.attribute(ev))
 }
 
 // attribute says whose ev is (attributeIn, with the tracker's graph).
@@ -343,12 +343,12 @@ func (x *claimIndex) uidOf(id string) (uint32, bool) {
 // see it: root's whole, another uid's with what it may not read withheld
 // (encoded once for each of the few views, only when something is).
 // Only the drain goroutine calls it.
-func (h *hub) publishEvent(subs []*subscriber, ev *events.Event, a attribution, now time.Time) {
+func (h *hub) publishEvent(subs []*subscriber, ev *events.Event, a attribution) {
 	k := streamKind(ev.Kind)
 	if !slices.ContainsFunc(subs, func(s *subscriber) bool { return s.kinds.Has(k) }) {
 		return // nobody asked for this kind: not even encoded
 	}
-	wall := h.clock.Wall(now, ev.Time)
+	wall := h.clock.At(ev.Time)
 	b := appendRecord(h.evBuf[:0], ev, a, wall, 0)
 	h.evBuf = b
 	var made uint8 // the views encoded for this event

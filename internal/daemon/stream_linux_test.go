@@ -81,7 +81,7 @@ func TestStreamVisibility(t *testing.T) {
 		{Kind: events.Fork, Pid: 300, PPid: 1}, // no token: nobody's
 		{Kind: events.Lost, Mechanism: events.EBPF, Count: 4},
 	} {
-		h.publishEvent(h.active(), &ev, attributeIn(g, claims, &ev), now)
+		h.publishEvent(h.active(), &ev, attributeIn(g, claims, &ev))
 	}
 	h.publishClaim(&logfeed.ClaimEvent{Action: logfeed.ActionClaimState, ClaimID: "g-1", UID: 1000, From: "running", State: "releasing"}, now)
 	h.publishClaim(&logfeed.ClaimEvent{Action: logfeed.ActionClaimState, ClaimID: "g-2", UID: 2000, From: "running", State: "releasing"}, now)
@@ -130,7 +130,7 @@ func TestStreamLoss(t *testing.T) {
 	ev := events.Event{Kind: events.Fork, Pid: 7, PPid: 1, Token: tok(7)}
 	n := 0
 	for ; n < 10*streamBuffer/100; n++ {
-		h.publishEvent(h.active(), &ev, attribution{}, time.Now())
+		h.publishEvent(h.active(), &ev, attribution{})
 	}
 	rs := take(t, slow)
 	if len(rs) < 2 || len(rs) >= n {
@@ -140,7 +140,7 @@ func TestStreamLoss(t *testing.T) {
 	if last.Kind != "lost" || last.Mechanism != "stream" || int(last.Count) != n-(len(rs)-1) {
 		t.Errorf("last record %+v, want a stream loss of %d", last, n-(len(rs)-1))
 	}
-	h.publishEvent(h.active(), &ev, attribution{}, time.Now())
+	h.publishEvent(h.active(), &ev, attribution{})
 	if rs := take(t, slow); len(rs) != 1 || rs[0].Kind != "fork" {
 		t.Errorf("after the loss: %+v, want the next fork", rs)
 	}
@@ -155,8 +155,8 @@ func TestStreamOversizeRecord(t *testing.T) {
 	s, _ := h.subscribe(viewer{uid: 0, all: true}, 0)
 	big := events.Event{Kind: events.Exec, Pid: 8, PPid: 1, Token: tok(8), Argv: []string{"x", strings.Repeat("\x01", 32000)}}
 	fork := events.Event{Kind: events.Fork, Pid: 9, PPid: 1, Token: tok(9)}
-	h.publishEvent(h.active(), &big, attribution{}, time.Now())
-	h.publishEvent(h.active(), &fork, attribution{}, time.Now())
+	h.publishEvent(h.active(), &big, attribution{})
+	h.publishEvent(h.active(), &fork, attribution{})
 	rs := take(t, s)
 	var kinds []string
 	for _, r := range rs {
@@ -168,7 +168,7 @@ func TestStreamOversizeRecord(t *testing.T) {
 	if len(rs[0].Argv) != 2 || rs[0].Argv[1] != big.Argv[1] {
 		t.Errorf("the exec's arguments came back cut or changed")
 	}
-	h.publishEvent(h.active(), &fork, attribution{}, time.Now())
+	h.publishEvent(h.active(), &fork, attribution{})
 	if rs := take(t, s); len(rs) != 1 || rs[0].Kind != "fork" {
 		t.Errorf("after the large record: %+v, want the next fork", rs)
 	}
@@ -193,8 +193,8 @@ func TestStreamLargeBurst(t *testing.T) {
 		return strings.Join(k, " ")
 	}
 	for range 10 {
-		h.publishEvent(h.active(), &long, attribution{}, time.Now())
-		h.publishEvent(h.active(), &fork, attribution{}, time.Now())
+		h.publishEvent(h.active(), &long, attribution{})
+		h.publishEvent(h.active(), &fork, attribution{})
 	}
 	if got, want := kinds(take(t, s)), strings.TrimSpace(strings.Repeat("exec fork ", 10)); got != want {
 		t.Errorf("a burst of 10 long execs took %q, want %q", got, want)
@@ -204,9 +204,9 @@ func TestStreamLargeBurst(t *testing.T) {
 	}
 	n := 2 * largeBudget / (32 << 10)
 	for range n {
-		h.publishEvent(h.active(), &long, attribution{}, time.Now())
+		h.publishEvent(h.active(), &long, attribution{})
 	}
-	h.publishEvent(h.active(), &fork, attribution{}, time.Now())
+	h.publishEvent(h.active(), &fork, attribution{})
 	rs := take(t, s)
 	kept := strings.Count(kinds(rs), "exec")
 	if kept == 0 || kept >= n || len(rs) != kept+2 || rs[kept].Kind != "lost" || int(rs[kept].Count) != n-kept || rs[kept+1].Kind != "fork" {
@@ -233,7 +233,7 @@ func TestStreamLargeTotal(t *testing.T) {
 	// root's may show them.
 	long := events.Event{Kind: events.Exec, Pid: 8, PPid: 1, Token: tok(8), Argv: []string{"x", strings.Repeat("a", 32<<10)}}
 	for range largeBudget / (32 << 10) {
-		h.publishEvent(h.active(), &long, attribution{uid: 1000, uidOK: true}, time.Now())
+		h.publishEvent(h.active(), &long, attribution{uid: 1000, uidOK: true})
 	}
 	users, roots := h.largeHeld[0].Load(), h.largeHeld[1].Load()
 	if users > largeShare || users < largeShare/2 || roots > largeShare || roots < largeShare/2 {
@@ -253,7 +253,7 @@ func TestStreamLargeTotal(t *testing.T) {
 	}
 	const n = 24 // within root's stream's largeBudget
 	for range n {
-		h2.publishEvent(h2.active(), &long, attribution{uid: 1000, uidOK: true}, time.Now())
+		h2.publishEvent(h2.active(), &long, attribution{uid: 1000, uidOK: true})
 	}
 	got := take(t, audit)
 	execs := 0
@@ -417,7 +417,7 @@ func BenchmarkStreamEventPath(b *testing.B) {
 				if len(subs) == 0 {
 					continue
 				}
-				h.publishEvent(subs, &ev, attributeIn(g, claims, &ev), time.Now())
+				h.publishEvent(subs, &ev, attributeIn(g, claims, &ev))
 			}
 			b.StopTimer()
 			cancel()
@@ -500,7 +500,7 @@ func TestStreamWithheld(t *testing.T) {
 	}
 	for i := range evs {
 		a := attribution{uid: 1000, uidOK: true}
-		h.publishEvent(h.active(), &evs[i], a, time.Now())
+		h.publishEvent(h.active(), &evs[i], a)
 	}
 	// Each record as: pid, then the keys it has of exe, working_directory,
 	// their deletion marks, argv, args_count, parent_token, interactive,

@@ -198,12 +198,9 @@ func (w *procLine) appendTime(b []byte, t time.Time) []byte {
 
 // event writes the ECS line of a fork, exec or exit into w.b.
 func (x *ecs) procEvent(w *procLine, action string, ev *events.Event) {
-	// The event's own stamp is its time and the line's now: no clock
-	// read for a stream of stamped events (boottime.Clock.Stamped).
-	t, ok := x.h.clock.Stamped(ev.Time)
-	if !ok {
-		t = time.Now()
-	}
+	// The event's own time is the line's now: no clock read for a
+	// stream of stamped events (boottime.Clock.At).
+	t := x.h.clock.At(ev.Time)
 	now := t
 	w.names, w.argsMax = x.h.names.At(now), x.h.argsMax
 	w.user, w.group = lastName{}, lastName{}

@@ -2,7 +2,6 @@ package logfeed
 
 import (
 	"strconv"
-	"time"
 
 	"github.com/rs/zerolog"
 
@@ -24,8 +23,8 @@ func (x *ecs) refEvent(c *capture, ev *events.Event) {
 		// data) file it as a process start.
 		types = typeStart
 	}
-	now := time.Now()
-	t := x.h.clock.Wall(now, ev.Time)
+	t := x.h.clock.At(ev.Time)
+	now := t
 	e := x.begin(c, t)
 	eventObject(e, c.action, types, "", "")
 

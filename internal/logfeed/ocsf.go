@@ -122,8 +122,8 @@ func (x *ocsf) event(c *capture, ev *events.Event) {
 	if ev.Kind == events.Exit {
 		activity = ocsfTerminate
 	}
-	now := time.Now()
-	t := x.h.clock.Wall(now, ev.Time)
+	t := x.h.clock.At(ev.Time)
+	now := t
 	e := x.begin(c, t, activity, "")
 	var tok [80]byte
 

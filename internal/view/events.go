@@ -467,7 +467,7 @@ func (p *EventPrinter) write(b []byte) error {
 func (p *EventPrinter) Event(ev *events.Event) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	wall := p.clock.Wall(time.Now(), ev.Time)
+	wall := p.clock.At(ev.Time)
 	if p.opt.JSON && p.f.all() {
 		// Unfiltered JSON needs no record: the event's own encoding,
 		// without an allocation.
