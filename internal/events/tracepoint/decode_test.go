@@ -338,39 +338,27 @@ func FuzzDecode(f *testing.F) {
 }
 
 func BenchmarkDecode(b *testing.B) {
-	rec := record{kind: recExit, pid: 42, tid: 43, ppid: 1, start: 5, parentStart: 1,
-		ino: 9, parentIno: 3, status: 3 << 8, flags: flagPidfs, comm: "bash"}.encode()
-	var ev events.Event
-	b.ReportAllocs()
-	b.SetBytes(recordSize)
-	for b.Loop() {
-		if err := decode(rec, testBoot, &ev); err != nil {
-			b.Fatal(err)
-		}
-	}
+	benchDecode(b, record{kind: recExit, pid: 42, tid: 43, ppid: 1, start: 5, parentStart: 1,
+		ino: 9, parentIno: 3, status: 3 << 8, flags: flagPidfs, comm: "bash"}.encode())
 }
 
 // BenchmarkDecodeFork decodes a fork record with its context.
 func BenchmarkDecodeFork(b *testing.B) {
-	rec := record{kind: recFork, pid: 42, tid: 42, ppid: 1, start: 5, parentStart: 1, flags: flagPidfs, comm: "bash"}.
-		encodeFork(ctxRec{ngroups: 2, groups: []uint32{4, 27}, flags: ctxFlagTTY | ctxFlagSidLeader})
-	var ev events.Event
-	b.ReportAllocs()
-	b.SetBytes(int64(len(rec)))
-	for b.Loop() {
-		if err := decode(rec, testBoot, &ev); err != nil {
-			b.Fatal(err)
-		}
-	}
+	benchDecode(b, record{kind: recFork, pid: 42, tid: 42, ppid: 1, start: 5, parentStart: 1, flags: flagPidfs, comm: "bash"}.
+		encodeFork(ctxRec{ngroups: 2, groups: []uint32{4, 27}, flags: ctxFlagTTY | ctxFlagSidLeader}))
 }
 
 // BenchmarkDecodeExec decodes an exec record with context, paths and a
 // short argv: the strings are the only allocations.
 func BenchmarkDecodeExec(b *testing.B) {
-	rec := execRec{record: record{kind: recExec, pid: 42, tid: 42, ppid: 1, start: 5, flags: flagPidfs, comm: "env"},
+	benchDecode(b, execRec{record: record{kind: recExec, pid: 42, tid: 42, ppid: 1, start: 5, flags: flagPidfs, comm: "env"},
 		ctx: ctxRec{ngroups: 2, groups: []uint32{4, 27}, flags: ctxFlagTTY}, argc: 4, argsSize: 20,
 		exe: "env\x00bin\x00usr\x00", cwd: "w\x00home\x00", cgroup: "session-1.scope\x00user.slice\x00",
-		arg: "env\x00FOO=1\x00-u\x00x\x00"}.encode()
+		arg: "env\x00FOO=1\x00-u\x00x\x00"}.encode())
+}
+
+// benchDecode decodes rec over and over into one event.
+func benchDecode(b *testing.B, rec []byte) {
 	var ev events.Event
 	b.ReportAllocs()
 	b.SetBytes(int64(len(rec)))
