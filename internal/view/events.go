@@ -331,7 +331,7 @@ func padRight(b []byte, s string, w int) []byte {
 // stream it (without claim, which a local mechanism does not know). Argv
 // is rendered as soon as a mechanism fills it; the uid is the real uid of
 // the exec context, when the mechanism captured one. wall is the event's
-// time (boottime.Clock.Wall of its stamp).
+// time (boottime.Clock.At of its stamp).
 func Record(r *api.StreamRecord, ev *events.Event, wall time.Time) {
 	*r = api.StreamRecord{Kind: ev.Kind.String(), Mechanism: string(ev.Mechanism), Time: wall.UTC().Format(time.RFC3339Nano),
 		Pid: ev.Pid, PPid: ev.PPid, Comm: ev.CommString(), Exe: ev.Exe, Argv: ev.Argv, Count: ev.Count, Inferred: ev.Inferred}
