@@ -29,17 +29,13 @@ var (
 	binErr  error
 )
 
-// binary builds the supervisor command once per test binary, into a
-// directory every user can read (the abuse test runs it as nobody).
+// binary builds the supervisor command once per test binary, into the
+// build directory every user can read (the abuse test runs it as nobody),
+// which TestMain removes.
 func binary(t testing.TB) string {
 	t.Helper()
+	dir := testenv.BuildDir(t)
 	binOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "supervisor-bin")
-		if err != nil {
-			binErr = err
-			return
-		}
-		os.Chmod(dir, 0o755)
 		binPath = filepath.Join(dir, "supervisor")
 		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
 		if err != nil {

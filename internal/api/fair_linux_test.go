@@ -38,7 +38,7 @@ func TestMain(m *testing.M) {
 	if mode := os.Getenv(helperEnv); mode != "" {
 		os.Exit(helper(mode, os.Args[len(os.Args)-2], os.Args[len(os.Args)-1]))
 	}
-	os.Exit(m.Run())
+	os.Exit(testenv.Main(m))
 }
 
 // request sends one GET /v1/status on conn and reads the answer: "200",

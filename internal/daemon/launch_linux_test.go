@@ -21,7 +21,7 @@ import (
 // as spawn.ShimName.
 func TestMain(m *testing.M) {
 	spawn.Main()
-	os.Exit(m.Run())
+	os.Exit(testenv.Main(m))
 }
 
 // TestIntegrationEarlyExitKeepsItsCode: a job whose root exits, and is

@@ -3,6 +3,8 @@ package testenv
 import (
 	"bufio"
 	_ "embed"
+	"errors"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -24,21 +26,25 @@ var (
 	setuidErr  error
 )
 
-// SetuidRoot returns a setuid-root program (testdata/setuid.c) in a
-// directory every user may traverse: run by any user, `hold` becomes root
-// in full and waits, `exec PATH ARGV...` runs PATH as root. It needs root
-// to make; it is built once per test binary.
+// SetuidRoot returns a setuid-root program (testdata/setuid.c) in the
+// build directory, which every user may traverse: run by any user, `hold`
+// becomes root in full and waits, `exec PATH ARGV...` runs PATH as root,
+// for as long as this test binary runs (the program checks that its
+// builder, this process, still runs: a copy left behind by a killed run
+// makes no one root). It needs root to make; it is built once per test
+// binary, and Main removes it.
 func SetuidRoot(t testing.TB) string {
 	t.Helper()
 	RequireRoot(t)
 	setuidOnce.Do(func() {
-		bin, err := compile("setuid", setuidSource)
-		if err != nil {
-			setuidErr = err
+		pid, start := owner()
+		if start == 0 {
+			setuidErr = errors.New("no start time of this process to bind the setuid helper to")
 			return
 		}
-		dir := filepath.Dir(bin)
-		if err := os.Chmod(dir, 0o755); err != nil {
+		bin, err := compile("setuid", setuidSource,
+			fmt.Sprintf("-DOWNER_PID=%d", pid), fmt.Sprintf("-DOWNER_START=%dULL", start))
+		if err != nil {
 			setuidErr = err
 			return
 		}
@@ -81,17 +87,14 @@ var (
 )
 
 // SelfAs returns a command that runs a copy of this test binary as cred,
-// with env added to this process's environment: the copy lives in a
-// directory every user may traverse (the go tool's build directory is
-// root's alone). A test binary's init recognises env and plays its part.
+// with env added to this process's environment: the copy lives in the
+// build directory, which every user may traverse (the go tool's build
+// directory is root's alone). A test binary's init recognises env and plays its part.
 func SelfAs(t testing.TB, cred *syscall.Credential, env []string, args ...string) *exec.Cmd {
 	t.Helper()
 	RequireRoot(t)
 	selfOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "selfas")
-		if err == nil {
-			err = os.Chmod(dir, 0o755)
-		}
+		dir, err := buildDir()
 		var b []byte
 		if err == nil {
 			b, err = os.ReadFile("/proc/self/exe")

@@ -41,8 +41,10 @@ func spawnatBinary(t testing.TB) string {
 	return buildPath
 }
 
-func compile(name string, source []byte) (string, error) {
-	dir, err := os.MkdirTemp("", name)
+// compile builds the C program source as name in the build directory
+// (see BuildDir), with the extra compiler arguments.
+func compile(name string, source []byte, cflags ...string) (string, error) {
+	dir, err := buildDir()
 	if err != nil {
 		return "", err
 	}
@@ -51,7 +53,8 @@ func compile(name string, source []byte) (string, error) {
 		return "", err
 	}
 	bin := filepath.Join(dir, name)
-	if out, err := exec.Command("gcc", "-O1", "-Wall", "-o", bin, src).CombinedOutput(); err != nil {
+	args := append([]string{"-O1", "-Wall", "-o", bin}, cflags...)
+	if out, err := exec.Command("gcc", append(args, src)...).CombinedOutput(); err != nil {
 		return "", fmt.Errorf("gcc %s: %v: %s", name, err, out)
 	}
 	return bin, nil

@@ -37,7 +37,7 @@ func TestMain(m *testing.M) {
 		threadsHelper()
 		return
 	}
-	os.Exit(m.Run())
+	os.Exit(testenv.Main(m))
 }
 
 // threadsHelper runs in a child process: it starts an OS thread that exits
