@@ -682,13 +682,36 @@ func TestIntegrationJobCgroupRemovedAfterItsMembers(t *testing.T) {
 	testenv.RequireRoot(t)
 	state, sock := newDirs(t)
 	d := startDaemon(t, state, sock, "--reap-interval", "500ms")
-	job := d.launch(t, "--detach", "--", "sh", "-c", "sleep 3 & exit 0")
+	job := d.launch(t, "--detach", "--", "sh", "-c", "sleep 1000 & echo $!; exit 0")
 	if job.Cgroup == "" {
 		testenv.Skip(t, "the daemon made no cgroup for %s here", job.ID)
 	}
-	time.Sleep(1500 * time.Millisecond) // the job has exited; its child holds the cgroup
+	var child int
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		b, _ := os.ReadFile(job.OutputPath)
+		n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		child = n
+		return err == nil && n > 0
+	}, "job %s never said its child's pid", job.ID)
+	killed := false
+	t.Cleanup(func() {
+		if !killed { // a pid this test has not ended is still the child's
+			syscall.Kill(child, syscall.SIGKILL)
+		}
+	})
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		_, err := os.Stat(fmt.Sprintf("/proc/%d", job.Pid))
+		return errors.Is(err, os.ErrNotExist)
+	}, "job %s's root %d never went", job.ID, job.Pid)
+	// Passes of the reaper (every 500 ms) after the root has gone: the
+	// child, which runs until it is killed, holds the cgroup.
+	time.Sleep(1500 * time.Millisecond)
 	if _, err := os.Stat(job.Cgroup); err != nil {
 		t.Fatalf("job %s's cgroup %s went while its child ran: %v", job.ID, job.Cgroup, err)
+	}
+	killed = true
+	if err := syscall.Kill(child, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
 	}
 	testenv.Eventually(t, 15*time.Second, func() bool {
 		_, err := os.Stat(job.Cgroup)
