@@ -69,13 +69,19 @@ func newDirs(t testing.TB) (string, string) {
 
 func startDaemon(t testing.TB, state, sock string, extra ...string) *testDaemon {
 	t.Helper()
+	return startDaemonBy(t, (*exec.Cmd).Start, state, sock, extra...)
+}
+
+// startDaemonBy is startDaemon with the daemon's process started by start.
+func startDaemonBy(t testing.TB, start func(*exec.Cmd) error, state, sock string, extra ...string) *testDaemon {
+	t.Helper()
 	d := &testDaemon{t: t, state: state, sock: sock, stderr: &bytes.Buffer{}, done: make(chan struct{})}
 	args := append([]string{"run", "--state-dir", state, "--socket", sock,
 		"--log-output", "file:" + filepath.Join(filepath.Dir(sock), "log.json"),
 		"--grace", "1s", "--reap-interval", "1s"}, extra...)
 	d.cmd = exec.Command(binary(t), args...)
 	d.cmd.Stderr = d.stderr
-	if err := d.cmd.Start(); err != nil {
+	if err := start(d.cmd); err != nil {
 		t.Fatal(err)
 	}
 	go func() { d.cmd.Wait(); close(d.done) }()

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -20,6 +21,7 @@ import (
 	"github.com/procsupervisor/supervisor/internal/daemon"
 	"github.com/procsupervisor/supervisor/internal/procfs"
 	"github.com/procsupervisor/supervisor/internal/testenv"
+	"golang.org/x/sys/unix"
 )
 
 // These tests check that a workload is its caller's, not the daemon's: its
@@ -744,5 +746,79 @@ func TestIntegrationClaimCgroupRootsOnly(t *testing.T) {
 	}
 	if b, err := os.ReadFile(filepath.Join(c.Cgroup, "cgroup.procs")); err != nil || !strings.Contains(string(b), fmt.Sprint(c.Pid)) {
 		t.Errorf("root's read of %s: %q, %v; want the claim's pid %d", c.Cgroup, b, err, c.Pid)
+	}
+}
+
+// TestIntegrationWorkloadSessionKeyring: the daemon runs with a session
+// keyring of its own, holding a key (as systemd starts a service, with a
+// private keyring). No workload may possess it: each gets a new one, so
+// nobody's workloads neither see the daemon's key nor share a keyring with
+// each other. Before, every workload kept the daemon's session keyring, and
+// one user's workload read another's keys.
+func TestIntegrationWorkloadSessionKeyring(t *testing.T) {
+	testenv.RequireRoot(t)
+	const secret = "supervisor-test-daemon-key"
+	// The daemon is forked from a thread with a new session keyring
+	// holding the key; the thread is never unlocked, so it ends with
+	// its goroutine and takes the keyring with it.
+	onKeyringThread := func(cmd *exec.Cmd) error {
+		errc := make(chan error, 1)
+		go func() {
+			runtime.LockOSThread()
+			if _, _, e := unix.Syscall(unix.SYS_KEYCTL, unix.KEYCTL_JOIN_SESSION_KEYRING, 0, 0); e != 0 {
+				errc <- fmt.Errorf("keyctl join: %w", e)
+				return
+			}
+			if _, err := unix.AddKey("user", secret, []byte("daemon's"), unix.KEY_SPEC_SESSION_KEYRING); err != nil {
+				errc <- fmt.Errorf("add_key: %w", err)
+				return
+			}
+			errc <- cmd.Start()
+		}()
+		return <-errc
+	}
+	state, sock := newDirs(t)
+	d := startDaemonBy(t, onKeyringThread, state, sock, "--socket-group", strconv.Itoa(nobody))
+
+	// Each workload prints the keyrings and keys it may see, and waits,
+	// so that both live at once.
+	keys := func() (string, api.Claim) {
+		code, out, errs := d.run(t, asNobody, "launch", "--detach", "--json", "--cwd", "/", "--",
+			"sh", "-c", "cat /proc/keys; echo end; exec sleep 1000")
+		if code != 0 {
+			t.Fatalf("launch as nobody: exit %d %s %s", code, out, errs)
+		}
+		var job api.Claim
+		if err := json.Unmarshal([]byte(out), &job); err != nil {
+			t.Fatalf("launch --json printed %q: %v", out, err)
+		}
+		t.Cleanup(func() { d.run(t, nil, "release", "--grace", "0s", job.ID) })
+		var got string
+		testenv.Eventually(t, 10*time.Second, func() bool {
+			b, _ := os.ReadFile(job.OutputPath)
+			got = string(b)
+			return strings.HasSuffix(got, "end\n")
+		}, "job %s never listed its keys", job.ID)
+		return got, job
+	}
+	first, a := keys()
+	second, b := keys()
+	session := func(list string, job api.Claim) string {
+		var ids []string
+		for _, l := range strings.Split(list, "\n") {
+			if strings.Contains(l, secret) {
+				t.Errorf("nobody's job %s sees the daemon's key: %s", job.ID, l)
+			}
+			if f := strings.Fields(l); len(f) >= 9 && f[7] == "keyring" && f[8] == "_ses:" {
+				ids = append(ids, f[0])
+			}
+		}
+		if len(ids) != 1 {
+			t.Fatalf("nobody's job %s sees %d session keyrings, want its own alone:\n%s", job.ID, len(ids), list)
+		}
+		return ids[0]
+	}
+	if ka, kb := session(first, a), session(second, b); ka == kb {
+		t.Errorf("nobody's two jobs share session keyring %s", ka)
 	}
 }

@@ -1,6 +1,7 @@
 // Package spawn starts a workload for the daemon as its caller would have:
 // the caller's uid, groups and resource limits, a session of its own with
-// no controlling terminal, descriptors 0, 1 and 2 only.
+// no controlling terminal, a session keyring of its own (never the
+// daemon's), descriptors 0, 1 and 2 only.
 //
 // The mechanism: the daemon forks its own binary (/proc/self/exe, named
 // "supervisor-spawn" in argv[0]) as root, in its own session and, where
@@ -8,7 +9,9 @@
 // workload. That shim reads its Spec from descriptor 3, lowers its
 // resource limits, joins the caller's namespaces the daemon holds open for
 // it (setns: the workload then keeps them alive, so a sandbox's mounts
-// stay in place after the sandbox's last process has gone), then takes
+// stay in place after the sandbox's last process has gone), joins a new
+// anonymous session keyring (made while root's: root's key quota pays for
+// it, and only the workload and its descendants possess it), then takes
 // the workload's groups, gid and uid, enters
 // the working directory with them (in the caller's root directory, when
 // the daemon gives one: the shim chroots into it while it is still root),

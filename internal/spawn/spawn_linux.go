@@ -207,6 +207,17 @@ func Main() {
 			setupFail("the caller's root directory: chroot: %v", err)
 		}
 	}
+	// A session keyring of the workload's own. The daemon's (systemd
+	// gives a service a private one) would otherwise be every workload's:
+	// whoever holds a keyring as its session keyring possesses it, so one
+	// user's workload could read, plant or unlink another's keys, or the
+	// daemon's. The new keyring is made while root's, so it draws on
+	// root's key quota, not the user's (kernel.keys.maxkeys is 200 a
+	// user: a user's 201st workload would be refused); the workload and
+	// its descendants possess it, and no one else does.
+	if err := joinNewSessionKeyring(); err != nil {
+		setupFail("a session keyring of the workload's own: keyctl: %v", err)
+	}
 	if c := spec.Cred; c != nil {
 		// Groups first, then the gid, then the uid, each on every thread
 		// (the syscall package's setters do that): with the uid gone the
@@ -241,6 +252,19 @@ func Main() {
 	}
 	err = unix.Exec(path, spec.Argv, spec.Env)
 	fail("%s: %v", spec.Argv[0], err)
+}
+
+// joinNewSessionKeyring gives the calling thread a new, anonymous session
+// keyring (keyctl(KEYCTL_JOIN_SESSION_KEYRING, NULL)). Not
+// unix.KeyctlJoinSessionKeyring: it passes a name even when given "", and
+// a named join joins any keyring of that name the caller may search. A
+// kernel without keys (ENOSYS) has no keyring to share.
+func joinNewSessionKeyring() error {
+	_, _, errno := unix.Syscall(unix.SYS_KEYCTL, unix.KEYCTL_JOIN_SESSION_KEYRING, 0, 0)
+	if errno != 0 && errno != unix.ENOSYS {
+		return errno
+	}
+	return nil
 }
 
 // nsName names a CLONE_NEW* namespace type.
