@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -32,6 +33,14 @@ var ErrSocketDenied = errors.New("not allowed to use the daemon's socket")
 // (supervisord's, any HTTP server): its answers lack APIHeader. An error
 // that wraps it wraps ErrNoDaemon too: no supervisor daemon answered.
 var ErrNotDaemon = errors.New("the socket answers, but not as the supervisor daemon")
+
+// ErrDropped wraps a connection the daemon closed without an answer: its
+// gate drops a connection of a uid that holds its connection cap and as
+// many waiting (Limits), when it has no room left even to refuse it, and
+// a daemon that stops drops what it was reading. A retry later may
+// succeed; a request the daemon was stopping under may or may not have
+// been carried out.
+var ErrDropped = errors.New("the daemon closed the connection without an answer")
 
 // Client calls the API over a Unix socket.
 type Client struct {
@@ -171,6 +180,11 @@ func (c *Client) sendAccept(ctx context.Context, method, path string, in any, ac
 				return nil, fmt.Errorf("%s: %w%s", c.socket, ErrSocketDenied, socketAdvice(c.socket))
 			}
 			return nil, fmt.Errorf("%s: %w: %v", c.socket, ErrNoDaemon, op.Err)
+		}
+		if ctx.Err() == nil && dropped(err) {
+			return nil, fmt.Errorf("%s %s: %w (%v): either it is stopping, or this user has more connections "+
+				"open to it than its cap allows (by default %d served and %d waiting for each user); retry later",
+				method, path, ErrDropped, err, DefaultLimits.UserConns, DefaultLimits.UserConns)
 		}
 		return nil, fmt.Errorf("%s %s: %w", method, path, err)
 	}
@@ -441,4 +455,14 @@ func (c *Client) ServerPid(ctx context.Context) (int32, error) {
 		return 0, err
 	}
 	return p.Pid, nil
+}
+
+// dropped reports whether err says the connection ended before an answer
+// began: reset, or closed (EOF) with nothing read, or closed before the
+// request was sent, which net/http reports with an unexported error
+// (errServerClosedIdle) known only by its text.
+func dropped(err error) bool {
+	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) ||
+		errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		strings.Contains(err.Error(), "server closed idle connection")
 }

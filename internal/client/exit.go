@@ -36,7 +36,7 @@ const (
 	ExitNoInput     = 66  // no such process or claim (EX_NOINPUT)
 	ExitUnavailable = 69  // no daemon answers, or a mechanism cannot run (EX_UNAVAILABLE)
 	ExitSoftware    = 70  // internal or system error (EX_SOFTWARE)
-	ExitTempFail    = 75  // a wait ran out of time, or the daemon is busy: retry (EX_TEMPFAIL)
+	ExitTempFail    = 75  // a wait ran out of time, or the daemon is busy or dropped the connection: retry (EX_TEMPFAIL)
 	ExitNoPerm      = 77  // refused: the daemon or its socket (EX_NOPERM)
 	ExitInterrupted = 130 // the client was interrupted; the daemon goes on
 )
@@ -73,6 +73,8 @@ func Exit(err error) (int, string) {
 	case errors.Is(err, ErrInterrupted):
 		return ExitInterrupted, err.Error()
 	case errors.Is(err, ErrTimeout):
+		return ExitTempFail, err.Error()
+	case errors.Is(err, api.ErrDropped):
 		return ExitTempFail, err.Error()
 	case errors.Is(err, api.ErrSocketDenied):
 		return ExitNoPerm, err.Error()
