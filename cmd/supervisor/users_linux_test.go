@@ -629,19 +629,39 @@ func TestIntegrationSubordinateUIDsShareQuota(t *testing.T) {
 func TestIntegrationSubordinateUIDOutsideItsNamespace(t *testing.T) {
 	testenv.RequireRoot(t)
 	const creator, group = 4321, 200100
-	prev, err := os.ReadFile("/etc/subuid")
+	// The host's /etc/subuid gains a line for the test: written whole
+	// and renamed into place (useradd and the daemon never read half a
+	// file), and put back the same way, a failure to restore failing the
+	// test. A line a killed run left is not added twice.
+	const subuid = "/etc/subuid"
+	line := fmt.Sprintf("%d:200000:100\n", creator)
+	prev, err := os.ReadFile(subuid)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		t.Fatal(err)
 	}
+	existed := err == nil
+	replace := func(b []byte) error {
+		tmp := subuid + ".supervisor-test"
+		if err := os.WriteFile(tmp, b, 0o644); err != nil {
+			return err
+		}
+		return os.Rename(tmp, subuid)
+	}
 	t.Cleanup(func() {
-		if prev == nil {
-			os.Remove("/etc/subuid")
+		var err error
+		if existed {
+			err = replace(prev)
 		} else {
-			os.WriteFile("/etc/subuid", prev, 0o644)
+			err = os.Remove(subuid)
+		}
+		if err != nil {
+			t.Errorf("restoring %s: %v", subuid, err)
 		}
 	})
-	if err := os.WriteFile("/etc/subuid", append(slices.Clone(prev), fmt.Sprintf("%d:200000:100\n", creator)...), 0o644); err != nil {
-		t.Fatal(err)
+	if !strings.Contains("\n"+string(prev), "\n"+line) {
+		if err := replace(append(slices.Clone(prev), line...)); err != nil {
+			t.Fatal(err)
+		}
 	}
 	state, sock := newDirs(t)
 	startDaemon(t, state, sock, "--socket-group", strconv.Itoa(group), "--quota-claims", "2")
