@@ -240,7 +240,9 @@ func TestIntegrationWait(t *testing.T) {
 	// its status is collected, a race of the daemon's.)
 	code, out, _ = d.run(t, nil, "launch", "--json", "--wait", "--detach", "--", "true")
 	var launched api.Claim
-	json.NewDecoder(strings.NewReader(out)).Decode(&launched)
+	if err := json.NewDecoder(strings.NewReader(out)).Decode(&launched); err != nil || launched.ID == "" {
+		t.Fatalf("launch --json --wait printed %q: %v", out, err)
+	}
 	if got := d.claim(t, launched.ID); !client.Final(got.State) || code != client.WaitCode(got) || !strings.Contains(out, launched.ID+" exited") {
 		t.Errorf("launch --wait of true: exit %d, %q; claim now %s", code, out, got.State)
 	}

@@ -281,14 +281,26 @@ func TestIntegrationRedactJoinedArgs(t *testing.T) {
 			t.Errorf("%s shows the secret", what)
 		}
 	}
-	filepath.WalkDir(state, func(p string, e fs.DirEntry, err error) error {
-		if err == nil && e.Type().IsRegular() {
-			if b, _ := os.ReadFile(p); strings.Contains(string(b), secret) {
+	files := 0
+	err := filepath.WalkDir(state, func(p string, e fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if e.Type().IsRegular() {
+			b, err := os.ReadFile(p)
+			if err != nil {
+				return err
+			}
+			files++
+			if strings.Contains(string(b), secret) {
 				t.Errorf("%s holds the secret", p)
 			}
 		}
 		return nil
 	})
+	if err != nil || files == 0 {
+		t.Errorf("reading the state directory %s: %v, %d files read; want the store at least", state, err, files)
+	}
 }
 
 // admitStarted starts cmd, admits it as root and returns the claim; the
