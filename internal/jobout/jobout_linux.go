@@ -222,12 +222,14 @@ func (w *watcher) events(b []byte) (overflow bool) {
 	for off := 0; off+unix.SizeofInotifyEvent <= len(b); {
 		// struct inotify_event: wd, mask, cookie, len, name.
 		mask := binary.NativeEndian.Uint32(b[off+4:])
-		size := int(binary.NativeEndian.Uint32(b[off+12:]))
+		size := binary.NativeEndian.Uint32(b[off+12:])
 		start := off + unix.SizeofInotifyEvent
-		off = start + size
-		if off > len(b) {
+		// Compared before it is added: a len of 2 GiB or more would make
+		// a negative int where int is 32 bits.
+		if uint64(size) > uint64(len(b)-start) {
 			break
 		}
+		off = start + int(size)
 		if mask&unix.IN_Q_OVERFLOW != 0 {
 			overflow = true
 			continue
