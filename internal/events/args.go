@@ -15,12 +15,21 @@ func SplitArgs(b []byte) []string {
 // SplitArgString is SplitArgs on an argv area already held in a string:
 // the arguments are its substrings, and only their slice is allocated.
 func SplitArgString(s string) []string {
+	return SplitArgStringInto(nil, s)
+}
+
+// SplitArgStringInto is SplitArgString appending to dst[:0]: with room in
+// dst, nothing is allocated.
+func SplitArgStringInto(dst []string, s string) []string {
 	if s == "" {
 		return nil
 	}
 	s = strings.TrimSuffix(s, "\x00")
 	n := strings.Count(s, "\x00") + 1
-	argv := make([]string, 0, n)
+	argv := dst[:0]
+	if cap(argv) < n {
+		argv = make([]string, 0, n)
+	}
 	for {
 		i := strings.IndexByte(s, 0)
 		if i < 0 {

@@ -15,6 +15,7 @@ package events
 import (
 	"bytes"
 	"errors"
+	"strings"
 
 	"github.com/procsupervisor/supervisor/internal/token"
 )
@@ -96,6 +97,12 @@ type Event struct {
 	// is the absolute path of the file the kernel runs (resolved, never
 	// argv[0] nor the string given to execve) when Exec.ExeTruncated is
 	// unset; Argv is the argument vector as the process received it.
+	//
+	// Exe, Argv and the strings of Exec may point into memory the source
+	// reuses for its next event (the eBPF source decodes every exec into
+	// one buffer, so that an exec storm allocates nothing): they are valid
+	// until the next Read of the source. A consumer that keeps any of them
+	// past its handling of the event keeps a copy (Clone).
 	Exe  string
 	Argv []string
 	// Exec is the rest of what an exec captured, set with Exe and Argv.
@@ -124,8 +131,8 @@ type Desc struct {
 	Ctx  Context
 }
 
-// ExecInfo is what an exec captured beside Exe and Argv. Strings are not
-// shared with any buffer the source reuses.
+// ExecInfo is what an exec captured beside Exe and Argv. Its strings, as
+// an Event's, may be valid only until the source's next Read.
 type ExecInfo struct {
 	// Cwd is the absolute working directory at exec ("" when unknown).
 	Cwd string
@@ -285,6 +292,46 @@ func (c *Context) Interactive() bool { return c.Has(CtxSession) && c.TTY && c.St
 
 // UnsetID is the audit login uid and session id of a process that has none.
 const UnsetID = 0xffffffff
+
+// Clone returns a copy of e that shares no memory with it: its strings and
+// argument vector, and its Parent's, copied (Parent itself a copy). A
+// consumer that keeps an event past the source's next Read keeps a clone.
+func (e *Event) Clone() Event {
+	c := *e
+	c.Exe, c.Argv = strings.Clone(e.Exe), cloneArgv(e.Argv)
+	c.Exec.clone()
+	if e.Parent != nil {
+		p := e.Parent.Clone()
+		c.Parent = &p
+	}
+	return c
+}
+
+// Clone returns a copy of d that shares no memory with it.
+func (d *Desc) Clone() Desc {
+	c := *d
+	c.Exe, c.Argv = strings.Clone(d.Exe), cloneArgv(d.Argv)
+	c.Exec.clone()
+	return c
+}
+
+// clone replaces x's strings by copies.
+func (x *ExecInfo) clone() {
+	x.Cwd, x.Cgroup = strings.Clone(x.Cwd), strings.Clone(x.Cgroup)
+	x.ContainerID, x.ContainerRuntime = strings.Clone(x.ContainerID), strings.Clone(x.ContainerRuntime)
+}
+
+// cloneArgv copies argv and its strings (nil stays nil).
+func cloneArgv(argv []string) []string {
+	if argv == nil {
+		return nil
+	}
+	c := make([]string, len(argv))
+	for i, a := range argv {
+		c[i] = strings.Clone(a)
+	}
+	return c
+}
 
 // CommString returns Comm without its NUL padding.
 func (e *Event) CommString() string {

@@ -29,7 +29,8 @@ func storm(n int) []events.Event {
 
 // BenchmarkObserve measures one fork, exec and exit through the cache in
 // its steady state (full, evicting), with the parent found: allocations
-// per op must stay 0 (the strings are the source's).
+// per op must stay 0 (each exec is copied into the buffers of the slot it
+// takes, which an evicted entry left).
 func BenchmarkObserve(b *testing.B) {
 	const n = 1 << 14
 	evs := storm(n)
@@ -60,8 +61,8 @@ func BenchmarkObserve(b *testing.B) {
 }
 
 // BenchmarkMemory fills a default cache with DefaultEntries descriptions
-// and reports the heap it holds per entry, the source's strings included
-// (B/entry), and the part that is the cache's own (slot and map).
+// and reports the heap it holds per entry, its copies of the strings
+// included (B/entry), and the part that is the cache's own (slot and map).
 func BenchmarkMemory(b *testing.B) {
 	for b.Loop() {
 		var before, after runtime.MemStats

@@ -6,10 +6,11 @@
 //
 // Mechanism. Observe is called once per event, in the order the mechanism
 // delivers them, on one goroutine. An exec stores its description under
-// (pid, token), holding the event's strings (no copy: sources never reuse
-// them); a fork the kernel described (Ctx.Valid) refreshes its creator's
-// ids, groups, session and terminal, which the child inherited at that
-// moment; an exit marks the entry exited, and Forget drops it at once
+// (pid, token), its strings copied into buffers the entry's slot keeps
+// from one entry to the next (an event's strings live only until the
+// source's next event, see events.Event); a fork the kernel described
+// (Ctx.Valid) refreshes its creator's ids, groups, session and terminal,
+// which the child inherited at that moment; an exit marks the entry exited, and Forget drops it at once
 // when the caller knows no child can name it (the tracker asks the lineage
 // graph: an exited process with no birth child). Every event then gets
 // Event.Parent: the entry whose pid and token are exactly the event's
@@ -26,16 +27,19 @@
 //
 // The pid index is a pidtab.Table (no hashing on the event path).
 //
-// Limits. At most Config.Entries entries and Config.Bytes bytes of
-// strings (an entry is charged the bytes of its paths and arguments plus
-// 16 per argument); one entry above Bytes/16 is not stored at all. When
-// full, exited entries go first, oldest exit first, then the live entry
-// whose exec is oldest. The ids of a parent are those of its last exec or
-// fork seen: a setuid(2) in between is not an event any mechanism
-// reports.
+// Limits. At most Config.Entries entries and Config.Bytes bytes (an entry
+// is charged the bytes of its paths and arguments plus 16 per argument,
+// or its slot's buffers when they are larger); one entry above Bytes/16
+// is not stored at all. Free slots keep their buffers up to 16 KiB each
+// and 1 MiB in all. When full, exited entries go first, oldest exit
+// first, then the live entry whose exec is oldest. The ids of a parent
+// are those of its last exec or fork seen: a setuid(2) in between is not
+// an event any mechanism reports.
 package execcache
 
 import (
+	"unsafe"
+
 	"github.com/procsupervisor/supervisor/internal/events"
 	"github.com/procsupervisor/supervisor/internal/pidtab"
 	"github.com/procsupervisor/supervisor/internal/token"
@@ -58,7 +62,7 @@ type Config struct {
 // Stats counts what a Cache did.
 type Stats struct {
 	Entries int   // entries held
-	Bytes   int64 // bytes of strings charged
+	Bytes   int64 // bytes charged (strings, or the buffers holding them)
 	Stored  uint64
 	Hits    uint64 // events given a Parent
 	Misses  uint64 // events with a parent token but no entry for it
@@ -73,13 +77,29 @@ type Stats struct {
 const none = -1
 
 type slot struct {
-	pid        int32
-	tok        token.Token
-	desc       events.Desc
+	pid  int32
+	tok  token.Token
+	desc events.Desc
+	// mem and argv hold desc's strings and argument vector: copies of the
+	// event's, which live only until the source's next event. They stay
+	// with the slot when it is freed (within keepSlotBytes, and keepBytes
+	// for all free slots), so that an exec storm, whose children take and
+	// free the same few slots, copies into memory it already has.
+	mem        []byte
+	argv       []string
 	cost       int64
 	exited     bool
 	prev, next int32
 }
+
+// Bounds on the buffers free slots keep for their next entry.
+const (
+	keepSlotBytes = 16 << 10 // a slot's, beyond which its buffers go with its entry
+	keepBytes     = 1 << 20  // all free slots' together
+)
+
+// held is the memory a slot's buffers take.
+func (s *slot) held() int64 { return int64(cap(s.mem)) + 16*int64(cap(s.argv)) }
 
 // list is a doubly linked list of slots, oldest first.
 type list struct{ head, tail int32 }
@@ -93,6 +113,8 @@ type Cache struct {
 	byPid        pidtab.Table // pid -> slot + 1
 	live, exited list
 	st           Stats
+	// kept is the memory the free slots' buffers take (slot.mem).
+	kept int64
 	// parent is the slot the last parent lookup found (none at first): a
 	// storm's events name the same parent over and over. It is only a
 	// hint, checked against the slot's pid and token before use (a
@@ -247,9 +269,12 @@ func (c *Cache) store(ev *events.Event) {
 		c.st.Entries++
 	}
 	s := &c.slots[i]
-	s.pid, s.tok, s.cost, s.exited = ev.Pid, ev.Token, n, false
-	s.desc = events.Desc{Comm: ev.Comm, Exe: ev.Exe, Argv: ev.Argv, Exec: ev.Exec, Ctx: ev.Ctx}
-	c.st.Bytes += n
+	s.pid, s.tok, s.exited = ev.Pid, ev.Token, false
+	s.hold(ev)
+	// Charged what the slot holds, which its buffers' reuse may make more
+	// than the strings: Config.Bytes bounds the memory.
+	s.cost = max(n, s.held())
+	c.st.Bytes += s.cost
 	c.st.Stored++
 	c.push(&c.live, i)
 	for c.st.Bytes > c.cfg.Bytes {
@@ -257,6 +282,48 @@ func (c *Cache) store(ev *events.Event) {
 			break
 		}
 	}
+}
+
+// hold sets s.desc to ev's description, its strings and argument vector
+// copied into s's buffers (grown when too small; never while a string
+// points into them).
+func (s *slot) hold(ev *events.Event) {
+	x := &ev.Exec
+	need := len(ev.Exe) + len(x.Cwd) + len(x.Cgroup) + len(x.ContainerID) + len(x.ContainerRuntime)
+	for _, a := range ev.Argv {
+		need += len(a)
+	}
+	if cap(s.mem) < need {
+		s.mem = make([]byte, 0, need)
+	}
+	s.mem = s.mem[:0]
+	s.desc = events.Desc{Comm: ev.Comm, Exe: s.copy(ev.Exe), Exec: ev.Exec, Ctx: ev.Ctx}
+	d := &s.desc.Exec
+	d.Cwd, d.Cgroup = s.copy(x.Cwd), s.copy(x.Cgroup)
+	d.ContainerID, d.ContainerRuntime = s.copy(x.ContainerID), s.copy(x.ContainerRuntime)
+	switch {
+	case len(ev.Argv) == 0:
+		s.desc.Argv = ev.Argv[:0:0] // nil or empty, as given; no element to copy
+	default:
+		if cap(s.argv) < len(ev.Argv) {
+			s.argv = make([]string, len(ev.Argv))
+		}
+		s.argv = s.argv[:len(ev.Argv)]
+		for i, a := range ev.Argv {
+			s.argv[i] = s.copy(a)
+		}
+		s.desc.Argv = s.argv
+	}
+}
+
+// copy appends str to s.mem, which has room for it, and returns the copy.
+func (s *slot) copy(str string) string {
+	if str == "" {
+		return ""
+	}
+	n := len(s.mem)
+	s.mem = append(s.mem, str...)
+	return unsafe.String(&s.mem[n], len(str))
 }
 
 // alloc returns a free slot, evicting one when the cache is full.
@@ -267,6 +334,7 @@ func (c *Cache) alloc() int32 {
 	if n := len(c.free); n > 0 {
 		i := c.free[n-1]
 		c.free = c.free[:n-1]
+		c.kept -= c.slots[i].held()
 		return i
 	}
 	c.slots = append(c.slots, slot{})
@@ -300,14 +368,21 @@ func (c *Cache) markExited(i int32) {
 	c.push(&c.exited, i)
 }
 
-// drop forgets slot i.
+// drop forgets slot i. Its buffers stay for its next entry within the
+// bounds (keepSlotBytes, keepBytes); their old strings are no one's: an
+// entry lends them only for the event being observed.
 func (c *Cache) drop(i int32) {
 	s := &c.slots[i]
 	c.unlink(i)
 	c.byPid.Delete(s.pid)
 	c.st.Bytes -= s.cost
 	c.st.Entries--
+	mem, argv := s.mem, s.argv
 	*s = slot{}
+	if h := int64(cap(mem)) + 16*int64(cap(argv)); h <= keepSlotBytes && c.kept+h <= keepBytes {
+		s.mem, s.argv = mem, argv
+		c.kept += h
+	}
 	c.free = append(c.free, i)
 }
 
@@ -316,6 +391,7 @@ func (c *Cache) clear() {
 	c.byPid.Clear()
 	clear(c.slots)
 	c.slots = c.slots[:0]
+	c.kept = 0
 	c.free = c.free[:0]
 	c.live, c.exited = list{none, none}, list{none, none}
 	c.st.Entries, c.st.Bytes = 0, 0

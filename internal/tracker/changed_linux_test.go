@@ -261,8 +261,7 @@ func startGated(t *testing.T) *gated {
 
 func (g *gated) onEvent(ev *events.Event) {
 	g.mu.Lock()
-	e := *ev
-	e.Argv = slices.Clone(ev.Argv)
+	e := ev.Clone()
 	e.Parent = nil
 	g.got = append(g.got, e)
 	hold := g.gate != 0 && ev.Kind == events.Fork && ev.PPid == g.gate

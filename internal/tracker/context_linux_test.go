@@ -39,7 +39,7 @@ func TestIntegrationExecContextFromProc(t *testing.T) {
 			opts := Options{Mechanism: tt.mech, Boot: boot, OnEvent: func(ev *events.Event) {
 				if ev.Kind == tt.kind {
 					mu.Lock()
-					got[ev.Pid] = *ev
+					got[ev.Pid] = ev.Clone() // its strings live until the next event
 					mu.Unlock()
 				}
 			}}

@@ -122,13 +122,17 @@ type stormRecorder struct {
 }
 
 func (r *stormRecorder) onEvent(ev *events.Event) {
+	if ev.Kind == r.kind {
+		c := ev.Clone() // kept: an event's strings live until the next one
+		ev = &c
+	}
 	switch {
 	case ev.Kind == events.Lost:
 		r.mu.Lock()
 		r.lost = true
 		r.mu.Unlock()
 	case ev.Kind == r.kind && len(ev.Argv) > 3 && strings.HasPrefix(ev.Argv[3], r.prefix):
-		s := stormSeen{pid: ev.Pid, ppid: ev.PPid, exe: ev.Exe, argv: slices.Clone(ev.Argv), x: ev.Exec, ctx: ev.Ctx}
+		s := stormSeen{pid: ev.Pid, ppid: ev.PPid, exe: ev.Exe, argv: ev.Argv, x: ev.Exec, ctx: ev.Ctx}
 		r.mu.Lock()
 		r.execs[ev.Argv[3]] = append(r.execs[ev.Argv[3]], s)
 		r.mu.Unlock()

@@ -55,9 +55,11 @@ func (r *recorder) onEvent(ev *events.Event) {
 	if !(p != 0 && (ev.Pid == p || ev.PPid == p) || ev.PPid == int32(os.Getpid()) || has(ev.Argv) || ev.Parent != nil && has(ev.Parent.Argv)) {
 		return
 	}
-	s := seen{kind: ev.Kind, pid: ev.Pid, ppid: ev.PPid, tok: ev.Token, ptok: ev.ParentToken, argv: slices.Clone(ev.Argv)}
+	c := ev.Clone() // kept: an event's strings live until the next one
+	ev = &c
+	s := seen{kind: ev.Kind, pid: ev.Pid, ppid: ev.PPid, tok: ev.Token, ptok: ev.ParentToken, argv: ev.Argv}
 	if d := ev.Parent; d != nil {
-		s.parentDesc, s.parentExe, s.parentArgv, s.parentName = true, d.Exe, slices.Clone(d.Argv), string(d.Comm[:clen(d.Comm[:])])
+		s.parentDesc, s.parentExe, s.parentArgv, s.parentName = true, d.Exe, d.Argv, string(d.Comm[:clen(d.Comm[:])])
 		s.parCtx, s.parentUID = d.Ctx.Valid, d.Ctx.EUID
 	}
 	r.mu.Lock()

@@ -35,8 +35,7 @@ func TestIntegrationExecAgainNotMisread(t *testing.T) {
 	tr, err := Start(context.Background(), Options{Mechanism: "netlink", Boot: boot, ExecContext: func() bool { return true },
 		OnEvent: func(ev *events.Event) {
 			if ev.Kind == events.Exec {
-				e := *ev
-				e.Argv = slices.Clone(ev.Argv)
+				e := ev.Clone()
 				mu.Lock()
 				byPid[ev.Pid] = append(byPid[ev.Pid], e)
 				mu.Unlock()

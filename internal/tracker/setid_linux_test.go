@@ -82,7 +82,7 @@ func TestIntegrationSetIDExec(t *testing.T) {
 				OnEvent: func(ev *events.Event) {
 					if ev.Kind == events.Exec && ev.Exe == prog {
 						mu.Lock()
-						got = append(got, *ev)
+						got = append(got, ev.Clone()) // its strings live until the next event
 						mu.Unlock()
 					}
 				}})

@@ -5,7 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"strings"
+	"unsafe"
 
 	"github.com/procsupervisor/supervisor/internal/container"
 	"github.com/procsupervisor/supervisor/internal/events"
@@ -108,12 +108,21 @@ var (
 	errRecordBlob = errors.New("record with inconsistent lengths")
 )
 
+// strs is where decode puts an exec's strings: its paths and arguments
+// in b, the argument vector in argv, both reused from one exec to the
+// next (see events.Event: valid until the source's next Read).
+type strs struct {
+	b    []byte
+	argv []string
+}
+
 // decode fills ev from one ring buffer record. It checks the length, kind
-// and pids before trusting anything and never panics. Fork and exit records
-// do not allocate; an exec record with context allocates its strings (one
-// for the paths, one for the arguments and their slice). A record that
-// fails the checks leaves ev unspecified.
-func decode(b []byte, boot procfs.BootID, ev *events.Event) error {
+// and pids before trusting anything and never panics. An exec's strings go
+// to sc, which it reuses: nothing is allocated once sc has grown to the
+// largest exec (a cgroup path cut at its bound that names a container by
+// its top levels allocates that path). A record that fails the checks
+// leaves ev unspecified.
+func decode(b []byte, boot procfs.BootID, ev *events.Event, sc *strs) error {
 	le := binary.LittleEndian
 	if len(b) < recordSize {
 		return fmt.Errorf("%w: %d bytes, want at least %d", errRecordSize, len(b), recordSize)
@@ -174,7 +183,7 @@ func decode(b []byte, boot procfs.BootID, ev *events.Event) error {
 	}
 	decodeCtx(b[offCtx:offCtx+ctxSize], boot, pidfs, &ev.Ctx)
 	if kind == events.Exec {
-		return decodeExec(b, ev)
+		return decodeExec(b, ev, sc)
 	}
 	return nil
 }
@@ -215,7 +224,7 @@ func decodeCtx(b []byte, boot procfs.BootID, pidfs bool, c *events.Context) {
 
 // decodeExec fills the exec part of ev from an exec record with context:
 // the lengths must add up to the record's size exactly.
-func decodeExec(b []byte, ev *events.Event) error {
+func decodeExec(b []byte, ev *events.Event, sc *strs) error {
 	le := binary.LittleEndian
 	exeLen := int(le.Uint16(b[offExeLen:]))
 	cwdLen := int(le.Uint16(b[offCwdLen:]))
@@ -250,19 +259,27 @@ func decodeExec(b []byte, ev *events.Event) error {
 	if xf&xArgsFault != 0 {
 		args = nil
 	}
-	// One string holds the three paths and the arguments: one allocation
-	// (and the argv slice), never reused, so consumers may keep them.
-	var sb strings.Builder
-	sb.Grow(exeLen + cwdLen + cgLen + 3 + len(args))
+	// One string holds the three paths and the arguments, in sc.b: a path
+	// of n bytes of names takes at most n+1 bytes, so with room for them
+	// all the appends never move the buffer under the string.
+	need := exeLen + cwdLen + cgLen + 3 + len(args)
+	buf := sc.b[:0]
+	if cap(buf) < need {
+		buf = make([]byte, 0, need)
+	}
 	var ends [3]int
 	for i, p := range [][]byte{exe, cwd, cg} {
 		if i > 0 || xf&xNoExe == 0 {
-			appendPath(&sb, p, (xf>>(i+1))&1 != 0)
+			buf = appendPath(buf, p, (xf>>(i+1))&1 != 0)
 		}
-		ends[i] = sb.Len()
+		ends[i] = len(buf)
 	}
-	sb.Write(args)
-	ps := sb.String()
+	buf = append(buf, args...)
+	sc.b = buf
+	var ps string
+	if len(buf) > 0 {
+		ps = unsafe.String(&buf[0], len(buf))
+	}
 	ev.Exe, x.Cwd, x.Cgroup = ps[:ends[0]], ps[ends[0]:ends[1]], ps[ends[1]:ends[2]]
 	// A mark of a path that is not given (no program, a walk that kept
 	// no name) would mark nothing.
@@ -273,7 +290,8 @@ func decodeExec(b []byte, ev *events.Event) error {
 	x.ContainerRuntime = string(rt)
 
 	if len(args) > 0 {
-		ev.Argv = events.SplitArgString(ps[ends[2]:])
+		sc.argv = events.SplitArgStringInto(sc.argv, ps[ends[2]:])
+		ev.Argv = sc.argv
 	}
 	return nil
 }
@@ -291,9 +309,7 @@ func containerID(cgroup string, truncated bool, top []byte) (id string, rt conta
 	if !truncated || len(top) == 0 {
 		return "", ""
 	}
-	var sb strings.Builder
-	appendPath(&sb, top, false)
-	if id, rt, ok := container.ID(sb.String()); ok {
+	if id, rt, ok := container.ID(string(appendPath(nil, top, false))); ok {
 		return id, rt
 	}
 	return "", ""
@@ -302,22 +318,23 @@ func containerID(cgroup string, truncated bool, top []byte) (id string, rt conta
 // appendPath writes the path whose names the program wrote leaf first,
 // each NUL-terminated: "/" and the names root first, or, for a truncated
 // walk, the names it reached without the leading slash.
-func appendPath(sb *strings.Builder, names []byte, truncated bool) {
+func appendPath(b []byte, names []byte, truncated bool) []byte {
 	names = bytes.TrimSuffix(names, []byte{0})
 	if len(names) == 0 {
 		if !truncated {
-			sb.WriteByte('/')
+			b = append(b, '/')
 		}
-		return
+		return b
 	}
 	first := true
 	for end := len(names); end >= 0; {
 		start := bytes.LastIndexByte(names[:end], 0) + 1
 		if !first || !truncated {
-			sb.WriteByte('/')
+			b = append(b, '/')
 		}
 		first = false
-		sb.Write(names[start:end])
+		b = append(b, names[start:end]...)
 		end = start - 1
 	}
+	return b
 }

@@ -256,7 +256,7 @@ func TestDecode(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			// Stale fields from a previous event must not survive.
 			got := events.Event{Exe: "/stale", Argv: []string{"stale"}, Count: 9, Inferred: true, Tid: 77}
-			err := decode(tt.b, testBoot, &got)
+			err := decode(tt.b, testBoot, &got, &strs{})
 			if !errors.Is(err, tt.err) {
 				t.Fatalf("decode() error = %v, want %v", err, tt.err)
 			}
@@ -293,7 +293,7 @@ func FuzzDecode(f *testing.F) {
 		exe: "sh\x00bin\x00", cgroup: "n9\x00", cgtop: "n0\x00docker-0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef.scope\x00", arg: "sh\x00"}.encode())
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var ev events.Event
-		err := decode(b, testBoot, &ev)
+		err := decode(b, testBoot, &ev, &strs{})
 		if err != nil {
 			return
 		}
@@ -357,14 +357,56 @@ func BenchmarkDecodeExec(b *testing.B) {
 		arg: "env\x00FOO=1\x00-u\x00x\x00"}.encode())
 }
 
-// benchDecode decodes rec over and over into one event.
+// benchDecode decodes rec over and over into one event, its strings into
+// one strs, as the source does.
 func benchDecode(b *testing.B, rec []byte) {
 	var ev events.Event
+	var sc strs
 	b.ReportAllocs()
 	b.SetBytes(int64(len(rec)))
 	for b.Loop() {
-		if err := decode(rec, testBoot, &ev); err != nil {
+		if err := decode(rec, testBoot, &ev, &sc); err != nil {
 			b.Fatal(err)
 		}
+	}
+}
+
+// TestDecodeExecAllocs: an exec decodes into the strings buffer of the
+// previous one without allocating, and each event reads as its own record
+// said while it is the last decoded, a shorter one after a longer one
+// included.
+func TestDecodeExecAllocs(t *testing.T) {
+	rec := func(prog, dir string, args ...string) []byte {
+		return execRec{record: record{kind: recExec, pid: 42, tid: 42, ppid: 1, start: 5, flags: flagPidfs, comm: "env"},
+			argc: uint32(len(args)), argsSize: uint32(len(strings.Join(args, "\x00")) + 1),
+			exe: prog + "\x00bin\x00", cwd: dir + "\x00", cgroup: "user.slice\x00",
+			arg: strings.Join(args, "\x00") + "\x00"}.encode()
+	}
+	long := rec("python3", "project", "python3", strings.Repeat("a", 3000), "--flag")
+	short := rec("sh", "w", "sh", "-c")
+	var ev events.Event
+	var sc strs
+	for _, tc := range []struct {
+		b        []byte
+		exe, cwd string
+		argv     []string
+	}{
+		{b: long, exe: "/bin/python3", cwd: "/project", argv: []string{"python3", strings.Repeat("a", 3000), "--flag"}},
+		{b: short, exe: "/bin/sh", cwd: "/w", argv: []string{"sh", "-c"}},
+		{b: long, exe: "/bin/python3", cwd: "/project", argv: []string{"python3", strings.Repeat("a", 3000), "--flag"}},
+	} {
+		if err := decode(tc.b, testBoot, &ev, &sc); err != nil {
+			t.Fatal(err)
+		}
+		if ev.Exe != tc.exe || ev.Exec.Cwd != tc.cwd || !reflect.DeepEqual(ev.Argv, tc.argv) || ev.Exec.Cgroup != "/user.slice" {
+			t.Errorf("decoded exe %q cwd %q cgroup %q argv %.40q; want %q %q /user.slice %.40q", ev.Exe, ev.Exec.Cwd, ev.Exec.Cgroup, ev.Argv, tc.exe, tc.cwd, tc.argv)
+		}
+	}
+	if a := testing.AllocsPerRun(100, func() {
+		if err := decode(long, testBoot, &ev, &sc); err != nil {
+			t.Fatal(err)
+		}
+	}); a != 0 {
+		t.Errorf("decoding an exec allocates %v times, want 0", a)
 	}
 }

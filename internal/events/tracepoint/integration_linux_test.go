@@ -68,7 +68,7 @@ func collect(t testing.TB, s *Source) *collector {
 				return
 			}
 			c.mu.Lock()
-			c.evs = append(c.evs, ev)
+			c.evs = append(c.evs, ev.Clone()) // its strings live until the next Read
 			c.mu.Unlock()
 			select {
 			case c.notify <- struct{}{}:

@@ -185,9 +185,10 @@ func FuzzMmapRing(f *testing.F) {
 
 // TestReadCopiesOutOfRing reads exec records through a Source over a small
 // ring, each record given back to the producer when the next is read, and
-// the producer writing the next ones over its space: every event's
-// strings must still be what its own record said (decoded from ring
-// memory, never aliasing it).
+// the producer writing the next ones over its space. Every event's strings
+// are what its own record said until the next Read (they live in the
+// source's buffer, which the next exec reuses: see events.Event), and a
+// Clone taken then keeps them after the ring and the buffer moved on.
 func TestReadCopiesOutOfRing(t *testing.T) {
 	const page, size, n = 4096, 4096, 40
 	f := newFakeRing(page, size, 0)
@@ -195,6 +196,13 @@ func TestReadCopiesOutOfRing(t *testing.T) {
 	type want struct{ exe, cwd, arg0 string }
 	var evs []events.Event
 	var wants []want
+	check := func(when string, i int, ev *events.Event) {
+		t.Helper()
+		w := wants[i]
+		if ev.Exe != w.exe || ev.Exec.Cwd != w.cwd || len(ev.Argv) != 2 || ev.Argv[0] != w.arg0 {
+			t.Errorf("event %d %s: exe %q cwd %q argv %q; want %q, %q, [%q b]", i, when, ev.Exe, ev.Exec.Cwd, ev.Argv, w.exe, w.cwd, w.arg0)
+		}
+	}
 	for i := range n {
 		x := execRec{
 			record: record{kind: recExec, pid: int32(100 + i), tid: int32(100 + i), ppid: 1, start: uint64(i), comm: "x"},
@@ -207,16 +215,14 @@ func TestReadCopiesOutOfRing(t *testing.T) {
 		if err := s.Read(&ev); err != nil {
 			t.Fatalf("record %d: Read() = %v", i, err)
 		}
-		evs = append(evs, ev)
 		wants = append(wants, want{fmt.Sprintf("/bin/x%02d", i), fmt.Sprintf("/w%02d", i), fmt.Sprintf("a%02d", i)})
+		check("as read", i, &ev)
+		evs = append(evs, ev.Clone())
 	}
 	if f.pos < 2*size {
 		t.Fatalf("the records filled %d bytes: the ring of %d did not wrap twice", f.pos, size)
 	}
-	for i, ev := range evs {
-		w := wants[i]
-		if ev.Exe != w.exe || ev.Exec.Cwd != w.cwd || len(ev.Argv) != 2 || ev.Argv[0] != w.arg0 {
-			t.Errorf("event %d after the ring moved on: exe %q cwd %q argv %q; want %q, %q, [%q b]", i, ev.Exe, ev.Exec.Cwd, ev.Argv, w.exe, w.cwd, w.arg0)
-		}
+	for i := range evs {
+		check("cloned, after the ring moved on", i, &evs[i])
 	}
 }

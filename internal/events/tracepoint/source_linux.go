@@ -81,6 +81,7 @@ type Source struct {
 	// a Read it interrupted before releasing the maps Read uses.
 	readMu     sync.Mutex
 	rec        ringbuf.Record
+	strs       strs               // the last exec's strings (decode)
 	readErr    error              // result of the last tryRead
 	try        func(uintptr) bool // s.tryRead, made once
 	lostSeen   uint64             // lost counter value already reported
@@ -447,7 +448,8 @@ func exitTracepointHasGroupDead() (bool, error) {
 // Mechanism returns events.EBPF.
 func (s *Source) Mechanism() events.Mechanism { return events.EBPF }
 
-// Read blocks until the next event and fills ev; it does not allocate.
+// Read blocks until the next event and fills ev; it does not allocate. An
+// exec's strings are in memory the next Read reuses (see events.Event).
 // Records that do not decode are counted in Stats.DecodeErrors and skipped.
 // When the kernel has dropped records since the last look, Read delivers
 // one events.Lost event whose Count is the number dropped. After Close,
@@ -527,7 +529,7 @@ func (s *Source) Read(ev *events.Event) error {
 			s.sinceCheck = 0
 			s.checkLost = true
 		}
-		if err := decode(s.rec.RawSample, s.boot, ev); err != nil {
+		if err := decode(s.rec.RawSample, s.boot, ev, &s.strs); err != nil {
 			s.nDecodeErrors.Add(1)
 			continue
 		}
