@@ -677,10 +677,10 @@ func (d *Daemon) record(p api.Peer, c *store.Claim) error {
 
 // storeShareOf4 is the quarters of the store's file that new claims of
 // callers other than root may fill. Past it, their launches and
-// admissions are refused (503) until finished claims are pruned: the rest
-// is kept for root's claims and for the daemon's writes of the claims it
-// holds (state changes, members, exits, release records), whatever the
-// users' quotas add up to.
+// admissions are refused (503) until finished claims are pruned (retain,
+// pruneForRoom): the rest is kept for root's claims and for the daemon's
+// writes of the claims it holds (state changes, members, exits, release
+// records), whatever the users' quotas add up to.
 const storeShareOf4 = 3
 
 // storeRoom refuses a new claim of a caller other than root when the
@@ -691,7 +691,7 @@ func (d *Daemon) storeRoom() error {
 	if err != nil || used*4 < limit*storeShareOf4 {
 		return nil
 	}
-	return fmt.Errorf("the claims store is %d%% full (%d of %d MiB); until finished claims are pruned only root's claims are taken: %w",
+	return fmt.Errorf("the claims store is %d%% full (%d of %d MiB); until finished claims are pruned (the next reap pass drops the oldest of the users storing the most) only root's claims are taken: %w",
 		used*100/limit, used>>20, limit>>20, api.ErrUnavailable)
 }
 

@@ -870,7 +870,9 @@ func (d *Daemon) wallClock(ctx context.Context) {
 	}
 }
 
-// retain deletes finished claims past the retention bounds.
+// retain deletes finished claims past the retention bounds, then makes
+// room in the store for users' new claims when they have filled their
+// share of it (pruneForRoom).
 func (d *Daemon) retain() {
 	cs, err := d.st.List(store.Filter{})
 	if err != nil {
@@ -891,6 +893,79 @@ func (d *Daemon) retain() {
 		}
 		done = append(done, c)
 	}
+	d.capFinal(done)
+	d.pruneForRoom()
+}
+
+// pruneForRoom drops finished claims of users other than root while the
+// store is past the share their new claims may fill (storeShareOf4, which
+// then refuses their launches), until it is back under eleven sixteenths:
+// the user whose claims store the most bytes loses its oldest finished
+// claim first, results owed to a job's caller after all others. Without
+// it a dozen users at their byte quotas, with claims finished long before
+// they aged out, kept every other user's launches refused for days.
+// Root's claims, and every open claim, stay.
+func (d *Daemon) pruneForRoom() {
+	over := func() bool {
+		used, limit, err := d.st.Usage()
+		return err == nil && used*4 >= limit*storeShareOf4
+	}
+	if !over() {
+		return
+	}
+	cs, err := d.st.List(store.Filter{})
+	if err != nil {
+		d.storeFailed("list claims", err)
+		return
+	}
+	bytes := map[uint32]int64{}
+	cands := map[uint32][]store.Claim{}
+	for _, c := range cs {
+		share := claimShare(&c)
+		if share == 0 {
+			continue
+		}
+		bytes[share] += claimBytes(&c)
+		if !Open(c.State) {
+			cands[share] = append(cands[share], c)
+		}
+	}
+	for _, list := range cands {
+		owed := func(c *store.Claim) bool { return c.Kind == store.Job && !c.FollowedUp }
+		sort.SliceStable(list, func(i, j int) bool {
+			if oi, oj := owed(&list[i]), owed(&list[j]); oi != oj {
+				return oj
+			}
+			return list[i].UpdatedAt.Before(list[j].UpdatedAt)
+		})
+	}
+	under := func() bool {
+		used, limit, err := d.st.Usage()
+		return err != nil || used*16 < limit*11
+	}
+	for !under() {
+		var most uint32
+		for uid, list := range cands {
+			if len(list) > 0 && (most == 0 || bytes[uid] > bytes[most] || bytes[uid] == bytes[most] && uid < most) {
+				most = uid
+			}
+		}
+		if most == 0 {
+			return // nothing left that may go
+		}
+		c := cands[most][0]
+		cands[most] = cands[most][1:]
+		bytes[most] -= claimBytes(&c)
+		d.drop(c)
+		ev := claimEvent(logfeed.ActionClaimPruned, &c)
+		ev.State, ev.Reason = string(c.State), fmt.Sprintf("the claims store was past the %d%% its users' claims may fill: "+
+			"the oldest finished claim of uid %d, whose claims store the most, was deleted", 25*storeShareOf4, most)
+		d.log.Claim(ev)
+	}
+}
+
+// capFinal keeps at most MaxFinal finished claims (done).
+func (d *Daemon) capFinal(done []store.Claim) {
 	if d.cfg.MaxFinal <= 0 || len(done) <= d.cfg.MaxFinal {
 		return
 	}

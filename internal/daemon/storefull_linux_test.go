@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/procsupervisor/supervisor/internal/api"
+	"github.com/procsupervisor/supervisor/internal/logfeed"
 	"github.com/procsupervisor/supervisor/internal/store"
 )
 
@@ -73,5 +74,88 @@ func TestClaimBytesAsStored(t *testing.T) {
 				t.Errorf("claimBytes = %d, want at least the record's %d bytes", got, n)
 			}
 		})
+	}
+}
+
+// TestIntegrationStoreRoomPruned: users' finished claims fill the store
+// past their share, one user's most. The next pass drops the oldest
+// finished claims of the user storing the most until the store is back
+// under eleven sixteenths, and nothing of another user's that stores
+// little, nor root's, nor an open claim; a user's launch is then taken.
+// Before, the store stayed full (and every user's launch refused) until
+// the claims aged out, seven days later.
+func TestIntegrationStoreRoomPruned(t *testing.T) {
+	h := newHarnessWith(t, store.Options{MaxFileSize: 1 << 20})
+	filler := strings.Repeat("f", 3000)
+	put := func(uid uint32, state store.State) string {
+		t.Helper()
+		c := &store.Claim{Kind: store.Grant, State: state, UID: uid, Argv: []string{"/bin/true", filler}}
+		if err := h.st.Put(c); err != nil {
+			t.Fatalf("filling the store: %v", err)
+		}
+		return c.ID
+	}
+	var keep []string
+	for range 3 {
+		keep = append(keep, put(2000, store.Released), put(0, store.Released))
+	}
+	keep = append(keep, put(1000, store.Running))
+	first := put(1000, store.Released)
+	for {
+		used, limit, err := h.st.Usage()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if used*5 >= limit*4 {
+			break
+		}
+		put(1000, store.Released)
+	}
+	h.d.retain()
+	used, limit, err := h.st.Usage()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if used*16 >= limit*11 {
+		t.Errorf("after a pass the store holds %d of %d bytes, want under 11/16", used, limit)
+	}
+	for _, id := range keep {
+		if _, err := h.st.Get(id); err != nil {
+			t.Errorf("claim %s (another user's, root's, or open) was pruned: %v", id, err)
+		}
+	}
+	if _, err := h.st.Get(first); err == nil {
+		t.Errorf("the oldest finished claim of the user storing the most (%s) was kept", first)
+	}
+	if err := h.lg.Flush(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	pruned := map[string]bool{}
+	for _, l := range h.out.lines(t) {
+		ev, _ := l["event"].(map[string]any)
+		sup, _ := l["supervisor"].(map[string]any)
+		cl, _ := sup["claim"].(map[string]any)
+		if ev["action"] == logfeed.ActionClaimPruned && cl != nil {
+			id, _ := cl["id"].(string)
+			pruned[id] = true
+		}
+	}
+	if !pruned[first] {
+		t.Errorf("no claim_pruned line for %s in the feed (lines for %d claims)", first, len(pruned))
+	}
+	for _, id := range keep {
+		if pruned[id] {
+			t.Errorf("a claim_pruned line for %s, which was kept", id)
+		}
+	}
+	caller := exec.Command("sleep", "600")
+	caller.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	if err := caller.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { caller.Process.Kill(); caller.Wait() })
+	nobody := api.Peer{UID: 65534, GID: 65534, Pid: int32(caller.Process.Pid)}
+	if _, err := h.d.Launch(context.Background(), nobody, &api.LaunchRequest{Argv: []string{"/bin/true"}, Cwd: "/"}); err != nil {
+		t.Errorf("nobody's launch after the pass = %v, want it taken", err)
 	}
 }

@@ -38,12 +38,15 @@ const (
 	// disk and its oldest bytes are being dropped (said once a job).
 	ActionJobOutputBounded = "job_output_bounded"
 	ActionJobExited        = "job_exited"
+	// ActionClaimPruned: a finished claim deleted before its retention
+	// ran out, to make room in a store users had filled.
+	ActionClaimPruned = "claim_pruned"
 )
 
 // ClaimEvent is something that happened to a claim: a state change, its
 // wall clock running out, its holder exiting, its job exiting.
 type ClaimEvent struct {
-	Action  string // one of ActionClaimState ... ActionJobExited
+	Action  string // one of ActionClaimState ... ActionClaimPruned
 	ClaimID string
 	Owner   string
 	Kind    string

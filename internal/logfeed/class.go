@@ -25,7 +25,7 @@ func classOf(action string) class {
 	case ActionSignalSent, ActionTeardown:
 		return classSignal
 	case ActionLaunchRequested, ActionAdmitRequested, ActionReleaseRequested, ActionKillRequested, ActionReapRequested,
-		ActionClaimState, ActionWallClock, ActionHolderExited, ActionJobExited, ActionJobOutputBounded:
+		ActionClaimState, ActionWallClock, ActionHolderExited, ActionJobExited, ActionJobOutputBounded, ActionClaimPruned:
 		return classAudit
 	}
 	return classOther

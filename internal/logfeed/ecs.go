@@ -361,7 +361,7 @@ func claimRef(e *zerolog.Event, s *zerolog.Event, claim string) {
 
 func (x *ecs) claim(c *capture, ev *ClaimEvent) {
 	e := x.begin(c, time.Now())
-	types := typeChange
+	types := typeChange // a pruned claim too: ECS expects no deletion in the process category
 	if ev.Action == ActionJobExited {
 		types = typeEnd
 	}
