@@ -20,28 +20,8 @@ import (
 // store and every launch failed, root's too, as a caller's bad request.
 func TestIntegrationStoreKeptForRoot(t *testing.T) {
 	h := newHarnessWith(t, store.Options{MaxFileSize: 1 << 20})
-	filler := strings.Repeat("f", 3000)
-	for {
-		used, limit, err := h.st.Usage()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if used*5 >= limit*4 {
-			break
-		}
-		if err := h.st.Put(&store.Claim{Kind: store.Grant, State: store.Released, Argv: []string{"/bin/true", filler}}); err != nil {
-			t.Fatalf("filling the store to 80%%: at %d of %d bytes: %v", used, limit, err)
-		}
-	}
-	// The caller: a process of nobody's, whose limits and root the
-	// launch reads.
-	caller := exec.Command("sleep", "600")
-	caller.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-	if err := caller.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { caller.Process.Kill(); caller.Wait() })
-	nobody := api.Peer{UID: 65534, GID: 65534, Pid: int32(caller.Process.Pid)}
+	fillStore(t, h, func() *store.Claim { return &store.Claim{Kind: store.Grant, State: store.Released} })
+	nobody := nobodyCaller(t)
 	_, err := h.d.Launch(context.Background(), nobody, &api.LaunchRequest{Argv: []string{"/bin/true"}, Cwd: "/"})
 	if !errors.Is(err, api.ErrUnavailable) || !strings.Contains(err.Error(), "full") {
 		t.Errorf("nobody's launch into a store 80%% full = %v, want 503, the store full", err)
@@ -101,16 +81,7 @@ func TestIntegrationStoreRoomPruned(t *testing.T) {
 	}
 	keep = append(keep, put(1000, store.Running))
 	first := put(1000, store.Released)
-	for {
-		used, limit, err := h.st.Usage()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if used*5 >= limit*4 {
-			break
-		}
-		put(1000, store.Released)
-	}
+	fillStore(t, h, func() *store.Claim { return &store.Claim{Kind: store.Grant, State: store.Released, UID: 1000} })
 	h.d.retain()
 	used, limit, err := h.st.Usage()
 	if err != nil {
@@ -148,14 +119,42 @@ func TestIntegrationStoreRoomPruned(t *testing.T) {
 			t.Errorf("a claim_pruned line for %s, which was kept", id)
 		}
 	}
+	if _, err := h.d.Launch(context.Background(), nobodyCaller(t), &api.LaunchRequest{Argv: []string{"/bin/true"}, Cwd: "/"}); err != nil {
+		t.Errorf("nobody's launch after the pass = %v, want it taken", err)
+	}
+}
+
+// fillStore puts claims made by claim, each with 3,000 bytes of
+// arguments, until the store is 80% full.
+func fillStore(t *testing.T, h *harness, claim func() *store.Claim) {
+	t.Helper()
+	filler := strings.Repeat("f", 3000)
+	for {
+		used, limit, err := h.st.Usage()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if used*5 >= limit*4 {
+			return
+		}
+		c := claim()
+		c.Argv = []string{"/bin/true", filler}
+		if err := h.st.Put(c); err != nil {
+			t.Fatalf("filling the store to 80%%: at %d of %d bytes: %v", used, limit, err)
+		}
+	}
+}
+
+// nobodyCaller starts a process of nobody's, whose limits and root a
+// launch reads, and returns it as a caller; it is killed when the test
+// ends.
+func nobodyCaller(t *testing.T) api.Peer {
+	t.Helper()
 	caller := exec.Command("sleep", "600")
 	caller.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
 	if err := caller.Start(); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { caller.Process.Kill(); caller.Wait() })
-	nobody := api.Peer{UID: 65534, GID: 65534, Pid: int32(caller.Process.Pid)}
-	if _, err := h.d.Launch(context.Background(), nobody, &api.LaunchRequest{Argv: []string{"/bin/true"}, Cwd: "/"}); err != nil {
-		t.Errorf("nobody's launch after the pass = %v, want it taken", err)
-	}
+	return api.Peer{UID: 65534, GID: 65534, Pid: int32(caller.Process.Pid)}
 }
