@@ -257,14 +257,34 @@ func Main() {
 // joinNewSessionKeyring gives the calling thread a new, anonymous session
 // keyring (keyctl(KEYCTL_JOIN_SESSION_KEYRING, NULL)). Not
 // unix.KeyctlJoinSessionKeyring: it passes a name even when given "", and
-// a named join joins any keyring of that name the caller may search. A
-// kernel without keys (ENOSYS) has no keyring to share.
+// a named join joins any keyring of that name the caller may search.
+//
+// A kernel without keys (ENOSYS) has no keyring to share. A refusal is a
+// failure, unless this thread cannot reach its current session keyring
+// either (keyctl blocked: a container runtime's seccomp profile refuses
+// every keyctl call with EPERM), and the workload, under the same filter,
+// could not reach it.
 func joinNewSessionKeyring() error {
-	_, _, errno := unix.Syscall(unix.SYS_KEYCTL, unix.KEYCTL_JOIN_SESSION_KEYRING, 0, 0)
-	if errno != 0 && errno != unix.ENOSYS {
-		return errno
+	_, _, join := unix.Syscall(unix.SYS_KEYCTL, unix.KEYCTL_JOIN_SESSION_KEYRING, 0, 0)
+	var get syscall.Errno
+	if join == unix.EPERM || join == unix.EACCES {
+		spec := unix.KEY_SPEC_SESSION_KEYRING
+		_, _, get = unix.Syscall(unix.SYS_KEYCTL, unix.KEYCTL_GET_KEYRING_ID, uintptr(spec), 0)
 	}
-	return nil
+	return keyringResult(join, get)
+}
+
+// keyringResult is joinNewSessionKeyring's verdict on its calls: the join's
+// error, and when the join was refused, the error of reading the current
+// session keyring's id.
+func keyringResult(join, get syscall.Errno) error {
+	switch {
+	case join == 0, join == unix.ENOSYS:
+		return nil
+	case (join == unix.EPERM || join == unix.EACCES) && (get == unix.EPERM || get == unix.EACCES || get == unix.ENOSYS):
+		return nil // keyctl is blocked for this process, and for the workload
+	}
+	return join
 }
 
 // nsName names a CLONE_NEW* namespace type.

@@ -284,3 +284,29 @@ func TestIntegrationShimSetupError(t *testing.T) {
 		t.Errorf("Start of a program named setup that is nowhere = %v, want an exec error", err)
 	}
 }
+
+// TestKeyringResult: a launch goes on without a keyring of its own only
+// where the workload could not reach the daemon's either: a kernel without
+// keys, or keyctl refused altogether (a seccomp profile). A join refused
+// while the daemon's keyring is reachable, or any other error, fails it.
+func TestKeyringResult(t *testing.T) {
+	for _, tt := range []struct {
+		join, get syscall.Errno
+		ok        bool
+	}{
+		{0, 0, true},
+		{unix.ENOSYS, 0, true},
+		{unix.EPERM, unix.EPERM, true},
+		{unix.EACCES, unix.EACCES, true},
+		{unix.EPERM, unix.ENOSYS, true},
+		{unix.EPERM, 0, false},
+		{unix.EACCES, 0, false},
+		{unix.EDQUOT, 0, false},
+		{unix.ENOMEM, unix.EPERM, false},
+	} {
+		err := keyringResult(tt.join, tt.get)
+		if (err == nil) != tt.ok || (err != nil && err != tt.join) {
+			t.Errorf("keyringResult(%v, %v) = %v, want ok %v (else the join's error)", tt.join, tt.get, err, tt.ok)
+		}
+	}
+}
