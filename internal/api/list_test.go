@@ -140,6 +140,7 @@ func TestIntegrationListUnreadMemory(t *testing.T) {
 	var before runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
+	var cs []net.Conn
 	for range conns {
 		c, err := net.Dial("unix", sock)
 		if err != nil {
@@ -149,8 +150,16 @@ func TestIntegrationListUnreadMemory(t *testing.T) {
 		if _, err := io.WriteString(c, "GET /v1/claims HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
 			t.Fatal(err)
 		}
+		cs = append(cs, c)
 	}
-	time.Sleep(time.Second) // the answers are encoded by then (20 ms each)
+	// Each answer's first byte, and no more: the server has encoded a
+	// page for every connection, whose writes then stall unread.
+	for i, c := range cs {
+		c.SetReadDeadline(time.Now().Add(20 * time.Second))
+		if _, err := io.ReadFull(c, make([]byte, 1)); err != nil {
+			t.Fatalf("connection %d: no answer began: %v", i, err)
+		}
+	}
 	var after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&after)
