@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -97,9 +98,17 @@ func (m *Metrics) Serve(ctx context.Context, addr string) error {
 	return m.ServeListener(ctx, ln)
 }
 
+// MaxConns is how many connections the metrics server holds at once;
+// one past it is closed as soon as it is accepted. A scraper needs one. A
+// TCP address, even on loopback, is open to every local user (and ":port"
+// to the network): without a cap, one user's idle connections took the
+// daemon's descriptors, and its pidfd_open calls failed for every claim.
+const MaxConns = 16
+
 // ServeListener is Serve on a listener the caller opened (so that a daemon
 // can fail at startup on a bad address, then serve in a goroutine). It
-// closes ln.
+// closes ln. At most MaxConns connections are open at once, each for one
+// request (no keep-alive) whose header must come within 5 s.
 func (m *Metrics) ServeListener(ctx context.Context, ln net.Listener) error {
 	mux := http.NewServeMux()
 	mux.Handle("GET "+Path, m.Handler())
@@ -107,11 +116,12 @@ func (m *Metrics) ServeListener(ctx context.Context, ln net.Listener) error {
 		Handler:           mux,
 		ReadHeaderTimeout: 5 * time.Second,
 		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       time.Minute,
+		IdleTimeout:       5 * time.Second,
 		MaxHeaderBytes:    16 << 10,
 	}
+	srv.SetKeepAlivesEnabled(false)
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
+	go func() { served <- srv.Serve(&capped{Listener: ln, slots: make(chan struct{}, MaxConns)}) }()
 	select {
 	case err := <-served:
 		return fmt.Errorf("metrics serve: %w", err)
@@ -126,4 +136,40 @@ func (m *Metrics) ServeListener(ctx context.Context, ln net.Listener) error {
 	// unix listener removes its socket file as it closes.
 	<-served
 	return nil
+}
+
+// capped is a listener that closes a connection accepted while MaxConns
+// are open (slots full), and goes on accepting: the kernel's backlog is
+// drained, and no descriptor is held for an excess connection.
+type capped struct {
+	net.Listener
+	slots chan struct{}
+}
+
+func (l *capped) Accept() (net.Conn, error) {
+	for {
+		c, err := l.Listener.Accept()
+		if err != nil {
+			return nil, err
+		}
+		select {
+		case l.slots <- struct{}{}:
+			return &slotConn{Conn: c, free: l.slots}, nil
+		default:
+			c.Close()
+		}
+	}
+}
+
+// slotConn gives its slot back when it is closed (once).
+type slotConn struct {
+	net.Conn
+	free chan struct{}
+	once sync.Once
+}
+
+func (c *slotConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() { <-c.free })
+	return err
 }
