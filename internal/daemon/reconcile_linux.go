@@ -223,6 +223,16 @@ func (d *Daemon) settle(ctx context.Context, id string, rq request) (api.ReportI
 				root.Close()
 			}
 		}()
+		if v.Transient {
+			// The judge ran short of a resource (descriptors, memory):
+			// nothing is known of the root, and no state may change on
+			// that (a job would be retired for good, a grant marked
+			// unverifiable). The next pass judges it again; a request is
+			// told to retry.
+			d.log.VerdictFor(c.ID, v)
+			it.Action, it.Verdict, it.Reason = "failed", v.Result, "not judged: "+v.Reason
+			return it, nil, fmt.Errorf("claim %s not judged: %s: %w", c.ID, v.Reason, api.ErrUnavailable)
+		}
 		// A periodic pass logs a verdict only when it changed: a quiet
 		// host makes a quiet feed.
 		if rq.trigger != Pass || c.LastVerdict == nil || c.LastVerdict.Result != v.Result {

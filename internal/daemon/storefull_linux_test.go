@@ -12,6 +12,7 @@ import (
 	"github.com/procsupervisor/supervisor/internal/api"
 	"github.com/procsupervisor/supervisor/internal/logfeed"
 	"github.com/procsupervisor/supervisor/internal/store"
+	"github.com/procsupervisor/supervisor/internal/verdict"
 )
 
 // TestIntegrationStoreKeptForRoot: past three quarters of the store's
@@ -157,4 +158,68 @@ func nobodyCaller(t *testing.T) api.Peer {
 	}
 	t.Cleanup(func() { caller.Process.Kill(); caller.Wait() })
 	return api.Peer{UID: 65534, GID: 65534, Pid: int32(caller.Process.Pid)}
+}
+
+// withFewDescriptors runs f with this process's soft limit of open files
+// at 3: no new descriptor can be had (EMFILE), as when a flood of
+// connections has taken them all.
+func withFewDescriptors(t *testing.T, f func()) {
+	t.Helper()
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	low := lim
+	low.Cur = 3
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &low); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	f()
+}
+
+// TestIntegrationJudgeShortOfDescriptors: a pass, a release or a startup
+// that cannot open a pidfd for want of descriptors decides nothing: a
+// running job stays running (it was retired for good, its process left
+// unsupervised), a grant is not marked unverifiable, and a release is
+// answered 503, to be retried. Once descriptors are back, the same job is
+// judged OWNED and kept.
+func TestIntegrationJudgeShortOfDescriptors(t *testing.T) {
+	h := newHarness(t)
+	cmd := exec.Command("sleep", "600")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	grant := h.claim(t, cmd.Process.Pid, nil, 0)
+	job := grant
+	job.ID, job.Kind = "", store.Job
+	if err := h.st.Put(&job); err != nil {
+		t.Fatal(err)
+	}
+	h.d.claims.set(&job)
+	for _, tc := range []struct {
+		id   string
+		trig Trigger
+	}{{job.ID, Pass}, {job.ID, Startup}, {grant.ID, Pass}, {grant.ID, ReleaseAsked}} {
+		var it api.ReportItem
+		var err error
+		withFewDescriptors(t, func() {
+			it, _, err = h.d.settle(context.Background(), tc.id, request{trigger: tc.trig})
+		})
+		if !errors.Is(err, api.ErrUnavailable) || it.Action != "failed" {
+			t.Errorf("%s of %s short of descriptors = %+v, %v; want failed, 503", tc.trig, tc.id, it, err)
+		}
+		if got, _ := h.st.Get(tc.id); got.State != store.Running {
+			t.Errorf("%s of %s short of descriptors left it %s, want running", tc.trig, tc.id, got.State)
+		}
+	}
+	it, _, err := h.d.settle(context.Background(), job.ID, request{trigger: Pass})
+	if err != nil || it.Verdict != verdict.Owned || it.Action != Keep.String() {
+		t.Errorf("a pass with descriptors back = %+v, %v; want OWNED, kept", it, err)
+	}
 }

@@ -31,6 +31,10 @@ var (
 	// ErrUnreadable: the pidfd says the process lives, but its /proc
 	// entry cannot be read, so nothing about its identity can be proven.
 	ErrUnreadable = errors.New("process alive but unreadable")
+	// ErrResource: this process lacked a resource to look (descriptors,
+	// memory: EMFILE, ENFILE, ENOMEM, EAGAIN): it says nothing about the
+	// process looked at, and the same look may succeed later.
+	ErrResource = errors.New("out of a resource needed to inspect a process")
 )
 
 // MaxPid is the kernel's hard limit on pid numbers (PID_MAX_LIMIT).

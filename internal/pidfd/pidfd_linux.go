@@ -31,8 +31,8 @@ type Handle struct {
 }
 
 // Open binds a pidfd to the process pid and reads its token. boot is the
-// current boot id. Errors: ErrInvalidPid, ErrGone, *ThreadError, or a wrapped
-// system error.
+// current boot id. Errors: ErrInvalidPid, ErrGone, *ThreadError,
+// ErrResource (with the system error), or a wrapped system error.
 func Open(pid int32, boot procfs.BootID) (*Handle, error) {
 	if err := CheckPid(int64(pid)); err != nil {
 		return nil, err
@@ -44,21 +44,37 @@ func Open(pid int32, boot procfs.BootID) (*Handle, error) {
 			return nil, fmt.Errorf("pid %d: %w", pid, ErrGone)
 		case errors.Is(err, unix.EINVAL), errors.Is(err, unix.ENOENT):
 			// Kernels answer a non-leader thread id with EINVAL or ENOENT.
-			if tgid, terr := procfs.Tgid("/proc", pid); terr == nil && tgid != pid {
+			tgid, terr := procfs.Tgid("/proc", pid)
+			switch {
+			case terr == nil && tgid != pid:
 				return nil, &ThreadError{Tid: pid, Tgid: tgid}
+			case short(terr):
+				return nil, fmt.Errorf("pid %d: %w: %w", pid, ErrResource, terr)
 			}
 			return nil, fmt.Errorf("pid %d: %w", pid, ErrGone)
 		case errors.Is(err, unix.ENOSYS):
 			return nil, ErrNotSupported
+		case short(err):
+			return nil, fmt.Errorf("pidfd_open %d: %w: %w", pid, ErrResource, err)
 		}
 		return nil, fmt.Errorf("pidfd_open %d: %w", pid, err)
 	}
 	h := &Handle{fd: fd, pid: pid}
 	if err := h.bind(boot); err != nil {
 		unix.Close(fd)
+		if short(err) && !errors.Is(err, ErrResource) {
+			err = fmt.Errorf("%w: %w", ErrResource, err)
+		}
 		return nil, err
 	}
 	return h, nil
+}
+
+// short reports whether err is this process running short of a resource
+// (see ErrResource).
+func short(err error) bool {
+	return errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE) ||
+		errors.Is(err, unix.ENOMEM) || errors.Is(err, unix.EAGAIN)
 }
 
 func (h *Handle) bind(boot procfs.BootID) error {

@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 
@@ -125,5 +126,31 @@ func TestReadToken(t *testing.T) {
 	}, "child %d never became a zombie", pid)
 	if _, err := ReadToken(pid, boot); !errors.Is(err, ErrGone) {
 		t.Errorf("ReadToken(zombie %d) = %v, want ErrGone", pid, err)
+	}
+}
+
+// TestOpenShortOfDescriptors: a pidfd that cannot be had for want of a
+// descriptor is ErrResource, never ErrGone nor a thread: the process may
+// well be alive.
+func TestOpenShortOfDescriptors(t *testing.T) {
+	var lim syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	low := lim
+	low.Cur = 3 // no new descriptor can be had
+	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &low); err != nil {
+		t.Fatal(err)
+	}
+	h, err := Open(int32(os.Getpid()), procfs.BootID{})
+	if rerr := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); rerr != nil {
+		t.Fatal(rerr)
+	}
+	if err == nil {
+		h.Close()
+		t.Fatal("Open with no descriptor left succeeded")
+	}
+	if !errors.Is(err, ErrResource) || errors.Is(err, ErrGone) {
+		t.Errorf("Open with no descriptor left = %v, want ErrResource", err)
 	}
 }

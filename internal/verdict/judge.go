@@ -100,6 +100,9 @@ func (j *Judge) Bind(pid int32, claim token.Token) (Verdict, *pidfd.Handle) {
 				return v.with(Gone, "token is from another boot, and no process holds the pid"), nil
 			}
 			return j.gone(v, pid, tok), nil
+		case errors.Is(err, pidfd.ErrResource):
+			v.Transient = true
+			return v.with(Unverifiable, "cannot inspect the process now (the judge ran short of a resource; ask again): "+err.Error()), nil
 		}
 		return v.with(Unverifiable, "cannot inspect the process: "+err.Error()), nil
 	}

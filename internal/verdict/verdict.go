@@ -70,6 +70,11 @@ type Verdict struct {
 	// Observed is the token of the process that holds the pid now, when one
 	// does and it was read.
 	Observed token.Token `json:"observed_token,omitzero"`
+	// Transient marks an UNVERIFIABLE that says nothing of the process:
+	// the judge itself ran short of a resource (pidfd.ErrResource), and
+	// the same question may be answered later. No decision about a claim
+	// rests on it (the daemon judges the claim again at its next pass).
+	Transient bool `json:"-"`
 }
 
 // String renders the verdict for a log or a person.
