@@ -184,6 +184,9 @@ func (l *Logger) Event(ev *events.Event) {
 		return
 	}
 	c := l.get(action, sevInfo)
+	if ev.Ctx.Has(events.CtxIDs) {
+		c.uid = ev.Ctx.UID
+	}
 	l.enc.event(c, ev)
 	l.put(c)
 }

@@ -264,7 +264,7 @@ func btoi(b bool) int {
 func TestQuietSeesLateLine(t *testing.T) {
 	q := newQueue(100, newStreamSink(&lineBuf{}, nil), func(b []byte, _ Drops) []byte { return b })
 	t.Cleanup(func() { q.cur.arena.free(); q.spare.arena.free() }) // no drain goroutine runs
-	q.put([]byte("{}\n"), sevInfo, "", classProcess)
+	q.put([]byte("{}\n"), sevInfo, "", classProcess, noUID)
 	<-q.wake // the line's wake-up has not reached the drain goroutine yet
 	tm := time.NewTimer(time.Hour)
 	if q.quiet(tm, time.Nanosecond) {

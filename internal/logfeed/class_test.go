@@ -1,6 +1,7 @@
 package logfeed
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/procsupervisor/supervisor/internal/events"
@@ -71,5 +72,64 @@ func TestPriorityOverProcessEvents(t *testing.T) {
 	}
 	if byClass != [3]int64{3 * buffer, 1, 0} {
 		t.Errorf("log_lines_dropped: process events, audit, verdicts = %v, want %d, 1, 0", byClass, 3*buffer)
+	}
+}
+
+// TestFairDropsByUID: behind a blocked sink, one uid's storm fills the
+// buffer; another uid's process events then take the places of the
+// storm's newest, up to an even share, and the storm's own are dropped:
+// a user cannot push another's lines out of the feed by forking faster.
+// A line of another class gives way to no one's but the uid holding most.
+func TestFairDropsByUID(t *testing.T) {
+	w := newBlockingWriter()
+	const buffer = 8
+	l, _ := newTestLogger(t, Config{Writer: w, BufferLines: buffer, ProcessEvents: AllKinds})
+	first := events.Event{Kind: events.Fork, Pid: 1, Mechanism: events.EBPF}
+	l.Event(&first)
+	<-w.entered // the drain goroutine is now stuck in Write with pid 1
+	const stormUID, otherUID = 1000, 2000
+	storm := events.Event{Kind: events.Fork, Mechanism: events.EBPF, Ctx: events.Context{Valid: true, UID: stormUID}}
+	for i := range 3 * buffer {
+		storm.Pid = int32(100 + i)
+		l.Event(&storm)
+	}
+	other := events.Event{Kind: events.Fork, Mechanism: events.EBPF, Ctx: events.Context{Valid: true, UID: otherUID}}
+	for i := range buffer {
+		other.Pid = int32(500 + i)
+		l.Event(&other)
+	}
+	l.Request(Request{Action: ActionKillRequested, UID: otherUID, Pid: 999})
+	close(w.release)
+	flush(t, l)
+	var stormPids, otherPids []int64
+	requests := 0
+	for _, line := range w.lines.lines(t) {
+		switch getString(line, "event.action") {
+		case ActionProcessStarted:
+			pid, _ := getInt(line, "process.pid")
+			switch {
+			case pid >= 500:
+				otherPids = append(otherPids, pid)
+			case pid >= 100:
+				stormPids = append(stormPids, pid)
+			}
+		case ActionKillRequested:
+			requests++
+		}
+	}
+	// The buffer of 8: the storm's first 8, then the other uid's first 4
+	// taking the places of the storm's newest (4 each), then the request
+	// taking one of the storm's (the lower uid at a tie).
+	if want := []int64{100, 101, 102}; !slices.Equal(stormPids, want) {
+		t.Errorf("storm's lines written: pids %v, want %v (its oldest, down to less than an even share)", stormPids, want)
+	}
+	if want := []int64{500, 501, 502, 503}; !slices.Equal(otherPids, want) {
+		t.Errorf("other uid's lines written: pids %v, want %v (its first, up to an even share)", otherPids, want)
+	}
+	if requests != 1 {
+		t.Errorf("%d kill_requested lines written, want 1", requests)
+	}
+	if st := l.Stats(); st.DroppedBy.ProcessEvents != 3*buffer+buffer-3-4 {
+		t.Errorf("process events dropped %d, want %d", st.DroppedBy.ProcessEvents, 3*buffer+buffer-3-4)
 	}
 }

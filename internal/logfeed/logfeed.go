@@ -20,8 +20,10 @@
 // dropped and counted, and the count is written as a line of its own
 // (event.action "log_lines_dropped") as soon as a later write succeeds.
 // Process events give way: in a full batch an audit, verdict, signal or
-// other line takes the place of the newest process event, so only process
-// events are dropped to make room (Drops counts each class). Encoding a
+// other line takes the place of a process event, so only process events
+// are dropped to make room (Drops counts each class), and among them the
+// uid with the most in the batch loses its newest first, so that one
+// user's storm cannot push another's lines out (queue.evict). Encoding a
 // process event allocates nothing in the steady state.
 //
 // Limits. A line dropped is gone: the feed is a best-effort mirror of the
@@ -290,6 +292,7 @@ type capture struct {
 	proc    procLine // the ECS process line (ecsevent.go)
 	claim   string   // the claim a verdict, signal or teardown line is for
 	class   class
+	uid     uint32 // a process event's real uid (noUID: none), for fair drops
 }
 
 // Write implements io.Writer for zerolog.
@@ -298,7 +301,7 @@ func (c *capture) Write(p []byte) (int, error) {
 		c.dst = append(c.dst, p...)
 		return len(p), nil
 	}
-	c.l.q.put(p, c.sev, c.action, c.class)
+	c.l.q.put(p, c.sev, c.action, c.class, c.uid)
 	return len(p), nil
 }
 
@@ -308,7 +311,7 @@ func (c *capture) WriteLevel(_ zerolog.Level, p []byte) (int, error) { return c.
 
 func (l *Logger) get(action string, sev severity) *capture {
 	c := l.pool.Get().(*capture)
-	c.action, c.sev, c.claim, c.class = action, sev, "", classOf(action)
+	c.action, c.sev, c.claim, c.class, c.uid = action, sev, "", classOf(action), noUID
 	return c
 }
 

@@ -69,9 +69,14 @@ type lineMeta struct {
 	end     int
 	sev     severity
 	class   class
-	evicted bool // gave way to a line of another class: dropped
+	evicted bool // gave way to another line: dropped
+	uid     uint32
 	action  string
 }
+
+// noUID is the uid of a line that names none (every line but a process
+// event, and a process event whose mechanism read no ids).
+const noUID = ^uint32(0)
 
 // batch is lines back to back, each ending in '\n', in its arena.
 type batch struct {
@@ -145,6 +150,11 @@ type queue struct {
 	// error) and when it delivers again (nil): once for each change.
 	onSink  func(error)
 	failing atomic.Bool
+	// byUID counts the live process events of each uid in cur, kept
+	// only while counted (from the first time the buffer is full until
+	// it is taken): a buffer that never fills costs nothing.
+	byUID   map[uint32]int
+	counted bool
 }
 
 func newQueue(lines int, s sink, report func([]byte, Drops) []byte) *queue {
@@ -168,13 +178,17 @@ func (q *queue) full(size int) bool {
 	return q.n >= q.maxLines || q.n > 0 && q.bytes+size > maxBufferBytes
 }
 
-// put copies a line into the buffer, or drops and counts it. In a full
-// buffer a line of another class takes the place of the newest process
-// event (evict); a process event is dropped. Only a line that finds the
-// buffer empty, or fills a batch, wakes the drain goroutine.
-func (q *queue) put(p []byte, sev severity, action string, cls class) {
+// put copies a line into the buffer, or drops and counts it. A full
+// buffer makes room fairly: a line of another class takes the place of a
+// process event, and a process event of uid takes the place of one of the
+// uid whose process events the buffer holds most of, unless that is uid
+// itself (see evict): one user's fork storm loses its own lines, not the
+// other users' (nor the audit, verdict and signal lines). Only a line
+// that finds the buffer empty, or fills a batch, wakes the drain
+// goroutine.
+func (q *queue) put(p []byte, sev severity, action string, cls class, uid uint32) {
 	q.mu.Lock()
-	if q.closing || (q.full(len(p)) && (cls == classProcess || !q.evict())) {
+	if q.closing || (q.full(len(p)) && !q.evict(cls, uid)) {
 		q.mu.Unlock()
 		q.drop(cls, 1)
 		return
@@ -183,11 +197,14 @@ func (q *queue) put(p []byte, sev severity, action string, cls class) {
 	// first line of another class must shorten its wait.
 	wake := q.n == 0 || cls != classProcess && q.n == q.nProcess
 	q.cur.buf = append(q.cur.buf, p...)
-	q.cur.lines = append(q.cur.lines, lineMeta{end: len(q.cur.buf), sev: sev, class: cls, action: action})
+	q.cur.lines = append(q.cur.lines, lineMeta{end: len(q.cur.buf), sev: sev, class: cls, uid: uid, action: action})
 	q.n++
 	q.bytes += len(p)
 	if cls == classProcess {
 		q.nProcess++
+		if q.counted {
+			q.byUID[uid]++
+		}
 	}
 	q.seq++
 	if !q.urgent && (q.bytes >= batchBytes || 2*q.n >= q.maxLines) {
@@ -199,22 +216,51 @@ func (q *queue) put(p []byte, sev severity, action string, cls class) {
 	}
 }
 
-// evict drops the newest process event in the buffer (its bytes stay,
-// marked) and reports whether there was one. q.mu is held.
-func (q *queue) evict() bool {
+// evict makes room in a full buffer for a line of class cls (of uid, for
+// a process event): it drops the newest process event of the uid with the
+// most of them in the buffer (its bytes stay, marked), and reports whether
+// it did. It does not when the buffer holds no process event, nor for a
+// process event whose own uid has the most (ties included): that line is
+// the one to drop. q.mu is held.
+func (q *queue) evict(cls class, uid uint32) bool {
 	if q.nProcess == 0 {
+		return false
+	}
+	if !q.counted {
+		if q.byUID == nil {
+			q.byUID = map[uint32]int{}
+		}
+		clear(q.byUID)
+		for i := range q.cur.lines {
+			if m := &q.cur.lines[i]; m.class == classProcess && !m.evicted {
+				q.byUID[m.uid]++
+			}
+		}
+		q.counted = true
+	}
+	most, n := noUID, 0
+	for u, c := range q.byUID {
+		if c > n || c == n && u < most {
+			most, n = u, c
+		}
+	}
+	if cls == classProcess && q.byUID[uid] >= n {
 		return false
 	}
 	i := len(q.cur.lines) - 1
 	for ; i >= 0; i-- {
-		if m := &q.cur.lines[i]; m.class == classProcess && !m.evicted {
+		if m := &q.cur.lines[i]; m.class == classProcess && !m.evicted && m.uid == most {
 			break
 		}
+	}
+	if i < 0 {
+		return false // cannot happen: byUID counts the lines
 	}
 	m := &q.cur.lines[i]
 	m.evicted = true
 	q.n--
 	q.nProcess--
+	q.byUID[most]--
 	q.bytes -= m.end - q.cur.start(i)
 	q.drop(classProcess, 1)
 	return true
@@ -345,7 +391,7 @@ func (q *queue) take(spare *batch) (seq uint64, ok bool) {
 		return 0, false
 	}
 	q.cur, *spare = *spare, q.cur
-	q.n, q.nProcess, q.bytes, q.urgent = 0, 0, 0, false
+	q.n, q.nProcess, q.bytes, q.urgent, q.counted = 0, 0, 0, false, false
 	return q.seq, true
 }
 
