@@ -297,9 +297,9 @@ func (l *Logger) Internal(msg string, stack []byte) {
 
 // encodeDropped renders the log_lines_dropped line into dst; the drain
 // goroutine writes it straight to the sink.
-func (l *Logger) encodeDropped(dst []byte, d Drops) []byte {
+func (l *Logger) encodeDropped(dst []byte, d Drops, top []uidDrops) []byte {
 	c := &capture{l: l, action: ActionLogLinesDropped, sev: sevWarning, direct: true, dst: dst}
-	l.enc.dropped(c, d)
+	l.enc.dropped(c, d, top)
 	return c.dst
 }
 

@@ -262,7 +262,7 @@ func btoi(b bool) int {
 // fired, the line's wake-up is not yet taken) ends the quiet: the batch
 // keeps the line, instead of being emptied by the trim that follows.
 func TestQuietSeesLateLine(t *testing.T) {
-	q := newQueue(100, newStreamSink(&lineBuf{}, nil), func(b []byte, _ Drops) []byte { return b })
+	q := newQueue(100, newStreamSink(&lineBuf{}, nil), func(b []byte, _ Drops, _ []uidDrops) []byte { return b })
 	t.Cleanup(func() { q.cur.arena.free(); q.spare.arena.free() }) // no drain goroutine runs
 	q.put([]byte("{}\n"), sevInfo, "", classProcess, noUID)
 	<-q.wake // the line's wake-up has not reached the drain goroutine yet

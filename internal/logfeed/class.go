@@ -45,6 +45,17 @@ type Drops struct {
 	Sink uint64 `json:"sink"`
 }
 
+// uidDrops is how many process events of one uid were dropped (uid
+// noUID: of processes whose ids the mechanism did not read).
+type uidDrops struct {
+	uid   uint32
+	lines uint64
+}
+
+// maxDropUIDs is how many uids a log_lines_dropped line names: those
+// that lost the most process events.
+const maxDropUIDs = 4
+
 // dropsOf reads per-class counters into a Drops.
 func dropsOf(n *[numClasses]uint64) Drops {
 	return Drops{n[classProcess], n[classAudit], n[classVerdict], n[classSignal], n[classOther], n[classSink]}

@@ -1,6 +1,7 @@
 package logfeed
 
 import (
+	"encoding/json"
 	"slices"
 	"testing"
 
@@ -103,8 +104,13 @@ func TestFairDropsByUID(t *testing.T) {
 	flush(t, l)
 	var stormPids, otherPids []int64
 	requests := 0
+	var byUID []any
 	for _, line := range w.lines.lines(t) {
 		switch getString(line, "event.action") {
+		case ActionLogLinesDropped:
+			sup, _ := line["supervisor"].(map[string]any)
+			dropped, _ := sup["dropped"].(map[string]any)
+			byUID, _ = dropped["process_events_by_uid"].([]any)
 		case ActionProcessStarted:
 			pid, _ := getInt(line, "process.pid")
 			switch {
@@ -128,6 +134,16 @@ func TestFairDropsByUID(t *testing.T) {
 	}
 	if requests != 1 {
 		t.Errorf("%d kill_requested lines written, want 1", requests)
+	}
+	// The drop line names who lost lines, the storm first.
+	want := []string{`{"lines":21,"uid":"1000"}`, `{"lines":4,"uid":"2000"}`}
+	var got []string
+	for _, u := range byUID {
+		b, _ := json.Marshal(u)
+		got = append(got, string(b))
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("log_lines_dropped's process_events_by_uid = %v, want %v", got, want)
 	}
 	if st := l.Stats(); st.DroppedBy.ProcessEvents != 3*buffer+buffer-3-4 {
 		t.Errorf("process events dropped %d, want %d", st.DroppedBy.ProcessEvents, 3*buffer+buffer-3-4)

@@ -197,9 +197,22 @@ func (x *ecs) signal(c *capture, sg *Signal) {
 }
 
 // dropsDict is dropped_lines (the total) and dropped (by class).
-func dropsDict(e *zerolog.Event, d Drops) *zerolog.Event {
+func dropsDict(e *zerolog.Event, d Drops, top []uidDrops) *zerolog.Event {
 	by := e.CreateDict().Uint64("process_events", d.ProcessEvents).Uint64("audit", d.Audit).Uint64("verdicts", d.Verdicts).
 		Uint64("signals", d.Signals).Uint64("other", d.Other).Uint64("sink", d.Sink)
+	if len(top) > 0 {
+		// The uids that lost the most process events: who filled the
+		// buffer (a uid the mechanism did not read is left out).
+		arr := e.CreateArray()
+		for _, u := range top {
+			ud := e.CreateDict()
+			if u.uid != noUID {
+				ud.Str("uid", strconv.FormatUint(uint64(u.uid), 10))
+			}
+			arr.Dict(ud.Uint64("lines", u.lines))
+		}
+		by.Array("process_events_by_uid", arr)
+	}
 	return e.CreateDict().Uint64("dropped_lines", d.total()).Dict("dropped", by)
 }
 
@@ -270,11 +283,11 @@ func (x *ecs) lost(c *capture, mech events.Mechanism, count uint64) {
 	e.Msg("process events lost; resyncing from the process table")
 }
 
-func (x *ecs) dropped(c *capture, d Drops) {
+func (x *ecs) dropped(c *capture, d Drops, top []uidDrops) {
 	e := x.begin(c, time.Now())
 	// Not about a process: no event.category.
 	eventObject(e, c.action, nil, outcomeFailure, "")
-	e.Dict("supervisor", dropsDict(e, d))
+	e.Dict("supervisor", dropsDict(e, d, top))
 	e.Msg("log lines dropped: the log sink was slow or failing")
 }
 

@@ -179,7 +179,7 @@ func produceAll(t *testing.T, schema string) ([]map[string]any, *procEvents) {
 	l.Service(Service{Stopping: true, Mechanism: events.EBPF, Reason: "SIGTERM"})
 	flush(t, l)
 	lines := out.lines(t)
-	dropped := l.encodeDropped(nil, Drops{ProcessEvents: 40, Audit: 1, Sink: 1})
+	dropped := l.encodeDropped(nil, Drops{ProcessEvents: 40, Audit: 1, Sink: 1}, []uidDrops{{1000, 38}, {noUID, 2}})
 	return append(lines, decodeLines(t, dropped)...), pe
 }
 

@@ -171,7 +171,7 @@ type encoder interface {
 	teardown(c *capture, o *actions.Outcome)
 	reconcile(c *capture, r *Reconcile)
 	lost(c *capture, mech events.Mechanism, count uint64)
-	dropped(c *capture, d Drops)
+	dropped(c *capture, d Drops, top []uidDrops)
 	service(c *capture, s *Service)
 	internal(c *capture, msg string, stack []byte)
 	request(c *capture, r *Request)

@@ -368,11 +368,11 @@ func (x *ocsf) lost(c *capture, mech events.Mechanism, count uint64) {
 	e.Msg("process events lost; resyncing from the process table")
 }
 
-func (x *ocsf) dropped(c *capture, d Drops) {
+func (x *ocsf) dropped(c *capture, d Drops, top []uidDrops) {
 	e := x.begin(c, time.Now(), ocsfOther, outcomeFailure)
 	x.actorSelf(e)
 	x.selfProcess(e)
-	e.Dict("unmapped", dropsDict(e, d).Str("action", c.action))
+	e.Dict("unmapped", dropsDict(e, d, top).Str("action", c.action))
 	e.Msg("log lines dropped: the log sink was slow or failing")
 }
 

@@ -2,7 +2,9 @@ package logfeed
 
 import (
 	"bytes"
+	"cmp"
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -141,7 +143,7 @@ type queue struct {
 	reports  atomic.Uint64
 	reopens  atomic.Uint64
 	lastErr  atomic.Pointer[string]
-	report   func(dst []byte, d Drops) []byte
+	report   func(dst []byte, d Drops, top []uidDrops) []byte
 	stopped  atomic.Bool // abandoned: write no report
 	scratch  []byte      // the drop report line
 	sinkOnce sync.Once
@@ -155,10 +157,13 @@ type queue struct {
 	// it is taken): a buffer that never fills costs nothing.
 	byUID   map[uint32]int
 	counted bool
+	// dropUID counts the process events of each uid dropped and not yet
+	// reported (under mu).
+	dropUID map[uint32]uint64
 }
 
-func newQueue(lines int, s sink, report func([]byte, Drops) []byte) *queue {
-	q := &queue{maxLines: lines, sink: s, report: report, wake: make(chan struct{}, 1)}
+func newQueue(lines int, s sink, report func([]byte, Drops, []uidDrops) []byte) *queue {
+	q := &queue{maxLines: lines, sink: s, report: report, wake: make(chan struct{}, 1), dropUID: map[uint32]uint64{}}
 	q.cur.arena, q.spare.arena = newArena(arenaBytes), newArena(arenaBytes)
 	q.cur.reset()
 	q.spare.reset()
@@ -189,6 +194,9 @@ func (q *queue) full(size int) bool {
 func (q *queue) put(p []byte, sev severity, action string, cls class, uid uint32) {
 	q.mu.Lock()
 	if q.closing || (q.full(len(p)) && !q.evict(cls, uid)) {
+		if cls == classProcess {
+			q.dropUID[uid]++
+		}
 		q.mu.Unlock()
 		q.drop(cls, 1)
 		return
@@ -261,6 +269,7 @@ func (q *queue) evict(cls class, uid uint32) bool {
 	q.n--
 	q.nProcess--
 	q.byUID[most]--
+	q.dropUID[most]++
 	q.bytes -= m.end - q.cur.start(i)
 	q.drop(classProcess, 1)
 	return true
@@ -457,7 +466,8 @@ func (q *queue) account(delivered, lost int, err error) {
 		n[i] = q.pending[i].Swap(0)
 	}
 	if d := dropsOf(&n); d.total() > 0 {
-		q.scratch = q.report(q.scratch[:0], d)
+		top := q.takeDropUIDs()
+		q.scratch = q.report(q.scratch[:0], d, top)
 		sent, lost, err := q.sink.write(q.scratch, sevWarning, ActionLogLinesDropped)
 		if err == nil && lost == 0 {
 			var more int
@@ -468,12 +478,37 @@ func (q *queue) account(delivered, lost int, err error) {
 			for i := range n { // try again after the next success
 				q.pending[i].Add(n[i])
 			}
+			q.mu.Lock()
+			for _, u := range top {
+				q.dropUID[u.uid] += u.lines
+			}
+			q.mu.Unlock()
 			return
 		}
 		// A stream sink may have delivered a buffered line with the report.
 		q.written.Add(uint64(max(sent-1, 0)))
 		q.reports.Add(1)
 	}
+}
+
+// takeDropUIDs returns the uids that lost the most process events since
+// the last report (at most maxDropUIDs, most first, ties by uid) and
+// forgets every uid's count.
+func (q *queue) takeDropUIDs() []uidDrops {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var top []uidDrops
+	for uid, n := range q.dropUID {
+		top = append(top, uidDrops{uid, n})
+	}
+	clear(q.dropUID)
+	slices.SortFunc(top, func(a, b uidDrops) int {
+		if a.lines != b.lines {
+			return cmp.Compare(b.lines, a.lines)
+		}
+		return cmp.Compare(a.uid, b.uid)
+	})
+	return top[:min(len(top), maxDropUIDs)]
 }
 
 func (q *queue) maybeReopen() {
