@@ -550,7 +550,7 @@ func (q *queue) drain() {
 		}
 	}
 	q.cur.reset()
-	q.n, q.nProcess, q.bytes = 0, 0, 0
+	q.n, q.nProcess, q.bytes, q.counted = 0, 0, 0, false
 	q.done = q.seq
 	// The queue is closing (put appends nothing) and the sink has
 	// returned: nothing uses the arenas' bytes any more.
