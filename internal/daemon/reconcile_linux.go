@@ -276,9 +276,17 @@ func (d *Daemon) settle(ctx context.Context, id string, rq request) (api.ReportI
 		}
 	}()
 	if root == nil {
-		var proven bool
-		members, unproven, proven = d.orphanedMembers(&c)
+		var proven, short bool
+		members, unproven, proven, short = d.orphanedMembers(&c)
 		in.Proven = proven
+		if short {
+			// Whether members outlive the root could not be told for
+			// want of descriptors or memory: deciding on "none" would
+			// end a claim whose members run on. As for the root's
+			// verdict: decided at the next pass.
+			it.Action, it.Reason = "failed", "not judged: its members could not be looked at (the daemon ran short of descriptors or memory)"
+			return it, nil, fmt.Errorf("claim %s not judged: its members could not be looked at: %w", c.ID, api.ErrUnavailable)
+		}
 	}
 
 	dec := Decide(in)
@@ -422,11 +430,15 @@ func procUser(pid int32, uid uint32) bool {
 // and, for a claim already releasing, its recorded members, when they
 // still verify, are proven; otherwise recorded members that verify are
 // only reported (a live group under a gone leader is not killed).
-func (d *Daemon) orphanedMembers(c *store.Claim) (proven []*pidfd.Handle, unproven []actions.Member, ok bool) {
+func (d *Daemon) orphanedMembers(c *store.Claim) (proven []*pidfd.Handle, unproven []actions.Member, ok, short bool) {
 	skip := map[int32]bool{c.Pid: true}
 	if cg := claimCgroup(c); cg != "" {
-		if pids, err := actions.CgroupProcs(cg); err == nil && len(pids) > 0 {
+		pids, err := actions.CgroupProcs(cg)
+		switch {
+		case err == nil && len(pids) > 0:
 			ok = true // the teardown's cgroup finder binds them
+		case err != nil && shortOf(err):
+			short = true
 		}
 	}
 	if c.State == store.Survivors && c.Release != nil {
@@ -434,10 +446,12 @@ func (d *Daemon) orphanedMembers(c *store.Claim) (proven []*pidfd.Handle, unprov
 			if skip[s.Pid] {
 				continue
 			}
-			if _, h := d.judge.Bind(s.Pid, s.Token); h != nil {
+			v, h := d.judge.Bind(s.Pid, s.Token)
+			if h != nil {
 				skip[s.Pid] = true
 				proven = append(proven, h)
 			}
+			short = short || v.Transient
 		}
 	}
 	// A teardown decided before the daemon stopped (the claim is
@@ -447,7 +461,9 @@ func (d *Daemon) orphanedMembers(c *store.Claim) (proven []*pidfd.Handle, unprov
 	// very instance. Only reported, they lived on where no cgroup holds
 	// them, and the job ended with its TERM-ignoring child running.
 	resumed := c.State == store.Releasing
-	for _, h := range d.recordedMembers(c, skip) {
+	recorded, rshort := d.recordedMembers(c, skip)
+	short = short || rshort
+	for _, h := range recorded {
 		skip[h.Pid()] = true
 		if resumed {
 			proven = append(proven, h)
@@ -467,7 +483,7 @@ func (d *Daemon) orphanedMembers(c *store.Claim) (proven []*pidfd.Handle, unprov
 			}
 		}
 	}
-	return proven, unproven, ok || len(proven) > 0
+	return proven, unproven, ok || len(proven) > 0, short
 }
 
 // teardown tears down a claim's proven members: the OWNED root (nil when
@@ -495,7 +511,7 @@ func (d *Daemon) teardown(ctx context.Context, c *store.Claim, v verdict.Verdict
 		// for the grace, never past the teardown, and within the
 		// principal's share (memberFDs).
 		b := d.fds.forUID(share)
-		recorded, left := d.recordedMembersWithin(c, map[int32]bool{root.Pid(): true}, b)
+		recorded, left, _ := d.recordedMembersWithin(c, map[int32]bool{root.Pid(): true}, b)
 		defer func() {
 			for _, h := range recorded {
 				h.Close()
@@ -725,7 +741,7 @@ func (d *Daemon) readopt(c *store.Claim, root *pidfd.Handle) int {
 	if cg := claimCgroup(c); cg != "" {
 		hs = bindCgroup(cg, d.boot, skip)
 	} else {
-		hs = d.recordedMembers(c, skip)
+		hs, _ = d.recordedMembers(c, skip)
 	}
 	for _, h := range hs {
 		d.admit(c.ID, h.Pid(), h.Token())
@@ -736,15 +752,15 @@ func (d *Daemon) readopt(c *store.Claim, root *pidfd.Handle) int {
 
 // recordedMembers binds the recorded members of a claim that verify now.
 // Members that no longer verify are forgotten.
-func (d *Daemon) recordedMembers(c *store.Claim, skip map[int32]bool) []*pidfd.Handle {
-	out, _ := d.recordedMembersWithin(c, skip, nil)
-	return out
+func (d *Daemon) recordedMembers(c *store.Claim, skip map[int32]bool) (out []*pidfd.Handle, short bool) {
+	out, _, short = d.recordedMembersWithin(c, skip, nil)
+	return out, short
 }
 
 // recordedMembersWithin is recordedMembers binding each within b, when
 // set (one of it per bound member, kept until the caller gives them
 // back); the members it had no budget left to try are returned in left.
-func (d *Daemon) recordedMembersWithin(c *store.Claim, skip map[int32]bool, b actions.Budget) (out []*pidfd.Handle, left []store.Member) {
+func (d *Daemon) recordedMembersWithin(c *store.Claim, skip map[int32]bool, b actions.Budget) (out []*pidfd.Handle, left []store.Member, short bool) {
 	var stale []store.Instance
 	for i, m := range c.Members {
 		if skip[m.Pid] {
@@ -763,6 +779,7 @@ func (d *Daemon) recordedMembersWithin(c *store.Claim, skip map[int32]bool, b ac
 			if b != nil {
 				b.Give(1)
 			}
+			short = short || v.Transient
 			if v.Result == verdict.Gone || v.Result == verdict.Foreign {
 				stale = append(stale, store.Instance{Pid: m.Pid, Token: m.Token})
 			}
@@ -776,7 +793,7 @@ func (d *Daemon) recordedMembersWithin(c *store.Claim, skip map[int32]bool, b ac
 			d.storeFailed("forget members of "+c.ID, err)
 		}
 	}
-	return out, left
+	return out, left, short
 }
 
 // finishJob records a job's end. Caller holds the claim lock. known says
@@ -1032,4 +1049,11 @@ func sameInstance(stored, tok token.Token) bool {
 // claimEvent is the log feed's view of a claim, for its lines.
 func claimEvent(action string, c *store.Claim) logfeed.ClaimEvent {
 	return logfeed.ClaimEvent{Action: action, ClaimID: c.ID, Owner: c.Owner, Kind: string(c.Kind), UID: c.UID, Pid: c.Pid, Token: c.Token}
+}
+
+// shortOf reports whether err is the daemon running short of a resource
+// (descriptors, memory): it says nothing about what was looked at.
+func shortOf(err error) bool {
+	return errors.Is(err, pidfd.ErrResource) || errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE) ||
+		errors.Is(err, unix.ENOMEM) || errors.Is(err, unix.EAGAIN)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/procsupervisor/supervisor/internal/api"
 	"github.com/procsupervisor/supervisor/internal/logfeed"
 	"github.com/procsupervisor/supervisor/internal/store"
+	"github.com/procsupervisor/supervisor/internal/testenv"
 	"github.com/procsupervisor/supervisor/internal/verdict"
 )
 
@@ -221,5 +222,42 @@ func TestIntegrationJudgeShortOfDescriptors(t *testing.T) {
 	it, _, err := h.d.settle(context.Background(), job.ID, request{trigger: Pass})
 	if err != nil || it.Verdict != verdict.Owned || it.Action != Keep.String() {
 		t.Errorf("a pass with descriptors back = %+v, %v; want OWNED, kept", it, err)
+	}
+}
+
+// TestIntegrationMembersShortOfDescriptors: a job whose root has gone
+// keeps running while its cgroup holds a process; when the cgroup cannot
+// be read for want of descriptors, the pass decides nothing (it would
+// have finished the job, its member left running unsupervised), and the
+// next pass, with descriptors back, keeps it running for its member.
+func TestIntegrationMembersShortOfDescriptors(t *testing.T) {
+	h := newHarness(t)
+	base := findCgroupBase("auto")
+	if base.dir == "" {
+		testenv.Skip(t, "no writable cgroup v2: %s", base.reason)
+	}
+	pid, tok := h.goneInstance(t)
+	c := store.Claim{Kind: store.Job, State: store.Running, Pid: pid, Token: tok}
+	if err := h.st.Put(&c); err != nil {
+		t.Fatal(err)
+	}
+	h.d.claims.set(&c)
+	h.cgroupMember(t, base, c.ID)
+	var it api.ReportItem
+	var err error
+	withFewDescriptors(t, func() {
+		it, _, err = h.d.settle(context.Background(), c.ID, request{trigger: Pass})
+	})
+	if !errors.Is(err, api.ErrUnavailable) || it.Action != "failed" {
+		t.Errorf("a pass short of descriptors = %+v, %v; want failed, 503", it, err)
+	}
+	if got, _ := h.st.Get(c.ID); got.State != store.Running {
+		t.Fatalf("a pass short of descriptors left the job %s, want running", got.State)
+	}
+	if it, _, err := h.d.settle(context.Background(), c.ID, request{trigger: Pass}); err != nil || it.Action != Keep.String() {
+		t.Errorf("a pass with descriptors back = %+v, %v; want the job kept for its member", it, err)
+	}
+	if got, _ := h.st.Get(c.ID); got.State != store.Running {
+		t.Errorf("the job is %s, want running while its member lives", got.State)
 	}
 }
