@@ -88,7 +88,7 @@ func startDaemonBy(t testing.TB, start func(*exec.Cmd) error, state, sock string
 	d.client = api.NewClient(sock)
 	// Tear down what the test left running (a no-op on a daemon already
 	// stopped), then stop it.
-	t.Cleanup(func() { d.releaseAll(t); d.kill9() })
+	t.Cleanup(func() { d.releaseAll(t); d.kill9(); removeClaimCgroups(state) })
 	testenv.EventuallyNil(t, 20*time.Second, func() error {
 		select {
 		case <-d.done:
@@ -101,6 +101,28 @@ func startDaemonBy(t testing.TB, start func(*exec.Cmd) error, state, sock string
 		return err
 	}, "daemon not serving\n%s", d.stderr)
 	return d
+}
+
+// removeClaimCgroups removes the cgroups the claims stored in state
+// recorded, where they are empty, once the daemon that made them has
+// stopped: its next reap pass would have, and without this every test run
+// left its claims' cgroups in the host's hierarchy. A cgroup that still
+// holds a process stays (rmdir refuses it).
+func removeClaimCgroups(state string) {
+	st, err := store.Open(filepath.Join(state, "claims.db"), store.Options{LockTimeout: time.Second})
+	if err != nil {
+		return // no store, or another daemon holds it
+	}
+	defer st.Close()
+	cs, err := st.List(store.Filter{})
+	if err != nil {
+		return
+	}
+	for _, c := range cs {
+		if c.Cgroup != "" && filepath.Base(c.Cgroup) == c.ID {
+			os.Remove(c.Cgroup)
+		}
+	}
 }
 
 func (d *testDaemon) kill9() {

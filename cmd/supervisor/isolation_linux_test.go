@@ -63,10 +63,14 @@ func startDaemonWith(t *testing.T, cred *syscall.Credential, extra []*os.File, w
 		return err
 	}, "daemon %v never answered", args)
 	t.Cleanup(func() {
+		// A stopping daemon leaves its claims running (a restart orphans
+		// nothing): what the test launched is released first.
+		d.releaseAll(t)
 		syscall.Kill(int(pid), syscall.SIGTERM)
 		testenv.Poll(10*time.Second, func() bool { return !alivePid(pid) })
 		syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
 		cmd.Wait()
+		removeClaimCgroups(state)
 	})
 	return d, int(pid)
 }

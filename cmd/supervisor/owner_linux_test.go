@@ -129,7 +129,11 @@ func TestIntegrationDaemonAncestorsProtected(t *testing.T) {
 	if err := sh.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { syscall.Kill(-sh.Process.Pid, syscall.SIGKILL); sh.Wait() })
+	t.Cleanup(func() {
+		syscall.Kill(-sh.Process.Pid, syscall.SIGKILL)
+		sh.Wait()
+		removeClaimCgroups(state) // waits a second for the killed daemon's store lock
+	})
 	d := &testDaemon{t: t, state: state, sock: sock, client: api.NewClient(sock), done: make(chan struct{})}
 	var st api.Status
 	testenv.EventuallyNil(t, 20*time.Second, func() (err error) {
