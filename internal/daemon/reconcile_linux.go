@@ -437,7 +437,7 @@ func (d *Daemon) orphanedMembers(c *store.Claim) (proven []*pidfd.Handle, unprov
 		switch {
 		case err == nil && len(pids) > 0:
 			ok = true // the teardown's cgroup finder binds them
-		case err != nil && shortOf(err):
+		case err != nil && pidfd.Short(err):
 			short = true
 		}
 	}
@@ -1049,11 +1049,4 @@ func sameInstance(stored, tok token.Token) bool {
 // claimEvent is the log feed's view of a claim, for its lines.
 func claimEvent(action string, c *store.Claim) logfeed.ClaimEvent {
 	return logfeed.ClaimEvent{Action: action, ClaimID: c.ID, Owner: c.Owner, Kind: string(c.Kind), UID: c.UID, Pid: c.Pid, Token: c.Token}
-}
-
-// shortOf reports whether err is the daemon running short of a resource
-// (descriptors, memory): it says nothing about what was looked at.
-func shortOf(err error) bool {
-	return errors.Is(err, pidfd.ErrResource) || errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE) ||
-		errors.Is(err, unix.ENOMEM) || errors.Is(err, unix.EAGAIN)
 }

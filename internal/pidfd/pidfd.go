@@ -12,6 +12,7 @@ package pidfd
 import (
 	"errors"
 	"fmt"
+	"syscall"
 
 	"github.com/procsupervisor/supervisor/internal/procfs"
 	"github.com/procsupervisor/supervisor/internal/token"
@@ -36,6 +37,14 @@ var (
 	// process looked at, and the same look may succeed later.
 	ErrResource = errors.New("out of a resource needed to inspect a process")
 )
+
+// Short reports whether err is this process running short of a resource
+// it needed to look at a process (ErrResource, or the system's EMFILE,
+// ENFILE, ENOMEM, EAGAIN): it says nothing about the process.
+func Short(err error) bool {
+	return errors.Is(err, ErrResource) || errors.Is(err, syscall.EMFILE) || errors.Is(err, syscall.ENFILE) ||
+		errors.Is(err, syscall.ENOMEM) || errors.Is(err, syscall.EAGAIN)
+}
 
 // MaxPid is the kernel's hard limit on pid numbers (PID_MAX_LIMIT).
 const MaxPid = 4 << 20

@@ -48,13 +48,13 @@ func Open(pid int32, boot procfs.BootID) (*Handle, error) {
 			switch {
 			case terr == nil && tgid != pid:
 				return nil, &ThreadError{Tid: pid, Tgid: tgid}
-			case short(terr):
+			case Short(terr):
 				return nil, fmt.Errorf("pid %d: %w: %w", pid, ErrResource, terr)
 			}
 			return nil, fmt.Errorf("pid %d: %w", pid, ErrGone)
 		case errors.Is(err, unix.ENOSYS):
 			return nil, ErrNotSupported
-		case short(err):
+		case Short(err):
 			return nil, fmt.Errorf("pidfd_open %d: %w: %w", pid, ErrResource, err)
 		}
 		return nil, fmt.Errorf("pidfd_open %d: %w", pid, err)
@@ -62,19 +62,12 @@ func Open(pid int32, boot procfs.BootID) (*Handle, error) {
 	h := &Handle{fd: fd, pid: pid}
 	if err := h.bind(boot); err != nil {
 		unix.Close(fd)
-		if short(err) && !errors.Is(err, ErrResource) {
+		if Short(err) && !errors.Is(err, ErrResource) {
 			err = fmt.Errorf("%w: %w", ErrResource, err)
 		}
 		return nil, err
 	}
 	return h, nil
-}
-
-// short reports whether err is this process running short of a resource
-// (see ErrResource).
-func short(err error) bool {
-	return errors.Is(err, unix.EMFILE) || errors.Is(err, unix.ENFILE) ||
-		errors.Is(err, unix.ENOMEM) || errors.Is(err, unix.EAGAIN)
 }
 
 func (h *Handle) bind(boot procfs.BootID) error {
