@@ -161,28 +161,6 @@ func nobodyCaller(t *testing.T) api.Peer {
 	return api.Peer{UID: 65534, GID: 65534, Pid: int32(caller.Process.Pid)}
 }
 
-// withFewDescriptors runs f with this process's soft limit of open files
-// at 3: no new descriptor can be had (EMFILE), as when a flood of
-// connections has taken them all.
-func withFewDescriptors(t *testing.T, f func()) {
-	t.Helper()
-	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
-		t.Fatal(err)
-	}
-	low := lim
-	low.Cur = 3
-	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &low); err != nil {
-		t.Fatal(err)
-	}
-	defer func() {
-		if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
-			t.Fatal(err)
-		}
-	}()
-	f()
-}
-
 // TestIntegrationJudgeShortOfDescriptors: a pass, a release or a startup
 // that cannot open a pidfd for want of descriptors decides nothing: a
 // running job stays running (it was retired for good, its process left
@@ -209,7 +187,7 @@ func TestIntegrationJudgeShortOfDescriptors(t *testing.T) {
 	}{{job.ID, Pass}, {job.ID, Startup}, {grant.ID, Pass}, {grant.ID, ReleaseAsked}} {
 		var it api.ReportItem
 		var err error
-		withFewDescriptors(t, func() {
+		testenv.WithoutFDs(t, func() {
 			it, _, err = h.d.settle(context.Background(), tc.id, request{trigger: tc.trig})
 		})
 		if !errors.Is(err, api.ErrUnavailable) || it.Action != "failed" {
@@ -245,7 +223,7 @@ func TestIntegrationMembersShortOfDescriptors(t *testing.T) {
 	h.cgroupMember(t, base, c.ID)
 	var it api.ReportItem
 	var err error
-	withFewDescriptors(t, func() {
+	testenv.WithoutFDs(t, func() {
 		it, _, err = h.d.settle(context.Background(), c.ID, request{trigger: Pass})
 	})
 	if !errors.Is(err, api.ErrUnavailable) || it.Action != "failed" {

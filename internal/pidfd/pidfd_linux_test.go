@@ -5,7 +5,6 @@ import (
 	"os"
 	"os/exec"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
@@ -133,19 +132,9 @@ func TestReadToken(t *testing.T) {
 // descriptor is ErrResource, never ErrGone nor a thread: the process may
 // well be alive.
 func TestOpenShortOfDescriptors(t *testing.T) {
-	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil {
-		t.Fatal(err)
-	}
-	low := lim
-	low.Cur = 3 // no new descriptor can be had
-	if err := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &low); err != nil {
-		t.Fatal(err)
-	}
-	h, err := Open(int32(os.Getpid()), procfs.BootID{})
-	if rerr := syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim); rerr != nil {
-		t.Fatal(rerr)
-	}
+	var h *Handle
+	var err error
+	testenv.WithoutFDs(t, func() { h, err = Open(int32(os.Getpid()), procfs.BootID{}) })
 	if err == nil {
 		h.Close()
 		t.Fatal("Open with no descriptor left succeeded")

@@ -71,6 +71,29 @@ func WithFDLimit(t testing.TB, room int, f func()) {
 	f()
 }
 
+// WithoutFDs runs f with this process's soft descriptor limit at 3, then
+// puts the limit back: with 0, 1 and 2 taken, whatever f opens fails with
+// EMFILE, wherever the descriptors open now leave gaps (WithFDLimit's room
+// counts them).
+func WithoutFDs(t testing.TB, f func()) {
+	t.Helper()
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+		t.Fatal(err)
+	}
+	tight := lim
+	tight.Cur = 3
+	if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &tight); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := unix.Setrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
+			t.Fatal(err)
+		}
+	}()
+	f()
+}
+
 // CheckBudgeted checks what a finder returned for a tree of kids under b
 // (a budget of room): room members found and charged to b, every other
 // child reported over the budget (the reason of actions.OverBudget) and
