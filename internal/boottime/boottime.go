@@ -66,8 +66,8 @@ func (c *Clock) sample() (off, wall int64, ok bool) {
 // too: a backlog is converted with the newer offset), and a later stamp
 // takes a new sample, which then serves the stamps that follow. A stream
 // of events is so converted with one pair of clock reads every Resample
-// of its own time. false for a
-// zero stamp, or when CLOCK_BOOTTIME cannot be read.
+// of its own time. false for a zero stamp, or when CLOCK_BOOTTIME cannot
+// be read.
 func (c *Clock) Stamped(stamp uint64) (time.Time, bool) {
 	if stamp == 0 {
 		return time.Time{}, false

@@ -9,6 +9,19 @@ import (
 	"github.com/procsupervisor/supervisor/internal/verdict"
 )
 
+// stuckLogger returns a logger of every process event with a buffer of
+// buffer lines, whose drain goroutine is stuck writing the fork of pid 1
+// until w.release is closed: the buffer fills.
+func stuckLogger(t *testing.T, buffer int) (*Logger, *blockingWriter) {
+	t.Helper()
+	w := newBlockingWriter()
+	l, _ := newTestLogger(t, Config{Writer: w, BufferLines: buffer, ProcessEvents: AllKinds})
+	ev := events.Event{Kind: events.Fork, Pid: 1, Mechanism: events.EBPF}
+	l.Event(&ev)
+	<-w.entered
+	return l, w
+}
+
 // TestPriorityOverProcessEvents: behind a blocked sink, a buffer full of
 // process events gives way to audit, verdict and signal lines; those are
 // all written once the sink works, in the order they were logged, and
@@ -16,12 +29,9 @@ import (
 // a buffer with no process event left, the next audit line is dropped
 // and counted as audit.
 func TestPriorityOverProcessEvents(t *testing.T) {
-	w := newBlockingWriter()
 	const buffer = 8
-	l, _ := newTestLogger(t, Config{Writer: w, BufferLines: buffer, ProcessEvents: AllKinds})
-	ev := events.Event{Kind: events.Fork, Pid: 1, Mechanism: events.EBPF}
-	l.Event(&ev)
-	<-w.entered // the drain goroutine is now stuck in Write with pid 1
+	l, w := stuckLogger(t, buffer)
+	ev := events.Event{Kind: events.Fork, Mechanism: events.EBPF}
 	for i := range 3 * buffer {
 		ev.Pid = int32(i + 2)
 		l.Event(&ev)
@@ -82,12 +92,8 @@ func TestPriorityOverProcessEvents(t *testing.T) {
 // a user cannot push another's lines out of the feed by forking faster.
 // A line of another class gives way to no one's but the uid holding most.
 func TestFairDropsByUID(t *testing.T) {
-	w := newBlockingWriter()
 	const buffer = 8
-	l, _ := newTestLogger(t, Config{Writer: w, BufferLines: buffer, ProcessEvents: AllKinds})
-	first := events.Event{Kind: events.Fork, Pid: 1, Mechanism: events.EBPF}
-	l.Event(&first)
-	<-w.entered // the drain goroutine is now stuck in Write with pid 1
+	l, w := stuckLogger(t, buffer)
 	const stormUID, otherUID = 1000, 2000
 	storm := events.Event{Kind: events.Fork, Mechanism: events.EBPF, Ctx: events.Context{Valid: true, UID: stormUID}}
 	for i := range 3 * buffer {

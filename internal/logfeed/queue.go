@@ -163,7 +163,8 @@ type queue struct {
 }
 
 func newQueue(lines int, s sink, report func([]byte, Drops, []uidDrops) []byte) *queue {
-	q := &queue{maxLines: lines, sink: s, report: report, wake: make(chan struct{}, 1), dropUID: map[uint32]uint64{}}
+	q := &queue{maxLines: lines, sink: s, report: report, wake: make(chan struct{}, 1),
+		byUID: map[uint32]int{}, dropUID: map[uint32]uint64{}}
 	q.cur.arena, q.spare.arena = newArena(arenaBytes), newArena(arenaBytes)
 	q.cur.reset()
 	q.spare.reset()
@@ -235,9 +236,6 @@ func (q *queue) evict(cls class, uid uint32) bool {
 		return false
 	}
 	if !q.counted {
-		if q.byUID == nil {
-			q.byUID = map[uint32]int{}
-		}
 		clear(q.byUID)
 		for i := range q.cur.lines {
 			if m := &q.cur.lines[i]; m.class == classProcess && !m.evicted {
