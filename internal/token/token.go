@@ -32,6 +32,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/procsupervisor/supervisor/internal/procfs"
 )
@@ -90,11 +91,8 @@ func (t Token) String() string {
 
 // Append appends the text form of t to b.
 func (t Token) Append(b []byte) []byte {
-	const hexdigits = "0123456789abcdef"
 	b = append(b, 'v', '1', ':', byte(t.Prec), ':')
-	for _, c := range t.Boot {
-		b = append(b, hexdigits[c>>4], hexdigits[c&15])
-	}
+	b = append(b, bootHex(t.Boot)[:]...)
 	b = append(b, ':')
 	b = strconv.AppendUint(b, t.Start, 10)
 	b = append(b, ':')
@@ -106,6 +104,31 @@ func (t Token) Append(b []byte) []byte {
 		return append(b, '-')
 	}
 	return strconv.AppendUint(b, id, 10)
+}
+
+// bootText is a boot id with its 32 hex digits.
+type bootText struct {
+	id  procfs.BootID
+	hex [32]byte
+}
+
+// lastBoot keeps the hex of the boot id last written: nearly every token a
+// process writes names the boot it runs in, and four tokens in a line
+// spelled digit by digit were a tenth of an event line's encoding.
+var lastBoot atomic.Pointer[bootText]
+
+// bootHex returns the hex digits of id, from lastBoot when it is that id.
+func bootHex(id procfs.BootID) *[32]byte {
+	if p := lastBoot.Load(); p != nil && p.id == id {
+		return &p.hex
+	}
+	const hexdigits = "0123456789abcdef"
+	p := &bootText{id: id}
+	for i, c := range id {
+		p.hex[2*i], p.hex[2*i+1] = hexdigits[c>>4], hexdigits[c&15]
+	}
+	lastBoot.Store(p)
+	return &p.hex
 }
 
 // MarshalText implements encoding.TextMarshaler. The zero Token marshals

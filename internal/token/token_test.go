@@ -3,6 +3,7 @@ package token
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -146,5 +147,20 @@ func TestZeroTokenText(t *testing.T) {
 	}
 	if (Token{}).String() != "" {
 		t.Errorf("zero Token String() = %q, want empty", Token{}.String())
+	}
+}
+
+// TestAppendBoots writes tokens of several boots in turn: the hex kept for
+// the last boot written must never stand for another's.
+func TestAppendBoots(t *testing.T) {
+	boots := []procfs.BootID{bootA, {}, {0xff, 0x01, 0x80}, bootA}
+	for round := 0; round < 2; round++ {
+		for i, boot := range boots {
+			tok := Token{Boot: boot, Start: uint64(100 + i), Ino: uint64(7 + i), Prec: Ticks}
+			want := fmt.Sprintf("v1:t:%x:%d:%d", boot[:], 100+i, 7+i)
+			if got := string(tok.Append(nil)); got != want {
+				t.Errorf("boot %d: Append = %q, want %q", i, got, want)
+			}
+		}
 	}
 }
