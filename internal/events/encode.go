@@ -97,11 +97,12 @@ func AppendJSONOmit(b []byte, ev *Event, o Omit) []byte {
 			b = strconv.AppendInt(b, int64(sig), 10)
 		}
 	}
-	if ev.Kind == Exec {
-		if ev.Tid != 0 && ev.Tid != ev.Pid {
-			b = append(b, `,"tid":`...)
-			b = strconv.AppendInt(b, int64(ev.Tid), 10)
-		}
+	if ev.Kind == Exec && ev.Tid != 0 && ev.Tid != ev.Pid {
+		b = append(b, `,"tid":`...)
+		b = strconv.AppendInt(b, int64(ev.Tid), 10)
+	}
+	// An exec's image, or the one the exec cache lent a fork or an exit.
+	if ev.Kind == Exec || ev.Exe != "" || ev.Argv != nil {
 		var img badText
 		b, img = appendImageJSON(b, ev.Exe, ev.Argv, &ev.Exec)
 		bad |= img

@@ -97,6 +97,9 @@ type Event struct {
 	// is the absolute path of the file the kernel runs (resolved, never
 	// argv[0] nor the string given to execve) when Exec.ExeTruncated is
 	// unset; Argv is the argument vector as the process received it.
+	// Sources leave them unset on Fork and Exit: the consumer's exec cache
+	// sets them there to the image the process runs, when it knows it
+	// (internal/execcache), with the marks of Exec that describe it.
 	//
 	// Exe, Argv and the strings of Exec may point into memory the source
 	// reuses for its next event (the eBPF source decodes every exec into

@@ -16,6 +16,16 @@
 // Event.Parent: the entry whose pid and token are exactly the event's
 // PPid and ParentToken, nil otherwise.
 //
+// Forks. A child runs its parent's image until it execs: a fork whose
+// parent has an entry gives the child an entry of its own (its name and
+// context) that shares the parent's image rather than copying it, by the
+// image's slot and that slot's generation, which moves on when the slot's
+// entry execs again or is dropped. The fork, the child's exit and its
+// children's events (as Parent) get the image while the generation
+// holds, and none after: a master's workers (nginx, a shell's subshells)
+// are described by what they run, never by what their parent ran later.
+// A fork's entry takes no live entry's room (see adopt).
+//
 // Never wrong. An entry lends its strings only to the instance its token
 // names: a fork or an exec of another instance at the pid drops it (a fork
 // at pid P proves every earlier instance at P gone, even one whose token
@@ -23,7 +33,8 @@
 // exec that cannot be stored (no token, inferred, too big) drops the
 // entry of its pid, since its program is superseded; a Lost event clears
 // the cache, since a missed exec could have superseded any entry. A
-// parent whose exec was not seen has no Desc.
+// parent has no Desc when neither its exec nor its fork from a described
+// parent was seen.
 //
 // The pid index is a pidtab.Table (no hashing on the event path).
 //
@@ -90,6 +101,19 @@ type slot struct {
 	cost       int64
 	exited     bool
 	prev, next int32
+	// gen counts the images the slot has held: it changes when its entry
+	// execs again or is dropped, so that an entry sharing its image
+	// (img) can tell it no longer holds the one it shared.
+	gen uint64
+	// img is 0 for an entry whose image (executable, arguments) is its
+	// own exec's; for one made by a fork it is the slot + 1 of the
+	// image it inherited, valid while that slot's gen is imgGen.
+	img    int32
+	imgGen uint64
+	// sameCgroup: the fork that made this entry was in the cgroup its
+	// image's exec was in, so the image's cgroup path and container are
+	// this process's too.
+	sameCgroup bool
 }
 
 // Bounds on the buffers free slots keep for their next entry.
@@ -138,6 +162,15 @@ func (c *Cache) Stats() Stats { return c.st }
 
 // Observe applies ev to the cache and sets ev.Parent. The Desc it points
 // to is the cache's: valid until the next Observe.
+//
+// A fork or an exit gets its process's image as well, when the cache
+// holds it: Exe, Argv and the argument and executable marks of ev.Exec
+// (a fork's the image its parent ran at the fork, an exit's the one its
+// process ran when it ended), and for a fork in the cgroup that image's
+// exec was in, the cgroup path and container. Never its working
+// directory: a chdir is no event, and the one of the exec may no longer
+// be the process's. The strings are the cache's, valid until the next
+// Observe.
 func (c *Cache) Observe(ev *events.Event) {
 	ev.Parent = nil
 	switch ev.Kind {
@@ -152,6 +185,7 @@ func (c *Cache) Observe(ev *events.Event) {
 		c.store(ev)
 	case events.Exit:
 		if i := c.find(ev.Pid, ev.Token); i != none {
+			c.lend(ev, i)
 			c.markExited(i)
 		}
 	}
@@ -159,15 +193,125 @@ func (c *Cache) Observe(ev *events.Event) {
 		return
 	}
 	i := c.findParent(ev.PPid, ev.ParentToken)
+	if i != none && ev.Kind == events.Fork && !ev.Inferred {
+		if ev.Ctx.Valid {
+			inherit(&c.slots[i].desc.Ctx, &ev.Ctx)
+		}
+		i = c.adopt(ev, i)
+	}
 	if i == none {
 		c.st.Misses++
 		return
 	}
-	if ev.Kind == events.Fork && ev.Ctx.Valid && !ev.Inferred {
-		inherit(&c.slots[i].desc.Ctx, &ev.Ctx)
-	}
-	ev.Parent = &c.slots[i].desc
+	ev.Parent = c.descOf(i)
 	c.st.Hits++
+}
+
+// imageOf returns the slot holding the image of entry i and its gen;
+// false when i shares one its slot no longer holds.
+func (c *Cache) imageOf(i int32) (int32, uint64, bool) {
+	s := &c.slots[i]
+	if s.img == 0 {
+		return i, s.gen, true
+	}
+	j := s.img - 1
+	return j, s.imgGen, c.slots[j].gen == s.imgGen
+}
+
+// adopt gives the child ev forks an entry sharing the image of its
+// parent's entry p, so that the child's own events and its children's
+// can say what it runs, and lends that image to ev; it returns p. Such
+// an entry costs no strings, and never the room of a live entry: when
+// the cache is full it takes an exited entry's slot (not the parent's
+// nor its image's), and when none is exited the child gets no entry.
+func (c *Cache) adopt(ev *events.Event, p int32) int32 {
+	img, gen, ok := c.imageOf(p)
+	if !ok {
+		return p
+	}
+	ic := &c.slots[img].desc.Ctx
+	same := ev.Ctx.Has(events.CtxCgroup) && ic.Has(events.CtxCgroup) && ev.Ctx.CgroupID == ic.CgroupID
+	c.lendFrom(ev, img, same)
+	if ev.Token.IsZero() {
+		return p
+	}
+	if c.st.Entries >= c.cfg.Entries {
+		if h := c.exited.head; h == none || h == p || h == img {
+			return p
+		}
+	}
+	i := c.alloc()
+	c.byPid.Set(ev.Pid, uint32(i)+1)
+	c.st.Entries++
+	s := &c.slots[i]
+	s.pid, s.tok, s.exited = ev.Pid, ev.Token, false
+	s.img, s.imgGen = img+1, gen
+	s.desc = events.Desc{Comm: ev.Comm, Ctx: ev.Ctx}
+	s.sameCgroup = same
+	// The buffers the slot kept are charged to it: they are for the
+	// child's exec, which comes next in a storm. Exited entries make room
+	// for them, and when none is left they go.
+	for c.st.Bytes+s.held() > c.cfg.Bytes {
+		if h := c.exited.head; h == none || h == p || h == img {
+			s.mem, s.argv = nil, nil
+			break
+		}
+		c.drop(c.exited.head)
+		c.st.Evicted++
+	}
+	s.cost = s.held()
+	c.st.Bytes += s.cost
+	c.push(&c.live, i)
+	return p
+}
+
+// lend sets the exit ev's image from entry i's, when the cache still holds
+// it (see Observe), without a cgroup: the process may have moved since.
+func (c *Cache) lend(ev *events.Event, i int32) {
+	if j, _, ok := c.imageOf(i); ok {
+		c.lendFrom(ev, j, false)
+	}
+}
+
+// lendFrom sets ev's image from the one slot j holds, with its cgroup
+// path and container when withCgroup.
+func (c *Cache) lendFrom(ev *events.Event, j int32, withCgroup bool) {
+	d := &c.slots[j].desc
+	ev.Exe, ev.Argv = d.Exe, d.Argv
+	ev.Exec = imageInfo(&d.Exec)
+	if withCgroup {
+		x := &ev.Exec
+		x.Cgroup, x.CgroupTruncated = d.Exec.Cgroup, d.Exec.CgroupTruncated
+		x.ContainerID, x.ContainerRuntime = d.Exec.ContainerID, d.Exec.ContainerRuntime
+	}
+}
+
+// imageInfo is what of an exec's ExecInfo describes its image (the
+// arguments and the executable) and holds for a process running it later.
+func imageInfo(x *events.ExecInfo) events.ExecInfo {
+	return events.ExecInfo{ArgsCount: x.ArgsCount, ArgsSize: x.ArgsSize, ArgsTruncated: x.ArgsTruncated,
+		ArgsRedacted: x.ArgsRedacted, ExeTruncated: x.ExeTruncated, ExeDeleted: x.ExeDeleted}
+}
+
+// descOf returns entry i's description. An entry made by a fork takes its
+// image's executable and arguments now (or none, when the image's slot
+// has moved on), with its own name and context.
+func (c *Cache) descOf(i int32) *events.Desc {
+	s := &c.slots[i]
+	if s.img == 0 {
+		return &s.desc
+	}
+	s.desc.Exe, s.desc.Argv, s.desc.Exec = "", nil, events.ExecInfo{}
+	if j, _, ok := c.imageOf(i); ok {
+		d := &c.slots[j].desc
+		s.desc.Exe, s.desc.Argv, s.desc.Exec = d.Exe, d.Argv, imageInfo(&d.Exec)
+		if s.sameCgroup {
+			x := &s.desc.Exec
+			x.Cgroup, x.CgroupTruncated = d.Exec.Cgroup, d.Exec.CgroupTruncated
+			x.ContainerID, x.ContainerRuntime = d.Exec.ContainerID, d.Exec.ContainerRuntime
+		}
+	}
+	return &s.desc
 }
 
 // Forget drops the entry of the exited instance (pid, tok), when there is
@@ -259,10 +403,14 @@ func (c *Cache) store(ev *events.Event) {
 		return
 	}
 	if ok {
-		// A re-exec of the same instance: the slot takes the new program.
+		// A re-exec of the same instance: the slot takes the new program
+		// (and stops sharing one: its children's entries that shared
+		// its image see the gen move on).
 		s := &c.slots[i]
 		c.st.Bytes -= s.cost
 		c.unlink(i)
+		s.gen++
+		s.img, s.imgGen, s.sameCgroup = 0, 0, false
 	} else {
 		i = c.alloc()
 		c.byPid.Set(ev.Pid, uint32(i)+1)
@@ -377,8 +525,8 @@ func (c *Cache) drop(i int32) {
 	c.byPid.Delete(s.pid)
 	c.st.Bytes -= s.cost
 	c.st.Entries--
-	mem, argv := s.mem, s.argv
-	*s = slot{}
+	mem, argv, gen := s.mem, s.argv, s.gen
+	*s = slot{gen: gen + 1} // the entries that shared its image see it gone
 	if h := int64(cap(mem)) + 16*int64(cap(argv)); h <= keepSlotBytes && c.kept+h <= keepBytes {
 		s.mem, s.argv = mem, argv
 		c.kept += h

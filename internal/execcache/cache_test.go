@@ -205,7 +205,23 @@ type world struct {
 type instance struct {
 	pid  int32
 	tok  token.Token
-	prog string // "" before its first exec
+	prog string // its image: its parent's at the fork until its first exec
+	// execd: prog is the instance's own exec's, which the cache must give
+	// whenever it describes it (an inherited one it may have lost).
+	execd bool
+}
+
+// checkImage fails when what an event or description says a process
+// runs contradicts the model: an executable must be in's program, and
+// must be there when in exec'd it and the cache described it.
+func checkImage(t *testing.T, what, exe string, in *instance) {
+	t.Helper()
+	if exe == "" && !in.execd {
+		return
+	}
+	if want := "/bin/" + in.prog; exe != want {
+		t.Fatalf("%s: executable %q, want %q", what, exe, want)
+	}
 }
 
 // FuzzObserve drives the cache with events of a modelled world, some of
@@ -238,20 +254,23 @@ func FuzzObserve(f *testing.F) {
 				parent = p
 			}
 			var ev events.Event
+			var self *instance // the instance whose image a fork or exit may carry
 			switch op % 5 {
 			case 0: // fork
 				if _, live := w.procs[pid]; live || pid == parent.pid {
 					continue
 				}
-				in := &instance{pid: pid, tok: newTok()}
+				in := &instance{pid: pid, tok: newTok(), prog: parent.prog}
 				w.procs[pid] = in
 				ev = forkEv(pid, in.tok, parent.pid, parent.tok, uint32(arg))
+				self = &instance{prog: in.prog} // never required: the parent's entry may be gone
 			case 1, 2: // exec
 				in := w.procs[pid]
 				if in == nil || pid == 1 {
 					continue
 				}
 				in.prog = "p" + strconv.Itoa(int(arg)) + string(make([]byte, int(arg)%3*40))
+				in.execd = true
 				ev = execEv(pid, in.tok, parent.pid, parent.tok, in.prog)
 			case 3: // exit
 				in := w.procs[pid]
@@ -260,6 +279,7 @@ func FuzzObserve(f *testing.F) {
 				}
 				delete(w.procs, pid)
 				ev = exitEv(pid, in.tok, parent.pid, parent.tok)
+				self = &instance{prog: in.prog} // its entry may have been evicted
 			case 4: // start or stop losing events
 				if dropping {
 					ev = events.Event{Kind: events.Lost}
@@ -274,6 +294,9 @@ func FuzzObserve(f *testing.F) {
 			}
 			c.Observe(&ev)
 			checkBounds(t, c)
+			if self != nil {
+				checkImage(t, fmt.Sprintf("op %d: %v of %d", i/2, ev.Kind, ev.Pid), ev.Exe, self)
+			}
 			if ev.Parent == nil {
 				continue
 			}
@@ -282,9 +305,7 @@ func FuzzObserve(f *testing.F) {
 				// The parent exited: it must be the instance named.
 				continue
 			}
-			if want := "/bin/" + p.prog; ev.Parent.Exe != want {
-				t.Fatalf("op %d: %v of %d: parent %d executable %q, want %q", i/2, ev.Kind, ev.Pid, ev.PPid, ev.Parent.Exe, want)
-			}
+			checkImage(t, fmt.Sprintf("op %d: %v of %d: parent %d", i/2, ev.Kind, ev.Pid, ev.PPid), ev.Parent.Exe, p)
 		}
 	})
 }
@@ -384,6 +405,106 @@ func TestForget(t *testing.T) {
 				t.Errorf("parent described %v after Forget, want %v", got, want)
 			}
 			checkBounds(t, cc)
+		})
+	}
+}
+
+// TestImage checks the image a fork and an exit get, and the description
+// of a parent that forked without an exec of its own: the executable and
+// arguments of the image it inherited, its own name and context, and
+// nothing once that image's entry has moved on.
+func TestImage(t *testing.T) {
+	init1, a, b, g := tok(1, 1), tok(10, 10), tok(11, 11), tok(12, 12)
+	cg := func(ev events.Event, id uint64) events.Event {
+		ev.Ctx.CgroupID = id
+		return ev
+	}
+	shell := cg(execEv(100, a, 1, init1, "nginx", "-g", "daemon off;"), 7)
+	shell.Exec.Cgroup, shell.Exec.ContainerID, shell.Exec.ContainerRuntime = "/docker/abc", "abc", "docker"
+	shell.Exec.ArgsRedacted = true
+	named := func(ev events.Event, comm string) events.Event {
+		copy(ev.Comm[:], comm)
+		return ev
+	}
+	type step struct {
+		ev         events.Event
+		exe        string // the event's own executable after Observe
+		argv       string // and its arguments, joined by spaces
+		container  string
+		parentExe  string // parentExe of the event
+		parentName string
+	}
+	tests := []struct {
+		name  string
+		cfg   Config
+		steps []step
+	}{
+		{"a worker forked from an exec'd master", Config{}, []step{
+			{ev: shell, exe: "/bin/nginx", argv: "nginx -g daemon off;", container: "abc", parentExe: "<nil>"},
+			{ev: named(cg(forkEv(101, b, 100, a, 33), 7), "nginx"), exe: "/bin/nginx", argv: "nginx -g daemon off;", container: "abc", parentExe: "/bin/nginx", parentName: "nginx"},
+			{ev: cg(forkEv(102, g, 101, b, 33), 7), exe: "/bin/nginx", argv: "nginx -g daemon off;", container: "abc", parentExe: "/bin/nginx", parentName: "nginx"},
+			{ev: execEv(102, g, 101, b, "sh", "-c", "id"), exe: "/bin/sh", argv: "sh -c id", parentExe: "/bin/nginx"},
+			{ev: exitEv(102, g, 101, b), exe: "/bin/sh", argv: "sh -c id", parentExe: "/bin/nginx"},
+			{ev: exitEv(101, b, 100, a), exe: "/bin/nginx", argv: "nginx -g daemon off;", parentExe: "/bin/nginx"},
+		}},
+		{"a fork into another cgroup has no container", Config{}, []step{
+			{ev: shell, exe: "/bin/nginx", argv: "nginx -g daemon off;", container: "abc", parentExe: "<nil>"},
+			{ev: cg(forkEv(101, b, 100, a, 33), 8), exe: "/bin/nginx", argv: "nginx -g daemon off;", parentExe: "/bin/nginx"},
+		}},
+		{"the master's re-exec takes the image from its workers", Config{}, []step{
+			{ev: execEv(100, a, 1, init1, "sh", "x"), exe: "/bin/sh", argv: "sh x", parentExe: "<nil>"},
+			{ev: named(forkEv(101, b, 100, a, 0), "sh"), exe: "/bin/sh", argv: "sh x", parentExe: "/bin/sh"},
+			{ev: execEv(100, a, 1, init1, "python3"), exe: "/bin/python3", argv: "python3", parentExe: "<nil>"},
+			{ev: forkEv(102, g, 101, b, 0), parentExe: "", parentName: "sh"},
+			{ev: exitEv(101, b, 100, a), parentExe: "/bin/python3"},
+		}},
+		{"the image's entry evicted", Config{Entries: 2}, []step{
+			{ev: execEv(100, a, 1, init1, "sh"), exe: "/bin/sh", argv: "sh", parentExe: "<nil>"},
+			{ev: forkEv(101, b, 100, a, 0), exe: "/bin/sh", argv: "sh", parentExe: "/bin/sh"},
+			{ev: exitEv(100, a, 1, init1), exe: "/bin/sh", argv: "sh", parentExe: "<nil>"},
+			{ev: execEv(200, tok(20, 20), 1, init1, "x"), exe: "/bin/x", argv: "x", parentExe: "<nil>"},
+			{ev: exitEv(101, b, 100, a), parentExe: "<nil>"},
+		}},
+		{"a full cache makes no room for a fork's entry", Config{Entries: 1}, []step{
+			{ev: execEv(100, a, 1, init1, "sh"), exe: "/bin/sh", argv: "sh", parentExe: "<nil>"},
+			{ev: forkEv(101, b, 100, a, 0), exe: "/bin/sh", argv: "sh", parentExe: "/bin/sh"},
+			{ev: exitEv(101, b, 100, a), parentExe: "/bin/sh"},
+			{ev: forkEv(102, g, 101, b, 0), parentExe: "<nil>"},
+		}},
+		{"a fork whose parent has no entry", Config{}, []step{
+			{ev: forkEv(101, b, 100, a, 0), parentExe: "<nil>"},
+			{ev: exitEv(101, b, 100, a), parentExe: "<nil>"},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := New(tt.cfg)
+			for i, s := range tt.steps {
+				ev := s.ev
+				c.Observe(&ev)
+				checkBounds(t, c)
+				if ev.Exe != s.exe || strings.Join(ev.Argv, " ") != s.argv || ev.Exec.ContainerID != s.container {
+					t.Errorf("step %d (%v of %d): image %q %q container %q, want %q %q %q",
+						i, ev.Kind, ev.Pid, ev.Exe, ev.Argv, ev.Exec.ContainerID, s.exe, s.argv, s.container)
+				}
+				if ev.Kind != events.Exec {
+					if ev.Exec.Cwd != "" {
+						t.Errorf("step %d (%v of %d): working directory %q lent, want none", i, ev.Kind, ev.Pid, ev.Exec.Cwd)
+					}
+					if s.exe == "/bin/nginx" && !ev.Exec.ArgsRedacted {
+						t.Errorf("step %d (%v of %d): the image's redaction mark not lent", i, ev.Kind, ev.Pid)
+					}
+					if s.exe != "" && ev.Exec.ArgsCount != len(ev.Argv) {
+						t.Errorf("step %d (%v of %d): args_count %d, want %d", i, ev.Kind, ev.Pid, ev.Exec.ArgsCount, len(ev.Argv))
+					}
+				}
+				if got := parentExe(&ev); got != s.parentExe {
+					t.Errorf("step %d (%v of %d): parent executable %q, want %q", i, ev.Kind, ev.Pid, got, s.parentExe)
+				}
+				if s.parentName != "" && (ev.Parent == nil || strings.TrimRight(string(ev.Parent.Comm[:]), "\x00") != s.parentName) {
+					t.Errorf("step %d (%v of %d): parent %+v, want named %q", i, ev.Kind, ev.Pid, ev.Parent, s.parentName)
+				}
+			}
 		})
 	}
 }
