@@ -143,6 +143,7 @@ type hub struct {
 	// clock that gives events their wall time.
 	evBuf         []byte
 	viewBuf       [views][]byte
+	enc           events.Encoder // the drain goroutine's, as the buffers
 	limited       events.Event
 	limitedParent events.Desc
 	clock         boottime.Clock
@@ -349,7 +350,7 @@ func (h *hub) publishEvent(subs []*subscriber, ev *events.Event, a attribution) 
 		return // nobody asked for this kind: not even encoded
 	}
 	wall := h.clock.At(ev.Time)
-	b := appendRecord(h.evBuf[:0], ev, a, wall, 0)
+	b := appendRecord(&h.enc, h.evBuf[:0], ev, a, wall, 0)
 	h.evBuf = b
 	var made uint8 // the views encoded for this event
 	for _, s := range subs {
@@ -366,7 +367,7 @@ func (h *hub) publishEvent(subs []*subscriber, ev *events.Event, a attribution) 
 				w := limit(&h.limited, &h.limitedParent, ev, v)
 				h.viewBuf[v] = h.viewBuf[v][:0]
 				if w != 0 {
-					h.viewBuf[v] = appendRecord(h.viewBuf[v], &h.limited, a, wall, w)
+					h.viewBuf[v] = appendRecord(&h.enc, h.viewBuf[v], &h.limited, a, wall, w)
 				}
 			}
 			if len(h.viewBuf[v]) == 0 {
@@ -379,9 +380,9 @@ func (h *hub) publishEvent(subs []*subscriber, ev *events.Event, a attribution) 
 }
 
 // appendRecord appends ev as a stream record (AppendJSON with the time,
-// the attribution and what was withheld) and a newline.
-func appendRecord(b []byte, ev *events.Event, a attribution, wall time.Time, w withheld) []byte {
-	b = events.AppendJSONTime(b, ev, omitOf(w), wall)
+// the attribution and what was withheld, through enc) and a newline.
+func appendRecord(enc *events.Encoder, b []byte, ev *events.Event, a attribution, wall time.Time, w withheld) []byte {
+	b = enc.AppendJSONTime(b, ev, omitOf(w), wall)
 	b = b[:len(b)-1] // reopen the object
 	if a.uidOK {
 		b = append(b, `,"uid":`...)

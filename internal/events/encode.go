@@ -52,16 +52,18 @@ const (
 // the event's own fields: the time the daemon's stream and `events --json`
 // give every line.
 func AppendJSONTime(b []byte, ev *Event, o Omit, wall time.Time) []byte {
-	b = AppendJSONOmit(b, ev, o)
-	b = b[:len(b)-1] // reopen the object
-	b = append(b, `,"time":"`...)
-	b = wall.UTC().AppendFormat(b, time.RFC3339Nano)
-	return append(b, '"', '}')
+	return (*Encoder)(nil).AppendJSONTime(b, ev, o, wall)
 }
 
 // AppendJSONOmit is AppendJSON leaving out the fields of o. It does not
 // allocate when b has room.
 func AppendJSONOmit(b []byte, ev *Event, o Omit) []byte {
+	return (*Encoder)(nil).appendJSON(b, ev, o)
+}
+
+// appendJSON is AppendJSONOmit, with the texts e keeps (none when e is
+// nil).
+func (e *Encoder) appendJSON(b []byte, ev *Event, o Omit) []byte {
 	b = append(b, `{"kind":"`...)
 	b = append(b, ev.Kind.String()...)
 	b = append(b, `","mechanism":"`...)
@@ -104,15 +106,15 @@ func AppendJSONOmit(b []byte, ev *Event, o Omit) []byte {
 	// An exec's image, or the one the exec cache lent a fork or an exit.
 	if ev.Kind == Exec || ev.Exe != "" || ev.Argv != nil {
 		var img badText
-		b, img = appendImageJSON(b, ev.Exe, ev.Argv, &ev.Exec)
+		b, img = e.appendImageJSON(b, ev.Exe, ev.Argv, &ev.Exec)
 		bad |= img
 	}
 	if ev.Ctx.Valid {
-		b = appendContextJSON(b, &ev.Ctx, o)
+		b = e.appendContextJSON(b, &ev.Ctx, o)
 	}
 	if ev.Parent != nil {
 		var pb badText
-		b, pb = appendParentJSON(b, ev.Parent, o)
+		b, pb = e.appendParentJSON(b, ev.Parent, o)
 		bad |= pb << parentShift
 	}
 	if ev.Inferred {
@@ -179,7 +181,7 @@ func appendCommJSON(b []byte, comm *[16]byte) ([]byte, badText) {
 // appendImageJSON appends exe and argv where known, then what the exec
 // captured beside them, and returns which texts were not UTF-8 (the last
 // argument of a vector cut at a bound may end in a cut character).
-func appendImageJSON(b []byte, exe string, argv []string, x *ExecInfo) ([]byte, badText) {
+func (e *Encoder) appendImageJSON(b []byte, exe string, argv []string, x *ExecInfo) ([]byte, badText) {
 	var bad badText
 	if exe != "" {
 		var ok bool
@@ -189,17 +191,26 @@ func appendImageJSON(b []byte, exe string, argv []string, x *ExecInfo) ([]byte, 
 		}
 	}
 	if len(argv) > 0 {
-		b = append(b, `,"argv":[`...)
-		for i, a := range argv {
-			if i > 0 {
-				b = append(b, ',')
+		if m := e.argv(argv, x); m != nil {
+			b = append(b, m.text...)
+			bad |= m.bad
+		} else {
+			from := len(b)
+			var argvBad badText
+			b = append(b, `,"argv":[`...)
+			for i, a := range argv {
+				if i > 0 {
+					b = append(b, ',')
+				}
+				var ok bool
+				if b, ok = appendJSONStringOK(b, []byte(a)); !ok && (i < len(argv)-1 || !x.ArgsTruncated || !jsonx.ValidCut(a)) {
+					argvBad = badArgv
+				}
 			}
-			var ok bool
-			if b, ok = appendJSONStringOK(b, []byte(a)); !ok && (i < len(argv)-1 || !x.ArgsTruncated || !jsonx.ValidCut(a)) {
-				bad |= badArgv
-			}
+			b = append(b, ']')
+			e.rememberArgv(argv, x, argvBad, b[from:])
+			bad |= argvBad
 		}
-		b = append(b, ']')
 	}
 	b, xb := appendExecJSON(b, x)
 	return b, bad | xb
@@ -268,35 +279,47 @@ func appendExecJSON(b []byte, x *ExecInfo) ([]byte, badText) {
 // real_user and group ids, group_leader, interactive, vpid); its pid and
 // token are the event's ppid and parent_token. It leaves out interactive
 // when o has OmitParentInteractive, and returns which texts were not UTF-8.
-func appendParentJSON(b []byte, p *Desc, o Omit) ([]byte, badText) {
+func (e *Encoder) appendParentJSON(b []byte, p *Desc, o Omit) ([]byte, badText) {
 	b = append(b, `,"parent":{"comm":`...)
 	b, bad := appendCommJSON(b, &p.Comm)
 	x := p.Exec
 	x.Cgroup, x.ContainerID, x.ContainerRuntime = "", "", "" // the parent's cgroup is not asked for
-	b, img := appendImageJSON(b, p.Exe, p.Argv, &x)
+	b, img := e.appendImageJSON(b, p.Exe, p.Argv, &x)
 	bad |= img
 	if c := &p.Ctx; c.Valid {
-		if c.Has(CtxIDs) {
-			b = append(b, `,"user":{"id":"`...)
-			b = strconv.AppendUint(b, uint64(c.EUID), 10)
-			b = append(b, `"},"real_user":{"id":"`...)
-			b = strconv.AppendUint(b, uint64(c.UID), 10)
-			b = append(b, `"},"group":{"id":"`...)
-			b = strconv.AppendUint(b, uint64(c.EGID), 10)
-			b = append(b, `"}`...)
+		k := o&OmitParentInteractive | parentMemo
+		if text := e.context(c, k); text != nil {
+			return append(append(b, text...), '}'), bad
 		}
-		if c.Has(CtxSession) {
-			b = appendLeaderJSON(b, "group_leader", c.PGID, c.GroupLeader, true)
-			if o&OmitParentInteractive == 0 {
-				b = append(b, `,"interactive":`...)
-				b = strconv.AppendBool(b, c.Interactive())
-			}
-		}
-		b = append(b, `,"vpid":`...)
-		b = strconv.AppendInt(b, int64(c.NSPid), 10)
-		b = appendAbsentJSON(b, c.Absent)
+		from := len(b)
+		b = appendParentContextJSON(b, c, o)
+		e.remember(c, k, b[from:])
 	}
 	return append(b, '}'), bad
+}
+
+// appendParentContextJSON appends what appendParentJSON writes of the
+// parent's context c (valid).
+func appendParentContextJSON(b []byte, c *Context, o Omit) []byte {
+	if c.Has(CtxIDs) {
+		b = append(b, `,"user":{"id":"`...)
+		b = strconv.AppendUint(b, uint64(c.EUID), 10)
+		b = append(b, `"},"real_user":{"id":"`...)
+		b = strconv.AppendUint(b, uint64(c.UID), 10)
+		b = append(b, `"},"group":{"id":"`...)
+		b = strconv.AppendUint(b, uint64(c.EGID), 10)
+		b = append(b, `"}`...)
+	}
+	if c.Has(CtxSession) {
+		b = appendLeaderJSON(b, "group_leader", c.PGID, c.GroupLeader, true)
+		if o&OmitParentInteractive == 0 {
+			b = append(b, `,"interactive":`...)
+			b = strconv.AppendBool(b, c.Interactive())
+		}
+	}
+	b = append(b, `,"vpid":`...)
+	b = strconv.AppendInt(b, int64(c.NSPid), 10)
+	return appendAbsentJSON(b, c.Absent)
 }
 
 // appendAbsentJSON appends "context_absent":["ids",...], the parts of a
@@ -346,7 +369,42 @@ func appendLeaderJSON(b []byte, key string, pid int32, t token.Token, withID boo
 // cgroup id and pid and mount namespaces, which ECS has no names for; it
 // leaves out what o has of interactive, pid_ns, mnt_ns and the leaders'
 // entity_id.
-func appendContextJSON(b []byte, c *Context, o Omit) []byte {
+func (e *Encoder) appendContextJSON(b []byte, c *Context, o Omit) []byte {
+	const ownOmit = OmitSessionLeaderID | OmitGroupLeaderID | OmitInteractive
+	if text := e.context(c, o&ownOmit); text != nil {
+		b = append(b, text...)
+	} else {
+		from := len(b)
+		b = appendIDsJSON(b, c, o)
+		e.remember(c, o&ownOmit, b[from:])
+	}
+	b = append(b, `,"vpid":`...)
+	b = strconv.AppendInt(b, int64(c.NSPid), 10)
+	if o&OmitPidNS == 0 {
+		b = append(b, `,"pid_ns":`...)
+		b = strconv.AppendUint(b, uint64(c.PidNS), 10)
+	}
+	if o&OmitMntNS == 0 {
+		b = append(b, `,"mnt_ns":`...)
+		b = strconv.AppendUint(b, uint64(c.MntNS), 10)
+	}
+	if c.Has(CtxCgroup) {
+		b = append(b, `,"cgroup_id":`...)
+		b = strconv.AppendUint(b, c.CgroupID, 10)
+	}
+	if c.Audit {
+		b = append(b, `,"audit":{"login_uid":`...)
+		b = strconv.AppendUint(b, uint64(c.LoginUID), 10)
+		b = append(b, `,"session_id":`...)
+		b = strconv.AppendUint(b, uint64(c.AuditSession), 10)
+		b = append(b, '}')
+	}
+	return b
+}
+
+// appendIDsJSON appends what appendContextJSON writes of c before the
+// vpid: the ids, the session, the terminal and the parts absent.
+func appendIDsJSON(b []byte, c *Context, o Omit) []byte {
 	id := func(b []byte, key string, v uint32) []byte {
 		b = append(b, `,"`...)
 		b = append(b, key...)
@@ -391,29 +449,7 @@ func appendContextJSON(b []byte, c *Context, o Omit) []byte {
 			b = strconv.AppendBool(b, c.Interactive())
 		}
 	}
-	b = appendAbsentJSON(b, c.Absent)
-	b = append(b, `,"vpid":`...)
-	b = strconv.AppendInt(b, int64(c.NSPid), 10)
-	if o&OmitPidNS == 0 {
-		b = append(b, `,"pid_ns":`...)
-		b = strconv.AppendUint(b, uint64(c.PidNS), 10)
-	}
-	if o&OmitMntNS == 0 {
-		b = append(b, `,"mnt_ns":`...)
-		b = strconv.AppendUint(b, uint64(c.MntNS), 10)
-	}
-	if c.Has(CtxCgroup) {
-		b = append(b, `,"cgroup_id":`...)
-		b = strconv.AppendUint(b, c.CgroupID, 10)
-	}
-	if c.Audit {
-		b = append(b, `,"audit":{"login_uid":`...)
-		b = strconv.AppendUint(b, uint64(c.LoginUID), 10)
-		b = append(b, `,"session_id":`...)
-		b = strconv.AppendUint(b, uint64(c.AuditSession), 10)
-		b = append(b, '}')
-	}
-	return b
+	return appendAbsentJSON(b, c.Absent)
 }
 
 // appendTokenJSON appends t as a JSON string, or null when t is zero.

@@ -176,6 +176,14 @@ type ExecInfo struct {
 	// A memfd's name is not marked: it never had a path.
 	ExeDeleted bool
 	CwdDeleted bool
+	// Image is the number the consumer's exec cache gave the image (the
+	// executable, the arguments and their marks) when it kept it: the same
+	// on every event and description that carries that image, never given
+	// to another within the cache's life; 0 when the cache keeps none. An
+	// encoder may keep the text it wrote for an image's arguments under
+	// it, checked against the argument vector it is given (a consumer
+	// that withholds the arguments leaves the number as it was).
+	Image uint64
 }
 
 // MaxGroups is how many supplementary groups a Context holds.

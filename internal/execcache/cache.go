@@ -144,6 +144,8 @@ type Cache struct {
 	// hint, checked against the slot's pid and token before use (a
 	// dropped slot is zeroed).
 	parent int32
+	// images numbers the images stored (events.ExecInfo.Image).
+	images uint64
 }
 
 // New returns an empty cache with cfg's bounds.
@@ -290,7 +292,7 @@ func (c *Cache) lendFrom(ev *events.Event, j int32, withCgroup bool) {
 // arguments and the executable) and holds for a process running it later.
 func imageInfo(x *events.ExecInfo) events.ExecInfo {
 	return events.ExecInfo{ArgsCount: x.ArgsCount, ArgsSize: x.ArgsSize, ArgsTruncated: x.ArgsTruncated,
-		ArgsRedacted: x.ArgsRedacted, ExeTruncated: x.ExeTruncated, ExeDeleted: x.ExeDeleted}
+		ArgsRedacted: x.ArgsRedacted, ExeTruncated: x.ExeTruncated, ExeDeleted: x.ExeDeleted, Image: x.Image}
 }
 
 // descOf returns entry i's description. An entry made by a fork takes its
@@ -418,6 +420,8 @@ func (c *Cache) store(ev *events.Event) {
 	}
 	s := &c.slots[i]
 	s.pid, s.tok, s.exited = ev.Pid, ev.Token, false
+	c.images++
+	ev.Exec.Image = c.images
 	s.hold(ev)
 	// Charged what the slot holds, which its buffers' reuse may make more
 	// than the strings: Config.Bytes bounds the memory.

@@ -82,6 +82,26 @@ type procLine struct {
 	instNext int
 	ctxs     [2]ctxText
 	ctxNext  int
+	// The text of the arguments of the last images written (see image),
+	// replaced round robin: a storm writes its parent's image on every
+	// line, and a process's own on its fork or exec and again on its
+	// exit.
+	imgs    [4]imgText
+	imgNext int
+}
+
+// imgText is what image wrote of an image's arguments (from ,"args": to
+// the end of command_line) and which of them were not UTF-8, kept under
+// the image's number (events.ExecInfo.Image) and checked against the
+// argument vector it was written from.
+type imgText struct {
+	id      uint64
+	argv0   *string
+	argc    int
+	count   int
+	argsMax int
+	bad     badText
+	text    []byte
 }
 
 // instText is the text instance wrote for a pid and token, with the boot
@@ -321,60 +341,92 @@ func (w *procLine) text(k, v string) bool {
 // joined by spaces and cut to w.argsMax, copied from their escaped form
 // in args where whole. It returns badArgs and badCwd as imageBad does.
 func (w *procLine) image(argv []string, x *events.ExecInfo) (bad badText) {
-	if len(argv) > 0 || x.ArgsCount > 0 {
-		w.key(`,"args":`)
-		// b and spans are local while the arguments are written: one
-		// store of each into w at the end, not one per argument.
-		b, spans := append(w.b, '['), w.spans[:0]
-		budget := w.argsMax
-		for i, a := range argv {
-			if i > 0 {
-				b = append(b, ',')
-			}
-			b = append(b, '"')
-			if len(a) > budget {
-				b = jsonx.AppendEscaped(b, a[:budget])
-				b = append(b, '"')
-				if !jsonx.ValidCut(a[:budget]) {
-					bad |= badArgs
-				}
-				break
-			}
-			start := len(b)
-			var ok bool
-			if b, ok = jsonx.AppendEscapedUTF8(b, a); !ok {
-				bad |= badArgs
-			}
-			spans = append(spans, [2]int{start, len(b)})
-			b = append(b, '"')
-			budget -= len(a)
+	if m := w.findImage(argv, x); m != nil {
+		w.b = append(w.b, m.text...)
+		bad = m.bad
+	} else if len(argv) > 0 || x.ArgsCount > 0 {
+		from := len(w.b)
+		bad = w.args(argv, x)
+		if x.Image != 0 && len(argv) > 0 {
+			m := &w.imgs[w.imgNext]
+			w.imgNext = (w.imgNext + 1) % len(w.imgs)
+			m.id, m.argv0, m.argc, m.count, m.argsMax, m.bad = x.Image, &argv[0], len(argv), x.ArgsCount, w.argsMax, bad
+			w.remember(&m.text, from)
 		}
-		b = append(b, `],"args_count":`...)
-		b = strconv.AppendInt(b, int64(argsCount(argv, x)), 10)
-		b = append(b, `,"command_line":"`...)
-		n := 0 // raw bytes of the command line so far
-		for i, a := range argv {
-			if i > 0 {
-				b = append(b, ' ')
-				n++
-			}
-			if n+len(a) > w.argsMax {
-				b = jsonx.AppendEscaped(b, a[:max(0, w.argsMax-n)])
-				break
-			}
-			if i < len(spans) {
-				// Whole in args: copy it, escaped.
-				b = append(b, b[spans[i][0]:spans[i][1]]...)
-			} else {
-				b = jsonx.AppendEscaped(b, a)
-			}
-			n += len(a)
-		}
-		w.b, w.spans = append(b, '"'), spans
 	}
 	if x.Cwd != "" && !w.text(`,"working_directory":`, x.Cwd) {
 		bad |= badCwd
 	}
+	return bad
+}
+
+// findImage returns the text kept for the arguments of x's image, when
+// argv is the vector it was written from, or nil.
+func (w *procLine) findImage(argv []string, x *events.ExecInfo) *imgText {
+	if x.Image == 0 || len(argv) == 0 {
+		return nil
+	}
+	for i := range w.imgs {
+		if m := &w.imgs[i]; m.id == x.Image && m.argv0 == &argv[0] && m.argc == len(argv) &&
+			m.count == x.ArgsCount && m.argsMax == w.argsMax {
+			return m
+		}
+	}
+	return nil
+}
+
+// args writes the arguments as image does, and returns badArgs when they
+// were not UTF-8.
+func (w *procLine) args(argv []string, x *events.ExecInfo) (bad badText) {
+	w.key(`,"args":`)
+	// b and spans are local while the arguments are written: one
+	// store of each into w at the end, not one per argument.
+	b, spans := append(w.b, '['), w.spans[:0]
+	budget := w.argsMax
+	for i, a := range argv {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, '"')
+		if len(a) > budget {
+			b = jsonx.AppendEscaped(b, a[:budget])
+			b = append(b, '"')
+			if !jsonx.ValidCut(a[:budget]) {
+				bad |= badArgs
+			}
+			break
+		}
+		start := len(b)
+		var ok bool
+		if b, ok = jsonx.AppendEscapedUTF8(b, a); !ok {
+			bad |= badArgs
+		}
+		spans = append(spans, [2]int{start, len(b)})
+		b = append(b, '"')
+		budget -= len(a)
+	}
+	b = append(b, `],"args_count":`...)
+	b = strconv.AppendInt(b, int64(argsCount(argv, x)), 10)
+	b = append(b, `,"command_line":"`...)
+	n := 0 // raw bytes of the command line so far
+	for i, a := range argv {
+		if i > 0 {
+			b = append(b, ' ')
+			n++
+		}
+		if n+len(a) > w.argsMax {
+			b = jsonx.AppendEscaped(b, a[:max(0, w.argsMax-n)])
+			break
+		}
+		if i < len(spans) {
+			// Whole in args: copy it, escaped.
+			b = append(b, b[spans[i][0]:spans[i][1]]...)
+		} else {
+			b = jsonx.AppendEscaped(b, a)
+		}
+		n += len(a)
+	}
+	w.b, w.spans = append(b, '"'), spans
 	return bad
 }
 

@@ -305,6 +305,12 @@ func TestProcLineKeeps(t *testing.T) {
 	h.clock.Pin(1_700_000_000_000_000_000)
 	x := newECS(h)
 	base := richExec()
+	// Images numbered as the exec cache numbers them, so that their
+	// arguments' text is kept.
+	base.Exec.Image = 3
+	pd := *base.Parent
+	pd.Exec.Image = 4
+	base.Parent = &pd
 	other := base
 	other.Pid, other.Token.Ino = other.Pid+1, other.Token.Ino+1
 	other.Ctx.NSPid++
@@ -316,6 +322,16 @@ func TestProcLineKeeps(t *testing.T) {
 	pidReused.Token.Ino += 100
 	noTTY := other
 	noTTY.Ctx.TTY = false
+	exit := base
+	exit.Kind, exit.Exec.Cwd = events.Exit, ""
+	rewritten := base // the same number on other arguments
+	rewritten.Argv = append([]string{"rewritten"}, base.Argv[1:]...)
+	rpd := pd
+	rpd.Argv = append([]string(nil), pd.Argv...)
+	rpd.Argv[len(rpd.Argv)-1] = "changed"
+	rewritten.Parent = &rpd
+	withheld := base
+	withheld.Argv, withheld.Exec.ArgsCount = nil, 0
 	steps := []struct {
 		name   string
 		action string
@@ -329,6 +345,9 @@ func TestProcLineKeeps(t *testing.T) {
 		{"fork", ActionProcessStarted, fork, nil},
 		{"the pid reused", ActionProcessExec, pidReused, nil},
 		{"no terminal", ActionProcessExec, noTTY, nil},
+		{"its exit", ActionProcessEnded, exit, nil},
+		{"the image's number on other arguments", ActionProcessExec, rewritten, nil},
+		{"the arguments withheld", ActionProcessExec, withheld, nil},
 		{"the wall clock stepped", ActionProcessExec, base, func() { h.clock.Pin(1_700_000_000_000_000_000 + 3_600_000_000_000) }},
 		{"another user database", ActionProcessExec, base, func() { h.names = userdb.New(passwd, filepath.Join(dir, "group")) }},
 		{"no user database", ActionProcessExec, base, func() { h.names = nil }},
@@ -355,6 +374,9 @@ func TestProcLineKeeps(t *testing.T) {
 	for _, c := range []struct{ a, b, sub string }{
 		{"the wall clock stepped", "another user database", `"name":"carol"`},
 		{"another user database", "no user database", `"name":"carol"`},
+		{"its exit", "the image's number on other arguments", `"rewritten"`},
+		{"its exit", "the image's number on other arguments", `"changed"`},
+		{"exec", "the arguments withheld", `"args":["python3"`},
 	} {
 		if strings.Contains(lines[c.a], c.sub) == strings.Contains(lines[c.b], c.sub) {
 			t.Errorf("%q and %q agree on %s", c.a, c.b, c.sub)

@@ -377,6 +377,7 @@ type EventPrinter struct {
 	w      *bufio.Writer
 	out    io.Writer
 	buf    []byte
+	enc    events.Encoder
 	rec    api.StreamRecord
 	forks  map[int32]time.Time // fork times of live processes, for durations
 	clock  boottime.Clock      // the wall time of a local mechanism's events
@@ -472,7 +473,7 @@ func (p *EventPrinter) Event(ev *events.Event) {
 		// Unfiltered JSON needs no record: the event's own encoding,
 		// without an allocation.
 		if !p.closed {
-			p.buf = append(events.AppendJSONTime(p.buf[:0], ev, 0, wall), '\n')
+			p.buf = append(p.enc.AppendJSONTime(p.buf[:0], ev, 0, wall), '\n')
 			p.write(p.buf)
 		}
 		return
@@ -482,7 +483,7 @@ func (p *EventPrinter) Event(ev *events.Event) {
 		return
 	}
 	if p.opt.JSON {
-		p.buf = append(events.AppendJSONTime(p.buf[:0], ev, 0, wall), '\n')
+		p.buf = append(p.enc.AppendJSONTime(p.buf[:0], ev, 0, wall), '\n')
 	} else {
 		p.buf = p.text(p.buf[:0])
 	}
