@@ -34,11 +34,12 @@ type imageLine struct {
 
 // TestIntegrationForkedImage runs a shell whose subshell forks without an
 // exec of its own and then runs a program: the subshell's fork line says
-// what it runs (the shell's executable and arguments), its exit line what
-// it ran last (the shell's, or the program it exec'd itself), the
-// program's exec and exit lines name the subshell as a parent running
-// the shell, and the program's exit line says what the program ran. No
-// fork or exit line has a working directory (a chdir is no event).
+// what it runs (the shell's executable and arguments), its exit line the
+// executable it ran last (the shell's, or the program it exec'd itself),
+// the program's lines name the subshell as a parent running the shell,
+// and the program's exit line says which executable it ran, without its
+// arguments. No fork or exit line has a working directory (a chdir is no
+// event).
 func TestIntegrationForkedImage(t *testing.T) {
 	testenv.RequireRoot(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -118,7 +119,7 @@ func TestIntegrationForkedImage(t *testing.T) {
 			checked++
 			want := imageLine{Exe: shExe, Argv: shArgv}
 			if l.Kind == "exit" {
-				want = subExit
+				want = imageLine{Exe: subExit.Exe} // an exit's executable, not its arguments
 			}
 			if l.Exe != want.Exe || !slices.Equal(l.Argv, want.Argv) {
 				t.Errorf("subshell %s line: exe %q argv %q, want %q %q", l.Kind, l.Exe, l.Argv, want.Exe, want.Argv)
@@ -137,9 +138,13 @@ func TestIntegrationForkedImage(t *testing.T) {
 				if l.Exe != shExe || !slices.Equal(l.Argv, shArgv) {
 					t.Errorf("true's fork line: exe %q argv %q, want the subshell's image %q %q", l.Exe, l.Argv, shExe, shArgv)
 				}
-			case "exec", "exit":
+			case "exec":
 				if l.Exe != trueExe || !slices.Equal(l.Argv, one) {
-					t.Errorf("true's %s line: exe %q argv %q, want %q %q", l.Kind, l.Exe, l.Argv, trueExe, one)
+					t.Errorf("true's exec line: exe %q argv %q, want %q %q", l.Exe, l.Argv, trueExe, one)
+				}
+			case "exit":
+				if l.Exe != trueExe || l.Argv != nil {
+					t.Errorf("true's exit line: exe %q argv %q, want %q and no arguments", l.Exe, l.Argv, trueExe)
 				}
 			}
 			if l.Kind != "exec" && l.Cwd != "" {

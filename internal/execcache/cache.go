@@ -24,6 +24,7 @@
 // children's events (as Parent) get the image while the generation
 // holds, and none after: a master's workers (nginx, a shell's subshells)
 // are described by what they run, never by what their parent ran later.
+// (An exit gets only the executable: see Observe.)
 // A fork's entry takes no live entry's room (see adopt).
 //
 // Never wrong. An entry lends its strings only to the instance its token
@@ -165,14 +166,16 @@ func (c *Cache) Stats() Stats { return c.st }
 // Observe applies ev to the cache and sets ev.Parent. The Desc it points
 // to is the cache's: valid until the next Observe.
 //
-// A fork or an exit gets its process's image as well, when the cache
-// holds it: Exe, Argv and the argument and executable marks of ev.Exec
-// (a fork's the image its parent ran at the fork, an exit's the one its
-// process ran when it ended), and for a fork in the cgroup that image's
-// exec was in, the cgroup path and container. Never its working
-// directory: a chdir is no event, and the one of the exec may no longer
-// be the process's. The strings are the cache's, valid until the next
-// Observe.
+// A fork gets its process's image as well, when the cache holds it: the
+// one its parent ran at the fork, Exe, Argv and the argument and
+// executable marks of ev.Exec, and when the fork stayed in the cgroup
+// that image's exec was in, the cgroup path and container. An exit gets
+// the executable its process ran when it ended (Exe and its marks), not
+// the arguments: its fork or exec line, under the same token, has them,
+// and an exit line that repeated them would double a feed's bytes for
+// every process with a long command line. Never a working directory: a
+// chdir is no event, and the one of the exec may no longer be the
+// process's. The strings are the cache's, valid until the next Observe.
 func (c *Cache) Observe(ev *events.Event) {
 	ev.Parent = nil
 	switch ev.Kind {
@@ -267,11 +270,13 @@ func (c *Cache) adopt(ev *events.Event, p int32) int32 {
 	return p
 }
 
-// lend sets the exit ev's image from entry i's, when the cache still holds
-// it (see Observe), without a cgroup: the process may have moved since.
+// lend sets the exit ev's executable from entry i's image, when the
+// cache still holds it (see Observe).
 func (c *Cache) lend(ev *events.Event, i int32) {
 	if j, _, ok := c.imageOf(i); ok {
-		c.lendFrom(ev, j, false)
+		d := &c.slots[j].desc
+		ev.Exe = d.Exe
+		ev.Exec = events.ExecInfo{ExeTruncated: d.Exec.ExeTruncated, ExeDeleted: d.Exec.ExeDeleted}
 	}
 }
 
