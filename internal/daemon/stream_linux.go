@@ -54,11 +54,18 @@ import (
 //     setuid program it ran is root's to read, and so is what that program
 //     execs as root after a chdir);
 //   - the parent's exe and working directory are always withheld: the
-//     parent's description (internal/execcache) is of its last exec, with
-//     ids refreshed at its forks, so it cannot prove the parent readable
-//     (a root process that exec'd, chdir'd and setuid() to the user since
-//     is not dumpable, and a setuid(2) is no event). A parent that is the
-//     subscriber's own has them on its own exec event;
+//     parent's description (internal/execcache) is of its last exec, or
+//     of the image it inherited at its fork, with ids refreshed at its
+//     forks, so it cannot prove the parent readable (a root process that
+//     exec'd, chdir'd and setuid() to the user since is not dumpable, and
+//     a setuid(2) is no event). A parent that is the subscriber's own has
+//     them on its own exec event;
+//   - the exe and argv of an image exec'd with ids not proven the ones
+//     the event carries (events.ExecInfo.OtherIDs: a fork's, which runs
+//     its parent's image, when the parent's ids changed since its exec;
+//     an exit's, which carries no ids) are withheld, and so is the argv of
+//     such a parent: a root program that overwrote a password on its
+//     command line and dropped to the user would show it;
 //   - interactive, pid_ns and mnt_ns of an event not wholly the
 //     subscriber's are withheld (/proc/PID/fd and ns need ptrace access),
 //     and the parent's interactive always, for the reason above;
@@ -482,8 +489,15 @@ func omitOf(w withheld) events.Omit { return events.Omit(w >> omitShift) }
 func limit(dst *events.Event, pd *events.Desc, ev *events.Event, v view) withheld {
 	var w withheld
 	*dst = *ev
-	if v&viewOther != 0 {
+	if v&viewOther != 0 || ev.Exec.OtherIDs {
 		w |= withhold(&dst.Exe, &dst.Exec)
+	}
+	if ev.Exec.OtherIDs {
+		// An image exec'd with ids not proven the subscriber's (a fork's,
+		// its parent's): its arguments as that exec had them.
+		w |= withholdArgv(dst)
+	}
+	if v&viewOther != 0 {
 		if ev.Ctx.Has(events.CtxSession) {
 			w |= heldInteractive // /proc/PID/fd: ptrace access
 		}
@@ -491,11 +505,7 @@ func limit(dst *events.Event, pd *events.Desc, ev *events.Event, v view) withhel
 			w |= heldPidNS | heldMntNS // /proc/PID/ns: ptrace access
 		}
 		if v&viewHidden != 0 {
-			if len(dst.Argv) > 0 || dst.Exec.ArgsCount > 0 {
-				w |= heldArgv
-			}
-			dst.Argv = nil
-			dst.Exec.ArgsCount, dst.Exec.ArgsSize, dst.Exec.ArgsTruncated, dst.Exec.ArgsRedacted = 0, 0, false, false
+			w |= withholdArgv(dst)
 			w |= heldTokens(ev)
 		}
 	}
@@ -507,10 +517,12 @@ func limit(dst *events.Event, pd *events.Desc, ev *events.Event, v view) withhel
 	default:
 		*pd = *p
 		w |= withhold(&pd.Exe, &pd.Exec) * heldParentExe
-		if v&viewParentOther != 0 {
+		if v&viewParentOther != 0 || p.Exec.OtherIDs {
 			// Its argv as it was at its exec: /proc shows another
 			// user's process's arguments as they are now, and one that
-			// overwrote them (a password on its command line) hid them.
+			// overwrote them (a password on its command line) hid them;
+			// so does one exec'd with other ids that dropped to the
+			// subscriber's since.
 			if len(pd.Argv) > 0 || pd.Exec.ArgsCount > 0 {
 				w |= heldParentArgv
 			}
@@ -522,6 +534,18 @@ func limit(dst *events.Event, pd *events.Desc, ev *events.Event, v view) withhel
 		}
 		dst.Parent = pd
 	}
+	return w
+}
+
+// withholdArgv clears the arguments of dst and their counts and marks, and
+// returns heldArgv when it had any.
+func withholdArgv(dst *events.Event) withheld {
+	var w withheld
+	if len(dst.Argv) > 0 || dst.Exec.ArgsCount > 0 {
+		w = heldArgv
+	}
+	dst.Argv = nil
+	dst.Exec.ArgsCount, dst.Exec.ArgsSize, dst.Exec.ArgsTruncated, dst.Exec.ArgsRedacted = 0, 0, false, false
 	return w
 }
 

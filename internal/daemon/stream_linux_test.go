@@ -485,19 +485,12 @@ func TestStreamWithheld(t *testing.T) {
 		exec(506, own, "/home/u", ownShell), // the user's, under the user's own shell
 	}
 	var h hub
-	subs := map[string]*subscriber{}
-	for name, v := range map[string]viewer{
+	subs := subscribeAll(t, &h, map[string]viewer{
 		"root":            {uid: 0, all: true},
 		"user":            {uid: 1000, gid: 1000},
 		"user, hidepid":   {uid: 1000, gid: 1000, hidden: true},
 		"user, other gid": {uid: 1000, gid: 7},
-	} {
-		s, err := h.subscribe(v, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		subs[name] = s
-	}
+	})
 	for i := range evs {
 		a := attribution{uid: 1000, uidOK: true}
 		h.publishEvent(h.active(), &evs[i], a)
@@ -595,4 +588,18 @@ func TestStreamWithheld(t *testing.T) {
 			t.Errorf("%s is shown:\n%s\nwant:\n%s", tc.name, got, tc.want)
 		}
 	}
+}
+
+// subscribeAll subscribes each viewer to h, by name.
+func subscribeAll(t *testing.T, h *hub, viewers map[string]viewer) map[string]*subscriber {
+	t.Helper()
+	subs := map[string]*subscriber{}
+	for name, v := range viewers {
+		s, err := h.subscribe(v, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		subs[name] = s
+	}
+	return subs
 }

@@ -103,12 +103,10 @@ func (e *Encoder) appendJSON(b []byte, ev *Event, o Omit) []byte {
 		b = append(b, `,"tid":`...)
 		b = strconv.AppendInt(b, int64(ev.Tid), 10)
 	}
-	// An exec's image, or the one the exec cache lent a fork or an exit.
-	if ev.Kind == Exec || ev.Exe != "" || ev.Argv != nil {
-		var img badText
-		b, img = e.appendImageJSON(b, ev.Exe, ev.Argv, &ev.Exec)
-		bad |= img
-	}
+	// An exec's image, the one the exec cache lent a fork or an exit, what
+	// a poller read of a process it found: whatever of them is known.
+	b, img := e.appendImageJSON(b, ev.Exe, ev.Argv, &ev.Exec)
+	bad |= img
 	if ev.Ctx.Valid {
 		b = e.appendContextJSON(b, &ev.Ctx, o)
 	}

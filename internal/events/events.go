@@ -176,6 +176,15 @@ type ExecInfo struct {
 	// A memfd's name is not marked: it never had a path.
 	ExeDeleted bool
 	CwdDeleted bool
+	// OtherIDs marks an image whose exec's ids are not proven to be the
+	// ones the event or description carries: one the exec cache lent (a
+	// fork runs its parent's image, exec'd by whoever exec'd it) or kept
+	// from an exec whose ids differ from those refreshed since (a
+	// setuid(2) is no event), or whose ids were not read. Its arguments
+	// are those of that exec, which whoever runs it now may never have
+	// been able to read (a root program that overwrote a password on its
+	// command line, then dropped to a user and forked).
+	OtherIDs bool
 	// Image is the number the consumer's exec cache gave the image (the
 	// executable, the arguments and their marks) when it kept it: the same
 	// on every event and description that carries that image, never given

@@ -115,6 +115,23 @@ type slot struct {
 	// image's exec was in, so the image's cgroup path and container are
 	// this process's too.
 	sameCgroup bool
+	// execIDs are the real, effective and saved uid and gid the image's
+	// exec ran with (an own image's), when the exec's context had them.
+	execIDs   [6]uint32
+	execIDsOK bool
+}
+
+// ids returns the six ids of c, and whether c has them.
+func ids(c *events.Context) ([6]uint32, bool) {
+	return [6]uint32{c.UID, c.EUID, c.SUID, c.GID, c.EGID, c.SGID}, c.Has(events.CtxIDs)
+}
+
+// otherIDs reports whether the image slot j holds was exec'd with ids
+// other than c's, or with ids not known.
+func (c *Cache) otherIDs(j int32, ctx *events.Context) bool {
+	v, ok := ids(ctx)
+	s := &c.slots[j]
+	return !ok || !s.execIDsOK || v != s.execIDs
 }
 
 // Bounds on the buffers free slots keep for their next entry.
@@ -137,7 +154,11 @@ type Cache struct {
 	free         []int32
 	byPid        pidtab.Table // pid -> slot + 1
 	live, exited list
-	st           Stats
+	// forked holds the live entries a fork made (sharing an image), which
+	// go before the live entries of an exec when room is needed: the
+	// image they share is their master's.
+	forked list
+	st     Stats
 	// kept is the memory the free slots' buffers take (slot.mem).
 	kept int64
 	// parent is the slot the last parent lookup found (none at first): a
@@ -157,7 +178,7 @@ func New(cfg Config) *Cache {
 	if cfg.Bytes <= 0 {
 		cfg.Bytes = DefaultBytes
 	}
-	return &Cache{cfg: cfg, live: list{none, none}, exited: list{none, none}, parent: none}
+	return &Cache{cfg: cfg, live: list{none, none}, exited: list{none, none}, forked: list{none, none}, parent: none}
 }
 
 // Stats returns the counters.
@@ -241,7 +262,11 @@ func (c *Cache) adopt(ev *events.Event, p int32) int32 {
 		return p
 	}
 	if c.st.Entries >= c.cfg.Entries {
-		if h := c.exited.head; h == none || h == p || h == img {
+		h := c.exited.head
+		if h == none {
+			h = c.forked.head // another fork's entry, the oldest
+		}
+		if h == none || h == p || h == img {
 			return p
 		}
 	}
@@ -266,17 +291,17 @@ func (c *Cache) adopt(ev *events.Event, p int32) int32 {
 	}
 	s.cost = s.held()
 	c.st.Bytes += s.cost
-	c.push(&c.live, i)
+	c.push(&c.forked, i)
 	return p
 }
 
 // lend sets the exit ev's executable from entry i's image, when the
-// cache still holds it (see Observe).
+// cache still holds it (see Observe). An exit carries no ids: OtherIDs.
 func (c *Cache) lend(ev *events.Event, i int32) {
 	if j, _, ok := c.imageOf(i); ok {
 		d := &c.slots[j].desc
 		ev.Exe = d.Exe
-		ev.Exec = events.ExecInfo{ExeTruncated: d.Exec.ExeTruncated, ExeDeleted: d.Exec.ExeDeleted}
+		ev.Exec = events.ExecInfo{ExeTruncated: d.Exec.ExeTruncated, ExeDeleted: d.Exec.ExeDeleted, OtherIDs: true, Image: d.Exec.Image}
 	}
 }
 
@@ -286,6 +311,7 @@ func (c *Cache) lendFrom(ev *events.Event, j int32, withCgroup bool) {
 	d := &c.slots[j].desc
 	ev.Exe, ev.Argv = d.Exe, d.Argv
 	ev.Exec = imageInfo(&d.Exec)
+	ev.Exec.OtherIDs = c.otherIDs(j, &ev.Ctx)
 	if withCgroup {
 		x := &ev.Exec
 		x.Cgroup, x.CgroupTruncated = d.Exec.Cgroup, d.Exec.CgroupTruncated
@@ -306,12 +332,14 @@ func imageInfo(x *events.ExecInfo) events.ExecInfo {
 func (c *Cache) descOf(i int32) *events.Desc {
 	s := &c.slots[i]
 	if s.img == 0 {
+		s.desc.Exec.OtherIDs = c.otherIDs(i, &s.desc.Ctx) // its ids refreshed since
 		return &s.desc
 	}
 	s.desc.Exe, s.desc.Argv, s.desc.Exec = "", nil, events.ExecInfo{}
 	if j, _, ok := c.imageOf(i); ok {
 		d := &c.slots[j].desc
 		s.desc.Exe, s.desc.Argv, s.desc.Exec = d.Exe, d.Argv, imageInfo(&d.Exec)
+		s.desc.Exec.OtherIDs = c.otherIDs(j, &s.desc.Ctx)
 		if s.sameCgroup {
 			x := &s.desc.Exec
 			x.Cgroup, x.CgroupTruncated = d.Exec.Cgroup, d.Exec.CgroupTruncated
@@ -428,6 +456,7 @@ func (c *Cache) store(ev *events.Event) {
 	c.images++
 	ev.Exec.Image = c.images
 	s.hold(ev)
+	s.execIDs, s.execIDsOK = ids(&ev.Ctx)
 	// Charged what the slot holds, which its buffers' reuse may make more
 	// than the strings: Config.Bytes bounds the memory.
 	s.cost = max(n, s.held())
@@ -498,12 +527,16 @@ func (c *Cache) alloc() int32 {
 	return int32(len(c.slots) - 1)
 }
 
-// evict drops the oldest exited entry, else the oldest live one other
-// than keep, and reports whether there was one.
+// evict drops the oldest exited entry, else the oldest live one a fork
+// made, else the oldest live one of an exec, other than keep, and reports
+// whether there was one.
 func (c *Cache) evict(keep int32) bool {
 	i := c.exited.head
-	if i == none {
-		i = c.live.head
+	for _, l := range []*list{&c.forked, &c.live} {
+		if i != none {
+			break
+		}
+		i = l.head
 		if i != none && i == keep {
 			i = c.slots[i].next
 		}
@@ -550,13 +583,16 @@ func (c *Cache) clear() {
 	c.slots = c.slots[:0]
 	c.kept = 0
 	c.free = c.free[:0]
-	c.live, c.exited = list{none, none}, list{none, none}
+	c.live, c.exited, c.forked = list{none, none}, list{none, none}, list{none, none}
 	c.st.Entries, c.st.Bytes = 0, 0
 }
 
 func (c *Cache) listOf(i int32) *list {
-	if c.slots[i].exited {
+	switch s := &c.slots[i]; {
+	case s.exited:
 		return &c.exited
+	case s.img != 0:
+		return &c.forked
 	}
 	return &c.live
 }

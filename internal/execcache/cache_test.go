@@ -214,13 +214,19 @@ type instance struct {
 // checkImage fails when what an event or description says a process
 // runs contradicts the model: an executable must be in's program, and
 // must be there when in exec'd it and the cache described it.
-func checkImage(t *testing.T, what, exe string, in *instance) {
+func checkImage(t *testing.T, what, exe string, argv []string, in *instance) {
 	t.Helper()
 	if exe == "" && !in.execd {
+		if len(argv) > 0 {
+			t.Fatalf("%s: arguments %q without an executable", what, argv)
+		}
 		return
 	}
 	if want := "/bin/" + in.prog; exe != want {
 		t.Fatalf("%s: executable %q, want %q", what, exe, want)
+	}
+	if len(argv) > 0 && argv[0] != in.prog {
+		t.Fatalf("%s: arguments %q, want %q first", what, argv, in.prog)
 	}
 }
 
@@ -237,6 +243,7 @@ func FuzzObserve(f *testing.F) {
 		root := &instance{pid: 1, tok: tok(1, 1), prog: "init"}
 		w.procs[1] = root
 		dropping := false
+		progs := 0
 		for i := 0; i+1 < len(ops); i += 2 {
 			op, arg := ops[i], ops[i+1]
 			pid := int32(arg%6) + 1
@@ -269,7 +276,8 @@ func FuzzObserve(f *testing.F) {
 				if in == nil || pid == 1 {
 					continue
 				}
-				in.prog = "p" + strconv.Itoa(int(arg)) + string(make([]byte, int(arg)%3*40))
+				progs++ // every program's name is its own: a wrong lend cannot pass for a right one
+				in.prog = "p" + strconv.Itoa(progs) + string(make([]byte, int(arg)%3*40))
 				in.execd = true
 				ev = execEv(pid, in.tok, parent.pid, parent.tok, in.prog)
 			case 3: // exit
@@ -295,7 +303,7 @@ func FuzzObserve(f *testing.F) {
 			c.Observe(&ev)
 			checkBounds(t, c)
 			if self != nil {
-				checkImage(t, fmt.Sprintf("op %d: %v of %d", i/2, ev.Kind, ev.Pid), ev.Exe, self)
+				checkImage(t, fmt.Sprintf("op %d: %v of %d", i/2, ev.Kind, ev.Pid), ev.Exe, ev.Argv, self)
 			}
 			if ev.Parent == nil {
 				continue
@@ -305,7 +313,7 @@ func FuzzObserve(f *testing.F) {
 				// The parent exited: it must be the instance named.
 				continue
 			}
-			checkImage(t, fmt.Sprintf("op %d: %v of %d: parent %d", i/2, ev.Kind, ev.Pid, ev.PPid), ev.Parent.Exe, p)
+			checkImage(t, fmt.Sprintf("op %d: %v of %d: parent %d", i/2, ev.Kind, ev.Pid, ev.PPid), ev.Parent.Exe, ev.Parent.Argv, p)
 		}
 	})
 }
@@ -360,8 +368,10 @@ func TestParentArgv(t *testing.T) {
 				if !slices.Equal(d.Argv, tt.argv) || (d.Argv == nil) != (tt.argv == nil) {
 					t.Errorf("lookup %d: Argv = %q (nil %v), want %q (nil %v)", k, d.Argv, d.Argv == nil, tt.argv, tt.argv == nil)
 				}
-				if d.Exe != p.Exe || d.Exec != p.Exec {
-					t.Errorf("lookup %d: Exe %q Exec %+v, want %q %+v", k, d.Exe, d.Exec, p.Exe, p.Exec)
+				want := p.Exec
+				want.OtherIDs = true // the exec's ids were not read
+				if d.Exe != p.Exe || d.Exec != want {
+					t.Errorf("lookup %d: Exe %q Exec %+v, want %q %+v", k, d.Exe, d.Exec, p.Exe, want)
 				}
 			}
 		})
@@ -471,6 +481,16 @@ func TestImage(t *testing.T) {
 			{ev: exitEv(101, b, 100, a), parentExe: "/bin/sh"},
 			{ev: forkEv(102, g, 101, b, 0), parentExe: "<nil>"},
 		}},
+		{"a prefork master outlives its workers' entries", Config{Entries: 3}, []step{
+			{ev: execEv(100, a, 1, init1, "httpd"), exe: "/bin/httpd", argv: "httpd", parentExe: "<nil>"},
+			{ev: forkEv(101, b, 100, a, 0), exe: "/bin/httpd", argv: "httpd", parentExe: "/bin/httpd"},
+			{ev: forkEv(102, g, 100, a, 0), exe: "/bin/httpd", argv: "httpd", parentExe: "/bin/httpd"},
+			{ev: execEv(200, tok(20, 20), 1, init1, "x"), exe: "/bin/x", argv: "x", parentExe: "<nil>"},
+			{ev: forkEv(103, tok(13, 13), 100, a, 0), exe: "/bin/httpd", argv: "httpd", parentExe: "/bin/httpd"},
+			{ev: forkEv(104, tok(14, 14), 100, a, 0), exe: "/bin/httpd", argv: "httpd", parentExe: "/bin/httpd"},
+			{ev: forkEv(300, tok(30, 30), 104, tok(14, 14), 0), exe: "/bin/httpd", argv: "httpd", parentExe: "/bin/httpd"},
+			{ev: forkEv(301, tok(31, 31), 101, b, 0), parentExe: "<nil>"},
+		}},
 		{"a fork whose parent has no entry", Config{}, []step{
 			{ev: forkEv(101, b, 100, a, 0), parentExe: "<nil>"},
 			{ev: exitEv(101, b, 100, a), parentExe: "<nil>"},
@@ -506,5 +526,104 @@ func TestImage(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestOtherIDs checks which images are marked as exec'd with ids other
+// than the ones their event or description carries: a fork's from a
+// parent whose ids changed since its exec, a description refreshed by
+// such a fork, every exit's; not a fork's whose ids are the exec's.
+func TestOtherIDs(t *testing.T) {
+	init1, a, b, g := tok(1, 1), tok(10, 10), tok(11, 11), tok(12, 12)
+	root := func(ev events.Event) events.Event { ev.Ctx.UID, ev.Ctx.EUID = 0, 0; return ev }
+	type step struct {
+		ev          events.Event
+		other       bool   // ev.Exec.OtherIDs after Observe
+		parentOther string // of ev.Parent: "" when nil, else "true" or "false"
+	}
+	tests := []struct {
+		name  string
+		steps []step
+	}{
+		{"the same ids", []step{
+			{ev: execEv(100, a, 1, init1, "sh"), other: false},
+			{ev: forkEv(101, b, 100, a, 1000), other: false, parentOther: "false"},
+			{ev: forkEv(102, g, 101, b, 1000), other: false, parentOther: "false"},
+			{ev: exitEv(102, g, 101, b), other: true, parentOther: "false"},
+		}},
+		{"a root program that dropped to a user", []step{
+			{ev: root(execEv(100, a, 1, init1, "secretd", "--password=x")), other: false},
+			{ev: forkEv(101, b, 100, a, 1000), other: true, parentOther: "true"},
+			{ev: forkEv(102, g, 101, b, 1000), other: true, parentOther: "true"},
+		}},
+		{"a parent whose ids a fork refreshed", []step{
+			{ev: execEv(100, a, 1, init1, "sh"), other: false},
+			{ev: forkEv(101, b, 100, a, 0), other: true, parentOther: "true"},
+			{ev: execEv(101, b, 100, a, "ls"), other: false, parentOther: "true"},
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := New(Config{})
+			for i, s := range tt.steps {
+				ev := s.ev
+				c.Observe(&ev)
+				if ev.Exec.OtherIDs != s.other {
+					t.Errorf("step %d (%v of %d): OtherIDs %v, want %v", i, ev.Kind, ev.Pid, ev.Exec.OtherIDs, s.other)
+				}
+				got := ""
+				if ev.Parent != nil {
+					got = strconv.FormatBool(ev.Parent.Exec.OtherIDs)
+				}
+				if got != s.parentOther {
+					t.Errorf("step %d (%v of %d): parent OtherIDs %q, want %q", i, ev.Kind, ev.Pid, got, s.parentOther)
+				}
+			}
+		})
+	}
+}
+
+// TestImageNumbers checks that every image kept has a number of its own,
+// carried by every event and description that carries the image, and
+// that a re-exec, another instance and a loss never bring one back.
+func TestImageNumbers(t *testing.T) {
+	c := New(Config{})
+	init1 := tok(1, 1)
+	seen := map[uint64]bool{}
+	fresh := func(ev *events.Event) {
+		t.Helper()
+		if ev.Exec.Image == 0 || seen[ev.Exec.Image] {
+			t.Fatalf("%v of %d: image number %d, want a new one", ev.Kind, ev.Pid, ev.Exec.Image)
+		}
+		seen[ev.Exec.Image] = true
+	}
+	sh := execEv(100, tok(10, 10), 1, init1, "sh")
+	c.Observe(&sh)
+	fresh(&sh)
+	fork := forkEv(101, tok(11, 11), 100, sh.Token, 1000)
+	c.Observe(&fork)
+	if fork.Exec.Image != sh.Exec.Image || fork.Parent.Exec.Image != sh.Exec.Image {
+		t.Errorf("fork: image %d, parent's %d, want %d", fork.Exec.Image, fork.Parent.Exec.Image, sh.Exec.Image)
+	}
+	grand := forkEv(102, tok(12, 12), 101, fork.Token, 1000)
+	c.Observe(&grand)
+	if grand.Parent == nil || grand.Parent.Exec.Image != sh.Exec.Image {
+		t.Errorf("grandchild's parent: %+v, want image %d", grand.Parent, sh.Exec.Image)
+	}
+	again := execEv(100, sh.Token, 1, init1, "sh", "again")
+	c.Observe(&again)
+	fresh(&again)
+	other := execEv(100, tok(20, 20), 1, init1, "sh")
+	c.Observe(&other)
+	fresh(&other)
+	lost := events.Event{Kind: events.Lost}
+	c.Observe(&lost)
+	after := execEv(100, tok(21, 21), 1, init1, "sh")
+	c.Observe(&after)
+	fresh(&after)
+	exit := exitEv(100, after.Token, 1, init1)
+	c.Observe(&exit)
+	if exit.Exec.Image != after.Exec.Image {
+		t.Errorf("exit: image %d, want %d", exit.Exec.Image, after.Exec.Image)
 	}
 }

@@ -209,6 +209,10 @@ func FuzzProcessLine(f *testing.F) {
 		copy(ev.Comm[:], comm)
 		ev.Argv = strings.Split(args, "\x00")
 		ev.Parent.Argv = strings.Split(pargs, "\x00")
+		// Numbered as the exec cache numbers images: the same numbers on
+		// other arguments at every call, which the kept text must never
+		// stand for.
+		ev.Exec.Image, ev.Parent.Exec.Image = 1, 2
 		ev.Tid, ev.Ctx.UID = tid, uid
 		got, want := enc(ActionProcessExec, &ev)
 		if !json.Valid(got) || !utf8.Valid(got) {
