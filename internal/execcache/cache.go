@@ -44,9 +44,12 @@
 // or its slot's buffers when they are larger); one entry above Bytes/16
 // is not stored at all. Free slots keep their buffers up to 16 KiB each
 // and 1 MiB in all. When full, exited entries go first, oldest exit
-// first, then the live entry whose exec is oldest. The ids of a parent
-// are those of its last exec or fork seen: a setuid(2) in between is not
-// an event any mechanism reports.
+// first, then the live entries forks made (oldest first: a prefork
+// master's workers go before the master whose image they share), then
+// the live entry whose exec is oldest. The ids of a parent are those of
+// its last exec or fork seen: a setuid(2) in between is not an event any
+// mechanism reports, so an image whose exec ran with other ids than the
+// entry has now is marked (events.ExecInfo.OtherIDs).
 package execcache
 
 import (
