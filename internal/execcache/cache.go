@@ -25,7 +25,8 @@
 // holds, and none after: a master's workers (nginx, a shell's subshells)
 // are described by what they run, never by what their parent ran later.
 // (An exit gets only the executable: see Observe.)
-// A fork's entry takes no live entry's room (see adopt).
+// A fork's entry never takes the room of an exec's live entry (see
+// adopt).
 //
 // Never wrong. An entry lends its strings only to the instance its token
 // names: a fork or an exec of another instance at the pid drops it (a fork
@@ -250,9 +251,10 @@ func (c *Cache) imageOf(i int32) (int32, uint64, bool) {
 // adopt gives the child ev forks an entry sharing the image of its
 // parent's entry p, so that the child's own events and its children's
 // can say what it runs, and lends that image to ev; it returns p. Such
-// an entry costs no strings, and never the room of a live entry: when
-// the cache is full it takes an exited entry's slot (not the parent's
-// nor its image's), and when none is exited the child gets no entry.
+// an entry costs no strings, and never the room of an exec's live entry:
+// when the cache is full it takes the slot of the oldest exited entry,
+// else of the oldest entry another fork made (never the parent's nor its
+// image's), and when there is neither the child gets no entry.
 func (c *Cache) adopt(ev *events.Event, p int32) int32 {
 	img, gen, ok := c.imageOf(p)
 	if !ok {
