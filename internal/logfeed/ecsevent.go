@@ -1,14 +1,12 @@
 package logfeed
 
 import (
-	"encoding/hex"
 	"strconv"
 	"time"
 	"unicode/utf8"
 
 	"github.com/procsupervisor/supervisor/internal/events"
 	"github.com/procsupervisor/supervisor/internal/jsonx"
-	"github.com/procsupervisor/supervisor/internal/procfs"
 	"github.com/procsupervisor/supervisor/internal/token"
 	"github.com/procsupervisor/supervisor/internal/userdb"
 )
@@ -64,11 +62,6 @@ type procLine struct {
 	bad     badText  // the texts written that are not UTF-8 (program)
 	spans   [][2]int // where the arguments just written in args are, escaped
 
-	// The boot id of the last token written, and "v1:?:<its hex>:", the
-	// start of its tokens but for the precision ('?').
-	boot      procfs.BootID
-	tokPrefix [38]byte
-	bootSet   bool
 	// The name of the last user and group id named in this line.
 	user, group lastName
 	// "2006-01-02T15:04:05" of the last two seconds written, by second.
@@ -154,36 +147,13 @@ func (w *procLine) bool(k string, v bool) {
 	w.b = strconv.AppendBool(w.b, v)
 }
 
-// tok writes a token: its text needs no escaping. It is token.Append's,
-// with the boot id's hex kept from the last token (every token of a line
-// usually has this boot's id).
+// tok writes a token: its text needs no escaping (token.Append, which
+// keeps the boot id's hex from token to token).
 func (w *procLine) tok(k string, t token.Token) {
 	w.key(k)
 	w.b = append(w.b, '"')
-	w.b = w.appendToken(w.b, t)
+	w.b = t.Append(w.b)
 	w.b = append(w.b, '"')
-}
-
-func (w *procLine) appendToken(b []byte, t token.Token) []byte {
-	if !w.bootSet || t.Boot != w.boot {
-		w.boot, w.bootSet = t.Boot, true
-		copy(w.tokPrefix[:], "v1:?:")
-		hex.Encode(w.tokPrefix[5:37], t.Boot[:])
-		w.tokPrefix[37] = ':'
-	}
-	n := len(b)
-	b = append(b, w.tokPrefix[:]...)
-	b[n+3] = byte(t.Prec)
-	b = strconv.AppendUint(b, t.Start, 10)
-	b = append(b, ':')
-	id := t.Ino
-	if t.Prec == token.Micro {
-		id = t.Uniq
-	}
-	if id == 0 {
-		return append(b, '-')
-	}
-	return strconv.AppendUint(b, id, 10)
 }
 
 // time writes t as appendTime does, with the date and time of day of the

@@ -12,7 +12,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/procsupervisor/supervisor/internal/events"
-	"github.com/procsupervisor/supervisor/internal/token"
 	"github.com/procsupervisor/supervisor/internal/userdb"
 )
 
@@ -263,25 +262,10 @@ func FuzzProcessLine(f *testing.F) {
 	})
 }
 
-// TestProcLineCaches: the token and time a procLine writes from what it
-// kept are token.Append's and appendTime's, across boots, precisions and
-// seconds in any order.
+// TestProcLineCaches: the time a procLine writes from what it kept is
+// appendTime's, across seconds in any order.
 func TestProcLineCaches(t *testing.T) {
 	var w procLine
-	boot2 := sampleExec().Token.Boot
-	boot2[0]++
-	toks := []token.Token{
-		sampleExec().Token,
-		{Boot: boot2, Start: 5, Prec: token.Ticks},
-		{Boot: boot2, Start: 1700000000123456, Uniq: 77, Ino: 9, Prec: token.Micro},
-		{Boot: sampleExec().Token.Boot, Start: 1700000000, Prec: token.Second},
-		sampleExec().Token,
-	}
-	for _, tok := range toks {
-		if got, want := w.appendToken(nil, tok), tok.Append(nil); !bytes.Equal(got, want) {
-			t.Errorf("appendToken(%v) = %s, want %s", tok, got, want)
-		}
-	}
 	base := time.Date(2026, 12, 1, 6, 59, 59, 999999000, time.UTC)
 	for _, tm := range []time.Time{
 		base, base.Add(time.Microsecond), base, base.Add(-time.Hour), base.Add(time.Second),

@@ -150,16 +150,23 @@ func TestZeroTokenText(t *testing.T) {
 	}
 }
 
-// TestAppendBoots writes tokens of several boots in turn: the hex kept for
-// the last boot written must never stand for another's.
+// TestAppendBoots writes tokens of several boots and precisions in turn:
+// the hex kept for the last boot written must never stand for another's.
 func TestAppendBoots(t *testing.T) {
 	boots := []procfs.BootID{bootA, {}, {0xff, 0x01, 0x80}, bootA}
 	for round := 0; round < 2; round++ {
 		for i, boot := range boots {
-			tok := Token{Boot: boot, Start: uint64(100 + i), Ino: uint64(7 + i), Prec: Ticks}
-			want := fmt.Sprintf("v1:t:%x:%d:%d", boot[:], 100+i, 7+i)
-			if got := string(tok.Append(nil)); got != want {
-				t.Errorf("boot %d: Append = %q, want %q", i, got, want)
+			for _, tc := range []struct {
+				tok  Token
+				want string
+			}{
+				{Token{Boot: boot, Start: uint64(100 + i), Ino: uint64(7 + i), Prec: Ticks}, fmt.Sprintf("v1:t:%x:%d:%d", boot[:], 100+i, 7+i)},
+				{Token{Boot: boot, Start: 1700000000123456, Uniq: 77, Ino: 9, Prec: Micro}, fmt.Sprintf("v1:u:%x:1700000000123456:77", boot[:])},
+				{Token{Boot: boot, Start: 1700000000, Prec: Second}, fmt.Sprintf("v1:s:%x:1700000000:-", boot[:])},
+			} {
+				if got := string(tc.tok.Append(nil)); got != tc.want {
+					t.Errorf("boot %d: Append = %q, want %q", i, got, tc.want)
+				}
 			}
 		}
 	}
