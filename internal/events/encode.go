@@ -189,7 +189,8 @@ func (e *Encoder) appendImageJSON(b []byte, exe string, argv []string, x *ExecIn
 		}
 	}
 	if len(argv) > 0 {
-		if m := e.argv(argv, x); m != nil {
+		key := KeyOf(argv, x)
+		if m := e.argv(key); m != nil {
 			b = append(b, m.text...)
 			bad |= m.bad
 		} else {
@@ -206,7 +207,7 @@ func (e *Encoder) appendImageJSON(b []byte, exe string, argv []string, x *ExecIn
 				}
 			}
 			b = append(b, ']')
-			e.rememberArgv(argv, x, argvBad, b[from:])
+			e.rememberArgv(key, argvBad, b[from:])
 			bad |= argvBad
 		}
 	}
@@ -286,12 +287,13 @@ func (e *Encoder) appendParentJSON(b []byte, p *Desc, o Omit) ([]byte, badText) 
 	bad |= img
 	if c := &p.Ctx; c.Valid {
 		k := o&OmitParentInteractive | parentMemo
-		if text := e.context(c, k); text != nil {
+		key := ctxKey(c, k)
+		if text := e.context(&key, k); text != nil {
 			return append(append(b, text...), '}'), bad
 		}
 		from := len(b)
 		b = appendParentContextJSON(b, c, o)
-		e.remember(c, k, b[from:])
+		e.remember(&key, k, b[from:])
 	}
 	return append(b, '}'), bad
 }
@@ -369,12 +371,13 @@ func appendLeaderJSON(b []byte, key string, pid int32, t token.Token, withID boo
 // entity_id.
 func (e *Encoder) appendContextJSON(b []byte, c *Context, o Omit) []byte {
 	const ownOmit = OmitSessionLeaderID | OmitGroupLeaderID | OmitInteractive
-	if text := e.context(c, o&ownOmit); text != nil {
+	key := ctxKey(c, o&ownOmit)
+	if text := e.context(&key, o&ownOmit); text != nil {
 		b = append(b, text...)
 	} else {
 		from := len(b)
 		b = appendIDsJSON(b, c, o)
-		e.remember(c, o&ownOmit, b[from:])
+		e.remember(&key, o&ownOmit, b[from:])
 	}
 	b = append(b, `,"vpid":`...)
 	b = strconv.AppendInt(b, int64(c.NSPid), 10)

@@ -31,15 +31,34 @@ type ctxMemo struct {
 }
 
 // argvMemo is the text written for the arguments of an image ("argv":
-// [...]) and whether they were UTF-8, kept under the image's number
-// (ExecInfo.Image) and checked against the vector it was written from.
+// [...]) and whether they were UTF-8, kept under their ArgsKey.
 type argvMemo struct {
-	id        uint64
+	key  ArgsKey
+	bad  badText
+	text []byte
+}
+
+// ArgsKey names the arguments of a numbered image (ExecInfo.Image) as an
+// encoder was given them: the number, the vector's address and length,
+// and the count and cut the text depends on. Two equal keys are the same
+// arguments; the zero key (an image without a number, no arguments)
+// names none, so that an encoder keeps no text for it. A consumer that
+// withheld or rewrote the arguments of a numbered image gives another
+// vector, and so another key.
+type ArgsKey struct {
+	image     uint64
 	argv0     *string
 	argc      int
+	count     int
 	truncated bool
-	bad       badText
-	text      []byte
+}
+
+// KeyOf returns the ArgsKey of argv, the arguments of x's image.
+func KeyOf(argv []string, x *ExecInfo) ArgsKey {
+	if x.Image == 0 || len(argv) == 0 {
+		return ArgsKey{}
+	}
+	return ArgsKey{image: x.Image, argv0: &argv[0], argc: len(argv), count: x.ArgsCount, truncated: x.ArgsTruncated}
 }
 
 // parentMemo marks the memo of a parent's context, whose text holds the
@@ -55,66 +74,64 @@ func (e *Encoder) AppendJSONTime(b []byte, ev *Event, o Omit, wall time.Time) []
 	return append(b, '"', '}')
 }
 
-// context returns the text kept for c written with o, nil when there is
-// none (always for a nil e).
-func (e *Encoder) context(c *Context, o Omit) []byte {
+// ctxKey is c as a memo written with o is kept under: a process's own
+// text leaves out its vpid, a parent's holds it.
+func ctxKey(c *Context, o Omit) Context {
+	k := *c
+	if o&parentMemo == 0 {
+		k.NSPid = 0
+	}
+	return k
+}
+
+// context returns the text kept for key written with o, nil when there
+// is none (always for a nil e).
+func (e *Encoder) context(key *Context, o Omit) []byte {
 	if e == nil {
 		return nil
 	}
 	for i := range e.ctxs {
-		if m := &e.ctxs[i]; m.set && m.o == o && (o&parentMemo != 0 && m.key == *c || o&parentMemo == 0 && sameButNSPid(&m.key, c)) {
+		if m := &e.ctxs[i]; m.set && m.o == o && m.key == *key {
 			return m.text
 		}
 	}
 	return nil
 }
 
-// sameButNSPid reports whether c is key (whose NSPid is 0) but for its
-// namespace pid.
-func sameButNSPid(key, c *Context) bool {
-	k := *c
-	k.NSPid = 0
-	return *key == k
-}
-
-// remember keeps text as what c written with o gives, in place of the
+// remember keeps text as what key written with o gives, in place of the
 // oldest text kept.
-func (e *Encoder) remember(c *Context, o Omit, text []byte) {
+func (e *Encoder) remember(key *Context, o Omit, text []byte) {
 	if e == nil {
 		return
 	}
 	m := &e.ctxs[e.ctxNext]
 	e.ctxNext = (e.ctxNext + 1) % len(e.ctxs)
-	m.key, m.o, m.set = *c, o, true
-	if o&parentMemo == 0 {
-		m.key.NSPid = 0
-	}
+	m.key, m.o, m.set = *key, o, true
 	m.text = append(m.text[:0], text...)
 }
 
-// argv returns the text kept for argv, the arguments of x's image, or
-// nil.
-func (e *Encoder) argv(argv []string, x *ExecInfo) *argvMemo {
-	if e == nil || x.Image == 0 {
+// argv returns the text kept for the arguments key names, or nil.
+func (e *Encoder) argv(key ArgsKey) *argvMemo {
+	if e == nil || key == (ArgsKey{}) {
 		return nil
 	}
 	for i := range e.argvs {
-		if m := &e.argvs[i]; m.id == x.Image && m.argv0 == &argv[0] && m.argc == len(argv) && m.truncated == x.ArgsTruncated {
+		if m := &e.argvs[i]; m.key == key {
 			return m
 		}
 	}
 	return nil
 }
 
-// rememberArgv keeps text as what argv (not empty), the arguments of x's
-// image, give, with bad, in place of the oldest text kept.
-func (e *Encoder) rememberArgv(argv []string, x *ExecInfo, bad badText, text []byte) {
-	if e == nil || x.Image == 0 {
+// rememberArgv keeps text, with bad, as what the arguments key names
+// give, in place of the oldest text kept.
+func (e *Encoder) rememberArgv(key ArgsKey, bad badText, text []byte) {
+	if e == nil || key == (ArgsKey{}) {
 		return
 	}
 	m := &e.argvs[e.argvNext]
 	e.argvNext = (e.argvNext + 1) % len(e.argvs)
-	m.id, m.argv0, m.argc, m.truncated, m.bad = x.Image, &argv[0], len(argv), x.ArgsTruncated, bad
+	m.key, m.bad = key, bad
 	m.text = append(m.text[:0], text...)
 }
 

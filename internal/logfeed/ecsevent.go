@@ -85,13 +85,9 @@ type procLine struct {
 
 // imgText is what image wrote of an image's arguments (from ,"args": to
 // the end of command_line) and which of them were not UTF-8, kept under
-// the image's number (events.ExecInfo.Image) and checked against the
-// argument vector it was written from.
+// their events.ArgsKey and the line's argument bytes.
 type imgText struct {
-	id      uint64
-	argv0   *string
-	argc    int
-	count   int
+	key     events.ArgsKey
 	argsMax int
 	bad     badText
 	text    []byte
@@ -311,16 +307,17 @@ func (w *procLine) text(k, v string) bool {
 // joined by spaces and cut to w.argsMax, copied from their escaped form
 // in args where whole. It returns badArgs and badCwd as imageBad does.
 func (w *procLine) image(argv []string, x *events.ExecInfo) (bad badText) {
-	if m := w.findImage(argv, x); m != nil {
+	key := events.KeyOf(argv, x)
+	if m := w.findImage(key); m != nil {
 		w.b = append(w.b, m.text...)
 		bad = m.bad
 	} else if len(argv) > 0 || x.ArgsCount > 0 {
 		from := len(w.b)
 		bad = w.args(argv, x)
-		if x.Image != 0 && len(argv) > 0 {
+		if key != (events.ArgsKey{}) {
 			m := &w.imgs[w.imgNext]
 			w.imgNext = (w.imgNext + 1) % len(w.imgs)
-			m.id, m.argv0, m.argc, m.count, m.argsMax, m.bad = x.Image, &argv[0], len(argv), x.ArgsCount, w.argsMax, bad
+			m.key, m.argsMax, m.bad = key, w.argsMax, bad
 			w.remember(&m.text, from)
 		}
 	}
@@ -330,15 +327,13 @@ func (w *procLine) image(argv []string, x *events.ExecInfo) (bad badText) {
 	return bad
 }
 
-// findImage returns the text kept for the arguments of x's image, when
-// argv is the vector it was written from, or nil.
-func (w *procLine) findImage(argv []string, x *events.ExecInfo) *imgText {
-	if x.Image == 0 || len(argv) == 0 {
+// findImage returns the text kept for the arguments key names, or nil.
+func (w *procLine) findImage(key events.ArgsKey) *imgText {
+	if key == (events.ArgsKey{}) {
 		return nil
 	}
 	for i := range w.imgs {
-		if m := &w.imgs[i]; m.id == x.Image && m.argv0 == &argv[0] && m.argc == len(argv) &&
-			m.count == x.ArgsCount && m.argsMax == w.argsMax {
+		if m := &w.imgs[i]; m.key == key && m.argsMax == w.argsMax {
 			return m
 		}
 	}
