@@ -315,20 +315,23 @@ func (c *Cache) lend(ev *events.Event, i int32) {
 func (c *Cache) lendFrom(ev *events.Event, j int32, withCgroup bool) {
 	d := &c.slots[j].desc
 	ev.Exe, ev.Argv = d.Exe, d.Argv
-	ev.Exec = imageInfo(&d.Exec)
-	ev.Exec.OtherIDs = c.otherIDs(j, &ev.Ctx)
-	if withCgroup {
-		x := &ev.Exec
-		x.Cgroup, x.CgroupTruncated = d.Exec.Cgroup, d.Exec.CgroupTruncated
-		x.ContainerID, x.ContainerRuntime = d.Exec.ContainerID, d.Exec.ContainerRuntime
-	}
+	ev.Exec = c.imageInfo(j, &ev.Ctx, withCgroup)
 }
 
-// imageInfo is what of an exec's ExecInfo describes its image (the
-// arguments and the executable) and holds for a process running it later.
-func imageInfo(x *events.ExecInfo) events.ExecInfo {
-	return events.ExecInfo{ArgsCount: x.ArgsCount, ArgsSize: x.ArgsSize, ArgsTruncated: x.ArgsTruncated,
-		ArgsRedacted: x.ArgsRedacted, ExeTruncated: x.ExeTruncated, ExeDeleted: x.ExeDeleted, Image: x.Image}
+// imageInfo is what of the ExecInfo of the exec slot j holds describes its
+// image (the arguments and the executable) and holds for a process
+// running it later with the ids of ctx; with its cgroup path and
+// container when withCgroup.
+func (c *Cache) imageInfo(j int32, ctx *events.Context, withCgroup bool) events.ExecInfo {
+	x := &c.slots[j].desc.Exec
+	info := events.ExecInfo{ArgsCount: x.ArgsCount, ArgsSize: x.ArgsSize, ArgsTruncated: x.ArgsTruncated,
+		ArgsRedacted: x.ArgsRedacted, ExeTruncated: x.ExeTruncated, ExeDeleted: x.ExeDeleted, Image: x.Image,
+		OtherIDs: c.otherIDs(j, ctx)}
+	if withCgroup {
+		info.Cgroup, info.CgroupTruncated = x.Cgroup, x.CgroupTruncated
+		info.ContainerID, info.ContainerRuntime = x.ContainerID, x.ContainerRuntime
+	}
+	return info
 }
 
 // descOf returns entry i's description. An entry made by a fork takes its
@@ -343,13 +346,8 @@ func (c *Cache) descOf(i int32) *events.Desc {
 	s.desc.Exe, s.desc.Argv, s.desc.Exec = "", nil, events.ExecInfo{}
 	if j, _, ok := c.imageOf(i); ok {
 		d := &c.slots[j].desc
-		s.desc.Exe, s.desc.Argv, s.desc.Exec = d.Exe, d.Argv, imageInfo(&d.Exec)
-		s.desc.Exec.OtherIDs = c.otherIDs(j, &s.desc.Ctx)
-		if s.sameCgroup {
-			x := &s.desc.Exec
-			x.Cgroup, x.CgroupTruncated = d.Exec.Cgroup, d.Exec.CgroupTruncated
-			x.ContainerID, x.ContainerRuntime = d.Exec.ContainerID, d.Exec.ContainerRuntime
-		}
+		s.desc.Exe, s.desc.Argv = d.Exe, d.Argv
+		s.desc.Exec = c.imageInfo(j, &s.desc.Ctx, s.sameCgroup)
 	}
 	return &s.desc
 }
