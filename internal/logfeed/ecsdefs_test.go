@@ -10,20 +10,33 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
 
 // The ECS definitions the schema test checks against are a trimmed copy of
 // elastic/ecs generated/ (see testdata/ecs/NOTICE). TestECSTestdata
-// regenerates them from a checkout of the full files:
+// regenerates them, and the excerpt of the originals it checks the
+// generator with, from a checkout of the full files:
 //
-//	go test ./internal/logfeed -run TestECSTestdata -ecs-source=/work/shared/ecs
+//	go test ./internal/logfeed -run TestECSTestdata -ecs-source=DIR
+//
+// Without the flag it reads nothing outside the repository: it runs the
+// generator on the excerpt (testdata/ecs/source) and checks what it makes
+// against the committed files.
 var ecsSource = flag.String("ecs-source", "", "directory holding ECS fields.csv and ecs_flat.yml to regenerate testdata/ecs from")
 
-// sharedECS is where the project keeps the full definitions, relative to
-// this package; used to check testdata/ecs for drift when present.
-const sharedECS = "../../../shared/ecs"
+// ecsExcerpt holds a few rows of the original fields.csv and the blocks of
+// the categorized fields from the original ecs_flat.yml, as they are there.
+const ecsExcerpt = "testdata/ecs/source"
+
+// excerptFields are the fields.csv rows kept in the excerpt: some of every
+// field set the log feed writes, arrays among them.
+var excerptFields = []string{
+	"@timestamp", "container.id", "event.category", "event.kind", "host.boot.id",
+	"process.args", "process.entity_id", "process.parent.pid", "process.supplemental_groups.id",
+}
 
 const (
 	ecsFieldsFile  = "testdata/ecs/fields.csv"
@@ -189,35 +202,107 @@ func generateECS(src string) (fields, allowed []byte, err error) {
 	return fields, append(allowed, '\n'), err
 }
 
-func TestECSTestdata(t *testing.T) {
-	src := *ecsSource
-	regenerate := src != ""
-	if !regenerate {
-		src = sharedECS
-		if _, err := os.Stat(filepath.Join(src, "fields.csv")); err != nil {
-			t.Skipf("no full ECS definitions at %s to compare testdata/ecs with", src)
-		}
-	}
-	fields, allowed, err := generateECS(src)
+// excerptECS renders the excerpt (fields.csv, ecs_flat.yml) of a directory
+// of full files: the header and excerptFields' rows of fields.csv, and the
+// top-level blocks of the categorized fields of ecs_flat.yml.
+func excerptECS(src string) (fields, flat []byte, err error) {
+	csvData, err := os.ReadFile(filepath.Join(src, "fields.csv"))
 	if err != nil {
-		t.Fatal(err)
+		return nil, nil, err
 	}
-	if regenerate {
-		if err := os.WriteFile(ecsFieldsFile, fields, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(ecsAllowedFile, allowed, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
+	rows, err := csv.NewReader(bytes.NewReader(csvData)).ReadAll()
+	if err != nil || len(rows) == 0 {
+		return nil, nil, fmt.Errorf("fields.csv: %v rows, %w", len(rows), err)
 	}
-	for file, want := range map[string][]byte{ecsFieldsFile: fields, ecsAllowedFile: allowed} {
-		got, err := os.ReadFile(file)
+	col := slices.Index(rows[0], "Field")
+	if col < 0 {
+		return nil, nil, fmt.Errorf("fields.csv has no column Field")
+	}
+	var out bytes.Buffer
+	w := csv.NewWriter(&out)
+	for i, r := range rows {
+		if i == 0 || slices.Contains(excerptFields, r[col]) {
+			if err := w.Write(r); err != nil {
+				return nil, nil, err
+			}
+		}
+	}
+	w.Flush()
+	if err := w.Error(); err != nil {
+		return nil, nil, err
+	}
+	y, err := os.ReadFile(filepath.Join(src, "ecs_flat.yml"))
+	if err != nil {
+		return nil, nil, err
+	}
+	var keep bool
+	var blocks bytes.Buffer
+	for line := range bytes.Lines(y) {
+		if len(line) > 0 && line[0] != ' ' && line[0] != '\n' {
+			keep = slices.Contains(categorized, strings.TrimSuffix(strings.TrimSpace(string(line)), ":"))
+		}
+		if keep {
+			blocks.Write(line)
+		}
+	}
+	return out.Bytes(), blocks.Bytes(), nil
+}
+
+func TestECSTestdata(t *testing.T) {
+	if src := *ecsSource; src != "" {
+		fields, allowed, err := generateECS(src)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !bytes.Equal(got, want) {
-			t.Errorf("%s differs from what %s generates; rerun with -ecs-source=%s", file, src, src)
+		exFields, exFlat, err := excerptECS(src)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.MkdirAll(ecsExcerpt, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for file, data := range map[string][]byte{
+			ecsFieldsFile: fields, ecsAllowedFile: allowed,
+			filepath.Join(ecsExcerpt, "fields.csv"): exFields, filepath.Join(ecsExcerpt, "ecs_flat.yml"): exFlat,
+		} {
+			if err := os.WriteFile(file, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return
+	}
+	// The excerpt holds every block the allowed values come from, so the
+	// generator must make allowed_values.json from it byte for byte; its
+	// fields.csv rows, trimmed, must be rows of the committed fields.csv.
+	fields, allowed, err := generateECS(ecsExcerpt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := os.ReadFile(ecsAllowedFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(allowed, want) {
+		t.Errorf("%s differs from what %s generates; rerun with -ecs-source=DIR", ecsAllowedFile, ecsExcerpt)
+	}
+	committed, err := os.ReadFile(ecsFieldsFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]bool{}
+	for line := range strings.Lines(string(committed)) {
+		have[line] = true
+	}
+	lines := slices.Collect(strings.Lines(string(fields)))
+	if len(lines) != len(excerptFields)+1 {
+		t.Fatalf("the excerpt gave %d rows, want a header and %d fields", len(lines), len(excerptFields))
+	}
+	if first, _, _ := strings.Cut(string(committed), "\n"); lines[0] != first+"\n" {
+		t.Errorf("header %q, committed %q", lines[0], first)
+	}
+	for _, l := range lines[1:] {
+		if !have[l] {
+			t.Errorf("trimmed excerpt row %q is not in %s", strings.TrimSpace(l), ecsFieldsFile)
 		}
 	}
 }
