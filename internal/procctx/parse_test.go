@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/procsupervisor/supervisor/internal/events"
+	"github.com/procsupervisor/supervisor/internal/procfs"
 )
 
 func TestParseStatus(t *testing.T) {
@@ -23,16 +24,18 @@ func TestParseStatus(t *testing.T) {
 		uid     [3]uint32
 		gid     [3]uint32
 		ngroups int
+		groups  []uint32 // the kept ones
 		nspid   int32
 	}{
-		{"full", full, true, [3]uint32{1000, 1001, 1002}, [3]uint32{10, 11, 12}, 3, 3},
-		{"no groups, no nspid", "Uid:\t0\t0\t0\t0\nGid:\t0\t0\t0\t0\nGroups:\t\n", true, [3]uint32{}, [3]uint32{}, 0, 0},
-		{"more groups than kept", "Uid:\t1\t1\t1\t1\nGid:\t1\t1\t1\t1\nGroups:" + many + "\n", true, [3]uint32{1, 1, 1}, [3]uint32{1, 1, 1}, 20, 0},
-		{"no gid", "Uid:\t1\t1\t1\t1\n", false, [3]uint32{}, [3]uint32{}, 0, 0},
-		{"short uid", "Uid:\t1\t1\nGid:\t1\t1\t1\t1\n", false, [3]uint32{}, [3]uint32{}, 0, 0},
-		{"bad group", "Uid:\t1\t1\t1\t1\nGid:\t1\t1\t1\t1\nGroups:\tx\n", false, [3]uint32{}, [3]uint32{}, 0, 0},
-		{"bad nspid", "Uid:\t1\t1\t1\t1\nGid:\t1\t1\t1\t1\nNSpid:\t0\n", false, [3]uint32{}, [3]uint32{}, 0, 0},
-		{"uid overflow", "Uid:\t4294967296\t1\t1\t1\nGid:\t1\t1\t1\t1\n", false, [3]uint32{}, [3]uint32{}, 0, 0},
+		{"full", full, true, [3]uint32{1000, 1001, 1002}, [3]uint32{10, 11, 12}, 3, []uint32{4, 24, 27}, 3},
+		{"no groups, no nspid", "Uid:\t0\t0\t0\t0\nGid:\t0\t0\t0\t0\nGroups:\t\n", true, [3]uint32{}, [3]uint32{}, 0, nil, 0},
+		{"more groups than kept", "Uid:\t1\t1\t1\t1\nGid:\t1\t1\t1\t1\nGroups:" + many + "\n", true, [3]uint32{1, 1, 1}, [3]uint32{1, 1, 1}, 20,
+			[]uint32{1, 2, 3, 4, 5, 6, 7, 8, 9, 1, 2, 3, 4, 5, 6, 7}, 0},
+		{"no gid", "Uid:\t1\t1\t1\t1\n", false, [3]uint32{}, [3]uint32{}, 0, nil, 0},
+		{"short uid", "Uid:\t1\t1\nGid:\t1\t1\t1\t1\n", false, [3]uint32{}, [3]uint32{}, 0, nil, 0},
+		{"bad group", "Uid:\t1\t1\t1\t1\nGid:\t1\t1\t1\t1\nGroups:\tx\n", false, [3]uint32{}, [3]uint32{}, 0, nil, 0},
+		{"bad nspid", "Uid:\t1\t1\t1\t1\nGid:\t1\t1\t1\t1\nNSpid:\t0\n", false, [3]uint32{}, [3]uint32{}, 0, nil, 0},
+		{"uid overflow", "Uid:\t4294967296\t1\t1\t1\nGid:\t1\t1\t1\t1\n", false, [3]uint32{}, [3]uint32{}, 0, nil, 0},
 	}
 	for _, tt := range tests {
 		var c events.Context
@@ -46,6 +49,62 @@ func TestParseStatus(t *testing.T) {
 		}
 		if [3]uint32{c.UID, c.EUID, c.SUID} != tt.uid || [3]uint32{c.GID, c.EGID, c.SGID} != tt.gid || c.NGroups != tt.ngroups || c.NSPid != tt.nspid {
 			t.Errorf("%s: %+v", tt.name, c)
+		}
+		if kept := c.Groups[:min(c.NGroups, events.MaxGroups)]; !slices.Equal(kept, tt.groups) {
+			t.Errorf("%s: groups %v, want %v", tt.name, kept, tt.groups)
+		}
+	}
+}
+
+// checkStatus fails t unless c holds what the lines of status file b say,
+// read here field by field: the first three ids of the Uid and Gid lines,
+// the count and the kept values of the Groups line, the last NSpid.
+func checkStatus(t *testing.T, b []byte, c *events.Context) {
+	t.Helper()
+	// fields parses the first n fields of a line (all for n < 0).
+	fields := func(prefix string, n int) []uint64 {
+		val, ok := procfs.LineValue(b, prefix)
+		if !ok {
+			return nil
+		}
+		var out []uint64
+		for i, f := range bytes.Fields(val) {
+			if i == n {
+				break
+			}
+			v, err := strconv.ParseUint(string(f), 10, 32)
+			if err != nil {
+				t.Fatalf("parseStatus accepted %s %q in %q", prefix, f, b)
+			}
+			out = append(out, v)
+		}
+		return out
+	}
+	uids, gids := fields("Uid:", 3), fields("Gid:", 3)
+	if len(uids) < 3 || len(gids) < 3 {
+		t.Fatalf("parseStatus accepted %q: uids %v, gids %v", b, uids, gids)
+	}
+	got := []uint32{c.UID, c.EUID, c.SUID, c.GID, c.EGID, c.SGID}
+	want := []uint32{uint32(uids[0]), uint32(uids[1]), uint32(uids[2]), uint32(gids[0]), uint32(gids[1]), uint32(gids[2])}
+	if !slices.Equal(got, want) {
+		t.Fatalf("parseStatus(%q) ids %v, want %v", b, got, want)
+	}
+	groups := fields("Groups:", -1)
+	if c.NGroups != len(groups) {
+		t.Fatalf("parseStatus(%q) counted %d groups, the line has %d", b, c.NGroups, len(groups))
+	}
+	for i := range min(len(groups), events.MaxGroups) {
+		if uint64(c.Groups[i]) != groups[i] {
+			t.Fatalf("parseStatus(%q) group %d = %d, want %d", b, i, c.Groups[i], groups[i])
+		}
+	}
+	if val, ok := procfs.LineValue(b, "NSpid:"); ok {
+		f := bytes.Fields(val)
+		if len(f) == 0 {
+			t.Fatalf("parseStatus accepted an empty NSpid line in %q", b)
+		}
+		if last, err := strconv.ParseInt(string(f[len(f)-1]), 10, 32); err != nil || last <= 0 || int32(last) != c.NSPid {
+			t.Fatalf("parseStatus(%q) NSpid %d, the line's last is %q", b, c.NSPid, f[len(f)-1])
 		}
 	}
 }
@@ -92,8 +151,8 @@ func FuzzParseStatus(f *testing.F) {
 	f.Add([]byte("Groups:\nUid:\nGid:"))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		var c events.Context
-		if parseStatus(b, &c) == nil && c.NGroups < 0 {
-			t.Fatalf("negative group count from %q", b)
+		if parseStatus(b, &c) == nil {
+			checkStatus(t, b, &c)
 		}
 		// What the small parsers accept is decimal digits, the number
 		// read (less leading zeros).
