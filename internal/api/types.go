@@ -373,7 +373,11 @@ type ReportItem struct {
 	Failed bool `json:"failed,omitempty"`
 }
 
-// Status describes the running daemon.
+// Status describes the running daemon. A caller other than root is
+// told of the claims that count against its own quotas only: Counts,
+// Claims, Members, StoreBytes and Reconcile are theirs, and
+// MembersQueued, HoldersWatched and HoldersUnwatched, which only the
+// whole daemon has, are 0.
 type Status struct {
 	Version       string                             `json:"version"`
 	Pid           int                                `json:"pid"`

@@ -199,14 +199,19 @@ func (d *Daemon) Status(ctx context.Context, p api.Peer) (api.Status, error) {
 		Version: d.cfg.Version, Pid: os.Getpid(), Mechanism: string(tr.Mechanism()),
 		Tried: tr.Tried(), StartedAt: d.started, UptimeSeconds: time.Since(d.started).Seconds(),
 		Cgroup: d.cg.dir, CgroupReason: d.cg.reason,
-		MembersQueued: d.membersRecorded.Load(), MembersLost: d.membersDropped.Load(),
-		StoreErrors: d.storeErrors.Load(),
+		MembersLost: d.membersDropped.Load(), StoreErrors: d.storeErrors.Load(),
 	}
 	if ps, ok := tr.Polls(); ok {
 		st.PollFailures, st.LastPollError = ps.Failures, ps.LastError
 	}
-	if d.hw != nil {
-		st.HoldersWatched, st.HoldersUnwatched = d.hw.stats()
+	// How many members all claims recorded and how many holders they
+	// have tell of other users' claims: root's to see. (Members dropped,
+	// like store errors, is the daemon's health.)
+	if p.Root() {
+		st.MembersQueued = d.membersRecorded.Load()
+		if d.hw != nil {
+			st.HoldersWatched, st.HoldersUnwatched = d.hw.stats()
+		}
 	}
 	// The count is the daemon's health, anyone's to see; the text names
 	// other users' claims, and is root's.
@@ -232,7 +237,12 @@ func (d *Daemon) Status(ctx context.Context, p api.Peer) (api.Status, error) {
 	ls := d.log.Stats()
 	st.LogDropped, st.LastLogError = ls.Dropped, ls.LastSinkError
 	d.repMu.Lock()
-	st.Reconcile = d.reconcile
+	if p.Root() {
+		st.Reconcile = d.reconcile
+	} else if r := d.reconcileOf[p.Share()]; r != nil {
+		// Its own claims' items and counts, as for its counts above.
+		st.Reconcile = *r
+	}
 	d.repMu.Unlock()
 	return st, nil
 }

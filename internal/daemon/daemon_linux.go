@@ -167,6 +167,9 @@ type Daemon struct {
 
 	repMu     sync.Mutex
 	reconcile api.Report
+	// reconcileOf is the start-up report of the claims that count against
+	// each uid's quotas: what Status shows a caller other than root.
+	reconcileOf map[uint32]*api.Report
 }
 
 // Run runs the daemon until ctx ends. ready, when not nil, is called once
@@ -378,10 +381,7 @@ func (d *Daemon) run(ctx context.Context, ready func(Info)) error {
 	if err := d.loadIndex(); err != nil {
 		return err
 	}
-	rep := d.reconcileAll(ctx, request{trigger: Startup, async: true})
-	d.repMu.Lock()
-	d.reconcile = rep
-	d.repMu.Unlock()
+	rep := d.reconcileStart(ctx)
 	d.log.Reconcile(logfeed.Reconcile{
 		Seen: rep.Seen, Readopted: rep.Readopted, TornDown: rep.TornDown, Foreign: rep.Foreign,
 		Unverifiable: rep.Unverifiable, AlreadyGone: rep.AlreadyGone, Failed: rep.Failed,

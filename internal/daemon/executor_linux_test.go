@@ -164,6 +164,24 @@ func (h *harness) claim(t *testing.T, pid int, holder *store.Instance, wall time
 	return c
 }
 
+// grant stores a running grant of uid's for pid, without a holder.
+func (h *harness) grant(t *testing.T, pid int, uid uint32) store.Claim {
+	t.Helper()
+	ph, err := pidfd.Open(int32(pid), h.boot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := store.Claim{Kind: store.Grant, UID: uid, Pid: ph.Pid(), Token: ph.Token()}
+	ph.Close()
+	if err := h.st.Put(&c); err != nil {
+		t.Fatal(err)
+	}
+	h.d.claims.set(&c)
+	h.d.index(&c)
+	h.d.admit(c.ID, c.Pid, c.Token)
+	return c
+}
+
 // signalLines counts the signal_sent lines for the given pids.
 func (h *harness) signalLines(t *testing.T, pids map[int32]bool) int {
 	t.Helper()

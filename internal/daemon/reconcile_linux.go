@@ -50,12 +50,16 @@ type request struct {
 	graceEnd *actions.GraceEnd
 	// uid, when set, limits reconcileAll to that uid's open claims.
 	uid *uint32
+	// byShare, when set, gets a report of its own for each uid whose
+	// quotas claims count against (claimShare): what Status shows a user.
+	byShare map[uint32]*api.Report
 }
 
 // reconcileAll applies the table to every open claim.
 func (d *Daemon) reconcileAll(ctx context.Context, rq request) api.Report {
 	rep := api.Report{DryRun: rq.dryRun}
 	var ids []string
+	shares := map[string]uint32{} // with rq.byShare: each id's
 	if rq.uid != nil {
 		// From the index: the cost follows the uid's claims, not the
 		// store's.
@@ -76,6 +80,9 @@ func (d *Daemon) reconcileAll(ctx context.Context, rq request) api.Report {
 		for i := range cs {
 			if Open(cs[i].State) {
 				ids = append(ids, cs[i].ID)
+				if rq.byShare != nil {
+					shares[cs[i].ID] = claimShare(&cs[i])
+				}
 			}
 		}
 		if !rq.dryRun {
@@ -84,13 +91,39 @@ func (d *Daemon) reconcileAll(ctx context.Context, rq request) api.Report {
 	}
 	for _, id := range ids {
 		it, _, err := d.settle(ctx, id, rq)
-		rep.Seen++
-		count(&rep, it, err, rq.trigger)
-		if (it.Action != Keep.String() || rq.trigger == Startup) && len(rep.Items) < maxReportItems {
-			rep.Items = append(rep.Items, it)
+		add(&rep, it, err, rq.trigger)
+		if share, ok := shares[id]; ok {
+			r := rq.byShare[share]
+			if r == nil {
+				r = &api.Report{DryRun: rq.dryRun}
+				rq.byShare[share] = r
+			}
+			add(r, it, err, rq.trigger)
 		}
 	}
 	return rep
+}
+
+// reconcileStart reconciles every open claim before the daemon serves,
+// and keeps the report for Status: whole for root, and for each uid the
+// part of the claims that count against its quotas.
+func (d *Daemon) reconcileStart(ctx context.Context) api.Report {
+	byShare := map[uint32]*api.Report{}
+	rep := d.reconcileAll(ctx, request{trigger: Startup, async: true, byShare: byShare})
+	d.repMu.Lock()
+	d.reconcile, d.reconcileOf = rep, byShare
+	d.repMu.Unlock()
+	return rep
+}
+
+// add counts one claim's outcome in a report and keeps its item when the
+// report keeps such items and has room.
+func add(rep *api.Report, it api.ReportItem, err error, trig Trigger) {
+	rep.Seen++
+	count(rep, it, err, trig)
+	if (it.Action != Keep.String() || trig == Startup) && len(rep.Items) < maxReportItems {
+		rep.Items = append(rep.Items, it)
+	}
 }
 
 // removeFinalCgroups removes the cgroups of the finished claims among cs

@@ -2,9 +2,11 @@ package daemon
 
 import (
 	"context"
+	"slices"
 	"testing"
 
 	"github.com/procsupervisor/supervisor/internal/api"
+	"github.com/procsupervisor/supervisor/internal/testenv"
 )
 
 // TestIntegrationStoreErrorTextRootOnly: the last store error names other
@@ -22,6 +24,44 @@ func TestIntegrationStoreErrorTextRootOnly(t *testing.T) {
 		}
 		if st.StoreErrors != 1 || (st.LastStoreError != "") != tc.wantText {
 			t.Errorf("Status for uid %d: store errors %d, last %q; want 1, text %v", tc.uid, st.StoreErrors, st.LastStoreError, tc.wantText)
+		}
+	}
+}
+
+// TestIntegrationStatusOwnClaims: status tells a user of the claims that
+// count against its quotas only: the start-up reconcile's items and
+// counts, and none of the daemon-wide counts of all users' claims
+// (members recorded, holders watched); root is told of all.
+func TestIntegrationStatusOwnClaims(t *testing.T) {
+	h := newHarness(t)
+	var ids [2]string
+	for i, uid := range []uint32{0, 1000} {
+		cmd, _ := testenv.Shell(t, "exec sleep 60", 0)
+		ids[i] = h.grant(t, cmd.Process.Pid, uid).ID
+	}
+	h.d.membersRecorded.Add(5)
+	rep := h.d.reconcileStart(context.Background())
+	if rep.Seen != 2 || rep.Readopted != 2 {
+		t.Fatalf("start-up reconcile %+v, want 2 seen and readopted", rep)
+	}
+	for _, tc := range []struct {
+		uid     uint32
+		want    []string
+		members uint64
+	}{{0, ids[:], 5}, {1000, ids[1:], 0}, {1001, nil, 0}} {
+		st, err := h.d.Status(context.Background(), api.Peer{UID: tc.uid, GID: tc.uid, Pid: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, it := range st.Reconcile.Items {
+			got = append(got, it.ID)
+		}
+		slices.Sort(got)
+		want := slices.Sorted(slices.Values(tc.want))
+		if !slices.Equal(got, want) || st.Reconcile.Seen != len(want) || st.Reconcile.Readopted != len(want) || st.MembersQueued != tc.members {
+			t.Errorf("Status for uid %d: reconcile %+v, members recorded %d; want items %v, as many seen and readopted, %d recorded",
+				tc.uid, st.Reconcile, st.MembersQueued, want, tc.members)
 		}
 	}
 }

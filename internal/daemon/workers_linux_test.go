@@ -13,7 +13,6 @@ import (
 
 	"github.com/procsupervisor/supervisor/internal/api"
 	"github.com/procsupervisor/supervisor/internal/pidfd"
-	"github.com/procsupervisor/supervisor/internal/store"
 	"github.com/procsupervisor/supervisor/internal/testenv"
 )
 
@@ -61,18 +60,7 @@ func TestMemberKillsCappedPerUID(t *testing.T) {
 		return true
 	}, "the graph never saw the members born")
 
-	ph, err := pidfd.Open(int32(cmd.Process.Pid), h.boot)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := store.Claim{Kind: store.Grant, UID: nobody, Pid: ph.Pid(), Token: ph.Token()}
-	ph.Close()
-	if err := h.st.Put(&c); err != nil {
-		t.Fatal(err)
-	}
-	h.d.claims.set(&c)
-	h.d.index(&c)
-	h.d.admit(c.ID, c.Pid, c.Token)
+	h.grant(t, cmd.Process.Pid, nobody)
 
 	p := api.Peer{UID: nobody, GID: nobody, Pid: 1}
 	left, cancel := context.WithCancel(context.Background())
