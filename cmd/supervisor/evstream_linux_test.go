@@ -488,14 +488,11 @@ func TestIntegrationEventsWithheld(t *testing.T) {
 
 			child := execOf(0, ru.Process.Pid, mark)
 			dropped := execOf(0, pl.Process.Pid, mark)
-			setuidExec := execOf(su.Process.Pid, 0, mark)
 			mine := execOf(own.Process.Pid, 0, "")
-			if hidepid {
-				// The setuid exec's argv is withheld: found by its pid and
-				// executable's name.
-				setuidExec = func(r map[string]any) bool {
-					return r["kind"] == "exec" && r["pid"] == float64(su.Process.Pid) && r["comm"] == "echo"
-				}
+			// The setuid exec's argv is withheld: found by its pid and
+			// executable's name.
+			setuidExec := func(r map[string]any) bool {
+				return r["kind"] == "exec" && r["pid"] == float64(su.Process.Pid) && r["comm"] == "echo"
 			}
 			testenv.Eventually(t, 30*time.Second, func() bool {
 				rs := theirs.rawRecords(t)
@@ -544,10 +541,11 @@ func TestIntegrationEventsWithheld(t *testing.T) {
 
 			r = find(rs, setuidExec)
 			// Neither interactive nor the namespaces: /proc/PID/fd and ns need
-			// ptrace access. Under hidepid, nor the tokens of its parent
-			// (this test, which the daemon knows) and of its leaders (null
-			// when not known: nothing withheld).
-			want := []string{"exe", "interactive", "mnt_ns", "pid_ns", "working_directory"}
+			// ptrace access; nor its arguments, which a process running
+			// with root's rights chose. Under hidepid, nor the tokens of
+			// its parent (this test, which the daemon knows) and of its
+			// leaders (null when not known: nothing withheld).
+			want := []string{"argv", "exe", "interactive", "mnt_ns", "pid_ns", "working_directory"}
 			if hidepid {
 				want = []string{"argv", "exe", "interactive", "mnt_ns", "parent_token", "pid_ns", "working_directory"}
 				for _, k := range []string{"session_leader", "group_leader"} {
@@ -566,7 +564,7 @@ func TestIntegrationEventsWithheld(t *testing.T) {
 			_, pidNS := r["pid_ns"]
 			_, mntNS := r["mnt_ns"]
 			_, parentToken := r["parent_token"]
-			if r["exe"] != nil || r["working_directory"] != nil || interactive || pidNS || mntNS || hidepid && (r["argv"] != nil || parentToken) || !slices.Equal(itself, want) {
+			if r["exe"] != nil || r["working_directory"] != nil || interactive || pidNS || mntNS || r["argv"] != nil || hidepid && parentToken || !slices.Equal(itself, want) {
 				t.Errorf("nobody's setuid exec (euid 0) in root's directory: exe %v, working directory %v, interactive %v, pid_ns %v, mnt_ns %v, argv %v, parent_token %v, withheld %v; want none of them shown, withheld %v",
 					r["exe"], r["working_directory"], r["interactive"], r["pid_ns"], r["mnt_ns"], r["argv"], r["parent_token"], withheldOf(r), want)
 			}

@@ -191,6 +191,11 @@ type attribution struct {
 	uid   uint32
 	uidOK bool
 	claim string
+	// claimUID is the uid of claim's owner (claimUIDOK false when the
+	// claim is no longer indexed): another user's claim is not named to a
+	// subscriber (Tree's rule).
+	claimUID   uint32
+	claimUIDOK bool
 }
 
 // Subscribe implements api.Streamer.
@@ -332,8 +337,9 @@ func attributeIn(g attributor, claims *claimIndex, ev *events.Event) attribution
 	}
 	if root != "" {
 		a.claim = root
+		a.claimUID, a.claimUIDOK = claims.uidOf(root)
 		if !a.uidOK {
-			a.uid, a.uidOK = claims.uidOf(root)
+			a.uid, a.uidOK = a.claimUID, a.claimUIDOK
 		}
 	}
 	return a
@@ -359,7 +365,7 @@ func (h *hub) publishEvent(subs []*subscriber, ev *events.Event, a attribution) 
 	wall := h.clock.At(ev.Time)
 	b := appendRecord(&h.enc, h.evBuf[:0], ev, a, wall, 0)
 	h.evBuf = b
-	var made uint8 // the views encoded for this event
+	var made uint16 // the views encoded for this event (a bit each)
 	for _, s := range subs {
 		if !s.kinds.Has(k) {
 			continue
@@ -368,13 +374,16 @@ func (h *hub) publishEvent(subs []*subscriber, ev *events.Event, a attribution) 
 		case s.all || ev.Kind == events.Lost:
 			s.put(b)
 		case a.uidOK && a.uid == s.uid:
-			v := s.view(ev)
+			v := s.view(ev, &a)
 			if made&(1<<v) == 0 {
 				made |= 1 << v
 				w := limit(&h.limited, &h.limitedParent, ev, v)
 				h.viewBuf[v] = h.viewBuf[v][:0]
-				if w != 0 {
-					h.viewBuf[v] = appendRecord(&h.enc, h.viewBuf[v], &h.limited, a, wall, w)
+				switch {
+				case w != 0:
+					h.viewBuf[v] = appendRecord(&h.enc, h.viewBuf[v], &h.limited, a.shown(v), wall, w)
+				case v&viewClaimOther != 0:
+					h.viewBuf[v] = appendRecord(&h.enc, h.viewBuf[v], ev, a.shown(v), wall, 0)
 				}
 			}
 			if len(h.viewBuf[v]) == 0 {
@@ -418,18 +427,23 @@ func appendRecord(enc *events.Encoder, b []byte, ev *events.Event, a attribution
 // viewOther when the event's context does not say the process is wholly
 // the subscriber's, bit viewHidden when /proc hides other users', bit
 // viewParentOther when the parent's context does not say it is wholly the
-// subscriber's.
+// subscriber's, bit viewClaimOther when the process is in a claim that is
+// not proven the subscriber's (its id is not named).
 type view uint8
 
 const (
 	viewOther view = 1 << iota
 	viewHidden
 	viewParentOther
+	viewClaimOther
 	views = 1 << iota
 )
 
-// view returns what s (not root) is shown of ev.
-func (s *subscriber) view(ev *events.Event) view {
+// publishEvent keeps a bit for each view in a uint16.
+const _ uint16 = 1<<views - 1
+
+// view returns what s (not root) is shown of ev, attributed a.
+func (s *subscriber) view(ev *events.Event, a *attribution) view {
 	var v view
 	if !whollyOf(&ev.Ctx, s.uid, s.gid) {
 		v |= viewOther
@@ -440,7 +454,18 @@ func (s *subscriber) view(ev *events.Event) view {
 	if p := ev.Parent; p != nil && !whollyOf(&p.Ctx, s.uid, s.gid) {
 		v |= viewParentOther
 	}
+	if a.claim != "" && (!a.claimUIDOK || a.claimUID != s.uid) {
+		v |= viewClaimOther
+	}
 	return v
+}
+
+// shown is a as view v shows it: without the claim of another user.
+func (a attribution) shown(v view) attribution {
+	if v&viewClaimOther != 0 {
+		a.claim = ""
+	}
+	return a
 }
 
 // whollyOf reports whether c says its process is wholly uid's and gid's,
@@ -504,8 +529,13 @@ func limit(dst *events.Event, pd *events.Desc, ev *events.Event, v view) withhel
 		if ev.Ctx.Valid {
 			w |= heldPidNS | heldMntNS // /proc/PID/ns: ptrace access
 		}
+		// Its arguments as its exec had them, as for a parent: a process
+		// not wholly the subscriber's (a setuid program, or one running
+		// with ids it kept from root) chose them with rights the
+		// subscriber lacks, and may have overwritten a secret among them
+		// since, which /proc then no longer shows.
+		w |= withholdArgv(dst)
 		if v&viewHidden != 0 {
-			w |= withholdArgv(dst)
 			w |= heldTokens(ev)
 		}
 	}

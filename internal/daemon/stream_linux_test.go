@@ -45,27 +45,35 @@ func take(t *testing.T, s *subscriber) []api.StreamRecord {
 func tok(start uint64) token.Token { return token.Token{Start: start, Prec: token.Ticks} }
 
 // testGraph is a lineage graph where pid 100 is the admitted root of claim
-// g-1 (owned by uid 1000) and pid 101 its child; pid 200 is in no claim.
+// g-1 (owned by uid 1000) and pid 101 its child; pid 200 is in no claim;
+// pid 400 is the root of root's claim g-4 and 401 its child.
 func testGraph(t testing.TB) (*lineage.Graph, *claimIndex) {
 	g := lineage.New(lineage.Config{})
 	for _, ev := range []events.Event{
 		{Kind: events.Fork, Pid: 100, PPid: 1, Token: tok(100), Time: 1},
 		{Kind: events.Fork, Pid: 200, PPid: 1, Token: tok(200), Time: 2},
+		{Kind: events.Fork, Pid: 400, PPid: 1, Token: tok(400), Time: 2},
 	} {
 		g.Apply(&ev)
 	}
-	if err := g.Admit(100, tok(100), "g-1"); err != nil {
-		t.Fatal(err)
+	for pid, id := range map[int32]string{100: "g-1", 400: "g-4"} {
+		if err := g.Admit(pid, tok(uint64(pid)), id); err != nil {
+			t.Fatal(err)
+		}
 	}
 	g.Apply(&events.Event{Kind: events.Fork, Pid: 101, PPid: 100, Token: tok(101), ParentToken: tok(100), Time: 3})
+	g.Apply(&events.Event{Kind: events.Fork, Pid: 401, PPid: 400, Token: tok(401), ParentToken: tok(400), Time: 3})
 	x := newClaimIndex()
 	x.set(&store.Claim{ID: "g-1", UID: 1000, State: store.Running, Pid: 100, Token: tok(100)})
+	x.set(&store.Claim{ID: "g-4", UID: 0, State: store.Running, Pid: 400, Token: tok(400)})
 	return g, x
 }
 
 // TestStreamVisibility: root sees every process; a user sees the
 // processes of its own claims and its own claims' events, never another
-// uid's or a process whose uid is unknown; everyone sees losses.
+// uid's or a process whose uid is unknown, and its own processes in
+// another user's claim without that claim's id (Tree's rule); everyone
+// sees losses.
 func TestStreamVisibility(t *testing.T) {
 	g, claims := testGraph(t)
 	var h hub
@@ -79,6 +87,8 @@ func TestStreamVisibility(t *testing.T) {
 		{Kind: events.Exec, Pid: 101, PPid: 100, Token: tok(101), Comm: [16]byte{'m', 'a', 'k', 'e'}},
 		{Kind: events.Exit, Pid: 200, PPid: 1, Token: tok(200)},
 		{Kind: events.Fork, Pid: 300, PPid: 1}, // no token: nobody's
+		// root's claim's process that became uid 1000's (runuser)
+		{Kind: events.Exec, Pid: 401, PPid: 400, Token: tok(401), Ctx: events.Context{Valid: true, UID: 1000, EUID: 1000, SUID: 1000}},
 		{Kind: events.Lost, Mechanism: events.EBPF, Count: 4},
 	} {
 		h.publishEvent(h.active(), &ev, attributeIn(g, claims, &ev))
@@ -109,8 +119,8 @@ func TestStreamVisibility(t *testing.T) {
 		s    *subscriber
 		want string
 	}{
-		{"root", root, "exec:101:uid=1000:claim=g-1 exit:200:uid=-:claim= fork:300:uid=-:claim= lost:ebpf:4 claim:g-1 claim:g-2"},
-		{"uid 1000", mine, "exec:101:uid=1000:claim=g-1 lost:ebpf:4 claim:g-1"},
+		{"root", root, "exec:101:uid=1000:claim=g-1 exit:200:uid=-:claim= fork:300:uid=-:claim= exec:401:uid=1000:claim=g-4 lost:ebpf:4 claim:g-1 claim:g-2"},
+		{"uid 1000", mine, "exec:101:uid=1000:claim=g-1 exec:401:uid=1000:claim= lost:ebpf:4 claim:g-1"},
 		{"uid 2000", other, "lost:ebpf:4 claim:g-2"},
 		{"root, exits and forks", exits, "exit:200:uid=-:claim= fork:300:uid=-:claim= lost:ebpf:4"},
 		{"uid 1000, claims", claimsOnly, "lost:ebpf:4 claim:g-1"},
@@ -225,13 +235,14 @@ func TestStreamLargeTotal(t *testing.T) {
 		if _, err := h.subscribe(viewer{uid: 0, all: true}, 0); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := h.subscribe(viewer{uid: 1000}, 0); err != nil {
+		if _, err := h.subscribe(viewer{uid: 1000, gid: 1000}, 0); err != nil {
 			t.Fatal(err)
 		}
 	}
-	// The user's own long execs: every stream of its (uid 1000) and of
-	// root's may show them.
-	long := events.Event{Kind: events.Exec, Pid: 8, PPid: 1, Token: tok(8), Argv: []string{"x", strings.Repeat("a", 32<<10)}}
+	// The user's own long execs (wholly its ids): every stream of its
+	// (uid 1000) and of root's may show them.
+	long := events.Event{Kind: events.Exec, Pid: 8, PPid: 1, Token: tok(8), Argv: []string{"x", strings.Repeat("a", 32<<10)},
+		Ctx: events.Context{Valid: true, UID: 1000, EUID: 1000, SUID: 1000, GID: 1000, EGID: 1000, SGID: 1000}}
 	for range largeBudget / (32 << 10) {
 		h.publishEvent(h.active(), &long, attribution{uid: 1000, uidOK: true})
 	}
@@ -451,11 +462,11 @@ func BenchmarkStreamAttribute(b *testing.B) {
 // TestStreamWithheld: root's stream is whole; another uid is shown of its
 // events what it could read in /proc: the exe and working directory only
 // of a process wholly its own (uids and gids), the parent's never, the
-// parent's argv only of a parent wholly its own (root's runuser's argv, as
-// it was at its exec, was shown: a process that overwrote its arguments
-// since shows /proc the new ones), and under hidepid neither the argv of a
-// process not wholly its own nor the parent. Each line names what it
-// withheld.
+// argv of a process or parent only when wholly its own (root's runuser's
+// argv, as it was at its exec, was shown: a process that overwrote its
+// arguments since shows /proc the new ones; a setuid program's arguments
+// were chosen with rights the user lacks), and under hidepid not the
+// parent. Each line names what it withheld.
 func TestStreamWithheld(t *testing.T) {
 	own := events.Context{Valid: true, UID: 1000, EUID: 1000, SUID: 1000, GID: 1000, EGID: 1000, SGID: 1000,
 		SID: 400, PGID: 401, SessionLeader: tok(400), GroupLeader: tok(401), PidNS: 4026531836, MntNS: 4026531841}
@@ -556,8 +567,8 @@ func TestStreamWithheld(t *testing.T) {
 		{"root", whole},
 		{"user", strings.Join([]string{
 			"exec501 exe exe_deleted working_directory working_directory_deleted argv args_count " + ctx + " parent parent.comm withheld[parent.exe parent.working_directory parent.argv parent.interactive]",
-			"exec502 argv args_count parent_token session_leader.entity_id group_leader.entity_id withheld[exe working_directory interactive pid_ns mnt_ns]",
-			"exec503 argv args_count parent_token session_leader.entity_id group_leader.entity_id withheld[exe working_directory interactive pid_ns mnt_ns]",
+			"exec502 parent_token session_leader.entity_id group_leader.entity_id withheld[exe working_directory argv interactive pid_ns mnt_ns]",
+			"exec503 parent_token session_leader.entity_id group_leader.entity_id withheld[exe working_directory argv interactive pid_ns mnt_ns]",
 			"exec504 exe exe_deleted working_directory working_directory_deleted argv args_count " + ctx,
 			"fork505 parent_token session_leader.entity_id group_leader.entity_id withheld[interactive pid_ns mnt_ns]",
 			"exit501 parent_token parent parent.comm withheld[parent.exe parent.working_directory parent.argv parent.interactive]",
@@ -573,15 +584,15 @@ func TestStreamWithheld(t *testing.T) {
 			"exec506 exe exe_deleted working_directory working_directory_deleted argv args_count " + ctx + " withheld[parent]",
 		}, "\n")},
 		{"user, other gid", strings.Join([]string{
-			"exec501 argv args_count parent_token session_leader.entity_id group_leader.entity_id parent parent.comm " +
-				"withheld[exe working_directory parent.exe parent.working_directory parent.argv interactive pid_ns mnt_ns parent.interactive]",
-			"exec502 argv args_count parent_token session_leader.entity_id group_leader.entity_id withheld[exe working_directory interactive pid_ns mnt_ns]",
-			"exec503 argv args_count parent_token session_leader.entity_id group_leader.entity_id withheld[exe working_directory interactive pid_ns mnt_ns]",
-			"exec504 argv args_count parent_token session_leader.entity_id group_leader.entity_id withheld[exe working_directory interactive pid_ns mnt_ns]",
+			"exec501 parent_token session_leader.entity_id group_leader.entity_id parent parent.comm " +
+				"withheld[exe working_directory argv parent.exe parent.working_directory parent.argv interactive pid_ns mnt_ns parent.interactive]",
+			"exec502 parent_token session_leader.entity_id group_leader.entity_id withheld[exe working_directory argv interactive pid_ns mnt_ns]",
+			"exec503 parent_token session_leader.entity_id group_leader.entity_id withheld[exe working_directory argv interactive pid_ns mnt_ns]",
+			"exec504 parent_token session_leader.entity_id group_leader.entity_id withheld[exe working_directory argv interactive pid_ns mnt_ns]",
 			"fork505 parent_token session_leader.entity_id group_leader.entity_id withheld[interactive pid_ns mnt_ns]",
 			"exit501 parent_token parent parent.comm withheld[parent.exe parent.working_directory parent.argv parent.interactive]",
-			"exec506 argv args_count parent_token session_leader.entity_id group_leader.entity_id parent parent.comm " +
-				"withheld[exe working_directory parent.exe parent.working_directory parent.argv interactive pid_ns mnt_ns parent.interactive]",
+			"exec506 parent_token session_leader.entity_id group_leader.entity_id parent parent.comm " +
+				"withheld[exe working_directory argv parent.exe parent.working_directory parent.argv interactive pid_ns mnt_ns parent.interactive]",
 		}, "\n")},
 	} {
 		if got := shown(subs[tc.name]); got != tc.want {
