@@ -413,6 +413,26 @@ func TestIntegrationReleaseAndReconcileAgree(t *testing.T) {
 	}
 }
 
+// reissued returns a gone instance (goneInstance) whose pid spawn gave to
+// a new process, trying another when a pid was taken before spawn could
+// have it (ErrPidTaken); the test fails after 20 such pids.
+func (h *harness) reissued(t *testing.T, spawn func(pid int32) (*testenv.Spawned, error)) (int32, token.Token, *testenv.Spawned) {
+	t.Helper()
+	for range 20 {
+		pid, tok := h.goneInstance(t)
+		s, err := spawn(pid)
+		if errors.Is(err, testenv.ErrPidTaken) {
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pid, tok, s
+	}
+	t.Fatal("20 pids were taken before they could be reissued")
+	return 0, token.Token{}, nil
+}
+
 // goneInstance runs a process to its end and returns its pid and token:
 // an instance a claim can name that is GONE.
 func (h *harness) goneInstance(t *testing.T) (int32, token.Token) {
@@ -648,11 +668,7 @@ func TestIntegrationForeignRootCgroupTornDown(t *testing.T) {
 	}
 	for _, kind := range []store.Kind{store.Grant, store.Job} {
 		t.Run(string(kind), func(t *testing.T) {
-			pid, tok := h.goneInstance(t)
-			stranger, err := testenv.Reissue(t, pid)
-			if err != nil {
-				testenv.Skip(t, "pid %d taken before the reissue: %v", pid, err)
-			}
+			pid, tok, stranger := h.reissued(t, func(pid int32) (*testenv.Spawned, error) { return testenv.Reissue(t, pid) })
 			c := store.Claim{Kind: kind, Pid: pid, Token: tok}
 			if err := h.st.Put(&c); err != nil {
 				t.Fatal(err)

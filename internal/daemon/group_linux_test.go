@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"context"
-	"errors"
 	"syscall"
 	"testing"
 	"time"
@@ -31,21 +30,16 @@ func TestIntegrationStrangersGroupNotReported(t *testing.T) {
 		{"another user's group", 65534, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			pid, tok := h.goneInstance(t)
+			// The stranger: root's, at the root's pid, leads a group and
+			// leaves a sleep in it.
+			pid, tok, s := h.reissued(t, func(pid int32) (*testenv.Spawned, error) {
+				return testenv.SpawnAt(t, pid, "setsid", "sh", "-c", "sleep 60 & exit 0")
+			})
 			c := store.Claim{Kind: store.Grant, UID: tc.uid, Pid: pid, Token: tok}
 			if tc.lead {
 				c.Pgid = pid
 			}
 			if err := h.st.Put(&c); err != nil {
-				t.Fatal(err)
-			}
-			// The stranger: root's, at the root's pid, leads a group and
-			// leaves a sleep in it.
-			s, err := testenv.SpawnAt(t, pid, "setsid", "sh", "-c", "sleep 60 & exit 0")
-			if errors.Is(err, testenv.ErrPidTaken) {
-				testenv.Skip(t, "pid %d taken before the stranger could have it", pid)
-			}
-			if err != nil {
 				t.Fatal(err)
 			}
 			var group []actions.Member

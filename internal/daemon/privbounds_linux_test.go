@@ -2,8 +2,11 @@ package daemon
 
 import (
 	"os"
+	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/procsupervisor/supervisor/internal/procfs"
 )
 
 func TestPrivBounds(t *testing.T) {
@@ -37,14 +40,23 @@ func TestPrivBounds(t *testing.T) {
 }
 
 // FuzzPrivBounds: any status text is parsed or refused, never trusted
-// half: a NoNewPrivs read as set is a line that says 1.
+// half: a NoNewPrivs read as set is a line that says 1, and the bounding
+// set read is the first CapBnd line's hex digits.
 func FuzzPrivBounds(f *testing.F) {
 	f.Add([]byte("NoNewPrivs:\t0\nCapBnd:\t000001ffffffffff\n"))
 	f.Add([]byte("NoNewPrivs:\t1\nCapBnd:\t0\n"))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		nnp, _, err := privBounds(b)
-		if err == nil && nnp && !strings.Contains("\n"+string(b), "\nNoNewPrivs:") {
+		nnp, bnd, err := privBounds(b)
+		if err != nil {
+			return
+		}
+		if nnp && !strings.Contains("\n"+string(b), "\nNoNewPrivs:") {
 			t.Fatalf("no_new_privs read as set from %q", b)
+		}
+		line, _ := procfs.LineValue(b, "CapBnd:")
+		digits := strings.TrimLeft(strings.ToLower(string(line)), "0")
+		if digits != strings.TrimLeft(strconv.FormatUint(bnd, 16), "0") {
+			t.Fatalf("CapBnd %#x read from the line %q", bnd, line)
 		}
 	})
 }

@@ -285,15 +285,24 @@ func TestProcHidesPids(t *testing.T) {
 	}
 }
 
-// FuzzProcHidesPids: any mountinfo is read without a panic, and one that
-// ends with a plain proc mount at /proc never hides.
+// FuzzProcHidesPids: any mountinfo is read without a panic, and the last
+// mount at /proc decides: a plain proc never hides, a proc with hidepid=2
+// or another filesystem always does.
 func FuzzProcHidesPids(f *testing.F) {
 	f.Add([]byte("25 22 0:22 / /proc rw - proc proc rw,hidepid=2\n"))
 	f.Add([]byte("25 22 0:22 / /proc rw - proc proc rw\n26 25 0:23 / /proc rw - tmpfs tmpfs rw"))
 	f.Fuzz(func(t *testing.T, mi []byte) {
-		procHidesPids(mi)
-		if procHidesPids(append(append(mi, '\n'), "9 1 0:5 / /proc rw - proc proc rw\n"...)) {
-			t.Errorf("a plain proc last at /proc hides, after %q", mi)
+		for _, last := range []struct {
+			line  string
+			hides bool
+		}{
+			{"9 1 0:5 / /proc rw - proc proc rw\n", false},
+			{"9 1 0:5 / /proc rw - proc proc rw,hidepid=2\n", true},
+			{"9 1 0:5 / /proc rw - tmpfs tmpfs rw\n", true},
+		} {
+			if got := procHidesPids(append(append(slices.Clip(mi), '\n'), last.line...)); got != last.hides {
+				t.Errorf("after %q, the last mount %q: hides %v, want %v", mi, last.line, got, last.hides)
+			}
 		}
 	})
 }
@@ -318,7 +327,11 @@ func TestIntegrationTreeBounded(t *testing.T) {
 	var walked int
 	testenv.EventuallyNil(t, 10*time.Second, func() (err error) {
 		nodes, walked, err = h.d.Tree(context.Background(), api.Peer{}, pid, token.Token{})
-		if err == nil && (len(nodes) == 0 || nodes[0].DescendantsCut != 6) {
+		switch {
+		case err != nil:
+		case len(nodes) == 0:
+			err = fmt.Errorf("no nodes yet")
+		case nodes[0].DescendantsCut != 6:
 			err = fmt.Errorf("%d nodes, %d cut so far", len(nodes), nodes[0].DescendantsCut)
 		}
 		return err

@@ -52,8 +52,10 @@ func TestPoll(t *testing.T) {
 	if d := time.Since(start); d < 100*time.Millisecond {
 		t.Errorf("Poll gave up after %v, before its 100ms timeout", d)
 	}
-	if calls < 3 {
-		t.Errorf("Poll called cond %d times in 100ms, want it checked repeatedly", calls)
+	// Checked again at the deadline at least: how often before it is up
+	// to the scheduler of a loaded host.
+	if calls < 2 {
+		t.Errorf("Poll called cond %d times in 100ms, want it checked again before giving up", calls)
 	}
 }
 
