@@ -78,8 +78,12 @@ type Options struct {
 	Budget Budget
 	// GraceEnd, when set, may end the grace earlier than Grace: another
 	// request that asks a shorter grace of a teardown in progress brings
-	// it forward (GraceEnd.Shorten). The wait notices within lookMax.
+	// it forward (GraceEnd.Shorten). The wait notices at its next look.
 	GraceEnd *GraceEnd
+	// Exits, when set, is where the teardown waits for its members to
+	// exit (one thread for all teardowns); without it, it polls in a
+	// thread of its own.
+	Exits *ExitWaiter
 }
 
 // GraceEnd is a grace's end that another goroutine may bring forward. Its
@@ -390,11 +394,22 @@ func (t *Teardown) grow(tr *tree, out *Outcome, sig unix.Signal) []*pidfd.Handle
 // Between two looks for members born meanwhile, a wait grows from
 // lookFirst to lookMax (a member's exit ends it early). Each look reads
 // /proc and the cgroup: at a fixed 10 ms, one user's 200 teardowns in an
-// hour's grace kept both of this host's CPUs busy for that hour.
+// hour's grace kept both of this host's CPUs busy for that hour. With
+// more than lookShare teardowns waiting in one ExitWaiter, each looks
+// less often, so that together they look about lookShare times per
+// lookMax (a thousand waiting teardowns took a CPU with lookMax alone).
 const (
 	lookFirst = 10 * time.Millisecond
 	lookMax   = 500 * time.Millisecond
+	lookShare = 100
 )
+
+// pollWait blocks this thread in poll(2) until one of fds is readable or
+// d has passed, and reports whether one was.
+func pollWait(fds []unix.PollFd, d time.Duration) bool {
+	n, _ := unix.Poll(fds, int(max(d, time.Millisecond)/time.Millisecond))
+	return n > 0
+}
 
 // waitTree waits until every member has exited or d passes, adopting and
 // signalling (with sig, then SIGCONT) members born meanwhile.
@@ -403,6 +418,8 @@ func (t *Teardown) waitTree(ctx context.Context, tr *tree, d time.Duration, out 
 	every, most := lookFirst, lookMax
 	if sig == unix.SIGKILL {
 		most = 5 * lookFirst // what forks past SIGKILL is found at once
+	} else if n := t.opts.Exits.Waits(); n > lookShare {
+		most = lookMax * time.Duration(n) / lookShare
 	}
 	var fds []unix.PollFd
 	for {
@@ -420,11 +437,10 @@ func (t *Teardown) waitTree(ctx context.Context, tr *tree, d time.Duration, out 
 		for _, h := range alive {
 			fds = append(fds, unix.PollFd{Fd: int32(h.Fd()), Events: unix.POLLIN})
 		}
-		wait := min(every, time.Until(deadline))
-		if n, _ := unix.Poll(fds, int(max(wait, time.Millisecond)/time.Millisecond)); n == 0 {
-			every = min(2*every, most) // nothing ended: look less often
-		} else {
+		if t.opts.Exits.Wait(ctx, fds, min(every, time.Until(deadline))) {
 			every = lookFirst
+		} else {
+			every = min(2*every, most) // nothing ended: look less often
 		}
 	}
 }

@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/procsupervisor/supervisor/internal/actions"
 	"github.com/procsupervisor/supervisor/internal/api"
 	"github.com/procsupervisor/supervisor/internal/events/tracepoint"
 	"github.com/procsupervisor/supervisor/internal/execcache"
@@ -92,13 +93,16 @@ type judge interface {
 
 // Daemon is a running supervisor daemon.
 type Daemon struct {
-	cfg     Config
-	boot    procfs.BootID
-	self    int32
-	st      claimStore
-	tr      atomic.Pointer[tracker.Tracker]
-	judge   judge
-	hw      *holderWatch // nil until run starts it
+	cfg   Config
+	boot  procfs.BootID
+	self  int32
+	st    claimStore
+	tr    atomic.Pointer[tracker.Tracker]
+	judge judge
+	hw    *holderWatch // nil until run starts it
+	// exits is where teardowns wait for their members' exits, in one
+	// thread for all (nil until run starts it: each polls on its own).
+	exits   *actions.ExitWaiter
 	work    *workers
 	fds     *fdBudget  // the pidfds teardowns for uids but root may hold
 	quotaMu sync.Mutex // a quota's check and the claim's record, one step (record)
@@ -352,6 +356,12 @@ func (d *Daemon) run(ctx context.Context, ready func(Info)) error {
 	hwDone := make(chan struct{})
 	go func() { defer close(hwDone); hw.run() }()
 	defer func() { hw.stop(); <-hwDone; hw.close() }()
+	exits, err := actions.NewExitWaiter()
+	if err != nil {
+		return err
+	}
+	d.exits = exits
+	defer exits.Close()
 	if d.cfg.MetricsListen != "" {
 		stop, err := d.serveMetrics(tr)
 		if err != nil {

@@ -2,7 +2,6 @@ package daemon
 
 import (
 	"errors"
-	"fmt"
 	"sync"
 
 	"golang.org/x/sys/unix"
@@ -25,8 +24,7 @@ import (
 // descriptor left, or its uid's share of them taken: fdBudget) is counted
 // and left to the exit event and the periodic pass.
 type holderWatch struct {
-	epfd   int
-	stopfd int // an eventfd that ends run
+	ep     pidfd.Epoll // its wake-up ends run
 	boot   procfs.BootID
 	budget *fdBudget
 	onExit func(pid int32, tok token.Token)
@@ -45,21 +43,11 @@ type watched struct {
 }
 
 func newHolderWatch(boot procfs.BootID, budget *fdBudget, onExit func(pid int32, tok token.Token)) (*holderWatch, error) {
-	epfd, err := unix.EpollCreate1(unix.EPOLL_CLOEXEC)
+	ep, err := pidfd.NewEpoll()
 	if err != nil {
-		return nil, fmt.Errorf("epoll_create1: %w", err)
+		return nil, err
 	}
-	stopfd, err := unix.Eventfd(0, unix.EFD_CLOEXEC|unix.EFD_NONBLOCK)
-	if err != nil {
-		unix.Close(epfd)
-		return nil, fmt.Errorf("eventfd: %w", err)
-	}
-	if err := unix.EpollCtl(epfd, unix.EPOLL_CTL_ADD, stopfd, &unix.EpollEvent{Events: unix.EPOLLIN, Fd: int32(stopfd)}); err != nil {
-		unix.Close(epfd)
-		unix.Close(stopfd)
-		return nil, fmt.Errorf("epoll_ctl: %w", err)
-	}
-	return &holderWatch{epfd: epfd, stopfd: stopfd, boot: boot, budget: budget, onExit: onExit,
+	return &holderWatch{ep: ep, boot: boot, budget: budget, onExit: onExit,
 		byFd: map[int32]*watched{}, byPid: map[int32]*watched{}}, nil
 }
 
@@ -112,7 +100,7 @@ func (w *holderWatch) add(uid uint32, pid int32, tok token.Token) {
 		return
 	}
 	fd := int32(h.Fd())
-	if err := unix.EpollCtl(w.epfd, unix.EPOLL_CTL_ADD, int(fd), &unix.EpollEvent{Events: unix.EPOLLIN, Fd: fd}); err != nil {
+	if err := unix.EpollCtl(w.ep.Fd, unix.EPOLL_CTL_ADD, int(fd), &unix.EpollEvent{Events: unix.EPOLLIN, Fd: fd}); err != nil {
 		h.Close()
 		w.failed++
 		return
@@ -134,7 +122,7 @@ func (w *holderWatch) remove(pid int32) {
 
 func (w *holderWatch) drop(x *watched) {
 	fd := int32(x.h.Fd())
-	unix.EpollCtl(w.epfd, unix.EPOLL_CTL_DEL, int(fd), nil)
+	unix.EpollCtl(w.ep.Fd, unix.EPOLL_CTL_DEL, int(fd), nil)
 	delete(w.byFd, fd)
 	delete(w.byPid, x.h.Pid())
 	x.h.Close()
@@ -160,7 +148,7 @@ func (w *holderWatch) run() {
 	}
 	var exits []exit
 	for {
-		n, err := unix.EpollWait(w.epfd, evs, -1)
+		n, err := unix.EpollWait(w.ep.Fd, evs, -1)
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
@@ -170,7 +158,7 @@ func (w *holderWatch) run() {
 		exits = exits[:0]
 		w.mu.Lock()
 		for _, ev := range evs[:n] {
-			if int(ev.Fd) == w.stopfd {
+			if int(ev.Fd) == w.ep.WakeFd {
 				w.mu.Unlock()
 				return
 			}
@@ -194,13 +182,8 @@ func (w *holderWatch) stop() {
 		w.drop(x)
 	}
 	w.mu.Unlock()
-	var one [8]byte
-	one[0] = 1
-	unix.Write(w.stopfd, one[:])
+	w.ep.Wake()
 }
 
 // close releases the epoll set; call it after run has returned.
-func (w *holderWatch) close() {
-	unix.Close(w.epfd)
-	unix.Close(w.stopfd)
-}
+func (w *holderWatch) close() { w.ep.Close() }

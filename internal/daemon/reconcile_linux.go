@@ -671,6 +671,7 @@ func (d *Daemon) newTeardown(grace time.Duration, principal, share uint32, cgrou
 		Cgroup:     cgroup,
 		OnProgress: say,
 		GraceEnd:   end,
+		Exits:      d.exits,
 		OnSignal: func(m actions.Member, sig unix.Signal, err error) {
 			d.log.Signal(logfeed.Signal{Pid: m.Pid, Token: m.Token, Signal: unix.SignalName(sig), Mechanism: "pidfd", Err: err, ClaimID: claimID})
 		},
