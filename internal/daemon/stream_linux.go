@@ -470,10 +470,10 @@ func (a attribution) shown(v view) attribution {
 
 // whollyOf reports whether c says its process is wholly uid's and gid's,
 // as ptrace access (and so /proc/PID/exe and cwd) asks: real, effective
-// and saved uid and gid all theirs.
+// and saved uid and gid all theirs, and the process dumpable.
 func whollyOf(c *events.Context, uid, gid uint32) bool {
 	return c.Has(events.CtxIDs) && c.UID == uid && c.EUID == uid && c.SUID == uid &&
-		c.GID == gid && c.EGID == gid && c.SGID == gid
+		c.GID == gid && c.EGID == gid && c.SGID == gid && !c.Undumpable
 }
 
 // withheld has a bit for each field a view withheld (withheldNames).

@@ -614,3 +614,29 @@ func subscribeAll(t *testing.T, h *hub, viewers map[string]viewer) map[string]*s
 	}
 	return subs
 }
+
+// TestWhollyOf: a process is wholly a user's when all six ids are its and
+// it is dumpable: one that became the user's in place (no exec; /proc
+// shows it not dumpable) is not, nor one whose ids are not known.
+func TestWhollyOf(t *testing.T) {
+	own := events.Context{Valid: true, UID: 1000, EUID: 1000, SUID: 1000, GID: 1000, EGID: 1000, SGID: 1000}
+	undumpable, otherSaved, noIDs := own, own, own
+	undumpable.Undumpable = true
+	otherSaved.SUID = 0
+	noIDs.Absent = events.CtxIDs
+	for _, tc := range []struct {
+		name string
+		c    events.Context
+		want bool
+	}{
+		{"own", own, true},
+		{"own ids, not dumpable", undumpable, false},
+		{"saved uid root's", otherSaved, false},
+		{"ids not known", noIDs, false},
+		{"no context", events.Context{}, false},
+	} {
+		if got := whollyOf(&tc.c, 1000, 1000); got != tc.want {
+			t.Errorf("%s: whollyOf = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}

@@ -240,6 +240,15 @@ type Context struct {
 	// user namespace of its own; a container) may have bound any file
 	// or directory on any name.
 	MntNS uint32
+	// Undumpable is set when /proc showed the process not dumpable as
+	// its context was read (its /proc directory owned by root, not by
+	// its effective ids): one that changed its ids without an exec (a
+	// root program that dropped to a user, whose uid change the source
+	// did not see), or made itself so (PR_SET_DUMPABLE). Even its own
+	// user may not read its executable, working directory or
+	// descriptors in /proc. Read by netlink and polling; eBPF's context
+	// is the exec's ids themselves.
+	Undumpable bool
 }
 
 // CtxPart names a part of a Context that a source can know to be absent

@@ -85,6 +85,14 @@ func (r *Reader) Fill(ev *events.Event) error {
 	if err := parseStatus(status, &c); err != nil {
 		return err
 	}
+	// /proc gives a process's private entries (fd, environ; not the
+	// directory itself) to its effective ids only while it is dumpable
+	// (task_dump_owner), to root otherwise.
+	var own unix.Stat_t
+	if err := unix.Fstatat(dir, "fd", &own, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return gone(err, "stat fd")
+	}
+	c.Undumpable = own.Uid != c.EUID || own.Gid != c.EGID
 	c.SID, c.PGID = st.Session, st.PGrp
 	if st.TTY != 0 {
 		c.TTY = true

@@ -87,6 +87,9 @@ func TestIntegrationFill(t *testing.T) {
 	if c.UID != nobody || c.EUID != nobody || c.SUID != nobody || c.GID != nobody || c.NGroups != 2 || c.Groups[0] != 7 || c.Groups[1] != 9 {
 		t.Errorf("ids %+v, want nobody with groups 7, 9", c)
 	}
+	if c.Undumpable {
+		t.Error("a process exec'd as nobody read as not dumpable")
+	}
 	if c.SID != int32(pid) || c.PGID != int32(pid) || c.TTY || c.NSPid != int32(pid) {
 		t.Errorf("sid %d pgid %d tty %v nspid %d; want %d, %d, no tty, %d", c.SID, c.PGID, c.TTY, c.NSPid, pid, pid, pid)
 	}
@@ -123,6 +126,43 @@ func TestIntegrationFill(t *testing.T) {
 	ps.Token = token.Token{Prec: token.Second, Start: 1}
 	if err := New("/proc", 0).Fill(&ps); !errors.Is(err, ErrGone) || ps.Ctx.Valid || ps.Argv != nil {
 		t.Errorf("a token in seconds: %v, ctx valid %v, argv %q; want ErrGone and nothing filled", err, ps.Ctx.Valid, ps.Argv)
+	}
+}
+
+// TestIntegrationFillUndumpable: a root process that became nobody in
+// place (no exec) has nobody's ids in /proc, but is not dumpable: nobody
+// may not read its executable or working directory, and the context says
+// so; one exec'd as nobody is dumpable.
+func TestIntegrationFillUndumpable(t *testing.T) {
+	testenv.RequireRoot(t)
+	perl, err := exec.LookPath("perl")
+	if err != nil {
+		testenv.Skip(t, "no perl: %v", err)
+	}
+	for _, tc := range []struct {
+		name       string
+		argv       []string
+		cred       *syscall.Credential
+		undumpable bool
+	}{
+		{"became nobody in place", []string{perl, "-e", `$( = $) = "65534 65534"; $< = $> = 65534; sleep 100`}, nil, true},
+		{"exec'd as nobody", []string{perl, "-e", "sleep 100"}, &syscall.Credential{Uid: nobody, Gid: nobody}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cmd := started(t, func(c *exec.Cmd) { c.SysProcAttr = &syscall.SysProcAttr{Credential: tc.cred} }, tc.argv...)
+			ev := execEvent(t, cmd.Process.Pid)
+			var err error
+			testenv.Eventually(t, 10*time.Second, func() bool {
+				ev = execEvent(t, cmd.Process.Pid)
+				err = New("/proc", 0).Fill(&ev)
+				return err == nil && ev.Ctx.EUID == nobody
+			}, "never read with nobody's ids: %v, %+v", err, ev.Ctx)
+			c := ev.Ctx
+			if c.UID != nobody || c.SUID != nobody || c.GID != nobody || c.EGID != nobody || c.Undumpable != tc.undumpable {
+				t.Errorf("ids %d/%d/%d %d/%d/%d, undumpable %v; want all nobody's, undumpable %v",
+					c.UID, c.EUID, c.SUID, c.GID, c.EGID, c.SGID, c.Undumpable, tc.undumpable)
+			}
+		})
 	}
 }
 
