@@ -12,8 +12,9 @@ import (
 // share of its descriptor limit for one uid, a larger one for all of them.
 // Two are kept:
 //
-//   - members: the pidfds teardowns hold for their members (one each, for
-//     a grace of up to an hour), a tenth for one uid and two fifths for all.
+//   - members: the pidfds teardowns hold for their members and their root
+//     (one each, for a grace of up to an hour), a tenth for one uid and two
+//     fifths for all.
 //     A user's tree of as many processes as the limit, released with a
 //     long grace, otherwise took every descriptor, and every user's
 //     requests failed until it ended (accept, the store, /dev/null for a

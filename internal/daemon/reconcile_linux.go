@@ -354,6 +354,20 @@ func (d *Daemon) settle(ctx context.Context, id string, rq request) (api.ReportI
 		return it, nil, nil
 	case TearDown:
 		grace := d.graceFor(&c, rq)
+		// The root's pidfd, held by the worker for the whole grace, counts
+		// against the members' budget of the claim's uid as its members'
+		// do: a user's thousand releases with an hour's grace held a
+		// thousand descriptors beyond it. With none left the teardown
+		// waits for the next pass (a request is told to retry).
+		var charged actions.Budget
+		if b := d.fds.forUID(claimShare(&c)); root != nil && b != nil {
+			if !b.Take() {
+				it.Action, it.Reason = "failed", "not started: the teardowns of this user hold all the descriptors they may"
+				return it, nil, fmt.Errorf("claim %s: teardown not started: the teardowns of uid %d hold all the descriptors they may: %w",
+					c.ID, claimShare(&c), api.ErrUnavailable)
+			}
+			charged = b
+		}
 		d.tearing.Store(c.ID, struct{}{}) // until the teardown's outcome is written
 		if err := d.update(&c, func(x *store.Claim) {
 			x.State = store.Releasing
@@ -361,11 +375,15 @@ func (d *Daemon) settle(ctx context.Context, id string, rq request) (api.ReportI
 			x.LastVerdict = storeVerdict(v, now)
 		}); err != nil {
 			d.tearing.Delete(c.ID)
+			if charged != nil {
+				charged.Give(1)
+			}
 			return it, nil, err
 		}
 		rootH, extra := root, members
 		root, members = nil, nil
 		handed = true
+		wit := it // the worker's copy: this goroutine goes on with its own
 		w, started := d.work.start(c.ID, func(wctx context.Context, say func(string), end *actions.GraceEnd) (api.ReportItem, actions.Outcome, error) {
 			defer l.Unlock()
 			defer d.tearing.Delete(c.ID) // teardown's own, but for a panic
@@ -375,11 +393,14 @@ func (d *Daemon) settle(ctx context.Context, id string, rq request) (api.ReportI
 						h.Close()
 					}
 				}
+				if charged != nil {
+					charged.Give(1)
+				}
 			}()
 			rq := rq
 			rq.say, rq.graceEnd = say, end
 			out, err := d.teardown(wctx, &c, v, rootH, extra, rq, grace)
-			it := it
+			it := wit
 			it.Members, it.Unproven, it.Failed = len(out.Targeted), out.Unproven, !out.Dead
 			if out.Error != "" {
 				it.Reason += "; " + out.Error
@@ -392,6 +413,9 @@ func (d *Daemon) settle(ctx context.Context, id string, rq request) (api.ReportI
 			handed = false
 			root, members = rootH, extra
 			d.tearing.Delete(c.ID)
+			if charged != nil {
+				charged.Give(1)
+			}
 		}
 		if rq.async {
 			it.Reason += "; teardown started"
