@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -36,13 +37,19 @@ store, or a missing one whose lock file or job output is still in the state
 directory: the daemon refuses to start; put the file back, or remove those to
 start with an empty store).`)
 	register("launch", "start a process under the daemon (a grant, or with --detach a job)", runLaunch,
-		`launch [--owner O] [--detach] [--wall-clock D] [--bind-to-caller] [--no-new-privs] [--cwd DIR] [--socket PATH] [--json] [--wait] PROGRAM [ARGS...]
+		`launch [--owner O] [--detach] [--wall-clock D] [--bind-to-caller | --holder PID --holder-token TOKEN] [--no-new-privs] [--cwd DIR] [--socket PATH] [--json] [--wait] PROGRAM [ARGS...]
 
 Prints the claim's id, pid and token on one line (--json: the whole claim as
 one JSON object). Flags end at PROGRAM (or at "--"): what follows is the
 program's own. --bind-to-caller
 binds the grant to the process that ran this command: when it exits, the
-grant is torn down. Exit codes: 0 launched, 64 bad arguments, 69 no daemon,
+grant is torn down. A caller that has exited by then is refused (65), not
+replaced by whatever adopted this command, but one that exited before this
+command started cannot be told from a subreaper that adopted it: a program
+that backgrounds the launch names itself with --holder PID --holder-token
+TOKEN, its token read of itself (supervisor token PID). Init, the daemon and
+its ancestors are never holders. Exit codes: 0 launched, 64 bad arguments,
+65 malformed token or the caller gone, 69 no daemon,
 75 busy (a rate or cap: retry later), 77 refused, 70 other errors.`)
 	commands["launch"].argv = true
 	register("admit", "register an existing process (PID TOKEN) as a grant", runAdmit,
@@ -122,6 +129,8 @@ func runLaunch(ctx context.Context, env *cliEnv, args []string) error {
 	detach := fs.Bool("detach", false, "launch a job (detached, survives restarts, output kept)")
 	wall := fs.Duration("wall-clock", 0, "tear the grant (or job) down after this long")
 	bind := fs.Bool("bind-to-caller", false, "bind the grant to the process that ran this command")
+	holderPid := fs.Int("holder", 0, "bind the grant to this process (with --holder-token): one the caller names, its token read by itself")
+	holderTok := fs.String("holder-token", "", "the token of the --holder process (supervisor token PID)")
 	cwd := fs.String("cwd", "", "working directory (default: this command's)")
 	nnp := fs.Bool("no-new-privs", false, "no setuid program the workload runs gains privileges")
 	asJSON := fs.Bool("json", false, "print the claim as one JSON object")
@@ -133,22 +142,30 @@ func runLaunch(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	case *wall < 0:
 		return fail(exitUsage, "--wall-clock %v: must not be negative", *wall)
-	case *bind && *detach:
-		return fail(exitUsage, "--bind-to-caller and --detach exclude each other (a job is never bound)")
+	case (*bind || *holderPid != 0) && *detach:
+		return fail(exitUsage, "--bind-to-caller and --holder exclude --detach (a job is never bound)")
+	case *bind && *holderPid != 0:
+		return fail(exitUsage, "--bind-to-caller and --holder exclude each other")
+	case (*holderPid != 0) != (*holderTok != ""):
+		return fail(exitUsage, "--holder and --holder-token go together")
 	}
 	if *cwd == "" {
 		*cwd, _ = os.Getwd()
 	}
 	req := &api.LaunchRequest{Argv: argv, Cwd: *cwd, Env: os.Environ(), Owner: *owner, Detach: *detach, WallClock: api.Duration(*wall), NoNewPrivs: *nnp}
-	if *bind {
-		// The caller of this command is our parent: bind the grant to it,
-		// by its token read now through a pidfd.
-		ppid := int32(os.Getppid())
-		tok, err := local.ReadToken(ctx, ppid)
+	switch {
+	case *bind:
+		h, err := callerHolder(ctx)
 		if err != nil {
-			return fail(exitSoftware, "binding to the caller %d: %v", ppid, err)
+			return err
 		}
-		req.Bind, req.Holder = true, &store.Instance{Pid: ppid, Token: tok}
+		req.Bind, req.Holder = true, h
+	case *holderPid != 0:
+		pid, tok, err := parseClaim([]string{strconv.Itoa(*holderPid), *holderTok})
+		if err != nil {
+			return err
+		}
+		req.Bind, req.Holder = true, &store.Instance{Pid: pid, Token: tok}
 	}
 	restoreNofile()
 	c := dial(*sock)
@@ -166,6 +183,30 @@ func runLaunch(ctx context.Context, env *cliEnv, args []string) error {
 		return err
 	}
 	return waitClaim(ctx, env, c, cl.ID, 0, false)
+}
+
+// callerHolder is the instance of the process that ran this command: its
+// parent when it started (startParent), its token read through a pidfd
+// while it still is the parent. A caller that exited first (`launch ... &`
+// and exit) left this command to init or a subreaper, which is refused
+// when this command sees it (its parent changed, or is init); one that
+// exited before this command started cannot be told from a subreaper that
+// took it: --holder names the caller for sure.
+func callerHolder(ctx context.Context) (*store.Instance, error) {
+	ppid := startParent
+	if ppid <= 1 || int32(os.Getppid()) != ppid {
+		return nil, fail(exitData, "binding to the caller: it has exited (this command's parent is now %d); name it with --holder PID --holder-token TOKEN", os.Getppid())
+	}
+	tok, err := local.ReadToken(ctx, ppid)
+	if err != nil {
+		return nil, fail(exitSoftware, "binding to the caller %d: %v", ppid, err)
+	}
+	// Still the parent after the token was read: the pid named the
+	// caller throughout (a parent changes only when it exits).
+	if int32(os.Getppid()) != ppid {
+		return nil, fail(exitData, "binding to the caller %d: it exited while it was read; name it with --holder PID --holder-token TOKEN", ppid)
+	}
+	return &store.Instance{Pid: ppid, Token: tok}, nil
 }
 
 func runAdmit(ctx context.Context, env *cliEnv, args []string) error {

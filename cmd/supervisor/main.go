@@ -46,6 +46,11 @@ func register(name, summary string, run func(context.Context, *cliEnv, []string)
 	commands[name] = &command{name: name, summary: summary, usage: usage, run: run}
 }
 
+// startParent is this command's parent as it was when the process
+// started, read before anything else: --bind-to-caller binds to it, and
+// only while it still is the parent.
+var startParent = int32(os.Getppid())
+
 func main() {
 	spawn.Main() // the daemon's workload shim never gets past this
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

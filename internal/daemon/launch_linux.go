@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/procsupervisor/supervisor/internal/actions"
 	"github.com/procsupervisor/supervisor/internal/api"
 	"github.com/procsupervisor/supervisor/internal/logfeed"
 	"github.com/procsupervisor/supervisor/internal/pidfd"
@@ -380,6 +381,13 @@ func (d *Daemon) holder(ctx context.Context, p api.Peer, want *store.Instance) (
 	}
 	if h == nil {
 		return nil, fmt.Errorf("holder %d: %s (%s): %w", want.Pid, v.Result, v.Reason, api.ErrConflict)
+	}
+	if actions.Protected(want.Pid) {
+		// Init, this daemon or an ancestor: its exit would never come,
+		// or come with the daemon's (a CLI whose caller exited was
+		// adopted by init and named it).
+		h.Close()
+		return nil, fmt.Errorf("holder %d is init, the supervisor daemon or one of its ancestors, whose exit is no caller's: %w", want.Pid, api.ErrConflict)
 	}
 	if !ownsProcess(p, h) {
 		h.Close()
