@@ -348,15 +348,17 @@ type ReleaseResponse struct {
 
 // Report counts what a reconcile or a reaper pass found and did.
 type Report struct {
-	Seen         int          `json:"seen"`
-	Readopted    int          `json:"readopted"`
-	TornDown     int          `json:"torn_down"`
-	Foreign      int          `json:"foreign"`
-	Unverifiable int          `json:"unverifiable"`
-	AlreadyGone  int          `json:"already_gone"`
-	Failed       int          `json:"failed"`
-	DryRun       bool         `json:"dry_run,omitempty"`
-	Items        []ReportItem `json:"items,omitempty"`
+	Seen         int  `json:"seen"`
+	Readopted    int  `json:"readopted"`
+	TornDown     int  `json:"torn_down"`
+	Foreign      int  `json:"foreign"`
+	Unverifiable int  `json:"unverifiable"`
+	AlreadyGone  int  `json:"already_gone"`
+	Failed       int  `json:"failed"`
+	DryRun       bool `json:"dry_run,omitempty"`
+	// Mechanism is the event mechanism the verdicts were judged with.
+	Mechanism string       `json:"mechanism,omitempty"`
+	Items     []ReportItem `json:"items,omitempty"`
 }
 
 // ReportItem is what happened to one claim.

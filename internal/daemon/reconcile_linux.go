@@ -58,6 +58,9 @@ type request struct {
 // reconcileAll applies the table to every open claim.
 func (d *Daemon) reconcileAll(ctx context.Context, rq request) api.Report {
 	rep := api.Report{DryRun: rq.dryRun}
+	if tr := d.tr.Load(); tr != nil {
+		rep.Mechanism = string(tr.Mechanism())
+	}
 	var ids []string
 	shares := map[string]uint32{} // with rq.byShare: each id's
 	if rq.uid != nil {
@@ -95,7 +98,7 @@ func (d *Daemon) reconcileAll(ctx context.Context, rq request) api.Report {
 		if share, ok := shares[id]; ok {
 			r := rq.byShare[share]
 			if r == nil {
-				r = &api.Report{DryRun: rq.dryRun}
+				r = &api.Report{DryRun: rq.dryRun, Mechanism: rep.Mechanism}
 				rq.byShare[share] = r
 			}
 			add(r, it, err, rq.trigger)

@@ -41,8 +41,8 @@ func TestIntegrationStatusOwnClaims(t *testing.T) {
 	}
 	h.d.membersRecorded.Add(5)
 	rep := h.d.reconcileStart(context.Background())
-	if rep.Seen != 2 || rep.Readopted != 2 {
-		t.Fatalf("start-up reconcile %+v, want 2 seen and readopted", rep)
+	if rep.Seen != 2 || rep.Readopted != 2 || rep.Mechanism != string(h.d.tr.Load().Mechanism()) {
+		t.Fatalf("start-up reconcile %+v, want 2 seen and readopted, by the tracker's mechanism", rep)
 	}
 	for _, tc := range []struct {
 		uid     uint32
@@ -59,7 +59,8 @@ func TestIntegrationStatusOwnClaims(t *testing.T) {
 		}
 		slices.Sort(got)
 		want := slices.Sorted(slices.Values(tc.want))
-		if !slices.Equal(got, want) || st.Reconcile.Seen != len(want) || st.Reconcile.Readopted != len(want) || st.MembersQueued != tc.members {
+		if !slices.Equal(got, want) || st.Reconcile.Seen != len(want) || st.Reconcile.Readopted != len(want) || st.MembersQueued != tc.members ||
+			len(want) > 0 && st.Reconcile.Mechanism != rep.Mechanism {
 			t.Errorf("Status for uid %d: reconcile %+v, members recorded %d; want items %v, as many seen and readopted, %d recorded",
 				tc.uid, st.Reconcile, st.MembersQueued, want, tc.members)
 		}

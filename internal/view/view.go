@@ -54,8 +54,12 @@ func table(w io.Writer, rows [][]string) {
 
 // Report prints a reconcile or reaper report.
 func Report(w io.Writer, r api.Report) {
-	fmt.Fprintf(w, "seen %d, readopted %d, torn down %d, foreign %d, unverifiable %d, already gone %d, failed %d\n",
-		r.Seen, r.Readopted, r.TornDown, r.Foreign, r.Unverifiable, r.AlreadyGone, r.Failed)
+	by := ""
+	if r.Mechanism != "" {
+		by = " (judged by " + Sanitize(r.Mechanism) + ")"
+	}
+	fmt.Fprintf(w, "seen %d, readopted %d, torn down %d, foreign %d, unverifiable %d, already gone %d, failed %d%s\n",
+		r.Seen, r.Readopted, r.TornDown, r.Foreign, r.Unverifiable, r.AlreadyGone, r.Failed, by)
 	for _, it := range r.Items {
 		fmt.Fprintf(w, "  %s %s %s: %s\n", it.ID, it.Verdict, it.Action, Sanitize(it.Reason))
 	}
