@@ -37,7 +37,7 @@ and pidfs inode against the token. The mechanism says which ("daemon:ebpf",
 64 bad arguments, 65 malformed token, 75 busy, 77 refused (the daemon or its
 socket), 70 other errors.`)
 	register("kill", "tear down a claimed process and its verified descendants", runKill,
-		`kill PID TOKEN [--grace DURATION] [--mechanism M] [--socket PATH] [--json]
+		`kill PID TOKEN [--grace DURATION] [--mechanism M | --held-only] [--socket PATH] [--json]
 
 Judges the claim and, only if it is OWNED, stops the tree (SIGSTOP), sends
 SIGTERM and SIGCONT, waits the grace period, sends SIGKILL to what is left,
@@ -45,10 +45,13 @@ and reports survivors. Nothing that is not proven to be the claimed process
 or its descendant is ever signalled. The daemon does it when it holds the
 claim (interrupted, the teardown goes on there: exit 130); this command acts
 by itself, with the caller's rights, only when no daemon answers, the daemon
-does not hold the claim, or --mechanism is given, and says so on stderr. A
+does not hold the claim, or --mechanism is given, and says so on stderr;
+with --held-only never (a program that must act only on what it handed the
+daemon: a process it never launched or admitted is then refused, 66). A
 refusal of the daemon is never followed by a local teardown. Exit codes:
 0 everything targeted is dead, 1 the verdict forbade acting, 2 survivors
-remain, 64 bad arguments, 65 malformed token, 69 no daemon and no local
+remain, 64 bad arguments, 65 malformed token, 66 not held (--held-only),
+69 no daemon and no local
 mechanism, 75 busy, 77 refused (another user's claim, the daemon or its ancestors,
 the socket), 130 interrupted, 70 other errors.`)
 }
@@ -137,6 +140,7 @@ func runKill(ctx context.Context, env *cliEnv, args []string) error {
 	asJSON := fs.Bool("json", false, "print the outcome as one JSON object")
 	grace := fs.Duration("grace", actions.DefaultGrace, "how long the tree gets to exit after SIGTERM before SIGKILL")
 	mech := mechanismFlag(fs, "")
+	heldOnly := fs.Bool("held-only", false, "only what the daemon holds: never a teardown here (not held: 66, no daemon: 69)")
 	sock := socketFlag(fs)
 	pos, err := parse(env, fs, args, 2, 2, "PID TOKEN")
 	if err != nil {
@@ -145,11 +149,14 @@ func runKill(ctx context.Context, env *cliEnv, args []string) error {
 	if *grace < 0 || *grace > api.MaxGrace {
 		return fail(exitUsage, "--grace %v: want a duration between 0 and %v", *grace, api.MaxGrace)
 	}
+	if *heldOnly && *mech != "" {
+		return fail(exitUsage, "--held-only and --mechanism exclude each other (--mechanism forces a teardown here)")
+	}
 	pid, claim, err := parseClaim(pos)
 	if err != nil {
 		return err
 	}
-	out, err := killVia(ctx, env, *sock, *mech, pid, claim, *grace)
+	out, err := killVia(ctx, env, *sock, *mech, *heldOnly, pid, claim, *grace)
 	if err != nil {
 		return err
 	}
@@ -165,9 +172,9 @@ func runKill(ctx context.Context, env *cliEnv, args []string) error {
 }
 
 // killVia tears down through the daemon, or here (client.Kill).
-func killVia(ctx context.Context, env *cliEnv, sock, mech string, pid int32, claim token.Token, grace time.Duration) (actions.Outcome, error) {
+func killVia(ctx context.Context, env *cliEnv, sock, mech string, heldOnly bool, pid int32, claim token.Token, grace time.Duration) (actions.Outcome, error) {
 	c := dial(sock)
 	defer c.Close()
-	out, err := client.Kill(ctx, c, mech, pid, claim, grace, env.stderr, client.Progress(env.stderr, "supervisor kill: "))
+	out, err := client.Kill(ctx, c, mech, pid, claim, grace, heldOnly, env.stderr, client.Progress(env.stderr, "supervisor kill: "))
 	return out, apiFail(err)
 }

@@ -46,6 +46,15 @@ func TestIntegrationRefusalIsTheAnswer(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { own.Process.Kill(); own.Wait() })
+	// --held-only: a program that acts only on what it handed the daemon
+	// is refused, and nothing is signalled.
+	code, _, errs = d.run(t, asNobody, "kill", fmt.Sprint(own.Process.Pid), tokenOf(t, own.Process.Pid), "--grace", "0s", "--held-only")
+	if code != client.ExitNoInput || !strings.Contains(errs, "not held") || strings.Contains(errs, "here") {
+		t.Errorf("nobody's kill --held-only of its own unheld process: exit %d, stderr %q; want %d, refused, no teardown here", code, errs, client.ExitNoInput)
+	}
+	if !owned(int32(own.Process.Pid), tokenOf(t, own.Process.Pid)) {
+		t.Fatal("kill --held-only signalled a process the daemon does not hold")
+	}
 	code, _, errs = d.run(t, asNobody, "kill", fmt.Sprint(own.Process.Pid), tokenOf(t, own.Process.Pid), "--grace", "0s")
 	if code != client.ExitKillDead || !strings.Contains(errs, "the daemon does not hold") || !strings.Contains(errs, "here") {
 		t.Errorf("nobody's kill of its own unheld process: exit %d, stderr %q; want %d and a note that it ran here", code, errs, client.ExitKillDead)

@@ -61,9 +61,11 @@ func Verify(ctx context.Context, c *api.Client, mech string, pid int32, tok toke
 
 // Kill tears (pid, tok) and its verified descendants down: through the
 // daemon when it holds the process (its graph knows members whose birth it
-// watched long ago), here only as the package comment says.
+// watched long ago), here only as the package comment says, and never
+// here when heldOnly: a process the daemon does not hold (or no daemon)
+// is then the daemon's error, nothing signalled.
 // progress, unless nil, is told each step of the teardown (Progress).
-func Kill(ctx context.Context, c *api.Client, mech string, pid int32, tok token.Token, grace time.Duration, note io.Writer, progress func(string)) (actions.Outcome, error) {
+func Kill(ctx context.Context, c *api.Client, mech string, pid int32, tok token.Token, grace time.Duration, heldOnly bool, note io.Writer, progress func(string)) (actions.Outcome, error) {
 	why := "--mechanism " + mech + " forces a local teardown"
 	if mech == "" {
 		out, err := c.KillWatch(ctx, pid, tok, &grace, progress)
@@ -73,6 +75,8 @@ func Kill(ctx context.Context, c *api.Client, mech string, pid int32, tok token.
 			return out, nil
 		case ctx.Err() != nil:
 			return out, fmt.Errorf("%w: the teardown of %d goes on in the daemon; follow it with `supervisor wait %d %s`", ErrInterrupted, pid, pid, tok)
+		case heldOnly:
+			return out, err // not held, no daemon: nothing signalled
 		case errors.Is(err, api.ErrNotHeld):
 			why = "the daemon does not hold " + fmt.Sprint(pid)
 		case !errors.Is(err, api.ErrNoDaemon):

@@ -70,22 +70,26 @@ func TestKillRefusalIsTheAnswer(t *testing.T) {
 		{"not held", fmt.Errorf("%d: %w", pid, api.ErrNotHeld), true, ExitNoInput},
 	}
 	for _, tt := range tests {
-		b := &killBackend{err: tt.err}
-		c := serve(t, b)
-		var note bytes.Buffer
-		_, err := Kill(context.Background(), c, "", pid, tok, 0, &note, nil)
-		ran := strings.Contains(note.String(), "here")
-		if b.kills.Load() != 1 || ran != tt.local {
-			t.Errorf("%s: daemon asked %d times, local path ran %v (note %q), want once and %v", tt.name, b.kills.Load(), ran, note.String(), tt.local)
-		}
-		if tt.local {
-			if !strings.Contains(note.String(), "does not hold") {
-				t.Errorf("%s: note %q does not say why it ran here", tt.name, note.String())
+		for _, heldOnly := range []bool{false, true} {
+			b := &killBackend{err: tt.err}
+			c := serve(t, b)
+			var note bytes.Buffer
+			_, err := Kill(context.Background(), c, "", pid, tok, 0, heldOnly, &note, nil)
+			ran := strings.Contains(note.String(), "here")
+			local := tt.local && !heldOnly // --held-only: never here
+			if b.kills.Load() != 1 || ran != local {
+				t.Errorf("%s (held only %v): daemon asked %d times, local path ran %v (note %q), want once and %v",
+					tt.name, heldOnly, b.kills.Load(), ran, note.String(), local)
 			}
-			continue
-		}
-		if code, _ := Exit(err); code != tt.code {
-			t.Errorf("%s: Kill() = %v, exit %d, want %d", tt.name, err, code, tt.code)
+			if local {
+				if !strings.Contains(note.String(), "does not hold") {
+					t.Errorf("%s: note %q does not say why it ran here", tt.name, note.String())
+				}
+				continue
+			}
+			if code, _ := Exit(err); code != tt.code {
+				t.Errorf("%s (held only %v): Kill() = %v, exit %d, want %d", tt.name, heldOnly, err, code, tt.code)
+			}
 		}
 	}
 }
