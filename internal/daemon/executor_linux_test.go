@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -568,6 +569,69 @@ func TestIntegrationHiddenRootUnverifiable(t *testing.T) {
 	}
 	if err := cmd.Process.Signal(syscall.Signal(0)); err != nil || zombie(cmd.Process.Pid) {
 		t.Error("the hidden root was signalled")
+	}
+}
+
+// TestIntegrationHiddenHolderKeepsGrant: a grant whose holder cannot be
+// judged (its /proc entry hidden: UNVERIFIABLE) is not an orphan: a pass
+// keeps it and signals nothing. Only a holder GONE or FOREIGN lets the
+// grant go; a failed look is no exit.
+func TestIntegrationHiddenHolderKeepsGrant(t *testing.T) {
+	h := newHarness(t)
+	cmd, _ := tree(t)
+	holder := exec.Command("sleep", "100")
+	if err := holder.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { holder.Process.Kill(); holder.Wait() })
+	hh, err := pidfd.Open(int32(holder.Process.Pid), h.boot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	htok := hh.Token()
+	hh.Close()
+	c := h.claim(t, cmd.Process.Pid, &store.Instance{Pid: int32(holder.Process.Pid), Token: htok}, 0)
+	empty := t.TempDir()
+	type result struct {
+		it  api.ReportItem
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		// A mount namespace of this thread alone, as in
+		// TestIntegrationHiddenRootUnverifiable.
+		runtime.LockOSThread()
+		if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+			done <- result{err: err}
+			return
+		}
+		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+			done <- result{err: err}
+			return
+		}
+		if err := unix.Mount(empty, "/proc/"+strconv.Itoa(holder.Process.Pid), "", unix.MS_BIND, ""); err != nil {
+			done <- result{err: err}
+			return
+		}
+		if v := h.d.judge.Judge(int32(holder.Process.Pid), htok); v.Result != verdict.Unverifiable {
+			done <- result{err: fmt.Errorf("the hidden holder judged %s (%s), want UNVERIFIABLE", v.Result, v.Reason)}
+			return
+		}
+		it, _, err := h.d.settle(context.Background(), c.ID, request{trigger: Pass})
+		done <- result{it, err}
+	}()
+	r := <-done
+	if r.it.ID == "" && r.err != nil {
+		t.Fatalf("hiding the holder's /proc entry: %v", r.err)
+	}
+	if r.err != nil || r.it.Orphan || r.it.Action == TearDown.String() {
+		t.Errorf("pass over a grant whose holder cannot be judged = %+v, %v; want it kept, no orphan", r.it, r.err)
+	}
+	if got, _ := h.st.Get(c.ID); got.State != store.Running {
+		t.Errorf("state = %s, want running (kept)", got.State)
+	}
+	if err := cmd.Process.Signal(syscall.Signal(0)); err != nil || zombie(cmd.Process.Pid) {
+		t.Error("the root of a grant whose holder cannot be judged was signalled")
 	}
 }
 
