@@ -37,13 +37,17 @@ import (
 // before, when set, runs ahead of every write.
 type failingStore struct {
 	*store.Store
-	fail   atomic.Bool
-	before func(id string)
-	lists  atomic.Int32 // List calls
+	fail     atomic.Bool // Update fails
+	failList atomic.Bool // List fails
+	before   func(id string)
+	lists    atomic.Int32 // List calls
 }
 
 func (f *failingStore) List(flt store.Filter) ([]store.Claim, error) {
 	f.lists.Add(1)
+	if f.failList.Load() {
+		return nil, errDiskFull
+	}
 	return f.Store.List(flt)
 }
 

@@ -3,9 +3,11 @@ package daemon
 import (
 	"context"
 	"slices"
+	"syscall"
 	"testing"
 
 	"github.com/procsupervisor/supervisor/internal/api"
+	"github.com/procsupervisor/supervisor/internal/store"
 	"github.com/procsupervisor/supervisor/internal/testenv"
 )
 
@@ -64,5 +66,30 @@ func TestIntegrationStatusOwnClaims(t *testing.T) {
 			t.Errorf("Status for uid %d: reconcile %+v, members recorded %d; want items %v, as many seen and readopted, %d recorded",
 				tc.uid, st.Reconcile, st.MembersQueued, want, tc.members)
 		}
+	}
+}
+
+// TestIntegrationPassSurvivesUnreadableStore: a pass whose store cannot
+// list the claims reports a failure, counts a store error and changes and
+// signals nothing; the next pass, the store readable again, goes on.
+func TestIntegrationPassSurvivesUnreadableStore(t *testing.T) {
+	h := newHarness(t)
+	cmd, _ := testenv.Shell(t, "exec sleep 60", 0)
+	c := h.grant(t, cmd.Process.Pid, 0)
+	h.st.failList.Store(true)
+	rep := h.d.reconcileAll(context.Background(), request{trigger: Pass})
+	h.st.failList.Store(false)
+	if rep.Failed != 1 || rep.Seen != 0 || len(rep.Items) != 1 || rep.Items[0].Action != "failed" || h.d.storeErrors.Load() != 1 {
+		t.Errorf("pass over an unreadable store = %+v, store errors %d; want one failure said, none seen, one store error", rep, h.d.storeErrors.Load())
+	}
+	if err := cmd.Process.Signal(syscall.Signal(0)); err != nil {
+		t.Fatalf("the claim's root was signalled: %v", err)
+	}
+	rep = h.d.reconcileAll(context.Background(), request{trigger: Pass})
+	if rep.Failed != 0 || rep.Seen != 1 {
+		t.Errorf("the next pass = %+v, want the claim seen", rep)
+	}
+	if got, err := h.st.Get(c.ID); err != nil || got.State != store.Running {
+		t.Errorf("claim after the passes: %s, %v; want running", got.State, err)
 	}
 }
