@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -172,11 +171,18 @@ func (h *harness) claim(t *testing.T, pid int, holder *store.Instance, wall time
 // grant stores a running grant of uid's for pid, without a holder.
 func (h *harness) grant(t *testing.T, pid int, uid uint32) store.Claim {
 	t.Helper()
+	return h.running(t, store.Grant, pid, uid)
+}
+
+// running stores a running claim of kind, uid's, for pid (no holder, no
+// cgroup).
+func (h *harness) running(t *testing.T, kind store.Kind, pid int, uid uint32) store.Claim {
+	t.Helper()
 	ph, err := pidfd.Open(int32(pid), h.boot)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := store.Claim{Kind: store.Grant, UID: uid, Pid: ph.Pid(), Token: ph.Token()}
+	c := store.Claim{Kind: kind, UID: uid, Pid: ph.Pid(), Token: ph.Token()}
 	ph.Close()
 	if err := h.st.Put(&c); err != nil {
 		t.Fatal(err)
@@ -536,43 +542,59 @@ func TestIntegrationHiddenRootUnverifiable(t *testing.T) {
 	h := newHarness(t)
 	cmd, _ := tree(t)
 	c := h.claim(t, cmd.Process.Pid, nil, 0)
-	empty := t.TempDir()
-	type result struct {
-		it  api.ReportItem
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		// A mount namespace of this thread alone: the thread is never
-		// given back to the runtime, so it dies with the goroutine.
-		runtime.LockOSThread()
-		if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
-			done <- result{err: err}
-			return
-		}
-		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-			done <- result{err: err}
-			return
-		}
-		if err := unix.Mount(empty, "/proc/"+strconv.Itoa(cmd.Process.Pid), "", unix.MS_BIND, ""); err != nil {
-			done <- result{err: err}
-			return
-		}
-		it, _, err := h.d.settle(context.Background(), c.ID, request{trigger: ReleaseAsked})
-		done <- result{it, err}
-	}()
-	r := <-done
-	if r.it.ID == "" && r.err != nil {
-		t.Fatalf("hiding the root's /proc entry: %v", r.err)
-	}
-	if !errors.Is(r.err, api.ErrConflict) || r.it.Verdict != verdict.Unverifiable || !strings.Contains(r.it.Reason, "cannot be read") {
-		t.Errorf("release of a root whose /proc entry is hidden = %+v, %v; want UNVERIFIABLE and refused", r.it, r.err)
+	var it api.ReportItem
+	var err error
+	hidingProc(t, cmd.Process.Pid, func() { it, _, err = h.d.settle(context.Background(), c.ID, request{trigger: ReleaseAsked}) })
+	if !errors.Is(err, api.ErrConflict) || it.Verdict != verdict.Unverifiable || !strings.Contains(it.Reason, "cannot be read") {
+		t.Errorf("release of a root whose /proc entry is hidden = %+v, %v; want UNVERIFIABLE and refused", it, err)
 	}
 	if got, _ := h.st.Get(c.ID); got.State != store.Unverifiable {
 		t.Errorf("state = %s, want unverifiable (kept)", got.State)
 	}
 	if err := cmd.Process.Signal(syscall.Signal(0)); err != nil || zombie(cmd.Process.Pid) {
 		t.Error("the hidden root was signalled")
+	}
+
+	// A job whose root cannot be judged at a pass is retired, unsignalled:
+	// the daemon stops answering for what it cannot see.
+	job, _ := tree(t)
+	jc := h.running(t, store.Job, job.Process.Pid, 0)
+	hidingProc(t, job.Process.Pid, func() { it, _, err = h.d.settle(context.Background(), jc.ID, request{trigger: Pass}) })
+	if got, _ := h.st.Get(jc.ID); err != nil || it.Verdict != verdict.Unverifiable || got.State != store.Retired {
+		t.Errorf("pass over a job whose root is hidden = %+v, %v, state %s; want UNVERIFIABLE, retired", it, err, got.State)
+	}
+	if err := job.Process.Signal(syscall.Signal(0)); err != nil || zombie(job.Process.Pid) {
+		t.Error("the hidden job's root was signalled")
+	}
+}
+
+// hidingProc runs fn in a thread of its own whose mount namespace has an
+// empty directory over /proc/PID: to the daemon's code in fn, the process
+// is alive and unreadable. The thread is never given back to the runtime,
+// so the namespace dies with it.
+func hidingProc(t *testing.T, pid int, fn func()) {
+	t.Helper()
+	empty := t.TempDir()
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
+			done <- err
+			return
+		}
+		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
+			done <- err
+			return
+		}
+		if err := unix.Mount(empty, "/proc/"+strconv.Itoa(pid), "", unix.MS_BIND, ""); err != nil {
+			done <- err
+			return
+		}
+		fn()
+		done <- nil
+	}()
+	if err := <-done; err != nil {
+		t.Fatalf("hiding /proc/%d: %v", pid, err)
 	}
 }
 
@@ -595,41 +617,17 @@ func TestIntegrationHiddenHolderKeepsGrant(t *testing.T) {
 	htok := hh.Token()
 	hh.Close()
 	c := h.claim(t, cmd.Process.Pid, &store.Instance{Pid: int32(holder.Process.Pid), Token: htok}, 0)
-	empty := t.TempDir()
-	type result struct {
-		it  api.ReportItem
-		err error
+	var it api.ReportItem
+	var v verdict.Verdict
+	hidingProc(t, holder.Process.Pid, func() {
+		v = h.d.judge.Judge(int32(holder.Process.Pid), htok)
+		it, _, err = h.d.settle(context.Background(), c.ID, request{trigger: Pass})
+	})
+	if v.Result != verdict.Unverifiable {
+		t.Fatalf("the hidden holder judged %s (%s), want UNVERIFIABLE", v.Result, v.Reason)
 	}
-	done := make(chan result, 1)
-	go func() {
-		// A mount namespace of this thread alone, as in
-		// TestIntegrationHiddenRootUnverifiable.
-		runtime.LockOSThread()
-		if err := unix.Unshare(unix.CLONE_NEWNS); err != nil {
-			done <- result{err: err}
-			return
-		}
-		if err := unix.Mount("", "/", "", unix.MS_REC|unix.MS_PRIVATE, ""); err != nil {
-			done <- result{err: err}
-			return
-		}
-		if err := unix.Mount(empty, "/proc/"+strconv.Itoa(holder.Process.Pid), "", unix.MS_BIND, ""); err != nil {
-			done <- result{err: err}
-			return
-		}
-		if v := h.d.judge.Judge(int32(holder.Process.Pid), htok); v.Result != verdict.Unverifiable {
-			done <- result{err: fmt.Errorf("the hidden holder judged %s (%s), want UNVERIFIABLE", v.Result, v.Reason)}
-			return
-		}
-		it, _, err := h.d.settle(context.Background(), c.ID, request{trigger: Pass})
-		done <- result{it, err}
-	}()
-	r := <-done
-	if r.it.ID == "" && r.err != nil {
-		t.Fatalf("hiding the holder's /proc entry: %v", r.err)
-	}
-	if r.err != nil || r.it.Orphan || r.it.Action == TearDown.String() {
-		t.Errorf("pass over a grant whose holder cannot be judged = %+v, %v; want it kept, no orphan", r.it, r.err)
+	if err != nil || it.Orphan || it.Action == TearDown.String() {
+		t.Errorf("pass over a grant whose holder cannot be judged = %+v, %v; want it kept, no orphan", it, err)
 	}
 	if got, _ := h.st.Get(c.ID); got.State != store.Running {
 		t.Errorf("state = %s, want running (kept)", got.State)
