@@ -18,6 +18,7 @@ import (
 
 	"github.com/procsupervisor/supervisor/internal/actions"
 	"github.com/procsupervisor/supervisor/internal/api"
+	"github.com/procsupervisor/supervisor/internal/jobout"
 	"github.com/procsupervisor/supervisor/internal/logfeed"
 	"github.com/procsupervisor/supervisor/internal/pidfd"
 	"github.com/procsupervisor/supervisor/internal/procfs"
@@ -221,14 +222,17 @@ func (d *Daemon) Launch(ctx context.Context, p api.Peer, r *api.LaunchRequest) (
 		// The job's user's alone (STATE_DIR/jobs is 0711: opened by
 		// name): with its group's read bit, users sharing a primary
 		// group read each other's output, the id being in the job's
-		// /proc/PID/cgroup for anyone to see.
+		// /proc/PID/cgroup for anyone to see. Root's, the user given
+		// it by an ACL entry (jobout.GiveTo): an owner may lease it.
 		f, err := os.OpenFile(outPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND|os.O_EXCL, 0o600)
 		if err != nil {
 			return fail(err)
 		}
 		defer f.Close()
-		if err := f.Chown(int(id.uid), int(id.gid)); err != nil {
-			return fail(err)
+		if id.uid != 0 {
+			if _, err := jobout.GiveTo(int(f.Fd()), id.uid, id.gid); err != nil {
+				return fail(err)
+			}
 		}
 		out, errf = f, f
 	}

@@ -24,11 +24,12 @@
 // that runs past the bound by what it writes in between; writes through a
 // shared mapping (mmap) tell inotify nothing, and are seen at the next
 // sweep of every file (sweepEvery); inotify's queue can overflow
-// (IN_Q_OVERFLOW), and then every file is looked at; a job may take a
-// write lease on its own file (F_SETLEASE) while no other descriptor
-// has it open, and Bound's open then fails (EWOULDBLOCK) until the
-// kernel has broken the lease (lease-break-time, 45 s by default), the
-// file running past the bound meanwhile. Holes the job made
+// (IN_Q_OVERFLOW), and then every file is looked at; a file a job owns
+// may be leased by it (F_SETLEASE), and Bound's open then fails
+// (EWOULDBLOCK) until the kernel has broken the lease (lease-break-time,
+// 45 s by default), the file running past the bound meanwhile: GiveTo
+// keeps the file root's, with an ACL entry for the job's user, except
+// where the filesystem has no ACLs. Holes the job made
 // itself read as dropped too. A file is opened by name without following
 // a symbolic link, and only a regular file is touched.
 package jobout
