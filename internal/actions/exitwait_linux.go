@@ -30,6 +30,7 @@ type ExitWaiter struct {
 
 	mu      sync.Mutex
 	closed  bool                    // by Close: no new registration
+	ran     bool                    // run has returned (seen by Close)
 	freed   bool                    // ep closed, by the last to use it
 	waiting map[int32]chan struct{} // by pidfd number
 	waits   int                     // Wait calls in progress
@@ -81,9 +82,10 @@ func (w *ExitWaiter) run() {
 }
 
 // Close stops the waiter. A Wait called after it polls on its own; one
-// in progress is woken by its timer or context only, and the last of them
-// releases the descriptors (so that no deregistration reaches a reused
-// descriptor number).
+// in progress is woken by its timer or context only. The descriptors are
+// released once run has returned and no Wait uses them, by whichever of
+// Close and the last Wait comes later: no wake-up, wait or deregistration
+// reaches a descriptor number reused meanwhile.
 func (w *ExitWaiter) Close() error {
 	w.mu.Lock()
 	if w.freed {
@@ -98,13 +100,14 @@ func (w *ExitWaiter) Close() error {
 	<-w.done
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.ran = true
 	return w.free()
 }
 
-// free closes the descriptors once closed and no wait uses them; w.mu
-// held.
+// free closes the descriptors once run has returned and no wait uses
+// them; w.mu held.
 func (w *ExitWaiter) free() error {
-	if !w.closed || w.waits > 0 || w.freed {
+	if !w.ran || w.waits > 0 || w.freed {
 		return nil
 	}
 	w.freed = true
