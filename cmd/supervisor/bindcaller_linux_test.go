@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -36,14 +37,12 @@ func TestIntegrationBindToCallerGone(t *testing.T) {
 	if err := sh.Run(); err != nil {
 		t.Fatal(err)
 	}
+	var b, o []byte
 	testenv.Eventually(t, 10*time.Second, func() bool {
-		b, _ := os.ReadFile(errf)
-		o, _ := os.ReadFile(out)
-		return len(b) > 0 || len(o) > 0
+		b, _ = os.ReadFile(errf)
+		o, _ = os.ReadFile(out)
+		return bytes.HasSuffix(b, []byte("\n")) || bytes.HasSuffix(o, []byte("\n"))
 	}, "the orphaned launch said nothing")
-	time.Sleep(100 * time.Millisecond) // the rest of its words
-	b, _ := os.ReadFile(errf)
-	o, _ := os.ReadFile(out)
 	if len(o) > 0 || !strings.Contains(string(b), "binding to the caller") {
 		t.Errorf("launch --bind-to-caller from a caller gone: stdout %q, stderr %q; want a refusal", o, b)
 	}
