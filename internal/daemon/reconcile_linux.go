@@ -62,7 +62,10 @@ func (d *Daemon) reconcileAll(ctx context.Context, rq request) api.Report {
 		rep.Mechanism = string(tr.Mechanism())
 	}
 	var ids []string
-	shares := map[string]uint32{} // with rq.byShare: each id's
+	var shares map[string]uint32 // with rq.byShare: each id's
+	if rq.byShare != nil {
+		shares = map[string]uint32{}
+	}
 	if rq.uid != nil {
 		// From the index: the cost follows the uid's claims, not the
 		// store's.

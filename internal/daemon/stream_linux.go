@@ -191,11 +191,23 @@ type attribution struct {
 	uid   uint32
 	uidOK bool
 	claim string
-	// claimUID is the uid of claim's owner (claimUIDOK false when the
-	// claim is no longer indexed): another user's claim is not named to a
-	// subscriber (Tree's rule).
+	// The uid of claim's owner (claimOwner), looked up in owners only
+	// when a subscriber's view asks: another user's claim is not named
+	// to a subscriber (Tree's rule).
+	owners     *claimIndex
+	ownerRead  bool
 	claimUID   uint32
 	claimUIDOK bool
+}
+
+// claimOwner returns the uid of the owner of a's claim (false when it is
+// no longer indexed), read from the index once per event.
+func (a *attribution) claimOwner() (uint32, bool) {
+	if !a.ownerRead && a.owners != nil {
+		a.claimUID, a.claimUIDOK = a.owners.uidOf(a.claim)
+	}
+	a.ownerRead = true
+	return a.claimUID, a.claimUIDOK
 }
 
 // Subscribe implements api.Streamer.
@@ -336,10 +348,9 @@ func attributeIn(g attributor, claims *claimIndex, ev *events.Event) attribution
 		a.uid, a.uidOK = uid, true
 	}
 	if root != "" {
-		a.claim = root
-		a.claimUID, a.claimUIDOK = claims.uidOf(root)
+		a.claim, a.owners = root, claims
 		if !a.uidOK {
-			a.uid, a.uidOK = a.claimUID, a.claimUIDOK
+			a.uid, a.uidOK = a.claimOwner()
 		}
 	}
 	return a
@@ -454,8 +465,10 @@ func (s *subscriber) view(ev *events.Event, a *attribution) view {
 	if p := ev.Parent; p != nil && !whollyOf(&p.Ctx, s.uid, s.gid) {
 		v |= viewParentOther
 	}
-	if a.claim != "" && (!a.claimUIDOK || a.claimUID != s.uid) {
-		v |= viewClaimOther
+	if a.claim != "" {
+		if uid, ok := a.claimOwner(); !ok || uid != s.uid {
+			v |= viewClaimOther
+		}
 	}
 	return v
 }
