@@ -696,6 +696,13 @@ func (h *hub) publishClaim(ev *logfeed.ClaimEvent, now time.Time) {
 // next take, however small).
 func (s *subscriber) put(rec []byte) {
 	s.mu.Lock()
+	if s.closed {
+		// Before the share is charged: Close has given back what s
+		// held, and nothing would give back a charge made after it (a
+		// publish that took s from the list before it unsubscribed).
+		s.mu.Unlock()
+		return
+	}
 	large := len(rec) > largeRecord
 	fits := !large && len(s.buf)-s.large+len(rec) <= streamBuffer
 	if large && s.large+len(rec) <= largeBudget {
@@ -705,10 +712,8 @@ func (s *subscriber) put(rec []byte) {
 			s.held().Add(-int64(len(rec)))
 		}
 	}
-	if s.closed || !fits {
-		if !s.closed {
-			s.lost++
-		}
+	if !fits {
+		s.lost++
 		s.mu.Unlock()
 		s.signal()
 		return

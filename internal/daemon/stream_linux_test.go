@@ -224,6 +224,30 @@ func TestStreamLargeBurst(t *testing.T) {
 	}
 }
 
+// TestStreamLargeAfterClose: a large record put to a subscriber that
+// closed after a publish took it from the list charges nothing to its
+// side's share. Before, the charge was made and never given back, and
+// after enough such races every user's stream lost every large record
+// until the daemon restarted.
+func TestStreamLargeAfterClose(t *testing.T) {
+	var h hub
+	long := events.Event{Kind: events.Exec, Pid: 8, PPid: 1, Token: tok(8), Argv: []string{"x", strings.Repeat("a", 32<<10)}}
+	for _, uid := range []uint32{0, 1000} {
+		s, err := h.subscribe(viewer{uid: uid, all: uid == 0}, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		subs := h.active() // a publish's list, taken before the Close
+		s.Close()
+		for range 4 {
+			h.publishEvent(subs, &long, attribution{uid: uid, uidOK: true})
+		}
+		if n := h.largeHeld[0].Load() + h.largeHeld[1].Load(); n != 0 {
+			t.Errorf("uid %d: large records put to a closed stream left %d bytes charged, want 0", uid, n)
+		}
+	}
+}
+
 // TestStreamLargeTotal: all subscribers together hold at most largeTotal
 // bytes of large records: many streams cannot make the daemon hold
 // largeBudget for each. And other users' unread streams, all of them
