@@ -3,6 +3,9 @@ package daemon
 import (
 	"cmp"
 	"context"
+	"errors"
+	"fmt"
+	"io"
 	"os"
 	"slices"
 	"strconv"
@@ -13,6 +16,7 @@ import (
 	"github.com/procsupervisor/supervisor/internal/procfs"
 	"github.com/procsupervisor/supervisor/internal/redact"
 	"github.com/procsupervisor/supervisor/internal/store"
+	"golang.org/x/sys/unix"
 )
 
 // redactClaim rewrites c's argv by rules: with Argv when it is fresh (as
@@ -88,19 +92,28 @@ func (d *Daemon) procHiddenFrom(ctx context.Context, p api.Peer) bool {
 	if p.Root() {
 		return false
 	}
-	mi, err := os.ReadFile("/proc/self/mountinfo")
+	mi, err := readCapped("/proc/self/mountinfo", maxMountinfo)
 	if err != nil || procHidesPids(mi) {
 		return true
 	}
 	return d.callerProcHides(ctx, p)
 }
 
+// maxMountinfo bounds a mount table read to judge a caller's /proc: a
+// user can make its own mount namespace's as long as it likes (millions
+// of bytes, and seconds of the kernel's time to produce), so a longer
+// one is not read and counts as hiding. A host's or a container's table
+// is far shorter; a caller in the daemon's own world is not read at all.
+const maxMountinfo = 256 << 10
+
 // callerProcHides reports whether the /proc of the caller's view hides
-// other users' processes: its mountinfo, read at its pid, shows mount
-// points relative to its root. The read counts only if the caller lived
-// through it (the socket's pidfd of it, see callerAlive), so the pid was
-// not another process's; a caller gone, or whose mounts cannot be read,
-// is hidden from.
+// other users' processes: the daemon's view when the caller shares the
+// daemon's mount namespace and root directory (as callers mostly do), else
+// its mountinfo, read at its pid, which shows mount points relative to
+// its root. What was read counts only if the caller lived through it (the
+// socket's pidfd of it, see callerAlive), so the pid was not another
+// process's; a caller gone, or whose mounts cannot be read or are too
+// many, is hidden from.
 func (d *Daemon) callerProcHides(ctx context.Context, p api.Peer) bool {
 	if p.Pid <= 0 {
 		return true
@@ -110,8 +123,36 @@ func (d *Daemon) callerProcHides(ctx context.Context, p api.Peer) bool {
 		return true
 	}
 	defer done()
-	mi, err := os.ReadFile("/proc/" + strconv.Itoa(int(p.Pid)) + "/mountinfo")
+	dir := "/proc/" + strconv.Itoa(int(p.Pid))
+	if root, err := os.OpenFile(dir+"/root", unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
+		away := elsewhere(p.Pid, root)
+		root.Close()
+		if !away {
+			return !alive() // the daemon's /proc, judged by procHiddenFrom
+		}
+	}
+	mi, err := readCapped(dir+"/mountinfo", maxMountinfo)
 	return err != nil || !alive() || procHidesPids(mi)
+}
+
+// errTooLong is readCapped's error for a file longer than its bound.
+var errTooLong = errors.New("longer than its bound")
+
+// readCapped reads the file at path whole if it is at most max bytes long.
+func readCapped(path string, max int) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	b, err := io.ReadAll(io.LimitReader(f, int64(max)+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > max {
+		return nil, fmt.Errorf("%s: %w (%d bytes)", path, errTooLong, max)
+	}
+	return b, nil
 }
 
 // visibleNodes keeps of a tree, for a user /proc hides other users'

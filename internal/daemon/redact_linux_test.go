@@ -357,3 +357,70 @@ func TestIntegrationTreeBounded(t *testing.T) {
 		t.Errorf("%d nodes with command lines, want only the first (the bound is 64 bytes)", withArgs)
 	}
 }
+
+// TestIntegrationCallerMountinfoBounded: whether /proc hides other users'
+// processes from a caller is the daemon's own answer for a caller in its
+// mount namespace and root (its mount table not read), is read from the
+// caller's table when it has its own, and is "hidden" when that table is
+// longer than maxMountinfo. Before, any user could make its own mount
+// namespace's table megabytes long and have the daemon read it whole at
+// every verify, tree and stream: seconds of kernel time and hundreds of
+// MiB of the daemon's memory per request.
+func TestIntegrationCallerMountinfoBounded(t *testing.T) {
+	h := newHarness(t)
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := procHidesPids(mi)
+	if own {
+		t.Skip("/proc hides pids here: every caller is hidden from, whatever its table")
+	}
+	dir := t.TempDir()
+	// A caller in a mount namespace of its own with n tmpfs mounts at
+	// long names (about 300 bytes of table each), then uid 65534.
+	caller := func(n int) int32 {
+		script := `d=$1; n=$2; i=0
+while [ $i -lt $n ]; do
+	m=$d/` + strings.Repeat("m", 200) + `$i
+	mkdir -p $m && mount -t tmpfs -o size=4k none $m || exit 1
+	i=$((i+1))
+done
+echo ready > $d/ready.$n
+exec setpriv --reuid=65534 --regid=65534 --clear-groups sleep 600`
+		cmd := testenv.Start(t, "unshare", "-m", "--propagation", "private", "sh", "-c", script, "sh", dir, fmt.Sprint(n))
+		testenv.EventuallyNil(t, 60*time.Second, func() error {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", cmd.Process.Pid))
+			if err != nil || string(b) != "sleep\n" {
+				return fmt.Errorf("comm %q, %v", b, err)
+			}
+			return nil
+		}, "the caller with %d mounts never became sleep", n)
+		return int32(cmd.Process.Pid)
+	}
+	nobody := exec.Command("sleep", "600")
+	nobody.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	if err := nobody.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { nobody.Process.Kill(); nobody.Wait() })
+	few, many := caller(3), caller(maxMountinfo/300+200)
+	if b, err := os.ReadFile(fmt.Sprintf("/proc/%d/mountinfo", many)); err != nil || len(b) <= maxMountinfo {
+		t.Fatalf("the long table is %d bytes (%v), want over %d", len(b), err, maxMountinfo)
+	}
+	for _, tt := range []struct {
+		name string
+		pid  int32
+		want bool
+	}{
+		{"in the daemon's world", int32(nobody.Process.Pid), own},
+		{"a table of its own", few, false},
+		{"a table too long", many, true},
+		{"no such caller", 0, true},
+	} {
+		p := api.Peer{UID: 65534, GID: 65534, Pid: tt.pid}
+		if got := h.d.procHiddenFrom(context.Background(), p); got != tt.want {
+			t.Errorf("%s (pid %d): procHiddenFrom = %v, want %v", tt.name, tt.pid, got, tt.want)
+		}
+	}
+}
