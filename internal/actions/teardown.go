@@ -305,7 +305,16 @@ func (t *Teardown) run(ctx context.Context, root *pidfd.Handle, extra []*pidfd.H
 		t.signalAll(tr, alive, unix.SIGKILL, out)
 		t.waitTree(context.WithoutCancel(ctx), tr, t.opts.KillWait, out, unix.SIGKILL)
 	}
-	for _, h := range tr.members {
+	targets := tr.members
+	if root != nil && tr.refused[root.Pid()] {
+		// The root, targeted and then refused by the kernel (its uids
+		// changed during the teardown: signalAll), stays a target: a
+		// caller who named it is not told it is dead while it lives.
+		// Other members refused then are only reported, as one refused
+		// when found is.
+		targets = append([]*pidfd.Handle{root}, targets...)
+	}
+	for _, h := range targets {
 		out.Targeted = append(out.Targeted, memberOf(h))
 		if !h.Exited() {
 			out.Survivors = append(out.Survivors, memberOf(h))

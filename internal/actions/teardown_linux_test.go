@@ -255,7 +255,8 @@ func TestIntegrationProtectedPids(t *testing.T) {
 // nobody may signal when the teardown admits it, runs a setuid-root
 // program when SIGTERM reaches it and is root in full before the grace
 // ends. The teardown acting for nobody must not SIGKILL it: nobody could
-// not, and the kernel is asked with nobody's rights at each signal.
+// not, and the kernel is asked with nobody's rights at each signal. The
+// root lives, so the teardown is not dead.
 func TestIntegrationUidChangedDuringGrace(t *testing.T) {
 	testenv.RequireRoot(t)
 	helper := testenv.SetuidRoot(t)
@@ -285,7 +286,10 @@ func TestIntegrationUidChangedDuringGrace(t *testing.T) {
 	if !slices.ContainsFunc(out.Unproven, func(m Member) bool { return m.Pid == root && strings.Contains(m.Reason, "may no longer signal") }) {
 		t.Errorf("unproven = %+v, want %d with the kernel's refusal", out.Unproven, root)
 	}
-	if targeted(out, root) || !out.Dead {
-		t.Errorf("Run = %+v, want %d left out of the targets and the rest dead", out, root)
+	// The root it was asked to tear down lives: a target and a survivor,
+	// the teardown not dead (kill said 0, all targeted dead, with it
+	// alive).
+	if !targeted(out, root) || out.Dead || !slices.ContainsFunc(out.Survivors, func(m Member) bool { return m.Pid == root }) {
+		t.Errorf("Run = %+v, want %d targeted, a survivor, and the teardown not dead", out, root)
 	}
 }
