@@ -277,7 +277,11 @@ func (d *Daemon) Verify(ctx context.Context, p api.Peer, r *api.ClaimRequest) (v
 		return verdict.Verdict{Result: verdict.Unverifiable, Mechanism: mech,
 			Reason: fmt.Sprintf("pid %d is hidden from you by /proc (not wholly your process), or went while it was judged", r.Pid)}, nil
 	case !ok:
+		// GONE: whether the named instance's exit was observed would
+		// tell the caller, one tick at a time, the start time of an
+		// exited process /proc hid from it.
 		v.Observed = token.Token{}
+		v.Reason = fmt.Sprintf("no process holds pid %d", r.Pid)
 	}
 	return v, nil
 }

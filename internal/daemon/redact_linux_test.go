@@ -15,10 +15,12 @@ import (
 
 	"github.com/procsupervisor/supervisor/internal/api"
 	"github.com/procsupervisor/supervisor/internal/local"
+	"github.com/procsupervisor/supervisor/internal/pidfd"
 	"github.com/procsupervisor/supervisor/internal/redact"
 	"github.com/procsupervisor/supervisor/internal/store"
 	"github.com/procsupervisor/supervisor/internal/testenv"
 	"github.com/procsupervisor/supervisor/internal/token"
+	"github.com/procsupervisor/supervisor/internal/verdict"
 )
 
 func rules(t testing.TB, pats ...string) *redact.Rules {
@@ -422,5 +424,58 @@ exec setpriv --reuid=65534 --regid=65534 --clear-groups sleep 600`
 		if got := h.d.procHiddenFrom(context.Background(), p); got != tt.want {
 			t.Errorf("%s (pid %d): procHiddenFrom = %v, want %v", tt.name, tt.pid, got, tt.want)
 		}
+	}
+}
+
+// TestIntegrationVerifyGoneHidden: to a caller whose /proc hides other
+// users' processes, a verify of an exited process of another user says
+// GONE with the same reason whatever the token: before, "exit observed
+// at ..." came only for the exited instance's own start time, an oracle
+// for it one tick at a time.
+func TestIntegrationVerifyGoneHidden(t *testing.T) {
+	h := newHarness(t)
+	// The caller: nobody, in a mount namespace whose /proc hides pids.
+	caller := testenv.Start(t, "unshare", "-m", "--propagation", "private", "sh", "-c",
+		"mount -t proc -o hidepid=2 proc /proc && exec setpriv --reuid=65534 --regid=65534 --clear-groups sleep 600")
+	testenv.EventuallyNil(t, 10*time.Second, func() error {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/comm", caller.Process.Pid))
+		if err != nil || string(b) != "sleep\n" {
+			return fmt.Errorf("comm %q, %v", b, err)
+		}
+		return nil
+	}, "the caller never became sleep")
+	p := api.Peer{UID: 65534, GID: 65534, Pid: int32(caller.Process.Pid)}
+	// Root's process, its exit observed.
+	victim := exec.Command("sleep", "600")
+	if err := victim.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pid := int32(victim.Process.Pid)
+	hd, err := pidfd.Open(pid, h.boot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tok := hd.Token()
+	hd.Close()
+	victim.Process.Kill()
+	victim.Wait()
+	testenv.EventuallyNil(t, 10*time.Second, func() error {
+		if v := h.d.judge.Judge(pid, tok); v.Result != verdict.Gone || !strings.Contains(v.Reason, "exit") {
+			return fmt.Errorf("root's verdict %v so far", v)
+		}
+		return nil
+	}, "the daemon never observed %d's exit", pid)
+	other := tok
+	other.Start++
+	var reasons []string
+	for _, tk := range []token.Token{tok, other} {
+		v, err := h.d.Verify(context.Background(), p, &api.ClaimRequest{Pid: pid, Token: tk})
+		if err != nil || v.Result != verdict.Gone || v.Observed != (token.Token{}) {
+			t.Fatalf("Verify(%d, %v) as nobody = %+v, %v; want GONE, nothing observed", pid, tk, v, err)
+		}
+		reasons = append(reasons, v.Reason)
+	}
+	if reasons[0] != reasons[1] {
+		t.Errorf("a hidden caller's verify of the exited instance and of another tick differ: %q, %q", reasons[0], reasons[1])
 	}
 }
