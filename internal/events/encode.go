@@ -45,6 +45,7 @@ const (
 	OmitSessionLeaderID                    // session_leader.entity_id
 	OmitGroupLeaderID                      // group_leader.entity_id
 	OmitParentInteractive                  // parent.interactive
+	OmitExitStatus                         // exit_code and signal
 )
 
 // AppendJSONTime is AppendJSONOmit with the event's wall time (see
@@ -87,7 +88,7 @@ func (e *Encoder) appendJSON(b []byte, ev *Event, o Omit) []byte {
 	b = append(b, `,"comm":`...)
 	var bad badText
 	b, bad = appendCommJSON(b, &ev.Comm)
-	if ev.Kind == Exit {
+	if ev.Kind == Exit && o&OmitExitStatus == 0 {
 		b = append(b, `,"exit_code":`...)
 		if code, ok := ev.Exited(); ok {
 			b = strconv.AppendInt(b, int64(code), 10)
