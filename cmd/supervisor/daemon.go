@@ -48,7 +48,8 @@ replaced by whatever adopted this command, but one that exited before this
 command started cannot be told from a subreaper that adopted it: a program
 that backgrounds the launch names itself with --holder PID --holder-token
 TOKEN, its token read of itself (supervisor token PID). Init, the daemon and
-its ancestors are never holders. Exit codes: 0 launched, 64 bad arguments,
+its ancestors are never holders. Exit codes: 0 launched, 3 the holder named
+is not OWNED now or is one that never holds, 64 bad arguments,
 65 malformed token or the caller gone, 69 no daemon,
 75 busy (a rate or cap: retry later), 77 refused, 70 other errors.`)
 	commands["launch"].argv = true
