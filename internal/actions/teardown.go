@@ -159,10 +159,6 @@ type Teardown struct {
 // DefaultGrace is the grace period when none is given.
 const DefaultGrace = 5 * time.Second
 
-// ErrProtected is reported for a pid the supervisor never signals (init,
-// itself, its ancestors).
-var ErrProtected = errors.New("protected process")
-
 // New returns a Teardown that judges with judge and finds members with
 // finder (nil: the root alone, plus the cgroup when Options.Cgroup is set).
 func New(judge Binder, finder Finder, o Options) *Teardown {
@@ -227,7 +223,7 @@ func (t *Teardown) RunBound(ctx context.Context, v verdict.Verdict, root *pidfd.
 			return out
 		}
 		if why, ok := t.refuse(root, extra); ok {
-			out.Error = fmt.Sprintf("pid %d: %s: %v", root.Pid(), why, ErrProtected)
+			out.Error = fmt.Sprintf("pid %d: %s: nothing was signalled", root.Pid(), why)
 			out.Unproven = append(out.Unproven, Member{Pid: root.Pid(), Token: root.Token(), Reason: why})
 			return out
 		}
