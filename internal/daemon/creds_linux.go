@@ -84,12 +84,19 @@ var rlimitNames = [...]string{"cpu", "fsize", "data", "stack", "core", "rss", "n
 	"memlock", "as", "locks", "sigpending", "msgqueue", "nice", "rtprio", "rttime"}
 
 // bounds are what a workload inherits of its caller's: its resource
-// limits, and whether it may gain privileges by exec.
+// limits, umask and nice value, and whether it may gain privileges by exec.
 type bounds struct {
 	// limits are the workload's; clamped are those where the caller's
 	// was lower than the daemon's, to record on the claim.
 	limits  []spawn.Limit
 	clamped []store.Limit
+	// umask is the caller's (the Umask line of its status), or
+	// privateUmask when it could not be read as the caller's.
+	umask uint32
+	// nice is the caller's nice value, nil when it could not be read as
+	// the caller's (root's caller gone). The shim takes it only where it
+	// is less favourable than the daemon's own (spawn.Spec.Nice).
+	nice *int
 	// noNewPrivs is set when the caller has no_new_privs, or (a caller
 	// but root) a capability bounding set without some capability the
 	// daemon's has: a workload free to exec setuid and file-capability
@@ -117,16 +124,6 @@ type bounds struct {
 	namespaces []spawn.Namespace
 }
 
-// workloadBounds returns, limit by limit, the lower of the caller's (read
-// now from its /proc/PID/limits: root here lacks CAP_SYS_RESOURCE, which
-// prlimit of another user's process needs) and the daemon's own, and
-// whether the workload must have no_new_privs (bounds). The caller is
-// bound first and found alive after the reads, so what was read was its
-// own. A caller but root that cannot be read, or whose pid now holds a
-// process not of the caller's uid, is refused (ErrConflict): the peer's
-// pid is the one it had when it connected, and a client that handed its
-// connection to a child and exited used to get the daemon's limits
-// (nofile 64 became 20,000).
 // mayRaiseLimits reports whether process pid, whose /proc status is st,
 // may raise its hard limits: it holds CAP_SYS_RESOURCE (its CapEff line;
 // unreadable counts as holding it) in the daemon's user namespace. The
@@ -149,15 +146,32 @@ func mayRaiseLimits(pid int32, st []byte) bool {
 	return err != nil || oerr != nil || theirs == ours
 }
 
+// workloadBounds returns, limit by limit, the lower of the caller's (read
+// now from its /proc/PID/limits: root here lacks CAP_SYS_RESOURCE, which
+// prlimit of another user's process needs) and the daemon's own, and
+// whether the workload must have no_new_privs (bounds). The caller is
+// bound first and found alive after the reads, so what was read was its
+// own. A caller but root that cannot be read, or whose pid now holds a
+// process not of the caller's uid, is refused (ErrConflict): the peer's
+// pid is the one it had when it connected, and a client that handed its
+// connection to a child and exited used to get the daemon's limits
+// (nofile 64 became 20,000). The caller's umask and nice value are read
+// in the same window: a job ran with the daemon's (umask 0022, nice 0),
+// so a user with umask 077 wrote files others could read, and one its
+// admin had set to nice 15 ran its jobs at 0.
 func workloadBounds(ctx context.Context, p api.Peer, boot procfs.BootID) (bounds, error) {
-	var b bounds
+	b := bounds{umask: privateUmask}
 	var theirs procfs.Limits
 	var status []byte
 	known := false
 	if alive, done := callerAlive(ctx, p, boot); alive != nil {
 		l, err := procfs.ReadLimits("/proc", p.Pid)
 		st, serr := os.ReadFile("/proc/" + strconv.Itoa(int(p.Pid)) + "/status")
-		ids, ierr := procfs.ParseStatusUIDs(st) // one read of status, its uids and privileges
+		ids, ierr := procfs.ParseStatusUIDs(st) // one read of status, its uids, privileges and umask
+		// The nice value of the caller's main thread (Linux's is per
+		// thread; a process's own renice sets its main thread's). Raw,
+		// getpriority returns 20 minus the nice value.
+		prio, perr := unix.Getpriority(unix.PRIO_PROCESS, int(p.Pid))
 		root, rerr := callerRoot(p.Pid)
 		nss, nerr := callerNamespaces(p.Pid)
 		// A workload that joins any namespace of the caller's runs
@@ -169,12 +183,15 @@ func workloadBounds(ctx context.Context, p api.Peer, boot procfs.BootID) (bounds
 		// limits before it asks for a password) or one with
 		// CAP_SYS_RESOURCE the caller handed the connection to has
 		// limits the user could not set.
-		known = err == nil && ierr == nil && serr == nil && rerr == nil && nerr == nil &&
+		known = err == nil && ierr == nil && serr == nil && rerr == nil && nerr == nil && perr == nil &&
 			ids.Real == p.UID && ids.Effective == p.UID && ids.Saved == p.UID && !mayRaiseLimits(p.Pid, st) && alive()
 		theirs, status = l, st
 		done()
 		if known {
 			b.root, b.namespaces = root, nss
+			b.umask = statusUmask(st)
+			nice := 20 - prio
+			b.nice = &nice
 		} else {
 			if root != nil {
 				root.Close()
@@ -211,6 +228,30 @@ func workloadBounds(ctx context.Context, p api.Peer, boot procfs.BootID) (bounds
 		b.noNewPrivs = nnp || !p.Root() && (bnd&ownCapBnd() != ownCapBnd() || b.elsewhere)
 	}
 	return b, nil
+}
+
+// privateUmask is the umask of a workload whose caller's could not be
+// read: a kernel before 4.7 has no Umask line in /proc/PID/status, and
+// root's caller may be gone. The daemon's own (0022, the unit's UMask=)
+// would make the workload's files readable by every user, more open than
+// a caller with umask 077 made them; 0077 is never more open than the
+// caller's, and a caller that wants more opens them itself (umask 022 in
+// its command). Refusing the launch instead would refuse every launch on
+// such a kernel for a setting the caller can give in its command.
+const privateUmask = 0o077
+
+// statusUmask returns the umask of a /proc/PID/status, or privateUmask
+// when it has no Umask line or the line does not parse.
+func statusUmask(status []byte) uint32 {
+	v, ok := procfs.LineValue(status, "Umask:")
+	if !ok {
+		return privateUmask
+	}
+	u, err := strconv.ParseUint(string(v), 8, 32)
+	if err != nil || u > 0o777 {
+		return privateUmask
+	}
+	return uint32(u)
 }
 
 // callerAlive returns a check that the process that made the request's

@@ -1,5 +1,6 @@
 // Package spawn starts a workload for the daemon as its caller would have:
-// the caller's uid, groups and resource limits, a session of its own with
+// the caller's uid, groups, resource limits, umask and nice value (never a
+// more favourable one than the daemon's), a session of its own with
 // no controlling terminal, a session keyring of its own (never the
 // daemon's), descriptors 0, 1 and 2 only.
 //
@@ -7,7 +8,7 @@
 // "supervisor-spawn" in argv[0]) as root, in its own session and, where
 // given, its cgroup (CLONE_INTO_CGROUP), exactly as it would fork the
 // workload. That shim reads its Spec from descriptor 3, lowers its
-// resource limits, joins the caller's namespaces the daemon holds open for
+// resource limits, raises its nice value to the caller's, joins the caller's namespaces the daemon holds open for
 // it (setns: the workload then keeps them alive, so a sandbox's mounts
 // stay in place after the sandbox's last process has gone), joins a new
 // anonymous session keyring (made while root's: root's key quota pays for
@@ -15,7 +16,7 @@
 // the workload's groups, gid and uid, enters
 // the working directory with them (in the caller's root directory, when
 // the daemon gives one: the shim chroots into it while it is still root),
-// sets no_new_privs if asked, closes
+// sets no_new_privs if asked and the caller's umask, closes
 // every descriptor above 2 but its status pipe, resolves argv[0] on the
 // workload's PATH with the workload's rights (so a name found only where
 // the caller cannot look is not found, and an error says nothing the
@@ -71,6 +72,15 @@ type Spec struct {
 	Path       string  `json:"path"`
 	Limits     []Limit `json:"limits,omitempty"`
 	NoNewPrivs bool    `json:"no_new_privs,omitempty"`
+	// Umask, when set, is the workload's file mode creation mask (its
+	// caller's); unset, the workload keeps the daemon's.
+	Umask *uint32 `json:"umask,omitempty"`
+	// Nice, when set, is the caller's nice value. The shim takes it only
+	// when it is higher (less favourable) than the one it has from the
+	// daemon: an unprivileged caller could not have lowered its own, and
+	// the shim never gives a workload a more favourable one than the
+	// daemon's. Unset, the workload keeps the daemon's.
+	Nice *int `json:"nice,omitempty"`
 	// Cred, when set, are taken after the limits (Start fills it from
 	// Attr.Cred); Dir, when set, is entered after that, with them.
 	Cred *Cred  `json:"cred,omitempty"`

@@ -182,6 +182,11 @@ func Main() {
 			setupFail("setrlimit %d: %v", l.Resource, err)
 		}
 	}
+	if spec.Nice != nil {
+		if err := takeNice(*spec.Nice); err != nil {
+			setupFail("the caller's nice value %d: %v", *spec.Nice, err)
+		}
+	}
 	if len(spec.Namespaces) > 0 {
 		// Joining a mount namespace needs a filesystem context (root,
 		// cwd) of this thread's own: Go's threads share one, and setns
@@ -246,12 +251,40 @@ func Main() {
 			fail("no_new_privs: %v", err)
 		}
 	}
+	if spec.Umask != nil {
+		// Nothing is created between here and the exec. The umask lives
+		// in this thread's filesystem context, which the exec keeps
+		// (its own since the unshare above, when namespaces were joined).
+		unix.Umask(int(*spec.Umask & 0o777))
+	}
 	path, err := resolve(spec.Argv[0], spec.Path)
 	if err != nil {
 		fail("%v", err)
 	}
 	err = unix.Exec(path, spec.Argv, spec.Env)
 	fail("%s: %v", spec.Argv[0], err)
+}
+
+// takeNice gives the calling thread nice value n when n is higher (less
+// favourable) than its own, which it has from the daemon's thread that
+// forked it, and leaves its own otherwise. Linux's nice value is per
+// thread (setpriority of PRIO_PROCESS 0 sets the calling thread's), and
+// the thread that calls it is the one that execs: Main locks it. Raising
+// one's nice value needs no privilege, so this holds whatever the
+// workload's RLIMIT_NICE (which bounds only how far it may be lowered).
+func takeNice(n int) error {
+	own, err := unix.Getpriority(unix.PRIO_PROCESS, 0)
+	if err != nil {
+		return fmt.Errorf("getpriority: %w", err)
+	}
+	// Raw, getpriority returns 20 minus the nice value.
+	if n <= 20-own {
+		return nil
+	}
+	if err := unix.Setpriority(unix.PRIO_PROCESS, 0, n); err != nil {
+		return fmt.Errorf("setpriority: %w", err)
+	}
+	return nil
 }
 
 // joinNewSessionKeyring gives the calling thread a new, anonymous session

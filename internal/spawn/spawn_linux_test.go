@@ -29,6 +29,13 @@ const nobody = 65534
 // the workload's output and its exit status.
 func startAs(t *testing.T, argv []string, dir string, limits []Limit) (waiting procfs.IDs, out string, ws unix.WaitStatus, err error) {
 	t.Helper()
+	return startSpec(t, Spec{Argv: argv, Limits: limits}, dir)
+}
+
+// startSpec is startAs with the rest of spec given (its PATH and Env are
+// set here).
+func startSpec(t *testing.T, spec Spec, dir string) (waiting procfs.IDs, out string, ws unix.WaitStatus, err error) {
+	t.Helper()
 	testenv.RequireRoot(t)
 	r, w, perr := os.Pipe()
 	if perr != nil {
@@ -39,7 +46,7 @@ func startAs(t *testing.T, argv []string, dir string, limits []Limit) (waiting p
 	defer devnull.Close()
 	attr := Attr{Dir: dir, Files: [3]*os.File{devnull, w, w}, CgroupFD: -1,
 		Cred: &syscall.Credential{Uid: nobody, Gid: nobody, Groups: []uint32{nobody}}}
-	spec := Spec{Argv: argv, Env: []string{"PATH=/usr/bin:/bin"}, Path: "/usr/bin:/bin", Limits: limits}
+	spec.Env, spec.Path = []string{"PATH=/usr/bin:/bin"}, "/usr/bin:/bin"
 	p, err := Start(spec, attr, func(p Process) error {
 		var rerr error
 		waiting, rerr = procfs.ReadUIDs("/proc", p.Pid)

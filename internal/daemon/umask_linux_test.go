@@ -1,0 +1,140 @@
+package daemon
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/procsupervisor/supervisor/internal/api"
+	"github.com/procsupervisor/supervisor/internal/testenv"
+)
+
+// TestIntegrationLaunchCallersUmaskAndNice: a job launched for a user has
+// its caller's umask and, where it is not more favourable than the
+// daemon's, its nice value. Before, it had the daemon's (umask 0022, nice
+// 0): a user with umask 077 wrote a file others could read, and one set
+// to nice 15 (RLIMIT_NICE 0: it cannot renice back) ran its jobs at 0.
+func TestIntegrationLaunchCallersUmaskAndNice(t *testing.T) {
+	h := newHarness(t)
+	prio, err := unix.Getpriority(unix.PRIO_PROCESS, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := 20 - prio // the daemon's (the shim forks from its threads)
+	if own > 10 {
+		testenv.Skip(t, "the test runs at nice %d: a caller at a higher one cannot be told from the daemon's", own)
+	}
+	dir, err := os.MkdirTemp("", "umask-launch")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name     string
+		umask    string // the caller's, given to its shell
+		nice     int    // the caller's, set by the test (root)
+		wantMode os.FileMode
+		wantNice int
+	}{
+		{"umask 077 at nice 15", "077", 15, 0o600, 15},
+		{"umask 022 at nice 0", "022", 0, 0o644, max(own, 0)},
+		{"umask 027 at nice 19", "027", 19, 0o640, 19},
+		{"umask 002 at nice -5, more favourable than the daemon's", "002", -5, 0o664, own},
+	}
+	for i, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			// The caller: a shell that sets its umask and becomes sleep.
+			caller := exec.Command("/bin/sh", "-c", "umask "+tt.umask+"; exec /bin/sleep 600")
+			caller.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+			if err := caller.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { caller.Process.Kill(); caller.Wait() })
+			pid := caller.Process.Pid
+			testenv.Eventually(t, 10*time.Second, func() bool {
+				b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+				return string(b) == "sleep\n"
+			}, "the caller did not exec sleep")
+			if err := unix.Setpriority(unix.PRIO_PROCESS, pid, tt.nice); err != nil {
+				t.Fatal(err)
+			}
+
+			file := filepath.Join(dir, strconv.Itoa(i))
+			p := api.Peer{UID: 65534, GID: 65534, Pid: int32(pid)}
+			cl, err := h.d.Launch(context.Background(), p, &api.LaunchRequest{
+				Argv: []string{"/bin/sh", "-c", "echo secret > " + file + "; exec /bin/sleep 600"}, Cwd: "/"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { syscall.Kill(int(cl.Pid), syscall.SIGKILL) })
+			testenv.Eventually(t, 10*time.Second, func() bool {
+				b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", cl.Pid))
+				return string(b) == "sleep\n"
+			}, "the job did not exec sleep")
+			fi, err := os.Stat(file)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := fi.Mode().Perm(); got != tt.wantMode {
+				t.Errorf("a caller with umask %s launched a job whose file is mode %#o, want %#o", tt.umask, got, tt.wantMode)
+			}
+			if got := statNice(t, cl.Pid); got != tt.wantNice {
+				t.Errorf("a caller at nice %d launched a job at nice %d, want %d (the daemon's is %d)", tt.nice, got, tt.wantNice, own)
+			}
+		})
+	}
+}
+
+// statNice reads the nice value of process pid: field 19 of its stat line,
+// the 17th after the comm's closing parenthesis.
+func statNice(t *testing.T, pid int32) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := bytes.Fields(b[bytes.LastIndexByte(b, ')')+1:])
+	if len(f) < 17 {
+		t.Fatalf("/proc/%d/stat: %q", pid, b)
+	}
+	n, err := strconv.Atoi(string(f[16]))
+	if err != nil {
+		t.Fatalf("/proc/%d/stat: nice %q: %v", pid, f[16], err)
+	}
+	return n
+}
+
+// TestStatusUmask: the umask of a status, or 0077 where it has none (a
+// kernel before 4.7) or one that does not parse: never the daemon's own.
+func TestStatusUmask(t *testing.T) {
+	tests := []struct {
+		status string
+		want   uint32
+	}{
+		{"Name:\tsh\nUmask:\t0077\nState:\tS (sleeping)\n", 0o077},
+		{"Name:\tsh\nUmask:\t0022\n", 0o022},
+		{"Name:\tsh\nUmask:\t0000\n", 0},
+		{"Name:\tsh\nState:\tS (sleeping)\n", 0o077},
+		{"Name:\tsh\nUmask:\t0x22\n", 0o077},
+		{"Name:\tsh\nUmask:\t01777\n", 0o077},
+		{"Name:\tsh\nUmask:\n", 0o077},
+		{"", 0o077},
+	}
+	for _, tt := range tests {
+		if got := statusUmask([]byte(tt.status)); got != tt.want {
+			t.Errorf("statusUmask(%q) = %#o, want %#o", tt.status, got, tt.want)
+		}
+	}
+}
