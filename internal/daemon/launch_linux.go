@@ -200,7 +200,7 @@ func (d *Daemon) Launch(ctx context.Context, p api.Peer, r *api.LaunchRequest) (
 			}
 			d.claims.del(c.ID)
 			if outPath != "" {
-				os.Remove(outPath)
+				d.discardOutput(c.ID, outPath)
 			}
 			d.log.Error("launch of "+c.ID+" failed and its claim could not record it: claim deleted", werr)
 			return api.Claim{}, fmt.Errorf("%w; and %w", err, werr)
@@ -224,6 +224,8 @@ func (d *Daemon) Launch(ctx context.Context, p api.Peer, r *api.LaunchRequest) (
 		// group read each other's output, the id being in the job's
 		// /proc/PID/cgroup for anyone to see. Root's, the user given
 		// it by an ACL entry (jobout.GiveTo): an owner may lease it.
+		// The daemon takes it back when it lets go of it
+		// (jobout.Discard) or finds it linked elsewhere (jobout.Bound).
 		f, err := os.OpenFile(outPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND|os.O_EXCL, 0o600)
 		if err != nil {
 			return fail(err)

@@ -1091,15 +1091,11 @@ func (d *Daemon) drop(c store.Claim) {
 	}
 	d.claims.del(c.ID)
 	if d.ownOutput(&c) {
-		// Emptied first: a process still holding it open would keep
-		// its bytes on disk after the name is gone.
-		if f, err := os.OpenFile(c.OutputPath, os.O_WRONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0); err == nil {
-			if st, err := f.Stat(); err == nil && st.Mode().IsRegular() {
-				f.Truncate(0)
-			}
-			f.Close()
-		}
-		os.Remove(c.OutputPath)
+		// Taken back from its user, emptied, then unlinked: a hard
+		// link its job made elsewhere is left naming an empty file of
+		// root's that no user may open. Before, it stayed writable by
+		// its user, root's and outside every bound.
+		d.discardOutput(c.ID, c.OutputPath)
 	}
 	d.locks.Delete(c.ID)
 }

@@ -16,8 +16,10 @@ import (
 // by default) again and again. The user still reads the file, and its
 // job still opens /dev/stdout anew, through the ACL entry. Where the
 // filesystem keeps no ACLs (EOPNOTSUPP) the file is chowned to uid and
-// gid instead, as before: a lease can then hold the bound off. acl reports
-// which.
+// gid instead, as before: a lease can then hold the bound off, and a
+// daemon without CAP_DAC_OVERRIDE cannot open the file to bound it at
+// all. acl reports which. Either way, the daemon takes the file back
+// before it gives it up (Discard).
 func GiveTo(fd int, uid, gid uint32) (acl bool, err error) {
 	err = unix.Fsetxattr(fd, "system.posix_acl_access", userACL(uid), 0)
 	switch {

@@ -17,9 +17,18 @@
 // files gone, so a busy directory neither starves a file nor grows the
 // watcher's state past the directory's size.
 //
+// A file with a name outside the directory (a hard link its job made:
+// protected_hardlinks lets a user link a file it may read and write) is
+// taken back from its user when Bound finds it, and every file when the
+// daemon gives it up (Discard): made root's, without ACL, mode 0, so that
+// the link names a file its user can no longer open, which no bound and
+// no disk quota of the user's would reach. Writes through the link tell
+// the directory's watch nothing: the sweep finds it (sweepEvery).
+//
 // Limits: a process that holds the file open after the daemon removed
 // it (the job's own, or one of its user's that opened /proc/PID/fd/1 of
-// the job) writes to a file no longer in the directory, unbounded; a file
+// the job, or the file by a link before it was taken back) writes to a
+// file no longer in the directory, unbounded, root's; a file
 // is looked at most every minGap, so a writer faster than
 // that runs past the bound by what it writes in between; writes through a
 // shared mapping (mmap) tell inotify nothing, and are seen at the next
@@ -29,7 +38,9 @@
 // (EWOULDBLOCK) until the kernel has broken the lease (lease-break-time,
 // 45 s by default), the file running past the bound meanwhile: GiveTo
 // keeps the file root's, with an ACL entry for the job's user, except
-// where the filesystem has no ACLs. Holes the job made
+// where the filesystem has no ACLs; there the file is its user's, and a
+// daemon without CAP_DAC_OVERRIDE (the packaged unit) cannot open it to
+// bound it: Watch reports each such failure (Reports.Failed). Holes the job made
 // itself read as dropped too. A file is opened by name without following
 // a symbolic link, and only a regular file is touched.
 package jobout

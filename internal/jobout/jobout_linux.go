@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"time"
 	"unsafe"
 
@@ -26,37 +27,69 @@ const minGap = 50 * time.Millisecond
 // variable for the tests.)
 var sweepEvery = 10 * time.Second
 
+// Result is what Bound did to a file.
+type Result struct {
+	// UpTo is the offset up to which bytes were dropped now (0: none).
+	UpTo int64
+	// Escaped says the file had a name outside the directory (a hard
+	// link its job made) and was taken back from its user: root's, no
+	// ACL, mode 0.
+	Escaped bool
+}
+
 // Bound frees the oldest bytes of the file at path when the disk holds
 // more than limit+Slack of it, keeping at least its last limit bytes, and
-// returns the offset up to which bytes are dropped (0 when none were
-// dropped now). Blocks allocated past the file's end (fallocate
-// --keep-size, which holds disk space without growing the size) are freed
-// too. The file keeps its size (see the package comment).
-func Bound(path string, limit int64) (int64, error) {
-	// Looked at by name, and opened (for writing: fallocate needs it)
-	// only to free bytes.
+// says in UpTo the offset up to which bytes are dropped. Blocks allocated
+// past the file's end (fallocate --keep-size, which holds disk space
+// without growing the size) are freed too. The file keeps its size (see
+// the package comment). A file with more than one link is taken back from
+// its user whatever its size (Escaped): the name is the daemon's, in a
+// directory only root writes, so another link is one its job made
+// elsewhere, through which its user would otherwise write on, outside the
+// bound, after the daemon has given the file up. When Escaped is set, the
+// file was taken back even if an error is returned.
+func Bound(path string, limit int64) (Result, error) {
+	// Looked at by name, and opened (O_PATH, then for writing through
+	// /proc/self/fd: fallocate needs it) only to act.
 	var st unix.Stat_t
 	if err := unix.Fstatat(unix.AT_FDCWD, path, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-		return 0, fmt.Errorf("stat %s: %w", path, err)
+		return Result{}, fmt.Errorf("stat %s: %w", path, err)
 	}
-	if st.Mode&unix.S_IFMT != unix.S_IFREG || st.Blocks*512 <= limit+Slack {
-		return 0, nil
+	if st.Mode&unix.S_IFMT != unix.S_IFREG || (st.Nlink <= 1 && st.Blocks*512 <= limit+Slack) {
+		return Result{}, nil
 	}
-	fd, err := unix.Open(path, unix.O_WRONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	pfd, err := unix.Open(path, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
-		return 0, fmt.Errorf("open %s: %w", path, err)
+		return Result{}, fmt.Errorf("open %s: %w", path, err)
+	}
+	defer unix.Close(pfd)
+	if err := unix.Fstat(pfd, &st); err != nil {
+		return Result{}, fmt.Errorf("stat %s: %w", path, err)
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return Result{}, fmt.Errorf("%s: not a regular file", path)
+	}
+	var r Result
+	over := st.Blocks*512 > limit+Slack
+	fd := -1
+	if st.Nlink > 1 {
+		r.Escaped = true
+		if fd, err = takeBack(pfd, over); err != nil {
+			return r, fmt.Errorf("taking back %s, linked elsewhere: %w", path, err)
+		}
+	} else {
+		// Where the file is its user's (a filesystem without ACLs) and
+		// the daemon has no CAP_DAC_OVERRIDE (the packaged unit), this
+		// fails with EACCES: Watch reports it, the file unbounded.
+		fd, err = unix.Open("/proc/self/fd/"+strconv.Itoa(pfd), unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return r, fmt.Errorf("open %s: %w", path, err)
+		}
+	}
+	if fd < 0 {
+		return r, nil
 	}
 	defer unix.Close(fd)
-	if err := unix.Fstat(fd, &st); err != nil {
-		return 0, fmt.Errorf("stat %s: %w", path, err)
-	}
-	// Its links do not matter: the name is the daemon's, in a directory
-	// only root writes, so the file is the one it created for the job,
-	// and a user who linked it elsewhere to escape the bound bounds its
-	// own file.
-	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return 0, fmt.Errorf("%s: not a regular file", path)
-	}
 	blk := max(int64(st.Blksize), 512)
 	const punch = unix.FALLOC_FL_PUNCH_HOLE | unix.FALLOC_FL_KEEP_SIZE
 	if st.Blocks*512 > st.Size+limit+Slack {
@@ -67,32 +100,34 @@ func Bound(path string, limit int64) (int64, error) {
 		// job appends in between is lost (only a job that allocates
 		// past its end gets here).
 		if err := unix.Fstat(fd, &st); err != nil {
-			return 0, fmt.Errorf("stat %s: %w", path, err)
+			return r, fmt.Errorf("stat %s: %w", path, err)
 		}
 		if err := unix.Ftruncate(fd, st.Size); err != nil {
-			return 0, fmt.Errorf("truncate %s to its size: %w", path, err)
+			return r, fmt.Errorf("truncate %s to its size: %w", path, err)
 		}
 	}
 	end := (st.Size - limit) / blk * blk
 	if end <= 0 {
-		return 0, nil
+		return r, nil
 	}
 	err = unix.Fallocate(fd, punch, 0, end)
 	if errors.Is(err, unix.EOPNOTSUPP) {
-		return truncate(fd, path, st.Size)
+		return truncate(fd, path, r, st.Size)
 	}
 	if err != nil {
-		return 0, fmt.Errorf("punch %s: %w", path, err)
+		return r, fmt.Errorf("punch %s: %w", path, err)
 	}
-	return end, nil
+	r.UpTo = end
+	return r, nil
 }
 
 // truncate empties a file where holes cannot be punched.
-func truncate(fd int, path string, size int64) (int64, error) {
+func truncate(fd int, path string, r Result, size int64) (Result, error) {
 	if err := unix.Ftruncate(fd, 0); err != nil {
-		return 0, fmt.Errorf("truncate %s: %w", path, err)
+		return r, fmt.Errorf("truncate %s: %w", path, err)
 	}
-	return size, nil
+	r.UpTo = size
+	return r, nil
 }
 
 // DataFrom returns the first offset at or after offset where f holds
@@ -109,11 +144,25 @@ func DataFrom(f *os.File, offset, size int64) int64 {
 	return min(n, size)
 }
 
+// Reports are what Watch tells of the files it looks at; each may be nil.
+type Reports struct {
+	// Bounded is told of each file whose bytes were dropped: its path and
+	// the offset dropped up to.
+	Bounded func(path string, upTo int64)
+	// Escaped is told of each file found with a name outside the
+	// directory and taken back from its user (Result.Escaped), at every
+	// look that finds it so.
+	Escaped func(path string)
+	// Failed is told of each look at a file that failed (but for the
+	// file gone meanwhile): the file is not bounded, and the next look
+	// tries again. It is told each time.
+	Failed func(path string, err error)
+}
+
 // Watch bounds the files of dir whose names end in suffix to limit bytes
-// each, as they are written, until ctx ends; bounded, when not nil, is
-// told of each file whose bytes were dropped (its path and the offset
-// dropped up to). The directory must exist.
-func Watch(ctx context.Context, dir, suffix string, limit int64, bounded func(path string, upTo int64)) error {
+// each, as they are written, until ctx ends, and tells rep what it did.
+// The directory must exist.
+func Watch(ctx context.Context, dir, suffix string, limit int64, rep Reports) error {
 	fd, err := unix.InotifyInit1(unix.IN_NONBLOCK | unix.IN_CLOEXEC)
 	if err != nil {
 		return fmt.Errorf("inotify: %w", err)
@@ -146,7 +195,7 @@ func Watch(ctx context.Context, dir, suffix string, limit int64, bounded func(pa
 	go func() {
 		defer stop()
 		defer f.Close()
-		w := watcher{dir: dir, suffix: suffix, limit: limit, bounded: bounded,
+		w := watcher{dir: dir, suffix: suffix, limit: limit, rep: rep,
 			last: map[string]time.Time{}, pending: map[string]bool{}}
 		buf := make([]byte, 64<<10)
 		var n int
@@ -203,7 +252,7 @@ func Watch(ctx context.Context, dir, suffix string, limit int64, bounded func(pa
 type watcher struct {
 	dir, suffix string
 	limit       int64
-	bounded     func(string, int64)
+	rep         Reports
 	last        map[string]time.Time // when each file was looked at
 	pending     map[string]bool      // written since, within minGap
 }
@@ -273,8 +322,19 @@ func (w *watcher) look(name []byte) {
 	w.last[n] = time.Now()
 	delete(w.pending, n)
 	path := filepath.Join(w.dir, n)
-	if upTo, err := Bound(path, w.limit); err == nil && upTo > 0 && w.bounded != nil {
-		w.bounded(path, upTo)
+	r, err := Bound(path, w.limit)
+	if r.Escaped && w.rep.Escaped != nil {
+		w.rep.Escaped(path)
+	}
+	if r.UpTo > 0 && w.rep.Bounded != nil {
+		w.rep.Bounded(path, r.UpTo)
+	}
+	// Told, not dropped: a file the daemon cannot open for writing (its
+	// user's, on a filesystem without ACLs, under a unit without
+	// CAP_DAC_OVERRIDE) was left unbounded and nothing said so. A file
+	// removed between its event and this look is no failure.
+	if err != nil && !errors.Is(err, unix.ENOENT) && w.rep.Failed != nil {
+		w.rep.Failed(path, err)
 	}
 }
 

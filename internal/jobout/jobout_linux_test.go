@@ -48,10 +48,11 @@ func TestBound(t *testing.T) {
 	if err := os.WriteFile(path, data, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	upTo, err := Bound(path, max)
+	r, err := Bound(path, max)
 	if err != nil {
 		t.Fatal(err)
 	}
+	upTo := r.UpTo
 	if want := int64(size-max) &^ (block - 1); upTo != want {
 		t.Errorf("Bound dropped up to %d, want %d", upTo, want)
 	}
@@ -78,8 +79,8 @@ func TestBound(t *testing.T) {
 		t.Errorf("the kept bytes are not the last ones written (%v)", err)
 	}
 	// Within its bound: nothing.
-	if upTo, err := Bound(path, 4<<20); err != nil || upTo != 0 {
-		t.Errorf("Bound of a file within its bound = %d, %v; want nothing", upTo, err)
+	if r, err := Bound(path, 4<<20); err != nil || r != (Result{}) {
+		t.Errorf("Bound of a file within its bound = %+v, %v; want nothing", r, err)
 	}
 	// Blocks allocated past its end (fallocate --keep-size: 8 bytes long,
 	// 64 MiB held): freed, its bytes kept.
@@ -104,8 +105,8 @@ func TestBound(t *testing.T) {
 	if b, _ := os.ReadFile(pre); string(b) != "8 bytes\n" {
 		t.Errorf("the file's bytes after freeing past its end: %q", b)
 	}
-	// Hard-linked elsewhere (its user's escape from the bound): bounded
-	// all the same.
+	// Hard-linked elsewhere (its user's escape from the bound): taken
+	// back from its user (TestBoundEscaped) and bounded all the same.
 	linked := filepath.Join(dir, "l.out")
 	if err := os.WriteFile(linked, data, 0o600); err != nil {
 		t.Fatal(err)
@@ -113,8 +114,8 @@ func TestBound(t *testing.T) {
 	if err := os.Link(linked, filepath.Join(dir, "elsewhere")); err != nil {
 		t.Fatal(err)
 	}
-	if upTo, err := Bound(linked, max); err != nil || upTo == 0 || held(t, linked) > max+block {
-		t.Errorf("Bound of a hard-linked file = %d, %v, holding %d; want it bounded", upTo, err, held(t, linked))
+	if r, err := Bound(linked, max); err != nil || r.UpTo == 0 || !r.Escaped || held(t, linked) > max+block {
+		t.Errorf("Bound of a hard-linked file = %+v, %v, holding %d; want it escaped and bounded", r, err, held(t, linked))
 	}
 	// A symbolic link to a big file: not followed.
 	target := filepath.Join(dir, "target")
@@ -124,8 +125,8 @@ func TestBound(t *testing.T) {
 	if err := os.Symlink(target, filepath.Join(dir, "s.out")); err != nil {
 		t.Fatal(err)
 	}
-	if upTo, _ := Bound(filepath.Join(dir, "s.out"), max); upTo != 0 || held(t, target) < size {
-		t.Errorf("Bound through a symbolic link dropped up to %d of its target", upTo)
+	if r, _ := Bound(filepath.Join(dir, "s.out"), max); r != (Result{}) || held(t, target) < size {
+		t.Errorf("Bound through a symbolic link = %+v of its target", r)
 	}
 }
 
@@ -139,12 +140,12 @@ func TestWatch(t *testing.T) {
 	defer cancel()
 	const bound = 1 << 20
 	reported := make(chan int64, 1024)
-	if err := Watch(ctx, dir, ".out", bound, func(_ string, upTo int64) {
+	if err := Watch(ctx, dir, ".out", bound, Reports{Bounded: func(_ string, upTo int64) {
 		select {
 		case reported <- upTo:
 		default:
 		}
-	}); err != nil {
+	}}); err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(dir, "j.out")
@@ -263,7 +264,7 @@ func watched(t *testing.T, bound int64, sweep time.Duration) string {
 	dir := t.TempDir()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	if err := Watch(ctx, dir, ".out", bound, nil); err != nil {
+	if err := Watch(ctx, dir, ".out", bound, Reports{}); err != nil {
 		t.Fatal(err)
 	}
 	return dir
