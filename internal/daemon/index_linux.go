@@ -14,7 +14,9 @@ import (
 
 // claimIndex is what the daemon keeps in memory of every stored claim, so
 // that a request costs the same with 10 claims as with 10,000: owner and
-// state for quotas, the root's instance for kill. It follows the store:
+// state for quotas, the root's instance for kill. A user's request reads
+// that user's claims only (byUID, byShare), and a question about a pid the
+// claims rooted there (byRoot); root's listings read them all. It follows the store:
 // every write that lands updates it (Daemon.update, Launch, Admit, drop),
 // and it is loaded from the store at start.
 type claimIndex struct {
@@ -26,6 +28,37 @@ type claimIndex struct {
 	// claim of the caller's (with 450 claims of 28 KB each, 81 ms of the
 	// daemon's CPU per request, for a pid the caller held none of).
 	byMember map[int32][]string
+	// byUID, byShare and byRoot are byID's ids by uid, by the uid whose
+	// quotas they count against, and by root pid. Before, every launch's
+	// quota check, every batch of members recorded and every status read
+	// all claims: with 30,000 in the index, 0.58 ms a request for a user
+	// with none.
+	byUID   map[uint32]idSet
+	byShare map[uint32]idSet
+	byRoot  map[int32]idSet
+}
+
+// idSet is a set of claim ids.
+type idSet = map[string]struct{}
+
+// link adds id to the set of k in m.
+func link[K comparable](m map[K]idSet, k K, id string) {
+	s := m[k]
+	if s == nil {
+		s = idSet{}
+		m[k] = s
+	}
+	s[id] = struct{}{}
+}
+
+// unlink removes id from the set of k in m, and the set when emptied.
+func unlink[K comparable](m map[K]idSet, k K, id string) {
+	if s := m[k]; s != nil {
+		delete(s, id)
+		if len(s) == 0 {
+			delete(m, k)
+		}
+	}
 }
 
 type claimMeta struct {
@@ -44,7 +77,8 @@ type claimMeta struct {
 }
 
 func newClaimIndex() *claimIndex {
-	return &claimIndex{byID: map[string]claimMeta{}, byMember: map[int32][]string{}}
+	return &claimIndex{byID: map[string]claimMeta{}, byMember: map[int32][]string{},
+		byUID: map[uint32]idSet{}, byShare: map[uint32]idSet{}, byRoot: map[int32]idSet{}}
 }
 
 // memberBytes is what one recorded member costs its claim's owner's
@@ -84,9 +118,16 @@ func (x *claimIndex) set(c *store.Claim) {
 	failed := c.State == store.Released && c.Pid == 0 && c.LastVerdict != nil &&
 		strings.HasPrefix(c.LastVerdict.Reason, launchFailed)
 	x.mu.Lock()
-	members := x.byID[c.ID].members
-	x.byID[c.ID] = claimMeta{kind: c.Kind, uid: c.UID, share: claimShare(c), owner: c.Owner, state: c.State, pid: c.Pid, tok: c.Token,
-		bytes: claimBytes(c), failed: failed, at: c.UpdatedAt, members: members}
+	old, had := x.byID[c.ID]
+	if had {
+		x.unlinkKeys(c.ID, old)
+	}
+	m := claimMeta{kind: c.Kind, uid: c.UID, share: claimShare(c), owner: c.Owner, state: c.State, pid: c.Pid, tok: c.Token,
+		bytes: claimBytes(c), failed: failed, at: c.UpdatedAt, members: old.members}
+	x.byID[c.ID] = m
+	link(x.byUID, m.uid, c.ID)
+	link(x.byShare, m.share, c.ID)
+	link(x.byRoot, m.pid, c.ID)
 	x.mu.Unlock()
 	x.resetMembers(c.ID, c.Members)
 }
@@ -94,8 +135,19 @@ func (x *claimIndex) set(c *store.Claim) {
 func (x *claimIndex) del(id string) {
 	x.mu.Lock()
 	x.dropMembers(id)
+	if m, ok := x.byID[id]; ok {
+		x.unlinkKeys(id, m)
+	}
 	delete(x.byID, id)
 	x.mu.Unlock()
+}
+
+// unlinkKeys removes claim id, as m, from byUID, byShare and byRoot. x.mu
+// is held.
+func (x *claimIndex) unlinkKeys(id string, m claimMeta) {
+	unlink(x.byUID, m.uid, id)
+	unlink(x.byShare, m.share, id)
+	unlink(x.byRoot, m.pid, id)
 }
 
 // linkMembers records pids as members of claim id. x.mu is held.
@@ -163,10 +215,8 @@ func (x *claimIndex) usage(uid uint32) (open int, bytes int64, failed []string) 
 	}
 	var fs []f
 	x.mu.RLock()
-	for id, m := range x.byID {
-		if m.share != uid {
-			continue
-		}
+	for id := range x.byShare[uid] {
+		m := x.byID[id]
 		bytes += m.bytes
 		if Open(m.state) {
 			open++
@@ -191,10 +241,8 @@ func (x *claimIndex) countsOf(uid uint32) (counts map[store.Kind]map[store.State
 	counts = map[store.Kind]map[store.State]int{}
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	for _, m := range x.byID {
-		if m.share != uid {
-			continue
-		}
+	for id := range x.byShare[uid] {
+		m := x.byID[id]
 		if counts[m.kind] == nil {
 			counts[m.kind] = map[store.State]int{}
 		}
@@ -314,8 +362,8 @@ func (x *claimIndex) openRoots(pid int32) map[string]token.Token {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	var out map[string]token.Token
-	for id, m := range x.byID {
-		if m.pid == pid && Open(m.state) {
+	for id := range x.byRoot[pid] {
+		if m := x.byID[id]; Open(m.state) {
 			if out == nil {
 				out = map[string]token.Token{}
 			}
@@ -346,15 +394,23 @@ func (x *claimIndex) has(id string) bool {
 func (x *claimIndex) find(pid int32, tok token.Token, uid uint32, all bool) (roots, mine []string) {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
-	for id, m := range x.byID {
-		if !Open(m.state) {
-			continue
-		}
-		if m.pid == pid && sameInstance(m.tok, tok) {
+	for id := range x.byRoot[pid] {
+		if m := x.byID[id]; Open(m.state) && sameInstance(m.tok, tok) {
 			roots = append(roots, id)
 		}
-		if all || m.uid == uid {
+	}
+	add := func(id string, m claimMeta) {
+		if Open(m.state) {
 			mine = append(mine, id)
+		}
+	}
+	if all {
+		for id, m := range x.byID {
+			add(id, m)
+		}
+	} else {
+		for id := range x.byUID[uid] {
+			add(id, x.byID[id])
 		}
 	}
 	return roots, mine
@@ -365,16 +421,30 @@ func (x *claimIndex) find(pid int32, tok token.Token, uid uint32, all bool) (roo
 // nil, restricts it to that uid's claims.
 func (x *claimIndex) page(q api.ListQuery, uid *uint32) (ids []string, next string) {
 	x.mu.RLock()
-	for id, m := range x.byID {
+	keep := func(id string, m claimMeta) {
 		switch {
 		case id <= q.After && q.After != "",
 			uid != nil && m.uid != *uid,
 			q.UID != nil && m.uid != *q.UID,
 			q.Owner != "" && m.owner != q.Owner,
 			q.State != "" && string(m.state) != q.State:
-			continue
+			return
 		}
 		ids = append(ids, id)
+	}
+	switch {
+	case uid != nil || q.UID != nil:
+		of := q.UID
+		if uid != nil {
+			of = uid
+		}
+		for id := range x.byUID[*of] {
+			keep(id, x.byID[id])
+		}
+	default:
+		for id, m := range x.byID {
+			keep(id, m)
+		}
 	}
 	x.mu.RUnlock()
 	slices.Sort(ids)
