@@ -510,11 +510,10 @@ const (
 	heldSessionLeaderID   = withheld(events.OmitSessionLeaderID) << omitShift
 	heldGroupLeaderID     = withheld(events.OmitGroupLeaderID) << omitShift
 	heldParentInteractive = withheld(events.OmitParentInteractive) << omitShift
-	heldExitStatus        = withheld(events.OmitExitStatus) << omitShift
 )
 
 var withheldNames = [...]string{"exe", "working_directory", "argv", "parent.exe", "parent.working_directory", "parent", "parent.argv",
-	"interactive", "pid_ns", "mnt_ns", "parent_token", "session_leader.entity_id", "group_leader.entity_id", "parent.interactive", "exit_code"}
+	"interactive", "pid_ns", "mnt_ns", "parent_token", "session_leader.entity_id", "group_leader.entity_id", "parent.interactive"}
 
 // omitOf returns what the encoder is to leave out of an event of which w
 // was withheld (the fields limit cannot clear: they are written whenever
@@ -542,12 +541,6 @@ func limit(dst *events.Event, pd *events.Desc, ev *events.Event, v view) withhel
 		}
 		if ev.Ctx.Valid {
 			w |= heldPidNS | heldMntNS // /proc/PID/ns: ptrace access
-		}
-		if ev.Kind == events.Exit && (ev.Ctx.Has(events.CtxIDs) || ev.Exec.OtherIDs) {
-			// Known not wholly the subscriber's (an exit with no ids
-			// known keeps its status): /proc/PID/stat shows exit_code
-			// only with ptrace access.
-			w |= heldExitStatus
 		}
 		// Its arguments as its exec had them, as for a parent: a process
 		// not wholly the subscriber's (a setuid program, or one running

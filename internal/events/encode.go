@@ -45,7 +45,6 @@ const (
 	OmitSessionLeaderID                    // session_leader.entity_id
 	OmitGroupLeaderID                      // group_leader.entity_id
 	OmitParentInteractive                  // parent.interactive
-	OmitExitStatus                         // exit_code and signal
 )
 
 // AppendJSONTime is AppendJSONOmit with the event's wall time (see
@@ -88,7 +87,7 @@ func (e *Encoder) appendJSON(b []byte, ev *Event, o Omit) []byte {
 	b = append(b, `,"comm":`...)
 	var bad badText
 	b, bad = appendCommJSON(b, &ev.Comm)
-	if ev.Kind == Exit && o&OmitExitStatus == 0 {
+	if ev.Kind == Exit {
 		b = append(b, `,"exit_code":`...)
 		if code, ok := ev.Exited(); ok {
 			b = strconv.AppendInt(b, int64(code), 10)

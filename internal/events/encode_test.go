@@ -190,7 +190,6 @@ func TestAppendJSON(t *testing.T) {
 // (absent, not false or zero), and nothing is left out without one.
 func TestAppendJSONOmit(t *testing.T) {
 	withCtx, withParent := 2, 3 // of encodeCases
-	exitCode, exitSignal := exitCase(t, "exit with a code"), exitCase(t, "exit by a signal, token unknown")
 	all := OmitInteractive | OmitPidNS | OmitParentToken | OmitSessionLeaderID | OmitGroupLeaderID | OmitParentInteractive | OmitMntNS
 	for _, c := range []struct {
 		name string
@@ -208,8 +207,6 @@ func TestAppendJSONOmit(t *testing.T) {
 		{"parent.interactive", withParent, OmitParentInteractive, []string{`,"interactive":false`}},
 		{"all, of a context", withCtx, all, []string{`,"interactive":true`, `,"pid_ns":4026531836`, `,"mnt_ns":4026532178`,
 			`,"entity_id":"` + parTokText + `"`, `,"entity_id":"` + testTokText + `"`, `,"parent_token":null`}},
-		{"exit_code", exitCode, OmitExitStatus, []string{`,"exit_code":7`}},
-		{"exit_code and signal", exitSignal, OmitExitStatus, []string{`,"exit_code":null,"signal":9`}},
 		// The parent's group leader is not the event's.
 		{"all, of a parent", withParent, all, []string{`,"parent_token":"` + parTokText + `"`, `,"interactive":false`}},
 	} {
@@ -225,18 +222,6 @@ func TestAppendJSONOmit(t *testing.T) {
 			t.Errorf("AppendJSONOmit(%s, %s) =\n%s\nwant\n%s", ec.name, c.name, got, want)
 		}
 	}
-}
-
-// exitCase returns the index of the encodeCases entry named name.
-func exitCase(t *testing.T, name string) int {
-	t.Helper()
-	for i := range encodeCases {
-		if encodeCases[i].name == name {
-			return i
-		}
-	}
-	t.Fatalf("no encode case %q", name)
-	return -1
 }
 
 // TestAppendJSONInvalidUTF8 decodes the line of an exec whose path has a
