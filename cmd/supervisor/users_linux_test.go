@@ -624,7 +624,7 @@ func TestIntegrationSubordinateUIDsShareQuota(t *testing.T) {
 // started for a client in a user namespace runs as the client's
 // subordinate uid in the daemon's namespace, where no namespace says whose
 // it is: /etc/subuid does. With a quota of two live claims, a job launched
-// as subordinate uid 200000 (one claim of uid 4321's) launches one grant
+// as a subordinate uid of uid 4321's (one claim of its) launches one grant
 // and is refused the second. Before, the job drew on a share of its own.
 func TestIntegrationSubordinateUIDOutsideItsNamespace(t *testing.T) {
 	testenv.RequireRoot(t)
@@ -634,11 +634,15 @@ func TestIntegrationSubordinateUIDOutsideItsNamespace(t *testing.T) {
 	// file), and put back the same way, a failure to restore failing the
 	// test. A line a killed run left is not added twice.
 	const subuid = "/etc/subuid"
-	line := fmt.Sprintf("%d:200000:100\n", creator)
 	prev, err := os.ReadFile(subuid)
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
 		t.Fatal(err)
 	}
+	// A range no line has yet: useradd gives each user it adds 65,536
+	// from 100,000 up, and the first line that covers a uid names its
+	// owner.
+	sub := freeSubordinate(prev, 200000, 100)
+	line := fmt.Sprintf("%d:%d:100\n", creator, sub)
 	existed := err == nil
 	replace := func(b []byte) error {
 		tmp := subuid + ".supervisor-test"
@@ -667,7 +671,7 @@ func TestIntegrationSubordinateUIDOutsideItsNamespace(t *testing.T) {
 	startDaemon(t, state, sock, "--socket-group", strconv.Itoa(group), "--quota-claims", "2")
 	script := fmt.Sprintf("for i in 1 2; do %s launch --socket %s --cwd / -- sleep 600 2>&1; done", binary(t), sock)
 	var out bytes.Buffer
-	cmd := testenv.Subordinate(t, creator, 200000, group,
+	cmd := testenv.Subordinate(t, creator, sub, group,
 		fmt.Sprintf("exec %s launch --socket %s --cwd / --detach --json -- sh -c '%s'", binary(t), sock, script), &out)
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("launch of the job: %v: %s", err, out.String())
@@ -686,6 +690,29 @@ func TestIntegrationSubordinateUIDOutsideItsNamespace(t *testing.T) {
 	if len(lines) != 2 || !strings.HasPrefix(lines[0], "g-") || !strings.Contains(lines[1], fmt.Sprintf("uid %d holds 2 live claims", creator)) {
 		t.Errorf("the job's launches answered %q; want a grant, then a refusal over uid %d's quota", got, creator)
 	}
+}
+
+// freeSubordinate returns the first base from min up, in steps of n,
+// whose n uids no line of the subordinate id file subuid covers.
+func freeSubordinate(subuid []byte, min, n uint32) uint32 {
+	base := min
+	for again := true; again; {
+		again = false
+		for l := range strings.SplitSeq(string(subuid), "\n") {
+			f := strings.Split(l, ":")
+			if len(f) != 3 {
+				continue
+			}
+			start, err1 := strconv.ParseUint(f[1], 10, 32)
+			count, err2 := strconv.ParseUint(f[2], 10, 32)
+			if err1 != nil || err2 != nil || uint64(base)+uint64(n) <= start || uint64(base) >= start+count {
+				continue
+			}
+			base = uint32((start + count + uint64(n) - 1) / uint64(n) * uint64(n))
+			again = true
+		}
+	}
+	return base
 }
 
 // TestIntegrationAdmitOthersMember: root launches a grant that runs as
