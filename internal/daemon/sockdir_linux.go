@@ -78,10 +78,53 @@ func prepareStateDir(dir string, euid int) error {
 	if err := checkAncestor(dir, euid, "state directory", risk, ErrUnsafeStateDir); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return fmt.Errorf("state directory: %w", err)
+	if err := mkdirChecked(dir, 0o700, euid, "state directory", risk, ErrUnsafeStateDir); err != nil {
+		return err
 	}
 	return checkDir(dir, euid, "state directory", risk, ErrUnsafeStateDir)
+}
+
+// beforeMkdir, when set, runs between a directory's checks and its
+// creation (tests: another user's move in that window).
+var beforeMkdir func()
+
+// mkdirChecked creates dir and its missing parents one at a time, each
+// with perm, and checks each as it is once made: a directory, not a
+// symlink, owned by root or euid. MkdirAll followed a symlink another user
+// put where a missing parent was to be, in the window after the checks
+// (in a sticky directory such as /tmp, where the daemon's own directory,
+// once made, can be neither removed nor renamed by others), and root
+// made a directory wherever it pointed.
+func mkdirChecked(dir string, perm os.FileMode, euid int, what, risk string, sentinel error) error {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return fmt.Errorf("%s: %w", what, err)
+	}
+	var missing []string
+	for a := abs; a != "/"; a = filepath.Dir(a) {
+		if _, err := os.Lstat(a); err == nil {
+			break
+		}
+		missing = append(missing, a)
+	}
+	if beforeMkdir != nil {
+		beforeMkdir()
+	}
+	for i := len(missing) - 1; i >= 0; i-- {
+		p := missing[i]
+		if err := os.Mkdir(p, perm); err != nil && !errors.Is(err, os.ErrExist) {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		fi, err := os.Lstat(p)
+		if err != nil {
+			return fmt.Errorf("%s: %w", what, err)
+		}
+		if why := unsafeDir(fi, euid, false); why != "" {
+			return fmt.Errorf("%s %s: %s %s: %s; use a path only root (or the daemon's user) may change: %w: %w",
+				what, dir, p, why, risk, sentinel, ErrConfig)
+		}
+	}
+	return nil
 }
 
 // prepareSocketDir makes the directory of the socket sock ready to listen
@@ -97,8 +140,8 @@ func prepareSocketDir(sock string, euid int) error {
 	if err := checkAncestor(dir, euid, "socket directory", "another user could replace the daemon's socket", ErrUnsafeSocketDir); err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Dir(dir), 0o755); err != nil {
-		return fmt.Errorf("socket directory: %w", err)
+	if err := mkdirChecked(filepath.Dir(dir), 0o755, euid, "socket directory", "another user could replace the daemon's socket", ErrUnsafeSocketDir); err != nil {
+		return err
 	}
 	// Mkdir, not MkdirAll: a directory that appeared since (someone
 	// else's) is not chmod-ed, only checked.

@@ -287,6 +287,36 @@ func TestPrepareStateDir(t *testing.T) {
 	}
 }
 
+// TestPrepareStateDirRace: a missing parent of the state directory, in a
+// sticky world-writable directory, made a symlink by another user after
+// the checks and before the creation, is refused, and nothing is made
+// where it points. Before, MkdirAll followed it and root made the state
+// directory in a directory of the other user's choosing.
+func TestPrepareStateDirRace(t *testing.T) {
+	testenv.RequireRoot(t)
+	base := t.TempDir()
+	os.Chmod(base, 0o755)
+	tmp := mkdir(t, base, "tmp", 0o777|os.ModeSticky)
+	target := mkdir(t, base, "target", 0o755)
+	parent := filepath.Join(tmp, "missing")
+	beforeMkdir = func() {
+		if err := os.Symlink(target, parent); err != nil {
+			t.Error(err)
+		}
+		if err := os.Lchown(parent, 65534, 65534); err != nil {
+			t.Error(err)
+		}
+	}
+	t.Cleanup(func() { beforeMkdir = nil })
+	err := prepareStateDir(filepath.Join(parent, "state"), os.Geteuid())
+	if !errors.Is(err, ErrUnsafeStateDir) || !errors.Is(err, ErrConfig) {
+		t.Errorf("prepareStateDir through a symlink planted after the checks = %v, want ErrUnsafeStateDir and ErrConfig", err)
+	}
+	if _, err := os.Lstat(filepath.Join(target, "state")); err == nil {
+		t.Error("the state directory was made where the other user's symlink pointed")
+	}
+}
+
 // TestRunRefusesUnsafeSocketDir: the daemon does not start, and serves
 // nothing, on a socket directory others may write to.
 func TestRunRefusesUnsafeSocketDir(t *testing.T) {
