@@ -601,7 +601,10 @@ func TestReplay(t *testing.T) {
 // An overflow's gap can show before the queue is seen empty: the kernel
 // queues again as soon as a receive empties the queue, so messages sent
 // after the dropped ones can be read while the loss is still being drained.
-// The overflow's one Lost event covers that gap; it is not reported twice.
+// The overflow's one Lost event covers that gap, and the messages read
+// while draining: they are passed over, counted in it, never delivered
+// before it (a fork after the gap, applied to a graph that missed the
+// gap, linked a stranger's children to a claim's member).
 func TestOverflowGapReportedOnce(t *testing.T) {
 	var d []byte
 	d = appendEvent(d, ptr(onCPU(0, 1, fork(5*sec, 1, 100, 100))), 0)
@@ -609,6 +612,7 @@ func TestOverflowGapReportedOnce(t *testing.T) {
 	s := rawSource(t, tableProber{}, d)
 	s.lossPending = true // an ENOBUFS was just received
 	var kinds []events.Kind
+	var lost uint64
 	for {
 		var ev events.Event
 		err := s.Read(&ev)
@@ -619,10 +623,13 @@ func TestOverflowGapReportedOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 		kinds = append(kinds, ev.Kind)
+		if ev.Kind == events.Lost {
+			lost = ev.Count
+		}
 	}
-	want := []events.Kind{events.Fork, events.Fork, events.Lost}
-	if !reflect.DeepEqual(kinds, want) {
-		t.Errorf("events %v, want %v", kinds, want)
+	want := []events.Kind{events.Lost}
+	if !reflect.DeepEqual(kinds, want) || lost < 2 {
+		t.Errorf("events %v (lost %d), want %v counting the 2 forks passed over", kinds, lost, want)
 	}
 	if st := s.Stats(); st.LostReports != 1 {
 		t.Errorf("Stats() = %+v, want one loss report", st)

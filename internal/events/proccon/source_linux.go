@@ -92,6 +92,7 @@ type Source struct {
 	bat, ahead, into *batchBuf
 	drops            uint32 // socket drop counter (SO_MEMINFO) at the last loss
 	lossPending      bool   // ENOBUFS seen, Lost not yet delivered
+	discarded        uint64 // messages passed over since, counted in the Lost
 	aheadErr         error  // a receive error Follows met, for Read to return
 	replay           []byte // marshalled messages on the replay path
 
@@ -451,10 +452,17 @@ func (s *Source) Close() error {
 //
 // After a socket buffer overflow the kernel fails one receive with ENOBUFS
 // and then drops everything until the queue has been drained. Read goes on
-// draining and delivers one events.Lost event once the queue is empty (the
-// kernel queues events again from then on), with Count the number of
-// messages the socket dropped (its SO_MEMINFO drop counter); a resync
-// started on it misses nothing after it.
+// draining, passing over what it reads, and delivers one events.Lost event
+// once the queue is empty (the kernel queues events again from then on),
+// with Count the number of messages the socket dropped (its SO_MEMINFO
+// drop counter) and those passed over; a resync started on it misses
+// nothing after it. What is read while draining is not delivered: the
+// kernel queues again as soon as a receive empties the queue, so messages
+// sent after the dropped ones come before the queue is seen empty, and a
+// fork among them, applied to a graph that had missed the exit of the
+// pid's last holder and the fork that reused it, made a stranger's
+// children members of a claim (a user renaming processes in a loop
+// overflowed the socket at will).
 func (s *Source) Read(ev *events.Event) error {
 	for {
 		if s.closed.Load() {
@@ -466,6 +474,15 @@ func (s *Source) Read(ev *events.Event) error {
 		}
 		if s.off < s.n {
 			next, err := parseMessage(s.buf[s.off:s.n], &s.raw)
+			if s.lossPending {
+				// Either side of the gap: passed over (see above).
+				s.off += next
+				s.seqChecked = false
+				if err == nil {
+					s.discarded++
+				}
+				continue
+			}
 			if err == nil && !s.fromKernel {
 				err = errNotKernel
 			}
@@ -675,9 +692,10 @@ func (s *Source) nap(d time.Duration) {
 // the exit records: the gap may hide forks that separate generations.
 func (s *Source) lost(ev *events.Event) {
 	s.lossPending = false
-	var count uint64
+	count := s.discarded
+	s.discarded = 0
 	if d, ok := s.dropCount(); ok {
-		count = uint64(d - s.drops)
+		count += uint64(d - s.drops)
 		s.drops = d
 	}
 	s.nLost.Add(max(count, 1))
