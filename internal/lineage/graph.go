@@ -92,7 +92,10 @@ type Graph struct {
 	gapAt   int64
 	roots   []string // index 0 unused
 	rootIdx map[string]uint32
-	stats   Stats
+	// rootsKept is len(roots) after the last compactRoots: names are
+	// dropped once they have doubled since.
+	rootsKept int
+	stats     Stats
 }
 
 // New returns an empty graph.

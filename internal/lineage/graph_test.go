@@ -2,6 +2,7 @@ package lineage
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"slices"
 	"strings"
@@ -781,5 +782,48 @@ func TestIsToken(t *testing.T) {
 	}
 	if !g.isToken(with, &token.Token{Boot: testBoot, Start: 500, Ino: 900, Prec: token.Ticks}) {
 		t.Error("a node's own token is not its token")
+	}
+}
+
+// TestRootNamesCompacted: the names of admitted roots whose processes have
+// all expired are dropped, so a daemon admitting claim after claim keeps
+// a bounded table; a root still in the graph keeps its name through the
+// renumbering, and its children born after it inherit it.
+func TestRootNamesCompacted(t *testing.T) {
+	c := newClock()
+	g := newTestGraph(c, Config{MaxExited: 16, MaxPinned: 16})
+	initTok := tk(1, 1)
+	g.Seed([]events.Proc{proc(1, initTok, 0, token.Token{})})
+	keep := tk(2, 2)
+	apply(g, fork(2, keep, 1, initTok, 0))
+	if err := g.Admit(2, keep, "keep"); err != nil {
+		t.Fatal(err)
+	}
+	start := uint64(10)
+	for k := range 10 * minRootsCompacted {
+		pid := int32(100 + k%1000)
+		tok := tk(start, start)
+		start++
+		apply(g, fork(pid, tok, 1, initTok, 0))
+		if err := g.Admit(pid, tok, fmt.Sprintf("g-%d", k)); err != nil {
+			t.Fatalf("Admit %d: %v", k, err)
+		}
+		apply(g, exit(pid, tok, 0, 0))
+	}
+	g.mu.RLock()
+	n := len(g.roots)
+	g.mu.RUnlock()
+	if n > 2*minRootsCompacted+1 {
+		t.Errorf("%d root names kept after %d admitted and gone, want at most %d", n, 10*minRootsCompacted, 2*minRootsCompacted+1)
+	}
+	child := tk(start, start)
+	apply(g, fork(3, child, 2, keep, 0))
+	for _, p := range []struct {
+		pid int32
+		tok token.Token
+	}{{2, keep}, {3, child}} {
+		if root, _, ok := g.RootOf(p.pid, p.tok); !ok || root != "keep" {
+			t.Errorf("RootOf(%d) = %q, %v after the compactions, want keep", p.pid, root, ok)
+		}
 	}
 }

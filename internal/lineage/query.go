@@ -211,6 +211,9 @@ func (g *Graph) Admit(pid int32, tok token.Token, root string) error {
 		return fmt.Errorf("admit %d@%s as %q: root %q: %w", pid, tok, root, g.roots[n.root], ErrConflict)
 	}
 	r, ok := g.rootIdx[root]
+	if !ok && len(g.roots) >= max(2*g.rootsKept, minRootsCompacted) {
+		g.compactRoots()
+	}
 	if !ok {
 		r = uint32(len(g.roots))
 		g.roots = append(g.roots, root)
@@ -221,6 +224,41 @@ func (g *Graph) Admit(pid int32, tok token.Token, root string) error {
 	n.flags |= uint32(Root) | fRootObserved
 	g.setRootBelow(i, old)
 	return nil
+}
+
+// minRootsCompacted is the fewest root names compactRoots is run for.
+const minRootsCompacted = 1024
+
+// compactRoots drops the names of the roots no node refers to any more
+// (every process of theirs expired from the graph) and renumbers the rest
+// in the nodes. Before, every root ever admitted kept its name for the
+// graph's life: a user launching and releasing claims within its quotas
+// grew the daemon without end. Admit runs it when the names have doubled
+// since the last run, so its walk of every node is paid once per as many
+// admissions as there were names. g.mu is held.
+func (g *Graph) compactRoots() {
+	to := make([]uint32, len(g.roots)) // old index -> new; 0: dropped
+	for i := uint32(1); i < g.s.n; i++ {
+		if r := g.at(i).root; r != 0 {
+			to[r] = 1
+		}
+	}
+	roots := []string{""}
+	clear(g.rootIdx)
+	for old, name := range g.roots {
+		if old == 0 || to[old] == 0 {
+			continue
+		}
+		to[old] = uint32(len(roots))
+		g.rootIdx[name] = to[old]
+		roots = append(roots, name)
+	}
+	for i := uint32(1); i < g.s.n; i++ {
+		if n := g.at(i); n.root != 0 {
+			n.root = to[n.root]
+		}
+	}
+	g.roots, g.rootsKept = roots, len(roots)
 }
 
 // RootOf returns the admitted root (pid, tok) belongs to through birth
