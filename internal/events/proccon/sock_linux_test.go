@@ -75,9 +75,14 @@ func TestIntegrationSocketPolledOnlyWhileWaiting(t *testing.T) {
 		}
 		return has(polled(t), s.k.fd)
 	}, "never: Read waiting in the poller")
-	// A nap takes it out again (the same call nap makes).
-	s.k.unwait()
-	if fds := polled(t); has(fds, s.k.fd) {
+	// A nap takes it out again (the same call nap makes). The lock is
+	// held through the look: Read, woken by any message of the host's,
+	// would otherwise register the socket again first.
+	s.k.mu.Lock()
+	s.k.unwaitLocked()
+	fds := polled(t)
+	s.k.mu.Unlock()
+	if has(fds, s.k.fd) {
 		t.Errorf("socket %d still polled after unwait (registered: %v)", s.k.fd, fds)
 	}
 	s.Close()
