@@ -376,7 +376,7 @@ func TestIntegrationCallerMountinfoBounded(t *testing.T) {
 	}
 	own := procHidesPids(mi)
 	if own {
-		t.Skip("/proc hides pids here: every caller is hidden from, whatever its table")
+		testenv.Skip(t, "/proc hides pids here: every caller is hidden from, whatever its table")
 	}
 	dir := t.TempDir()
 	// A caller in a mount namespace of its own with n tmpfs mounts at

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/procsupervisor/supervisor/internal/testenv"
 )
 
 // TestIntegrationShimUmaskAndNice: the workload has the spec's umask, and
@@ -19,7 +21,7 @@ func TestIntegrationShimUmaskAndNice(t *testing.T) {
 	}
 	own := 20 - prio // the shim forks from a thread of this process
 	if own > 10 {
-		t.Skipf("the test runs at nice %d: a higher one cannot be told from it", own)
+		testenv.Skip(t, "the test runs at nice %d: a higher one cannot be told from it", own)
 	}
 	ownUmask := syscall.Umask(0)
 	syscall.Umask(ownUmask)
