@@ -36,6 +36,12 @@ type Outcome struct {
 	// Mechanism names how members were found (observed lineage or /proc
 	// ancestry) and how the tree was stopped.
 	Mechanism string `json:"mechanism"`
+	// Incomplete, when set, says why the members found may not be the
+	// whole tree: a member the finder did not watch without a gap from
+	// its birth could have left a child unseen (one whose parent exited
+	// is linked to nothing). Never set when the claim's cgroup was
+	// searched, which holds every descendant whatever its parent.
+	Incomplete string `json:"incomplete,omitempty"`
 	// Error describes a fault that stopped the teardown early.
 	Error string `json:"error,omitempty"`
 }

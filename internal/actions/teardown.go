@@ -35,6 +35,13 @@ type Finder interface {
 	Name() string
 }
 
+// blindFinder is a Finder that can tell why the members it finds from a
+// tree's first members may not be all of it (observed lineage with a hole
+// in it: tracker.Finder).
+type blindFinder interface {
+	Blind(members []*pidfd.Handle) string
+}
+
 // Binder judges a claim and binds the judged instance (verdict.Judge).
 type Binder interface {
 	Bind(pid int32, claim token.Token) (verdict.Verdict, *pidfd.Handle)
@@ -278,6 +285,7 @@ func (t *Teardown) run(ctx context.Context, root *pidfd.Handle, extra []*pidfd.H
 		}
 	}()
 	out.Acted = true
+	out.Incomplete = t.blind(tr.members)
 
 	// 1. Stop the tree growing: SIGSTOP top-down, then look again for
 	//    children forked before their parent stopped.
@@ -317,6 +325,24 @@ func (t *Teardown) run(ctx context.Context, root *pidfd.Handle, extra []*pidfd.H
 		}
 	}
 	out.Dead = len(out.Survivors) == 0
+}
+
+// blind asks the finders why the members found from first (the root and
+// the caller's extra members, before any is signalled) may not be the
+// whole tree. A tree with a cgroup to search has no such hole: the cgroup
+// holds every descendant, reparented or not.
+func (t *Teardown) blind(first []*pidfd.Handle) string {
+	if t.opts.Cgroup != "" || len(first) == 0 {
+		return ""
+	}
+	for _, f := range t.finders {
+		if b, ok := f.(blindFinder); ok {
+			if why := b.Blind(first); why != "" {
+				return why
+			}
+		}
+	}
+	return ""
 }
 
 // progress tells OnProgress a step, if it listens.

@@ -289,6 +289,10 @@ type Release struct {
 	// Cause is why the claim was let go: "requested", "wall clock",
 	// "holder gone", "root exited" ("" in records older than it).
 	Cause string `json:"cause,omitempty"`
+	// Incomplete says why the members found may not have been the whole
+	// tree: a member the lineage did not watch without a gap from its
+	// birth could have left a child it does not know of.
+	Incomplete string `json:"incomplete,omitempty"`
 }
 
 // Member is a descendant of a claim's root that the daemon saw born.
@@ -318,7 +322,7 @@ func ClaimOf(c store.Claim) Claim {
 	}
 	if r := c.Release; r != nil {
 		w.Release = &Release{
-			Dead: r.Dead, Escalated: r.Escalated, Ownership: r.Ownership, At: r.At, Cause: r.Cause,
+			Dead: r.Dead, Escalated: r.Escalated, Ownership: r.Ownership, At: r.At, Cause: r.Cause, Incomplete: r.Incomplete,
 			Survivors: slices.Clone(r.Survivors), Unproven: slices.Clone(r.Unproven),
 			SurvivorsTotal: r.SurvivorsTotal, UnprovenTotal: r.UnprovenTotal,
 		}

@@ -611,7 +611,8 @@ func (d *Daemon) teardown(ctx context.Context, c *store.Claim, v verdict.Verdict
 	if ctx.Err() != nil {
 		return out, nil
 	}
-	rel := &store.Release{Dead: out.Dead, Escalated: out.Escalated, Ownership: out.Verdict.Result, At: d.now(), Cause: rq.cause}
+	rel := &store.Release{Dead: out.Dead, Escalated: out.Escalated, Ownership: out.Verdict.Result, At: d.now(), Cause: rq.cause,
+		Incomplete: api.Trunc(out.Incomplete, 1000)}
 	rel.Survivors, rel.SurvivorsTotal = instances(out.Survivors)
 	rel.Unproven, rel.UnprovenTotal = instances(out.Unproven)
 	state := afterTeardown(c.Kind, !out.Dead)

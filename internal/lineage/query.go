@@ -417,3 +417,85 @@ func (g *Graph) leaderToken(n *node, start, ino uint64) token.Token {
 	}
 	return token.Token{Boot: g.boot, Start: start, Ino: ino, Prec: n.prec}
 }
+
+// Blind says why the members the graph finds below a tree's first
+// instances may not be the whole tree: an instance the graph did not watch
+// without a gap since its birth (or a birth ancestor of one, up to its
+// admitted root), so that a child it forked unseen and then left (its
+// parent exited, the kernel reparented it) is linked to nothing.
+type Blind struct {
+	Pid   int32
+	Token token.Token
+	Cause BlindCause
+	// Since is when the latest stretch the graph watched the instance
+	// without a gap began (zero for NotHeld).
+	Since time.Time
+}
+
+// BlindCause is why an instance's lineage has a hole.
+type BlindCause uint8
+
+// Causes of a hole in an instance's lineage.
+const (
+	// NotHeld: the graph holds no record of the instance.
+	NotHeld BlindCause = iota + 1
+	// UnseenBirth: the instance was born before the graph watched it (a
+	// seed or resync found it).
+	UnseenBirth
+	// InferredBirth: a poller inferred the instance from two snapshots;
+	// what it forked and left between them was never seen.
+	InferredBirth
+	// LostEvents: events were lost while the instance lived.
+	LostEvents
+)
+
+// Blind returns the first of insts, taken in order, whose lineage has a
+// hole, looking at each instance and its birth ancestors up to the admitted
+// root it belongs to (an instance under no admitted root is looked at
+// alone). ok is false when the graph watched all of them without a gap
+// from birth.
+func (g *Graph) Blind(insts []token.Instance) (b Blind, ok bool) {
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	seen := make(map[uint32]bool, len(insts))
+	for _, in := range insts {
+		i, err := g.one(in.Pid, in.Token)
+		if err != nil {
+			return Blind{Pid: in.Pid, Token: in.Token, Cause: NotHeld}, true
+		}
+		for k := uint32(0); i != 0 && !seen[i] && k <= g.s.n; k++ {
+			seen[i] = true
+			n := g.at(i)
+			if b, ok := g.blind(n); ok {
+				return b, true
+			}
+			if n.root == 0 || n.flags&uint32(Root) != 0 {
+				break
+			}
+			p := n.parent
+			if p == 0 || g.at(p).root != n.root {
+				break
+			}
+			i = p
+		}
+	}
+	return Blind{}, false
+}
+
+// blind judges one node as Watch does its continuity.
+func (g *Graph) blind(n *node) (Blind, bool) {
+	b := Blind{Pid: n.pid, Token: g.tokenOf(n), Since: time.Unix(0, n.sinceAt)}
+	switch {
+	case n.flags&uint32(Inferred) != 0:
+		b.Cause = InferredBirth
+	case n.flags&uint32(BornObserved) == 0:
+		b.Cause = UnseenBirth
+	case n.live() && n.epoch != g.epoch:
+		b.Cause, b.Since = LostEvents, time.Unix(0, g.gapAt)
+	case n.flags&fCont == 0:
+		b.Cause = LostEvents
+	default:
+		return Blind{}, false
+	}
+	return b, true
+}

@@ -250,6 +250,9 @@ func (x *ecs) teardown(c *capture, o *actions.Outcome) {
 	if len(o.Unproven) > 0 {
 		s.Array("unproven", members(e, o.Unproven))
 	}
+	if o.Incomplete != "" {
+		s.Str("incomplete", o.Incomplete)
+	}
 	if len(o.Signals) > 0 {
 		s.Dict("signals", signalCounts(e, o.Signals))
 	}

@@ -156,7 +156,8 @@ func produceAll(t *testing.T, schema string) ([]map[string]any, *procEvents) {
 	l.TeardownFor("g-abcdefghijkl", actions.Outcome{Verdict: v, Acted: true, Dead: true, Escalated: true, Targeted: []actions.Member{m},
 		Signals: map[string]int{"SIGTERM": 1, "SIGCONT": 1, "SIGKILL": 1}, Mechanism: "lineage+cgroup.freeze"})
 	l.Teardown(actions.Outcome{Verdict: v, Acted: true, Targeted: []actions.Member{m}, Survivors: []actions.Member{m},
-		Unproven: []actions.Member{{Pid: 1, Token: token.Token{Start: 1, Prec: token.Ticks}, Reason: "protected"}}, Mechanism: "proc", Error: "survivor after SIGKILL"})
+		Unproven: []actions.Member{{Pid: 1, Token: token.Token{Start: 1, Prec: token.Ticks}, Reason: "protected"}}, Mechanism: "proc", Error: "survivor after SIGKILL",
+		Incomplete: "events were lost while pid 1 lived: a process it forked then and left is not found"})
 	fv := v
 	fv.Result, fv.Reason = verdict.Foreign, "pid reissued"
 	l.Teardown(actions.Outcome{Verdict: fv, Mechanism: "lineage"})
@@ -249,6 +250,35 @@ func TestRefusedRequestArgsCut(t *testing.T) {
 			}
 			if count, ok := getInt(lines[0], map[string]string{SchemaECS: "process.args_count", SchemaOCSF: "unmapped.args_count"}[tt.schema]); !tt.whole && (!ok || count != int64(len(long))) {
 				t.Errorf("args_count = %d (%v), want %d", count, ok, len(long))
+			}
+		})
+	}
+}
+
+// TestTeardownIncomplete: a teardown whose members may not be the whole
+// tree says so in its line, under either schema; one without a hole has
+// no such field.
+func TestTeardownIncomplete(t *testing.T) {
+	const why = "pid 42 was born before the lineage watched it"
+	for _, tt := range []struct{ schema, path string }{
+		{SchemaECS, "supervisor.incomplete"},
+		{SchemaOCSF, "unmapped.incomplete"},
+	} {
+		t.Run(tt.schema, func(t *testing.T) {
+			l, out := newTestLogger(t, Config{Schema: tt.schema})
+			v := verdict.Verdict{Pid: 42, Result: verdict.Owned, Mechanism: "ebpf"}
+			l.Teardown(actions.Outcome{Verdict: v, Acted: true, Dead: true, Incomplete: why})
+			l.Teardown(actions.Outcome{Verdict: v, Acted: true, Dead: true})
+			flush(t, l)
+			lines := out.lines(t)
+			if len(lines) != 2 {
+				t.Fatalf("%d lines, want 2", len(lines))
+			}
+			if got, _ := get(lines[0], tt.path); got != why {
+				t.Errorf("%s = %v, want %q", tt.path, got, why)
+			}
+			if got, ok := get(lines[1], tt.path); ok {
+				t.Errorf("a whole tree's line has %s = %v", tt.path, got)
 			}
 		})
 	}

@@ -331,6 +331,9 @@ func (x *ocsf) teardown(c *capture, o *actions.Outcome) {
 	if len(o.Unproven) > 0 {
 		u.Array("unproven", ocsfMembers(e, o.Unproven))
 	}
+	if o.Incomplete != "" {
+		u.Str("incomplete", o.Incomplete)
+	}
 	if len(o.Signals) > 0 {
 		u.Dict("signals", signalCounts(e, o.Signals))
 	}

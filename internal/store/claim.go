@@ -127,6 +127,9 @@ type Release struct {
 	// Cause is why the claim was let go (a short phrase the daemon
 	// chooses: "requested", "wall clock", "holder gone", "root exited").
 	Cause string `json:"cause,omitempty"`
+	// Incomplete says why the members found may not have been the whole
+	// tree (actions.Outcome.Incomplete).
+	Incomplete string `json:"incomplete,omitempty"`
 }
 
 // Claim is one grant or job. The job fields (ExitCode to FollowedUp) stay

@@ -143,6 +143,31 @@ func (f *graphFinder) Find(members []*pidfd.Handle, b actions.Budget) ([]*pidfd.
 	return found, unproven, joinErr(errSync, err)
 }
 
+// Blind implements the actions package's blindFinder: why the members
+// Find returns from members may not be the whole tree, "" when the graph
+// watched each of them, and their birth ancestors up to their admitted
+// root, without a gap from birth.
+func (f *graphFinder) Blind(members []*pidfd.Handle) string {
+	insts := make([]token.Instance, len(members))
+	for i, h := range members {
+		insts[i] = token.Instance{Pid: h.Pid(), Token: h.Token()}
+	}
+	b, ok := f.t.graph.Blind(insts)
+	if !ok {
+		return ""
+	}
+	at := b.Since.UTC().Format(time.RFC3339Nano)
+	switch b.Cause {
+	case lineage.NotHeld:
+		return fmt.Sprintf("the lineage holds no record of pid %d: what it forked is not known", b.Pid)
+	case lineage.UnseenBirth:
+		return fmt.Sprintf("pid %d was born before the lineage watched it (from %s): a process it forked and left before then is not found", b.Pid, at)
+	case lineage.InferredBirth:
+		return fmt.Sprintf("pid %d is known from polling, not from its fork: a process it forked and left between two polls is not found", b.Pid)
+	}
+	return fmt.Sprintf("events were lost while pid %d lived (watched whole again from %s): a process it forked then and left is not found", b.Pid, at)
+}
+
 // joinErr is errors.Join for two, but a lone error stays itself (a
 // spent budget alone is actions.ErrBudget, which the teardown tells
 // apart from a failure).

@@ -244,6 +244,7 @@ func Show(w io.Writer, cl api.Claim, now time.Time) {
 		for _, s := range r.Unproven {
 			add("unproven", fmt.Sprintf("%d %s (%s)", s.Pid, s.Token, s.Reason))
 		}
+		add("incomplete", r.Incomplete)
 	}
 	if cl.ExitCode != nil || cl.ExitSignal != 0 {
 		add("exit", exit(cl))

@@ -118,6 +118,9 @@ func Outcome(w io.Writer, out actions.Outcome) {
 	for _, m := range out.Unproven {
 		fmt.Fprintf(w, "unproven:  %d %s (reported, not signalled: %s)\n", m.Pid, m.Token, Sanitize(m.Reason))
 	}
+	if out.Incomplete != "" {
+		fmt.Fprintf(w, "incomplete: %s\n", Sanitize(out.Incomplete))
+	}
 }
 
 // TreeOptions say what a tree's lines show beyond pid and comm.
