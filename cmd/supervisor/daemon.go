@@ -30,7 +30,13 @@ func init() {
 Runs the daemon until SIGTERM or SIGINT, which stop it cleanly and leave
 every process running and every claim recorded. The config file is JSON with
 the flags' names, underscores for dashes ({"state_dir": "/var/lib/x",
-"grace": "10s"}); flags given on the command line win over it. Exit codes:
+"grace": "10s"}); flags given on the command line win over it. It must be
+a regular file of root's (or the daemon's user's) that only its owner may
+write, with no other link, named by its own path (not a symlink's), in a
+directory only root (or that user) may write to (above it, sticky ones such
+as /tmp may be writable by others). --check-config checks
+what run would, the state, socket, log and metrics socket directories
+too, and creates nothing. Exit codes:
 0 clean stop, 64 bad arguments or configuration, 69 another daemon holds the
 state directory or the mechanism cannot run, 70 other errors (an unreadable
 store, or a missing one whose lock file or job output is still in the state
@@ -93,7 +99,7 @@ func runDaemon(ctx context.Context, env *cliEnv, args []string) error {
 	cfg := daemon.DefaultConfig()
 	cfg.Flags(fs)
 	configFile := fs.String("config", "", "JSON config file (flags win over it)")
-	check := fs.Bool("check-config", false, "validate the configuration (file and flags), say what is wrong, and exit")
+	check := fs.Bool("check-config", false, "validate the configuration (file, flags and the directories they name, as run would, creating nothing), say what is wrong, and exit")
 	if _, err := parse(env, fs, args, 0, 0, ""); err != nil {
 		return err
 	}
@@ -110,6 +116,10 @@ func runDaemon(ctx context.Context, env *cliEnv, args []string) error {
 		return fail(exitUsage, "%v", err)
 	}
 	if *check {
+		// Run checks these as it creates what is missing.
+		if err := cfg.CheckPaths(); err != nil {
+			return fail(exitUsage, "%v", err)
+		}
 		fmt.Fprintln(env.stdout, "configuration is valid")
 		return printJSON(env, cfg, "  ")
 	}

@@ -42,6 +42,12 @@ func SetGCPercent() {
 // ErrConfig wraps every error about a configuration that cannot work.
 var ErrConfig = errors.New("invalid configuration")
 
+// ErrUnsafeConfig: another user could have chosen the config file's
+// content: its directory (or one above it) is theirs or writable by them,
+// or the file is a symlink, has another link, is a kernel file (procfs,
+// sysfs), or is theirs or writable by them. Errors also wrap ErrConfig.
+var ErrUnsafeConfig = errors.New("unsafe config file")
+
 // ErrUnsupported: the daemon does not run on this system.
 var ErrUnsupported = errors.New("the supervisor daemon runs on Linux only")
 
@@ -265,16 +271,16 @@ func socketHint(sock string, others []otherSocket) string {
 const maxConfigBytes = 1 << 20
 
 // LoadFile reads a JSON config file over cfg: keys present in the file
-// replace cfg's values, absent keys leave them.
+// replace cfg's values, absent keys leave them. A file another user could
+// have chosen the content of (openConfig) is refused with an error
+// wrapping ErrUnsafeConfig and ErrConfig; a missing one with one wrapping
+// fs.ErrNotExist.
 func LoadFile(path string, cfg *Config) error {
-	f, err := os.Open(path)
+	f, err := openConfig(path, os.Geteuid())
 	if err != nil {
-		return fmt.Errorf("config %s: %w", path, err)
+		return err
 	}
 	defer f.Close()
-	if err := checkConfigFile(f, os.Geteuid()); err != nil {
-		return fmt.Errorf("config %s: %v: %w", path, err, ErrConfig)
-	}
 	// One byte past the bound is enough for the decoder to refuse it.
 	b, err := io.ReadAll(io.LimitReader(f, maxConfigBytes+1))
 	if err != nil {
@@ -363,6 +369,15 @@ func (c *Config) APILimits() api.Limits {
 // (which a configuration passes wherever it is read): the socket group
 // exists here. `run --check-config` and Run ask both.
 func (c *Config) CheckHost() error { return checkGroup(c.SocketGroup) }
+
+// CheckPaths checks, creating nothing, the directories Run checks before
+// it serves (those of the state, the socket, a log file and a metrics
+// socket; checkPaths), so that `run --check-config` refuses what Run
+// would: a state or socket directory Run would create passes where its
+// deepest existing parent would. Run makes the same checks itself, as it
+// creates what is missing. An unsafe directory is an error wrapping
+// ErrConfig.
+func (c *Config) CheckPaths() error { return c.checkPaths(os.Geteuid()) }
 
 // checkGroup refuses a socket group that is neither a group id nor a name
 // the local group database has: found only when the socket was made, it
