@@ -62,7 +62,13 @@ func configKeys() []string {
 // socket of the unit.
 func TestExampleConfig(t *testing.T) {
 	cfg := daemon.DefaultConfig()
-	if err := daemon.LoadFile("supervisor.conf.example", &cfg); err != nil {
+	// A copy of its own: the daemon reads a config only from a directory
+	// no other user may write, which a checkout's need not be.
+	conf := filepath.Join(t.TempDir(), "procsupervisor.conf")
+	if err := os.WriteFile(conf, []byte(read(t, "supervisor.conf.example")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := daemon.LoadFile(conf, &cfg); err != nil {
 		t.Fatalf("LoadFile(supervisor.conf.example) = %v", err)
 	}
 	if err := cfg.Validate(); err != nil {
@@ -114,7 +120,7 @@ func TestSocketPath(t *testing.T) {
 	if n := strings.Count(ds, socket); n < 2 {
 		t.Errorf("daemonset.yaml names %s %d times, want it in the config and the probe", socket, n)
 	}
-	for _, want := range []string{"path: " + filepath.Dir(socket) + "\n", "path: " + stateDir + "\n", "mountPath: " + filepath.Dir(confPath) + "\n"} {
+	for _, want := range []string{"path: " + filepath.Dir(socket) + "\n", "path: " + stateDir + "\n", "mountPath: " + confPath + "\n", "subPath: " + filepath.Base(confPath) + "\n"} {
 		if !strings.Contains(ds, want) {
 			t.Errorf("daemonset.yaml lacks %q", want)
 		}
