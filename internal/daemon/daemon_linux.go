@@ -362,13 +362,6 @@ func (d *Daemon) run(ctx context.Context, ready func(Info)) error {
 	}
 	d.exits = exits
 	defer exits.Close()
-	if d.cfg.MetricsListen != "" {
-		stop, err := d.serveMetrics(tr)
-		if err != nil {
-			return err
-		}
-		defer stop()
-	}
 	d.cg = findCgroupBase(d.cfg.Cgroup)
 	why := "started; cgroup: " + d.cg.describe()
 	if euid := os.Geteuid(); euid != 0 && d.cfg.SocketGroup != "" {
@@ -390,6 +383,14 @@ func (d *Daemon) run(ctx context.Context, ready func(Info)) error {
 	d.waitChildren()
 	if err := d.loadIndex(); err != nil {
 		return err
+	}
+	// After the index is loaded: the claim gauges are counted from it.
+	if d.cfg.MetricsListen != "" {
+		stop, err := d.serveMetrics(tr)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	rep := d.reconcileStart(ctx)
 	d.log.Reconcile(logfeed.Reconcile{
@@ -469,8 +470,20 @@ loop:
 	return stopErr
 }
 
-// serveMetrics starts the Prometheus endpoint on the configured address. A
-// bad or busy address fails the start; the endpoint stops with stop.
+// serveMetrics starts the Prometheus endpoint on the configured address;
+// it stops with stop. An address Listen refuses as such (metrics.ErrAddress)
+// fails the start. One well formed that cannot be bound now (another
+// user's process on the TCP port first, a permission refused) does not:
+// before, any local user who listened on the port first kept the daemon
+// from starting, and systemd restarted it until its start limit. It is
+// logged, and tried again in the background (metrics.ListenRetry) until
+// it binds or the daemon stops.
+//
+// The claim gauges come from the claim index, not the store: a scrape,
+// anyone's on a TCP address, decoded every claim in the store (135 ms of
+// CPU with one user's 16 MiB of claims; four scrape loops kept the
+// daemon at 1.4 cores). They are one pass over the index, under its read
+// lock.
 func (d *Daemon) serveMetrics(tr *tracker.Tracker) (stop func(), err error) {
 	m := metrics.New(d.cfg.Version, metrics.Options{
 		Graph: func() (int, int) {
@@ -478,13 +491,20 @@ func (d *Daemon) serveMetrics(tr *tracker.Tracker) (stop func(), err error) {
 			return s.Live, s.Exited
 		},
 		Claims: func(emit func(kind, state string, n int)) {
-			st, err := d.st.Stats()
-			if err != nil {
-				return
+			counts := map[store.Kind]map[store.State]int{}
+			for _, k := range store.Kinds() {
+				counts[k] = map[store.State]int{}
 			}
+			d.claims.mu.RLock()
+			for _, c := range d.claims.byID {
+				if counts[c.kind] != nil {
+					counts[c.kind][c.state]++
+				}
+			}
+			d.claims.mu.RUnlock()
 			for _, k := range store.Kinds() {
 				for _, s := range store.States() {
-					emit(string(k), string(s), st.Counts[k][s])
+					emit(string(k), string(s), counts[k][s])
 				}
 			}
 		},
@@ -493,14 +513,40 @@ func (d *Daemon) serveMetrics(tr *tracker.Tracker) (stop func(), err error) {
 			return s.Written, s.Dropped
 		},
 	})
-	ln, err := metrics.Listen(d.cfg.MetricsListen)
-	if err != nil {
-		return nil, fmt.Errorf("metrics_listen %q: %w", d.cfg.MetricsListen, err)
+	addr := d.cfg.MetricsListen
+	ln, lerr := metrics.Listen(addr)
+	if errors.Is(lerr, metrics.ErrAddress) {
+		return nil, fmt.Errorf("metrics_listen %q: %w", addr, lerr)
+	}
+	if lerr != nil {
+		d.log.Internal(fmt.Sprintf("metrics_listen %q: %v; the daemon runs without its metrics endpoint, and tries again in the background", addr, lerr), nil)
 	}
 	d.log.m = m
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); m.ServeListener(ctx, ln) }()
+	go func() {
+		defer close(done)
+		if ln == nil {
+			// A line when the error changes, not one per attempt: a port
+			// held for good would write one every 30 s.
+			last := lerr.Error()
+			var err error
+			ln, err = metrics.ListenRetry(ctx, addr, func(err error, wait time.Duration) {
+				if err.Error() != last {
+					last = err.Error()
+					d.log.Internal(fmt.Sprintf("metrics_listen %q: %v; trying again in %s", addr, err, wait), nil)
+				}
+			})
+			if err != nil {
+				if ctx.Err() == nil {
+					d.log.Internal(fmt.Sprintf("metrics_listen %q: %v; no metrics endpoint until the daemon restarts", addr, err), nil)
+				}
+				return
+			}
+			d.log.Internal(fmt.Sprintf("metrics_listen %q: listening now, after failing at start", addr), nil)
+		}
+		m.ServeListener(ctx, ln)
+	}()
 	return func() { cancel(); <-done }, nil
 }
 

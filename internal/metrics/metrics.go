@@ -66,6 +66,8 @@ type Options struct {
 	// Claims calls emit once per (kind, state) of the claim store with the
 	// number of claims in it. Emit every state the daemon knows, zero
 	// included, so a series does not vanish when its count drops to 0.
+	// Any local user may scrape, as often as it likes: count from what
+	// is held in memory, never by reading the store.
 	Claims func(emit func(kind, state string, n int))
 	// LogFeed returns the log feed's line counters (logfeed.Stats Written
 	// and Dropped); they only ever grow.

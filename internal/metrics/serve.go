@@ -8,8 +8,10 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -32,10 +34,20 @@ func (m *Metrics) Handler() http.Handler {
 	return promhttp.HandlerFor(m.reg, m.handlerOpts())
 }
 
-// Listen opens addr: "unix:PATH" for a unix socket (a stale socket file at
-// PATH is replaced; any other file there is an error), otherwise a TCP
-// host:port ("127.0.0.1:9464", ":9464"). Errors wrap ErrAddress when addr
-// itself is malformed.
+// SocketMode is the mode of a unix socket Listen makes: anyone may
+// connect, as far as the socket's directory lets them reach it. Who may
+// scrape is the directory's choice (its mode, owner and group), not the
+// daemon's umask's: under umask 022 the socket was 0755, and a scraper
+// that was not root could not connect (connect needs write permission);
+// under umask 000 it was 0777.
+const SocketMode = 0o666
+
+// Listen opens addr: "unix:PATH" for a unix socket of mode SocketMode (a
+// stale socket file at PATH is replaced; any other file there is an
+// error), otherwise a TCP host:port ("127.0.0.1:9464", ":9464"). Errors
+// wrap ErrAddress when addr itself is malformed, or names a file that is
+// not a socket; any other error (the port in use, a permission refused)
+// may pass, and ListenRetry tries again.
 func Listen(addr string) (net.Listener, error) {
 	if err := CheckAddress(addr); err != nil {
 		return nil, err
@@ -47,6 +59,12 @@ func Listen(addr string) (net.Listener, error) {
 		ln, err := net.Listen("unix", path)
 		if err != nil {
 			return nil, fmt.Errorf("metrics listen: %w", err)
+		}
+		// Until the chmod the socket has the umask's mode; nobody the
+		// directory keeps out can reach it meanwhile.
+		if err := os.Chmod(path, SocketMode); err != nil {
+			ln.Close()
+			return nil, fmt.Errorf("metrics listen: socket mode: %w", err)
 		}
 		return ln, nil
 	}
@@ -70,6 +88,49 @@ func CheckAddress(addr string) error {
 		return fmt.Errorf("metrics listen %q: want host:port or unix:PATH: %w", addr, ErrAddress)
 	}
 	return nil
+}
+
+// The waits of ListenRetry: retryFirst before its first attempt, doubled
+// after each failure up to retryMax (variables for tests).
+var (
+	retryFirst = 5 * time.Second
+	retryMax   = 30 * time.Second
+)
+
+// ListenRetry is for an address Listen failed on with an error that does
+// not wrap ErrAddress: a TCP port another process (any local user's)
+// listens on, a permission refused. It waits, tries Listen again, and
+// goes on, the wait doubling from 5 s up to 30 s, until Listen succeeds
+// or ctx is done. After each failure, failed (if not nil) is called with
+// the error and the wait before the next attempt. It returns the
+// listener; an error wrapping ErrAddress at once (the address became
+// unusable: a file that is not a socket at its path); or ctx's error.
+//
+// Limits: a user who holds the port for good keeps the endpoint off for
+// as long; the daemon runs meanwhile, which is what the retry is for.
+func ListenRetry(ctx context.Context, addr string, failed func(err error, wait time.Duration)) (net.Listener, error) {
+	wait := retryFirst
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-t.C:
+		}
+		ln, err := Listen(addr)
+		if err == nil {
+			return ln, nil
+		}
+		if errors.Is(err, ErrAddress) {
+			return nil, err
+		}
+		wait = min(2*wait, retryMax)
+		if failed != nil {
+			failed(err, wait)
+		}
+		t.Reset(wait)
+	}
 }
 
 // removeStaleSocket removes a socket file left by an earlier run, and
@@ -98,30 +159,47 @@ func (m *Metrics) Serve(ctx context.Context, addr string) error {
 	return m.ServeListener(ctx, ln)
 }
 
-// MaxConns is how many connections the metrics server holds at once;
-// one past it is closed as soon as it is accepted. A scraper needs one. A
+// MaxConns is how many connections the metrics server holds at once. A
 // TCP address, even on loopback, is open to every local user (and ":port"
 // to the network): without a cap, one user's idle connections took the
 // daemon's descriptors, and its pidfd_open calls failed for every claim.
+// A scraper needs one.
+//
+// When all are held, the one accepted takes the place of the oldest that
+// has not yet sent its whole request header (a "\r\n\r\n"), which is
+// closed; only when every one held has sent its header is the new one
+// closed instead. Before, the new one was always closed: one user
+// holding 16 connections that sent nothing (each timed out after 5 s,
+// and was opened again) made every scrape fail. A connection that sent
+// its header is served and closed within ReadTimeout (its response, some
+// KiB, fits in the kernel's socket buffers whether or not the client
+// reads it), so the only way to hold a slot for long is to withhold a
+// header, and such a connection is the first to go. A user who opens connections faster than a scraper sends
+// its header (microseconds on loopback) can still close the scraper's.
 const MaxConns = 16
 
 // ServeListener is Serve on a listener the caller opened (so that a daemon
 // can fail at startup on a bad address, then serve in a goroutine). It
 // closes ln. At most MaxConns connections are open at once, each for one
-// request (no keep-alive) whose header must come within 5 s.
+// request (no keep-alive), read within 5 s of its connection.
 func (m *Metrics) ServeListener(ctx context.Context, ln net.Listener) error {
 	mux := http.NewServeMux()
 	mux.Handle("GET "+Path, m.Handler())
 	srv := &http.Server{
 		Handler:           mux,
 		ReadHeaderTimeout: 5 * time.Second,
-		WriteTimeout:      30 * time.Second,
-		IdleTimeout:       5 * time.Second,
-		MaxHeaderBytes:    16 << 10,
+		// A request with a body (which a scrape never has) is read, to
+		// be discarded, within the same 5 s: without ReadTimeout, a
+		// header announcing a body that never came held its slot with
+		// no deadline once the header was in.
+		ReadTimeout:    5 * time.Second,
+		WriteTimeout:   30 * time.Second,
+		IdleTimeout:    5 * time.Second,
+		MaxHeaderBytes: 16 << 10,
 	}
 	srv.SetKeepAlivesEnabled(false)
 	served := make(chan error, 1)
-	go func() { served <- srv.Serve(&capped{Listener: ln, slots: make(chan struct{}, MaxConns)}) }()
+	go func() { served <- srv.Serve(&capped{Listener: ln, max: MaxConns}) }()
 	select {
 	case err := <-served:
 		return fmt.Errorf("metrics serve: %w", err)
@@ -138,12 +216,15 @@ func (m *Metrics) ServeListener(ctx context.Context, ln net.Listener) error {
 	return nil
 }
 
-// capped is a listener that closes a connection accepted while MaxConns
-// are open (slots full), and goes on accepting: the kernel's backlog is
-// drained, and no descriptor is held for an excess connection.
+// capped is a listener that holds at most max connections: when they are
+// all held, one accepted replaces the oldest without its header, or is
+// closed (see MaxConns). It goes on accepting either way, so the kernel's
+// backlog is drained and no descriptor is held past max.
 type capped struct {
 	net.Listener
-	slots chan struct{}
+	max  int
+	mu   sync.Mutex
+	held []*slotConn // in the order accepted
 }
 
 func (l *capped) Accept() (net.Conn, error) {
@@ -152,24 +233,95 @@ func (l *capped) Accept() (net.Conn, error) {
 		if err != nil {
 			return nil, err
 		}
-		select {
-		case l.slots <- struct{}{}:
-			return &slotConn{Conn: c, free: l.slots}, nil
+		sc := &slotConn{Conn: c, l: l}
+		if l.admit(sc) {
+			return sc, nil
+		}
+		c.Close()
+	}
+}
+
+// admit holds c when a slot is free, or when one can be taken from a
+// connection still without its header (closed here); it reports whether
+// c is held.
+func (l *capped) admit(c *slotConn) bool {
+	l.mu.Lock()
+	var evict *slotConn
+	if len(l.held) >= l.max {
+		i := slices.IndexFunc(l.held, func(h *slotConn) bool { return !h.headed.Load() })
+		if i < 0 {
+			l.mu.Unlock()
+			return false
+		}
+		evict = l.held[i]
+		l.held = slices.Delete(l.held, i, i+1)
+	}
+	l.held = append(l.held, c)
+	l.mu.Unlock()
+	if evict != nil {
+		// Its server goroutine reads an error and closes it again, which
+		// finds it no longer held.
+		evict.Close()
+	}
+	return true
+}
+
+// release gives c's slot back, if it still holds one.
+func (l *capped) release(c *slotConn) {
+	l.mu.Lock()
+	if i := slices.Index(l.held, c); i >= 0 {
+		l.held = slices.Delete(l.held, i, i+1)
+	}
+	l.mu.Unlock()
+}
+
+// headerEnd ends an HTTP request header.
+const headerEnd = "\r\n\r\n"
+
+// slotConn is a held connection: it notes when its request header has
+// been read in full (headed), and gives its slot back when closed.
+//
+// Limits: only "\r\n\r\n" counts. net/http also takes a header ended by
+// bare "\n\n"; such a client is served, but stays evictable meanwhile.
+type slotConn struct {
+	net.Conn
+	l      *capped
+	headed atomic.Bool
+	// matched is how many bytes of headerEnd the stream read so far ends
+	// with, across reads (net/http reads a connection from one goroutine
+	// at a time).
+	matched int
+	once    sync.Once
+}
+
+func (c *slotConn) Read(b []byte) (int, error) {
+	n, err := c.Conn.Read(b)
+	if !c.headed.Load() {
+		c.scan(b[:n])
+	}
+	return n, err
+}
+
+// scan follows p through headerEnd, and sets headed at its end.
+func (c *slotConn) scan(p []byte) {
+	for _, ch := range p {
+		switch {
+		case ch == headerEnd[c.matched]:
+			c.matched++
+		case ch == '\r': // the start of headerEnd again
+			c.matched = 1
 		default:
-			c.Close()
+			c.matched = 0
+		}
+		if c.matched == len(headerEnd) {
+			c.headed.Store(true)
+			return
 		}
 	}
 }
 
-// slotConn gives its slot back when it is closed (once).
-type slotConn struct {
-	net.Conn
-	free chan struct{}
-	once sync.Once
-}
-
 func (c *slotConn) Close() error {
 	err := c.Conn.Close()
-	c.once.Do(func() { <-c.free })
+	c.once.Do(func() { c.l.release(c) })
 	return err
 }
