@@ -13,6 +13,17 @@ import (
 // that is not part of valid UTF-8 replaced by \ufffd, so the output is
 // always valid UTF-8 JSON. Runs of eight plain ASCII bytes are checked a
 // word at a time.
+//
+// Controls and line breaks beyond ASCII are escaped too: the C1 controls
+// U+0080 to U+009F as \u0080 to \u009f, and U+2028 and U+2029 as \u2028
+// and \u2029 (as encoding/json writes those two). JSON allows them raw,
+// but a reader that splits text at Unicode line breaks (Python's
+// str.splitlines at U+0085, U+2028 and U+2029; JavaScript source before
+// ES2019 at the last two) would cut a line holding one in two, so a user
+// could make its own exec line unreadable there; and a C1 control such as
+// U+009B (CSI) is read by some terminals as the escape sequence it is, as
+// a C0 one would be. The check costs a comparison per character of two
+// bytes or more, none on ASCII.
 
 const hexDigits = "0123456789abcdef"
 
@@ -130,18 +141,30 @@ func AppendEscapedUTF8(b []byte, s string) ([]byte, bool) {
 				continue
 			}
 			r, size := utf8.DecodeRuneInString(s[i:])
-			if r == utf8.RuneError && size == 1 {
+			if size == 1 || lineBreak(r) {
+				// A byte that is not UTF-8 (the only one-byte
+				// result at c >= 0x80), or a character escaped.
 				b = append(b, s[start:i]...)
-				b = append(b, `\ufffd`...)
-				i++
+				if size == 1 {
+					b = append(b, `\ufffd`...)
+					valid = false
+				} else {
+					b = append(b, '\\', 'u', hexDigits[r>>12], hexDigits[r>>8&15], hexDigits[r>>4&15], hexDigits[r&15])
+				}
+				i += size
 				start = i
-				valid = false
 				continue
 			}
 			i += size // may end past the word: the next one starts there
 		}
 	}
 	return append(b, s[start:]...), valid
+}
+
+// lineBreak reports whether r, a character of two bytes or more, is one
+// written escaped: a C1 control (U+0080 to U+009F) or U+2028 or U+2029.
+func lineBreak(r rune) bool {
+	return uint32(r)-0x80 < 0x20 || r|1 == 0x2029
 }
 
 // ValidCut reports whether s is UTF-8 but for the first bytes of one

@@ -3,6 +3,7 @@ package jsonx
 import (
 	"encoding/binary"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -29,10 +30,12 @@ func referenceEscape(s string) string {
 			b.WriteString(`\r`)
 		case r == '\t':
 			b.WriteString(`\t`)
-		case r < 0x20 || r == 0x7f:
+		case r < 0x20 || 0x7f <= r && r <= 0x9f:
 			b.WriteString(`\u00`)
 			b.WriteByte(hexDigits[r>>4])
 			b.WriteByte(hexDigits[r&15])
+		case r == '\u2028' || r == '\u2029':
+			fmt.Fprintf(&b, `\u%04x`, r)
 		default:
 			b.WriteString(s[i : i+size])
 		}
@@ -64,6 +67,75 @@ func checkString(t *testing.T, s string) {
 	}
 	if esc, ok := AppendEscapedUTF8(nil, s); string(esc) != string(got[2:len(got)-1]) || ok != utf8.ValidString(s) {
 		t.Fatalf("AppendEscapedUTF8(%q) = %q, %v; want AppendEscaped's %q, %v", s, esc, ok, got[2:len(got)-1], utf8.ValidString(s))
+	}
+	if at := rawBreak(got); at >= 0 {
+		t.Fatalf("AppendString(%q) = %q: a raw line break or C1 control at byte %d", s, got, at)
+	}
+}
+
+// rawBreak returns the index in b of the first U+2028, U+2029 or C1
+// control (U+0080 to U+009F) written as itself, -1 when none.
+func rawBreak(b []byte) int {
+	for i := 0; i+1 < len(b); i++ {
+		switch {
+		case b[i] == 0xc2 && b[i+1] >= 0x80 && b[i+1] <= 0x9f:
+			return i
+		case b[i] == 0xe2 && i+2 < len(b) && b[i+1] == 0x80 && (b[i+2] == 0xa8 || b[i+2] == 0xa9):
+			return i
+		}
+	}
+	return -1
+}
+
+// TestAppendStringLineBreaks: U+2028, U+2029 and the C1 controls are
+// escaped wherever they stand, among ASCII, other characters of two and
+// three bytes (U+00A0 and U+2027, U+202A around them), and bytes that are
+// not UTF-8, which are still replaced and reported.
+func TestAppendStringLineBreaks(t *testing.T) {
+	tests := []struct {
+		in, want string
+		valid    bool
+	}{
+		{"\u2028", `\u2028`, true},
+		{"\u2029", `\u2029`, true},
+		{"\u0080", `\u0080`, true},
+		{"\u0085", `\u0085`, true},
+		{"\u009b", `\u009b`, true},
+		{"\u009f", `\u009f`, true},
+		{"a\u2028b\u2029c", `a\u2028b\u2029c`, true},
+		{"--password=x\u0085{\"forged\":1}", `--password=x\u0085{\"forged\":1}`, true},
+		{"\u009b31mred", `\u009b31mred`, true},
+		{"12345678\u2028", `12345678\u2028`, true},
+		{"1234567\u2029", `1234567\u2029`, true},
+		{"123456\u0085", `123456\u0085`, true},
+		{"\u2028\u2028\u0085\u0085", `\u2028\u2028\u0085\u0085`, true},
+		{"é\u2028ü\u0085✓\u2029🎉", `é\u2028ü\u0085✓\u2029🎉`, true},
+		// Neighbours written as themselves.
+		{"\u00a0\u2027\u202a\u00c2\u0100", "\u00a0\u2027\u202a\u00c2\u0100", true},
+		{"\u007f\u0080", `\u007f\u0080`, true},
+		// Bytes that are not UTF-8 next to them.
+		{"\xff\u2028\xc2", `\ufffd\u2028\ufffd`, false},
+		{"\xe2\x80\u0085", `\ufffd\ufffd\u0085`, false},
+		{"\xc2\xc2\x85", `\ufffd\u0085`, false},
+		{"\xe2\x80", `\ufffd\ufffd`, false}, // U+2028 cut: not one
+		{strings.Repeat("x", 100) + "\u2029" + strings.Repeat("y", 9), strings.Repeat("x", 100) + `\u2029` + strings.Repeat("y", 9), true},
+	}
+	for _, tt := range tests {
+		got, valid := AppendEscapedUTF8(nil, tt.in)
+		if string(got) != tt.want || valid != tt.valid {
+			t.Errorf("AppendEscapedUTF8(%q) = %s, %v, want %s, %v", tt.in, got, valid, tt.want, tt.valid)
+		}
+		checkString(t, tt.in)
+	}
+	// Every C1 control at every offset within a word.
+	for r := rune(0x80); r <= 0x9f; r++ {
+		for off := range 9 {
+			s := strings.Repeat("a", off) + string(r) + "bcdefghij"
+			want := strings.Repeat("a", off) + fmt.Sprintf(`\u%04x`, r) + "bcdefghij"
+			if got := AppendEscaped(nil, s); string(got) != want {
+				t.Errorf("AppendEscaped(%q) = %s, want %s", s, got, want)
+			}
+		}
 	}
 }
 
@@ -103,10 +175,22 @@ func TestAppendEscapedPieces(t *testing.T) {
 
 func FuzzAppendString(f *testing.F) {
 	for _, s := range []string{"", "plain", "plain ascii, long enough", "a\"b\\c\x00", "a\"b\\c\x00\x7f",
-		"héllo \xff", "héllo \xff\xe2\x82", strings.Repeat("x", 17) + "\x1f"} {
+		"héllo \xff", "héllo \xff\xe2\x82", strings.Repeat("x", 17) + "\x1f", "a\u2028b\u2029\u0085\u009b",
+		"\xc2\u0080\xe2\x80\u2029"} {
 		f.Add(s)
 	}
-	f.Fuzz(func(t *testing.T, s string) { checkString(t, s) })
+	f.Fuzz(func(t *testing.T, s string) {
+		checkString(t, s) // rawBreak among its checks
+		// Pieces cut anywhere: never a raw line break either, even
+		// where a cut splits one.
+		for _, cut := range []int{len(s) / 3, len(s) / 2} {
+			b := AppendEscaped(nil, s[:cut])
+			b = AppendEscaped(b, s[cut:])
+			if at := rawBreak(b); at >= 0 {
+				t.Fatalf("AppendEscaped of %q cut at %d = %q: a raw line break or C1 control at byte %d", s, cut, b, at)
+			}
+		}
+	})
 }
 
 func BenchmarkAppendString(b *testing.B) {
