@@ -313,6 +313,11 @@ func (d *Daemon) run(ctx context.Context, ready func(Info)) error {
 		return fmt.Errorf("redact_args: %v: %w", err, ErrConfig)
 	}
 	d.redact = rules
+	if d.cfg.MetricsListen != "" {
+		// Before the tracker starts: its goroutine counts every event
+		// in d.log.m, which is not written again.
+		d.log.m = d.newMetrics()
+	}
 	tctx, tcancel := context.WithCancel(context.Background())
 	defer tcancel()
 	tr, err := tracker.Start(tctx, tracker.Options{
@@ -386,7 +391,7 @@ func (d *Daemon) run(ctx context.Context, ready func(Info)) error {
 	}
 	// After the index is loaded: the claim gauges are counted from it.
 	if d.cfg.MetricsListen != "" {
-		stop, err := d.serveMetrics(tr)
+		stop, err := d.serveMetrics(d.log.m)
 		if err != nil {
 			return err
 		}
@@ -470,23 +475,21 @@ loop:
 	return stopErr
 }
 
-// serveMetrics starts the Prometheus endpoint on the configured address;
-// it stops with stop. An address Listen refuses as such (metrics.ErrAddress)
-// fails the start. One well formed that cannot be bound now (another
-// user's process on the TCP port first, a permission refused) does not:
-// before, any local user who listened on the port first kept the daemon
-// from starting, and systemd restarted it until its start limit. It is
-// logged, and tried again in the background (metrics.ListenRetry) until
-// it binds or the daemon stops.
+// newMetrics makes the daemon's metrics, whose gauges read the tracker
+// in use, the claim index and the log feed when a scrape comes.
 //
 // The claim gauges come from the claim index, not the store: a scrape,
 // anyone's on a TCP address, decoded every claim in the store (135 ms of
 // CPU with one user's 16 MiB of claims; four scrape loops kept the
 // daemon at 1.4 cores). They are one pass over the index, under its read
 // lock.
-func (d *Daemon) serveMetrics(tr *tracker.Tracker) (stop func(), err error) {
-	m := metrics.New(d.cfg.Version, metrics.Options{
+func (d *Daemon) newMetrics() *metrics.Metrics {
+	return metrics.New(d.cfg.Version, metrics.Options{
 		Graph: func() (int, int) {
+			tr := d.tr.Load()
+			if tr == nil {
+				return 0, 0
+			}
 			s := tr.Graph().Stats()
 			return s.Live, s.Exited
 		},
@@ -513,6 +516,17 @@ func (d *Daemon) serveMetrics(tr *tracker.Tracker) (stop func(), err error) {
 			return s.Written, s.Dropped
 		},
 	})
+}
+
+// serveMetrics starts the Prometheus endpoint on the configured address;
+// it stops with stop. An address Listen refuses as such (metrics.ErrAddress)
+// fails the start. One well formed that cannot be bound now (another
+// user's process on the TCP port first, a permission refused) does not:
+// before, any local user who listened on the port first kept the daemon
+// from starting, and systemd restarted it until its start limit. It is
+// logged, and tried again in the background (metrics.ListenRetry) until
+// it binds or the daemon stops.
+func (d *Daemon) serveMetrics(m *metrics.Metrics) (stop func(), err error) {
 	addr := d.cfg.MetricsListen
 	ln, lerr := metrics.Listen(addr)
 	if errors.Is(lerr, metrics.ErrAddress) {
@@ -521,7 +535,6 @@ func (d *Daemon) serveMetrics(tr *tracker.Tracker) (stop func(), err error) {
 	if lerr != nil {
 		d.log.Internal(fmt.Sprintf("metrics_listen %q: %v; the daemon runs without its metrics endpoint, and tries again in the background", addr, lerr), nil)
 	}
-	d.log.m = m
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {

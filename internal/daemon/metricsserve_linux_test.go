@@ -61,7 +61,7 @@ func TestServeMetricsPortTaken(t *testing.T) {
 	defer squat.Close()
 	addr := squat.Addr().String()
 	h.d.cfg.MetricsListen = addr
-	stop, err := h.d.serveMetrics(h.d.tr.Load())
+	stop, err := h.d.serveMetrics(h.d.newMetrics())
 	if err != nil {
 		t.Fatalf("serveMetrics with %s taken = %v, want nil (tried again in the background)", addr, err)
 	}
@@ -96,7 +96,7 @@ func TestServeMetricsBadAddress(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.d.cfg.MetricsListen = "unix:" + file
-	stop, err := h.d.serveMetrics(h.d.tr.Load())
+	stop, err := h.d.serveMetrics(h.d.newMetrics())
 	if err == nil {
 		stop()
 		t.Fatalf("serveMetrics(%s) = nil, want an error", h.d.cfg.MetricsListen)
@@ -152,7 +152,7 @@ func TestMetricsScrapeReadsNoStore(t *testing.T) {
 	indexClaims(h.d, n)
 	addr := freePort(t)
 	h.d.cfg.MetricsListen = addr
-	stop, err := h.d.serveMetrics(h.d.tr.Load())
+	stop, err := h.d.serveMetrics(h.d.newMetrics())
 	if err != nil {
 		t.Fatal(err)
 	}
