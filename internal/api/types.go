@@ -404,6 +404,9 @@ type Status struct {
 	CgroupReason  string                             `json:"cgroup_reason,omitempty"`
 	Reconcile     Report                             `json:"reconcile"`
 	LogDropped    uint64                             `json:"log_lines_dropped"`
+	// LogWithheld counts process lines written without their arguments,
+	// their user over its share of the feed (log_user_bytes).
+	LogWithheld uint64 `json:"log_args_withheld,omitempty"`
 	// LastLogError is the log feed's last output error ("" when none).
 	LastLogError string `json:"last_log_error,omitempty"`
 	StoreBytes   int64  `json:"store_bytes"`

@@ -235,7 +235,7 @@ func (d *Daemon) Status(ctx context.Context, p api.Peer) (api.Status, error) {
 		st.Counts, st.Claims, st.Members, st.StoreBytes = d.claims.countsOf(p.Share())
 	}
 	ls := d.log.Stats()
-	st.LogDropped, st.LastLogError = ls.Dropped, ls.LastSinkError
+	st.LogDropped, st.LastLogError, st.LogWithheld = ls.Dropped, ls.LastSinkError, ls.ArgsWithheld
 	d.repMu.Lock()
 	if p.Root() {
 		st.Reconcile = d.reconcile

@@ -74,6 +74,10 @@ type Config struct {
 	// ArgvMax bounds the argument bytes an eBPF exec event carries
 	// (tracepoint.WithArgvMax; past it the event says it was cut).
 	ArgvMax int `json:"argv_max"`
+	// LogUserBytes is the process-line bytes a second one user's
+	// processes may put in the log feed with their arguments
+	// (logfeed.Config.UserBytes: 0 the default, negative no bound).
+	LogUserBytes int64 `json:"log_user_bytes"`
 	// RedactArgs are the argument redaction patterns (internal/redact)
 	// applied to every exec's arguments before the log feed, the event
 	// stream and the exec cache see them.
@@ -161,6 +165,7 @@ func DefaultConfig() Config {
 		LongPerUID:   api.DefaultLimits.UserLong,
 
 		ArgvMax:           tracepoint.DefaultArgvMax,
+		LogUserBytes:      logfeed.DefaultUserBytes,
 		GraphMaxExited:    lineage.DefaultMaxExited,
 		GraphMaxExitedAge: api.Duration(lineage.DefaultMaxExitedAge),
 	}
@@ -321,6 +326,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("quotas must not be negative: %w", ErrConfig)
 	case c.ConnsPerUID < 1 || c.RatePerUID <= 0 || c.BurstPerUID < 1 || c.LongPerUID < 1:
 		return fmt.Errorf("conns_per_uid, rate_per_uid, burst_per_uid and long_per_uid must be positive: %w", ErrConfig)
+	case c.LogUserBytes > logfeed.MaxUserBytes:
+		return fmt.Errorf("log_user_bytes %d: want at most %d (0: the default, negative: no bound): %w", c.LogUserBytes, int64(logfeed.MaxUserBytes), ErrConfig)
 	case c.ArgvMax < 0 || c.ArgvMax > tracepoint.MaxArgvMax:
 		return fmt.Errorf("argv_max %d: want 0 to %d bytes: %w", c.ArgvMax, tracepoint.MaxArgvMax, ErrConfig)
 	case c.GraphMaxExited < 0 || c.GraphMaxExitedAge < 0:

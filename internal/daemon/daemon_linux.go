@@ -241,7 +241,7 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	lg, err := logfeed.New(logfeed.Config{
 		Schema: cfg.LogSchema, Output: cfg.LogOutput, Boot: boot,
 		ProcessEvents: cfg.LogProcessEvents, Version: cfg.Version,
-		ArgsBytes: argsBytes,
+		ArgsBytes: argsBytes, UserBytes: cfg.LogUserBytes,
 		OnSinkState: func(err error) {
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "supervisor: log feed: %v: lines are dropped, and counted (status: log_lines_dropped), until it takes them again\n", err)

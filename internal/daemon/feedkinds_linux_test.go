@@ -199,6 +199,12 @@ func runChild(t *testing.T, argv ...string) int {
 // when the mechanism cannot run.
 func runFeedDaemon(t *testing.T, mech string, kinds logfeed.Kinds) (logPath string, stop func()) {
 	t.Helper()
+	return runFeedDaemonWith(t, mech, kinds, nil)
+}
+
+// runFeedDaemonWith is runFeedDaemon with the config changed by set first.
+func runFeedDaemonWith(t *testing.T, mech string, kinds logfeed.Kinds, set func(*Config)) (logPath string, stop func()) {
+	t.Helper()
 	base := t.TempDir()
 	if err := os.Chmod(base, 0o755); err != nil {
 		t.Fatal(err)
@@ -211,6 +217,9 @@ func runFeedDaemon(t *testing.T, mech string, kinds logfeed.Kinds) (logPath stri
 	cfg.Cgroup = "off"
 	cfg.LogOutput = "file:" + logPath
 	cfg.LogProcessEvents = kinds
+	if set != nil {
+		set(&cfg)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	served := make(chan Info, 1)
 	done := make(chan error, 1)

@@ -114,6 +114,14 @@ type Event struct {
 	// new program starts for Exec. Ctx.Valid is false when the mechanism
 	// does not capture it.
 	Ctx Context
+	// KnownUID is the real uid the consumer's exec cache last knew for
+	// the instance (from its exec, or at its fork from its parent's),
+	// set (KnownUIDOK) only when Ctx carries no ids: an eBPF exit, a
+	// netlink fork. A feed charges the event to that user's share; it is
+	// never shown as the process's uid, which a setuid(2), no event, may
+	// have changed since.
+	KnownUID   uint32
+	KnownUIDOK bool
 	// Parent describes the process (PPid, ParentToken) as its last exec
 	// seen showed it, nil when that exec was not seen. Sources never set
 	// it: the consumer's exec cache does (internal/execcache), and it is
@@ -158,6 +166,10 @@ type ExecInfo struct {
 	// something (internal/redact): Argv is then not what the process
 	// received, ArgsCount and ArgsSize still are.
 	ArgsRedacted bool
+	// ArgsWithheld marks a description whose Argv a consumer left out
+	// (a log feed over its per-user byte share): ArgsCount and ArgsSize
+	// still say what the process received. Sources never set it.
+	ArgsWithheld bool
 	// ExeTruncated, CwdTruncated and CgroupTruncated mark a path whose walk
 	// stopped at a bound, or (executable and directory) never met the
 	// process's root (beyond its chroot, on a detached mount): the string

@@ -202,7 +202,7 @@ func (c *Cache) Stats() Stats { return c.st }
 // chdir is no event, and the one of the exec may no longer be the
 // process's. The strings are the cache's, valid until the next Observe.
 func (c *Cache) Observe(ev *events.Event) {
-	ev.Parent = nil
+	ev.Parent, ev.KnownUIDOK = nil, false
 	switch ev.Kind {
 	case events.Lost:
 		c.clear()
@@ -216,6 +216,7 @@ func (c *Cache) Observe(ev *events.Event) {
 	case events.Exit:
 		if i := c.find(ev.Pid, ev.Token); i != none {
 			c.lend(ev, i)
+			c.knownUID(ev, i)
 			c.markExited(i)
 		}
 	}
@@ -233,8 +234,19 @@ func (c *Cache) Observe(ev *events.Event) {
 		c.st.Misses++
 		return
 	}
+	if ev.Kind == events.Fork {
+		c.knownUID(ev, i) // the child's ids are its parent's at the fork
+	}
 	ev.Parent = c.descOf(i)
 	c.st.Hits++
+}
+
+// knownUID gives ev, when it carries no ids, the real uid entry i last
+// knew (Event.KnownUID).
+func (c *Cache) knownUID(ev *events.Event, i int32) {
+	if x := &c.slots[i].desc.Ctx; !ev.Ctx.Has(events.CtxIDs) && x.Has(events.CtxIDs) {
+		ev.KnownUID, ev.KnownUIDOK = x.UID, true
+	}
 }
 
 // imageOf returns the slot holding the image of entry i and its gen;

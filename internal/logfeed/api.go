@@ -186,8 +186,27 @@ func (l *Logger) Event(ev *events.Event) {
 	c := l.get(action, sevInfo)
 	if ev.Ctx.Has(events.CtxIDs) {
 		c.uid = ev.Ctx.UID
+	} else if ev.KnownUIDOK {
+		c.uid = ev.KnownUID
 	}
-	l.enc.event(c, ev)
+	if l.shares == nil || c.uid == 0 {
+		l.enc.event(c, ev)
+		l.put(c)
+		return
+	}
+	src := ev
+	sh, over := l.shares.over(c.uid, int64(ev.Time))
+	if over && argBytes(ev, withholdMin) > withholdMin {
+		src = c.withhold(ev)
+	}
+	c.n = 0
+	l.enc.event(c, src)
+	l.shares.charge(sh, c.n, src != ev)
+	if src != ev {
+		// The pooled capture keeps no pointer into the source's or the
+		// cache's memory.
+		c.held, c.heldParent = events.Event{}, events.Desc{}
+	}
 	l.put(c)
 }
 

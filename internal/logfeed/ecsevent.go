@@ -311,6 +311,8 @@ func (w *procLine) image(argv []string, x *events.ExecInfo) (bad badText) {
 	if m := w.findImage(key); m != nil {
 		w.b = append(w.b, m.text...)
 		bad = m.bad
+	} else if x.ArgsWithheld {
+		w.int(`,"args_count":`, int64(x.ArgsCount))
 	} else if len(argv) > 0 || x.ArgsCount > 0 {
 		from := len(w.b)
 		bad = w.args(argv, x)
@@ -598,7 +600,10 @@ func (w *procLine) absent(x *events.Context) {
 // process has: cut, by the mechanism's bound or the line's (with the real
 // size), redacted, and of paths whose name was unlinked (deleted).
 func (w *procLine) marks(argv []string, x *events.ExecInfo) {
-	if x.ArgsTruncated || lineCut(argv, w.argsMax) {
+	if x.ArgsWithheld {
+		w.bool(`,"args_withheld":`, true)
+		w.int(`,"args_size":`, int64(x.ArgsSize))
+	} else if x.ArgsTruncated || lineCut(argv, w.argsMax) {
 		w.bool(`,"args_truncated":`, true)
 		w.int(`,"args_size":`, int64(argsSize(argv, x)))
 	}

@@ -132,6 +132,14 @@ type Config struct {
 	// most MaxArgsBytes). The daemon passes its capture bound. A line
 	// that cuts says so (supervisor.args_truncated, args_size).
 	ArgsBytes int
+	// UserBytes bounds the bytes a second of process lines that one
+	// user's processes (by real uid; root's are not bounded) put in the
+	// feed with their arguments (0: DefaultUserBytes; negative: no
+	// bound). Past it, while that user's share is spent, its lines with
+	// more than 1 KiB of arguments (their own and their parent's) are
+	// written without them, marked supervisor.args_withheld with the
+	// count and size kept. See shares.
+	UserBytes int64
 	// Names names the users and groups of process lines (userdb.Local,
 	// /etc/passwd and /etc/group, when nil).
 	Names *userdb.DB
@@ -149,6 +157,7 @@ type Stats struct {
 	DroppedBy     Drops  // Dropped by class
 	DropReports   uint64 // log_lines_dropped lines written
 	Reopens       uint64 // successful reopens of a file or socket
+	ArgsWithheld  uint64 // process lines written without their arguments (Config.UserBytes)
 	LastSinkError string // last error from the sink, "" when none
 }
 
@@ -161,6 +170,7 @@ type Logger struct {
 	done   chan struct{} // closed when the drain goroutine ends
 	closed atomic.Bool
 	pool   sync.Pool // *capture
+	shares *shares   // nil: process lines are not metered by user
 }
 
 // encoder renders the lines of one schema.
@@ -195,6 +205,9 @@ func New(cfg Config) (*Logger, error) {
 	}
 	if cfg.ArgsBytes < 0 || cfg.ArgsBytes > MaxArgsBytes {
 		return nil, fmt.Errorf("%d argument bytes a line: want 1 to %d: %w", cfg.ArgsBytes, MaxArgsBytes, ErrConfig)
+	}
+	if cfg.UserBytes > MaxUserBytes {
+		return nil, fmt.Errorf("%d bytes a second a user: want at most %d (negative: no bound): %w", cfg.UserBytes, int64(MaxUserBytes), ErrConfig)
 	}
 	if cfg.MaxFileBytes == 0 {
 		cfg.MaxFileBytes = DefaultMaxFileBytes
@@ -233,7 +246,7 @@ func New(cfg Config) (*Logger, error) {
 			return nil, err
 		}
 	}
-	l := &Logger{enc: enc, kinds: cfg.ProcessEvents, done: make(chan struct{})}
+	l := &Logger{enc: enc, kinds: cfg.ProcessEvents, done: make(chan struct{}), shares: newShares(cfg.UserBytes)}
 	l.q = newQueue(cfg.BufferLines, s, l.encodeDropped)
 	l.q.onSink = cfg.OnSinkState
 	l.pool.New = func() any { return &capture{l: l} }
@@ -277,7 +290,11 @@ func (l *Logger) Close(ctx context.Context) error {
 }
 
 // Stats returns the line counters.
-func (l *Logger) Stats() Stats { return l.q.stats() }
+func (l *Logger) Stats() Stats {
+	s := l.q.stats()
+	s.ArgsWithheld = l.shares.Withheld()
+	return s
+}
 
 // capture is the zerolog writer of one line: it copies the encoded line
 // into the queue together with what the sink needs to know about it, or,
@@ -290,13 +307,19 @@ type capture struct {
 	direct  bool     // append to dst instead of queueing
 	scratch []byte   // reused by encoders (OCSF cmd_line)
 	proc    procLine // the ECS process line (ecsevent.go)
-	claim   string   // the claim a verdict, signal or teardown line is for
-	class   class
-	uid     uint32 // a process event's real uid (noUID: none), for fair drops
+	n       int      // bytes of the line last written
+	// held and heldParent are a process event and its parent's
+	// description with their arguments withheld (withhold).
+	held       events.Event
+	heldParent events.Desc
+	claim      string // the claim a verdict, signal or teardown line is for
+	class      class
+	uid        uint32 // a process event's real uid (noUID: none), for fair drops
 }
 
 // Write implements io.Writer for zerolog.
 func (c *capture) Write(p []byte) (int, error) {
+	c.n = len(p)
 	if c.direct {
 		c.dst = append(c.dst, p...)
 		return len(p), nil

@@ -216,7 +216,7 @@ func supervisorContext(s *zerolog.Event, ev *events.Event, fields *[badBits][]st
 
 // marked reports whether argv and x have a mark execMarks writes.
 func marked(argv []string, x *events.ExecInfo, limit int) bool {
-	return x.ArgsTruncated || x.ArgsRedacted || x.ExeTruncated || x.ExeDeleted || x.CwdTruncated || x.CwdDeleted || lineCut(argv, limit)
+	return x.ArgsTruncated || x.ArgsWithheld || x.ArgsRedacted || x.ExeTruncated || x.ExeDeleted || x.CwdTruncated || x.CwdDeleted || lineCut(argv, limit)
 }
 
 // absentList adds context_absent, the parts of x left out, when x has
@@ -234,7 +234,9 @@ func absentList(s *zerolog.Event, x *events.Context) {
 // real size), redacted, and of paths whose name was unlinked (deleted:
 // another file may have that name now).
 func execMarks(s *zerolog.Event, argv []string, x *events.ExecInfo, limit int) *zerolog.Event {
-	if x.ArgsTruncated || lineCut(argv, limit) {
+	if x.ArgsWithheld {
+		s.Bool("args_withheld", true).Int("args_size", x.ArgsSize)
+	} else if x.ArgsTruncated || lineCut(argv, limit) {
 		s.Bool("args_truncated", true).Int("args_size", argsSize(argv, x))
 	}
 	if x.ArgsRedacted {

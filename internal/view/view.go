@@ -79,7 +79,7 @@ func Status(w io.Writer, st api.Status) {
 	if cg == "" {
 		cg = "none (" + st.CgroupReason + ")"
 	}
-	fmt.Fprintf(w, "cgroups: %s\nholders watched %d, store errors %d, poll failures %d, log lines dropped %d\n", Sanitize(cg), st.HoldersWatched, st.StoreErrors, st.PollFailures, st.LogDropped)
+	fmt.Fprintf(w, "cgroups: %s\nholders watched %d, store errors %d, poll failures %d, log lines dropped %d, with arguments withheld %d\n", Sanitize(cg), st.HoldersWatched, st.StoreErrors, st.PollFailures, st.LogDropped, st.LogWithheld)
 	for _, e := range []string{st.LastStoreError, st.LastPollError, st.LastLogError} {
 		if e != "" {
 			fmt.Fprintf(w, "  last: %s\n", Sanitize(e))

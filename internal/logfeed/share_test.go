@@ -1,0 +1,147 @@
+package logfeed
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/procsupervisor/supervisor/internal/events"
+	"github.com/procsupervisor/supervisor/internal/token"
+)
+
+// TestUserShareWithholdsArgs: a user whose processes' lines pass its byte
+// share gets its lines with long arguments written without them (marked,
+// the count and size kept), every line still written; another user's and
+// root's lines, and the user's lines with short arguments, keep theirs.
+// An exit, which carries no ids, is charged to the uid the exec cache
+// knew (KnownUID).
+func TestUserShareWithholdsArgs(t *testing.T) {
+	big := []string{"/usr/bin/prog", strings.Repeat("\x01", 4000)}
+	small := []string{"/bin/true", "-x"}
+	parent := &events.Desc{Comm: [16]byte{'s', 'h'}, Exe: "/bin/sh", Argv: big,
+		Ctx: events.Context{Valid: true, UID: 1000}}
+	type line struct {
+		uid    uint32
+		known  bool // the uid comes from KnownUID (an exit)
+		argv   []string
+		parent *events.Desc
+	}
+	for _, tt := range []struct{ schema, args, mark string }{
+		{SchemaECS, "process.args", "supervisor.args_withheld"},
+		{SchemaOCSF, "process.cmd_line", "unmapped.args_withheld"},
+	} {
+		t.Run(tt.schema, func(t *testing.T) {
+			// 15,000 bytes a second: a burst of 60,000, spent by the
+			// user's first two lines of 4,000 control bytes (24,000
+			// escaped, twice: about 49,000 a line).
+			l, out := newTestLogger(t, Config{Schema: tt.schema, ProcessEvents: AllKinds, UserBytes: 15000, Boot: sampleExec().Token.Boot})
+			var sent []line
+			send := func(ln line, at uint64) {
+				ev := events.Event{Kind: events.Exec, Mechanism: events.EBPF, Pid: 4000 + int32(len(sent)),
+					Token: token.Token{Boot: sampleExec().Token.Boot, Start: 100 + uint64(len(sent)), Prec: token.Ticks},
+					PPid:  3999, ParentToken: token.Token{Boot: sampleExec().Token.Boot, Start: 99, Prec: token.Ticks},
+					Comm: [16]byte{'p', 'r', 'o', 'g'}, Exe: "/usr/bin/prog", Argv: ln.argv, Time: at, Parent: ln.parent}
+				if ln.known {
+					ev.Kind, ev.Argv, ev.KnownUID, ev.KnownUIDOK = events.Exit, nil, ln.uid, true
+				} else {
+					ev.Ctx = events.Context{Valid: true, UID: ln.uid}
+				}
+				l.Event(&ev)
+				sent = append(sent, ln)
+			}
+			const second = 1_000_000_000
+			for i := range 6 {
+				send(line{uid: 1000, argv: big}, uint64(second+i))
+			}
+			send(line{uid: 1000, argv: small}, second+10)
+			send(line{uid: 1001, argv: big}, second+11)
+			send(line{uid: 0, argv: big}, second+12)
+			send(line{uid: 1000, known: true, parent: parent}, second+13)
+			send(line{uid: 1001, known: true, parent: parent}, second+14)
+			// 100 s on, the share is whole again.
+			send(line{uid: 1000, argv: big}, 101*second)
+			flush(t, l)
+			lines := out.lines(t)
+			if len(lines) != len(sent) {
+				t.Fatalf("%d lines, want %d: every line is written", len(lines), len(sent))
+			}
+			withheld := func(i int) bool { _, ok := get(lines[i], tt.mark); return ok }
+			for i := range 6 {
+				if i < 2 && withheld(i) {
+					t.Errorf("line %d of uid 1000, within its burst: arguments withheld", i)
+				}
+			}
+			if !withheld(5) {
+				t.Fatalf("uid 1000's 6th line of 48 KB, past its share: arguments not withheld: %v", lines[5])
+			}
+			if a, ok := get(lines[5], tt.args); ok {
+				t.Errorf("a withheld line has %s = %.40v", tt.args, a)
+			}
+			size := "supervisor.args_size"
+			if tt.schema == SchemaOCSF {
+				size = "unmapped.args_size"
+			}
+			if n, _ := get(lines[5], size); fmt.Sprint(n) != fmt.Sprint(len(big[0])+len(big[1])+2) {
+				t.Errorf("withheld line's args_size = %v, want %d", n, len(big[0])+len(big[1])+2)
+			}
+			cases := []struct {
+				i    int
+				want bool
+				what string
+			}{
+				{6, false, "uid 1000's line with short arguments"},
+				{7, false, "uid 1001's line"},
+				{8, false, "root's line"},
+				{10, false, "uid 1001's exit, whose parent has long arguments"},
+				{11, false, "uid 1000's line once its share refilled"},
+			}
+			for _, c := range cases {
+				if withheld(c.i) {
+					t.Errorf("%s: arguments withheld", c.what)
+				}
+			}
+			// The exit of uid 1000 (known from the cache) is charged to
+			// it: its parent's arguments are withheld.
+			pmark := "supervisor.parent.args_withheld"
+			if tt.schema == SchemaOCSF {
+				pmark = "unmapped.parent.args_withheld"
+			}
+			pargs := "process.parent.args"
+			if tt.schema == SchemaOCSF {
+				pargs = "process.parent_process.cmd_line"
+			}
+			if _, ok := get(lines[10], pargs); !ok {
+				t.Errorf("uid 1001's exit: no %s: %v", pargs, lines[10])
+			}
+			if a, ok := get(lines[9], pargs); ok {
+				t.Errorf("uid 1000's exit past its share has %s = %.40v", pargs, a)
+			}
+			if _, ok := get(lines[9], pmark); !ok {
+				t.Errorf("uid 1000's exit (uid from the exec cache), past its share: parent's arguments not withheld: %v", lines[9])
+			}
+			if got := l.Stats().ArgsWithheld; got < 2 {
+				t.Errorf("Stats().ArgsWithheld = %d, want at least 2", got)
+			}
+		})
+	}
+}
+
+// BenchmarkShareMeter measures what metering adds to a process line: the
+// look at its user's bucket and the charge, under the lock (events stamped,
+// as the eBPF and netlink sources stamp them).
+func BenchmarkShareMeter(b *testing.B) {
+	s := newShares(0)
+	for i := range 64 {
+		s.over(uint32(1000+i), 1)
+	}
+	now := int64(1)
+	b.ReportAllocs()
+	for b.Loop() {
+		now += 1_000_000 // 1,500 bytes a millisecond: within the share
+		sh, over := s.over(1007, now)
+		if over {
+			b.Fatal("over the share")
+		}
+		s.charge(sh, 1500, false)
+	}
+}
