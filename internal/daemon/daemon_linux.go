@@ -31,6 +31,7 @@ import (
 	"github.com/procsupervisor/supervisor/internal/store"
 	"github.com/procsupervisor/supervisor/internal/token"
 	"github.com/procsupervisor/supervisor/internal/tracker"
+	"github.com/procsupervisor/supervisor/internal/userns"
 	"github.com/procsupervisor/supervisor/internal/verdict"
 )
 
@@ -241,7 +242,7 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	lg, err := logfeed.New(logfeed.Config{
 		Schema: cfg.LogSchema, Output: cfg.LogOutput, Boot: boot,
 		ProcessEvents: cfg.LogProcessEvents, Version: cfg.Version,
-		ArgsBytes: argsBytes, UserBytes: cfg.LogUserBytes,
+		ArgsBytes: argsBytes, UserBytes: cfg.LogUserBytes, ShareOf: userns.SubordinateOf,
 		OnSinkState: func(err error) {
 			if err != nil {
 				fmt.Fprintf(os.Stderr, "supervisor: log feed: %v: lines are dropped, and counted (status: log_lines_dropped), until it takes them again\n", err)

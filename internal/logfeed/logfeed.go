@@ -140,6 +140,10 @@ type Config struct {
 	// written without them, marked supervisor.args_withheld with the
 	// count and size kept. See shares.
 	UserBytes int64
+	// ShareOf, when set, returns the user whose share a uid's lines count
+	// against (the daemon: the owner of a subordinate uid by /etc/subuid,
+	// else the uid), asked once per uid.
+	ShareOf func(uid uint32) uint32
 	// Names names the users and groups of process lines (userdb.Local,
 	// /etc/passwd and /etc/group, when nil).
 	Names *userdb.DB
@@ -246,7 +250,7 @@ func New(cfg Config) (*Logger, error) {
 			return nil, err
 		}
 	}
-	l := &Logger{enc: enc, kinds: cfg.ProcessEvents, done: make(chan struct{}), shares: newShares(cfg.UserBytes)}
+	l := &Logger{enc: enc, kinds: cfg.ProcessEvents, done: make(chan struct{}), shares: newShares(cfg.UserBytes, cfg.ShareOf)}
 	l.q = newQueue(cfg.BufferLines, s, l.encodeDropped)
 	l.q.onSink = cfg.OnSinkState
 	l.pool.New = func() any { return &capture{l: l} }

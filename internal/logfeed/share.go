@@ -44,6 +44,7 @@ const maxShares = 1 << 16
 // written, every one, and no other user's are touched.
 type shares struct {
 	rate     int64 // bytes a second
+	owner    func(uid uint32) uint32
 	epoch    time.Time
 	withheld atomic.Uint64 // lines written with their arguments withheld
 	mu       sync.Mutex
@@ -55,16 +56,17 @@ type share struct {
 	at     int64        // the clock of the last refill (s.mu)
 }
 
-// newShares returns a meter of rate bytes a second per uid, or nil for
-// none (rate < 0).
-func newShares(rate int64) *shares {
+// newShares returns a meter of rate bytes a second per user, or nil for
+// none (rate < 0). owner, when set, names the user a uid's lines count
+// for (Config.ShareOf), looked up once, when the uid is first met.
+func newShares(rate int64, owner func(uint32) uint32) *shares {
 	if rate < 0 {
 		return nil
 	}
 	if rate == 0 {
 		rate = DefaultUserBytes
 	}
-	return &shares{rate: rate, epoch: time.Now(), byUID: make(map[uint32]*share)}
+	return &shares{rate: rate, owner: owner, epoch: time.Now(), byUID: make(map[uint32]*share)}
 }
 
 // over reports whether uid's bucket is empty at now (the event's boottime
@@ -100,7 +102,9 @@ func (s *shares) charge(sh *share, n int, withheld bool) {
 	}
 }
 
-// get returns uid's bucket (s.mu held), made full at now when new.
+// get returns uid's bucket (s.mu held), made full at now when new: its
+// owner's (one bucket for a user and its subordinate uids, so that a user
+// with a range of them cannot multiply its share).
 func (s *shares) get(uid uint32, now int64) *share {
 	if sh := s.byUID[uid]; sh != nil {
 		return sh
@@ -111,8 +115,18 @@ func (s *shares) get(uid uint32, now int64) *share {
 			return sh
 		}
 	}
-	sh := &share{at: now}
-	sh.tokens.Store(s.rate * shareBurst)
+	key := uid
+	if s.owner != nil && uid != noUID {
+		// The owner's own bucket, not its owner's: one step, whatever
+		// the ranges say of the owner (a loop of them included).
+		key = s.owner(uid)
+	}
+	sh := s.byUID[key]
+	if sh == nil {
+		sh = &share{at: now}
+		sh.tokens.Store(s.rate * shareBurst)
+		s.byUID[key] = sh
+	}
 	s.byUID[uid] = sh
 	return sh
 }

@@ -130,7 +130,7 @@ func TestUserShareWithholdsArgs(t *testing.T) {
 // look at its user's bucket and the charge, under the lock (events stamped,
 // as the eBPF and netlink sources stamp them).
 func BenchmarkShareMeter(b *testing.B) {
-	s := newShares(0)
+	s := newShares(0, nil)
 	for i := range 64 {
 		s.over(uint32(1000+i), 1)
 	}
@@ -143,5 +143,38 @@ func BenchmarkShareMeter(b *testing.B) {
 			b.Fatal("over the share")
 		}
 		s.charge(sh, 1500, false)
+	}
+}
+
+// TestShareSubordinates: the subordinate uids of a user draw on its share,
+// so a range of them does not multiply it; ranges that name each other do
+// not loop.
+func TestShareSubordinates(t *testing.T) {
+	owner := func(uid uint32) uint32 {
+		switch {
+		case uid >= 100000 && uid < 165536:
+			return 1000
+		case uid == 2000:
+			return 3000 // 2000 and 3000 each in the other's range
+		case uid == 3000:
+			return 2000
+		}
+		return uid
+	}
+	s := newShares(1000, owner) // a burst of 4,000 bytes
+	sh, _ := s.over(100001, 1)
+	s.charge(sh, 4000, false)
+	for _, uid := range []uint32{1000, 100001, 165535} {
+		if _, over := s.over(uid, 1); !over {
+			t.Errorf("uid %d: not over after its owner's range spent the owner's share", uid)
+		}
+	}
+	if _, over := s.over(165536, 1); over {
+		t.Error("uid 165536, outside the range: over another user's share")
+	}
+	a, _ := s.over(2000, 1)
+	b, _ := s.over(3000, 1)
+	if a == nil || b == nil {
+		t.Fatal("no bucket for uids whose ranges name each other")
 	}
 }
