@@ -474,10 +474,12 @@ func clen(b []byte) int {
 }
 
 // appendJSONString appends s as a JSON string. Quotes, backslashes and
-// control characters are escaped; each byte that is not part of valid UTF-8
-// is written as \ufffd, the replacement character, so the result is always
-// valid JSON. Not as \u00XX: that is the character U+00XX, so a name with
-// the byte 0xff would decode as one with ÿ, another valid name.
+// control characters are escaped, and so are the C1 controls (U+0080 to
+// U+009F), U+2028 and U+2029, as internal/jsonx escapes them; each byte
+// that is not part of valid UTF-8 is written as \ufffd, the replacement
+// character, so the result is always valid JSON. Not as \u00XX: that is
+// the character U+00XX, so a name with the byte 0xff would decode as one
+// with ÿ, another valid name.
 func appendJSONString(b, s []byte) []byte {
 	b, _ = appendJSONStringOK(b, s)
 	return b
@@ -513,7 +515,14 @@ func appendJSONStringOK(b, s []byte) ([]byte, bool) {
 				i++
 				continue
 			}
-			b = append(b, s[i:i+n]...)
+			if jsonx.LineBreak(r) {
+				// A C1 control, U+2028 or U+2029: valid JSON raw,
+				// but a reader splitting at Unicode line breaks
+				// would cut the line there (see internal/jsonx).
+				b = append(b, '\\', 'u', hex[r>>12], hex[r>>8&15], hex[r>>4&15], hex[r&15])
+			} else {
+				b = append(b, s[i:i+n]...)
+			}
 			i += n
 			continue
 		}

@@ -343,7 +343,8 @@ func FuzzAppendJSON(f *testing.F) {
 }
 
 // refJSONString is appendJSONString byte by byte, as it was before plain
-// runs were copied whole: the reference the fast path must equal.
+// runs were copied whole (with the C1 controls, U+2028 and U+2029 escaped
+// since): the reference the fast path must equal.
 func refJSONString(b, s []byte) []byte {
 	const hex = "0123456789abcdef"
 	b = append(b, '"')
@@ -363,7 +364,11 @@ func refJSONString(b, s []byte) []byte {
 				i++
 				continue
 			}
-			b = append(b, s[i:i+n]...)
+			if r <= 0x9f || r == 0x2028 || r == 0x2029 { // C1 or a line break
+				b = append(b, '\\', 'u', hex[r>>12], hex[r>>8&15], hex[r>>4&15], hex[r&15])
+			} else {
+				b = append(b, s[i:i+n]...)
+			}
 			i += n
 			continue
 		}

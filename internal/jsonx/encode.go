@@ -141,7 +141,7 @@ func AppendEscapedUTF8(b []byte, s string) ([]byte, bool) {
 				continue
 			}
 			r, size := utf8.DecodeRuneInString(s[i:])
-			if size == 1 || lineBreak(r) {
+			if size == 1 || LineBreak(r) {
 				// A byte that is not UTF-8 (the only one-byte
 				// result at c >= 0x80), or a character escaped.
 				b = append(b, s[start:i]...)
@@ -161,9 +161,11 @@ func AppendEscapedUTF8(b []byte, s string) ([]byte, bool) {
 	return append(b, s[start:]...), valid
 }
 
-// lineBreak reports whether r, a character of two bytes or more, is one
+// LineBreak reports whether r, a character of two bytes or more, is one
 // written escaped: a C1 control (U+0080 to U+009F) or U+2028 or U+2029.
-func lineBreak(r rune) bool {
+// Encoders with their own escaping (internal/events) ask it, so every
+// encoder escapes the same characters.
+func LineBreak(r rune) bool {
 	return uint32(r)-0x80 < 0x20 || r|1 == 0x2029
 }
 
