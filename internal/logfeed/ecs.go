@@ -154,7 +154,7 @@ func (x *ecs) event(c *capture, ev *events.Event) {
 	w := &c.proc
 	w.b = w.b[:0]
 	x.procEvent(w, c.action, ev)
-	c.Write(w.b)
+	c.write(w.b) // jsonx escaped its line breaks already
 }
 
 // processRef adds process.pid and process.entity_id from a claim.

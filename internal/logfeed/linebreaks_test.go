@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/rs/zerolog"
+
+	"github.com/procsupervisor/supervisor/internal/verdict"
 )
 
 // rawLineBreak returns the index in b of the first U+2028, U+2029 or C1
@@ -172,6 +174,49 @@ func BenchmarkEscapeLineBreaks(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
 				escapeLineBreaks(dst[:0], bc.line)
+			}
+		})
+	}
+}
+
+// TestFeedLinesEscapeLineBreaks: every line the feed writes, in either
+// schema, holds U+2028, U+2029 and the C1 controls only as escapes: the
+// ECS process line (jsonx), and the lines zerolog encodes (the OCSF
+// process line, a verdict's reason), which capture.Write rewrites.
+func TestFeedLinesEscapeLineBreaks(t *testing.T) {
+	const exe = "/tmp/a\u2028b\u2029c"
+	arg := "x\u0085y\u009bz"
+	for _, schema := range []string{SchemaECS, SchemaOCSF} {
+		t.Run(schema, func(t *testing.T) {
+			l, out := newTestLogger(t, Config{Schema: schema, ProcessEvents: AllKinds, UserBytes: -1})
+			ev := sampleExec()
+			ev.Exe, ev.Argv = exe, []string{"prog", arg}
+			l.Event(&ev)
+			l.Verdict(verdict.Verdict{Pid: 7, Result: verdict.Foreign, Reason: "reason " + arg + exe, Mechanism: "ebpf"})
+			flush(t, l)
+			out.mu.Lock()
+			raw := append([]byte(nil), out.buf.Bytes()...)
+			out.mu.Unlock()
+			if i := rawLineBreak(raw); i >= 0 {
+				t.Fatalf("a raw line break at byte %d: %q", i, raw[max(0, i-20):min(len(raw), i+20)])
+			}
+			lines := out.lines(t)
+			if len(lines) != 2 {
+				t.Fatalf("%d lines, want 2", len(lines))
+			}
+			path := "process.executable"
+			if schema == SchemaOCSF {
+				path = "process.file.path"
+			}
+			if got, _ := get(lines[0], path); got != exe {
+				t.Errorf("%s = %q, want %q", path, got, exe)
+			}
+			reason := "event.reason"
+			if schema == SchemaOCSF {
+				reason = "status_detail"
+			}
+			if got, _ := get(lines[1], reason); got != "reason "+arg+exe {
+				t.Errorf("%s = %q, want the reason whole", reason, got)
 			}
 		})
 	}

@@ -310,6 +310,7 @@ type capture struct {
 	dst     []byte
 	direct  bool     // append to dst instead of queueing
 	scratch []byte   // reused by encoders (OCSF cmd_line)
+	esc     []byte   // a zerolog line with its line breaks escaped (Write)
 	proc    procLine // the ECS process line (ecsevent.go)
 	n       int      // bytes of the line last written
 	// held and heldParent are a process event and its parent's
@@ -321,15 +322,30 @@ type capture struct {
 	uid        uint32 // a process event's real uid (noUID: none), for fair drops
 }
 
-// Write implements io.Writer for zerolog.
+// Write implements io.Writer for zerolog: the line, with the characters
+// zerolog leaves raw that some collectors split lines at written as
+// escapes (escapeLineBreaks).
 func (c *capture) Write(p []byte) (int, error) {
+	q := escapeLineBreaks(c.esc[:0], p)
+	if len(q) != len(p) && cap(q) <= maxKeptEscaped {
+		c.esc = q[:0]
+	}
+	c.write(q)
+	return len(p), nil
+}
+
+// maxKeptEscaped bounds the buffer a pooled capture keeps for escaped
+// lines (a longer one is left to the collector).
+const maxKeptEscaped = 64 << 10
+
+// write queues the line p (or appends it to dst).
+func (c *capture) write(p []byte) {
 	c.n = len(p)
 	if c.direct {
 		c.dst = append(c.dst, p...)
-		return len(p), nil
+		return
 	}
 	c.l.q.put(p, c.sev, c.action, c.class, c.uid)
-	return len(p), nil
 }
 
 // WriteLevel implements zerolog.LevelWriter, so that zerolog does not wrap
