@@ -19,7 +19,7 @@ import (
 // argument twice (the child runs the shell's image, the parent is the
 // shell), and each exit line, which carries no ids, the shell's as the
 // parent's. Past the user's share (log_user_bytes, 100 KB a second here)
-// its lines are written without their arguments, marked, and still
+// its lines keep only the first KiB of each command line, marked, still
 // written, every one; its exits are charged to it (the uid the exec cache
 // knew). Another user's shell, run with 4 KiB of arguments meanwhile, and
 // root's, keep theirs whole.
@@ -92,8 +92,11 @@ func TestIntegrationFeedUserShare(t *testing.T) {
 				}
 				if w {
 					withheld++
-					if len(m.Process.Args) > 0 && m.Supervisor.Withheld || len(m.Process.Parent.Args) > 0 && m.Supervisor.Parent.Withheld {
-						t.Errorf("a line marked withheld has its arguments: %.300s", l)
+					if argsBytes(m.Process.Args) > 1024 || argsBytes(m.Process.Parent.Args) > 1024 {
+						t.Errorf("a line marked withheld has more than the first KiB of arguments: %.300s", l)
+					}
+					if len(m.Process.Parent.Args) == 0 || !strings.HasPrefix(m.Process.Parent.Args[len(m.Process.Parent.Args)-1], "zzz") {
+						t.Errorf("a line marked withheld lost the head of its parent's arguments: %.300s", l)
 					}
 				}
 			}

@@ -23,7 +23,7 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.StringVar(&c.LogOutput, "log-output", c.LogOutput, "log feed output: stdout, file:PATH, syslog[:ADDR]")
 	fs.StringVar(&c.LogSchema, "log-schema", c.LogSchema, "log feed schema: ecs|ocsf")
 	fs.Var(&c.LogProcessEvents, "log-process-events", "log a line per process event: bare (or =true) for fork, exec and exit, =false for none, or =KINDS, a list from fork,exec,exit such as =exec")
-	fs.Int64Var(&c.LogUserBytes, "log-user-bytes", c.LogUserBytes, "process-line bytes a second one user's processes (root's excepted) may put in the log feed with their arguments; past it their lines with over 1 KiB of arguments are written without them, marked args_withheld (negative: no bound)")
+	fs.Int64Var(&c.LogUserBytes, "log-user-bytes", c.LogUserBytes, "process-line bytes a second one user's processes (root's excepted) may put in the log feed with their arguments; past it their lines keep the first KiB of each command line, marked args_withheld (negative: no bound)")
 	fs.IntVar(&c.ArgvMax, "argv-max", c.ArgvMax, "argument bytes an eBPF exec event carries (0 to 1048576; longer argv is cut and flagged)")
 	fs.Var((*PatternList)(&c.RedactArgs), "redact-args", "argument redaction `pattern` (repeat for more): NAME=VALUE, 'FLAG NEXT' or GLOB; see supervisor.conf.md")
 	fs.Var(&c.Grace, "grace", fmt.Sprintf("default teardown grace period, a `duration` of at most %v", api.MaxGrace))

@@ -166,9 +166,10 @@ type ExecInfo struct {
 	// something (internal/redact): Argv is then not what the process
 	// received, ArgsCount and ArgsSize still are.
 	ArgsRedacted bool
-	// ArgsWithheld marks a description whose Argv a consumer left out
-	// (a log feed over its per-user byte share): ArgsCount and ArgsSize
-	// still say what the process received. Sources never set it.
+	// ArgsWithheld marks a description whose Argv a consumer cut
+	// further than its bound (a log feed, for a user over its byte
+	// share): ArgsCount and ArgsSize still say what the process
+	// received. Sources never set it.
 	ArgsWithheld bool
 	// ExeTruncated, CwdTruncated and CgroupTruncated mark a path whose walk
 	// stopped at a bound, or (executable and directory) never met the

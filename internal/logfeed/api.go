@@ -196,8 +196,8 @@ func (l *Logger) Event(ev *events.Event) {
 	}
 	src := ev
 	sh, over := l.shares.over(c.uid, int64(ev.Time))
-	if over && argBytes(ev, withholdMin) > withholdMin {
-		src = c.withhold(ev)
+	if over && heavy(ev) {
+		src = c.trim(ev)
 	}
 	c.n = 0
 	l.enc.event(c, src)
@@ -205,7 +205,7 @@ func (l *Logger) Event(ev *events.Event) {
 	if src != ev {
 		// The pooled capture keeps no pointer into the source's or the
 		// cache's memory.
-		c.held, c.heldParent = events.Event{}, events.Desc{}
+		c.held, c.heldParent, c.cut = events.Event{}, events.Desc{}, 0
 	}
 	l.put(c)
 }

@@ -152,7 +152,7 @@ func signalName(sig int) string {
 
 func (x *ecs) event(c *capture, ev *events.Event) {
 	w := &c.proc
-	w.b = w.b[:0]
+	w.b, w.cut = w.b[:0], c.cut
 	x.procEvent(w, c.action, ev)
 	c.write(w.b) // jsonx escaped its line breaks already
 }

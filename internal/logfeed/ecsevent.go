@@ -58,7 +58,8 @@ func (x *ecs) renderPrefixes() {
 type procLine struct {
 	b       []byte
 	names   userdb.Names
-	argsMax int      // the line's argument bytes (Config.ArgsBytes)
+	argsMax int      // the line's argument bytes (Config.ArgsBytes, or cut)
+	cut     int      // the line's own bound, for a user over its share (0: none)
 	bad     badText  // the texts written that are not UTF-8 (program)
 	spans   [][2]int // where the arguments just written in args are, escaped
 
@@ -189,6 +190,9 @@ func (x *ecs) procEvent(w *procLine, action string, ev *events.Event) {
 	t := x.h.clock.At(ev.Time)
 	now := t
 	w.names, w.argsMax = x.h.names.At(now), x.h.argsMax
+	if w.cut > 0 {
+		w.argsMax = w.cut
+	}
 	w.user, w.group = lastName{}, lastName{}
 	w.b = append(w.b, `{"@timestamp":`...)
 	w.b = w.appendTime(w.b, t)
@@ -311,8 +315,6 @@ func (w *procLine) image(argv []string, x *events.ExecInfo) (bad badText) {
 	if m := w.findImage(key); m != nil {
 		w.b = append(w.b, m.text...)
 		bad = m.bad
-	} else if x.ArgsWithheld {
-		w.int(`,"args_count":`, int64(x.ArgsCount))
 	} else if len(argv) > 0 || x.ArgsCount > 0 {
 		from := len(w.b)
 		bad = w.args(argv, x)
@@ -602,8 +604,8 @@ func (w *procLine) absent(x *events.Context) {
 func (w *procLine) marks(argv []string, x *events.ExecInfo) {
 	if x.ArgsWithheld {
 		w.bool(`,"args_withheld":`, true)
-		w.int(`,"args_size":`, int64(x.ArgsSize))
-	} else if x.ArgsTruncated || lineCut(argv, w.argsMax) {
+	}
+	if x.ArgsTruncated || lineCut(argv, w.argsMax) {
 		w.bool(`,"args_truncated":`, true)
 		w.int(`,"args_size":`, int64(argsSize(argv, x)))
 	}

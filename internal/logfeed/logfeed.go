@@ -135,10 +135,10 @@ type Config struct {
 	// UserBytes bounds the bytes a second of process lines that one
 	// user's processes (by real uid; root's are not bounded) put in the
 	// feed with their arguments (0: DefaultUserBytes; negative: no
-	// bound). Past it, while that user's share is spent, its lines with
-	// more than 1 KiB of arguments (their own and their parent's) are
-	// written without them, marked supervisor.args_withheld with the
-	// count and size kept. See shares.
+	// bound). Past it, while that user's share is spent, its lines keep
+	// the first KiB of the process's arguments and of its parent's,
+	// marked supervisor.args_withheld with the count and size, and the
+	// end of a long path. See shares.
 	UserBytes int64
 	// ShareOf, when set, returns the user whose share a uid's lines count
 	// against (the daemon: the owner of a subordinate uid by /etc/subuid,
@@ -314,9 +314,11 @@ type capture struct {
 	proc    procLine // the ECS process line (ecsevent.go)
 	n       int      // bytes of the line last written
 	// held and heldParent are a process event and its parent's
-	// description with their arguments withheld (withhold).
+	// description trimmed for a user over its share (trim), and cut the
+	// line's argument bytes then (0: Config.ArgsBytes).
 	held       events.Event
 	heldParent events.Desc
+	cut        int
 	claim      string // the claim a verdict, signal or teardown line is for
 	class      class
 	uid        uint32 // a process event's real uid (noUID: none), for fair drops

@@ -134,7 +134,11 @@ func (x *ocsf) event(c *capture, ev *events.Event) {
 			p.Int64("created_time", st.UnixMilli())
 		}
 	}
-	c.ocsfImage(p, commBytes(&ev.Comm), ev.Exe, ev.Argv, x.h.argsMax)
+	limit := x.h.argsMax
+	if c.cut > 0 {
+		limit = c.cut
+	}
+	c.ocsfImage(p, commBytes(&ev.Comm), ev.Exe, ev.Argv, limit)
 	ocsfContext(p, &ev.Exec, &ev.Ctx, x.h.names)
 	if ev.Kind == events.Exit {
 		p.Int64("terminated_time", t.UnixMilli())
@@ -149,7 +153,7 @@ func (x *ocsf) event(c *capture, ev *events.Event) {
 			}
 		}
 		if d := ev.Parent; d != nil {
-			c.ocsfImage(parent, commBytes(&d.Comm), d.Exe, d.Argv, x.h.argsMax)
+			c.ocsfImage(parent, commBytes(&d.Comm), d.Exe, d.Argv, limit)
 			ocsfContext(parent, &d.Exec, &d.Ctx, x.h.names)
 		}
 		p.Dict("parent_process", parent)
@@ -184,7 +188,7 @@ func (x *ocsf) event(c *capture, ev *events.Event) {
 	if sig, ok := ev.Signaled(); ok && ev.Kind == events.Exit {
 		u.Str("exit_signal", signalName(sig))
 	}
-	ocsfUnmapped(u, ev, x.h.argsMax)
+	ocsfUnmapped(u, ev, limit)
 	e.Dict("unmapped", u)
 	e.Send()
 }

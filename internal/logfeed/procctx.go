@@ -235,8 +235,9 @@ func absentList(s *zerolog.Event, x *events.Context) {
 // another file may have that name now).
 func execMarks(s *zerolog.Event, argv []string, x *events.ExecInfo, limit int) *zerolog.Event {
 	if x.ArgsWithheld {
-		s.Bool("args_withheld", true).Int("args_size", x.ArgsSize)
-	} else if x.ArgsTruncated || lineCut(argv, limit) {
+		s.Bool("args_withheld", true)
+	}
+	if x.ArgsTruncated || lineCut(argv, limit) {
 		s.Bool("args_truncated", true).Int("args_size", argsSize(argv, x))
 	}
 	if x.ArgsRedacted {

@@ -4,6 +4,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/procsupervisor/supervisor/internal/events"
 )
@@ -20,9 +21,8 @@ const MaxUserBytes = 1 << 40
 // shareBurst is how many seconds of its rate a user's bucket holds.
 const shareBurst = 4
 
-// withholdMin is the argument bytes (the process's and its parent's) past
-// which a line of a user over its share is written without them: a line
-// with fewer costs no more than its other fields.
+// withholdMin is the argument bytes (the process's, and its parent's
+// apart) a line of a user over its share keeps of each.
 const withholdMin = 1 << 10
 
 // maxShares bounds the users metered one by one; past it, users not yet
@@ -38,10 +38,14 @@ const maxShares = 1 << 16
 // for the process and its parent) kept that goroutine seconds behind the
 // kernel, and every other user's requests failed. Each uid has a token
 // bucket of rate bytes a second; a line is charged its whole length once
-// encoded, and while its uid's bucket is empty the next lines with more
-// than withholdMin bytes of arguments are encoded without them (marked
-// args_withheld; the count and size stay). The user's own lines are still
-// written, every one, and no other user's are touched.
+// encoded, and while its uid's bucket is empty its next lines keep at
+// most withholdMin bytes of the process's arguments and as many of its
+// parent's (the rest marked args_withheld, with the real count and size)
+// and the last pathKeep bytes of each path (marked truncated). The user's
+// lines are still written, every one, with the head of each command line,
+// and no other user's are touched. A user may spend its share on purpose
+// before a command whose arguments it would hide past their first KiB:
+// the mark says so.
 type shares struct {
 	rate     int64 // bytes a second
 	owner    func(uid uint32) uint32
@@ -81,12 +85,19 @@ func (s *shares) over(uid uint32, now int64) (*share, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sh := s.get(uid, now)
+	full := s.rate * shareBurst
+	if t := sh.tokens.Load(); t < -full {
+		// The debt is at most one burst: a user whose storm ended is
+		// whole again within 2*shareBurst seconds, however long it
+		// stormed. (Charges since the load are lost to the floor.)
+		sh.tokens.Store(-full)
+	}
 	if d := now - sh.at; d > 0 {
-		// Past shareBurst seconds the bucket is full whatever the rate
+		// Past 2*shareBurst seconds the bucket is full whatever the rate
 		// (and d*rate would overflow after some days).
-		d = min(d, shareBurst*1e9)
-		if t := sh.tokens.Load(); t < s.rate*shareBurst {
-			sh.tokens.Add(min(int64(float64(d)*float64(s.rate)/1e9), s.rate*shareBurst-t))
+		d = min(d, 2*shareBurst*1e9)
+		if t := sh.tokens.Load(); t < full {
+			sh.tokens.Add(min(int64(float64(d)*float64(s.rate)/1e9), full-t))
 		}
 		sh.at = now
 	}
@@ -105,9 +116,22 @@ func (s *shares) charge(sh *share, n int, withheld bool) {
 // get returns uid's bucket (s.mu held), made full at now when new: its
 // owner's (one bucket for a user and its subordinate uids, so that a user
 // with a range of them cannot multiply its share).
+//
+// Only owners have entries: a subordinate uid is looked up at each of its
+// lines (a lock and a scan of the ranges, where a map entry for each of a
+// range's 65,536 uids would fill maxShares, and every uid met after them
+// would share one bucket the range's user could spend). The owner's own
+// bucket, not its owner's: one step, whatever the ranges say of the
+// owner (a loop of them included).
 func (s *shares) get(uid uint32, now int64) *share {
 	if sh := s.byUID[uid]; sh != nil {
 		return sh
+	}
+	if s.owner != nil && uid != noUID {
+		uid = s.owner(uid)
+		if sh := s.byUID[uid]; sh != nil {
+			return sh
+		}
 	}
 	if len(s.byUID) >= maxShares {
 		uid = noUID
@@ -115,18 +139,8 @@ func (s *shares) get(uid uint32, now int64) *share {
 			return sh
 		}
 	}
-	key := uid
-	if s.owner != nil && uid != noUID {
-		// The owner's own bucket, not its owner's: one step, whatever
-		// the ranges say of the owner (a loop of them included).
-		key = s.owner(uid)
-	}
-	sh := s.byUID[key]
-	if sh == nil {
-		sh = &share{at: now}
-		sh.tokens.Store(s.rate * shareBurst)
-		s.byUID[key] = sh
-	}
+	sh := &share{at: now}
+	sh.tokens.Store(s.rate * shareBurst)
 	s.byUID[uid] = sh
 	return sh
 }
@@ -140,41 +154,64 @@ func (s *shares) Withheld() uint64 {
 	return s.withheld.Load()
 }
 
-// argBytes is the argument bytes a line of ev writes (its own and its
-// parent's), counted up to limit.
-func argBytes(ev *events.Event, limit int) int {
-	n := 0
-	for _, a := range ev.Argv {
-		if n += len(a); n > limit {
-			return n
-		}
+// heavy reports whether a line of ev has more than withholdMin bytes of
+// arguments (its own, or its parent's), or a path (executable or working
+// directory, its own or its parent's) of more than pathKeep bytes: what
+// a user over its share has cut (trim).
+func heavy(ev *events.Event) bool {
+	if argsOver(ev.Argv) || len(ev.Exe) > pathKeep || len(ev.Exec.Cwd) > pathKeep {
+		return true
 	}
-	if d := ev.Parent; d != nil {
-		for _, a := range d.Argv {
-			if n += len(a); n > limit {
-				return n
-			}
-		}
-	}
-	return n
+	d := ev.Parent
+	return d != nil && (argsOver(d.Argv) || len(d.Exe) > pathKeep || len(d.Exec.Cwd) > pathKeep)
 }
 
-// withhold returns ev as the capture's own copy without its arguments,
-// nor its parent's, when either has some: marked ArgsWithheld, the
-// counts and sizes kept.
-func (c *capture) withhold(ev *events.Event) *events.Event {
-	c.held = *ev
-	if len(ev.Argv) > 0 {
-		c.held.Exec.ArgsCount = argsCount(ev.Argv, &ev.Exec)
-		c.held.Exec.ArgsSize = argsSize(ev.Argv, &ev.Exec)
-		c.held.Argv, c.held.Exec.ArgsWithheld = nil, true
-	}
-	if d := ev.Parent; d != nil && len(d.Argv) > 0 {
+// argsOver reports whether argv, joined by spaces as in command_line,
+// holds more than withholdMin bytes.
+func argsOver(argv []string) bool { return lineCut(argv, withholdMin) }
+
+// pathKeep is the bytes of a path a line of a user over its share keeps:
+// its end, where the file's own name is.
+const pathKeep = 512
+
+// trim returns ev as the capture's own copy for a user over its share:
+// its arguments and its parent's are cut to withholdMin bytes (c.cut, the
+// line's bound for this line: the encoders mark the cut with the real
+// size) and marked ArgsWithheld where they were longer; a longer path is
+// cut to its last pathKeep bytes, marked truncated, as a path is that met
+// a bound in the kernel. Only the line's copy changes: ev and the cache's
+// description stay whole.
+func (c *capture) trim(ev *events.Event) *events.Event {
+	c.held, c.cut = *ev, withholdMin
+	trimDesc(&c.held.Exe, c.held.Argv, &c.held.Exec)
+	if d := ev.Parent; d != nil {
 		c.heldParent = *d
-		c.heldParent.Exec.ArgsCount = argsCount(d.Argv, &d.Exec)
-		c.heldParent.Exec.ArgsSize = argsSize(d.Argv, &d.Exec)
-		c.heldParent.Argv, c.heldParent.Exec.ArgsWithheld = nil, true
+		trimDesc(&c.heldParent.Exe, c.heldParent.Argv, &c.heldParent.Exec)
 		c.held.Parent = &c.heldParent
 	}
 	return &c.held
+}
+
+func trimDesc(exe *string, argv []string, x *events.ExecInfo) {
+	if argsOver(argv) {
+		x.ArgsCount, x.ArgsSize = argsCount(argv, x), argsSize(argv, x)
+		x.ArgsWithheld = true
+	}
+	if len(*exe) > pathKeep {
+		*exe, x.ExeTruncated = pathEnd(*exe), true
+	}
+	if len(x.Cwd) > pathKeep {
+		x.Cwd, x.CwdTruncated = pathEnd(x.Cwd), true
+	}
+}
+
+// pathEnd is the last pathKeep bytes of p, or a little less, so as not to
+// start inside a UTF-8 character nor with a slash: a cut path never reads
+// as an absolute one (events.ExecInfo.ExeTruncated).
+func pathEnd(p string) string {
+	i := len(p) - pathKeep
+	for i < len(p) && (!utf8.RuneStart(p[i]) || p[i] == '/') {
+		i++
+	}
+	return p[i:]
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/procsupervisor/supervisor/internal/events"
 	"github.com/procsupervisor/supervisor/internal/token"
@@ -53,7 +54,7 @@ func TestUserShareWithholdsArgs(t *testing.T) {
 			for i := range 6 {
 				send(line{uid: 1000, argv: big}, uint64(second+i))
 			}
-			send(line{uid: 1000, argv: small}, second+10)
+			send(line{uid: 1000, argv: small, parent: parent}, second+10)
 			send(line{uid: 1001, argv: big}, second+11)
 			send(line{uid: 0, argv: big}, second+12)
 			send(line{uid: 1000, known: true, parent: parent}, second+13)
@@ -74,8 +75,10 @@ func TestUserShareWithholdsArgs(t *testing.T) {
 			if !withheld(5) {
 				t.Fatalf("uid 1000's 6th line of 48 KB, past its share: arguments not withheld: %v", lines[5])
 			}
-			if a, ok := get(lines[5], tt.args); ok {
-				t.Errorf("a withheld line has %s = %.40v", tt.args, a)
+			// Its arguments cut to their first KiB, marked with the real
+			// size, not dropped.
+			if n := argLen(lines[5], tt.args); n == 0 || n > 1024 {
+				t.Errorf("a withheld line's %s holds %d bytes, want its first 1 to 1024", tt.args, n)
 			}
 			size := "supervisor.args_size"
 			if tt.schema == SchemaOCSF {
@@ -89,7 +92,7 @@ func TestUserShareWithholdsArgs(t *testing.T) {
 				want bool
 				what string
 			}{
-				{6, false, "uid 1000's line with short arguments"},
+				{6, false, "uid 1000's line with short arguments (its parent's long)"},
 				{7, false, "uid 1001's line"},
 				{8, false, "root's line"},
 				{10, false, "uid 1001's exit, whose parent has long arguments"},
@@ -113,11 +116,19 @@ func TestUserShareWithholdsArgs(t *testing.T) {
 			if _, ok := get(lines[10], pargs); !ok {
 				t.Errorf("uid 1001's exit: no %s: %v", pargs, lines[10])
 			}
-			if a, ok := get(lines[9], pargs); ok {
-				t.Errorf("uid 1000's exit past its share has %s = %.40v", pargs, a)
+			if n := argLen(lines[9], pargs); n == 0 || n > 1024 {
+				t.Errorf("uid 1000's exit past its share: %s holds %d bytes, want its first 1 to 1024", pargs, n)
 			}
 			if _, ok := get(lines[9], pmark); !ok {
 				t.Errorf("uid 1000's exit (uid from the exec cache), past its share: parent's arguments not withheld: %v", lines[9])
+			}
+			// A line with short arguments keeps them whole, its parent's
+			// long ones cut.
+			if v, _ := get(lines[6], tt.args); fmt.Sprint(v) != fmt.Sprint([]any{"/bin/true", "-x"}) && v != "/bin/true -x" {
+				t.Errorf("uid 1000's short arguments past its share: %v, want them whole", v)
+			}
+			if _, ok := get(lines[6], pmark); !ok {
+				t.Errorf("uid 1000's line past its share: its parent's long arguments not marked withheld: %v", lines[6])
 			}
 			if got := l.Stats().ArgsWithheld; got < 2 {
 				t.Errorf("Stats().ArgsWithheld = %d, want at least 2", got)
@@ -176,5 +187,68 @@ func TestShareSubordinates(t *testing.T) {
 	b, _ := s.over(3000, 1)
 	if a == nil || b == nil {
 		t.Fatal("no bucket for uids whose ranges name each other")
+	}
+	// A whole range met makes no entry of its own: it would fill
+	// maxShares and send every uid met after it to one shared bucket.
+	for uid := uint32(100000); uid < 165536; uid++ {
+		s.over(uid, 1)
+	}
+	if n := len(s.byUID); n > 8 {
+		t.Errorf("%d buckets after one user's range of 65,536 subordinate uids, want its owner's", n)
+	}
+}
+
+// TestShareDebtBounded: however much a user's storm overspent, its share
+// is whole again 2*shareBurst seconds after it stops.
+func TestShareDebtBounded(t *testing.T) {
+	s := newShares(1000, nil)
+	sh, _ := s.over(1000, 1)
+	s.charge(sh, 1<<30, false) // a GiB over a 1,000 B/s share
+	if _, over := s.over(1000, 2); !over {
+		t.Fatal("not over after a GiB")
+	}
+	if _, over := s.over(1000, 2+2*shareBurst*1e9+1); over {
+		t.Errorf("still over %d s after the storm", 2*shareBurst)
+	}
+}
+
+// argLen is the bytes of the arguments at path of a line: those of
+// process.args (ECS), or of the command line (OCSF).
+func argLen(m map[string]any, path string) int {
+	v, ok := get(m, path)
+	if !ok {
+		return 0
+	}
+	switch a := v.(type) {
+	case string:
+		return len(a)
+	case []any:
+		n := 0 // the bound counts no separators in process.args
+		for _, s := range a {
+			n += len(s.(string))
+		}
+		return n
+	}
+	return 0
+}
+
+// TestTrimPaths: a path longer than pathKeep in a line of a user over its
+// share keeps its end, marked truncated, and never reads as absolute.
+func TestTrimPaths(t *testing.T) {
+	long := "/" + strings.Repeat("d/", 600) + "prog"
+	var c capture
+	ev := events.Event{Kind: events.Exec, Exe: long, Argv: []string{"prog"}, Exec: events.ExecInfo{Cwd: "/" + strings.Repeat("é", 400)}}
+	got := c.trim(&ev)
+	if len(got.Exe) > pathKeep || !strings.HasSuffix(long, got.Exe) || strings.HasPrefix(got.Exe, "/") || !got.Exec.ExeTruncated {
+		t.Errorf("executable %d bytes, truncated %v: %.40q...", len(got.Exe), got.Exec.ExeTruncated, got.Exe)
+	}
+	if !utf8.ValidString(got.Exec.Cwd) || len(got.Exec.Cwd) > pathKeep || !got.Exec.CwdTruncated {
+		t.Errorf("directory %d bytes, valid UTF-8 %v, truncated %v", len(got.Exec.Cwd), utf8.ValidString(got.Exec.Cwd), got.Exec.CwdTruncated)
+	}
+	if ev.Exe != long || ev.Exec.ExeTruncated {
+		t.Error("trim changed the event it was given")
+	}
+	if got.Exec.ArgsWithheld {
+		t.Error("short arguments marked withheld")
 	}
 }
