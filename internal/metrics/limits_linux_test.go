@@ -76,9 +76,10 @@ func TestServeEvictsHeaderless(t *testing.T) {
 }
 
 // TestServeBodyWithheld: a request whose header announces a body that
-// never comes is closed once its 5 s are up. Before (no ReadTimeout), the
-// server waited for the body with no deadline once the header was in,
-// and the connection held its slot for good, never to be evicted.
+// never comes is closed (now at once, refused: TestServeRefusesBody).
+// Before ReadTimeout, the server waited for the body with no deadline
+// once the header was in, and the connection held its slot for good,
+// never to be evicted.
 func TestServeBodyWithheld(t *testing.T) {
 	addr := serveTCP(t)
 	c := dialAll(t, addr, 1, 0)[0]
@@ -91,29 +92,41 @@ func TestServeBodyWithheld(t *testing.T) {
 	}
 }
 
+// The states of a held connection in TestCappedAdmit.
+const (
+	fresh    = iota // no whole header yet
+	headed          // header read, response not out
+	answered        // response out
+)
+
 // TestCappedAdmit: when full, a new connection replaces the oldest held
-// one without its header; when all have theirs, it is closed.
+// one that is without its header or has its response out; when all are
+// between the two, it is closed.
 func TestCappedAdmit(t *testing.T) {
 	tests := []struct {
 		name    string
-		headed  []bool // the held connections, oldest first
+		held    []int // the held connections' states, oldest first
 		admit   bool
-		evicted int // index in headed, -1 for none
+		evicted int // index in held, -1 for none
 	}{
-		{"room", []bool{true}, true, -1},
-		{"oldest headerless", []bool{true, false, false}, true, 1},
-		{"all headed", []bool{true, true, true}, false, -1},
-		{"all headerless", []bool{false, false, false}, true, 0},
+		{"room", []int{headed}, true, -1},
+		{"oldest headerless", []int{headed, fresh, fresh}, true, 1},
+		{"all headed", []int{headed, headed, headed}, false, -1},
+		{"all headerless", []int{fresh, fresh, fresh}, true, 0},
+		{"answered", []int{headed, answered, headed}, true, 1},
+		{"answered before headerless", []int{answered, fresh, headed}, true, 0},
+		{"headerless before answered", []int{headed, fresh, answered}, true, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			l := &capped{max: 3}
 			var held []*slotConn
-			for _, h := range tt.headed {
+			for _, st := range tt.held {
 				a, b := net.Pipe()
 				t.Cleanup(func() { a.Close(); b.Close() })
 				c := &slotConn{Conn: a, l: l}
-				c.headed.Store(h)
+				c.headed.Store(st != fresh)
+				c.answered.Store(st == answered)
 				if !l.admit(c) {
 					t.Fatalf("setup: %d held of 3, admit refused", len(held))
 				}
@@ -123,7 +136,7 @@ func TestCappedAdmit(t *testing.T) {
 			t.Cleanup(func() { a.Close(); b.Close() })
 			c := &slotConn{Conn: a, l: l}
 			if got := l.admit(c); got != tt.admit {
-				t.Errorf("admit with %v held = %v, want %v", tt.headed, got, tt.admit)
+				t.Errorf("admit with %v held = %v, want %v", tt.held, got, tt.admit)
 			}
 			for i, h := range held {
 				err := h.SetWriteDeadline(time.Now()) // fails on a closed end

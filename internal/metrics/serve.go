@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"net"
 	"net/http"
@@ -166,16 +167,23 @@ func (m *Metrics) Serve(ctx context.Context, addr string) error {
 // A scraper needs one.
 //
 // When all are held, the one accepted takes the place of the oldest that
-// has not yet sent its whole request header (a "\r\n\r\n"), which is
-// closed; only when every one held has sent its header is the new one
-// closed instead. Before, the new one was always closed: one user
-// holding 16 connections that sent nothing (each timed out after 5 s,
-// and was opened again) made every scrape fail. A connection that sent
-// its header is served and closed within ReadTimeout (its response, some
-// KiB, fits in the kernel's socket buffers whether or not the client
-// reads it), so the only way to hold a slot for long is to withhold a
-// header, and such a connection is the first to go. A user who opens connections faster than a scraper sends
-// its header (microseconds on loopback) can still close the scraper's.
+// is evictable, which is closed: one that has not yet sent its whole
+// request header (a "\r\n\r\n"), or one whose response has been written
+// whole. Only when every one held is between the two (its request read,
+// its response not yet out) is the new one closed instead. Before, the
+// new one was always closed: one user holding 16 connections that sent
+// nothing (each timed out after 5 s, and was opened again) made every
+// scrape fail; and later, 16 whose header announced a body they never
+// sent (net/http read it, to discard it, for up to 5 s after the
+// response) did the same. A request with a body, which a scrape never
+// has, is now refused at once without reading it (see refuseBody); a
+// connection net/http still reads from after its response is evictable
+// whatever it waits for. A request without a body is served and closed
+// within ReadTimeout (its response, some KiB, fits in the kernel's socket
+// buffers whether or not the client reads it).
+//
+// Limits: a user who opens connections faster than a scraper sends its
+// header (microseconds on loopback) can still close the scraper's.
 const MaxConns = 16
 
 // ServeListener is Serve on a listener the caller opened (so that a daemon
@@ -186,16 +194,18 @@ func (m *Metrics) ServeListener(ctx context.Context, ln net.Listener) error {
 	mux := http.NewServeMux()
 	mux.Handle("GET "+Path, m.Handler())
 	srv := &http.Server{
-		Handler:           mux,
+		Handler:           slotHandler(mux),
 		ReadHeaderTimeout: 5 * time.Second,
-		// A request with a body (which a scrape never has) is read, to
-		// be discarded, within the same 5 s: without ReadTimeout, a
-		// header announcing a body that never came held its slot with
-		// no deadline once the header was in.
+		// A request is read whole within the same 5 s. refuseBody reads
+		// no body; this bounds whatever else net/http reads after the
+		// header (without ReadTimeout, a header announcing a body that
+		// never came held its slot with no deadline).
 		ReadTimeout:    5 * time.Second,
 		WriteTimeout:   30 * time.Second,
 		IdleTimeout:    5 * time.Second,
 		MaxHeaderBytes: 16 << 10,
+		// The handler finds the connection's slot through its context.
+		ConnContext: slotContext,
 	}
 	srv.SetKeepAlivesEnabled(false)
 	served := make(chan error, 1)
@@ -216,9 +226,69 @@ func (m *Metrics) ServeListener(ctx context.Context, ln net.Listener) error {
 	return nil
 }
 
+// slotKey is the context key under which ConnContext puts a
+// connection's *slotConn.
+type slotKey struct{}
+
+// slotContext is the server's ConnContext: it puts c (the *slotConn
+// capped's Accept returned) in its requests' context.
+func slotContext(ctx context.Context, c net.Conn) context.Context {
+	return context.WithValue(ctx, slotKey{}, c)
+}
+
+// slotHandler serves h, except a request with a body (refuseBody), and
+// notes on the connection's slotConn when the handler has returned.
+func slotHandler(h http.Handler) http.Handler {
+	return markHandled(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.ContentLength != 0 || len(r.TransferEncoding) > 0 {
+			refuseBody(w)
+			return
+		}
+		h.ServeHTTP(w, r)
+	}))
+}
+
+// markHandled serves h, then sets handled on the request's slotConn (put
+// in its context by slotContext).
+func markHandled(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, r)
+		if c, ok := r.Context().Value(slotKey{}).(*slotConn); ok {
+			c.handled.Store(true)
+		}
+	})
+}
+
+// bodyRefused is refuseBody's response.
+const bodyRefused = "HTTP/1.1 400 Bad Request\r\nContent-Type: text/plain; charset=utf-8\r\n" +
+	"Connection: close\r\nContent-Length: 26\r\n\r\nrequest body not accepted\n"
+
+// refuseBody answers 400 to a request that announces a body (a
+// Content-Length other than 0, or a Transfer-Encoding), and closes its
+// connection without reading the body. Answered through the
+// ResponseWriter, net/http would read the body after the response, to
+// discard it, for up to 256 KiB or ReadTimeout: a header announcing
+// 100,000 bytes that never came held the slot for 5 s. The connection is
+// taken over (Hijack) to write the response and close it instead.
+//
+// Limits: a client that sent part of its body gets a reset as the
+// connection closes with it unread, and may lose the 400 with it.
+func refuseBody(w http.ResponseWriter) {
+	c, _, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		// Not an HTTP/1 connection (none here): net/http answers, and
+		// reads the body within ReadTimeout.
+		http.Error(w, "request body not accepted", http.StatusBadRequest)
+		return
+	}
+	c.SetWriteDeadline(time.Now().Add(time.Second))
+	io.WriteString(c, bodyRefused)
+	c.Close()
+}
+
 // capped is a listener that holds at most max connections: when they are
-// all held, one accepted replaces the oldest without its header, or is
-// closed (see MaxConns). It goes on accepting either way, so the kernel's
+// all held, one accepted replaces the oldest evictable one, or is closed
+// (see MaxConns). It goes on accepting either way, so the kernel's
 // backlog is drained and no descriptor is held past max.
 type capped struct {
 	net.Listener
@@ -241,14 +311,13 @@ func (l *capped) Accept() (net.Conn, error) {
 	}
 }
 
-// admit holds c when a slot is free, or when one can be taken from a
-// connection still without its header (closed here); it reports whether
-// c is held.
+// admit holds c when a slot is free, or when one can be taken from an
+// evictable connection (closed here); it reports whether c is held.
 func (l *capped) admit(c *slotConn) bool {
 	l.mu.Lock()
 	var evict *slotConn
 	if len(l.held) >= l.max {
-		i := slices.IndexFunc(l.held, func(h *slotConn) bool { return !h.headed.Load() })
+		i := slices.IndexFunc(l.held, (*slotConn).evictable)
 		if i < 0 {
 			l.mu.Unlock()
 			return false
@@ -279,7 +348,8 @@ func (l *capped) release(c *slotConn) {
 const headerEnd = "\r\n\r\n"
 
 // slotConn is a held connection: it notes when its request header has
-// been read in full (headed), and gives its slot back when closed.
+// been read in full (headed), and when its response has been (answered),
+// and gives its slot back when closed.
 //
 // Limits: only "\r\n\r\n" counts. net/http also takes a header ended by
 // bare "\n\n"; such a client is served, but stays evictable meanwhile.
@@ -287,6 +357,16 @@ type slotConn struct {
 	net.Conn
 	l      *capped
 	headed atomic.Bool
+	// handled is set by slotHandler once the handler has returned; the
+	// response may still be in net/http's buffers then.
+	handled atomic.Bool
+	// answered is set by the first Read after handled: net/http reads
+	// after a handler only once it has flushed the whole response
+	// (response.finishRequest flushes, then closes the request body,
+	// which reads what is left of it). A Write does not tell as much: a
+	// response over 4 KiB goes out in several, and a connection evicted
+	// between them loses the rest.
+	answered atomic.Bool
 	// matched is how many bytes of headerEnd the stream read so far ends
 	// with, across reads (net/http reads a connection from one goroutine
 	// at a time).
@@ -294,7 +374,16 @@ type slotConn struct {
 	once    sync.Once
 }
 
+// evictable reports whether c may be closed to make room: it has not
+// sent its whole header, or its response is out.
+func (c *slotConn) evictable() bool {
+	return !c.headed.Load() || c.answered.Load()
+}
+
 func (c *slotConn) Read(b []byte) (int, error) {
+	if c.handled.Load() {
+		c.answered.Store(true)
+	}
 	n, err := c.Conn.Read(b)
 	if !c.headed.Load() {
 		c.scan(b[:n])
