@@ -525,16 +525,25 @@ func (d *Daemon) newMetrics() *metrics.Metrics {
 // user's process on the TCP port first, a permission refused) does not:
 // before, any local user who listened on the port first kept the daemon
 // from starting, and systemd restarted it until its start limit. It is
-// logged, and tried again in the background (metrics.ListenRetry) until
-// it binds or the daemon stops.
+// logged, in the feed (internal_error) and on stderr (the journal, where
+// an operator looks when the scraper finds nothing), and tried again in
+// the background (metrics.ListenRetry) until it binds or the daemon stops.
 func (d *Daemon) serveMetrics(m *metrics.Metrics) (stop func(), err error) {
 	addr := d.cfg.MetricsListen
 	ln, lerr := metrics.Listen(addr)
 	if errors.Is(lerr, metrics.ErrAddress) {
 		return nil, fmt.Errorf("metrics_listen %q: %w", addr, lerr)
 	}
+	// stderr as it is now: the goroutine below does not read the variable
+	// again.
+	stderr := os.Stderr
+	report := func(format string, args ...any) {
+		msg := fmt.Sprintf("metrics_listen %q: ", addr) + fmt.Sprintf(format, args...)
+		d.log.Internal(msg, nil)
+		fmt.Fprintf(stderr, "supervisor: %s\n", msg)
+	}
 	if lerr != nil {
-		d.log.Internal(fmt.Sprintf("metrics_listen %q: %v; the daemon runs without its metrics endpoint, and tries again in the background", addr, lerr), nil)
+		report("%v; the daemon runs without its metrics endpoint, and tries again in the background", lerr)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -548,16 +557,16 @@ func (d *Daemon) serveMetrics(m *metrics.Metrics) (stop func(), err error) {
 			ln, err = metrics.ListenRetry(ctx, addr, func(err error, wait time.Duration) {
 				if err.Error() != last {
 					last = err.Error()
-					d.log.Internal(fmt.Sprintf("metrics_listen %q: %v; trying again in %s", addr, err, wait), nil)
+					report("%v; trying again in %s", err, wait)
 				}
 			})
 			if err != nil {
 				if ctx.Err() == nil {
-					d.log.Internal(fmt.Sprintf("metrics_listen %q: %v; no metrics endpoint until the daemon restarts", addr, err), nil)
+					report("%v; no metrics endpoint until the daemon restarts", err)
 				}
 				return
 			}
-			d.log.Internal(fmt.Sprintf("metrics_listen %q: listening now, after failing at start", addr), nil)
+			report("listening now, after failing at start")
 		}
 		m.ServeListener(ctx, ln)
 	}()

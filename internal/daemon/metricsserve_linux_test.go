@@ -51,7 +51,9 @@ func freePort(t *testing.T) string {
 // listens on first does not fail the start; the endpoint binds once the
 // squatter has gone. Before, serveMetrics returned "address already in
 // use" and the daemon exited 70, so any local user could keep it from
-// starting (systemd restarted it until its start limit).
+// starting (systemd restarted it until its start limit). The failure and
+// the later bind are written to stderr too, once each: before, only to
+// the feed, and a squatted port went unnoticed in the journal.
 func TestServeMetricsPortTaken(t *testing.T) {
 	h := newHarness(t)
 	squat, err := net.Listen("tcp", "127.0.0.1:0")
@@ -61,11 +63,24 @@ func TestServeMetricsPortTaken(t *testing.T) {
 	defer squat.Close()
 	addr := squat.Addr().String()
 	h.d.cfg.MetricsListen = addr
+	stderrFile, err := os.Create(filepath.Join(t.TempDir(), "stderr"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// serveMetrics takes os.Stderr as it is at the call.
+	saved := os.Stderr
+	os.Stderr = stderrFile
 	stop, err := h.d.serveMetrics(h.d.newMetrics())
+	os.Stderr = saved
 	if err != nil {
 		t.Fatalf("serveMetrics with %s taken = %v, want nil (tried again in the background)", addr, err)
 	}
-	defer stop()
+	stopped := false
+	defer func() {
+		if !stopped {
+			stop()
+		}
+	}()
 	if err := h.lg.Flush(context.Background()); err != nil {
 		t.Fatal(err)
 	}
@@ -84,6 +99,22 @@ func TestServeMetricsPortTaken(t *testing.T) {
 	}
 	if !strings.Contains(body, metrics.Claims+"{") {
 		t.Fatalf("no scrape served at %s once the squatter closed: %.300q", addr, body)
+	}
+	stop()
+	stopped = true
+	b, err := os.ReadFile(stderrFile.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSuffix(string(b), "\n"), "\n")
+	want := []string{"address already in use", "listening now"}
+	if len(lines) != len(want) {
+		t.Fatalf("stderr has %d lines, want %d (%q):\n%s", len(lines), len(want), want, b)
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(lines[i], "supervisor: metrics_listen ") || !strings.Contains(lines[i], w) {
+			t.Errorf("stderr line %d = %q, want \"supervisor: metrics_listen ...\" saying %q", i, lines[i], w)
+		}
 	}
 }
 
