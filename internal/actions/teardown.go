@@ -40,6 +40,13 @@ type Finder interface {
 // in it: tracker.Finder).
 type blindFinder interface {
 	Blind(members []*pidfd.Handle) string
+	// BlindAtEnd is Blind asked again at the end of a teardown, of every
+	// member it targeted: a hole made during the teardown (events lost
+	// while members forked in the grace) is one a member could have left
+	// through too. A member that has exited and that the finder no longer
+	// holds a record of is no hole then: its exit was seen, or its record
+	// kept long enough for what it forked to be found.
+	BlindAtEnd(members []*pidfd.Handle) string
 }
 
 // Binder judges a claim and binds the judged instance (verdict.Judge).
@@ -325,6 +332,12 @@ func (t *Teardown) run(ctx context.Context, root *pidfd.Handle, extra []*pidfd.H
 		}
 	}
 	out.Dead = len(out.Survivors) == 0
+	if out.Incomplete == "" {
+		// Asked once more: the first answer was given before any signal,
+		// and members forked through the grace (up to an hour), a loss
+		// among them unseen then.
+		out.Incomplete = t.blindAtEnd(targets)
+	}
 }
 
 // blind asks the finders why the members found from first (the root and
@@ -338,6 +351,22 @@ func (t *Teardown) blind(first []*pidfd.Handle) string {
 	for _, f := range t.finders {
 		if b, ok := f.(blindFinder); ok {
 			if why := b.Blind(first); why != "" {
+				return why
+			}
+		}
+	}
+	return ""
+}
+
+// blindAtEnd is blind at the end of a teardown, over every member
+// targeted (blindFinder.BlindAtEnd).
+func (t *Teardown) blindAtEnd(targets []*pidfd.Handle) string {
+	if t.opts.Cgroup != "" || len(targets) == 0 {
+		return ""
+	}
+	for _, f := range t.finders {
+		if b, ok := f.(blindFinder); ok {
+			if why := b.BlindAtEnd(targets); why != "" {
 				return why
 			}
 		}

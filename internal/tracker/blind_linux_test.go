@@ -2,6 +2,7 @@ package tracker
 
 import (
 	"context"
+	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/procsupervisor/supervisor/internal/actions"
 	"github.com/procsupervisor/supervisor/internal/events"
+	"github.com/procsupervisor/supervisor/internal/pidfd"
 	"github.com/procsupervisor/supervisor/internal/procfs"
 	"github.com/procsupervisor/supervisor/internal/testenv"
 	"github.com/procsupervisor/supervisor/internal/verdict"
@@ -22,7 +24,10 @@ import (
 // found, and the outcome says the shell was born before the lineage
 // watched it. A loss is injected into the graph (a ring or socket that
 // overflows cannot be made to on demand): a tree that lived across it is
-// reported, one born after it is not.
+// reported, one born after it is not, and so is one that lived across a
+// loss during its grace (a member forking then could have left unseen).
+// Before, the teardown asked only before its first signal, and a loss in
+// the grace went unsaid.
 func TestIntegrationTeardownSaysBlind(t *testing.T) {
 	for _, mech := range kernelMechanisms {
 		t.Run(mech, func(t *testing.T) {
@@ -37,26 +42,32 @@ func TestIntegrationTeardownSaysBlind(t *testing.T) {
 
 			tr, boot := start(t, mech)
 			j := &verdict.Judge{Boot: boot, Observer: tr, Mechanism: mech}
-			teardown := func(pid int) actions.Outcome {
+			teardownWith := func(pid int, opts actions.Options) actions.Outcome {
 				t.Helper()
 				tok := tokenOf(t, boot, int32(pid))
 				if err := tr.Sync(context.Background()); err != nil {
 					t.Fatal(err)
 				}
-				out := actions.New(j, tr.Finder(j), actions.Options{Grace: 2 * time.Second}).Run(context.Background(), int32(pid), tok)
+				opts.Grace = 2 * time.Second
+				out := actions.New(j, tr.Finder(j), opts).Run(context.Background(), int32(pid), tok)
 				if !out.Acted || !out.Dead {
 					t.Fatalf("teardown of %d: acted %v dead %v error %q", pid, out.Acted, out.Dead, out.Error)
 				}
 				return out
 			}
-			newTree := func() int {
-				c, _ := testenv.Shell(t, "sleep 1000 & echo $!; wait", 1)
+			teardown := func(pid int) actions.Outcome {
+				t.Helper()
+				return teardownWith(pid, actions.Options{})
+			}
+			newTreeOf := func(script string) int {
+				c, _ := testenv.Shell(t, script, 1)
 				testenv.Eventually(t, 10*time.Second, func() bool {
 					d, err := tr.Graph().Descendants(int32(c.Process.Pid), tokenOf(t, boot, int32(c.Process.Pid)))
 					return err == nil && len(d) == 1
 				}, "the graph never held the new shell's child")
 				return c.Process.Pid
 			}
+			newTree := func() int { return newTreeOf("sleep 1000 & echo $!; wait") }
 
 			out := teardown(old.Process.Pid)
 			if syscall.Kill(int(escaped), 0) != nil {
@@ -79,6 +90,84 @@ func TestIntegrationTeardownSaysBlind(t *testing.T) {
 			}
 			if out := teardown(after); out.Incomplete != "" {
 				t.Errorf("teardown of a tree born after the loss: incomplete %q", out.Incomplete)
+			}
+
+			// The shell outlives SIGTERM by half a second, forking a
+			// sleep meanwhile; the loss comes just after SIGTERM.
+			grace := newTreeOf("trap 'sleep 0.5; exit' TERM; sleep 1000 & echo $!; wait")
+			lost := false
+			out = teardownWith(grace, actions.Options{OnProgress: func(step string) {
+				if strings.HasPrefix(step, "SIGTERM to ") {
+					tr.Graph().Apply(&events.Event{Kind: events.Lost, Count: 1})
+					lost = true
+				}
+			}})
+			if !lost {
+				t.Fatal("no SIGTERM step told to OnProgress: the loss was not injected")
+			}
+			if !strings.Contains(out.Incomplete, "events were lost while pid") {
+				t.Errorf("teardown of a tree that lived across a loss during its grace: incomplete %q", out.Incomplete)
+			}
+		})
+	}
+}
+
+// TestIntegrationBlindAtEnd: at the end of a teardown, a member that has
+// exited and that the graph does not hold is no hole (its exit ended its
+// forks), where before any signal it is one; a live member born before
+// the graph watched is one either way. The exited one here ran and was
+// reaped before the tracker started, so the graph never held it.
+func TestIntegrationBlindAtEnd(t *testing.T) {
+	for _, mech := range kernelMechanisms {
+		t.Run(mech, func(t *testing.T) {
+			testenv.RequireRoot(t)
+			boot, err := procfs.ReadBootID("/proc")
+			if err != nil {
+				t.Fatal(err)
+			}
+			open := func(c *exec.Cmd) *pidfd.Handle {
+				h, err := pidfd.Open(int32(c.Process.Pid), boot)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { h.Close() })
+				return h
+			}
+			gone := exec.Command("sleep", "1000")
+			if err := gone.Start(); err != nil {
+				t.Fatal(err)
+			}
+			goneH := open(gone)
+			gone.Process.Kill()
+			gone.Wait()
+			old, _ := testenv.Shell(t, "echo $$; exec sleep 1000", 1)
+			oldH := open(old)
+
+			tr, _ := start(t, mech)
+			f := tr.Finder(nil).(*graphFinder)
+			tests := []struct {
+				name         string
+				member       *pidfd.Handle
+				first, atEnd string // what the answers hold, "" for none
+			}{
+				{"exited, not held", goneH, "holds no record", ""},
+				{"live, born unseen", oldH, "born before the lineage watched it", "born before the lineage watched it"},
+			}
+			for _, tt := range tests {
+				for _, c := range []struct {
+					name string
+					got  string
+					want string
+				}{
+					{"Blind", f.Blind([]*pidfd.Handle{tt.member}), tt.first},
+					{"BlindAtEnd", f.BlindAtEnd([]*pidfd.Handle{tt.member}), tt.atEnd},
+					// Looked past: the next member's hole is still said.
+					{"BlindAtEnd, then live", f.BlindAtEnd([]*pidfd.Handle{tt.member, oldH}), "born before the lineage watched it"},
+				} {
+					if c.want == "" && c.got != "" || !strings.Contains(c.got, c.want) {
+						t.Errorf("%s: %s = %q, want %q", tt.name, c.name, c.got, c.want)
+					}
+				}
 			}
 		})
 	}

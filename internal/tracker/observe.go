@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/procsupervisor/supervisor/internal/actions"
@@ -148,13 +149,49 @@ func (f *graphFinder) Find(members []*pidfd.Handle, b actions.Budget) ([]*pidfd.
 // watched each of them, and their birth ancestors up to their admitted
 // root, without a gap from birth.
 func (f *graphFinder) Blind(members []*pidfd.Handle) string {
+	return f.blind(members, false)
+}
+
+// BlindAtEnd implements the actions package's blindFinder: Blind at the
+// end of a teardown, once the graph has caught up (Sync, as Find does).
+// There, the graph's word on an exited member still counts while it holds
+// the member (a loss it lived across is kept with its exit), and a member
+// that has exited and is no longer held (lineage.NotHeld) is no hole: its
+// record was kept at least as long as the teardown looked for what it
+// forked, and its exit ends its forks. A live member not held still is.
+func (f *graphFinder) BlindAtEnd(members []*pidfd.Handle) string {
+	ctx, cancel := context.WithTimeout(context.Background(), syncWait)
+	f.t.Sync(ctx) // without it, the graph's answer as it stands
+	cancel()
+	return f.blind(members, true)
+}
+
+// blind words the first hole lineage.Graph.Blind finds in members'
+// lineage; with exitedGone, it passes over a member that has exited and
+// is not held, and looks on from the next.
+func (f *graphFinder) blind(members []*pidfd.Handle, exitedGone bool) string {
 	insts := make([]token.Instance, len(members))
 	for i, h := range members {
 		insts[i] = token.Instance{Pid: h.Pid(), Token: h.Token()}
 	}
-	b, ok := f.t.graph.Blind(insts)
-	if !ok {
-		return ""
+	var b lineage.Blind
+	for {
+		var ok bool
+		if b, ok = f.t.graph.Blind(insts); !ok {
+			return ""
+		}
+		if !exitedGone || b.Cause != lineage.NotHeld {
+			break
+		}
+		// Graph.Blind takes insts in order: those before this one have
+		// no hole.
+		i := slices.IndexFunc(members, func(h *pidfd.Handle) bool {
+			return h.Pid() == b.Pid && h.Token() == b.Token
+		})
+		if i < 0 || !members[i].Exited() {
+			break
+		}
+		insts, members = insts[i+1:], members[i+1:]
 	}
 	at := b.Since.UTC().Format(time.RFC3339Nano)
 	switch b.Cause {
