@@ -259,6 +259,27 @@ type procLine struct {
 	parentArgs []string
 }
 
+// feedLine is what the tests read of an ECS process line.
+type feedLine struct {
+	Event struct {
+		Action string `json:"action"`
+	} `json:"event"`
+	Process struct {
+		Pid    int      `json:"pid"`
+		Args   []string `json:"args"`
+		Parent struct {
+			Pid  int      `json:"pid"`
+			Args []string `json:"args"`
+		} `json:"parent"`
+	} `json:"process"`
+	Supervisor struct {
+		Withheld bool `json:"args_withheld"`
+		Parent   struct {
+			Withheld bool `json:"args_withheld"`
+		} `json:"parent"`
+	} `json:"supervisor"`
+}
+
 // processLines returns the process lines (fork, exec, exit) of pid (of
 // any child of -pid when pid is negative) in the ECS feed at path, in
 // order. A last line without its newline (being written) is left out.
@@ -270,19 +291,7 @@ func processLines(t *testing.T, path string, pid int) []procLine {
 		if l == "" {
 			continue
 		}
-		var m struct {
-			Event struct {
-				Action string `json:"action"`
-			} `json:"event"`
-			Process struct {
-				Pid    int      `json:"pid"`
-				Args   []string `json:"args"`
-				Parent struct {
-					Pid  int      `json:"pid"`
-					Args []string `json:"args"`
-				} `json:"parent"`
-			} `json:"process"`
-		}
+		var m feedLine
 		if err := json.Unmarshal([]byte(l), &m); err != nil {
 			t.Fatalf("log line %q: %v", l, err)
 		}

@@ -55,25 +55,7 @@ func TestIntegrationFeedUserShare(t *testing.T) {
 				if l == "" {
 					continue
 				}
-				var m struct {
-					Event struct {
-						Action string `json:"action"`
-					} `json:"event"`
-					Process struct {
-						Pid    int      `json:"pid"`
-						Args   []string `json:"args"`
-						Parent struct {
-							Pid  int      `json:"pid"`
-							Args []string `json:"args"`
-						} `json:"parent"`
-					} `json:"process"`
-					Supervisor struct {
-						Withheld bool `json:"args_withheld"`
-						Parent   struct {
-							Withheld bool `json:"args_withheld"`
-						} `json:"parent"`
-					} `json:"supervisor"`
-				}
+				var m feedLine
 				if err := json.Unmarshal([]byte(l), &m); err != nil {
 					t.Fatalf("log line %.200q: %v", l, err)
 				}
