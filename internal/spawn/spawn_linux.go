@@ -224,6 +224,9 @@ func Main() {
 		setupFail("a session keyring of the workload's own: keyctl: %v", err)
 	}
 	if c := spec.Cred; c != nil {
+		if err := dropInheritable(); err != nil {
+			setupFail("clearing the inheritable capabilities: %v", err)
+		}
 		// Groups first, then the gid, then the uid, each on every thread
 		// (the syscall package's setters do that): with the uid gone the
 		// others could not be changed.
@@ -263,6 +266,37 @@ func Main() {
 	}
 	err = unix.Exec(path, spec.Argv, spec.Env)
 	fail("%s: %v", spec.Argv[0], err)
+}
+
+// dropInheritable empties the calling thread's inheritable and ambient
+// capability sets, as it is about to take a user's uid and exec. A change
+// of every uid from 0 clears the permitted, effective and ambient sets but
+// keeps the inheritable one, which this thread has from the daemon's
+// thread that forked it: a daemon started with an inheritable capability
+// (capsh --inh, a container runtime that sets some) gave it to every
+// user's workload, whose exec of a file with that capability in its
+// inheritable set (setcap cap_net_raw+ei) then held it, where the user
+// running the file itself got none. Capabilities are per thread: Main
+// locks the one that execs.
+func dropInheritable() error {
+	// EINVAL: a kernel without ambient capabilities (before 4.3) has
+	// none to clear.
+	if err := unix.Prctl(unix.PR_CAP_AMBIENT, unix.PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0); err != nil && !errors.Is(err, unix.EINVAL) {
+		return fmt.Errorf("ambient: %w", err)
+	}
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("capget: %w", err)
+	}
+	if data[0].Inheritable == 0 && data[1].Inheritable == 0 {
+		return nil
+	}
+	data[0].Inheritable, data[1].Inheritable = 0, 0
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("capset: %w", err)
+	}
+	return nil
 }
 
 // takeNice gives the calling thread nice value n when n is higher (less
