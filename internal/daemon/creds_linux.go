@@ -93,6 +93,9 @@ type bounds struct {
 	// umask is the caller's (the Umask line of its status), or
 	// privateUmask when it could not be read as the caller's.
 	umask uint32
+	// loginUID is the caller's audit login uid, nil when it is unset or
+	// could not be read as the caller's (spawn.Spec.LoginUID).
+	loginUID *uint32
 	// nice is the caller's nice value, nil when it could not be read as
 	// the caller's (root's caller gone). The shim takes it only where it
 	// is less favourable than the daemon's own (spawn.Spec.Nice).
@@ -172,6 +175,7 @@ func workloadBounds(ctx context.Context, p api.Peer, boot procfs.BootID) (bounds
 		// thread; a process's own renice sets its main thread's). Raw,
 		// getpriority returns 20 minus the nice value.
 		prio, perr := unix.Getpriority(unix.PRIO_PROCESS, int(p.Pid))
+		lu, lerr := os.ReadFile("/proc/" + strconv.Itoa(int(p.Pid)) + "/loginuid")
 		root, rerr := callerRoot(p.Pid)
 		nss, nerr := callerNamespaces(p.Pid)
 		// A workload that joins any namespace of the caller's runs
@@ -192,6 +196,12 @@ func workloadBounds(ctx context.Context, p api.Peer, boot procfs.BootID) (bounds
 			b.umask = statusUmask(st)
 			nice := 20 - prio
 			b.nice = &nice
+			// A kernel without audit has no loginuid file: nothing to
+			// carry. Unset (4294967295) is left as the shim has it.
+			if v, err := strconv.ParseUint(strings.TrimSpace(string(lu)), 10, 32); lerr == nil && err == nil && v != unsetLoginUID {
+				u := uint32(v)
+				b.loginUID = &u
+			}
 		} else {
 			if root != nil {
 				root.Close()
@@ -229,6 +239,9 @@ func workloadBounds(ctx context.Context, p api.Peer, boot procfs.BootID) (bounds
 	}
 	return b, nil
 }
+
+// unsetLoginUID is the audit login uid of a process no login set one for.
+const unsetLoginUID = 1<<32 - 1
 
 // privateUmask is the umask of a workload whose caller's could not be
 // read: a kernel before 4.7 has no Umask line in /proc/PID/status, and

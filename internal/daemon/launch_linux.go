@@ -259,7 +259,7 @@ func (d *Daemon) Launch(ctx context.Context, p api.Peer, r *api.LaunchRequest) (
 		attr.CgroupFD = cgFd
 	}
 	spec := spawn.Spec{Argv: r.Argv, Env: env, Path: path, Limits: bnd.limits, NoNewPrivs: c.NoNewPrivs,
-		Umask: &bnd.umask, Nice: bnd.nice}
+		Umask: &bnd.umask, Nice: bnd.nice, LoginUID: bnd.loginUID}
 	var tok token.Token
 	start := func() (spawn.Process, error) {
 		// The reaper waits until the child is known and its token read.

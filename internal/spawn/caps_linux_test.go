@@ -3,11 +3,15 @@ package spawn
 import (
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/procsupervisor/supervisor/internal/testenv"
 )
 
 // TestIntegrationShimDropsInheritable: a workload of another uid has no
@@ -58,5 +62,23 @@ func TestIntegrationShimDropsInheritable(t *testing.T) {
 	}
 	if !strings.Contains(r.out, "CapInh:") {
 		t.Errorf("workload said %q, want its CapInh", r.out)
+	}
+}
+
+// TestIntegrationShimLoginUID: the workload has the spec's audit login
+// uid (the caller's), not the one it would have from the daemon.
+func TestIntegrationShimLoginUID(t *testing.T) {
+	if _, err := os.Stat("/proc/self/loginuid"); err != nil {
+		testenv.Skip(t, "no audit login uid here: %v", err)
+	}
+	for _, u := range []uint32{1234, 4321} {
+		lu := u
+		_, out, ws, err := startSpec(t, Spec{Argv: []string{"cat", "/proc/self/loginuid"}, LoginUID: &lu}, "/")
+		if err != nil || ws.ExitStatus() != 0 {
+			t.Fatalf("workload: %v, %v, output %q", err, ws, out)
+		}
+		if want := strconv.FormatUint(uint64(u), 10); strings.TrimSpace(out) != want {
+			t.Errorf("workload's login uid %q, want the caller's %s", out, want)
+		}
 	}
 }

@@ -81,6 +81,12 @@ type Spec struct {
 	// the shim never gives a workload a more favourable one than the
 	// daemon's. Unset, the workload keeps the daemon's.
 	Nice *int `json:"nice,omitempty"`
+	// LoginUID, when set, is the caller's audit login uid, which the
+	// shim gives itself (and so the workload) while it is root: the
+	// daemon's, unset under systemd, let a job set its own to anyone's
+	// (a process whose login uid is unset may set it once, unprivileged),
+	// so its audit records named root where its caller's named the user.
+	LoginUID *uint32 `json:"login_uid,omitempty"`
 	// Cred, when set, are taken after the limits (Start fills it from
 	// Attr.Cred); Dir, when set, is entered after that, with them.
 	Cred *Cred  `json:"cred,omitempty"`

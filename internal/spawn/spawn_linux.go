@@ -182,6 +182,14 @@ func Main() {
 			setupFail("setrlimit %d: %v", l.Resource, err)
 		}
 	}
+	if spec.LoginUID != nil {
+		// Before any namespace or root of the caller's is entered:
+		// this /proc is the daemon's. The login uid is a task's: this
+		// thread's, the one that execs.
+		if err := setLoginUID(*spec.LoginUID); err != nil {
+			setupFail("the caller's audit login uid %d: %v", *spec.LoginUID, err)
+		}
+	}
 	if spec.Nice != nil {
 		if err := takeNice(*spec.Nice); err != nil {
 			setupFail("the caller's nice value %d: %v", *spec.Nice, err)
@@ -266,6 +274,19 @@ func Main() {
 	}
 	err = unix.Exec(path, spec.Argv, spec.Env)
 	fail("%s: %v", spec.Argv[0], err)
+}
+
+// setLoginUID sets the calling thread's audit login uid to u.
+func setLoginUID(u uint32) error {
+	f, err := os.OpenFile("/proc/thread-self/loginuid", os.O_WRONLY, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(strconv.FormatUint(uint64(u), 10))
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // dropInheritable empties the calling thread's inheritable and ambient

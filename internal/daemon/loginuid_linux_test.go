@@ -1,0 +1,54 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/procsupervisor/supervisor/internal/api"
+	"github.com/procsupervisor/supervisor/internal/testenv"
+)
+
+// TestIntegrationLaunchCallersLoginUID: a job has its caller's audit login
+// uid, not the daemon's. The daemon's, unset under systemd, let a job set
+// its own to root's (a process with none may set it once, unprivileged),
+// and its audit records then named root where the caller's named the user.
+func TestIntegrationLaunchCallersLoginUID(t *testing.T) {
+	if _, err := os.Stat("/proc/self/loginuid"); err != nil {
+		testenv.Skip(t, "no audit login uid here: %v", err)
+	}
+	h := newHarness(t)
+	// The caller: root sets its login uid, as a login would, then becomes
+	// nobody's sleep.
+	caller := exec.Command("/bin/sh", "-c", "echo 4242 > /proc/self/loginuid && exec setpriv --reuid=65534 --regid=65534 --clear-groups /bin/sleep 600")
+	if err := caller.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { caller.Process.Kill(); caller.Wait() })
+	pid := caller.Process.Pid
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		return string(b) == "sleep\n"
+	}, "the caller did not exec sleep")
+	if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/loginuid", pid)); strings.TrimSpace(string(b)) != "4242" {
+		t.Fatalf("the caller's login uid is %q, want 4242", b)
+	}
+	p := api.Peer{UID: 65534, GID: 65534, Pid: int32(pid)}
+	cl, err := h.d.Launch(context.Background(), p, &api.LaunchRequest{Argv: []string{"/bin/sleep", "600"}, Cwd: "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Kill(int(cl.Pid), syscall.SIGKILL) })
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/loginuid", cl.Pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.TrimSpace(string(b)); got != "4242" {
+		t.Errorf("the job's login uid is %s, want its caller's 4242", got)
+	}
+}
