@@ -8,7 +8,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/procsupervisor/supervisor/internal/api"
 	"github.com/procsupervisor/supervisor/internal/testenv"
@@ -25,16 +24,7 @@ func TestIntegrationLaunchCallersLoginUID(t *testing.T) {
 	h := newHarness(t)
 	// The caller: root sets its login uid, as a login would, then becomes
 	// nobody's sleep.
-	caller := exec.Command("/bin/sh", "-c", "echo 4242 > /proc/self/loginuid && exec setpriv --reuid=65534 --regid=65534 --clear-groups /bin/sleep 600")
-	if err := caller.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { caller.Process.Kill(); caller.Wait() })
-	pid := caller.Process.Pid
-	testenv.Eventually(t, 10*time.Second, func() bool {
-		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
-		return string(b) == "sleep\n"
-	}, "the caller did not exec sleep")
+	pid := startCaller(t, exec.Command("/bin/sh", "-c", "echo 4242 > /proc/self/loginuid && exec setpriv --reuid=65534 --regid=65534 --clear-groups /bin/sleep 600"))
 	if b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/loginuid", pid)); strings.TrimSpace(string(b)) != "4242" {
 		t.Fatalf("the caller's login uid is %q, want 4242", b)
 	}

@@ -58,15 +58,7 @@ func TestIntegrationLaunchCallersUmaskAndNice(t *testing.T) {
 			// The caller: a shell that sets its umask and becomes sleep.
 			caller := exec.Command("/bin/sh", "-c", "umask "+tt.umask+"; exec /bin/sleep 600")
 			caller.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
-			if err := caller.Start(); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { caller.Process.Kill(); caller.Wait() })
-			pid := caller.Process.Pid
-			testenv.Eventually(t, 10*time.Second, func() bool {
-				b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
-				return string(b) == "sleep\n"
-			}, "the caller did not exec sleep")
+			pid := startCaller(t, caller)
 			if err := unix.Setpriority(unix.PRIO_PROCESS, pid, tt.nice); err != nil {
 				t.Fatal(err)
 			}
@@ -95,6 +87,23 @@ func TestIntegrationLaunchCallersUmaskAndNice(t *testing.T) {
 			}
 		})
 	}
+}
+
+// startCaller starts the caller of a launch, a shell that ends by
+// exec'ing sleep, and returns its pid once it is sleep (its set-up done);
+// it is killed when the test ends.
+func startCaller(t *testing.T, caller *exec.Cmd) int {
+	t.Helper()
+	if err := caller.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { caller.Process.Kill(); caller.Wait() })
+	pid := caller.Process.Pid
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid))
+		return string(b) == "sleep\n"
+	}, "the caller did not exec sleep")
+	return pid
 }
 
 // statNice reads the nice value of process pid: field 19 of its stat line,
