@@ -27,6 +27,10 @@ import (
 type identity struct {
 	uid, gid uint32
 	groups   []uint32
+	// callers is set when the workload runs as its caller, with the
+	// groups its process has (bounds.groups): read in the window in which
+	// the caller is found to be its uid alone.
+	callers bool
 }
 
 // workloadIdentity resolves who runs a launch. A non-root caller's
@@ -41,13 +45,10 @@ func workloadIdentity(p api.Peer, r *api.LaunchRequest) (identity, error) {
 	// A caller but root naming its own uid or gid gets what it has, as
 	// one naming neither: the groups from the user database were all of
 	// its user's, given back to a caller that had dropped some (a
-	// sandbox's child without the docker group regained it).
+	// sandbox's child without the docker group regained it). Its groups
+	// come with its bounds (workloadBounds).
 	if (r.UID == nil && r.GID == nil) || !p.Root() {
-		id := identity{uid: p.UID, gid: p.GID}
-		if pu, gs, err := procIDs(p.Pid); err == nil && pu == p.UID {
-			id.groups = gs
-		}
-		return id, nil
+		return identity{uid: p.UID, gid: p.GID, callers: true}, nil
 	}
 	id := identity{uid: p.UID, gid: p.GID}
 	if r.UID != nil {
@@ -100,6 +101,18 @@ type bounds struct {
 	// the caller's (root's caller gone). The shim takes it only where it
 	// is less favourable than the daemon's own (spawn.Spec.Nice).
 	nice *int
+	// policy, ioprio and oomScoreAdj are the caller's scheduling policy,
+	// I/O priority and oom_score_adj, and affinity its CPU mask, each nil
+	// when it could not be read as the caller's; the shim weighs them
+	// against the daemon's (spawn.Spec). A daemon under chrt, ionice or
+	// an OOM protection gave its own to every job.
+	policy, ioprio, oomScoreAdj *int
+	affinity                    []uint64
+	// groups are the caller's supplementary groups, read from the
+	// status that showed its uids to be the caller's alone, and nil
+	// otherwise (identity.callers). Read apart, before the caller was
+	// bound, they could be those of a setuid program it ran meanwhile.
+	groups []uint32
 	// noNewPrivs is set when the caller has no_new_privs, or (a caller
 	// but root) a capability bounding set without some capability the
 	// daemon's has: a workload free to exec setuid and file-capability
@@ -176,6 +189,7 @@ func workloadBounds(ctx context.Context, p api.Peer, boot procfs.BootID) (bounds
 		// getpriority returns 20 minus the nice value.
 		prio, perr := unix.Getpriority(unix.PRIO_PROCESS, int(p.Pid))
 		lu, lerr := os.ReadFile("/proc/" + strconv.Itoa(int(p.Pid)) + "/loginuid")
+		sched := callerSched(p.Pid)
 		root, rerr := callerRoot(p.Pid)
 		nss, nerr := callerNamespaces(p.Pid)
 		// A workload that joins any namespace of the caller's runs
@@ -187,15 +201,22 @@ func workloadBounds(ctx context.Context, p api.Peer, boot procfs.BootID) (bounds
 		// limits before it asks for a password) or one with
 		// CAP_SYS_RESOURCE the caller handed the connection to has
 		// limits the user could not set.
-		known = err == nil && ierr == nil && serr == nil && rerr == nil && nerr == nil && perr == nil &&
-			ids.Real == p.UID && ids.Effective == p.UID && ids.Saved == p.UID && !mayRaiseLimits(p.Pid, st) && alive()
+		ours := serr == nil && ierr == nil && ids.Real == p.UID && ids.Effective == p.UID && ids.Saved == p.UID
+		live := alive()
+		known = ours && live && err == nil && rerr == nil && nerr == nil && perr == nil && sched.err == nil && !mayRaiseLimits(p.Pid, st)
 		theirs, status = l, st
 		done()
+		if ours && live {
+			if gs, err := procfs.ParseStatusGroups(st); err == nil {
+				b.groups = gs
+			}
+		}
 		if known {
 			b.root, b.namespaces = root, nss
 			b.umask = statusUmask(st)
 			nice := 20 - prio
 			b.nice = &nice
+			b.policy, b.ioprio, b.oomScoreAdj, b.affinity = &sched.policy, &sched.ioprio, &sched.oomScoreAdj, sched.affinity
 			// A kernel without audit has no loginuid file: nothing to
 			// carry. Unset (4294967295) is left as the shim has it.
 			if v, err := strconv.ParseUint(strings.TrimSpace(string(lu)), 10, 32); lerr == nil && err == nil && v != unsetLoginUID {
@@ -238,6 +259,47 @@ func workloadBounds(ctx context.Context, p api.Peer, boot procfs.BootID) (bounds
 		b.noNewPrivs = nnp || !p.Root() && (bnd&ownCapBnd() != ownCapBnd() || b.elsewhere)
 	}
 	return b, nil
+}
+
+// schedOf is what callerSched reads.
+type schedOf struct {
+	policy, ioprio, oomScoreAdj int
+	affinity                    []uint64
+	err                         error
+}
+
+// callerSched reads the scheduling policy, I/O priority and CPU affinity
+// of process pid's main thread (the kernel keeps them per thread; a
+// process's chrt, ionice or taskset sets its main thread's), and its
+// oom_score_adj. None of these reads needs a permission over the process.
+func callerSched(pid int32) schedOf {
+	var s schedOf
+	attr, err := unix.SchedGetAttr(int(pid), 0)
+	if err != nil {
+		s.err = fmt.Errorf("sched_getattr: %w", err)
+		return s
+	}
+	s.policy = int(attr.Policy)
+	prio, _, errno := unix.Syscall(unix.SYS_IOPRIO_GET, 1 /* IOPRIO_WHO_PROCESS */, uintptr(pid), 0)
+	if errno != 0 {
+		s.err = fmt.Errorf("ioprio_get: %w", errno)
+		return s
+	}
+	s.ioprio = int(prio)
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(int(pid), &set); err != nil {
+		s.err = fmt.Errorf("sched_getaffinity: %w", err)
+		return s
+	}
+	s.affinity = spawn.AffinityMask(&set)
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(int(pid)) + "/oom_score_adj")
+	if err == nil {
+		s.oomScoreAdj, err = strconv.Atoi(strings.TrimSpace(string(b)))
+	}
+	if err != nil {
+		s.err = fmt.Errorf("oom_score_adj: %w", err)
+	}
+	return s
 }
 
 // unsetLoginUID is the audit login uid of a process no login set one for.

@@ -126,6 +126,9 @@ func (d *Daemon) Launch(ctx context.Context, p api.Peer, r *api.LaunchRequest) (
 		return api.Claim{}, err
 	}
 	defer bnd.close()
+	if id.callers {
+		id.groups = bnd.groups
+	}
 	kind := kindOf(r.Detach)
 	c := store.Claim{
 		ID: store.NewID(kind), Kind: kind, Owner: r.Owner, UID: p.UID, GID: p.GID, ShareUID: p.ShareUID,
@@ -259,7 +262,8 @@ func (d *Daemon) Launch(ctx context.Context, p api.Peer, r *api.LaunchRequest) (
 		attr.CgroupFD = cgFd
 	}
 	spec := spawn.Spec{Argv: r.Argv, Env: env, Path: path, Limits: bnd.limits, NoNewPrivs: c.NoNewPrivs,
-		Umask: &bnd.umask, Nice: bnd.nice, LoginUID: bnd.loginUID}
+		Umask: &bnd.umask, Nice: bnd.nice, LoginUID: bnd.loginUID, Policy: bnd.policy, IOPrio: bnd.ioprio,
+		OOMScoreAdj: bnd.oomScoreAdj, Affinity: bnd.affinity}
 	var tok token.Token
 	start := func() (spawn.Process, error) {
 		// The reaper waits until the child is known and its token read.

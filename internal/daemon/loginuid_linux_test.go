@@ -1,12 +1,10 @@
 package daemon
 
 import (
-	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"strings"
-	"syscall"
 	"testing"
 
 	"github.com/procsupervisor/supervisor/internal/api"
@@ -29,11 +27,7 @@ func TestIntegrationLaunchCallersLoginUID(t *testing.T) {
 		t.Fatalf("the caller's login uid is %q, want 4242", b)
 	}
 	p := api.Peer{UID: 65534, GID: 65534, Pid: int32(pid)}
-	cl, err := h.d.Launch(context.Background(), p, &api.LaunchRequest{Argv: []string{"/bin/sleep", "600"}, Cwd: "/"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { syscall.Kill(int(cl.Pid), syscall.SIGKILL) })
+	cl := launchSleeper(t, h, p, "/bin/sleep", "600")
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/loginuid", cl.Pid))
 	if err != nil {
 		t.Fatal(err)

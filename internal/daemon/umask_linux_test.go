@@ -65,16 +65,7 @@ func TestIntegrationLaunchCallersUmaskAndNice(t *testing.T) {
 
 			file := filepath.Join(dir, strconv.Itoa(i))
 			p := api.Peer{UID: 65534, GID: 65534, Pid: int32(pid)}
-			cl, err := h.d.Launch(context.Background(), p, &api.LaunchRequest{
-				Argv: []string{"/bin/sh", "-c", "echo secret > " + file + "; exec /bin/sleep 600"}, Cwd: "/"})
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { syscall.Kill(int(cl.Pid), syscall.SIGKILL) })
-			testenv.Eventually(t, 10*time.Second, func() bool {
-				b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", cl.Pid))
-				return string(b) == "sleep\n"
-			}, "the job did not exec sleep")
+			cl := launchSleeper(t, h, p, "/bin/sh", "-c", "echo secret > "+file+"; exec /bin/sleep 600")
 			fi, err := os.Stat(file)
 			if err != nil {
 				t.Fatal(err)
@@ -104,6 +95,23 @@ func startCaller(t *testing.T, caller *exec.Cmd) int {
 		return string(b) == "sleep\n"
 	}, "the caller did not exec sleep")
 	return pid
+}
+
+// launchSleeper launches argv for peer p, argv ending by exec'ing sleep,
+// and returns its claim once the job is sleep; the job is killed when
+// the test ends.
+func launchSleeper(t *testing.T, h *harness, p api.Peer, argv ...string) api.Claim {
+	t.Helper()
+	cl, err := h.d.Launch(context.Background(), p, &api.LaunchRequest{Argv: argv, Cwd: "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Kill(int(cl.Pid), syscall.SIGKILL) })
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", cl.Pid))
+		return string(b) == "sleep\n"
+	}, "the job did not exec sleep")
+	return cl
 }
 
 // statNice reads the nice value of process pid: field 19 of its stat line,

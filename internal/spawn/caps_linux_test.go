@@ -1,10 +1,7 @@
 package spawn
 
 import (
-	"errors"
-	"fmt"
 	"os"
-	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -21,47 +18,23 @@ import (
 // reported it in CapInh, and a file with cap_net_raw+ei would have held
 // it after the exec.
 func TestIntegrationShimDropsInheritable(t *testing.T) {
-	type result struct {
-		out string
-		err error
-	}
-	done := make(chan result, 1)
-	go func() {
-		// Sent however the goroutine ends (startAs's t.Fatal ends it
-		// through runtime.Goexit, which runs this).
-		r := result{err: errors.New("starting the workload failed")}
-		defer func() { done <- r }()
-		// The thread that forks the shim is given the capability and
-		// never unlocked: it ends with the goroutine, and no other
-		// goroutine ever runs on it.
-		runtime.LockOSThread()
+	out := fromThread(t, func() error {
 		hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 		var data [2]unix.CapUserData
-		if r.err = unix.Capget(&hdr, &data[0]); r.err != nil {
-			return
+		if err := unix.Capget(&hdr, &data[0]); err != nil {
+			return err
 		}
 		data[0].Inheritable |= 1 << unix.CAP_NET_RAW
-		if r.err = unix.Capset(&hdr, &data[0]); r.err != nil {
-			return
-		}
-		_, out, ws, err := startAs(t, []string{"grep", "-E", "^Cap(Inh|Amb):", "/proc/self/status"}, "/", nil)
-		if err == nil && ws.ExitStatus() != 0 {
-			err = fmt.Errorf("exit status %v", ws)
-		}
-		r = result{out: out, err: err}
-	}()
-	r := <-done
-	if r.err != nil {
-		t.Fatalf("workload: %v (output %q)", r.err, r.out)
-	}
-	for _, l := range strings.Split(strings.TrimSpace(r.out), "\n") {
+		return unix.Capset(&hdr, &data[0])
+	}, Spec{Argv: []string{"grep", "-E", "^Cap(Inh|Amb):", "/proc/self/status"}})
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
 		f := strings.Fields(l)
 		if len(f) != 2 || strings.Trim(f[1], "0") != "" {
 			t.Errorf("workload of uid %d: %q, want no capability", nobody, l)
 		}
 	}
-	if !strings.Contains(r.out, "CapInh:") {
-		t.Errorf("workload said %q, want its CapInh", r.out)
+	if !strings.Contains(out, "CapInh:") {
+		t.Errorf("workload said %q, want its CapInh", out)
 	}
 }
 

@@ -1,6 +1,8 @@
 // Package spawn starts a workload for the daemon as its caller would have:
-// the caller's uid, groups, resource limits, umask and nice value (never a
-// more favourable one than the daemon's), a session of its own with
+// the caller's uid, groups, resource limits, umask, audit login uid and CPU
+// affinity, its nice value, scheduling policy, I/O priority and
+// oom_score_adj (never more favourable than the daemon's, and never a
+// realtime policy or I/O class), a session of its own with
 // no controlling terminal, a session keyring of its own (never the
 // daemon's), descriptors 0, 1 and 2 only.
 //
@@ -8,7 +10,9 @@
 // "supervisor-spawn" in argv[0]) as root, in its own session and, where
 // given, its cgroup (CLONE_INTO_CGROUP), exactly as it would fork the
 // workload. That shim reads its Spec from descriptor 3, lowers its
-// resource limits, raises its nice value to the caller's, joins the caller's namespaces the daemon holds open for
+// resource limits, takes the caller's audit login uid, oom_score_adj,
+// scheduling, I/O priority and affinity (above), joins the caller's
+// namespaces the daemon holds open for
 // it (setns: the workload then keeps them alive, so a sandbox's mounts
 // stay in place after the sandbox's last process has gone), joins a new
 // anonymous session keyring (made while root's: root's key quota pays for
@@ -40,6 +44,14 @@
 // Limits: the shim is a Go program, so the fork-to-exec window is a Go
 // start (a few milliseconds). A resource limit can only be lowered, never
 // raised beyond the daemon's own (root here cannot raise a hard limit).
+// Without CAP_SYS_RESOURCE (the packaged unit has none), raising the
+// workload's oom_score_adj leaves the floor it has from the daemon
+// (oom_score_adj_min), so the workload may lower its own back to the
+// daemon's value. A caller's realtime policy or I/O class is not carried:
+// the workload runs at SCHED_OTHER and the class none, and a caller
+// allowed more sets it in its command (chrt, ionice). The workload has
+// the kernel's default time slice, not a custom one of either's; where
+// the kernel has utilization clamps, it keeps the daemon's.
 package spawn
 
 import (
@@ -87,6 +99,28 @@ type Spec struct {
 	// (a process whose login uid is unset may set it once, unprivileged),
 	// so its audit records named root where its caller's named the user.
 	LoginUID *uint32 `json:"login_uid,omitempty"`
+	// Policy, when set, is the caller's scheduling policy (SCHED_*).
+	// The shim takes the less favourable of it and its own, and never a
+	// realtime or deadline one: a daemon run under chrt gave every job
+	// its realtime policy, ahead of every user's ordinary process. Unset,
+	// it counts as SCHED_OTHER.
+	Policy *int `json:"policy,omitempty"`
+	// IOPrio, when set, is the caller's I/O priority (ioprio_get's
+	// value). The shim takes it where it is less favourable than its own,
+	// and never the realtime class: a daemon under ionice -c 1 gave every
+	// job first claim on the disks. Unset, it counts as the class none
+	// (from the nice value).
+	IOPrio *int `json:"ioprio,omitempty"`
+	// OOMScoreAdj, when set, is the caller's oom_score_adj. The shim
+	// takes it where it is higher than its own (the daemon's): a daemon
+	// its host protects from the OOM killer (-997 for a node-critical
+	// pod) gave that to every job, whose memory then went before any
+	// other process's. Unset, the workload keeps the daemon's.
+	OOMScoreAdj *int `json:"oom_score_adj,omitempty"`
+	// Affinity, when set, is the caller's CPU affinity mask (64 CPUs a
+	// word), the workload's where its cgroup allows any of those CPUs;
+	// unset, or allowing none, the workload keeps the daemon's.
+	Affinity []uint64 `json:"affinity,omitempty"`
 	// Cred, when set, are taken after the limits (Start fills it from
 	// Attr.Cred); Dir, when set, is entered after that, with them.
 	Cred *Cred  `json:"cred,omitempty"`

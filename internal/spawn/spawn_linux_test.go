@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"syscall"
 	"testing"
@@ -62,6 +63,37 @@ func startSpec(t *testing.T, spec Spec, dir string) (waiting procfs.IDs, out str
 		t.Fatal(werr)
 	}
 	return waiting, string(b), ws, err
+}
+
+// fromThread starts spec's workload from a locked thread that setup has
+// prepared (the daemon's thread that forks the shim), and returns its
+// output. The thread is never unlocked: it ends with its goroutine.
+func fromThread(t *testing.T, setup func() error, spec Spec) string {
+	t.Helper()
+	type result struct {
+		out string
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		r := result{err: errors.New("starting the workload failed")}
+		defer func() { done <- r }()
+		runtime.LockOSThread()
+		if r.err = setup(); r.err != nil {
+			r.err = fmt.Errorf("preparing the forking thread: %w", r.err)
+			return
+		}
+		_, out, ws, err := startSpec(t, spec, "/")
+		if err == nil && ws.ExitStatus() != 0 {
+			err = fmt.Errorf("exit status %v", ws)
+		}
+		r = result{out: out, err: err}
+	}()
+	r := <-done
+	if r.err != nil {
+		t.Fatalf("workload: %v (output %q)", r.err, r.out)
+	}
+	return r.out
 }
 
 // TestIntegrationShimRootUntilItsSpec: the shim is root's while it waits
