@@ -4,7 +4,9 @@
 // oom_score_adj (never more favourable than the daemon's, and never a
 // realtime policy or I/O class), a session of its own with
 // no controlling terminal, a session keyring of its own (never the
-// daemon's), descriptors 0, 1 and 2 only.
+// daemon's), descriptors 0, 1 and 2 only, and none of what exec would
+// keep of the daemon's: capabilities, securebits, blocked or ignored
+// signals, personality.
 //
 // The mechanism: the daemon forks its own binary (/proc/self/exe, named
 // "supervisor-spawn" in argv[0]) as root, in its own session and, where
@@ -18,9 +20,12 @@
 // anonymous session keyring (made while root's: root's key quota pays for
 // it, and only the workload and its descendants possess it), then takes
 // the workload's groups, gid and uid, enters
-// the working directory with them (in the caller's root directory, when
+// the working directory with them (securebits cleared first, and the
+// capability sets confirmed empty after; in the caller's root directory, when
 // the daemon gives one: the shim chroots into it while it is still root),
-// sets no_new_privs if asked and the caller's umask, closes
+// sets no_new_privs if asked and the caller's umask, empties its signal
+// mask, gives ignored signals their default action, resets the
+// personality, closes
 // every descriptor above 2 but its status pipe, resolves argv[0] on the
 // workload's PATH with the workload's rights (so a name found only where
 // the caller cannot look is not found, and an error says nothing the
@@ -51,7 +56,12 @@
 // the workload runs at SCHED_OTHER and the class none, and a caller
 // allowed more sets it in its command (chrt, ionice). The workload has
 // the kernel's default time slice, not a custom one of either's; where
-// the kernel has utilization clamps, it keeps the daemon's.
+// the kernel has utilization clamps, it keeps the daemon's. Kept from
+// the daemon as well, where it has them: its seccomp filter and memory-
+// deny-write-execute (neither can be undone), its timer slack, memory
+// policy, core dump filter and transparent-huge-page setting (which the
+// workload may change). Not carried from the caller: its seccomp filter,
+// Landlock domain and LSM label, which no process can take from another.
 package spawn
 
 import (

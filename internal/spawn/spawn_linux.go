@@ -13,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -247,6 +248,9 @@ func Main() {
 		if err := dropInheritable(); err != nil {
 			setupFail("clearing the inheritable capabilities: %v", err)
 		}
+		if err := clearSecurebits(); err != nil {
+			setupFail("%v", err)
+		}
 		// Groups first, then the gid, then the uid, each on every thread
 		// (the syscall package's setters do that): with the uid gone the
 		// others could not be changed.
@@ -262,6 +266,9 @@ func Main() {
 		}
 		if err := syscall.Setresuid(int(c.UID), int(c.UID), int(c.UID)); err != nil {
 			setupFail("setresuid %d: %v", c.UID, err)
+		}
+		if err := dropCaps(); err != nil {
+			setupFail("%v", err)
 		}
 	}
 	if spec.Dir != "" {
@@ -284,8 +291,132 @@ func Main() {
 	if err != nil {
 		fail("%v", err)
 	}
+	if err := resetPersonality(); err != nil {
+		fail("%v", err)
+	}
+	if err := resetSignals(); err != nil {
+		fail("%v", err)
+	}
 	err = unix.Exec(path, spec.Argv, spec.Env)
 	fail("%s: %v", spec.Argv[0], err)
+}
+
+// The securebits (linux/securebits.h) the shim looks at.
+const (
+	secbitNoSetuidFixup = 1 << 2 // a change of uid from 0 keeps the capabilities
+	secbitLockedMask    = 1<<1 | 1<<3 | 1<<5 | 1<<7
+)
+
+// clearSecurebits clears the calling thread's securebits, which it has
+// from the daemon's thread (a unit's SecureBits=, capsh --secbits), before
+// the shim takes a user's uid. With SECBIT_NO_SETUID_FIXUP the change of
+// uid kept every capability: the shim then entered the working directory,
+// looked argv[0] up and exec'd with them (a job of a user ran a setuid
+// program the user may not execute, and entered a directory it may not
+// search), and the bit stayed for the job, so a setuid program of its
+// that drops root kept root's capabilities. Changing securebits needs
+// CAP_SETPCAP (the packaged unit has none): a thread that cannot clear
+// SECBIT_NO_SETUID_FIXUP fails the launch. The other bits only take from
+// the job (SECBIT_NOROOT: a setuid-root program gets no capability), and
+// a locked bit stays as it is.
+func clearSecurebits() error {
+	bits, err := unix.PrctlRetInt(unix.PR_GET_SECUREBITS, 0, 0, 0, 0)
+	if err != nil {
+		return fmt.Errorf("securebits: %w", err)
+	}
+	if bits&^secbitLockedMask == 0 {
+		return nil
+	}
+	if err := unix.Prctl(unix.PR_SET_SECUREBITS, uintptr(bits&secbitLockedMask), 0, 0, 0); err != nil && bits&secbitNoSetuidFixup != 0 {
+		return fmt.Errorf("the daemon runs with securebits %#x (no-setuid-fixup): a job of another user would keep root's capabilities, and they cannot be cleared: %w", bits, err)
+	}
+	return nil
+}
+
+// dropCaps empties the calling thread's capability sets after it took a
+// user's uid, and confirms they are empty: the change of uid clears them
+// (clearSecurebits saw to that), and this holds should anything have
+// kept them. Dropping capabilities needs none.
+func dropCaps() error {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capset(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("dropping the capabilities: capset: %w", err)
+	}
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return fmt.Errorf("dropping the capabilities: capget: %w", err)
+	}
+	if data != [2]unix.CapUserData{} {
+		return fmt.Errorf("capabilities left after the change of uid: %+v", data)
+	}
+	return nil
+}
+
+// resetPersonality gives the workload the kernel's default execution
+// domain, PER_LINUX, in place of one it had from the daemon (a daemon
+// started under setarch -R made every job, and its children, run without
+// address-space randomisation). A caller's own personality is not
+// carried: under the packaged unit's LockPersonality= no other may be
+// set; setarch in the command sets one where it may.
+func resetPersonality() error {
+	cur, _, errno := unix.Syscall(unix.SYS_PERSONALITY, 0xffffffff, 0, 0) // a query
+	if errno != 0 {
+		return fmt.Errorf("personality: %w", errno)
+	}
+	if cur == 0 {
+		return nil
+	}
+	if _, _, errno := unix.Syscall(unix.SYS_PERSONALITY, 0, 0, 0); errno != 0 {
+		return fmt.Errorf("personality %#x: resetting it: %w", cur, errno)
+	}
+	return nil
+}
+
+// sigIgn and sigDfl are the two handler values of a struct sigaction
+// that exec keeps as they are.
+const (
+	sigDfl = 0
+	sigIgn = 1
+)
+
+// sigaction is the kernel's struct sigaction on the 64-bit ABIs.
+type sigaction struct {
+	handler  uintptr
+	flags    uint64
+	restorer uintptr
+	mask     uint64
+}
+
+// resetSignals empties the calling thread's signal mask and gives every
+// ignored signal its default action. exec keeps both (a handled signal
+// goes back to its default; an ignored or blocked one stays so): a daemon
+// started with SIGPIPE, SIGALRM, SIGXCPU or SIGXFSZ blocked, or job
+// control signals ignored, gave them to every job, whose alarm() then
+// never fired and whose RLIMIT_CPU and RLIMIT_FSIZE signals never came.
+// The Go runtime's handlers on this process are left alone: exec resets
+// them. Called last before the exec, on the thread that execs.
+func resetSignals() error {
+	for sig := 1; sig <= 64; sig++ {
+		if sig == int(unix.SIGKILL) || sig == int(unix.SIGSTOP) {
+			continue
+		}
+		var old sigaction
+		if _, _, errno := unix.Syscall6(unix.SYS_RT_SIGACTION, uintptr(sig), 0, uintptr(unsafe.Pointer(&old)), 8, 0, 0); errno != 0 {
+			continue // a signal number this kernel does not have
+		}
+		if old.handler != sigIgn {
+			continue
+		}
+		def := sigaction{handler: sigDfl}
+		if _, _, errno := unix.Syscall6(unix.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&def)), 0, 8, 0, 0); errno != 0 {
+			return fmt.Errorf("signal %d: sigaction: %w", sig, errno)
+		}
+	}
+	var none unix.Sigset_t
+	if err := unix.PthreadSigmask(unix.SIG_SETMASK, &none, nil); err != nil {
+		return fmt.Errorf("signal mask: %w", err)
+	}
+	return nil
 }
 
 // setLoginUID sets the calling thread's audit login uid to u.

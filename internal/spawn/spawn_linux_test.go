@@ -67,8 +67,20 @@ func startSpec(t *testing.T, spec Spec, dir string) (waiting procfs.IDs, out str
 
 // fromThread starts spec's workload from a locked thread that setup has
 // prepared (the daemon's thread that forks the shim), and returns its
-// output. The thread is never unlocked: it ends with its goroutine.
+// output; a workload that could not start or exited other than 0 fails
+// the test.
 func fromThread(t *testing.T, setup func() error, spec Spec) string {
+	t.Helper()
+	out, err := fromThreadErr(t, setup, spec)
+	if err != nil {
+		t.Fatalf("workload: %v (output %q)", err, out)
+	}
+	return out
+}
+
+// fromThreadErr is fromThread returning the workload's error. The thread
+// is never unlocked: it ends with its goroutine.
+func fromThreadErr(t *testing.T, setup func() error, spec Spec) (string, error) {
 	t.Helper()
 	type result struct {
 		out string
@@ -90,10 +102,7 @@ func fromThread(t *testing.T, setup func() error, spec Spec) string {
 		r = result{out: out, err: err}
 	}()
 	r := <-done
-	if r.err != nil {
-		t.Fatalf("workload: %v (output %q)", r.err, r.out)
-	}
-	return r.out
+	return r.out, r.err
 }
 
 // TestIntegrationShimRootUntilItsSpec: the shim is root's while it waits

@@ -1,0 +1,83 @@
+package spawn
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestIntegrationShimNoSetuidFixup: a daemon thread with the securebit
+// SECBIT_NO_SETUID_FIXUP does not hand root's capabilities to a job of
+// another user. The bit made the change of uid keep every capability, and
+// the shim exec'd with them: a program only root may execute ran, where
+// the user's own exec was refused. A thread whose bit cannot be cleared
+// (no CAP_SETPCAP in its bounding set) fails the launch.
+func TestIntegrationShimNoSetuidFixup(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rootOnly := filepath.Join(dir, "root-only")
+	if err := os.WriteFile(rootOnly, []byte("#!/bin/sh\necho ran\n"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	noFixup := func() error {
+		return unix.Prctl(unix.PR_SET_SECUREBITS, secbitNoSetuidFixup, 0, 0, 0)
+	}
+	t.Run("cleared", func(t *testing.T) {
+		out, err := fromThreadErr(t, noFixup, Spec{Argv: []string{rootOnly}})
+		var ee *ExecError
+		if !errors.As(err, &ee) || !strings.Contains(ee.Reason, "permission denied") {
+			t.Errorf("a job of uid %d ran %s, mode 0700 root's: %v, output %q; want permission denied", nobody, rootOnly, err, out)
+		}
+	})
+	t.Run("cannot be cleared", func(t *testing.T) {
+		out, err := fromThreadErr(t, func() error {
+			if err := unix.Prctl(unix.PR_CAPBSET_DROP, unix.CAP_SETPCAP, 0, 0, 0); err != nil {
+				return err
+			}
+			return noFixup()
+		}, Spec{Argv: []string{rootOnly}})
+		if !errors.Is(err, ErrSetup) || !strings.Contains(err.Error(), "no-setuid-fixup") {
+			t.Errorf("a job from a thread with no-setuid-fixup it cannot clear: %v, output %q; want a set-up error naming it", err, out)
+		}
+	})
+}
+
+// TestIntegrationShimSignalsAndPersonality: the workload has no blocked
+// signal, no ignored one and the default personality, whatever the
+// daemon's thread that forked the shim had. exec keeps a blocked or an
+// ignored signal and the personality: a daemon started with SIGALRM
+// blocked, SIGTTOU ignored or under setarch -R gave them to every job.
+func TestIntegrationShimSignalsAndPersonality(t *testing.T) {
+	out := fromThread(t, func() error {
+		var set unix.Sigset_t
+		for _, sig := range []unix.Signal{unix.SIGALRM, unix.SIGPIPE, unix.SIGXCPU} {
+			set.Val[(sig-1)/64] |= 1 << ((sig - 1) % 64)
+		}
+		if err := unix.PthreadSigmask(unix.SIG_BLOCK, &set, nil); err != nil {
+			return err
+		}
+		ign := sigaction{handler: sigIgn}
+		if _, _, errno := unix.Syscall6(unix.SYS_RT_SIGACTION, uintptr(unix.SIGTTOU), uintptr(unsafe.Pointer(&ign)), 0, 8, 0, 0); errno != 0 {
+			return errno
+		}
+		t.Cleanup(func() {
+			def := sigaction{handler: sigDfl}
+			unix.Syscall6(unix.SYS_RT_SIGACTION, uintptr(unix.SIGTTOU), uintptr(unsafe.Pointer(&def)), 0, 8, 0, 0)
+		})
+		const addrNoRandomize = 0x0040000
+		if _, _, errno := unix.Syscall(unix.SYS_PERSONALITY, addrNoRandomize, 0, 0); errno != 0 {
+			return errno
+		}
+		return nil
+	}, Spec{Argv: []string{"sh", "-c", `grep -E "^Sig(Blk|Ign):" /proc/self/status; cat /proc/self/personality`}})
+	if want := "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n00000000\n"; out != want {
+		t.Errorf("workload said\n%s\nwant\n%s", out, want)
+	}
+}
