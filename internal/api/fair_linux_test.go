@@ -337,14 +337,7 @@ func TestIntegrationFairConnectFlood(t *testing.T) {
 // served even when the shared socket answers nothing.
 func TestIntegrationPrivateSocketUnderFlood(t *testing.T) {
 	testenv.RequireRoot(t)
-	dir, err := os.MkdirTemp("", "apipriv")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir := testenv.ReachableDir(t, 0o755)
 	sock := filepath.Join(dir, "s")
 	shared, err := net.Listen("unix", sock)
 	if err != nil {

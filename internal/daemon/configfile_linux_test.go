@@ -58,15 +58,7 @@ func asUser(t *testing.T, cred *syscall.Credential, argv ...string) {
 func TestIntegrationConfigFileTrust(t *testing.T) {
 	testenv.RequireRoot(t)
 	user := configUser(t)
-	base, err := os.MkdirTemp("", "cfgtrust")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(base) })
-	// The user must reach the directories the cases make.
-	if err := os.Chmod(base, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	base := testenv.ReachableDir(t, 0o755) // the user must reach the directories the cases make
 	n := 0
 	mkdir := func(mode os.FileMode) string {
 		t.Helper()

@@ -33,14 +33,7 @@ func TestIntegrationLaunchCallersUmaskAndNice(t *testing.T) {
 	if own > 10 {
 		testenv.Skip(t, "the test runs at nice %d: a caller at a higher one cannot be told from the daemon's", own)
 	}
-	dir, err := os.MkdirTemp("", "umask-launch")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o777); err != nil {
-		t.Fatal(err)
-	}
+	dir := testenv.ReachableDir(t, 0o777)
 	tests := []struct {
 		name     string
 		umask    string // the caller's, given to its shell

@@ -33,3 +33,19 @@ func RequireRoot(t testing.TB) {
 		Skip(t, "needs root")
 	}
 }
+
+// ReachableDir makes a directory outside the test's own (t.TempDir's
+// parents are root's, mode 0700), with mode perm, that processes of other
+// uids can reach, and removes it when the test ends.
+func ReachableDir(t testing.TB, perm os.FileMode) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "reach")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, perm); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
