@@ -108,6 +108,13 @@ type bounds struct {
 	// an OOM protection gave its own to every job.
 	policy, ioprio, oomScoreAdj *int
 	affinity                    []uint64
+	// seccompFrom is the caller's pid when it runs under seccomp filters
+	// (Seccomp: 2 in its status), and caller a pidfd of it opened before
+	// it was found alive: the shim reads the filters at that pid and
+	// confirms through the pidfd that they were the caller's
+	// (spawn.Spec.SeccompFrom). The caller closes it.
+	seccompFrom int
+	caller      *os.File
 	// groups are the caller's supplementary groups, read from the
 	// status that showed its uids to be the caller's alone, and nil
 	// otherwise (identity.callers). Read apart, before the caller was
@@ -174,7 +181,10 @@ func mayRaiseLimits(pid int32, st []byte) bool {
 // (nofile 64 became 20,000). The caller's umask and nice value are read
 // in the same window: a job ran with the daemon's (umask 0022, nice 0),
 // so a user with umask 077 wrote files others could read, and one its
-// admin had set to nice 15 ran its jobs at 0.
+// admin had set to nice 15 ran its jobs at 0. So are its scheduling (callerSched)
+// and its seccomp mode: a caller in strict mode is refused (ErrForbidden),
+// and one under filters gets them carried (bounds.seccompFrom), or is
+// refused (ErrConflict) when it cannot be bound for the shim's read.
 func workloadBounds(ctx context.Context, p api.Peer, boot procfs.BootID) (bounds, error) {
 	b := bounds{umask: privateUmask}
 	var theirs procfs.Limits
@@ -190,6 +200,13 @@ func workloadBounds(ctx context.Context, p api.Peer, boot procfs.BootID) (bounds
 		prio, perr := unix.Getpriority(unix.PRIO_PROCESS, int(p.Pid))
 		lu, lerr := os.ReadFile("/proc/" + strconv.Itoa(int(p.Pid)) + "/loginuid")
 		sched := callerSched(p.Pid)
+		mode := seccompMode(st)
+		var callerFD *os.File
+		if mode == seccompFilter {
+			if fd, err := unix.PidfdOpen(int(p.Pid), 0); err == nil {
+				callerFD = os.NewFile(uintptr(fd), "caller")
+			}
+		}
 		root, rerr := callerRoot(p.Pid)
 		nss, nerr := callerNamespaces(p.Pid)
 		// A workload that joins any namespace of the caller's runs
@@ -206,10 +223,29 @@ func workloadBounds(ctx context.Context, p api.Peer, boot procfs.BootID) (bounds
 		known = ours && live && err == nil && rerr == nil && nerr == nil && perr == nil && sched.err == nil && !mayRaiseLimits(p.Pid, st)
 		theirs, status = l, st
 		done()
+		var refused error
 		if ours && live {
 			if gs, err := procfs.ParseStatusGroups(st); err == nil {
 				b.groups = gs
 			}
+			switch {
+			case mode == seccompStrict:
+				refused = forbidden("the caller (pid %d) is in seccomp's strict mode, which no workload can be started in", p.Pid)
+			case mode == seccompFilter && callerFD == nil:
+				refused = fmt.Errorf("the caller (pid %d) runs under seccomp filters, which its workload must run under, and cannot be bound to read them: %w", p.Pid, api.ErrConflict)
+			case mode == seccompFilter:
+				b.seccompFrom, b.caller, callerFD = int(p.Pid), callerFD, nil
+			}
+		}
+		if callerFD != nil {
+			callerFD.Close()
+		}
+		if refused != nil {
+			if root != nil {
+				root.Close()
+			}
+			closeNamespaces(nss)
+			return bounds{}, refused
 		}
 		if known {
 			b.root, b.namespaces = root, nss
@@ -407,8 +443,34 @@ func elsewhere(pid int32, root *os.File) bool {
 	return err != nil || theirs != own
 }
 
+// The modes of the Seccomp line of /proc/PID/status.
+const (
+	seccompNone   = 0
+	seccompStrict = 1
+	seccompFilter = 2
+)
+
+// seccompMode returns the Seccomp line's mode of a /proc/PID/status, or
+// seccompNone when it has none (a kernel without seccomp) or it does not
+// parse.
+func seccompMode(status []byte) int {
+	v, ok := procfs.LineValue(status, "Seccomp:")
+	if !ok {
+		return seccompNone
+	}
+	m, err := strconv.Atoi(string(bytes.TrimSpace(v)))
+	if err != nil || m < seccompNone || m > seccompFilter {
+		return seccompNone
+	}
+	return m
+}
+
 // close releases what b holds.
 func (b *bounds) close() {
+	if b.caller != nil {
+		b.caller.Close()
+		b.caller = nil
+	}
 	if b.root != nil {
 		b.root.Close()
 		b.root = nil

@@ -246,7 +246,8 @@ func (d *Daemon) Launch(ctx context.Context, p api.Peer, r *api.LaunchRequest) (
 	// mount of /, a sandbox's mounts, network, IPC and host name confine
 	// the workload as they do the caller, who would otherwise launch its
 	// way out of them.
-	attr := spawn.Attr{Dir: r.Cwd, Files: [3]*os.File{devnull, out, errf}, CgroupFD: -1, Root: bnd.root, Namespaces: bnd.namespaces}
+	attr := spawn.Attr{Dir: r.Cwd, Files: [3]*os.File{devnull, out, errf}, CgroupFD: -1, Root: bnd.root, Namespaces: bnd.namespaces,
+		Caller: bnd.caller}
 	if os.Geteuid() == 0 && (id.uid != 0 || id.gid != 0) {
 		attr.Cred = &syscall.Credential{Uid: id.uid, Gid: id.gid, Groups: id.groups}
 		if id.groups == nil {
@@ -263,7 +264,7 @@ func (d *Daemon) Launch(ctx context.Context, p api.Peer, r *api.LaunchRequest) (
 	}
 	spec := spawn.Spec{Argv: r.Argv, Env: env, Path: path, Limits: bnd.limits, NoNewPrivs: c.NoNewPrivs,
 		Umask: &bnd.umask, Nice: bnd.nice, LoginUID: bnd.loginUID, Policy: bnd.policy, IOPrio: bnd.ioprio,
-		OOMScoreAdj: bnd.oomScoreAdj, Affinity: bnd.affinity}
+		OOMScoreAdj: bnd.oomScoreAdj, Affinity: bnd.affinity, SeccompFrom: bnd.seccompFrom}
 	var tok token.Token
 	start := func() (spawn.Process, error) {
 		// The reaper waits until the child is known and its token read.

@@ -3,12 +3,15 @@ package spawn
 import (
 	"errors"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/procsupervisor/supervisor/internal/testenv"
 )
 
 // TestIntegrationShimNoSetuidFixup: a daemon thread with the securebit
@@ -79,5 +82,50 @@ func TestIntegrationShimSignalsAndPersonality(t *testing.T) {
 	}, Spec{Argv: []string{"sh", "-c", `grep -E "^Sig(Blk|Ign):" /proc/self/status; cat /proc/self/personality`}})
 	if want := "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n00000000\n"; out != want {
 		t.Errorf("workload said\n%s\nwant\n%s", out, want)
+	}
+}
+
+// TestIntegrationShimCallersSeccomp: a workload started for a caller
+// under a seccomp filter runs under it (the shim reads it while root and
+// attaches it before it takes the workload's uid), and a caller gone by
+// then fails the launch. Before, the workload ran outside it: what the
+// caller's filter refused (here mkdir) the workload could do.
+func TestIntegrationShimCallersSeccomp(t *testing.T) {
+	caller := testenv.SeccompCaller(t, nobody, nobody, false)
+	fd, err := unix.PidfdOpen(caller, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pidfd := os.NewFile(uintptr(fd), "caller")
+	defer pidfd.Close()
+	dir := testenv.ReachableDir(t, 0o777)
+	made := filepath.Join(dir, "made")
+	out, err := startFrom(t, Spec{Argv: []string{"sh", "-c", `grep "^Seccomp:" /proc/self/status; mkdir ` + made + ` 2>&1 || true`}, SeccompFrom: caller}, pidfd)
+	if err != nil {
+		t.Fatalf("workload: %v, output %q", err, out)
+	}
+	if !strings.HasPrefix(out, "Seccomp:\t2\n") || !strings.Contains(out, "not supported") {
+		t.Errorf("workload of a caller under a filter refusing mkdir said %q, want Seccomp 2 and mkdir refused", out)
+	}
+	if _, err := os.Stat(made); err == nil {
+		t.Errorf("the workload made %s, which its caller's filter refuses", made)
+	}
+
+	// A pidfd of a process that has exited: the filters read at the pid
+	// cannot be shown to be that process's.
+	gone := exec.Command("true")
+	if err := gone.Start(); err != nil {
+		t.Fatal(err)
+	}
+	gfd, err := unix.PidfdOpen(gone.Process.Pid, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gonefd := os.NewFile(uintptr(gfd), "gone")
+	defer gonefd.Close()
+	gone.Wait()
+	out, err = startFrom(t, Spec{Argv: []string{"true"}, SeccompFrom: caller}, gonefd)
+	if !errors.Is(err, ErrSetup) || !strings.Contains(err.Error(), "exited") {
+		t.Errorf("a launch whose caller's pidfd says it exited: %v, output %q; want a set-up error", err, out)
 	}
 }

@@ -60,8 +60,12 @@
 // the daemon as well, where it has them: its seccomp filter and memory-
 // deny-write-execute (neither can be undone), its timer slack, memory
 // policy, core dump filter and transparent-huge-page setting (which the
-// workload may change). Not carried from the caller: its seccomp filter,
-// Landlock domain and LSM label, which no process can take from another.
+// workload may change). The caller's seccomp filters are the workload's
+// (internal/seccomp: read by the shim as the caller's tracer, attached
+// before it takes the workload's uid, so the steps after, the change of
+// uid and the exec, must be allowed by them, as they were for the caller).
+// Not carried from the caller: its Landlock domain and LSM label, which no
+// process can take from another.
 package spawn
 
 import (
@@ -141,6 +145,16 @@ type Spec struct {
 	// Namespaces, set by Start from Attr.Namespaces, are the descriptors
 	// of the namespaces the shim joins, in order, before it enters Root.
 	Namespaces []NamespaceFD `json:"namespaces,omitempty"`
+	// SeccompFrom, when set, is the pid of the caller whose seccomp
+	// filters the shim reads (while root, as its tracer) and attaches to
+	// itself before it takes the workload's credentials: a workload
+	// outside its caller's filters could make the calls they refuse (a
+	// container's default profile: unshare of a user namespace, keyctl,
+	// bpf). CallerFD, set by Start from Attr.Caller, is a pidfd of that
+	// caller, found alive after the read: the filters read at the pid
+	// were the caller's. Filters that cannot be read fail the launch.
+	SeccompFrom int `json:"seccomp_from,omitempty"`
+	CallerFD    int `json:"caller_fd,omitempty"`
 }
 
 // NamespaceFD is a namespace the shim joins: its descriptor and its

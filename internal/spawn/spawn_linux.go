@@ -16,6 +16,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/procsupervisor/supervisor/internal/seccomp"
 )
 
 // Attr is how the shim is forked: the workload's working directory,
@@ -36,6 +38,9 @@ type Attr struct {
 	// it enters Root, in order (a mount namespace last: joining it moves
 	// the root directory to the namespace's).
 	Namespaces []Namespace
+	// Caller, with Spec.SeccompFrom, is a pidfd of the caller whose
+	// seccomp filters the workload takes.
+	Caller *os.File
 }
 
 // Namespace is a namespace to join: an open /proc/PID/ns/* file and its
@@ -83,6 +88,9 @@ func Start(spec Spec, attr Attr, started func(Process) error) (Process, error) {
 	for i, ns := range attr.Namespaces {
 		spec.Namespaces = append(spec.Namespaces, NamespaceFD{FD: rootFD + 1 + i, Type: ns.Type})
 	}
+	if attr.Caller != nil {
+		spec.CallerFD = rootFD + 1 + len(attr.Namespaces)
+	}
 	body, err := json.Marshal(spec)
 	if err != nil {
 		return Process{}, fmt.Errorf("spawn spec: %w", err)
@@ -108,11 +116,14 @@ func Start(spec Spec, attr Attr, started func(Process) error) (Process, error) {
 		sys.UseCgroupFD, sys.CgroupFD = true, attr.CgroupFD
 	}
 	files := []*os.File{attr.Files[0], attr.Files[1], attr.Files[2], specR, statW}
-	if attr.Root != nil || len(attr.Namespaces) > 0 {
+	if attr.Root != nil || len(attr.Namespaces) > 0 || attr.Caller != nil {
 		files = append(files, attr.Root) // descriptor rootFD (nil: none)
 	}
 	for _, ns := range attr.Namespaces {
 		files = append(files, ns.File)
+	}
+	if attr.Caller != nil {
+		files = append(files, attr.Caller)
 	}
 	proc, err := os.StartProcess("/proc/self/exe", []string{ShimName}, &os.ProcAttr{Env: []string{}, Files: files, Sys: sys})
 	if err != nil {
@@ -177,6 +188,20 @@ func Main() {
 	var spec Spec
 	if err := json.Unmarshal(b, &spec); err != nil || len(spec.Argv) == 0 {
 		setupFail("bad spec: %v", err)
+	}
+	var filters []seccomp.Filter
+	if spec.SeccompFrom > 0 {
+		// Read first, while nothing of the caller's is entered: the pid
+		// is in the daemon's pid namespace, and the caller is found
+		// alive after the read through its pidfd.
+		fs, err := seccomp.Read(spec.SeccompFrom)
+		if err != nil {
+			setupFail("the caller's seccomp filters, which the workload must run under: %v", err)
+		}
+		if spec.CallerFD <= 0 || !alive(spec.CallerFD) {
+			setupFail("the caller (pid %d) exited while its seccomp filters were read", spec.SeccompFrom)
+		}
+		filters = seccomp.Dedupe(fs)
 	}
 	for _, l := range spec.Limits {
 		if err := unix.Setrlimit(l.Resource, &unix.Rlimit{Cur: l.Soft, Max: l.Hard}); err != nil {
@@ -243,6 +268,16 @@ func Main() {
 	// its descendants possess it, and no one else does.
 	if err := joinNewSessionKeyring(); err != nil {
 		setupFail("a session keyring of the workload's own: keyctl: %v", err)
+	}
+	if len(filters) > 0 {
+		// Last of the steps taken as root's (attaching a filter without
+		// no_new_privs needs CAP_SYS_ADMIN); what follows must be
+		// allowed by the caller's filters, as it was for the caller's
+		// own fork and exec. Other threads of this process are not
+		// filtered; they end at the exec.
+		if err := seccomp.Install(filters); err != nil {
+			setupFail("the caller's seccomp filters: %v", err)
+		}
 	}
 	if c := spec.Cred; c != nil {
 		if err := dropInheritable(); err != nil {
@@ -417,6 +452,14 @@ func resetSignals() error {
 		return fmt.Errorf("signal mask: %w", err)
 	}
 	return nil
+}
+
+// alive reports whether the process pidfd names has not exited (a pidfd
+// becomes readable when its process exits).
+func alive(pidfd int) bool {
+	fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+	n, err := unix.Poll(fds, 0)
+	return err == nil && n == 0
 }
 
 // setLoginUID sets the calling thread's audit login uid to u.

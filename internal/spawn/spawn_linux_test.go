@@ -20,7 +20,7 @@ import (
 // TestMain lets the test binary be the shim: Start forks /proc/self/exe.
 func TestMain(m *testing.M) {
 	Main()
-	os.Exit(m.Run())
+	os.Exit(testenv.Main(m))
 }
 
 const nobody = 65534
@@ -33,9 +33,27 @@ func startAs(t *testing.T, argv []string, dir string, limits []Limit) (waiting p
 	return startSpec(t, Spec{Argv: argv, Limits: limits}, dir)
 }
 
+// startFrom starts spec's workload as startSpec does, with caller as
+// Attr.Caller, and returns its output and error (an exit other than 0
+// among them).
+func startFrom(t *testing.T, spec Spec, caller *os.File) (string, error) {
+	t.Helper()
+	_, out, ws, err := startWith(t, spec, "/", caller)
+	if err == nil && ws.ExitStatus() != 0 {
+		err = fmt.Errorf("exit status %v", ws)
+	}
+	return out, err
+}
+
 // startSpec is startAs with the rest of spec given (its PATH and Env are
 // set here).
 func startSpec(t *testing.T, spec Spec, dir string) (waiting procfs.IDs, out string, ws unix.WaitStatus, err error) {
+	t.Helper()
+	return startWith(t, spec, dir, nil)
+}
+
+// startWith is startSpec with Attr.Caller.
+func startWith(t *testing.T, spec Spec, dir string, caller *os.File) (waiting procfs.IDs, out string, ws unix.WaitStatus, err error) {
 	t.Helper()
 	testenv.RequireRoot(t)
 	r, w, perr := os.Pipe()
@@ -46,7 +64,7 @@ func startSpec(t *testing.T, spec Spec, dir string) (waiting procfs.IDs, out str
 	devnull, _ := os.Open(os.DevNull)
 	defer devnull.Close()
 	attr := Attr{Dir: dir, Files: [3]*os.File{devnull, w, w}, CgroupFD: -1,
-		Cred: &syscall.Credential{Uid: nobody, Gid: nobody, Groups: []uint32{nobody}}}
+		Cred: &syscall.Credential{Uid: nobody, Gid: nobody, Groups: []uint32{nobody}}, Caller: caller}
 	spec.Env, spec.Path = []string{"PATH=/usr/bin:/bin"}, "/usr/bin:/bin"
 	p, err := Start(spec, attr, func(p Process) error {
 		var rerr error

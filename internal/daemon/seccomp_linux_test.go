@@ -1,0 +1,41 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/procsupervisor/supervisor/internal/api"
+	"github.com/procsupervisor/supervisor/internal/testenv"
+)
+
+// TestIntegrationLaunchCallersSeccomp: a job launched for a caller under
+// a seccomp filter runs under that filter, and a caller in seccomp's
+// strict mode is refused. Before, the job ran outside the filter: a
+// container's process, whose profile refuses a call, launched a job that
+// made it (here mkdir, which the caller's filter refuses).
+func TestIntegrationLaunchCallersSeccomp(t *testing.T) {
+	h := newHarness(t)
+	dir := testenv.ReachableDir(t, 0o777)
+	made, said := filepath.Join(dir, "made"), filepath.Join(dir, "said")
+
+	pid := testenv.SeccompCaller(t, 65534, 65534, false)
+	p := api.Peer{UID: 65534, GID: 65534, Pid: int32(pid)}
+	launchSleeper(t, h, p, "/bin/sh", "-c", "mkdir "+made+" 2> "+said+"; exec /bin/sleep 600")
+	if _, err := os.Stat(made); err == nil {
+		t.Errorf("the job made %s, which its caller's seccomp filter refuses", made)
+	}
+	if b, _ := os.ReadFile(said); !strings.Contains(string(b), "not supported") {
+		t.Errorf("the job's mkdir said %q, want the caller's filter's EOPNOTSUPP", b)
+	}
+
+	strict := testenv.SeccompCaller(t, 65534, 65534, true)
+	_, err := h.d.Launch(context.Background(), api.Peer{UID: 65534, GID: 65534, Pid: int32(strict)},
+		&api.LaunchRequest{Argv: []string{"/bin/true"}, Cwd: "/"})
+	if !errors.Is(err, api.ErrForbidden) || !strings.Contains(err.Error(), "strict") {
+		t.Errorf("a launch for a caller in seccomp's strict mode: %v, want forbidden", err)
+	}
+}

@@ -1,0 +1,135 @@
+package seccomp
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/procsupervisor/supervisor/internal/testenv"
+)
+
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
+
+// onThread runs f on a locked thread that is never unlocked (it ends with
+// its goroutine): a thread given a filter or made a tracer stays apart.
+func onThread(f func() error) error {
+	done := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		done <- f()
+	}()
+	return <-done
+}
+
+// state returns the state letter of process pid.
+func state(t *testing.T, pid int) string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	return f[0]
+}
+
+// TestIntegrationReadInstall: the filters of a real process are read
+// whole, the process goes on as it was (not left stopped), and the copy
+// attached to another thread refuses what the original refuses.
+func TestIntegrationReadInstall(t *testing.T) {
+	pid := testenv.SeccompCaller(t, 65534, 65534, false)
+	var fs []Filter
+	if err := onThread(func() (err error) { fs, err = Read(pid); return err }); err != nil {
+		t.Fatal(err)
+	}
+	if len(fs) != 1 || len(fs[0]) != 5 {
+		t.Fatalf("read %d filters (%v), want the helper's one of 5 instructions", len(fs), fs)
+	}
+	if last := fs[0][4]; last.K != unix.SECCOMP_RET_ERRNO|uint32(unix.EOPNOTSUPP) {
+		t.Errorf("the filter's last instruction returns %#x, want ERRNO(EOPNOTSUPP)", last.K)
+	}
+	if s := state(t, pid); s != "S" {
+		t.Errorf("the process read is in state %s after the read, want S (asleep, not stopped)", s)
+	}
+	dir := filepath.Join(t.TempDir(), "made")
+	err := onThread(func() error {
+		if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+			return err
+		}
+		if err := Install(fs); err != nil {
+			return err
+		}
+		return unix.Mkdir(dir, 0o700)
+	})
+	if !errors.Is(err, unix.EOPNOTSUPP) {
+		t.Errorf("mkdir under the copied filter: %v, want EOPNOTSUPP", err)
+	}
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		t.Errorf("mkdir on a thread without the filter: %v", err)
+	}
+}
+
+// TestIntegrationReadNoFilter: a process without filters has none, and
+// one that another tracer holds cannot be read (ErrUnreadable).
+func TestIntegrationReadNoFilter(t *testing.T) {
+	testenv.RequireRoot(t)
+	pid := testenv.Orphan(t)
+	var fs []Filter
+	if err := onThread(func() (err error) { fs, err = Read(int(pid)); return err }); err != nil || len(fs) != 0 {
+		t.Fatalf("Read of a process without filters: %v, %v; want none", fs, err)
+	}
+	caller := testenv.SeccompCaller(t, -1, -1, false)
+	held := make(chan struct{})
+	release := make(chan struct{})
+	go func() {
+		runtime.LockOSThread() // the tracer's thread; never unlocked
+		if err := unix.PtraceSeize(caller); err != nil {
+			t.Errorf("seize: %v", err)
+		}
+		close(held)
+		<-release
+		unix.PtraceDetach(caller)
+	}()
+	<-held
+	err := onThread(func() (err error) { _, err = Read(caller); return err })
+	close(release)
+	if !errors.Is(err, ErrUnreadable) {
+		t.Errorf("Read of a process another tracer holds: %v, want ErrUnreadable", err)
+	}
+}
+
+// TestDedupe: a filter equal to an earlier one is dropped, the order of
+// the rest kept.
+func TestDedupe(t *testing.T) {
+	a := Filter{{Code: 6, K: 1}}
+	b := Filter{{Code: 6, K: 2}}
+	c := Filter{{Code: 6, K: 1}, {Code: 6, K: 2}}
+	tests := []struct {
+		in, want []Filter
+	}{
+		{nil, nil},
+		{[]Filter{a}, []Filter{a}},
+		{[]Filter{a, a}, []Filter{a}},
+		{[]Filter{a, b, a, c, b}, []Filter{a, b, c}},
+		{[]Filter{b, a}, []Filter{b, a}},
+	}
+	for _, tt := range tests {
+		got := Dedupe(tt.in)
+		if len(got) != len(tt.want) {
+			t.Errorf("Dedupe(%v) = %v, want %v", tt.in, got, tt.want)
+			continue
+		}
+		for i := range got {
+			if !slices.Equal(got[i], tt.want[i]) {
+				t.Errorf("Dedupe(%v) = %v, want %v", tt.in, got, tt.want)
+				break
+			}
+		}
+	}
+}

@@ -1,0 +1,58 @@
+package testenv
+
+import (
+	_ "embed"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+//go:embed testdata/seccompcaller.c
+var seccompCallerSource []byte
+
+var (
+	seccompCallerOnce sync.Once
+	seccompCallerPath string
+	seccompCallerErr  error
+)
+
+// SeccompCaller starts a process under a seccomp filter that refuses
+// mkdir and mkdirat with EOPNOTSUPP (testdata/seccompcaller.c), as uid
+// and gid when uid >= 0, or in seccomp's strict mode when strict, and
+// returns its pid once it is so. It needs root (it starts as root and
+// drops); it is killed when the test ends.
+func SeccompCaller(t testing.TB, uid, gid int, strict bool) int {
+	t.Helper()
+	RequireRoot(t)
+	seccompCallerOnce.Do(func() {
+		seccompCallerPath, seccompCallerErr = compile("seccompcaller", seccompCallerSource)
+	})
+	if seccompCallerErr != nil {
+		Skip(t, "cannot build the seccomp helper: %v", seccompCallerErr)
+	}
+	var args []string
+	if strict {
+		args = append(args, "strict")
+	}
+	if uid >= 0 {
+		args = append(args, strconv.Itoa(uid), strconv.Itoa(gid))
+	}
+	cmd := exec.Command(seccompCallerPath, args...)
+	cmd.Stderr = os.Stderr
+	startSaysPid(t, cmd)
+	pid := cmd.Process.Pid
+	// It prints its pid just before it enters the filter: wait for it.
+	want := "Seccomp:\t2"
+	if strict {
+		want = "Seccomp:\t1"
+	}
+	Eventually(t, 10*time.Second, func() bool {
+		b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+		return strings.Contains(string(b), "\n"+want+"\n")
+	}, "the seccomp helper did not enter its filter")
+	return pid
+}

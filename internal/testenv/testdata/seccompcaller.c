@@ -1,0 +1,64 @@
+/* seccompcaller: drops to the uid and gid given (when given), then puts
+ * itself under a seccomp filter that refuses mkdir and mkdirat with
+ * EOPNOTSUPP (or, with "strict", in seccomp's strict mode), prints its pid
+ * and blocks for good. For the tests of what a caller's filters bound. */
+#include <errno.h>
+#include <grp.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+int main(int argc, char **argv) {
+	int strict = argc > 1 && strcmp(argv[1], "strict") == 0;
+	if (strict) {
+		argc--;
+		argv++;
+	}
+	if (argc > 2) {
+		uid_t u = (uid_t)atoi(argv[1]);
+		gid_t g = (gid_t)atoi(argv[2]);
+		if (setgroups(0, NULL) || setresgid(g, g, g) || setresuid(u, u, u)) {
+			perror("seccompcaller: dropping to the uid");
+			return 1;
+		}
+	}
+	int p[2];
+	if (pipe(p)) {
+		perror("seccompcaller: pipe");
+		return 1;
+	}
+	printf("%d\n", getpid());
+	fflush(stdout);
+	if (strict) {
+		if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_STRICT)) {
+			perror("seccompcaller: strict");
+			return 1;
+		}
+	} else {
+		struct sock_filter f[] = {
+			BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+			BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_mkdirat, 2, 0),
+#ifdef __NR_mkdir
+			BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_mkdir, 1, 0),
+#else
+			BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_mkdirat, 1, 0),
+#endif
+			BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+			BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EOPNOTSUPP),
+		};
+		struct sock_fprog prog = {sizeof f / sizeof f[0], f};
+		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog)) {
+			perror("seccompcaller: filter");
+			return 1;
+		}
+	}
+	char c;
+	for (;;)
+		read(p[0], &c, 1); /* the write end stays open: blocks for good */
+}
