@@ -108,6 +108,7 @@ type bounds struct {
 	// an OOM protection gave its own to every job.
 	policy, ioprio, oomScoreAdj *int
 	affinity                    []uint64
+	coredumpFilter              *uint32
 	// seccompFrom is the caller's pid when it runs under seccomp filters
 	// (Seccomp: 2 in its status), and caller a pidfd of it opened before
 	// it was found alive: the shim reads the filters at that pid and
@@ -253,6 +254,7 @@ func workloadBounds(ctx context.Context, p api.Peer, boot procfs.BootID) (bounds
 			nice := 20 - prio
 			b.nice = &nice
 			b.policy, b.ioprio, b.oomScoreAdj, b.affinity = &sched.policy, &sched.ioprio, &sched.oomScoreAdj, sched.affinity
+			b.coredumpFilter = &sched.coredumpFilter
 			// A kernel without audit has no loginuid file: nothing to
 			// carry. Unset (4294967295) is left as the shim has it.
 			if v, err := strconv.ParseUint(strings.TrimSpace(string(lu)), 10, 32); lerr == nil && err == nil && v != unsetLoginUID {
@@ -301,13 +303,15 @@ func workloadBounds(ctx context.Context, p api.Peer, boot procfs.BootID) (bounds
 type schedOf struct {
 	policy, ioprio, oomScoreAdj int
 	affinity                    []uint64
+	coredumpFilter              uint32
 	err                         error
 }
 
 // callerSched reads the scheduling policy, I/O priority and CPU affinity
 // of process pid's main thread (the kernel keeps them per thread; a
 // process's chrt, ionice or taskset sets its main thread's), and its
-// oom_score_adj. None of these reads needs a permission over the process.
+// oom_score_adj and coredump_filter. None of these reads needs a
+// permission over the process.
 func callerSched(pid int32) schedOf {
 	var s schedOf
 	attr, err := unix.SchedGetAttr(int(pid), 0)
@@ -334,6 +338,16 @@ func callerSched(pid int32) schedOf {
 	}
 	if err != nil {
 		s.err = fmt.Errorf("oom_score_adj: %w", err)
+		return s
+	}
+	b, err = os.ReadFile("/proc/" + strconv.Itoa(int(pid)) + "/coredump_filter")
+	if err == nil {
+		var v uint64
+		v, err = strconv.ParseUint(strings.TrimSpace(string(b)), 16, 32)
+		s.coredumpFilter = uint32(v)
+	}
+	if err != nil {
+		s.err = fmt.Errorf("coredump_filter: %w", err)
 	}
 	return s
 }

@@ -248,7 +248,9 @@ func (d *Daemon) Launch(ctx context.Context, p api.Peer, r *api.LaunchRequest) (
 	// way out of them.
 	attr := spawn.Attr{Dir: r.Cwd, Files: [3]*os.File{devnull, out, errf}, CgroupFD: -1, Root: bnd.root, Namespaces: bnd.namespaces,
 		Caller: bnd.caller}
-	if os.Geteuid() == 0 && (id.uid != 0 || id.gid != 0) {
+	// A workload run as its caller takes the caller's groups even as
+	// root: without credentials root's caller's job had the daemon's.
+	if os.Geteuid() == 0 && (id.uid != 0 || id.gid != 0 || id.callers) {
 		attr.Cred = &syscall.Credential{Uid: id.uid, Gid: id.gid, Groups: id.groups}
 		if id.groups == nil {
 			attr.Cred.Groups = []uint32{id.gid}
@@ -264,7 +266,8 @@ func (d *Daemon) Launch(ctx context.Context, p api.Peer, r *api.LaunchRequest) (
 	}
 	spec := spawn.Spec{Argv: r.Argv, Env: env, Path: path, Limits: bnd.limits, NoNewPrivs: c.NoNewPrivs,
 		Umask: &bnd.umask, Nice: bnd.nice, LoginUID: bnd.loginUID, Policy: bnd.policy, IOPrio: bnd.ioprio,
-		OOMScoreAdj: bnd.oomScoreAdj, Affinity: bnd.affinity, SeccompFrom: bnd.seccompFrom}
+		OOMScoreAdj: bnd.oomScoreAdj, Affinity: bnd.affinity, SeccompFrom: bnd.seccompFrom,
+		CoredumpFilter: bnd.coredumpFilter}
 	var tok token.Token
 	start := func() (spawn.Process, error) {
 		// The reaper waits until the child is known and its token read.

@@ -1,9 +1,11 @@
 package daemon
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -93,15 +95,54 @@ func TestIntegrationLaunchCallersScheduling(t *testing.T) {
 // cpuList returns the Cpus_allowed_list of process pid.
 func cpuList(t *testing.T, pid int) string {
 	t.Helper()
+	return statusLine(t, pid, "Cpus_allowed_list:")
+}
+
+// TestIntegrationLaunchRootsOwn: a job that stays uid 0 keeps root's
+// rights and takes its caller's groups. Root naming only a gid got a job
+// without capabilities (it could not enter a directory only another user
+// may), and root's caller's job had the daemon's groups, not the
+// caller's.
+func TestIntegrationLaunchRootsOwn(t *testing.T) {
+	h := newHarness(t)
+	dir := testenv.ReachableDir(t, 0o755)
+	private := filepath.Join(dir, "private")
+	if err := os.Mkdir(private, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chown(private, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	caller := exec.Command("/bin/sleep", "600")
+	caller.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 0, Gid: 0, Groups: []uint32{4321, 4322}}}
+	pid := startCaller(t, caller)
+	p := api.Peer{UID: 0, GID: 0, Pid: int32(pid)}
+
+	cl := launchSleeper(t, h, p, "/bin/sleep", "600")
+	if got := statusLine(t, int(cl.Pid), "Groups:"); got != "4321 4322" {
+		t.Errorf("root's caller with groups 4321 4322 launched a job with groups %q", got)
+	}
+
+	gid := uint32(65534)
+	cl, err := h.d.Launch(context.Background(), p, &api.LaunchRequest{Argv: []string{"/bin/sleep", "600"}, Cwd: private, GID: &gid})
+	if err != nil {
+		t.Fatalf("root naming gid %d, in a directory only uid 65534 may enter: %v", gid, err)
+	}
+	t.Cleanup(func() { syscall.Kill(int(cl.Pid), syscall.SIGKILL) })
+}
+
+// statusLine returns the value of a line of process pid's status.
+func statusLine(t *testing.T, pid int, name string) string {
+	t.Helper()
 	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
 	if err != nil {
 		t.Fatal(err)
 	}
 	for l := range strings.SplitSeq(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "Cpus_allowed_list:"); ok {
+		if v, ok := strings.CutPrefix(l, name); ok {
 			return strings.TrimSpace(v)
 		}
 	}
-	t.Fatalf("/proc/%d/status has no Cpus_allowed_list", pid)
+	t.Fatalf("/proc/%d/status has no %s line", pid, name)
 	return ""
 }

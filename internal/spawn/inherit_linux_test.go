@@ -2,6 +2,7 @@ package spawn
 
 import (
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -37,6 +38,17 @@ func TestIntegrationShimNoSetuidFixup(t *testing.T) {
 		var ee *ExecError
 		if !errors.As(err, &ee) || !strings.Contains(ee.Reason, "permission denied") {
 			t.Errorf("a job of uid %d ran %s, mode 0700 root's: %v, output %q; want permission denied", nobody, rootOnly, err, out)
+		}
+	})
+	t.Run("cleared beside a locked setting", func(t *testing.T) {
+		// no-cap-ambient-raise, locked: writing every setting clear
+		// was refused whole, and every launch failed.
+		out, err := fromThreadErr(t, func() error {
+			return unix.Prctl(unix.PR_SET_SECUREBITS, secbitNoSetuidFixup|secbitNoAmbient|secbitNoAmbient<<1, 0, 0, 0)
+		}, Spec{Argv: []string{rootOnly}})
+		var ee *ExecError
+		if !errors.As(err, &ee) || !strings.Contains(ee.Reason, "permission denied") {
+			t.Errorf("a job of uid %d from a thread with securebits 0xc4 ran %s: %v, output %q; want permission denied", nobody, rootOnly, err, out)
 		}
 	})
 	t.Run("cannot be cleared", func(t *testing.T) {
@@ -127,5 +139,54 @@ func TestIntegrationShimCallersSeccomp(t *testing.T) {
 	out, err = startFrom(t, Spec{Argv: []string{"true"}, SeccompFrom: caller}, gonefd)
 	if !errors.Is(err, ErrSetup) || !strings.Contains(err.Error(), "exited") {
 		t.Errorf("a launch whose caller's pidfd says it exited: %v, output %q; want a set-up error", err, out)
+	}
+}
+
+// TestUnlockedSecurebits: the settings that may be cleared are those
+// whose lock bit is not set; locked settings and lock bits stay.
+func TestUnlockedSecurebits(t *testing.T) {
+	tests := []struct{ bits, want int }{
+		{0, 0},
+		{0x4, 0},
+		{0x15, 0},
+		{0xc4, 0xc0},
+		{0x0c, 0x0c},
+		{0x2f, 0x2f},
+		{0x1e, 0x0e},
+		{0xff, 0xff},
+		{0x08, 0x08},
+	}
+	for _, tt := range tests {
+		if got := unlockedSecurebits(tt.bits); got != tt.want {
+			t.Errorf("unlockedSecurebits(%#x) = %#x, want %#x", tt.bits, got, tt.want)
+		}
+	}
+}
+
+// TestIntegrationShimResetsInherited: the workload has the kernel's
+// default timer slack, transparent huge pages and memory policy, and the
+// caller's coredump_filter, whatever the daemon's thread that forked the
+// shim had. exec keeps all four: a daemon bound to a NUMA node, or with
+// huge pages disabled, passed that to every job.
+func TestIntegrationShimResetsInherited(t *testing.T) {
+	t.Cleanup(func() { unix.Prctl(unix.PR_SET_THP_DISABLE, 0, 0, 0, 0) })
+	filter := uint32(0x23)
+	out := fromThread(t, func() error {
+		if err := unix.Prctl(unix.PR_SET_TIMERSLACK, 123456, 0, 0, 0); err != nil {
+			return err
+		}
+		if err := unix.Prctl(unix.PR_SET_THP_DISABLE, 1, 0, 0, 0); err != nil {
+			return err
+		}
+		node0 := uint64(1)
+		const mpolBind = 2
+		if _, _, errno := unix.Syscall(unix.SYS_SET_MEMPOLICY, mpolBind, uintptr(unsafe.Pointer(&node0)), 64); errno != 0 {
+			return fmt.Errorf("set_mempolicy: %w", errno)
+		}
+		return nil
+	}, Spec{Argv: []string{"sh", "-c", `grep "^THP_enabled:" /proc/self/status; cat /proc/self/timerslack_ns; cut -d" " -f2 /proc/self/numa_maps | head -1; cat /proc/self/coredump_filter`},
+		CoredumpFilter: &filter})
+	if want := "THP_enabled:\t1\n50000\ndefault\n00000023\n"; out != want {
+		t.Errorf("workload said\n%s\nwant\n%s", out, want)
 	}
 }

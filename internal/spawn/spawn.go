@@ -5,27 +5,29 @@
 // realtime policy or I/O class), a session of its own with
 // no controlling terminal, a session keyring of its own (never the
 // daemon's), descriptors 0, 1 and 2 only, and none of what exec would
-// keep of the daemon's: capabilities, securebits, blocked or ignored
-// signals, personality.
+// keep of the daemon's: capabilities and securebits (for a workload of
+// another uid than root's: one that stays uid 0 keeps root's
+// capabilities), blocked or ignored signals, personality.
 //
 // The mechanism: the daemon forks its own binary (/proc/self/exe, named
 // "supervisor-spawn" in argv[0]) as root, in its own session and, where
 // given, its cgroup (CLONE_INTO_CGROUP), exactly as it would fork the
 // workload. That shim reads its Spec from descriptor 3, lowers its
 // resource limits, takes the caller's audit login uid, oom_score_adj,
-// scheduling, I/O priority and affinity (above), joins the caller's
+// scheduling, I/O priority, affinity and coredump_filter (above), reads
+// the caller's seccomp filters, joins the caller's
 // namespaces the daemon holds open for
 // it (setns: the workload then keeps them alive, so a sandbox's mounts
 // stay in place after the sandbox's last process has gone), joins a new
 // anonymous session keyring (made while root's: root's key quota pays for
-// it, and only the workload and its descendants possess it), then takes
-// the workload's groups, gid and uid, enters
+// it, and only the workload and its descendants possess it), resets the
+// personality and what else exec keeps (below), attaches the caller's
+// seccomp filters, then takes the workload's groups, gid and uid, enters
 // the working directory with them (securebits cleared first, and the
 // capability sets confirmed empty after; in the caller's root directory, when
 // the daemon gives one: the shim chroots into it while it is still root),
 // sets no_new_privs if asked and the caller's umask, empties its signal
-// mask, gives ignored signals their default action, resets the
-// personality, closes
+// mask, gives ignored signals their default action, closes
 // every descriptor above 2 but its status pipe, resolves argv[0] on the
 // workload's PATH with the workload's rights (so a name found only where
 // the caller cannot look is not found, and an error says nothing the
@@ -56,11 +58,12 @@
 // the workload runs at SCHED_OTHER and the class none, and a caller
 // allowed more sets it in its command (chrt, ionice). The workload has
 // the kernel's default time slice, not a custom one of either's; where
-// the kernel has utilization clamps, it keeps the daemon's. Kept from
-// the daemon as well, where it has them: its seccomp filter and memory-
-// deny-write-execute (neither can be undone), its timer slack, memory
-// policy, core dump filter and transparent-huge-page setting (which the
-// workload may change). The caller's seccomp filters are the workload's
+// the kernel has utilization clamps, it keeps the daemon's. Its timer
+// slack, memory policy, transparent-huge-page and KSM settings, and on x86
+// its time-stamp counter and machine-check policies, are the kernel's
+// defaults, and its coredump_filter the caller's. Kept from the daemon,
+// where it has them: its seccomp filter and memory-deny-write-execute
+// (neither can be undone). The caller's seccomp filters are the workload's
 // (internal/seccomp: read by the shim as the caller's tracer, attached
 // before it takes the workload's uid, so the steps after, the change of
 // uid and the exec, must be allowed by them, as they were for the caller).
@@ -135,6 +138,9 @@ type Spec struct {
 	// word), the workload's where its cgroup allows any of those CPUs;
 	// unset, or allowing none, the workload keeps the daemon's.
 	Affinity []uint64 `json:"affinity,omitempty"`
+	// CoredumpFilter, when set, is the caller's coredump_filter, the
+	// workload's in place of the daemon's.
+	CoredumpFilter *uint32 `json:"coredump_filter,omitempty"`
 	// Cred, when set, are taken after the limits (Start fills it from
 	// Attr.Cred); Dir, when set, is entered after that, with them.
 	Cred *Cred  `json:"cred,omitempty"`

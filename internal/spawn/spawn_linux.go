@@ -218,6 +218,11 @@ func Main() {
 	}
 	// Before any namespace or root of the caller's is entered, as the
 	// login uid: this /proc is the daemon's.
+	if spec.CoredumpFilter != nil {
+		if err := os.WriteFile("/proc/self/coredump_filter", []byte("0x"+strconv.FormatUint(uint64(*spec.CoredumpFilter), 16)), 0); err != nil {
+			setupFail("the caller's coredump_filter %#x: %v", *spec.CoredumpFilter, err)
+		}
+	}
 	if spec.OOMScoreAdj != nil {
 		if err := takeOOMScoreAdj(*spec.OOMScoreAdj); err != nil {
 			setupFail("the caller's oom_score_adj %d: %v", *spec.OOMScoreAdj, err)
@@ -269,6 +274,10 @@ func Main() {
 	if err := joinNewSessionKeyring(); err != nil {
 		setupFail("a session keyring of the workload's own: keyctl: %v", err)
 	}
+	resetInherited()
+	if err := resetPersonality(); err != nil {
+		setupFail("%v", err)
+	}
 	if len(filters) > 0 {
 		// Last of the steps taken as root's (attaching a filter without
 		// no_new_privs needs CAP_SYS_ADMIN); what follows must be
@@ -280,11 +289,17 @@ func Main() {
 		}
 	}
 	if c := spec.Cred; c != nil {
-		if err := dropInheritable(); err != nil {
-			setupFail("clearing the inheritable capabilities: %v", err)
-		}
-		if err := clearSecurebits(); err != nil {
-			setupFail("%v", err)
+		// What a change of uid from 0 leaves of root's, for a workload
+		// of another uid. One that stays uid 0 (root's caller, or root
+		// naming only a gid) keeps root's capabilities, as root's own
+		// setpriv --regid would.
+		if c.UID != 0 {
+			if err := dropInheritable(); err != nil {
+				setupFail("clearing the inheritable capabilities: %v", err)
+			}
+			if err := clearSecurebits(); err != nil {
+				setupFail("%v", err)
+			}
 		}
 		// Groups first, then the gid, then the uid, each on every thread
 		// (the syscall package's setters do that): with the uid gone the
@@ -302,8 +317,10 @@ func Main() {
 		if err := syscall.Setresuid(int(c.UID), int(c.UID), int(c.UID)); err != nil {
 			setupFail("setresuid %d: %v", c.UID, err)
 		}
-		if err := dropCaps(); err != nil {
-			setupFail("%v", err)
+		if c.UID != 0 {
+			if err := dropCaps(); err != nil {
+				setupFail("%v", err)
+			}
 		}
 	}
 	if spec.Dir != "" {
@@ -326,21 +343,34 @@ func Main() {
 	if err != nil {
 		fail("%v", err)
 	}
-	if err := resetPersonality(); err != nil {
-		fail("%v", err)
-	}
 	if err := resetSignals(); err != nil {
-		fail("%v", err)
+		setupFail("%v", err)
 	}
 	err = unix.Exec(path, spec.Argv, spec.Env)
 	fail("%s: %v", spec.Argv[0], err)
 }
 
-// The securebits (linux/securebits.h) the shim looks at.
+// The securebits (linux/securebits.h): four settings, each with a lock
+// bit just above it that freezes its value.
 const (
+	secbitNoroot        = 1 << 0 // a setuid-root exec gets no capability
 	secbitNoSetuidFixup = 1 << 2 // a change of uid from 0 keeps the capabilities
-	secbitLockedMask    = 1<<1 | 1<<3 | 1<<5 | 1<<7
+	secbitKeepCaps      = 1 << 4 // the permitted set survives the change (cleared at exec)
+	secbitNoAmbient     = 1 << 6 // the ambient set cannot be raised
 )
+
+// unlockedSecurebits returns bits without the settings whose lock bit is
+// not set: what may be cleared. A locked setting keeps its value, and so
+// do the lock bits (the kernel refuses a write that changes either).
+func unlockedSecurebits(bits int) int {
+	out := bits
+	for _, v := range []int{secbitNoroot, secbitNoSetuidFixup, secbitKeepCaps, secbitNoAmbient} {
+		if bits&(v<<1) == 0 {
+			out &^= v
+		}
+	}
+	return out
+}
 
 // clearSecurebits clears the calling thread's securebits, which it has
 // from the daemon's thread (a unit's SecureBits=, capsh --secbits), before
@@ -350,20 +380,29 @@ const (
 // program the user may not execute, and entered a directory it may not
 // search), and the bit stayed for the job, so a setuid program of its
 // that drops root kept root's capabilities. Changing securebits needs
-// CAP_SETPCAP (the packaged unit has none): a thread that cannot clear
-// SECBIT_NO_SETUID_FIXUP fails the launch. The other bits only take from
-// the job (SECBIT_NOROOT: a setuid-root program gets no capability), and
-// a locked bit stays as it is.
+// CAP_SETPCAP (the packaged unit has none), and a locked setting cannot
+// change: a thread that cannot clear SECBIT_NO_SETUID_FIXUP fails the
+// launch. The other settings only take from the job (SECBIT_NOROOT: a
+// setuid-root program gets no capability); those that cannot be cleared
+// stay.
 func clearSecurebits() error {
 	bits, err := unix.PrctlRetInt(unix.PR_GET_SECUREBITS, 0, 0, 0, 0)
 	if err != nil {
 		return fmt.Errorf("securebits: %w", err)
 	}
-	if bits&^secbitLockedMask == 0 {
+	want := unlockedSecurebits(bits)
+	if want == bits {
+		if bits&secbitNoSetuidFixup != 0 {
+			return fmt.Errorf("the daemon runs with securebits %#x (no-setuid-fixup, locked): a job of another user would keep root's capabilities", bits)
+		}
 		return nil
 	}
-	if err := unix.Prctl(unix.PR_SET_SECUREBITS, uintptr(bits&secbitLockedMask), 0, 0, 0); err != nil && bits&secbitNoSetuidFixup != 0 {
+	err = unix.Prctl(unix.PR_SET_SECUREBITS, uintptr(want), 0, 0, 0)
+	switch {
+	case err != nil && bits&secbitNoSetuidFixup != 0:
 		return fmt.Errorf("the daemon runs with securebits %#x (no-setuid-fixup): a job of another user would keep root's capabilities, and they cannot be cleared: %w", bits, err)
+	case err == nil && want&secbitNoSetuidFixup != 0:
+		return fmt.Errorf("the daemon runs with securebits %#x (no-setuid-fixup, locked): a job of another user would keep root's capabilities", bits)
 	}
 	return nil
 }
@@ -387,12 +426,37 @@ func dropCaps() error {
 	return nil
 }
 
+// defaultTimerSlack is the kernel's timer slack for a process not under a
+// realtime policy (50 µs), which init has and passes on.
+const defaultTimerSlack = 50000
+
+// resetInherited gives the calling thread, and its process where the
+// setting is the process's, the kernel's default for what a process has
+// from its parent and keeps across exec, and which the daemon may have
+// been started with: timer slack, transparent huge pages disabled, KSM
+// merging, the time-stamp counter refused (x86), the machine-check kill
+// policy and the memory policy (a daemon bound to a NUMA node bound every
+// job to it). Each is the workload's to change again; a setting the kernel
+// does not have (EINVAL) is left as it is. Called while root's, before the
+// caller's seccomp filters, which may refuse some of these calls (a
+// container's default profile refuses set_mempolicy).
+func resetInherited() {
+	unix.Prctl(unix.PR_SET_TIMERSLACK, defaultTimerSlack, 0, 0, 0)
+	unix.Prctl(unix.PR_SET_THP_DISABLE, 0, 0, 0, 0)
+	unix.Prctl(unix.PR_SET_MEMORY_MERGE, 0, 0, 0, 0)
+	unix.Prctl(unix.PR_SET_TSC, unix.PR_TSC_ENABLE, 0, 0, 0)
+	unix.Prctl(unix.PR_MCE_KILL, unix.PR_MCE_KILL_CLEAR, 0, 0, 0)
+	unix.Syscall(unix.SYS_SET_MEMPOLICY, unix.MPOL_DEFAULT, 0, 0)
+}
+
 // resetPersonality gives the workload the kernel's default execution
 // domain, PER_LINUX, in place of one it had from the daemon (a daemon
 // started under setarch -R made every job, and its children, run without
 // address-space randomisation). A caller's own personality is not
 // carried: under the packaged unit's LockPersonality= no other may be
-// set; setarch in the command sets one where it may.
+// set; setarch in the command sets one where it may. A unit that sets
+// Personality= to another domain next to LockPersonality= (the kernel then
+// refuses PER_LINUX) fails every launch, with this reason.
 func resetPersonality() error {
 	cur, _, errno := unix.Syscall(unix.SYS_PERSONALITY, 0xffffffff, 0, 0) // a query
 	if errno != 0 {
