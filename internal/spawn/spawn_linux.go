@@ -192,13 +192,18 @@ func Main() {
 	var filters []seccomp.Filter
 	if spec.SeccompFrom > 0 {
 		// Read first, while nothing of the caller's is entered: the pid
-		// is in the daemon's pid namespace, and the caller is found
-		// alive after the read through its pidfd.
+		// is in the daemon's pid namespace. The caller is found alive
+		// through its pidfd before the read (so the pid is not yet
+		// another process's, whom the shim would hold stopped for the
+		// read) and after it (so what was read was the caller's).
+		if spec.CallerFD <= 0 || !alive(spec.CallerFD) {
+			setupFail("the caller (pid %d) exited before its seccomp filters were read", spec.SeccompFrom)
+		}
 		fs, err := seccomp.Read(spec.SeccompFrom)
 		if err != nil {
 			setupFail("the caller's seccomp filters, which the workload must run under: %v", err)
 		}
-		if spec.CallerFD <= 0 || !alive(spec.CallerFD) {
+		if !alive(spec.CallerFD) {
 			setupFail("the caller (pid %d) exited while its seccomp filters were read", spec.SeccompFrom)
 		}
 		filters = seccomp.Dedupe(fs)
