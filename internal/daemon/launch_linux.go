@@ -133,7 +133,9 @@ func (d *Daemon) Launch(ctx context.Context, p api.Peer, r *api.LaunchRequest) (
 	c := store.Claim{
 		ID: store.NewID(kind), Kind: kind, Owner: r.Owner, UID: p.UID, GID: p.GID, ShareUID: p.ShareUID,
 		Argv: r.Argv, Cwd: r.Cwd, WallClock: time.Duration(r.WallClock), Limits: bnd.clamped,
-		NoNewPrivs: r.NoNewPrivs || bnd.noNewPrivs,
+		// A job under its caller's seccomp filters that is not root's
+		// has no_new_privs: the shim needs it to attach them (spawn).
+		NoNewPrivs: r.NoNewPrivs || bnd.noNewPrivs || bnd.seccompFrom != 0 && (id.uid != 0 || os.Geteuid() != 0),
 	}
 	// What is stored and shown is redacted; the workload gets r.Argv.
 	redactClaim(d.redact, &c, true)

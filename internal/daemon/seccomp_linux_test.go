@@ -22,7 +22,7 @@ func TestIntegrationLaunchCallersSeccomp(t *testing.T) {
 	dir := testenv.ReachableDir(t, 0o777)
 	made, said := filepath.Join(dir, "made"), filepath.Join(dir, "said")
 
-	pid := testenv.SeccompCaller(t, 65534, 65534, false)
+	pid := testenv.SeccompCaller(t, 65534, 65534, testenv.SeccompDeny)
 	p := api.Peer{UID: 65534, GID: 65534, Pid: int32(pid)}
 	launchSleeper(t, h, p, "/bin/sh", "-c", "mkdir "+made+" 2> "+said+"; exec /bin/sleep 600")
 	if _, err := os.Stat(made); err == nil {
@@ -32,10 +32,29 @@ func TestIntegrationLaunchCallersSeccomp(t *testing.T) {
 		t.Errorf("the job's mkdir said %q, want the caller's filter's EOPNOTSUPP", b)
 	}
 
-	strict := testenv.SeccompCaller(t, 65534, 65534, true)
+	strict := testenv.SeccompCaller(t, 65534, 65534, testenv.SeccompStrict)
 	_, err := h.d.Launch(context.Background(), api.Peer{UID: 65534, GID: 65534, Pid: int32(strict)},
 		&api.LaunchRequest{Argv: []string{"/bin/true"}, Cwd: "/"})
 	if !errors.Is(err, api.ErrForbidden) || !strings.Contains(err.Error(), "strict") {
 		t.Errorf("a launch for a caller in seccomp's strict mode: %v, want forbidden", err)
+	}
+}
+
+// TestIntegrationLaunchCallersFilterCannotKeepRoot: through the daemon, a
+// caller whose filter answers 0 for setresuid and the other calls that
+// take root away gets a job of its own uid, without capabilities, with
+// no_new_privs on its claim.
+func TestIntegrationLaunchCallersFilterCannotKeepRoot(t *testing.T) {
+	h := newHarness(t)
+	pid := testenv.SeccompCaller(t, 65534, 65534, testenv.SeccompFake)
+	cl := launchSleeper(t, h, api.Peer{UID: 65534, GID: 65534, Pid: int32(pid)}, "/bin/sleep", "600")
+	if got := statusLine(t, int(cl.Pid), "Uid:"); got != "65534\t65534\t65534\t65534" {
+		t.Errorf("the job's uids are %q, want 65534's alone", got)
+	}
+	if got := statusLine(t, int(cl.Pid), "CapEff:"); got != "0000000000000000" {
+		t.Errorf("the job's effective capabilities are %s, want none", got)
+	}
+	if !cl.NoNewPrivs {
+		t.Errorf("the claim of a job under its caller's filters does not say no_new_privs")
 	}
 }

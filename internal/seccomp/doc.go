@@ -8,9 +8,14 @@
 // Read seizes the process's main thread (PTRACE_SEIZE, so nothing is
 // sent to it), interrupts it, reads each filter in the order it was
 // attached, oldest first, and detaches, handing back any signal the stop
-// held; the thread goes on where it was (a system call it was in is
-// restarted). Install attaches them, in that order, to the calling
-// thread, which keeps them across exec.
+// held; the thread goes on where it was. A system call it was blocked in
+// is restarted, except those the kernel never restarts after a stop
+// (epoll_wait, sigtimedwait, semtimedop, a read with SO_RCVTIMEO), which
+// fail with EINTR, as under a debugger's attach. Install attaches them, in
+// that order, to the calling thread, which keeps them across exec. A
+// filter is its process's to write: its caller must attach them only
+// where no answer of theirs can matter to anyone but that process's user
+// (the shim: once it is the user's alone, just before the exec).
 //
 // Limits: the filters read are the main thread's (a process's threads may
 // have different ones; sandboxes attach theirs to every thread). A process

@@ -43,7 +43,7 @@ func state(t *testing.T, pid int) string {
 // whole, the process goes on as it was (not left stopped), and the copy
 // attached to another thread refuses what the original refuses.
 func TestIntegrationReadInstall(t *testing.T) {
-	pid := testenv.SeccompCaller(t, 65534, 65534, false)
+	pid := testenv.SeccompCaller(t, 65534, 65534, testenv.SeccompDeny)
 	var fs []Filter
 	if err := onThread(func() (err error) { fs, err = Read(pid); return err }); err != nil {
 		t.Fatal(err)
@@ -84,7 +84,7 @@ func TestIntegrationReadNoFilter(t *testing.T) {
 	if err := onThread(func() (err error) { fs, err = Read(int(pid)); return err }); err != nil || len(fs) != 0 {
 		t.Fatalf("Read of a process without filters: %v, %v; want none", fs, err)
 	}
-	caller := testenv.SeccompCaller(t, -1, -1, false)
+	caller := testenv.SeccompCaller(t, -1, -1, testenv.SeccompDeny)
 	held := make(chan struct{})
 	release := make(chan struct{})
 	go func() {

@@ -103,7 +103,7 @@ func TestIntegrationShimSignalsAndPersonality(t *testing.T) {
 // then fails the launch. Before, the workload ran outside it: what the
 // caller's filter refused (here mkdir) the workload could do.
 func TestIntegrationShimCallersSeccomp(t *testing.T) {
-	caller := testenv.SeccompCaller(t, nobody, nobody, false)
+	caller := testenv.SeccompCaller(t, nobody, nobody, testenv.SeccompDeny)
 	fd, err := unix.PidfdOpen(caller, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -188,5 +188,29 @@ func TestIntegrationShimResetsInherited(t *testing.T) {
 		CoredumpFilter: &filter})
 	if want := "THP_enabled:\t1\n50000\ndefault\n00000023\n"; out != want {
 		t.Errorf("workload said\n%s\nwant\n%s", out, want)
+	}
+}
+
+// TestIntegrationShimCallersFilterCannotKeepRoot: a caller's filter that
+// answers 0 for the calls that take root away, without running them, does
+// not leave the workload root's: the filters are attached only once the
+// shim is the user's alone. Attached while it was root's, the filter made
+// setresuid a no-op on the thread that execs, and a review's job ran as
+// uid 0 with every capability (it read /etc/shadow).
+func TestIntegrationShimCallersFilterCannotKeepRoot(t *testing.T) {
+	caller := testenv.SeccompCaller(t, nobody, nobody, testenv.SeccompFake)
+	fd, err := unix.PidfdOpen(caller, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pidfd := os.NewFile(uintptr(fd), "caller")
+	defer pidfd.Close()
+	out, err := startFrom(t, Spec{Argv: []string{"grep", "-E", "^(Uid|Gid|CapPrm|CapEff|NoNewPrivs|Seccomp):", "/proc/self/status"}, SeccompFrom: caller}, pidfd)
+	if err != nil {
+		t.Fatalf("workload: %v, output %q", err, out)
+	}
+	want := fmt.Sprintf("Uid:\t%[1]d\t%[1]d\t%[1]d\t%[1]d\nGid:\t%[1]d\t%[1]d\t%[1]d\t%[1]d\nCapPrm:\t0000000000000000\nCapEff:\t0000000000000000\nNoNewPrivs:\t1\nSeccomp:\t2\n", nobody)
+	if out != want {
+		t.Errorf("workload of a caller whose filter fakes the drop from root said\n%s\nwant\n%s", out, want)
 	}
 }

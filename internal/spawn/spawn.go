@@ -21,13 +21,14 @@
 // stay in place after the sandbox's last process has gone), joins a new
 // anonymous session keyring (made while root's: root's key quota pays for
 // it, and only the workload and its descendants possess it), resets the
-// personality and what else exec keeps (below), attaches the caller's
-// seccomp filters, then takes the workload's groups, gid and uid, enters
+// personality and what else exec keeps (below), then takes the workload's
+// groups, gid and uid, enters
 // the working directory with them (securebits cleared first, and the
 // capability sets confirmed empty after; in the caller's root directory, when
 // the daemon gives one: the shim chroots into it while it is still root),
 // sets no_new_privs if asked and the caller's umask, empties its signal
-// mask, gives ignored signals their default action, closes
+// mask, gives ignored signals their default action, attaches the caller's
+// seccomp filters (with no_new_privs), closes
 // every descriptor above 2 but its status pipe, resolves argv[0] on the
 // workload's PATH with the workload's rights (so a name found only where
 // the caller cannot look is not found, and an error says nothing the
@@ -65,8 +66,9 @@
 // where it has them: its seccomp filter and memory-deny-write-execute
 // (neither can be undone). The caller's seccomp filters are the workload's
 // (internal/seccomp: read by the shim as the caller's tracer, attached
-// before it takes the workload's uid, so the steps after, the change of
-// uid and the exec, must be allowed by them, as they were for the caller).
+// last, once the shim is the user's alone: a filter is the caller's to
+// write, and one that answered for setresuid while the shim was root's
+// kept the workload root's).
 // Not carried from the caller: its Landlock domain and LSM label, which no
 // process can take from another.
 package spawn
@@ -153,7 +155,7 @@ type Spec struct {
 	Namespaces []NamespaceFD `json:"namespaces,omitempty"`
 	// SeccompFrom, when set, is the pid of the caller whose seccomp
 	// filters the shim reads (while root, as its tracer) and attaches to
-	// itself before it takes the workload's credentials: a workload
+	// itself last, just before the exec, with no_new_privs: a workload
 	// outside its caller's filters could make the calls they refuse (a
 	// container's default profile: unshare of a user namespace, keyctl,
 	// bpf). CallerFD, set by Start from Attr.Caller, is a pidfd of that

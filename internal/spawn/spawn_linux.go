@@ -283,16 +283,6 @@ func Main() {
 	if err := resetPersonality(); err != nil {
 		setupFail("%v", err)
 	}
-	if len(filters) > 0 {
-		// Last of the steps taken as root's (attaching a filter without
-		// no_new_privs needs CAP_SYS_ADMIN); what follows must be
-		// allowed by the caller's filters, as it was for the caller's
-		// own fork and exec. Other threads of this process are not
-		// filtered; they end at the exec.
-		if err := seccomp.Install(filters); err != nil {
-			setupFail("the caller's seccomp filters: %v", err)
-		}
-	}
 	if c := spec.Cred; c != nil {
 		// What a change of uid from 0 leaves of root's, for a workload
 		// of another uid. One that stays uid 0 (root's caller, or root
@@ -350,6 +340,26 @@ func Main() {
 	}
 	if err := resetSignals(); err != nil {
 		setupFail("%v", err)
+	}
+	if len(filters) > 0 {
+		// The caller's filters, last: a filter is the caller's to write,
+		// and one attached while this thread was root's could answer
+		// for the calls that take root away (a filter returning 0 from
+		// setresuid without running it left a user's job root's, with
+		// every capability). Attached here, what it answers for is the
+		// exec of a process already the user's alone. A process not
+		// root's needs no_new_privs to attach one (it is then the
+		// job's, and the claim says so); one that stays root's has
+		// CAP_SYS_ADMIN. Other threads of this process are not
+		// filtered; they end at the exec.
+		if os.Geteuid() != 0 {
+			if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
+				setupFail("no_new_privs, for the caller's seccomp filters: %v", err)
+			}
+		}
+		if err := seccomp.Install(filters); err != nil {
+			setupFail("the caller's seccomp filters: %v", err)
+		}
 	}
 	err = unix.Exec(path, spec.Argv, spec.Env)
 	fail("%s: %v", spec.Argv[0], err)

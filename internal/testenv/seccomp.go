@@ -20,12 +20,21 @@ var (
 	seccompCallerErr  error
 )
 
-// SeccompCaller starts a process under a seccomp filter that refuses
-// mkdir and mkdirat with EOPNOTSUPP (testdata/seccompcaller.c), as uid
-// and gid when uid >= 0, or in seccomp's strict mode when strict, and
-// returns its pid once it is so. It needs root (it starts as root and
-// drops); it is killed when the test ends.
-func SeccompCaller(t testing.TB, uid, gid int, strict bool) int {
+// The modes of SeccompCaller.
+const (
+	SeccompDeny   = ""       // a filter refusing mkdir and mkdirat (EOPNOTSUPP)
+	SeccompStrict = "strict" // seccomp's strict mode
+	// SeccompFake is SeccompDeny with the calls that change ids and
+	// capabilities (setresuid, setresgid, setgroups, capset, capget,
+	// prctl) answered 0 without being run.
+	SeccompFake = "fake"
+)
+
+// SeccompCaller starts a process in seccomp mode mode
+// (testdata/seccompcaller.c), as uid and gid when uid >= 0, and returns its
+// pid once it is so. It needs root (it starts as root and drops); it is
+// killed when the test ends.
+func SeccompCaller(t testing.TB, uid, gid int, mode string) int {
 	t.Helper()
 	RequireRoot(t)
 	seccompCallerOnce.Do(func() {
@@ -35,8 +44,8 @@ func SeccompCaller(t testing.TB, uid, gid int, strict bool) int {
 		Skip(t, "cannot build the seccomp helper: %v", seccompCallerErr)
 	}
 	var args []string
-	if strict {
-		args = append(args, "strict")
+	if mode != SeccompDeny {
+		args = append(args, mode)
 	}
 	if uid >= 0 {
 		args = append(args, strconv.Itoa(uid), strconv.Itoa(gid))
@@ -47,7 +56,7 @@ func SeccompCaller(t testing.TB, uid, gid int, strict bool) int {
 	pid := cmd.Process.Pid
 	// It prints its pid just before it enters the filter: wait for it.
 	want := "Seccomp:\t2"
-	if strict {
+	if mode == SeccompStrict {
 		want = "Seccomp:\t1"
 	}
 	Eventually(t, 10*time.Second, func() bool {

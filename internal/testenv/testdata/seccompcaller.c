@@ -1,7 +1,9 @@
 /* seccompcaller: drops to the uid and gid given (when given), then puts
  * itself under a seccomp filter that refuses mkdir and mkdirat with
- * EOPNOTSUPP (or, with "strict", in seccomp's strict mode), prints its pid
- * and blocks for good. For the tests of what a caller's filters bound. */
+ * EOPNOTSUPP (with "strict", in seccomp's strict mode instead; with
+ * "fake", under one that also answers 0 for the calls that change ids and
+ * capabilities, without running them), prints its pid and blocks for
+ * good. For the tests of what a caller's filters bound. */
 #include <errno.h>
 #include <grp.h>
 #include <linux/filter.h>
@@ -16,7 +18,8 @@
 
 int main(int argc, char **argv) {
 	int strict = argc > 1 && strcmp(argv[1], "strict") == 0;
-	if (strict) {
+	int fake = argc > 1 && strcmp(argv[1], "fake") == 0;
+	if (strict || fake) {
 		argc--;
 		argv++;
 	}
@@ -38,6 +41,25 @@ int main(int argc, char **argv) {
 	if (strict) {
 		if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_STRICT)) {
 			perror("seccompcaller: strict");
+			return 1;
+		}
+	} else if (fake) {
+		struct sock_filter f[] = {
+			BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+			BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_setresuid, 7, 0),
+			BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_setresgid, 6, 0),
+			BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_setgroups, 5, 0),
+			BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_capset, 4, 0),
+			BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_capget, 3, 0),
+			BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_prctl, 2, 0),
+			BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_mkdirat, 2, 0),
+			BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+			BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | 0),
+			BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EOPNOTSUPP),
+		};
+		struct sock_fprog prog = {sizeof f / sizeof f[0], f};
+		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog)) {
+			perror("seccompcaller: filter");
 			return 1;
 		}
 	} else {
