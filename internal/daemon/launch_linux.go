@@ -337,6 +337,9 @@ func (d *Daemon) Launch(ctx context.Context, p api.Peer, r *api.LaunchRequest) (
 		if errors.Is(err, spawn.ErrExec) {
 			return fail(hideArgv0(badRequest("%v", err), r.Argv[0], c.Argv[0]))
 		}
+		if errors.Is(err, spawn.ErrCaller) {
+			return fail(fmt.Errorf("%v: %w", err, api.ErrConflict))
+		}
 		if errors.Is(err, spawn.ErrSetup) {
 			return fail(fmt.Errorf("%v: %w", err, api.ErrUnavailable))
 		}

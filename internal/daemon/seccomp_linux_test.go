@@ -5,8 +5,11 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/procsupervisor/supervisor/internal/api"
 	"github.com/procsupervisor/supervisor/internal/testenv"
@@ -56,5 +59,29 @@ func TestIntegrationLaunchCallersFilterCannotKeepRoot(t *testing.T) {
 	}
 	if !cl.NoNewPrivs {
 		t.Errorf("the claim of a job under its caller's filters does not say no_new_privs")
+	}
+}
+
+// TestIntegrationLaunchCallersFilterUnreadable: a caller under a filter
+// that another tracer holds cannot have its filters read, and is told so
+// as its own state (409), not as the daemon's failure.
+func TestIntegrationLaunchCallersFilterUnreadable(t *testing.T) {
+	h := newHarness(t)
+	pid := testenv.SeccompCaller(t, 65534, 65534, testenv.SeccompDeny)
+	held, release := make(chan error, 1), make(chan struct{})
+	go func() {
+		runtime.LockOSThread() // the tracer's thread; never unlocked
+		held <- unix.PtraceSeize(pid)
+		<-release
+		unix.PtraceDetach(pid)
+	}()
+	if err := <-held; err != nil {
+		t.Fatalf("seize: %v", err)
+	}
+	defer close(release)
+	_, err := h.d.Launch(context.Background(), api.Peer{UID: 65534, GID: 65534, Pid: int32(pid)},
+		&api.LaunchRequest{Argv: []string{"/bin/true"}, Cwd: "/"})
+	if !errors.Is(err, api.ErrConflict) || !strings.Contains(err.Error(), "seccomp") {
+		t.Errorf("a launch for a traced caller under a filter: %v, want a conflict naming its seccomp filters", err)
 	}
 }

@@ -25,14 +25,22 @@ const ptraceSeccompGetFilter = 0x420c
 
 // Read returns the seccomp filters of process pid's main thread, oldest
 // first; none when it is not in seccomp's filter mode (nor in strict
-// mode, which its caller must tell from /proc/PID/status). The calling thread becomes its tracer for the read: the caller
-// locks it (runtime.LockOSThread). Errors wrap ErrUnreadable.
-func Read(pid int) ([]Filter, error) {
+// mode, which its caller must tell from /proc/PID/status). The calling
+// thread becomes its tracer for the read: the caller locks it
+// (runtime.LockOSThread). ours is asked once pid is seized, before it is
+// stopped, whether pid is still the process meant (a pidfd of it not yet
+// readable): a seize alone neither stops the process nor sends it
+// anything, so a pid reissued to another process in between is let go
+// untouched. Errors wrap ErrUnreadable.
+func Read(pid int, ours func() bool) ([]Filter, error) {
 	if err := unix.PtraceSeize(pid); err != nil {
 		return nil, fmt.Errorf("%w: ptrace seize of process %d: %v", ErrUnreadable, pid, err)
 	}
 	sig := 0
 	defer func() { detach(pid, sig) }()
+	if !ours() {
+		return nil, fmt.Errorf("%w: process %d is gone", ErrUnreadable, pid)
+	}
 	if err := unix.PtraceInterrupt(pid); err != nil {
 		return nil, fmt.Errorf("%w: ptrace interrupt of process %d: %v", ErrUnreadable, pid, err)
 	}

@@ -29,6 +29,10 @@ func onThread(f func() error) error {
 	return <-done
 }
 
+// always is a Read's check that pid is still the process meant, for a
+// process the test holds.
+func always() bool { return true }
+
 // state returns the state letter of process pid.
 func state(t *testing.T, pid int) string {
 	t.Helper()
@@ -46,7 +50,7 @@ func state(t *testing.T, pid int) string {
 func TestIntegrationReadInstall(t *testing.T) {
 	pid := testenv.SeccompCaller(t, 65534, 65534, testenv.SeccompDeny)
 	var fs []Filter
-	if err := onThread(func() (err error) { fs, err = Read(pid); return err }); err != nil {
+	if err := onThread(func() (err error) { fs, err = Read(pid, always); return err }); err != nil {
 		t.Fatal(err)
 	}
 	if len(fs) != 1 || len(fs[0]) != 5 {
@@ -83,7 +87,7 @@ func TestIntegrationReadNoFilter(t *testing.T) {
 	testenv.RequireRoot(t)
 	pid := testenv.Orphan(t)
 	var fs []Filter
-	if err := onThread(func() (err error) { fs, err = Read(int(pid)); return err }); err != nil || len(fs) != 0 {
+	if err := onThread(func() (err error) { fs, err = Read(int(pid), always); return err }); err != nil || len(fs) != 0 {
 		t.Fatalf("Read of a process without filters: %v, %v; want none", fs, err)
 	}
 	caller := testenv.SeccompCaller(t, -1, -1, testenv.SeccompDeny)
@@ -99,7 +103,7 @@ func TestIntegrationReadNoFilter(t *testing.T) {
 		unix.PtraceDetach(caller)
 	}()
 	<-held
-	err := onThread(func() (err error) { _, err = Read(caller); return err })
+	err := onThread(func() (err error) { _, err = Read(caller, always); return err })
 	close(release)
 	if !errors.Is(err, ErrUnreadable) {
 		t.Errorf("Read of a process another tracer holds: %v, want ErrUnreadable", err)
@@ -133,5 +137,26 @@ func TestDedupe(t *testing.T) {
 				break
 			}
 		}
+	}
+}
+
+// TestIntegrationReadNotOurs: a pid that is no longer the process meant
+// once seized is let go before it is stopped.
+func TestIntegrationReadNotOurs(t *testing.T) {
+	pid := testenv.SeccompCaller(t, 65534, 65534, testenv.SeccompDeny)
+	asked := false
+	err := onThread(func() (err error) {
+		_, err = Read(pid, func() bool { asked = true; return false })
+		return err
+	})
+	if !errors.Is(err, ErrUnreadable) || !asked {
+		t.Fatalf("Read of a pid that is not the process meant: %v (asked %v), want ErrUnreadable", err, asked)
+	}
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(b), "\nTracerPid:\t0\n") {
+		t.Errorf("the process is still traced after the read let it go:\n%s", b)
 	}
 }

@@ -137,8 +137,8 @@ func TestIntegrationShimCallersSeccomp(t *testing.T) {
 	defer gonefd.Close()
 	gone.Wait()
 	out, err = startFrom(t, Spec{Argv: []string{"true"}, SeccompFrom: caller}, gonefd)
-	if !errors.Is(err, ErrSetup) || !strings.Contains(err.Error(), "exited") {
-		t.Errorf("a launch whose caller's pidfd says it exited: %v, output %q; want a set-up error", err, out)
+	if !errors.Is(err, ErrCaller) || !strings.Contains(err.Error(), "exited") {
+		t.Errorf("a launch whose caller's pidfd says it exited: %v, output %q; want the caller's error", err, out)
 	}
 }
 

@@ -188,6 +188,18 @@ type SetupError struct{ Reason string }
 func (e *SetupError) Error() string { return fmt.Sprintf("%v: %s", ErrSetup, e.Reason) }
 func (e *SetupError) Unwrap() error { return ErrSetup }
 
+// ErrCaller wraps the reason the shim could not take from the caller what
+// the workload must have of it (its seccomp filters): the caller's state
+// (traced by another, gone, in a stop it cannot leave), not the daemon's.
+var ErrCaller = errors.New("cannot take the caller's restrictions")
+
+// CallerError is a failure of the shim to take what the workload must
+// have of its caller.
+type CallerError struct{ Reason string }
+
+func (e *CallerError) Error() string { return fmt.Sprintf("%v: %s", ErrCaller, e.Reason) }
+func (e *CallerError) Unwrap() error { return ErrCaller }
+
 // ExecError is an exec that failed in the shim.
 type ExecError struct{ Reason string }
 

@@ -61,9 +61,13 @@ type Process struct {
 // and the status pipe (4); Attr.Namespaces follow it.
 const rootFD = 5
 
-// setupMark starts the shim's status message of a SetupError: a NUL,
-// which no message of a failed exec holds (it names argv[0] or a path).
-const setupMark = "\x00"
+// setupMark starts the shim's status message of a SetupError, callerMark
+// one of a CallerError: bytes no message of a failed exec starts with (it
+// names argv[0] or a path).
+const (
+	setupMark  = "\x00"
+	callerMark = "\x01"
+)
 
 // execTimeout bounds the wait for the shim to exec.
 const execTimeout = 10 * time.Second
@@ -151,6 +155,8 @@ func Start(spec Spec, attr Attr, started func(Process) error) (Process, error) {
 		return p, fmt.Errorf("waiting for the exec: %w", err)
 	case bytes.HasPrefix(msg, []byte(setupMark)):
 		return p, &SetupError{Reason: string(msg[len(setupMark):])}
+	case bytes.HasPrefix(msg, []byte(callerMark)):
+		return p, &CallerError{Reason: string(msg[len(callerMark):])}
 	case len(msg) > 0:
 		return p, &ExecError{Reason: string(msg)}
 	}
@@ -176,6 +182,11 @@ func Main() {
 	setupFail := func(format string, args ...any) {
 		fail(setupMark+format, args...)
 	}
+	// callerFail is for what the shim could not take from the caller
+	// because of the caller's state.
+	callerFail := func(format string, args ...any) {
+		fail(callerMark+format, args...)
+	}
 	// Everything above 2 closes at exec: the spec and status pipes, and
 	// whatever else this process holds.
 	if err := unix.CloseRange(3, ^uint(0), unix.CLOSE_RANGE_CLOEXEC); err != nil {
@@ -197,14 +208,14 @@ func Main() {
 		// another process's, whom the shim would hold stopped for the
 		// read) and after it (so what was read was the caller's).
 		if spec.CallerFD <= 0 || !alive(spec.CallerFD) {
-			setupFail("the caller (pid %d) exited before its seccomp filters were read", spec.SeccompFrom)
+			callerFail("the caller (pid %d) exited before its seccomp filters were read", spec.SeccompFrom)
 		}
-		fs, err := seccomp.Read(spec.SeccompFrom)
+		fs, err := seccomp.Read(spec.SeccompFrom, func() bool { return alive(spec.CallerFD) })
 		if err != nil {
-			setupFail("the caller's seccomp filters, which the workload must run under: %v", err)
+			callerFail("the caller's seccomp filters, which the workload must run under: %v", err)
 		}
 		if !alive(spec.CallerFD) {
-			setupFail("the caller (pid %d) exited while its seccomp filters were read", spec.SeccompFrom)
+			callerFail("the caller (pid %d) exited while its seccomp filters were read", spec.SeccompFrom)
 		}
 		filters = seccomp.Dedupe(fs)
 	}
