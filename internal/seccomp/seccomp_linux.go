@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -20,6 +21,9 @@ const maxFilters = 1024
 // filters: the caller must refuse what they were to bound.
 var ErrUnreadable = errors.New("cannot read the seccomp filters")
 
+// stopTimeout bounds the wait for the process to stop for the read.
+const stopTimeout = 2 * time.Second
+
 // ptraceSeccompGetFilter is PTRACE_SECCOMP_GET_FILTER (linux/ptrace.h).
 const ptraceSeccompGetFilter = 0x420c
 
@@ -31,7 +35,10 @@ const ptraceSeccompGetFilter = 0x420c
 // stopped, whether pid is still the process meant (a pidfd of it not yet
 // readable): a seize alone neither stops the process nor sends it
 // anything, so a pid reissued to another process in between is let go
-// untouched. Errors wrap ErrUnreadable.
+// untouched. A process that does not stop within stopTimeout (in
+// uninterruptible sleep) fails the read and stays seized, its stop
+// pending, until the calling thread ends: the caller ends it (the shim
+// exits). Errors wrap ErrUnreadable.
 func Read(pid int, ours func() bool) ([]Filter, error) {
 	if err := unix.PtraceSeize(pid); err != nil {
 		return nil, fmt.Errorf("%w: ptrace seize of process %d: %v", ErrUnreadable, pid, err)
@@ -44,16 +51,25 @@ func Read(pid int, ours func() bool) ([]Filter, error) {
 	if err := unix.PtraceInterrupt(pid); err != nil {
 		return nil, fmt.Errorf("%w: ptrace interrupt of process %d: %v", ErrUnreadable, pid, err)
 	}
+	// A thread in uninterruptible sleep (a vfork parent, a hung
+	// filesystem) stops only when it wakes: the wait is bounded, and a
+	// tracee left running is let go when the tracer exits.
 	var ws unix.WaitStatus
-	for {
-		got, err := unix.Wait4(pid, &ws, unix.WALL, nil)
+	for deadline := time.Now().Add(stopTimeout); ; {
+		got, err := unix.Wait4(pid, &ws, unix.WALL|unix.WNOHANG, nil)
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
-		if err != nil || got != pid {
+		if err != nil {
 			return nil, fmt.Errorf("%w: waiting for process %d to stop: %v", ErrUnreadable, pid, err)
 		}
-		break
+		if got == pid {
+			break
+		}
+		if time.Now().After(deadline) {
+			return nil, fmt.Errorf("%w: process %d did not stop within %v (uninterruptible sleep?)", ErrUnreadable, pid, stopTimeout)
+		}
+		time.Sleep(time.Millisecond)
 	}
 	if !ws.Stopped() {
 		return nil, fmt.Errorf("%w: process %d ended (%v)", ErrUnreadable, pid, ws)

@@ -18,14 +18,23 @@ import (
 
 func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
 
-// onThread runs f on a locked thread that is never unlocked (it ends with
-// its goroutine): a thread given a filter or made a tracer stays apart.
+// onThread runs f on a locked thread that is never unlocked, and not the
+// process's main thread: the runtime ends it with its goroutine (it
+// would keep the main thread), so a thread given a filter or made a
+// tracer is gone once f has returned.
 func onThread(f func() error) error {
 	done := make(chan error, 1)
-	go func() {
+	var run func()
+	run = func() {
 		runtime.LockOSThread()
+		if unix.Gettid() == unix.Getpid() {
+			go run() // another thread: this one is held
+			runtime.UnlockOSThread()
+			return
+		}
 		done <- f()
-	}()
+	}
+	go run()
 	return <-done
 }
 
@@ -152,11 +161,40 @@ func TestIntegrationReadNotOurs(t *testing.T) {
 	if !errors.Is(err, ErrUnreadable) || !asked {
 		t.Fatalf("Read of a pid that is not the process meant: %v (asked %v), want ErrUnreadable", err, asked)
 	}
-	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
-	if err != nil {
-		t.Fatal(err)
+	// Seized, never stopped: let go when the tracer's thread ends.
+	untraced(t, pid)
+	if s := state(t, pid); s != "S" {
+		t.Errorf("the process let go is in state %s, want S", s)
 	}
-	if !strings.Contains(string(b), "\nTracerPid:\t0\n") {
-		t.Errorf("the process is still traced after the read let it go:\n%s", b)
+}
+
+// untraced waits for process pid to have no tracer.
+func untraced(t *testing.T, pid int) {
+	t.Helper()
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+		return strings.Contains(string(b), "\nTracerPid:\t0\n")
+	}, "process %d is still traced after its tracer's thread ended", pid)
+}
+
+// TestIntegrationReadNoStop: a process that cannot stop (in
+// uninterruptible sleep, waiting on a vfork child) fails the read within
+// its bound, and is let go once the tracer's thread ends.
+func TestIntegrationReadNoStop(t *testing.T) {
+	pid := testenv.SeccompCaller(t, 65534, 65534, testenv.SeccompVfork)
+	testenv.Eventually(t, 10*time.Second, func() bool { return state(t, pid) == "D" }, "the caller never waited on its vfork child")
+	t.Cleanup(func() {
+		// The vfork child: killed with its parent's test.
+		b, _ := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/task/" + strconv.Itoa(pid) + "/children")
+		for _, f := range strings.Fields(string(b)) {
+			if c, err := strconv.Atoi(f); err == nil {
+				unix.Kill(c, unix.SIGKILL)
+			}
+		}
+	})
+	err := onThread(func() (err error) { _, err = Read(pid, always); return err })
+	if !errors.Is(err, ErrUnreadable) || !strings.Contains(err.Error(), "did not stop") {
+		t.Fatalf("Read of a process in uninterruptible sleep: %v, want ErrUnreadable (did not stop)", err)
 	}
+	untraced(t, pid)
 }

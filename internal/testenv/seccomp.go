@@ -28,6 +28,10 @@ const (
 	// capabilities (setresuid, setresgid, setgroups, capset, capget,
 	// prctl) answered 0 without being run.
 	SeccompFake = "fake"
+	// SeccompVfork is SeccompDeny with the process then waiting on a
+	// vfork child that sleeps: in uninterruptible sleep, which no ptrace
+	// stop interrupts.
+	SeccompVfork = "vfork"
 )
 
 // SeccompCaller starts a process in seccomp mode mode

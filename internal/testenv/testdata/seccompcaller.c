@@ -2,8 +2,9 @@
  * itself under a seccomp filter that refuses mkdir and mkdirat with
  * EOPNOTSUPP (with "strict", in seccomp's strict mode instead; with
  * "fake", under one that also answers 0 for the calls that change ids and
- * capabilities, without running them), prints its pid and blocks for
- * good. For the tests of what a caller's filters bound. */
+ * capabilities, without running them; with "vfork", then sits in a vfork
+ * whose child sleeps, in uninterruptible sleep), prints its pid and blocks
+ * for good. For the tests of what a caller's filters bound. */
 #include <errno.h>
 #include <grp.h>
 #include <linux/filter.h>
@@ -19,7 +20,8 @@
 int main(int argc, char **argv) {
 	int strict = argc > 1 && strcmp(argv[1], "strict") == 0;
 	int fake = argc > 1 && strcmp(argv[1], "fake") == 0;
-	if (strict || fake) {
+	int held = argc > 1 && strcmp(argv[1], "vfork") == 0;
+	if (strict || fake || held) {
 		argc--;
 		argv++;
 	}
@@ -79,6 +81,10 @@ int main(int argc, char **argv) {
 			perror("seccompcaller: filter");
 			return 1;
 		}
+	}
+	if (held && vfork() == 0) {
+		sleep(600); /* the parent waits, unkillable but by SIGKILL */
+		_exit(0);
 	}
 	char c;
 	for (;;)
