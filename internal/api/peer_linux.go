@@ -7,11 +7,13 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/procsupervisor/supervisor/internal/procfs"
 	"github.com/procsupervisor/supervisor/internal/userns"
 )
 
@@ -107,8 +109,29 @@ func (r peerRead) finish(c net.Conn) Peer {
 	// read another's namespaces: the backend refuses such a peer itself.
 	if euid := os.Geteuid(); euid == 0 || cred.Uid == uint32(euid) {
 		p.PidNS, p.OtherPidNS = placeOf(pidfd, cred.Pid)
+		p.Confinable = p.UID != 0 && confinable(pidfd, cred.Pid)
 	}
 	return p
+}
+
+// confinable reports whether process pid may be confined in ways the
+// daemon cannot see (Peer.Confinable): its status says no_new_privs, its
+// user namespace is not the daemon's, or either could not be read and
+// then confirmed, through pidfd, to be the peer's.
+func confinable(pidfd int, pid int32) bool {
+	st, err := os.ReadFile("/proc/" + strconv.Itoa(int(pid)) + "/status")
+	if err != nil {
+		return true
+	}
+	var ns, own unix.Stat_t
+	if unix.Stat("/proc/"+strconv.Itoa(int(pid))+"/ns/user", &ns) != nil || unix.Stat("/proc/self/ns/user", &own) != nil {
+		return true
+	}
+	if pidfd < 0 || unix.PidfdSendSignal(pidfd, 0, nil, 0) != nil {
+		return true // gone: what was read may be another process's
+	}
+	v, ok := procfs.LineValue(st, "NoNewPrivs:")
+	return !ok || strings.TrimSpace(string(v)) != "0" || ns.Dev != own.Dev || ns.Ino != own.Ino
 }
 
 func ucredOf(c net.Conn) (syscall.RawConn, *unix.Ucred, error) {

@@ -122,6 +122,12 @@ type Config struct {
 	RatePerUID  float64 `json:"rate_per_uid"`
 	BurstPerUID int     `json:"burst_per_uid"`
 	LongPerUID  int     `json:"long_per_uid"`
+	// SandboxedCallers is "serve" (the default) or "refuse": whether a
+	// caller but root that may be confined in ways the daemon cannot
+	// carry (no_new_privs, or a user namespace of its own: a Landlock
+	// domain, an LSM label; api.Peer.Confinable) is served, or answered
+	// status alone.
+	SandboxedCallers string `json:"sandboxed_callers"`
 
 	// Version is logged and served; not from the file.
 	Version string `json:"-"`
@@ -163,6 +169,8 @@ func DefaultConfig() Config {
 		RatePerUID:   api.DefaultLimits.Rate,
 		BurstPerUID:  api.DefaultLimits.Burst,
 		LongPerUID:   api.DefaultLimits.UserLong,
+
+		SandboxedCallers: "serve",
 
 		ArgvMax:           tracepoint.DefaultArgvMax,
 		LogUserBytes:      logfeed.DefaultUserBytes,
@@ -332,6 +340,8 @@ func (c *Config) Validate() error {
 		return fmt.Errorf("argv_max %d: want 0 to %d bytes: %w", c.ArgvMax, tracepoint.MaxArgvMax, ErrConfig)
 	case c.GraphMaxExited < 0 || c.GraphMaxExitedAge < 0:
 		return fmt.Errorf("graph retention bounds must not be negative: %w", ErrConfig)
+	case c.SandboxedCallers != "serve" && c.SandboxedCallers != "refuse":
+		return fmt.Errorf("sandboxed_callers %q: want serve or refuse: %w", c.SandboxedCallers, ErrConfig)
 	}
 	if _, err := redact.Parse(c.RedactArgs); err != nil {
 		return fmt.Errorf("redact_args: %v: %w", err, ErrConfig)

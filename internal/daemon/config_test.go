@@ -56,16 +56,17 @@ func TestConfigValidate(t *testing.T) {
 	}
 
 	for name, mut := range map[string]func(*Config){
-		"relative state": func(c *Config) { c.StateDir = "s" },
-		"negative grace": func(c *Config) { c.Grace = -1 },
-		"tiny interval":  func(c *Config) { c.ReapInterval = 1 },
-		"bad cgroup":     func(c *Config) { c.Cgroup = "sometimes" },
-		"long socket":    func(c *Config) { c.Socket = "/" + string(make([]byte, 200)) },
-		"grace over max": func(c *Config) { c.Grace = api.Duration(api.MaxGrace + time.Nanosecond) },
-		"grace 2h":       func(c *Config) { c.Grace = api.Duration(2 * time.Hour) },
-		"argv_max < 0":   func(c *Config) { c.ArgvMax = -1 },
-		"argv_max big":   func(c *Config) { c.ArgvMax = 1<<20 + 1 },
-		"redact_args":    func(c *Config) { c.RedactArgs = []string{"--password=*", "a b c"} },
+		"relative state":    func(c *Config) { c.StateDir = "s" },
+		"negative grace":    func(c *Config) { c.Grace = -1 },
+		"tiny interval":     func(c *Config) { c.ReapInterval = 1 },
+		"bad cgroup":        func(c *Config) { c.Cgroup = "sometimes" },
+		"long socket":       func(c *Config) { c.Socket = "/" + string(make([]byte, 200)) },
+		"grace over max":    func(c *Config) { c.Grace = api.Duration(api.MaxGrace + time.Nanosecond) },
+		"grace 2h":          func(c *Config) { c.Grace = api.Duration(2 * time.Hour) },
+		"argv_max < 0":      func(c *Config) { c.ArgvMax = -1 },
+		"argv_max big":      func(c *Config) { c.ArgvMax = 1<<20 + 1 },
+		"redact_args":       func(c *Config) { c.RedactArgs = []string{"--password=*", "a b c"} },
+		"sandboxed_callers": func(c *Config) { c.SandboxedCallers = "sometimes" },
 	} {
 		c := base
 		mut(&c)

@@ -413,7 +413,11 @@ func (d *Daemon) run(ctx context.Context, ready func(Info)) error {
 	// the /proc scan) goes back to the system now, not when the collector
 	// next runs at GCPercent: the daemon settles at its idle size.
 	debug.FreeOSMemory()
-	srv := api.NewServer(d, d.log.Internal, api.WithLimits(d.cfg.APILimits()))
+	opts := []api.Option{api.WithLimits(d.cfg.APILimits())}
+	if d.cfg.SandboxedCallers == "refuse" {
+		opts = append(opts, api.WithRefuseConfinable())
+	}
+	srv := api.NewServer(d, d.log.Internal, opts...)
 	serveErr := make(chan error, 1)
 	var more []net.Listener
 	if priv := d.listenPrivate(); priv != nil {
