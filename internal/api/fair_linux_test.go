@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync"
@@ -44,8 +45,11 @@ func TestMain(m *testing.M) {
 // request sends one GET /v1/status on conn and reads the answer: "200",
 // "503 <error>", ..., or "closed" when the server closed the connection
 // without an answer.
-func request(conn net.Conn, br *bufio.Reader) string {
-	if _, err := io.WriteString(conn, "GET /v1/status HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
+func request(conn net.Conn, br *bufio.Reader) string { return requestPath(conn, br, "/v1/status") }
+
+// requestPath is request for GET path.
+func requestPath(conn net.Conn, br *bufio.Reader, path string) string {
+	if _, err := io.WriteString(conn, "GET "+path+" HTTP/1.1\r\nHost: x\r\n\r\n"); err != nil {
 		return "closed"
 	}
 	resp, err := http.ReadResponse(br, nil)
@@ -77,7 +81,10 @@ const helperDeadline = 30 * time.Second
 //     "ready" and keep them until stdin closes;
 //   - flood: n goroutines connect and close at once in a loop, as fast
 //     as they can (non-blocking connects, as curl's), from "ready" until
-//     stdin closes.
+//     stdin closes;
+//   - confine: on one connection, GET /v1/claims, then give a thread
+//     other than the main one no_new_privs, then GET /v1/claims again,
+//     one line each.
 func helper(mode, sock, count string) int {
 	n, _ := strconv.Atoi(count)
 	dial := func() (net.Conn, *bufio.Reader, error) {
@@ -124,6 +131,28 @@ func helper(mode, sock, count string) int {
 			io.WriteString(c, "GET /v1/status HTTP/1.1\r\nHo")
 		}
 		fmt.Println("ready")
+	case "confine":
+		c, br, err := dial()
+		if err != nil {
+			fmt.Println("dial", err)
+			return 1
+		}
+		fmt.Println(requestPath(c, br, "/v1/claims"))
+		done := make(chan error)
+		go func() {
+			runtime.LockOSThread() // never unlocked: the thread keeps it
+			if unix.Gettid() == unix.Getpid() {
+				done <- errors.New("on the main thread")
+				return
+			}
+			done <- unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+			select {} // the thread lives on
+		}()
+		if err := <-done; err != nil {
+			fmt.Println("no_new_privs", err)
+			return 1
+		}
+		fmt.Println(requestPath(c, br, "/v1/claims"))
 	case "flood":
 		var stop atomic.Bool
 		for range n {
@@ -398,5 +427,24 @@ func TestIntegrationPrivateSocketUnderFlood(t *testing.T) {
 	defer c.Close()
 	if _, err := c.Status(context.Background()); err != nil {
 		t.Errorf("root's client with the shared socket gone = %v, want served on the private one", err)
+	}
+}
+
+// TestIntegrationRefuseConfinable: a server made WithRefuseConfinable
+// answers a peer but root status alone once any of its threads has
+// no_new_privs, checked at each request: a caller that connected first
+// and confined a thread after (as a Landlock domain without TSYNC is) was
+// served on its open connection.
+func TestIntegrationRefuseConfinable(t *testing.T) {
+	testenv.RequireRoot(t)
+	sock := filepath.Join(testenv.ReachableDir(t, 0o755), "s")
+	serveOn(t, sock, NewServer(fakeBackend{}, nil, WithRefuseConfinable()))
+	if err := os.Chmod(sock, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	e := &fairEnv{sock: sock}
+	lines := e.run(t, nobody, "confine", 1)
+	if len(lines) != 2 || strings.Contains(lines[0], "sandboxed_callers") || !strings.HasPrefix(lines[1], "403") || !strings.Contains(lines[1], "sandboxed_callers") {
+		t.Fatalf("a caller that gave a thread no_new_privs after connecting got %q, want served, then refused (403, sandboxed_callers)", lines)
 	}
 }

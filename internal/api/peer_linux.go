@@ -109,29 +109,54 @@ func (r peerRead) finish(c net.Conn) Peer {
 	// read another's namespaces: the backend refuses such a peer itself.
 	if euid := os.Geteuid(); euid == 0 || cred.Uid == uint32(euid) {
 		p.PidNS, p.OtherPidNS = placeOf(pidfd, cred.Pid)
-		p.Confinable = p.UID != 0 && confinable(pidfd, cred.Pid)
 	}
 	return p
 }
 
-// confinable reports whether process pid may be confined in ways the
-// daemon cannot see (Peer.Confinable): its status says no_new_privs, its
-// user namespace is not the daemon's, or either could not be read and
-// then confirmed, through pidfd, to be the peer's.
-func confinable(pidfd int, pid int32) bool {
-	st, err := os.ReadFile("/proc/" + strconv.Itoa(int(pid)) + "/status")
+// confinable reports whether peer p, as its request comes (ctx), may be
+// confined in ways the daemon cannot see (WithRefuseConfinable): a thread
+// of it has no_new_privs (it is per thread, as a Landlock domain without
+// TSYNC is), its user namespace is not the daemon's, its main thread has
+// exited (a zombie leader's status and namespaces are not the live
+// threads'), or any of these could not be read and then confirmed,
+// through the connection's pidfd, to be the peer's. Neither
+// no_new_privs nor leaving a user namespace can be undone, so what holds
+// when the request is read held when it was sent.
+func confinable(ctx context.Context, p Peer) bool {
+	pidfd, err := PeerPidfd(ctx)
+	if errors.Is(err, ErrNoPeerPidfd) {
+		pidfd, err = unix.PidfdOpen(int(p.Pid), 0) // before Linux 6.5: by pid
+	}
 	if err != nil {
 		return true
 	}
+	defer unix.Close(pidfd)
+	dir := "/proc/" + strconv.Itoa(int(p.Pid))
 	var ns, own unix.Stat_t
-	if unix.Stat("/proc/"+strconv.Itoa(int(pid))+"/ns/user", &ns) != nil || unix.Stat("/proc/self/ns/user", &own) != nil {
+	if unix.Stat(dir+"/ns/user", &ns) != nil || unix.Stat("/proc/self/ns/user", &own) != nil || ns.Dev != own.Dev || ns.Ino != own.Ino {
 		return true
 	}
-	if pidfd < 0 || unix.PidfdSendSignal(pidfd, 0, nil, 0) != nil {
-		return true // gone: what was read may be another process's
+	st, err := os.ReadFile(dir + "/status")
+	if err != nil {
+		return true
 	}
-	v, ok := procfs.LineValue(st, "NoNewPrivs:")
-	return !ok || strings.TrimSpace(string(v)) != "0" || ns.Dev != own.Dev || ns.Ino != own.Ino
+	if v, ok := procfs.LineValue(st, "State:"); !ok || strings.HasPrefix(strings.TrimSpace(string(v)), "Z") {
+		return true
+	}
+	tasks, err := os.ReadDir(dir + "/task")
+	if err != nil || len(tasks) == 0 {
+		return true
+	}
+	for _, task := range tasks {
+		st, err := os.ReadFile(dir + "/task/" + task.Name() + "/status")
+		if err != nil {
+			continue // a thread that exited since the listing
+		}
+		if v, ok := procfs.LineValue(st, "NoNewPrivs:"); !ok || strings.TrimSpace(string(v)) != "0" {
+			return true
+		}
+	}
+	return unix.PidfdSendSignal(pidfd, 0, nil, 0) != nil // gone: what was read may be another process's
 }
 
 func ucredOf(c net.Conn) (syscall.RawConn, *unix.Ucred, error) {
@@ -179,8 +204,9 @@ var havePeerPidfd = sync.OnceValue(func() bool {
 
 // socketPidfd is a pidfd of the peer: the one the socket holds
 // (SO_PEERPIDFD: the process that connected, even if its pid was reissued
-// since), else one opened now by pid (before Linux 6.5: the pid may have
-// been reissued if the peer has gone), else -1.
+// since), else, on kernels whose sockets give none (before Linux 6.5),
+// one opened now by pid (the pid may have been reissued if the peer has
+// gone), else -1.
 func socketPidfd(c net.Conn, pid int32) int {
 	pidfd := -1
 	if sc, ok := c.(syscall.Conn); ok {
@@ -192,7 +218,9 @@ func socketPidfd(c net.Conn, pid int32) int {
 			})
 		}
 	}
-	if pidfd < 0 {
+	// By pid only where sockets give no pidfd: where they do and this
+	// one did not, the peer has gone, and its pid may be another's.
+	if pidfd < 0 && !havePeerPidfd() {
 		if fd, err := unix.PidfdOpen(int(pid), 0); err == nil {
 			pidfd = fd
 		}

@@ -35,5 +35,8 @@ func ownPidNS() uint64 { return 0 }
 // ErrNoPeerPidfd: no pidfds here.
 var ErrNoPeerPidfd = errors.New("no pidfd of the peer")
 
+// confinable: none of Linux's confinements here.
+func confinable(ctx context.Context, p Peer) bool { return false }
+
 // PeerPidfd fails with ErrNoPeerPidfd: no pidfds here.
 func PeerPidfd(ctx context.Context) (int, error) { return -1, ErrNoPeerPidfd }

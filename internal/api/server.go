@@ -42,14 +42,6 @@ type Peer struct {
 	// daemon sees outside its namespace. Such a peer is answered status
 	// alone.
 	OtherPidNS bool
-	// Confinable is set for a peer but root that may be confined in ways
-	// the daemon can neither see nor carry to what it does for the peer
-	// (a Landlock domain, a seccomp filter of another thread): one with
-	// no_new_privs, or in a user namespace other than the daemon's (where
-	// it may confine itself without no_new_privs), or whose state could
-	// not be read and confirmed. Servers made WithRefuseConfinable answer
-	// such a peer status alone.
-	Confinable bool
 }
 
 // Root reports whether the peer is root.
@@ -105,7 +97,8 @@ type Server struct {
 	srv     *http.Server
 	lim     Limits
 	onPanic func(msg string, stack []byte)
-	// refuseConfinable: a Confinable peer is answered status alone.
+	// refuseConfinable: a peer confinable (peer_linux.go) at its request
+	// is answered status alone.
 	refuseConfinable bool
 
 	mu   sync.Mutex
@@ -139,10 +132,16 @@ type Option func(*Server)
 // default (DefaultLimits).
 func WithLimits(l Limits) Option { return func(s *Server) { s.lim = l.withDefaults() } }
 
-// WithRefuseConfinable makes the server answer a Confinable peer status
-// alone (403 for every other request): a sandbox that confines its
-// processes with Landlock or an LSM, which the daemon cannot see, would
-// otherwise have root act for them past it.
+// WithRefuseConfinable makes the server answer status alone (403 for every
+// other request) to a peer but root that, when its request comes, may be
+// confined in ways the daemon can neither see nor carry to what it does
+// for it: any of its threads has no_new_privs (which a Landlock domain
+// needs), or it runs in a user namespace other than the daemon's (where
+// it needs none), or its main thread has exited, or this could not be
+// read and confirmed. A sandbox that confines its processes with Landlock
+// would otherwise have root act for them past it. Not seen: an LSM label
+// (a caller confined by AppArmor or SELinux without no_new_privs), and a
+// connection a confined process inherited or was handed.
 func WithRefuseConfinable() Option { return func(s *Server) { s.refuseConfinable = true } }
 
 // NewServer returns a Server for b. A handler that panics answers 500 and
@@ -249,9 +248,9 @@ func (s *Server) admit(h http.Handler) http.Handler {
 			writeError(w, http.StatusForbidden, otherPidNS(p))
 			return
 		}
-		if s.refuseConfinable && p.Confinable && r.URL.Path != Version+"/status" {
+		if s.refuseConfinable && !p.Root() && r.URL.Path != Version+"/status" && confinable(r.Context(), p) {
 			writeError(w, http.StatusForbidden, fmt.Sprintf("pid %d (uid %d) has no_new_privs or a user namespace of its own, so it may be confined "+
-				"(Landlock, seccomp, an LSM) in ways the daemon cannot carry to what it does for it; this daemon refuses such callers (sandboxed_callers: refuse)", p.Pid, p.UID))
+				"(Landlock) in ways the daemon cannot carry to what it does for it; this daemon refuses such callers (sandboxed_callers: refuse)", p.Pid, p.UID))
 			return
 		}
 		if wait, ok := s.take(p, time.Now()); !ok {

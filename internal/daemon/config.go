@@ -124,8 +124,8 @@ type Config struct {
 	LongPerUID  int     `json:"long_per_uid"`
 	// SandboxedCallers is "serve" (the default) or "refuse": whether a
 	// caller but root that may be confined in ways the daemon cannot
-	// carry (no_new_privs, or a user namespace of its own: a Landlock
-	// domain, an LSM label; api.Peer.Confinable) is served, or answered
+	// carry (a thread with no_new_privs, or a user namespace of its own:
+	// a Landlock domain; api.WithRefuseConfinable) is served, or answered
 	// status alone.
 	SandboxedCallers string `json:"sandboxed_callers"`
 

@@ -43,7 +43,7 @@ func (c *Config) Flags(fs *flag.FlagSet) {
 	fs.IntVar(&c.BurstPerUID, "burst-per-uid", c.BurstPerUID, "API requests each uid but root may make at once")
 	fs.IntVar(&c.LongPerUID, "long-per-uid", c.LongPerUID, "long-lived API requests (release, kill) each uid but root may have in flight")
 	fs.IntVar(&c.QuotaFailed, "quota-failed", c.QuotaFailed, "failed launches kept per uid; older ones are deleted (0: none kept)")
-	fs.StringVar(&c.SandboxedCallers, "sandboxed-callers", c.SandboxedCallers, "serve or refuse callers but root with no_new_privs or a user namespace of their own, which may be confined (Landlock, an LSM) in ways jobs and signals do not carry")
+	fs.StringVar(&c.SandboxedCallers, "sandboxed-callers", c.SandboxedCallers, "serve or refuse callers but root with a thread under no_new_privs or a user namespace of their own, which may be confined (Landlock) in ways jobs and signals do not carry")
 }
 
 // LoadFileUnderFlags loads the config file at path over the defaults, then
