@@ -103,13 +103,7 @@ func TestIntegrationShimSignalsAndPersonality(t *testing.T) {
 // then fails the launch. Before, the workload ran outside it: what the
 // caller's filter refused (here mkdir) the workload could do.
 func TestIntegrationShimCallersSeccomp(t *testing.T) {
-	caller := testenv.SeccompCaller(t, nobody, nobody, testenv.SeccompDeny)
-	fd, err := unix.PidfdOpen(caller, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pidfd := os.NewFile(uintptr(fd), "caller")
-	defer pidfd.Close()
+	caller, pidfd := seccompCaller(t, testenv.SeccompDeny)
 	dir := testenv.ReachableDir(t, 0o777)
 	made := filepath.Join(dir, "made")
 	out, err := startFrom(t, Spec{Argv: []string{"sh", "-c", `grep "^Seccomp:" /proc/self/status; mkdir ` + made + ` 2>&1 || true`}, SeccompFrom: caller}, pidfd)
@@ -198,13 +192,7 @@ func TestIntegrationShimResetsInherited(t *testing.T) {
 // setresuid a no-op on the thread that execs, and a review's job ran as
 // uid 0 with every capability (it read /etc/shadow).
 func TestIntegrationShimCallersFilterCannotKeepRoot(t *testing.T) {
-	caller := testenv.SeccompCaller(t, nobody, nobody, testenv.SeccompFake)
-	fd, err := unix.PidfdOpen(caller, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	pidfd := os.NewFile(uintptr(fd), "caller")
-	defer pidfd.Close()
+	caller, pidfd := seccompCaller(t, testenv.SeccompFake)
 	out, err := startFrom(t, Spec{Argv: []string{"grep", "-E", "^(Uid|Gid|CapPrm|CapEff|NoNewPrivs|Seccomp):", "/proc/self/status"}, SeccompFrom: caller}, pidfd)
 	if err != nil {
 		t.Fatalf("workload: %v, output %q", err, out)
@@ -213,4 +201,30 @@ func TestIntegrationShimCallersFilterCannotKeepRoot(t *testing.T) {
 	if out != want {
 		t.Errorf("workload of a caller whose filter fakes the drop from root said\n%s\nwant\n%s", out, want)
 	}
+}
+
+// TestIntegrationShimCallersFilterRefusesSeccomp: a caller whose own
+// filter refuses seccomp(2) makes the shim's attach of its next filter
+// fail: the caller's doing (ErrCaller), not the daemon's (ErrSetup).
+func TestIntegrationShimCallersFilterRefusesSeccomp(t *testing.T) {
+	caller, pidfd := seccompCaller(t, testenv.SeccompNoSeccomp)
+	out, err := startFrom(t, Spec{Argv: []string{"true"}, SeccompFrom: caller}, pidfd)
+	if !errors.Is(err, ErrCaller) || errors.Is(err, ErrSetup) {
+		t.Errorf("a caller whose filter refuses seccomp(2): %v, output %q; want the caller's error", err, out)
+	}
+}
+
+// seccompCaller starts a caller of uid nobody in seccomp mode mode
+// (testenv.SeccompCaller) and returns its pid and a pidfd of it, closed
+// when the test ends.
+func seccompCaller(t *testing.T, mode string) (int, *os.File) {
+	t.Helper()
+	caller := testenv.SeccompCaller(t, nobody, nobody, mode)
+	fd, err := unix.PidfdOpen(caller, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pidfd := os.NewFile(uintptr(fd), "caller")
+	t.Cleanup(func() { pidfd.Close() })
+	return caller, pidfd
 }

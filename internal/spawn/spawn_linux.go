@@ -150,6 +150,12 @@ func Start(spec Spec, attr Attr, started func(Process) error) (Process, error) {
 	statR.SetReadDeadline(time.Now().Add(execTimeout))
 	msg, err := io.ReadAll(io.LimitReader(statR, 4096))
 	switch {
+	case err != nil && spec.SeccompFrom > 0:
+		// The caller's filters, attached last, may refuse the exec and
+		// the exit both: the shim then runs on as the user's until
+		// killed here.
+		unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0)
+		return p, &CallerError{Reason: fmt.Sprintf("the workload did not exec: under the caller's seccomp filters, which may refuse it: %v", err)}
 	case err != nil:
 		unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0)
 		return p, fmt.Errorf("waiting for the exec: %w", err)
@@ -369,7 +375,8 @@ func Main() {
 			}
 		}
 		if err := seccomp.Install(filters); err != nil {
-			setupFail("the caller's seccomp filters: %v", err)
+			// The caller's filters may refuse seccomp(2) itself.
+			callerFail("the caller's seccomp filters: %v", err)
 		}
 	}
 	err = unix.Exec(path, spec.Argv, spec.Env)

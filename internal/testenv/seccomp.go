@@ -32,6 +32,9 @@ const (
 	// vfork child that sleeps: in uninterruptible sleep, which no ptrace
 	// stop interrupts.
 	SeccompVfork = "vfork"
+	// SeccompNoSeccomp is SeccompDeny under a first filter that refuses
+	// seccomp(2) itself (the second is attached with prctl).
+	SeccompNoSeccomp = "noseccomp"
 )
 
 // SeccompCaller starts a process in seccomp mode mode

@@ -3,8 +3,10 @@
  * EOPNOTSUPP (with "strict", in seccomp's strict mode instead; with
  * "fake", under one that also answers 0 for the calls that change ids and
  * capabilities, without running them; with "vfork", then sits in a vfork
- * whose child sleeps, in uninterruptible sleep), prints its pid and blocks
- * for good. For the tests of what a caller's filters bound. */
+ * whose child sleeps, in uninterruptible sleep; with "noseccomp", under a
+ * first filter that refuses seccomp(2) itself, the second attached with
+ * prctl), prints its pid and blocks for good. For the tests of what a
+ * caller's filters bound. */
 #include <errno.h>
 #include <grp.h>
 #include <linux/filter.h>
@@ -21,7 +23,8 @@ int main(int argc, char **argv) {
 	int strict = argc > 1 && strcmp(argv[1], "strict") == 0;
 	int fake = argc > 1 && strcmp(argv[1], "fake") == 0;
 	int held = argc > 1 && strcmp(argv[1], "vfork") == 0;
-	if (strict || fake || held) {
+	int noseccomp = argc > 1 && strcmp(argv[1], "noseccomp") == 0;
+	if (strict || fake || held || noseccomp) {
 		argc--;
 		argv++;
 	}
@@ -65,6 +68,19 @@ int main(int argc, char **argv) {
 			return 1;
 		}
 	} else {
+		if (noseccomp) {
+			struct sock_filter n[] = {
+				BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+				BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_seccomp, 0, 1),
+				BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
+				BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+			};
+			struct sock_fprog np = {sizeof n / sizeof n[0], n};
+			if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &np)) {
+				perror("seccompcaller: first filter");
+				return 1;
+			}
+		}
 		struct sock_filter f[] = {
 			BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
 			BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_mkdirat, 2, 0),
