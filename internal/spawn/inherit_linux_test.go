@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -227,4 +228,18 @@ func seccompCaller(t *testing.T, mode string) (int, *os.File) {
 	pidfd := os.NewFile(uintptr(fd), "caller")
 	t.Cleanup(func() { pidfd.Close() })
 	return caller, pidfd
+}
+
+// TestIntegrationShimCallersFilterRefusesExec: a caller whose filter
+// refuses the exec and every way out keeps the shim from exec'ing until
+// the launch's bound: the caller's doing (ErrCaller), not the daemon's.
+func TestIntegrationShimCallersFilterRefusesExec(t *testing.T) {
+	old := execTimeout
+	execTimeout = time.Second
+	t.Cleanup(func() { execTimeout = old })
+	caller, pidfd := seccompCaller(t, testenv.SeccompNoExec)
+	out, err := startFrom(t, Spec{Argv: []string{"true"}, SeccompFrom: caller}, pidfd)
+	if !errors.Is(err, ErrCaller) {
+		t.Errorf("a caller whose filter refuses the exec and the exit: %v, output %q; want the caller's error", err, out)
+	}
 }

@@ -69,8 +69,9 @@ const (
 	callerMark = "\x01"
 )
 
-// execTimeout bounds the wait for the shim to exec.
-const execTimeout = 10 * time.Second
+// execTimeout bounds the wait for the shim to exec (a variable for the
+// tests).
+var execTimeout = 10 * time.Second
 
 // Start forks the shim as the workload and hands it spec. started, when
 // not nil, runs once the process exists and before the shim is told to go

@@ -35,6 +35,9 @@ const (
 	// SeccompNoSeccomp is SeccompDeny under a first filter that refuses
 	// seccomp(2) itself (the second is attached with prctl).
 	SeccompNoSeccomp = "noseccomp"
+	// SeccompNoExec is a filter refusing execve, execveat and every way
+	// to exit or be sent a signal but SIGKILL.
+	SeccompNoExec = "noexec"
 )
 
 // SeccompCaller starts a process in seccomp mode mode

@@ -5,8 +5,10 @@
  * capabilities, without running them; with "vfork", then sits in a vfork
  * whose child sleeps, in uninterruptible sleep; with "noseccomp", under a
  * first filter that refuses seccomp(2) itself, the second attached with
- * prctl), prints its pid and blocks for good. For the tests of what a
- * caller's filters bound. */
+ * prctl; with "noexec", under one that refuses execve, execveat and every
+ * way to exit or be sent a signal but SIGKILL), prints its pid and blocks
+ * for good. For the tests of what a caller's filters bound. */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <grp.h>
 #include <linux/filter.h>
@@ -19,12 +21,33 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+/* install puts the process under a filter that answers ret for the n
+ * system calls nrs and lets every other through. */
+static int install(const int *nrs, int n, unsigned int ret) {
+	struct sock_filter f[2 + 16 + 1];
+	int i = 0;
+	if (n > 16)
+		return -1;
+	f[i++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr));
+	for (int k = 0; k < n; k++)
+		f[i++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, nrs[k], n - k, 0);
+	f[i++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
+	f[i++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, ret);
+	struct sock_fprog prog = {i, f};
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog)) {
+		perror("seccompcaller: filter");
+		return -1;
+	}
+	return 0;
+}
+
 int main(int argc, char **argv) {
-	int strict = argc > 1 && strcmp(argv[1], "strict") == 0;
-	int fake = argc > 1 && strcmp(argv[1], "fake") == 0;
-	int held = argc > 1 && strcmp(argv[1], "vfork") == 0;
-	int noseccomp = argc > 1 && strcmp(argv[1], "noseccomp") == 0;
-	if (strict || fake || held || noseccomp) {
+	static const char *modes[] = {"strict", "fake", "vfork", "noseccomp", "noexec"};
+	const char *mode = "";
+	for (int i = 0; argc > 1 && i < (int)(sizeof modes / sizeof modes[0]); i++)
+		if (strcmp(argv[1], modes[i]) == 0)
+			mode = modes[i];
+	if (*mode) {
 		argc--;
 		argv++;
 	}
@@ -43,62 +66,35 @@ int main(int argc, char **argv) {
 	}
 	printf("%d\n", getpid());
 	fflush(stdout);
-	if (strict) {
+	static const int mkdirs[] = {
+		__NR_mkdirat,
+#ifdef __NR_mkdir
+		__NR_mkdir,
+#endif
+	};
+	static const int seccomp[] = {__NR_seccomp};
+	static const int ids[] = {__NR_setresuid, __NR_setresgid, __NR_setgroups, __NR_capset, __NR_capget, __NR_prctl};
+	static const int ways[] = {__NR_execve, __NR_execveat, __NR_exit_group, __NR_exit, __NR_rt_sigaction, __NR_tgkill, __NR_tkill, __NR_kill};
+#define N(a) ((int)(sizeof a / sizeof a[0]))
+	int err = 0;
+	if (strcmp(mode, "strict") == 0) {
 		if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_STRICT)) {
 			perror("seccompcaller: strict");
 			return 1;
 		}
-	} else if (fake) {
-		struct sock_filter f[] = {
-			BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-			BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_setresuid, 7, 0),
-			BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_setresgid, 6, 0),
-			BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_setgroups, 5, 0),
-			BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_capset, 4, 0),
-			BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_capget, 3, 0),
-			BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_prctl, 2, 0),
-			BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_mkdirat, 2, 0),
-			BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-			BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | 0),
-			BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EOPNOTSUPP),
-		};
-		struct sock_fprog prog = {sizeof f / sizeof f[0], f};
-		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog)) {
-			perror("seccompcaller: filter");
-			return 1;
-		}
+	} else if (strcmp(mode, "noexec") == 0) {
+		err = install(ways, N(ways), SECCOMP_RET_ERRNO | EPERM);
 	} else {
-		if (noseccomp) {
-			struct sock_filter n[] = {
-				BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-				BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_seccomp, 0, 1),
-				BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EPERM),
-				BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-			};
-			struct sock_fprog np = {sizeof n / sizeof n[0], n};
-			if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &np)) {
-				perror("seccompcaller: first filter");
-				return 1;
-			}
-		}
-		struct sock_filter f[] = {
-			BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
-			BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_mkdirat, 2, 0),
-#ifdef __NR_mkdir
-			BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_mkdir, 1, 0),
-#else
-			BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_mkdirat, 1, 0),
-#endif
-			BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
-			BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | EOPNOTSUPP),
-		};
-		struct sock_fprog prog = {sizeof f / sizeof f[0], f};
-		if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog)) {
-			perror("seccompcaller: filter");
-			return 1;
-		}
+		if (strcmp(mode, "noseccomp") == 0)
+			err = install(seccomp, N(seccomp), SECCOMP_RET_ERRNO | EPERM);
+		if (!err)
+			err = install(mkdirs, N(mkdirs), SECCOMP_RET_ERRNO | EOPNOTSUPP);
+		if (!err && strcmp(mode, "fake") == 0)
+			err = install(ids, N(ids), SECCOMP_RET_ERRNO | 0);
 	}
-	if (held && vfork() == 0) {
+	if (err)
+		return 1;
+	if (strcmp(mode, "vfork") == 0 && vfork() == 0) {
 		sleep(600); /* the parent waits, unkillable but by SIGKILL */
 		_exit(0);
 	}
