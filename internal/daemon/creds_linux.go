@@ -254,7 +254,7 @@ func workloadBounds(ctx context.Context, p api.Peer, boot procfs.BootID) (bounds
 			nice := 20 - prio
 			b.nice = &nice
 			b.policy, b.ioprio, b.oomScoreAdj, b.affinity = &sched.policy, &sched.ioprio, &sched.oomScoreAdj, sched.affinity
-			b.coredumpFilter = &sched.coredumpFilter
+			b.coredumpFilter = sched.coredumpFilter
 			// A kernel without audit has no loginuid file: nothing to
 			// carry. Unset (4294967295) is left as the shim has it.
 			if v, err := strconv.ParseUint(strings.TrimSpace(string(lu)), 10, 32); lerr == nil && err == nil && v != unsetLoginUID {
@@ -303,7 +303,7 @@ func workloadBounds(ctx context.Context, p api.Peer, boot procfs.BootID) (bounds
 type schedOf struct {
 	policy, ioprio, oomScoreAdj int
 	affinity                    []uint64
-	coredumpFilter              uint32
+	coredumpFilter              *uint32 // nil: unread
 	err                         error
 }
 
@@ -340,14 +340,13 @@ func callerSched(pid int32) schedOf {
 		s.err = fmt.Errorf("oom_score_adj: %w", err)
 		return s
 	}
-	b, err = os.ReadFile("/proc/" + strconv.Itoa(int(pid)) + "/coredump_filter")
-	if err == nil {
-		var v uint64
-		v, err = strconv.ParseUint(strings.TrimSpace(string(b)), 16, 32)
-		s.coredumpFilter = uint32(v)
-	}
-	if err != nil {
-		s.err = fmt.Errorf("coredump_filter: %w", err)
+	// A kernel without ELF core dumps has no coredump_filter: none to
+	// carry, and no reason to refuse the caller.
+	if b, err := os.ReadFile("/proc/" + strconv.Itoa(int(pid)) + "/coredump_filter"); err == nil {
+		if v, err := strconv.ParseUint(strings.TrimSpace(string(b)), 16, 32); err == nil {
+			f := uint32(v)
+			s.coredumpFilter = &f
+		}
 	}
 	return s
 }

@@ -37,6 +37,7 @@ func TestIntegrationLaunchCallersScheduling(t *testing.T) {
 	if own.policy != unix.SCHED_NORMAL || own.ioprio>>13 > 2 || own.oomScoreAdj >= 300 {
 		testenv.Skip(t, "the test runs at policy %d, I/O priority %#x, oom_score_adj %d: a caller's less favoured ones cannot be told from them", own.policy, own.ioprio, own.oomScoreAdj)
 	}
+	core := uint32(0x21)
 	tests := []struct {
 		name  string
 		set   func(pid int) error // the caller's, set by the test (root)
@@ -55,8 +56,11 @@ func TestIntegrationLaunchCallersScheduling(t *testing.T) {
 			if err := unix.SchedSetaffinity(pid, &cpu0); err != nil {
 				return err
 			}
+			if err := os.WriteFile(fmt.Sprintf("/proc/%d/coredump_filter", pid), []byte("0x21"), 0); err != nil {
+				return err
+			}
 			return os.WriteFile(fmt.Sprintf("/proc/%d/oom_score_adj", pid), []byte("300"), 0)
-		}, schedOf{policy: unix.SCHED_IDLE, ioprio: 3 << 13, oomScoreAdj: 300}, "0"},
+		}, schedOf{policy: unix.SCHED_IDLE, ioprio: 3 << 13, oomScoreAdj: 300, coredumpFilter: &core}, "0"},
 		{"batch, best-effort 7", func(pid int) error {
 			if err := unix.SchedSetAttr(pid, &unix.SchedAttr{Size: unix.SizeofSchedAttr, Policy: unix.SCHED_BATCH}, 0); err != nil {
 				return err
@@ -84,6 +88,9 @@ func TestIntegrationLaunchCallersScheduling(t *testing.T) {
 			if got.policy != tt.want.policy || got.ioprio != tt.want.ioprio || got.oomScoreAdj != tt.want.oomScoreAdj {
 				t.Errorf("job at policy %d, I/O priority %#x, oom_score_adj %d; want its caller's %d, %#x, %d",
 					got.policy, got.ioprio, got.oomScoreAdj, tt.want.policy, tt.want.ioprio, tt.want.oomScoreAdj)
+			}
+			if w := tt.want.coredumpFilter; w != nil && (got.coredumpFilter == nil || *got.coredumpFilter != *w) {
+				t.Errorf("job's coredump_filter %v, want its caller's %#x", deref(got.coredumpFilter), *w)
 			}
 			if c := cpuList(t, int(cl.Pid)); c != tt.wantC {
 				t.Errorf("job on CPUs %s, want %s", c, tt.wantC)
@@ -145,4 +152,12 @@ func statusLine(t *testing.T, pid int, name string) string {
 	}
 	t.Fatalf("/proc/%d/status has no %s line", pid, name)
 	return ""
+}
+
+// deref formats an optional coredump_filter.
+func deref(p *uint32) string {
+	if p == nil {
+		return "unread"
+	}
+	return fmt.Sprintf("%#x", *p)
 }
