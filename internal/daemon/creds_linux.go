@@ -393,13 +393,9 @@ func callerAlive(ctx context.Context, p api.Peer, boot procfs.BootID) (alive fun
 		return nil, nil // the socket's peer is gone: its pid names another
 	}
 	if err == nil {
-		return func() bool {
-				fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}} // readable once it exited
-				n, err := unix.Poll(fds, 0)
-				return err == nil && n == 0
-			}, func() {
-				unix.Close(fd)
-			}
+		return func() bool { return pidfd.FdAlive(fd) }, func() {
+			unix.Close(fd)
+		}
 	}
 	if p.Pid <= 0 {
 		return nil, nil

@@ -164,9 +164,26 @@ func (h *Handle) Signal(sig unix.Signal) error {
 // Exited reports whether the bound process has terminated (a zombie or
 // reaped). It does not block.
 func (h *Handle) Exited() bool {
-	fds := []unix.PollFd{{Fd: int32(h.fd), Events: unix.POLLIN}}
+	exited, ok := pollExit(h.fd)
+	return ok && exited
+}
+
+// FdAlive reports whether the process pidfd fd names is known not to
+// have terminated: the poll succeeded and the pidfd is not readable (it
+// becomes readable when its process exits). A failed poll is not alive.
+// It does not block. For a pidfd not bound through Open (one a socket
+// gave, or one handed to a spawn).
+func FdAlive(fd int) bool {
+	exited, ok := pollExit(fd)
+	return ok && !exited
+}
+
+// pollExit polls pidfd fd without waiting: whether its process has
+// exited, and whether the poll could tell.
+func pollExit(fd int) (exited, ok bool) {
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
 	n, err := unix.Poll(fds, 0)
-	return err == nil && n > 0
+	return n > 0, err == nil
 }
 
 // Wait blocks until the bound process terminates or d passes, and reports

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/procsupervisor/supervisor/internal/pidfd"
 	"github.com/procsupervisor/supervisor/internal/seccomp"
 )
 
@@ -383,13 +384,8 @@ func Main() {
 	fail("%s: %v", spec.Argv[0], err)
 }
 
-// alive reports whether the process pidfd names has not exited (a pidfd
-// becomes readable when its process exits).
-func alive(pidfd int) bool {
-	fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
-	n, err := unix.Poll(fds, 0)
-	return err == nil && n == 0
-}
+// alive reports whether the process fd (a pidfd) names has not exited.
+func alive(fd int) bool { return pidfd.FdAlive(fd) }
 
 // setLoginUID sets the calling thread's audit login uid to u.
 func setLoginUID(u uint32) error {
