@@ -28,7 +28,7 @@ import (
 func TestIntegrationLaunchCallersScheduling(t *testing.T) {
 	h := newHarness(t)
 	if runtime.NumCPU() < 2 {
-		t.Skip("needs two CPUs to tell the caller's affinity from the daemon's")
+		testenv.Skip(t, "needs two CPUs to tell the caller's affinity from the daemon's")
 	}
 	own := callerSched(int32(os.Getpid()))
 	if own.err != nil {

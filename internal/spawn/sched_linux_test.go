@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/procsupervisor/supervisor/internal/testenv"
 )
 
 // schedReport is the workload that reports its scheduling: its policy
@@ -48,7 +50,7 @@ func setOwnOOMScoreAdj(t *testing.T, v int) {
 // oom_score_adj and CPUs.
 func TestIntegrationShimSchedulingNotTheDaemons(t *testing.T) {
 	if runtime.NumCPU() < 2 {
-		t.Skip("needs two CPUs to tell the caller's affinity from the daemon's")
+		testenv.Skip(t, "needs two CPUs to tell the caller's affinity from the daemon's")
 	}
 	setOwnOOMScoreAdj(t, 100) // the daemon's
 	realtime := func() error {
