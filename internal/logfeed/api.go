@@ -1,11 +1,13 @@
 package logfeed
 
 import (
+	"unicode/utf8"
+
 	"github.com/procsupervisor/supervisor/internal/actions"
 	"github.com/procsupervisor/supervisor/internal/events"
+	"github.com/procsupervisor/supervisor/internal/redact"
 	"github.com/procsupervisor/supervisor/internal/token"
 	"github.com/procsupervisor/supervisor/internal/verdict"
-	"unicode/utf8"
 )
 
 // Actions: the values of event.action (ECS) and activity_name (OCSF).
@@ -111,7 +113,7 @@ func cutArgs(argv []string, max int) ([]string, bool) {
 		}
 		out := make([]string, i+1)
 		copy(out, argv[:i])
-		end := max - n
+		end := redact.Cut(a, max-n)
 		for end > 0 && !utf8.RuneStart(a[end]) {
 			end--
 		}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/procsupervisor/supervisor/internal/events"
 	"github.com/procsupervisor/supervisor/internal/jsonx"
+	"github.com/procsupervisor/supervisor/internal/redact"
 	"github.com/procsupervisor/supervisor/internal/token"
 	"github.com/procsupervisor/supervisor/internal/userdb"
 )
@@ -358,9 +359,10 @@ func (w *procLine) args(argv []string, x *events.ExecInfo) (bad badText) {
 		}
 		b = append(b, '"')
 		if len(a) > budget {
-			b = jsonx.AppendEscaped(b, a[:budget])
+			cut := a[:redact.Cut(a, budget)]
+			b = jsonx.AppendEscaped(b, cut)
 			b = append(b, '"')
-			if !jsonx.ValidCut(a[:budget]) {
+			if !jsonx.ValidCut(cut) {
 				bad |= badArgs
 			}
 			break
@@ -384,7 +386,7 @@ func (w *procLine) args(argv []string, x *events.ExecInfo) (bad badText) {
 			n++
 		}
 		if n+len(a) > w.argsMax {
-			b = jsonx.AppendEscaped(b, a[:max(0, w.argsMax-n)])
+			b = jsonx.AppendEscaped(b, a[:redact.Cut(a, max(0, w.argsMax-n))])
 			break
 		}
 		if i < len(spans) {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/procsupervisor/supervisor/internal/events"
+	"github.com/procsupervisor/supervisor/internal/redact"
 	"github.com/procsupervisor/supervisor/internal/token"
 	"github.com/procsupervisor/supervisor/internal/verdict"
 )
@@ -597,4 +598,49 @@ func linesOfConfig(t *testing.T, cfg Config, evs ...*events.Event) (lines []map[
 		return lines, "unmapped."
 	}
 	return lines, "supervisor."
+}
+
+// TestArgsCutKeepsMarks: a cut that falls inside a redaction mark ends
+// before the mark, in every form the arguments take (ECS args and
+// command_line, OCSF cmd_line, the process's and its parent's), so no
+// line shows "--password=[RED", which reads as a password the process was
+// given.
+func TestArgsCutKeepsMarks(t *testing.T) {
+	const limit = 8 << 10
+	secret := "--password=" + redact.Marker
+	for _, schema := range []string{SchemaECS, SchemaOCSF} {
+		// args: limit-15 bytes, then 15 of the mark's argument;
+		// command_line: the space takes one more.
+		argv := []string{strings.Repeat("a", limit-15), secret}
+		ev := events.Event{Kind: events.Exec, Pid: 7, PPid: 6, Argv: argv,
+			Exec:   events.ExecInfo{ArgsCount: 2, ArgsSize: limit + 6, ArgsRedacted: true},
+			Parent: &events.Desc{Argv: argv, Exec: events.ExecInfo{ArgsRedacted: true}}}
+		lines, _ := linesOfConfig(t, Config{Schema: schema, ProcessEvents: AllKinds, ArgsBytes: limit}, &ev)
+		var texts []string
+		for _, p := range []string{"process.", "process.parent."} {
+			if schema == SchemaOCSF {
+				p = strings.Replace(p, "parent.", "parent_process.", 1)
+				texts = append(texts, getString(lines[0], p+"cmd_line"))
+				continue
+			}
+			texts = append(texts, getString(lines[0], p+"command_line"))
+			args, _ := get(lines[0], p+"args")
+			for _, a := range args.([]any) {
+				texts = append(texts, a.(string))
+			}
+		}
+		for _, s := range texts {
+			if !strings.HasSuffix(s, "a") && !strings.HasSuffix(s, "--password=") {
+				t.Errorf("%s: a cut text ends %q, want the mark left out whole", schema, s[max(0, len(s)-20):])
+			}
+		}
+	}
+}
+
+func TestCutArgsKeepsMarks(t *testing.T) {
+	argv := []string{"mysql", "-p", redact.Marker}
+	got, cut := cutArgs(argv, len("mysql")+len("-p")+4)
+	if !cut || len(got) != 3 || got[2] != "" {
+		t.Errorf("cutArgs = %q, %v; want the mark left out whole", got, cut)
+	}
 }

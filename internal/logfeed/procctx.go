@@ -10,6 +10,7 @@ import (
 
 	"github.com/procsupervisor/supervisor/internal/events"
 	"github.com/procsupervisor/supervisor/internal/jsonx"
+	"github.com/procsupervisor/supervisor/internal/redact"
 	"github.com/procsupervisor/supervisor/internal/userdb"
 )
 
@@ -27,7 +28,7 @@ func commandLine(b []byte, argv []string, limit int) []byte {
 			b = append(b, ' ')
 		}
 		if len(b)+len(a) > limit {
-			return append(b, a[:max(0, limit-len(b))]...)
+			return append(b, a[:redact.Cut(a, max(0, limit-len(b)))]...)
 		}
 		b = append(b, a...)
 	}
@@ -125,7 +126,7 @@ func imageBad(comm *[16]byte, exe string, argv []string, cwd string, limit int) 
 	budget := limit
 	for _, a := range argv {
 		if len(a) > budget {
-			if !jsonx.ValidCut(a[:budget]) {
+			if !jsonx.ValidCut(a[:redact.Cut(a, budget)]) {
 				bad |= badArgs
 			}
 			break

@@ -269,6 +269,23 @@ func Hides(a string) bool {
 	return false
 }
 
+// Cut returns where a view that keeps at most n bytes of a should end
+// it: n, or the start of a Marker that n would split. A view cut inside a
+// mark ("--password=[RED") showed a text no reader could tell from one the
+// process was given, and hid that the argument had been redacted. n is
+// taken as it is when it is not inside a (n <= 0, n >= len(a)).
+func Cut(a string, n int) int {
+	if n <= 0 || n >= len(a) {
+		return n
+	}
+	for k := 1; k < len(Marker) && k <= n; k++ {
+		if at := n - k; at+len(Marker) <= len(a) && a[at:at+len(Marker)] == Marker {
+			return at
+		}
+	}
+	return n
+}
+
 // apply redacts argv; again as Again does, cut as ArgvCut does.
 func (r *Rules) apply(argv []string, again, cut bool) ([]string, bool) {
 	if r.Empty() {

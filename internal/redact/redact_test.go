@@ -571,3 +571,32 @@ func BenchmarkArgv(b *testing.B) {
 		})
 	}
 }
+
+func TestCut(t *testing.T) {
+	tests := []struct {
+		a    string
+		n    int
+		want int
+	}{
+		{"--password=[REDACTED]", 15, 11},
+		{"--password=[REDACTED]", 20, 11},
+		{"--password=[REDACTED]", 12, 11},
+		{"--password=[REDACTED]", 11, 11}, // before the mark
+		{"--password=[REDACTED]", 21, 21}, // whole
+		{"--password=[REDACTED]", 99, 99},
+		{"--password=[REDACTED]", 3, 3},
+		{"[REDACTED]", 1, 0},
+		{"[REDACTED]", 0, 0},
+		{"x [REDACTED] [REDACTED] y", 15, 13}, // inside the second
+		{"x [REDACTED] [REDACTED] y", 12, 12}, // just after the first
+		{"x [REDACTED] [REDACTED] y", 13, 13},
+		{"[REDACTIVE] and more", 5, 5}, // not a mark
+		{"plain text", 4, 4},
+		{"", 0, 0},
+	}
+	for _, tt := range tests {
+		if got := Cut(tt.a, tt.n); got != tt.want {
+			t.Errorf("Cut(%q, %d) = %d, want %d", tt.a, tt.n, got, tt.want)
+		}
+	}
+}
