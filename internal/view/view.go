@@ -6,8 +6,9 @@
 // (Watch, by polling: the daemon pushes nothing). Every string that came
 // from a process or a user (a command line, an owner label, a comm, a
 // reason) goes through Sanitize here, in one place, so that no view writes
-// a terminal escape a workload chose. JSON output (JSON, Print) escapes
-// control characters on its own; it leaves <, > and & as they are.
+// a terminal escape a workload chose. JSON output (JSON, Print) writes
+// control characters (C0 and C1), U+2028, U+2029 and the bidirectional
+// controls as \uXXXX escapes; it leaves <, > and & as they are.
 package view
 
 import (
