@@ -7,7 +7,6 @@ import (
 	"strings"
 	"syscall"
 	"time"
-	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
 
@@ -16,7 +15,7 @@ import (
 	"github.com/procsupervisor/supervisor/internal/verdict"
 )
 
-// maxCommand bounds the COMMAND column of a claim list, in runes.
+// maxCommand bounds the COMMAND column of a claim list, in columns.
 const maxCommand = 60
 
 // Claims lists claims, one a row, with their age at now and their result.
@@ -66,13 +65,21 @@ func Age(d time.Duration) string {
 	return strconv.Itoa(int(d/(24*time.Hour))) + "d"
 }
 
-// Cut shortens s to at most n runes, the last of them "…" when it cut; n
-// <= 0 leaves s whole.
+// Cut shortens s to at most n columns (counted as cutAt does: two for
+// every character but ASCII), the last two of them "…" when it cut; n <=
+// 0 leaves s whole.
 func Cut(s string, n int) string {
-	if n <= 0 || utf8.RuneCountInString(s) <= n {
+	if n <= 0 {
 		return s
 	}
-	return string([]rune(s)[:n-1]) + "…"
+	i, whole := cutAt(s, n)
+	if whole {
+		return s
+	}
+	if n < 2 {
+		return s[:i]
+	}
+	return s[:i] + cutMark
 }
 
 // Result says how a claim ended, or where its ending stands: "exited (3)",

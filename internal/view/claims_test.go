@@ -44,9 +44,19 @@ func TestCut(t *testing.T) {
 	}{
 		{"sleep 600", 0, "sleep 600"},
 		{"sleep 600", 9, "sleep 600"},
-		{"sleep 600", 8, "sleep 6…"},
-		{"ééééé", 3, "éé…"}, // runes, not bytes: no UTF-8 sequence is split
-		{"ab", 1, "…"},
+		{"sleep 600", 8, "sleep …"}, // "…" may take two columns
+		{"sleep 600", 7, "sleep…"},
+		// Every character but ASCII counts two columns, what a wide
+		// one takes: no UTF-8 sequence is split.
+		{"ééééé", 10, "ééééé"},
+		{"ééééé", 9, "ééé…"},
+		{"ééééé", 8, "ééé…"},
+		{"aé", 3, "aé"},
+		{"日本語", 5, "日…"},
+		{"\xff\xfeab", 5, "\xff…"}, // a byte that is not UTF-8 counts as a character
+		{"ab", 2, "ab"},
+		{"abc", 2, "…"},
+		{"abc", 1, "a"}, // no room for the mark
 	} {
 		if got := Cut(c.s, c.n); got != c.want {
 			t.Errorf("Cut(%q, %d) = %q, want %q", c.s, c.n, got, c.want)
@@ -104,7 +114,7 @@ func TestClaims(t *testing.T) {
 	Claims(&b, cs, t0)
 	want := "ID              KIND   STATE    AGE  PID  VERDICT  OWNER     RESULT      COMMAND\n" +
 		"g-aaaaaaaaaaaa  grant  running  5m   42   OWNED    build-42  -           sleep 600\n" +
-		"j-bbbbbbbbbbbb  job    exited   3d   43   -        -         exited (3)  sh -c " + strings.Repeat("x", 53) + "…\n"
+		"j-bbbbbbbbbbbb  job    exited   3d   43   -        -         exited (3)  sh -c " + strings.Repeat("x", 52) + "…\n"
 	if got := b.String(); got != want {
 		t.Errorf("Claims =\n%s\nwant\n%s", got, want)
 	}
@@ -246,7 +256,7 @@ func TestTreeOptions(t *testing.T) {
 		{"plain", TreeOptions{}, "# lineage by daemon\n2 sh\n├─ 3 sleep [g-aaaaaaaaaaaa]\n└─ 4 true (exited)\n"},
 		{"tokens", TreeOptions{Tokens: true}, "# lineage by daemon\n2 sh  " + tok.String() + "\n├─ 3 sleep [g-aaaaaaaaaaaa]  " + tok.String() + "\n└─ 4 true (exited)  " + tok.String() + "\n"},
 		{"command lines", TreeOptions{Cmdline: cmdline}, "# lineage by daemon\n2 sh  cmd-of-2 with arguments\n├─ 3 sleep [g-aaaaaaaaaaaa]  cmd-of-3 with arguments\n└─ 4 true (exited)\n"},
-		{"cut to 24 columns", TreeOptions{Cmdline: cmdline, Width: 24}, "# lineage by daemon\n2 sh  cmd-of-2 with arg…\n├─ 3 sleep [g-aaaaaaaaa…\n└─ 4 true (exited)\n"},
+		{"cut to 24 columns", TreeOptions{Cmdline: cmdline, Width: 24}, "# lineage by daemon\n2 sh  cmd-of-2 with ar…\n├─ 3 sleep [g-aaaaaa…\n└─ 4 true (exited)\n"},
 	} {
 		var b strings.Builder
 		Tree(&b, "daemon", root, nil, c.opt)

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/procsupervisor/supervisor/internal/api"
 	"github.com/procsupervisor/supervisor/internal/boottime"
@@ -310,7 +311,7 @@ func appendClaim(b []byte, r *api.StreamRecord) []byte {
 }
 
 // appendArg appends one argument sanitized, quoted when it is empty or
-// holds a space or a quote.
+// holds a space or a quote (Sanitize leaves no space but ' ').
 func appendArg(b []byte, a string) []byte {
 	a = Sanitize(a)
 	if a != "" && !strings.ContainsAny(a, " '\"\\") {
@@ -372,12 +373,16 @@ type EventPrinter struct {
 	dirty   chan struct{} // a flush is due: the first line since the last
 	started bool
 
-	mu     sync.Mutex
-	f      *EventFilter
-	w      *bufio.Writer
-	out    io.Writer
-	buf    []byte
-	enc    events.Encoder
+	mu  sync.Mutex
+	f   *EventFilter
+	w   *bufio.Writer
+	out io.Writer
+	buf []byte
+	enc events.Encoder
+	// width is the terminal's width in columns when out is a terminal
+	// (tty), which text cuts each line to; 0 when it is not.
+	width  int
+	tty    bool
 	rec    api.StreamRecord
 	forks  map[int32]time.Time // fork times of live processes, for durations
 	clock  boottime.Clock      // the wall time of a local mechanism's events
@@ -407,11 +412,13 @@ func NewEventPrinter(w io.Writer, o EventOptions) (*EventPrinter, error) {
 	p := &EventPrinter{opt: o, f: f, out: w, w: bufio.NewWriterSize(w, printBuffer), forks: map[int32]time.Time{},
 		stop: make(chan struct{}), done: make(chan struct{}), dirty: make(chan struct{}, 1)}
 	if !o.JSON {
+		p.width = Width(w)
+		p.tty = p.width > 0
 		h := EventHeader
 		if o.Tokens {
 			h = EventHeaderTokens
 		}
-		p.write([]byte(h))
+		p.write(cutLine([]byte(h), p.width))
 	}
 	return p, nil
 }
@@ -518,8 +525,16 @@ func (p *EventPrinter) show() bool {
 	return p.f.Match(&p.rec)
 }
 
-// text renders p.rec. p.mu is held.
+// text renders p.rec, cut to the terminal's width when out is one. The
+// width is read again for the first line since the last flush (a
+// TIOCGWINSZ every events.FlushEvery at most, not one a line): a line
+// written just after the terminal narrowed may still wrap. p.mu is held.
 func (p *EventPrinter) text(b []byte) []byte {
+	if p.tty && !p.armed {
+		if w := Width(p.out); w > 0 {
+			p.width = w
+		}
+	}
 	r := &p.rec
 	var started time.Time
 	switch r.Kind {
@@ -534,7 +549,25 @@ func (p *EventPrinter) text(b []byte) []byte {
 		started = p.forks[r.Pid]
 		delete(p.forks, r.Pid)
 	}
-	return AppendEvent(b, r, p.opt.Tokens, started)
+	return cutLine(AppendEvent(b, r, p.opt.Tokens, started), p.width)
+}
+
+// cutLine cuts the line b (with its newline) to width columns, as Cut
+// does, in place; width 0 leaves it whole.
+func cutLine(b []byte, width int) []byte {
+	if width <= 0 || len(b) == 0 {
+		return b
+	}
+	body := b[:len(b)-1]
+	i, whole := cutAt(unsafe.String(unsafe.SliceData(body), len(body)), width)
+	if whole {
+		return b
+	}
+	b = b[:i]
+	if width >= 2 {
+		b = append(b, cutMark...)
+	}
+	return append(b, '\n')
 }
 
 // Close stops the flusher, flushes and returns the flush's error; later

@@ -67,7 +67,7 @@ func Watch(ctx context.Context, w io.Writer, every time.Duration, render func(io
 	}
 }
 
-// cutLines cuts each line of b to width runes.
+// cutLines cuts each line of b to width columns (Cut).
 func cutLines(b []byte, width int) []byte {
 	lines := strings.SplitAfter(string(b), "\n")
 	for i, l := range lines {

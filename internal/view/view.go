@@ -21,6 +21,7 @@ import (
 	"text/tabwriter"
 	"time"
 	"unicode"
+	"unicode/utf8"
 
 	"github.com/procsupervisor/supervisor/internal/actions"
 	"github.com/procsupervisor/supervisor/internal/api"
@@ -28,18 +29,64 @@ import (
 	"github.com/procsupervisor/supervisor/internal/token"
 )
 
-// Sanitize replaces control characters (ESC among them) and the Unicode
-// bidirectional controls (U+202E among them, which would show the rest of
-// a line reversed: another user's argv or owner on root's terminal) with
-// '?'.
+// Sanitize replaces with '?' what would not show as the text it is on a
+// terminal: control characters (ESC among them, C1 too), format
+// characters (Cf: the bidirectional controls, U+202E among them, which
+// would show the rest of a line reversed, and zero-width spaces and
+// joiners), spaces other than ' ' (NBSP, U+3000: an argument padded with
+// them to the terminal's edge showed a second line, a fake one) and the
+// line and paragraph separators.
 func Sanitize(s string) string {
 	return strings.Map(func(r rune) rune {
-		if r < 0x20 || r == 0x7f || (r >= 0x80 && r < 0xa0) || unicode.Is(unicode.Bidi_Control, r) {
+		if r < utf8.RuneSelf {
+			if r < 0x20 || r == 0x7f {
+				return '?'
+			}
+			return r
+		}
+		if r < 0xa0 || unicode.In(r, unicode.Zs, unicode.Zl, unicode.Zp, unicode.Cf) {
 			return '?'
 		}
 		return r
 	}, s)
 }
+
+// Columns are counted as a terminal could at most show them: one for an
+// ASCII character, two for every other (a wide CJK character takes two; a
+// combining mark none, an East Asian ambiguous one such as "…" one or two
+// by the terminal's setting), so that a line cut to the width never wraps.
+// A byte that is not UTF-8 counts as a character.
+
+// cutAt returns where s must be cut to fit n columns with a mark of two
+// after it: the byte index where its longest prefix of at most n-2
+// columns ends (of n, with no mark, when n < 2), and false; or len(s) and
+// true when s fits in n columns whole. No character is split.
+func cutAt(s string, n int) (int, bool) {
+	room := n - 2
+	if n < 2 {
+		room = n
+	}
+	cols, keep := 0, 0
+	for i := 0; i < len(s); {
+		w, size := 1, 1
+		if s[i] >= utf8.RuneSelf {
+			_, size = utf8.DecodeRuneInString(s[i:])
+			w = 2
+		}
+		cols += w
+		if cols > n {
+			return keep, false
+		}
+		i += size
+		if cols <= room {
+			keep = i
+		}
+	}
+	return len(s), true
+}
+
+// cutMark ends a line that was cut.
+const cutMark = "…"
 
 // table writes rows of cells in columns two spaces apart, each sanitized.
 func table(w io.Writer, rows [][]string) {

@@ -48,9 +48,12 @@ func TestNoEscapes(t *testing.T) {
 	}
 }
 
-// TestSanitize: what a terminal would act on is shown as '?': C0 and C1
-// controls and DEL, and the bidirectional controls that reorder what
-// follows them (an owner of "\u202eevil" showed reversed in root's list).
+// TestSanitize: what a terminal would act on, or show as other than it
+// is, is shown as '?': C0 and C1 controls and DEL, the bidirectional
+// controls that reorder what follows them (an owner of "\u202eevil" showed
+// reversed in root's list), the other format characters, spaces but ' '
+// (an argument padded with NBSPs wrapped into a fake line) and the line
+// and paragraph separators.
 func TestSanitize(t *testing.T) {
 	for _, tc := range []struct{ in, want string }{
 		{"plain ünïcode 日本", "plain ünïcode 日本"},
@@ -58,6 +61,10 @@ func TestSanitize(t *testing.T) {
 		{"del\x7f c1\u009b", "del? c1?"},
 		{"\u202eevil", "?evil"},
 		{"\u2066iso\u2069 \u200fmark\u061c", "?iso? ?mark?"},
+		{"nbsp\u00a0ideographic\u3000em\u2003thin\u2009narrow\u202fogham\u1680", "nbsp?ideographic?em?thin?narrow?ogham?"},
+		{"line\u2028para\u2029", "line?para?"},
+		{"zw\u200bsp\u200cnj\u200dj\u2060wj\ufeffbom\u00adshy", "zw?sp?nj?j?wj?bom?shy"},
+		{"tag\U000e0041", "tag?"},
 	} {
 		if got := Sanitize(tc.in); got != tc.want {
 			t.Errorf("Sanitize(%q) = %q, want %q", tc.in, got, tc.want)
