@@ -12,15 +12,31 @@ import (
 
 	"github.com/procsupervisor/supervisor/internal/api"
 	"github.com/procsupervisor/supervisor/internal/store"
+	"github.com/procsupervisor/supervisor/internal/userdb"
 	"github.com/procsupervisor/supervisor/internal/verdict"
 )
 
 // maxCommand bounds the COMMAND column of a claim list, in columns.
 const maxCommand = 60
 
+// users names the uids of claims' creators (USER in Claims): from the
+// local files, never through NSS (userdb), so a list names no user that
+// only a network directory knows.
+var users = userdb.Local()
+
+// userName is the name of uid in the local user database, else the uid.
+func userName(uid uint32) string {
+	if n, ok := users.User(uid); ok {
+		return n
+	}
+	return strconv.FormatUint(uint64(uid), 10)
+}
+
 // Claims lists claims, one a row, with their age at now and their result.
+// USER is who created the claim (the uid the daemon saw connect, named);
+// OWNER is a label its creator chose, which any user may set to anything.
 func Claims(w io.Writer, cs []api.Claim, now time.Time) {
-	rows := [][]string{{"ID", "KIND", "STATE", "AGE", "PID", "VERDICT", "OWNER", "RESULT", "COMMAND"}}
+	rows := [][]string{{"ID", "KIND", "STATE", "AGE", "PID", "VERDICT", "USER", "OWNER", "RESULT", "COMMAND"}}
 	for _, cl := range cs {
 		owner, v := cl.Owner, "-"
 		if owner == "" {
@@ -30,7 +46,7 @@ func Claims(w io.Writer, cs []api.Claim, now time.Time) {
 			v = cl.LastVerdict.Result.String()
 		}
 		rows = append(rows, []string{cl.ID, string(cl.Kind), string(cl.State), Age(now.Sub(cl.CreatedAt)),
-			strconv.Itoa(int(cl.Pid)), v, owner, Result(cl, now), Cut(strings.Join(cl.Argv, " "), maxCommand)})
+			strconv.Itoa(int(cl.Pid)), v, userName(cl.UID), owner, Result(cl, now), Cut(strings.Join(cl.Argv, " "), maxCommand)})
 	}
 	table(w, rows)
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -16,6 +18,7 @@ import (
 	"github.com/procsupervisor/supervisor/internal/store"
 	"github.com/procsupervisor/supervisor/internal/testenv"
 	"github.com/procsupervisor/supervisor/internal/token"
+	"github.com/procsupervisor/supervisor/internal/userdb"
 	"github.com/procsupervisor/supervisor/internal/verdict"
 )
 
@@ -102,19 +105,42 @@ func TestResult(t *testing.T) {
 	}
 }
 
+// withUsers makes the views name users from a passwd file of these lines.
+func withUsers(t *testing.T, passwd string) {
+	dir := t.TempDir()
+	for name, text := range map[string]string{"passwd": passwd, "group": ""} {
+		if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	old := users
+	users = userdb.New(filepath.Join(dir, "passwd"), filepath.Join(dir, "group"))
+	t.Cleanup(func() { users = old })
+}
+
+// TestClaims: a row a claim, USER naming who created it (by the local
+// user database, else the uid) before OWNER, the label its creator chose:
+// rvb2 launching with --owner rvb1 does not pass for rvb1.
 func TestClaims(t *testing.T) {
+	withUsers(t, "root:x:0:0::/root:/bin/sh\nrvb1:x:1000:1000::/home/rvb1:/bin/sh\nrvb2:x:1001:1001::/home/rvb2:/bin/sh\n")
 	code := 3
 	cs := []api.Claim{
-		{ID: "g-aaaaaaaaaaaa", Kind: store.Grant, State: store.Running, CreatedAt: t0.Add(-5 * time.Minute), Pid: 42,
-			Owner: "build-42", Argv: []string{"sleep", "600"}, LastVerdict: &api.Judgement{Result: verdict.Owned}},
-		{ID: "j-bbbbbbbbbbbb", Kind: store.Job, State: store.Exited, CreatedAt: t0.Add(-3 * 24 * time.Hour), Pid: 43,
+		{ID: "g-aaaaaaaaaaaa", Kind: store.Grant, State: store.Running, CreatedAt: t0.Add(-5 * time.Minute), Pid: 42, UID: 1000,
+			Owner: "rvb1", Argv: []string{"sleep", "600"}, LastVerdict: &api.Judgement{Result: verdict.Owned}},
+		{ID: "g-cccccccccccc", Kind: store.Grant, State: store.Running, CreatedAt: t0.Add(-time.Minute), Pid: 44, UID: 1001,
+			Owner: "rvb1", Argv: []string{"sleep", "600"}, LastVerdict: &api.Judgement{Result: verdict.Owned}},
+		{ID: "j-bbbbbbbbbbbb", Kind: store.Job, State: store.Exited, CreatedAt: t0.Add(-3 * 24 * time.Hour), Pid: 43, UID: 4000,
 			ExitCode: &code, Argv: []string{"sh", "-c", strings.Repeat("x", 100)}},
+		{ID: "j-dddddddddddd", Kind: store.Job, State: store.Exited, CreatedAt: t0.Add(-time.Hour), Pid: 45, UID: 0,
+			Owner: "rvb1", ExitCode: &code, Argv: []string{"true"}},
 	}
 	var b strings.Builder
 	Claims(&b, cs, t0)
-	want := "ID              KIND   STATE    AGE  PID  VERDICT  OWNER     RESULT      COMMAND\n" +
-		"g-aaaaaaaaaaaa  grant  running  5m   42   OWNED    build-42  -           sleep 600\n" +
-		"j-bbbbbbbbbbbb  job    exited   3d   43   -        -         exited (3)  sh -c " + strings.Repeat("x", 52) + "…\n"
+	want := "ID              KIND   STATE    AGE  PID  VERDICT  USER  OWNER  RESULT      COMMAND\n" +
+		"g-aaaaaaaaaaaa  grant  running  5m   42   OWNED    rvb1  rvb1   -           sleep 600\n" +
+		"g-cccccccccccc  grant  running  1m   44   OWNED    rvb2  rvb1   -           sleep 600\n" +
+		"j-bbbbbbbbbbbb  job    exited   3d   43   -        4000  -      exited (3)  sh -c " + strings.Repeat("x", 52) + "…\n" +
+		"j-dddddddddddd  job    exited   1h   45   -        root  rvb1   exited (3)  true\n"
 	if got := b.String(); got != want {
 		t.Errorf("Claims =\n%s\nwant\n%s", got, want)
 	}
