@@ -24,6 +24,17 @@ func Width(w io.Writer) int {
 	return int(ws.Col)
 }
 
+// Terminal reports whether w writes to a terminal (TIOCGWINSZ answers on
+// its descriptor; a terminal of 0 columns is one too).
+func Terminal(w io.Writer) bool {
+	f, ok := w.(interface{ Fd() uintptr })
+	if !ok {
+		return false
+	}
+	_, err := unix.IoctlGetWinsize(int(f.Fd()), unix.TIOCGWINSZ)
+	return err == nil
+}
+
 // clearScreen moves the cursor home and clears the terminal.
 const clearScreen = "\x1b[H\x1b[2J"
 
