@@ -1086,7 +1086,12 @@ func (d *Daemon) capFinal(done []store.Claim) {
 }
 
 func (d *Daemon) drop(c store.Claim) {
-	if err := d.st.Delete(c.ID); err != nil {
+	if err := d.st.Delete(c.ID); errors.Is(err, store.ErrNotFound) {
+		// Dropped meanwhile by another (two launches of one user
+		// pruning its oldest failed claim at once): no store fault.
+		d.claims.del(c.ID)
+		return
+	} else if err != nil {
 		d.storeFailed("delete claim "+c.ID, err)
 		return
 	}
