@@ -119,12 +119,15 @@ type Daemon struct {
 	pending  map[int32]pendingAdmit
 	children map[int32]string // launched children not yet reaped
 	// starting holds launches from their spawn until they return; a
-	// non-nil status is the root's, reaped meanwhile, which the launch
+	// non-nil exit is the root's, reaped meanwhile, which the launch
 	// hands on once the claim knows its pid and the exec is done.
-	starting map[string]*syscall.WaitStatus
+	starting map[string]*earlyExit
 	// execDone, when a test sets it, runs in Launch between the exec and
 	// the hand-over of a status reaped meanwhile.
 	execDone func(id string, pid int32)
+	// execEnded, when a test sets it, runs in Launch once the spawn says
+	// the exec is done, before the launch looks whether it was.
+	execEnded func(pid int32)
 	// treeNodes and treeArgs bound a tree answer (api.MaxTreeNodes and
 	// api.MaxTreeArgs; tests set less).
 	treeNodes, treeArgsMax int
@@ -278,7 +281,7 @@ func newDaemon(cfg Config, boot procfs.BootID, st claimStore, log *feed, now fun
 		roots:        map[int32]string{},
 		pending:      map[int32]pendingAdmit{},
 		children:     map[int32]string{},
-		starting:     map[string]*syscall.WaitStatus{},
+		starting:     map[string]*earlyExit{},
 		deadline:     map[string]time.Time{},
 		unwritten:    map[string]syscall.WaitStatus{},
 		leftovers:    map[string]*leftover{},

@@ -346,6 +346,15 @@ func (d *Daemon) Launch(ctx context.Context, p api.Peer, r *api.LaunchRequest) (
 		return fail(hideArgv0(fmt.Errorf("start %s: %w", r.Argv[0], err), r.Argv[0], c.Argv[0]))
 	}
 
+	if d.execEnded != nil {
+		d.execEnded(sp.Pid)
+	}
+	if ws, before := d.exitBeforeExec(c.ID, sp, tok); before {
+		if cgPath != "" {
+			go removeCgroup(cgPath)
+		}
+		return fail(notRun(ws, spec.SeccompFrom > 0, r.Argv[0], c.Argv[0]))
+	}
 	d.admit(c.ID, sp.Pid, tok)
 	if d.execDone != nil {
 		d.execDone(c.ID, sp.Pid)
@@ -356,12 +365,32 @@ func (d *Daemon) Launch(ctx context.Context, p api.Peer, r *api.LaunchRequest) (
 	delete(d.starting, c.ID)
 	d.mu.Unlock()
 	if early != nil {
-		d.rootReaped(c.ID, sp.Pid, *early)
+		d.rootReaped(c.ID, sp.Pid, early.ws)
 		if got, err := d.st.Get(c.ID); err == nil {
 			c = got
 		}
 	}
 	return d.view(c), nil
+}
+
+// notRun is the error of a launch whose process ended before its
+// workload's exec, with status ws: under its caller's seccomp filters,
+// which may kill or trap at execve, or killed there by another hand (its
+// user, once it was the user's; the OOM killer). A conflict (409) either
+// way: nothing ran, and it is no fault of the daemon's.
+func notRun(ws syscall.WaitStatus, filtered bool, argv0, shown string) error {
+	how := "ended"
+	switch {
+	case ws.Signaled():
+		how = "was killed by " + unix.SignalName(ws.Signal())
+	case ws.Exited():
+		how = fmt.Sprintf("exited with code %d", ws.ExitStatus())
+	}
+	if filtered {
+		// A trap's SIGSYS meets the shim's runtime, which exits 2.
+		return fmt.Errorf("the workload did not run: its process %s before the exec, under the caller's seccomp filters, which may kill or trap execve: %w", how, api.ErrConflict)
+	}
+	return hideArgv0(fmt.Errorf("start %s: the workload did not run: its process %s before the exec: %w", argv0, how, api.ErrConflict), argv0, shown)
 }
 
 // holder binds the process a grant is to be bound to: the peer itself, or

@@ -1,17 +1,21 @@
 package daemon
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/procsupervisor/supervisor/internal/api"
+	"github.com/procsupervisor/supervisor/internal/store"
 	"github.com/procsupervisor/supervisor/internal/testenv"
 )
 
@@ -83,5 +87,64 @@ func TestIntegrationLaunchCallersFilterUnreadable(t *testing.T) {
 		&api.LaunchRequest{Argv: []string{"/bin/true"}, Cwd: "/"})
 	if !errors.Is(err, api.ErrConflict) || !strings.Contains(err.Error(), "seccomp") {
 		t.Errorf("a launch for a traced caller under a filter: %v, want a conflict naming its seccomp filters", err)
+	}
+}
+
+// TestIntegrationLaunchCallersFilterKillsExec: a caller whose filter kills
+// the process or traps at execve gets a conflict saying its workload did
+// not run, and a claim released as never started, not a 201 for a
+// workload that never ran (whose claim then said it was killed by SIGSYS).
+// So does one whose filter refuses the exec, the write of why and the
+// exit: the shim, left waiting, is killed.
+func TestIntegrationLaunchCallersFilterKillsExec(t *testing.T) {
+	h := newHarness(t)
+	for _, mode := range []string{testenv.SeccompKillExec, testenv.SeccompTrapExec, testenv.SeccompMute} {
+		pid := testenv.SeccompCaller(t, 65534, 65534, mode)
+		_, err := h.d.Launch(context.Background(), api.Peer{UID: 65534, GID: 65534, Pid: int32(pid)},
+			&api.LaunchRequest{Argv: []string{"/bin/sleep", "600"}, Cwd: "/"})
+		if !errors.Is(err, api.ErrConflict) || !strings.Contains(err.Error(), "did not run") {
+			t.Errorf("%s: a launch whose exec the caller's filter ends: %v, want a conflict saying it did not run", mode, err)
+		}
+	}
+	uid := uint32(65534)
+	claims, err := h.d.st.List(store.Filter{UID: &uid})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(claims) != 3 {
+		t.Fatalf("%d claims, want the three launches'", len(claims))
+	}
+	for _, c := range claims {
+		if c.State != store.Released || c.Pid != 0 || c.LastVerdict == nil || !strings.Contains(c.LastVerdict.Reason, "did not run") {
+			t.Errorf("claim %s: state %s, pid %d, verdict %+v; want released, never started, saying it did not run", c.ID, c.State, c.Pid, c.LastVerdict)
+		}
+	}
+}
+
+// TestIntegrationLaunchWorkloadTakesShimName: a workload that runs, takes
+// the shim's name and ends at once is a launch that ran (201), as the
+// graph's second exec of its root proves: the name alone, which any
+// process may give itself, had its launch answered 409 and its claim
+// released while it ran (a review's workload left children running
+// unclaimed so).
+func TestIntegrationLaunchWorkloadTakesShimName(t *testing.T) {
+	h := newHarness(t)
+	// The launch looks once the workload has ended under the name, as
+	// it may under load.
+	h.d.execEnded = func(pid int32) {
+		testenv.Eventually(t, 10*time.Second, func() bool {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+			return err != nil || bytes.Contains(b, []byte(") Z "))
+		}, "the workload did not end")
+	}
+	for i := range 5 {
+		cl, err := h.d.Launch(context.Background(), api.Peer{Pid: int32(os.Getpid())},
+			&api.LaunchRequest{Argv: []string{"/bin/sh", "-c", "printf spawn/shim > /proc/self/comm; exit 3"}, Cwd: "/", Detach: true})
+		if err != nil {
+			t.Fatalf("launch %d of a workload that took the shim's name: %v", i, err)
+		}
+		if cl.Pid == 0 {
+			t.Errorf("launch %d: no root pid on the claim of a workload that ran", i)
+		}
 	}
 }

@@ -352,6 +352,9 @@ func (g *Graph) exec(ev *events.Event) {
 			n.ino = tok.Ino
 		}
 		n.comm = ev.Comm
+		if n.flags&uint32(Execed) != 0 {
+			n.flags |= uint32(Reexeced)
+		}
 		n.flags |= uint32(Execed)
 		if ev.Ctx.Complete() {
 			g.setCtx(n, &ev.Ctx)

@@ -34,9 +34,13 @@ const (
 	AncestryElided
 	// Root: the node is an admitted root (see Graph.Admit).
 	Root
+	// Reexeced: the graph saw the process replace its program more than
+	// once (the daemon's launch shim, a program of its own, then the
+	// workload).
+	Reexeced
 )
 
-var flagNames = [...]string{"born-observed", "inferred", "exited", "exit-observed", "exit-implied", "execed", "ancestry-elided", "root"}
+var flagNames = [...]string{"born-observed", "inferred", "exited", "exit-observed", "exit-implied", "execed", "ancestry-elided", "root", "reexeced"}
 
 // Has reports whether all of want are set.
 func (f Flags) Has(want Flags) bool { return f&want == want }

@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -231,15 +230,39 @@ func seccompCaller(t *testing.T, mode string) (int, *os.File) {
 }
 
 // TestIntegrationShimCallersFilterRefusesExec: a caller whose filter
-// refuses the exec and every way out keeps the shim from exec'ing until
-// the launch's bound: the caller's doing (ErrCaller), not the daemon's.
+// refuses the exec and every way out gets the exec's error at once, and
+// the shim, which cannot exit, is killed: before, its failure returned
+// when the exit was refused, and the launch waited out its bound.
 func TestIntegrationShimCallersFilterRefusesExec(t *testing.T) {
-	old := execTimeout
-	execTimeout = time.Second
-	t.Cleanup(func() { execTimeout = old })
 	caller, pidfd := seccompCaller(t, testenv.SeccompNoExec)
-	out, err := startFrom(t, Spec{Argv: []string{"true"}, SeccompFrom: caller}, pidfd)
+	_, out, ws, err := startWith(t, Spec{Argv: []string{"true"}, SeccompFrom: caller}, "/", pidfd)
+	if !errors.Is(err, ErrExec) || !strings.Contains(err.Error(), "operation not permitted") {
+		t.Errorf("a caller whose filter refuses the exec and the exit: %v, output %q; want the exec's error", err, out)
+	}
+	if !ws.Signaled() || ws.Signal() != unix.SIGKILL {
+		t.Errorf("the shim ended with %v, want killed by the daemon", ws)
+	}
+}
+
+// TestIntegrationShimCallersFilterRefusesExit: a caller whose first filter
+// refuses seccomp(2) and the exit leaves the shim unable to attach its
+// second filter and then to exit. The launch fails as the caller's, and
+// the workload never runs: the shim's failure returned when the exit was
+// refused, and went on to the exec, so a launch answered 409 ran its
+// workload, unclaimed, under the first filter alone (a review's job made
+// a directory the second refused).
+func TestIntegrationShimCallersFilterRefusesExit(t *testing.T) {
+	dir := testenv.ReachableDir(t, 0o777)
+	ran := filepath.Join(dir, "ran")
+	caller, pidfd := seccompCaller(t, testenv.SeccompNoSeccompExit)
+	_, out, ws, err := startWith(t, Spec{Argv: []string{"sh", "-c", "touch " + ran}, SeccompFrom: caller}, "/", pidfd)
 	if !errors.Is(err, ErrCaller) {
-		t.Errorf("a caller whose filter refuses the exec and the exit: %v, output %q; want the caller's error", err, out)
+		t.Errorf("a caller whose filter refuses seccomp(2) and the exit: %v, output %q; want the caller's error", err, out)
+	}
+	if !ws.Signaled() || ws.Signal() != unix.SIGKILL {
+		t.Errorf("the shim ended with %v, want killed by the daemon", ws)
+	}
+	if _, err := os.Stat(ran); err == nil {
+		t.Errorf("the workload of a failed launch ran")
 	}
 }

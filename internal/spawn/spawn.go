@@ -81,6 +81,21 @@ import (
 // ShimName is argv[0] of the shim; Main recognises it.
 const ShimName = "supervisor-spawn"
 
+// shimComm is the shim's name (its main thread's comm) from its start to
+// the workload's exec. No exec can give a process a name with a '/' (the
+// kernel takes the last element of the path), so a launch process that
+// ended under this name never ran its workload: see BeforeExec.
+const shimComm = "spawn/shim"
+
+// BeforeExec reports whether comm, the name of a launch process that has
+// exited (read from its zombie's /proc/PID/stat), says that it ended in
+// the shim, before the workload's exec: killed there (by the caller's
+// seccomp filters at execve, by its user, by the OOM killer). The status
+// pipe cannot tell: its end comes with the exec and with the exit alike.
+// False when the shim could not name itself (no /proc): then nothing
+// tells.
+func BeforeExec(comm string) bool { return comm == shimComm }
+
 // Limit is one resource limit applied to the workload.
 type Limit struct {
 	Resource int    `json:"resource"`

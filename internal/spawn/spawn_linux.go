@@ -145,6 +145,7 @@ func Start(spec Spec, attr Attr, started func(Process) error) (Process, error) {
 		}
 	}
 	if _, err := specW.Write(body); err != nil {
+		unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0)
 		return p, fmt.Errorf("spawn spec: %w", err)
 	}
 	specW.Close()
@@ -160,6 +161,13 @@ func Start(spec Spec, attr Attr, started func(Process) error) (Process, error) {
 	case err != nil:
 		unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0)
 		return p, fmt.Errorf("waiting for the exec: %w", err)
+	}
+	if len(msg) > 0 {
+		// The shim failed: it exits, or, when the caller's filters
+		// refuse that, waits here to be killed.
+		unix.PidfdSendSignal(pidfd, unix.SIGKILL, nil, 0)
+	}
+	switch {
 	case bytes.HasPrefix(msg, []byte(setupMark)):
 		return p, &SetupError{Reason: string(msg[len(setupMark):])}
 	case bytes.HasPrefix(msg, []byte(callerMark)):
@@ -179,10 +187,20 @@ func Main() {
 	}
 	// Per-thread state (no_new_privs) must be on the thread that execs.
 	runtime.LockOSThread()
+	nameShim()
 	status := os.NewFile(statusLast(), "status")
+	// fail never returns: once the caller's filters are attached they
+	// may refuse the exit itself, and a fail that returned went on to
+	// the exec (a launch answered 409 ran its workload, unclaimed, under
+	// part of the filters). The pipe's end tells the daemon, which kills
+	// this process through its pidfd.
 	fail := func(format string, args ...any) {
 		fmt.Fprintf(status, format, args...)
+		status.Close()
 		os.Exit(127)
+		for {
+			unix.Pause()
+		}
 	}
 	// setupFail is for the steps the shim takes as root's: their failure
 	// is the daemon's (a capability it lacks), not the workload's.
@@ -446,6 +464,19 @@ func nsName(t int) string {
 		return "UTS"
 	}
 	return fmt.Sprintf("type %#x", t)
+}
+
+// nameShim names the process shimComm until the exec renames it, through
+// /proc/self/comm, which names the thread group's leader (the name a
+// zombie keeps in /proc/PID/stat), whichever thread writes it. Without
+// /proc the shim keeps the name "exe" and BeforeExec cannot tell.
+func nameShim() {
+	fd, err := unix.Open("/proc/self/comm", unix.O_WRONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return
+	}
+	unix.Write(fd, []byte(shimComm))
+	unix.Close(fd)
 }
 
 // statusLast moves the status pipe (descriptor 4) above every descriptor

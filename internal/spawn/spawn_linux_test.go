@@ -376,3 +376,60 @@ func TestKeyringResult(t *testing.T) {
 		}
 	}
 }
+
+// TestIntegrationShimBeforeExec: a caller's filter that kills the process
+// or traps at execve ends the shim there. Its status pipe ends as at an
+// exec, so Start says it exec'd; the zombie's name says it did not
+// (BeforeExec), and so the daemon no longer answers 201 for a workload
+// that never ran. A workload that ran has its own name, and one that ends
+// at once is not taken for the shim.
+func TestIntegrationShimBeforeExec(t *testing.T) {
+	for _, tc := range []struct {
+		name, mode string
+		argv       []string
+		before     bool
+		sig        unix.Signal
+	}{
+		{"killed at execve", testenv.SeccompKillExec, []string{"true"}, true, unix.SIGSYS},
+		// The trap's SIGSYS meets the Go runtime's handler, which exits 2.
+		{"trapped at execve", testenv.SeccompTrapExec, []string{"true"}, true, -1},
+		{"ran and ended", testenv.SeccompDeny, []string{"true"}, false, 0},
+		{"ran and was killed", testenv.SeccompDeny, []string{"sh", "-c", "kill -SYS $$"}, false, unix.SIGSYS},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			caller, callerFD := seccompCaller(t, tc.mode)
+			devnull, _ := os.Open(os.DevNull)
+			defer devnull.Close()
+			attr := Attr{Dir: "/", Files: [3]*os.File{devnull, devnull, devnull}, CgroupFD: -1,
+				Cred: &syscall.Credential{Uid: nobody, Gid: nobody, Groups: []uint32{nobody}}, Caller: callerFD}
+			spec := Spec{Argv: tc.argv, SeccompFrom: caller, Env: []string{"PATH=/usr/bin:/bin"}, Path: "/usr/bin:/bin"}
+			p, err := Start(spec, attr, nil)
+			if p.Pid == 0 {
+				t.Fatalf("Start: %v", err)
+			}
+			defer unix.Close(p.Pidfd)
+			if err != nil {
+				t.Fatalf("Start: %v; want the pipe's end taken for an exec", err)
+			}
+			fds := []unix.PollFd{{Fd: int32(p.Pidfd), Events: unix.POLLIN}}
+			if n, err := unix.Poll(fds, 10_000); n != 1 {
+				t.Fatalf("the process did not end: %v", err)
+			}
+			var st procfs.Stat
+			r := procfs.Reader{Root: "/proc"}
+			if err := r.ReadStat(p.Pid, &st); err != nil || !st.Zombie() {
+				t.Fatalf("stat of the zombie: %v (state %c)", err, st.State)
+			}
+			var ws unix.WaitStatus
+			if _, err := unix.Wait4(int(p.Pid), &ws, 0, nil); err != nil {
+				t.Fatal(err)
+			}
+			if got := BeforeExec(st.CommString()); got != tc.before {
+				t.Errorf("BeforeExec(%q) = %v, want %v", st.CommString(), got, tc.before)
+			}
+			if tc.sig >= 0 && (ws.Signaled() != (tc.sig != 0) || ws.Signaled() && ws.Signal() != tc.sig) {
+				t.Errorf("status %v, want signal %v", ws, tc.sig)
+			}
+		})
+	}
+}

@@ -35,9 +35,20 @@ const (
 	// SeccompNoSeccomp is SeccompDeny under a first filter that refuses
 	// seccomp(2) itself (the second is attached with prctl).
 	SeccompNoSeccomp = "noseccomp"
+	// SeccompNoSeccompExit is SeccompNoSeccomp with the first filter
+	// refusing exit and exit_group too.
+	SeccompNoSeccompExit = "noseccompexit"
 	// SeccompNoExec is a filter refusing execve, execveat and every way
 	// to exit or be sent a signal but SIGKILL.
 	SeccompNoExec = "noexec"
+	// SeccompKillExec and SeccompTrapExec are filters that kill the
+	// process (SECCOMP_RET_KILL_PROCESS) or trap (SECCOMP_RET_TRAP: a
+	// SIGSYS) at execve and execveat.
+	SeccompKillExec = "killexec"
+	SeccompTrapExec = "trapexec"
+	// SeccompMute is a filter refusing execve, execveat, write, exit and
+	// exit_group: a shim under it can neither exec nor say why nor exit.
+	SeccompMute = "mute"
 )
 
 // SeccompCaller starts a process in seccomp mode mode

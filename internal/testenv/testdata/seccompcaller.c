@@ -5,8 +5,12 @@
  * capabilities, without running them; with "vfork", then sits in a vfork
  * whose child sleeps, in uninterruptible sleep; with "noseccomp", under a
  * first filter that refuses seccomp(2) itself, the second attached with
- * prctl; with "noexec", under one that refuses execve, execveat and every
- * way to exit or be sent a signal but SIGKILL), prints its pid and blocks
+ * prctl ("noseccompexit": the first refuses exit and exit_group too);
+ * with "noexec", under one that refuses execve, execveat and every
+ * way to exit or be sent a signal but SIGKILL; with "killexec" and
+ * "trapexec", under one that kills the process or traps at execve and
+ * execveat; with "mute", under one that refuses execve, execveat, write
+ * and the exit), prints its pid and blocks
  * for good. For the tests of what a caller's filters bound. */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -42,7 +46,7 @@ static int install(const int *nrs, int n, unsigned int ret) {
 }
 
 int main(int argc, char **argv) {
-	static const char *modes[] = {"strict", "fake", "vfork", "noseccomp", "noexec"};
+	static const char *modes[] = {"strict", "fake", "vfork", "noseccomp", "noexec", "killexec", "trapexec", "noseccompexit", "mute"};
 	const char *mode = "";
 	for (int i = 0; argc > 1 && i < (int)(sizeof modes / sizeof modes[0]); i++)
 		if (strcmp(argv[1], modes[i]) == 0)
@@ -73,7 +77,10 @@ int main(int argc, char **argv) {
 #endif
 	};
 	static const int seccomp[] = {__NR_seccomp};
+	static const int seccompexit[] = {__NR_seccomp, __NR_exit_group, __NR_exit};
 	static const int ids[] = {__NR_setresuid, __NR_setresgid, __NR_setgroups, __NR_capset, __NR_capget, __NR_prctl};
+	static const int execs[] = {__NR_execve, __NR_execveat};
+	static const int mute[] = {__NR_execve, __NR_execveat, __NR_write, __NR_exit_group, __NR_exit};
 	static const int ways[] = {__NR_execve, __NR_execveat, __NR_exit_group, __NR_exit, __NR_rt_sigaction, __NR_tgkill, __NR_tkill, __NR_kill};
 #define N(a) ((int)(sizeof a / sizeof a[0]))
 	int err = 0;
@@ -84,9 +91,17 @@ int main(int argc, char **argv) {
 		}
 	} else if (strcmp(mode, "noexec") == 0) {
 		err = install(ways, N(ways), SECCOMP_RET_ERRNO | EPERM);
+	} else if (strcmp(mode, "mute") == 0) {
+		err = install(mute, N(mute), SECCOMP_RET_ERRNO | EPERM);
+	} else if (strcmp(mode, "killexec") == 0) {
+		err = install(execs, N(execs), SECCOMP_RET_KILL_PROCESS);
+	} else if (strcmp(mode, "trapexec") == 0) {
+		err = install(execs, N(execs), SECCOMP_RET_TRAP);
 	} else {
 		if (strcmp(mode, "noseccomp") == 0)
 			err = install(seccomp, N(seccomp), SECCOMP_RET_ERRNO | EPERM);
+		if (strcmp(mode, "noseccompexit") == 0)
+			err = install(seccompexit, N(seccompexit), SECCOMP_RET_ERRNO | EPERM);
 		if (!err)
 			err = install(mkdirs, N(mkdirs), SECCOMP_RET_ERRNO | EOPNOTSUPP);
 		if (!err && strcmp(mode, "fake") == 0)
