@@ -44,10 +44,10 @@ func TestIntegrationListViews(t *testing.T) {
 	}, "the wall clock did not release %s, or the job %s did not exit", wall.ID, job.ID)
 
 	code, out, errs := d.run(t, nil, "list")
-	if code != 0 || !regexp.MustCompile(`^ID +KIND +STATE +AGE +PID +VERDICT +OWNER +RESULT +COMMAND\n`).MatchString(out) {
+	if code != 0 || !regexp.MustCompile(`^ID +KIND +STATE +AGE +PID +VERDICT +USER +OWNER +RESULT +COMMAND\n`).MatchString(out) {
 		t.Fatalf("list = %d %q %q", code, out, errs)
 	}
-	if r := row(out, live.ID); !regexp.MustCompile(`grant +running +\d+s +` + strconv.Itoa(int(live.Pid)) + ` +OWNED +alpha +- +sleep 600$`).MatchString(r) {
+	if r := row(out, live.ID); !regexp.MustCompile(`grant +running +\d+s +` + strconv.Itoa(int(live.Pid)) + ` +OWNED +root +alpha +- +sleep 600$`).MatchString(r) {
 		t.Errorf("list: the live claim's row is %q", r)
 	}
 	for _, id := range []string{gone.ID, wall.ID, job.ID} {

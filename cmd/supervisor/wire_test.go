@@ -69,8 +69,8 @@ func TestCLIPrintsWireClaims(t *testing.T) {
 		t.Errorf("launch = %d %q %q, want %q", code, out, errs, want)
 	}
 	code, out, errs = cli(t, "list", "--socket", sock)
-	want := regexp.MustCompile(`^ID +KIND +STATE +AGE +PID +VERDICT +OWNER +RESULT +COMMAND\n` +
-		`g-abcdefghijkl +grant +running +\d+d +4242 +OWNED +build-42 +wall clock due +sleep 600\n$`)
+	want := regexp.MustCompile(`^ID +KIND +STATE +AGE +PID +VERDICT +USER +OWNER +RESULT +COMMAND\n` +
+		`g-abcdefghijkl +grant +running +\d+d +4242 +OWNED +root +build-42 +wall clock due +sleep 600\n$`)
 	if code != 0 || !want.MatchString(out) {
 		t.Errorf("list = %d %q %q, want\n%s", code, out, errs, want)
 	}
