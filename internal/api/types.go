@@ -237,6 +237,10 @@ type Claim struct {
 	// asked for, or inherited from a caller that had it or a narrower
 	// capability bounding set than the daemon's.
 	NoNewPrivs bool `json:"no_new_privs,omitempty"`
+	// Started is what the workload had just after its exec (its umask,
+	// nice value, scheduling policy, I/O priority, oom_score_adj, CPUs and
+	// seccomp filters), as the daemon read it; nil when it had ended.
+	Started *StartEnv `json:"started,omitempty"`
 	// GraceUntil, while a teardown is in progress (releasing), is when
 	// its grace period ends.
 	GraceUntil time.Time `json:"grace_until,omitzero"`
@@ -256,6 +260,9 @@ type Claim struct {
 	// Members are the descendants of the root the daemon saw born.
 	Members []Member `json:"members,omitempty"`
 }
+
+// StartEnv is what a workload had just after its exec.
+type StartEnv = store.StartEnv
 
 // Limit is one resource limit of a workload, by name (nofile, nproc,
 // memlock, core ...); 18446744073709551615 is unlimited.
@@ -316,6 +323,10 @@ func ClaimOf(c store.Claim) Claim {
 		ExitSignal: c.ExitSignal, EndedAt: c.EndedAt, OutputPath: c.OutputPath,
 		RetiredReason: c.RetiredReason, FollowedUp: c.FollowedUp,
 		UpdatedAt: c.UpdatedAt, Limits: slices.Clone(c.Limits), NoNewPrivs: c.NoNewPrivs, GraceUntil: c.GraceUntil,
+	}
+	if s := c.Started; s != nil {
+		env := *s
+		w.Started = &env
 	}
 	if v := c.LastVerdict; v != nil {
 		w.LastVerdict = &Judgement{Result: v.Result, Reason: v.Reason, Mechanism: v.Mechanism, At: v.At}

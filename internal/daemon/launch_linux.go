@@ -359,6 +359,11 @@ func (d *Daemon) Launch(ctx context.Context, p api.Peer, r *api.LaunchRequest) (
 	if d.execDone != nil {
 		d.execDone(c.ID, sp.Pid)
 	}
+	if env := d.startEnv(sp); env != nil {
+		if err := d.update(&c, func(x *store.Claim) { x.Started = env }); err != nil {
+			d.log.Error("recording what "+c.ID+"'s workload started with", err)
+		}
+	}
 	// A root reaped during the launch left its status here.
 	d.mu.Lock()
 	early := d.starting[c.ID]
@@ -650,6 +655,8 @@ func largest(c store.Claim, cgroup, output string) store.Claim {
 	c.GraceUntil, c.Grace, c.Deadline = at, math.MaxInt64, at
 	c.FollowedUp = true
 	c.Rev, c.UpdatedAt = math.MaxUint64, at
+	c.Started = &store.StartEnv{Umask: "0777", Nice: -20, Policy: "SCHED_DEADLINE", IOPrio: "best-effort/7",
+		OOMScoreAdj: -1000, CPUs: strings.Repeat("9", store.MaxCPUsText), SeccompFilters: math.MinInt}
 	return c
 }
 

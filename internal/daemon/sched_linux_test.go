@@ -95,6 +95,11 @@ func TestIntegrationLaunchCallersScheduling(t *testing.T) {
 			if c := cpuList(t, int(cl.Pid)); c != tt.wantC {
 				t.Errorf("job on CPUs %s, want %s", c, tt.wantC)
 			}
+			if s := cl.Started; s == nil || s.Policy != policyName(tt.want.policy) || s.IOPrio != ioprioName(tt.want.ioprio) ||
+				s.OOMScoreAdj != tt.want.oomScoreAdj || s.CPUs != tt.wantC {
+				t.Errorf("the claim says the job started with %+v, want policy %s, I/O %s, oom_score_adj %d, CPUs %s", s,
+					policyName(tt.want.policy), ioprioName(tt.want.ioprio), tt.want.oomScoreAdj, tt.wantC)
+			}
 		})
 	}
 }

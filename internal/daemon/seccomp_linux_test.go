@@ -31,12 +31,15 @@ func TestIntegrationLaunchCallersSeccomp(t *testing.T) {
 
 	pid := testenv.SeccompCaller(t, 65534, 65534, testenv.SeccompDeny)
 	p := api.Peer{UID: 65534, GID: 65534, Pid: int32(pid)}
-	launchSleeper(t, h, p, "/bin/sh", "-c", "mkdir "+made+" 2> "+said+"; exec /bin/sleep 600")
+	cl := launchSleeper(t, h, p, "/bin/sh", "-c", "mkdir "+made+" 2> "+said+"; exec /bin/sleep 600")
 	if _, err := os.Stat(made); err == nil {
 		t.Errorf("the job made %s, which its caller's seccomp filter refuses", made)
 	}
 	if b, _ := os.ReadFile(said); !strings.Contains(string(b), "not supported") {
 		t.Errorf("the job's mkdir said %q, want the caller's filter's EOPNOTSUPP", b)
+	}
+	if cl.Started == nil || cl.Started.SeccompFilters != 1 {
+		t.Errorf("the claim says the job started with %+v, want its caller's one seccomp filter", cl.Started)
 	}
 
 	strict := testenv.SeccompCaller(t, 65534, 65534, testenv.SeccompStrict)

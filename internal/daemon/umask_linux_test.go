@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
@@ -69,6 +68,9 @@ func TestIntegrationLaunchCallersUmaskAndNice(t *testing.T) {
 			if got := statNice(t, cl.Pid); got != tt.wantNice {
 				t.Errorf("a caller at nice %d launched a job at nice %d, want %d (the daemon's is %d)", tt.nice, got, tt.wantNice, own)
 			}
+			if s := cl.Started; s == nil || s.Umask != "0"+tt.umask || s.Nice != tt.wantNice {
+				t.Errorf("the claim says the job started with %+v, want umask 0%s, nice %d", s, tt.umask, tt.wantNice)
+			}
 		})
 	}
 }
@@ -107,21 +109,12 @@ func launchSleeper(t *testing.T, h *harness, p api.Peer, argv ...string) api.Cla
 	return cl
 }
 
-// statNice reads the nice value of process pid: field 19 of its stat line,
-// the 17th after the comm's closing parenthesis.
+// statNice reads the nice value of process pid.
 func statNice(t *testing.T, pid int32) int {
 	t.Helper()
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	n, err := niceOf(fmt.Sprintf("/proc/%d", pid))
 	if err != nil {
 		t.Fatal(err)
-	}
-	f := bytes.Fields(b[bytes.LastIndexByte(b, ')')+1:])
-	if len(f) < 17 {
-		t.Fatalf("/proc/%d/stat: %q", pid, b)
-	}
-	n, err := strconv.Atoi(string(f[16]))
-	if err != nil {
-		t.Fatalf("/proc/%d/stat: nice %q: %v", pid, f[16], err)
 	}
 	return n
 }

@@ -95,6 +95,28 @@ type Limit struct {
 	Hard uint64 `json:"hard"`
 }
 
+// StartEnv is what a launched workload had just after its exec: the
+// settings a job takes from its caller, or from the daemon where the
+// daemon's are less favoured (internal/spawn).
+type StartEnv struct {
+	Umask string `json:"umask"` // octal, "0022"
+	Nice  int    `json:"nice"`
+	// Policy is the scheduling policy's name, "SCHED_OTHER".
+	Policy string `json:"policy"`
+	// IOPrio is the I/O class and level: "none", "best-effort/4",
+	// "idle", "realtime/0".
+	IOPrio      string `json:"ioprio"`
+	OOMScoreAdj int    `json:"oom_score_adj"`
+	// CPUs is the CPU affinity as a list ("0-3,6"), at most MaxCPUsText
+	// bytes (cut with "...").
+	CPUs string `json:"cpus"`
+	// SeccompFilters counts the seccomp filters it runs under.
+	SeccompFilters int `json:"seccomp_filters"`
+}
+
+// MaxCPUsText bounds StartEnv.CPUs.
+const MaxCPUsText = 256
+
 // Verdict is the last judgement of a claim's root, as the daemon logged it.
 type Verdict struct {
 	// Result is persisted in its word form (OWNED, FOREIGN, GONE,
@@ -188,6 +210,10 @@ type Claim struct {
 	// asked for, or inherited from a caller that had it or a narrower
 	// capability bounding set than the daemon's.
 	NoNewPrivs bool `json:"no_new_privs,omitempty"`
+	// Started is what the workload had just after its exec, as the
+	// daemon read it from the process: what its caller's settings and the
+	// daemon's gave it. Nil when it had ended before it could be read.
+	Started *StartEnv `json:"started,omitempty"`
 	// WallClock is the grant's time limit (0 = none); Deadline is when
 	// it runs out.
 	WallClock time.Duration `json:"wall_clock,omitzero"`

@@ -284,6 +284,10 @@ func Show(w io.Writer, cl api.Claim, now time.Time) {
 	if cl.NoNewPrivs {
 		add("no_new_privs", "true")
 	}
+	if s := cl.Started; s != nil {
+		add("started with", Sanitize(fmt.Sprintf("umask %s, nice %d, %s, I/O %s, oom_score_adj %d, CPUs %s, %d seccomp filters",
+			s.Umask, s.Nice, s.Policy, s.IOPrio, s.OOMScoreAdj, s.CPUs, s.SeccompFilters)))
+	}
 	add("members", strconv.Itoa(len(cl.Members)))
 	for _, m := range cl.Members {
 		add("  member", fmt.Sprintf("%d %s (parent %d, born %s)", m.Pid, m.Token, m.Parent, at(m.BornAt)))

@@ -177,6 +177,8 @@ func TestShow(t *testing.T) {
 		Release:     &api.Release{Dead: true, Escalated: true, Ownership: verdict.Owned, At: t0, Cause: "holder gone", Unproven: []api.Instance{{Pid: 9, Token: tok, Reason: "protected"}}},
 		Members:     []api.Member{{Pid: 43, Token: tok, Parent: 42, BornAt: t0.Add(-time.Hour)}},
 		Limits:      []api.Limit{{Name: "nofile", Soft: 1024, Hard: ^uint64(0)}},
+		Started: &api.StartEnv{Umask: "0077", Nice: 5, Policy: "SCHED_BATCH", IOPrio: "best-effort/7", OOMScoreAdj: 200,
+			CPUs: "0-1", SeccompFilters: 2},
 	}
 	var b strings.Builder
 	Show(&b, cl, t0)
@@ -193,6 +195,7 @@ func TestShow(t *testing.T) {
 		"released: dead true, escalated true, root OWNED",
 		"unproven: 9 " + tok.String() + " (protected)\n",
 		"limit: nofile soft 1024 hard unlimited\n",
+		"started with: umask 0077, nice 5, SCHED_BATCH, I/O best-effort/7, oom_score_adj 200, CPUs 0-1, 2 seccomp filters\n",
 		"members: 1\n",
 		"  member: 43 " + tok.String() + " (parent 42, born ",
 	} {
