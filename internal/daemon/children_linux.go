@@ -135,7 +135,7 @@ func zombieBeforeExec(pid int32) bool {
 // never to have exec'd is killed. One that ended is read as a zombie
 // under reapMu (the reaper waits, the pid stays its own) or, reaped
 // already, from what the reaper read before it reaped.
-func (d *Daemon) exitBeforeExec(id string, sp spawn.Process, tok token.Token) (syscall.WaitStatus, bool) {
+func (d *Daemon) exitBeforeExec(id string, sp spawn.Process, tok token.Token, lost lossMark) (syscall.WaitStatus, bool) {
 	r := procfs.Reader{Root: "/proc"}
 	alive := true
 	for try := 0; try < execSettleTries; try++ {
@@ -150,7 +150,7 @@ func (d *Daemon) exitBeforeExec(id string, sp spawn.Process, tok token.Token) (s
 		unix.Poll(fds, int(execSettle/time.Millisecond))
 	}
 	if alive {
-		if !d.neverExeced(sp.Pid, tok) {
+		if !d.neverExeced(sp.Pid, tok, lost) {
 			return 0, false
 		}
 		unix.PidfdSendSignal(sp.Pidfd, unix.SIGKILL, nil, 0)
@@ -168,7 +168,7 @@ func (d *Daemon) exitBeforeExec(id string, sp spawn.Process, tok token.Token) (s
 		ws, before = pidfdStatus(sp.Pidfd)
 	}
 	d.reapMu.Unlock()
-	if !before || !d.neverExeced(sp.Pid, tok) {
+	if !before || !d.neverExeced(sp.Pid, tok, lost) {
 		return 0, false
 	}
 	return ws, true
@@ -176,12 +176,16 @@ func (d *Daemon) exitBeforeExec(id string, sp spawn.Process, tok token.Token) (s
 
 // neverExeced reports whether the graph proves that the launch process
 // pid@tok never exec'd its workload: it has watched it without a gap from
-// the fork it saw, and saw one exec of it, the shim's own, not a second.
-// False where it cannot tell: a mechanism without exec events (polling),
-// a gap, a graph that cannot catch up, the node gone.
-func (d *Daemon) neverExeced(pid int32, tok token.Token) bool {
+// the fork it saw, saw one exec of it, the shim's own, not a second, and
+// the source lost nothing since lost was taken, before the spawn (an eBPF
+// record dropped in a full ring is counted by the kernel before the
+// source reports it, and a graph that had not yet heard of the loss
+// showed the node watched without a gap). False where it cannot tell: a
+// mechanism without exec events (polling), a loss, a graph that cannot
+// catch up, the node gone.
+func (d *Daemon) neverExeced(pid int32, tok token.Token, lost lossMark) bool {
 	tr := d.tr.Load()
-	if tr == nil {
+	if tr == nil || !lost.ok {
 		return false
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), catchUpWait)
@@ -190,8 +194,28 @@ func (d *Daemon) neverExeced(pid int32, tok token.Token) bool {
 		return false
 	}
 	w, ok := tr.Graph().Watch(pid, tok)
-	return ok && w.Match == token.Same && w.Continuous &&
-		w.Node.Flags.Has(lineage.BornObserved|lineage.Execed) && !w.Node.Flags.Has(lineage.Reexeced)
+	if !ok || w.Match != token.Same || !w.Continuous ||
+		!w.Node.Flags.Has(lineage.BornObserved|lineage.Execed) || w.Node.Flags.Has(lineage.Reexeced) {
+		return false
+	}
+	n, ok := tr.Losses()
+	return ok && n == lost.n
+}
+
+// lossMark is the tracker's loss count (Tracker.Losses) taken before a
+// spawn.
+type lossMark struct {
+	n  uint64
+	ok bool
+}
+
+// losses takes a lossMark.
+func (d *Daemon) losses() lossMark {
+	var m lossMark
+	if tr := d.tr.Load(); tr != nil {
+		m.n, m.ok = tr.Losses()
+	}
+	return m
 }
 
 // execSettle and execSettleTries bound exitBeforeExec's wait for a process

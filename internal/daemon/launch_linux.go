@@ -318,6 +318,9 @@ func (d *Daemon) Launch(ctx context.Context, p api.Peer, r *api.LaunchRequest) (
 		delete(d.starting, c.ID)
 		d.mu.Unlock()
 	}()
+	// Taken before the spawn: what the source loses from here on may
+	// hide the workload's exec from the graph (exitBeforeExec).
+	lost := d.losses()
 	sp, err := start()
 	if err != nil && sp.Pid == 0 && attr.CgroupFD >= 0 {
 		// The cgroup refused the fork (a controller, a permission): go
@@ -349,7 +352,7 @@ func (d *Daemon) Launch(ctx context.Context, p api.Peer, r *api.LaunchRequest) (
 	if d.execEnded != nil {
 		d.execEnded(sp.Pid)
 	}
-	if ws, before := d.exitBeforeExec(c.ID, sp, tok); before {
+	if ws, before := d.exitBeforeExec(c.ID, sp, tok, lost); before {
 		if cgPath != "" {
 			go removeCgroup(cgPath)
 		}

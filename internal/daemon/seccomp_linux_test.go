@@ -17,6 +17,7 @@ import (
 	"github.com/procsupervisor/supervisor/internal/api"
 	"github.com/procsupervisor/supervisor/internal/store"
 	"github.com/procsupervisor/supervisor/internal/testenv"
+	"github.com/procsupervisor/supervisor/internal/token"
 )
 
 // TestIntegrationLaunchCallersSeccomp: a job launched for a caller under
@@ -148,6 +149,48 @@ func TestIntegrationLaunchWorkloadTakesShimName(t *testing.T) {
 		}
 		if cl.Pid == 0 {
 			t.Errorf("launch %d: no root pid on the claim of a workload that ran", i)
+		}
+	}
+}
+
+// TestNeverExecedNeedsNoLoss: the graph's proof that a launch process
+// never exec'd its workload holds only while the source lost nothing
+// since the spawn: an eBPF record dropped in a full ring is counted by
+// the kernel before the source reports it, and the graph then showed the
+// node watched without a gap, its workload's exec missing.
+func TestNeverExecedNeedsNoLoss(t *testing.T) {
+	h := newHarness(t)
+	var pid int32
+	var tok token.Token
+	h.d.execEnded = func(p int32) {
+		fd, err := unix.PidfdOpen(int(p), 0)
+		if err != nil {
+			t.Errorf("pidfd of the launch process: %v", err)
+			return
+		}
+		defer unix.Close(fd)
+		pid = p
+		if tok, err = tokenFromPidfd(fd, p, h.d.boot); err != nil {
+			t.Errorf("token of the launch process: %v", err)
+		}
+	}
+	caller := testenv.SeccompCaller(t, 65534, 65534, testenv.SeccompKillExec)
+	if _, err := h.d.Launch(context.Background(), api.Peer{UID: 65534, GID: 65534, Pid: int32(caller)},
+		&api.LaunchRequest{Argv: []string{"/bin/true"}, Cwd: "/"}); !errors.Is(err, api.ErrConflict) {
+		t.Fatalf("a launch killed at its exec: %v, want a conflict", err)
+	}
+	now := h.d.losses()
+	for _, tt := range []struct {
+		name string
+		mark lossMark
+		want bool
+	}{
+		{"nothing lost", now, true},
+		{"one lost since the spawn", lossMark{n: now.n - 1, ok: true}, false},
+		{"count unread", lossMark{}, false},
+	} {
+		if got := h.d.neverExeced(pid, tok, tt.mark); got != tt.want {
+			t.Errorf("%s: neverExeced = %v, want %v", tt.name, got, tt.want)
 		}
 	}
 }

@@ -362,6 +362,25 @@ func (t *Tracker) Tried() []string { return t.tried }
 // Stats returns the source's counters.
 func (t *Tracker) Stats() events.Stats { return t.src.Stats() }
 
+// kernelLoser is a source whose kernel counts the records it dropped
+// ahead of what Read has reported (tracepoint.Source.KernelLost).
+type kernelLoser interface {
+	KernelLost() (uint64, bool)
+}
+
+// Losses returns a count that grows with every event the source has lost
+// up to now, reported yet or not: the kernel's own count where the source
+// has one that runs ahead of its Lost events (eBPF), else the losses
+// reported (netlink reports each before the marker Sync waits for). Two
+// equal answers around a Sync say nothing was lost between them. ok is
+// false when the count cannot be read (the source closed).
+func (t *Tracker) Losses() (uint64, bool) {
+	if k, isK := t.src.(kernelLoser); isK {
+		return k.KernelLost()
+	}
+	return t.src.Stats().Lost, true
+}
+
 // Polls returns the poll counters of a polling mechanism; ok is false for
 // the kernel sources, which do not poll.
 func (t *Tracker) Polls() (st fallback.PollStats, ok bool) {

@@ -589,6 +589,24 @@ func (s *Source) Barrier() (pos uint64, ok bool) {
 	return atomic.LoadUint64(s.ring.prodPos), true
 }
 
+// KernelLost returns the kernel's count of records it could not reserve
+// as it is now: Read reports losses only when it looks at the counter (the
+// ring drained, or every lostCheckEvery records), so a record lost before
+// a Barrier may not yet be a Lost event when Reached says the barrier is
+// passed. ok is false once the source is closed. Safe from any goroutine.
+func (s *Source) KernelLost() (n uint64, ok bool) {
+	if s.lost == nil {
+		return 0, false
+	}
+	s.sharedMu.Lock()
+	defer s.sharedMu.Unlock()
+	if s.closed.Load() {
+		return 0, false
+	}
+	n, err := s.lost()
+	return n, err == nil
+}
+
 // Reached reports whether Read has dealt with every record before pos (a
 // Barrier).
 func (s *Source) Reached(pos uint64) bool { return s.done.Load() >= pos }
