@@ -385,3 +385,15 @@ func TestEnded(t *testing.T) {
 		}
 	}
 }
+
+// TestCutKeepsMarks: a view's cut ends before a [REDACTED] mark, not
+// inside it ("--password=[RED…" read as a password).
+func TestCutKeepsMarks(t *testing.T) {
+	s := "db --password=[REDACTED] x"
+	for n := len("db --password=") + 3; n < len("db --password=[REDACTED]")+2; n++ {
+		got := Cut(s, n)
+		if strings.Contains(got, "[") && !strings.Contains(got, "[REDACTED]") {
+			t.Errorf("Cut(%q, %d) = %q, a part of the mark", s, n, got)
+		}
+	}
+}

@@ -13,6 +13,7 @@ package view
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"io"
 	"maps"
@@ -26,6 +27,7 @@ import (
 	"github.com/procsupervisor/supervisor/internal/actions"
 	"github.com/procsupervisor/supervisor/internal/api"
 	"github.com/procsupervisor/supervisor/internal/lineage"
+	"github.com/procsupervisor/supervisor/internal/redact"
 	"github.com/procsupervisor/supervisor/internal/token"
 )
 
@@ -75,7 +77,9 @@ func cutAt(s string, n int) (int, bool) {
 		}
 		cols += w
 		if cols > n {
-			return keep, false
+			// Never inside a [REDACTED] mark: "--password=[RED…" read
+			// as a password.
+			return redact.Cut(s, keep), false
 		}
 		i += size
 		if cols <= room {
@@ -88,9 +92,18 @@ func cutAt(s string, n int) (int, bool) {
 // cutMark ends a line that was cut.
 const cutMark = "…"
 
-// table writes rows of cells in columns two spaces apart, each sanitized.
+// table writes rows of cells in columns two spaces apart, each sanitized,
+// and on a terminal each line cut to its width: a user's owner label
+// padded with spaces to the terminal's edge wrapped in root's show into a
+// line that read as the claim's uid, 0.
 func table(w io.Writer, rows [][]string) {
-	tw := tabwriter.NewWriter(w, 2, 4, 2, ' ', 0)
+	width := Width(w)
+	var buf bytes.Buffer
+	out := w
+	if width > 0 {
+		out = &buf
+	}
+	tw := tabwriter.NewWriter(out, 2, 4, 2, ' ', 0)
 	for _, row := range rows {
 		for i, cell := range row {
 			row[i] = Sanitize(cell)
@@ -98,6 +111,9 @@ func table(w io.Writer, rows [][]string) {
 		fmt.Fprintln(tw, strings.Join(row, "\t"))
 	}
 	tw.Flush()
+	if width > 0 {
+		w.Write(cutLines(buf.Bytes(), width))
+	}
 }
 
 // Report prints a reconcile or reaper report.

@@ -186,3 +186,28 @@ func TestEventsTerminalNoWrap(t *testing.T) {
 	}
 	check(lines, 60)
 }
+
+// TestShowTerminalNoWrap: a user's owner label padded with spaces to the
+// edge of root's terminal, then "uid: 0 (gid 0)", wrapped in show into a
+// line that read as the claim's uid. On a terminal each line of a table
+// (show, list) is cut to the width.
+func TestShowTerminalNoWrap(t *testing.T) {
+	master, tty, _ := testenv.Pty(t)
+	if err := unix.IoctlSetWinsize(int(tty.Fd()), unix.TIOCSWINSZ, &unix.Winsize{Row: 24, Col: 100}); err != nil {
+		t.Fatal(err)
+	}
+	owner := "ops" + strings.Repeat(" ", 87) + "uid:      0 (gid 0)"
+	cl := api.Claim{ID: "j-aaaaaaaaaaaa", Kind: "job", State: "running", Owner: owner, UID: 1004, GID: 1006,
+		Argv: []string{"sleep", "600"}, Pid: 42}
+	Show(tty, cl, time.Now())
+	lines := readLines(t, master, 5)
+	for _, l := range lines {
+		l = strings.TrimSuffix(l, "\r\n")
+		if c := columns(l); c > 100 {
+			t.Errorf("a line of %d columns on a 100-column terminal: %q", c, l)
+		}
+		if strings.HasPrefix(l, "uid:") && !strings.Contains(l, "1004") {
+			t.Errorf("a line that reads as the claim's uid: %q", l)
+		}
+	}
+}
