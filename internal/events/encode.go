@@ -515,10 +515,11 @@ func appendJSONStringOK(b, s []byte) ([]byte, bool) {
 				i++
 				continue
 			}
-			if jsonx.LineBreak(r) {
-				// A C1 control, U+2028 or U+2029: valid JSON raw,
-				// but a reader splitting at Unicode line breaks
-				// would cut the line there (see internal/jsonx).
+			if jsonx.Escaped(r) {
+				// A C1 control, U+2028, U+2029 or a bidi control:
+				// valid JSON raw, but a reader splitting at Unicode
+				// line breaks would cut the line there, and a
+				// terminal show it reversed (see internal/jsonx).
 				b = append(b, '\\', 'u', hex[r>>12], hex[r>>8&15], hex[r>>4&15], hex[r&15])
 			} else {
 				b = append(b, s[i:i+n]...)

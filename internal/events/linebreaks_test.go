@@ -11,7 +11,7 @@ import (
 // TestAppendJSONStringLineBreaks: the C1 controls, U+2028 and U+2029 are
 // written as \uXXXX escapes wherever they stand (after a plain run of a
 // word or more, among other characters of two and three bytes, next to
-// bytes that are not UTF-8), their neighbours U+00A0, U+2027 and U+202A
+// bytes that are not UTF-8), their neighbours U+00A0, U+2027 and U+202F
 // as themselves: a collector splitting at Unicode line breaks must see a
 // process's line whole.
 func TestAppendJSONStringLineBreaks(t *testing.T) {
@@ -30,7 +30,8 @@ func TestAppendJSONStringLineBreaks(t *testing.T) {
 		{"1234567\u0085", `"1234567\u0085"`, true},
 		{"x\u0085{\"forged\":1}", `"x\u0085{\"forged\":1}"`, true},
 		{"é\u2028€\u0085𝄞\u2029", `"é\u2028€\u0085𝄞\u2029"`, true},
-		{"\u00a0\u2027\u202a\u00c2", "\"\u00a0\u2027\u202a\u00c2\"", true},
+		{"\u00a0\u2027\u202f\u00c2", "\"\u00a0\u2027\u202f\u00c2\"", true},
+		{"rlo\u202eevil\u2066", `"rlo\u202eevil\u2066"`, true},
 		{"\x7f\u0080\n", `"\u007f\u0080\u000a"`, true},
 		{"\xff\u2028\xc2", `"\ufffd\u2028\ufffd"`, false},
 		{"\xe2\x80\u0085", `"\ufffd\ufffd\u0085"`, false},

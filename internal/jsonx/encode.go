@@ -141,7 +141,7 @@ func AppendEscapedUTF8(b []byte, s string) ([]byte, bool) {
 				continue
 			}
 			r, size := utf8.DecodeRuneInString(s[i:])
-			if size == 1 || LineBreak(r) {
+			if size == 1 || Escaped(r) {
 				// A byte that is not UTF-8 (the only one-byte
 				// result at c >= 0x80), or a character escaped.
 				b = append(b, s[start:i]...)
@@ -161,13 +161,25 @@ func AppendEscapedUTF8(b []byte, s string) ([]byte, bool) {
 	return append(b, s[start:]...), valid
 }
 
-// LineBreak reports whether r, a character of two bytes or more, is one
-// written escaped: a C1 control (U+0080 to U+009F) or U+2028 or U+2029.
-// Encoders with their own escaping (internal/events) ask it, so every
-// encoder escapes the same characters.
+// LineBreak reports whether r is a C1 control (U+0080 to U+009F), U+2028
+// or U+2029: a line break to a reader that splits at Unicode ones.
 func LineBreak(r rune) bool {
 	return uint32(r)-0x80 < 0x20 || r|1 == 0x2029
 }
+
+// Bidi reports whether r is a bidirectional control (U+061C, U+200E,
+// U+200F, U+202A to U+202E, U+2066 to U+2069): U+202E shows what follows
+// it reversed, so a user's argument could show another text on a
+// terminal that reads the line.
+func Bidi(r rune) bool {
+	return r == 0x061c || r|1 == 0x200f || uint32(r)-0x202a < 5 || uint32(r)-0x2066 < 4
+}
+
+// Escaped reports whether r, a character of two bytes or more, is one
+// written escaped: a line break (LineBreak) or a bidirectional control
+// (Bidi). Encoders with their own escaping (internal/events, the CLI's
+// JSON) ask it, so every encoder escapes the same characters.
+func Escaped(r rune) bool { return LineBreak(r) || Bidi(r) }
 
 // ValidCut reports whether s is UTF-8 but for the first bytes of one
 // character at its end, where something cut it (the kernel's 15-byte

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"unicode"
 	"unicode/utf8"
 )
 
@@ -34,7 +35,7 @@ func referenceEscape(s string) string {
 			b.WriteString(`\u00`)
 			b.WriteByte(hexDigits[r>>4])
 			b.WriteByte(hexDigits[r&15])
-		case r == '\u2028' || r == '\u2029':
+		case r == '\u2028' || r == '\u2029' || unicode.Is(unicode.Bidi_Control, r):
 			fmt.Fprintf(&b, `\u%04x`, r)
 		default:
 			b.WriteString(s[i : i+size])
@@ -73,24 +74,37 @@ func checkString(t *testing.T, s string) {
 	}
 }
 
-// rawBreak returns the index in b of the first U+2028, U+2029 or C1
-// control (U+0080 to U+009F) written as itself, -1 when none.
+// rawBreak returns the index in b of the first U+2028, U+2029, C1 control
+// (U+0080 to U+009F) or bidirectional control written as itself, -1 when
+// none.
 func rawBreak(b []byte) int {
-	for i := 0; i+1 < len(b); i++ {
-		switch {
-		case b[i] == 0xc2 && b[i+1] >= 0x80 && b[i+1] <= 0x9f:
-			return i
-		case b[i] == 0xe2 && i+2 < len(b) && b[i+1] == 0x80 && (b[i+2] == 0xa8 || b[i+2] == 0xa9):
+	for i := 0; i < len(b); {
+		r, size := utf8.DecodeRune(b[i:])
+		if size > 1 && (r <= 0x9f || r == 0x2028 || r == 0x2029 || unicode.Is(unicode.Bidi_Control, r)) {
 			return i
 		}
+		i += size
 	}
 	return -1
 }
 
-// TestAppendStringLineBreaks: U+2028, U+2029 and the C1 controls are
-// escaped wherever they stand, among ASCII, other characters of two and
-// three bytes (U+00A0 and U+2027, U+202A around them), and bytes that are
-// not UTF-8, which are still replaced and reported.
+// TestBidi: Bidi is unicode.Bidi_Control, and Escaped adds LineBreak.
+func TestBidi(t *testing.T) {
+	for r := rune(0); r <= unicode.MaxRune; r++ {
+		if got, want := Bidi(r), unicode.Is(unicode.Bidi_Control, r); got != want {
+			t.Fatalf("Bidi(%U) = %v, want %v", r, got, want)
+		}
+		if got, want := Escaped(r), LineBreak(r) || Bidi(r); got != want {
+			t.Fatalf("Escaped(%U) = %v, want %v", r, got, want)
+		}
+	}
+}
+
+// TestAppendStringLineBreaks: U+2028, U+2029, the C1 controls and the
+// bidirectional controls are escaped wherever they stand, among ASCII,
+// other characters of two and three bytes (U+00A0 and U+2027, U+202F
+// around them), and bytes that are not UTF-8, which are still replaced
+// and reported.
 func TestAppendStringLineBreaks(t *testing.T) {
 	tests := []struct {
 		in, want string
@@ -110,8 +124,11 @@ func TestAppendStringLineBreaks(t *testing.T) {
 		{"123456\u0085", `123456\u0085`, true},
 		{"\u2028\u2028\u0085\u0085", `\u2028\u2028\u0085\u0085`, true},
 		{"é\u2028ü\u0085✓\u2029🎉", `é\u2028ü\u0085✓\u2029🎉`, true},
+		// Bidirectional controls.
+		{"rlo\u202eevil", `rlo\u202eevil`, true},
+		{"\u061c\u200e\u200f\u202a\u2066\u2069", `\u061c\u200e\u200f\u202a\u2066\u2069`, true},
 		// Neighbours written as themselves.
-		{"\u00a0\u2027\u202a\u00c2\u0100", "\u00a0\u2027\u202a\u00c2\u0100", true},
+		{"\u00a0\u2027\u202f\u00c2\u0100\u2065\u206a\u061b", "\u00a0\u2027\u202f\u00c2\u0100\u2065\u206a\u061b", true},
 		{"\u007f\u0080", `\u007f\u0080`, true},
 		// Bytes that are not UTF-8 next to them.
 		{"\xff\u2028\xc2", `\ufffd\u2028\ufffd`, false},

@@ -20,8 +20,11 @@ func rawLineBreak(b []byte) int {
 		switch {
 		case b[i] == 0xc2 && b[i+1] >= 0x80 && b[i+1] <= 0x9f:
 			return i
-		case b[i] == 0xe2 && i+2 < len(b) && b[i+1] == 0x80 && (b[i+2] == 0xa8 || b[i+2] == 0xa9):
-			return i
+		case b[i] == 0xe2 && i+2 < len(b) && (b[i+1] == 0x80 && (b[i+2]|1 == 0xa9 || b[i+2]|1 == 0x8f || b[i+2]-0xaa < 5) ||
+			b[i+1] == 0x81 && b[i+2]-0xa6 < 4):
+			return i // U+2028, U+2029 or a bidirectional control
+		case b[i] == 0xd8 && b[i+1] == 0x9c:
+			return i // U+061C
 		}
 	}
 	return -1
@@ -38,9 +41,11 @@ func TestEscapeLineBreaks(t *testing.T) {
 		{`{"` + "k\u2028" + `":"v"}`, `{"k\u2028":"v"}`}, // a key too
 		{`"` + "x\u0085{\\\"forged\\\":1}" + `"`, `"x\u0085{\"forged\":1}"`},
 		{`"` + "é€✓日\u2028ü\u0085🎉" + `"`, `"é€✓日\u2028ü\u0085🎉"`},
-		// Neighbours that stay: U+00A0, U+2027, U+202A, U+2020, U+0100
+		// Bidirectional controls.
+		{"\"rlo\u202eevil \u061c\u200e\u200f\u2066\u2069\"", `"rlo\u202eevil \u061c\u200e\u200f\u2066\u2069"`},
+		// Neighbours that stay: U+00A0, U+2027, U+202F, U+2020, U+0100
 		// (E2 80 A0..A7 and AA, C2 A0, C4 80).
-		{"\"\u00a0\u2027\u202a\u2020\u0100\"", "\"\u00a0\u2027\u202a\u2020\u0100\""},
+		{"\"\u00a0\u2027\u202f\u2020\u0100\u061b\u206a\"", "\"\u00a0\u2027\u202f\u2020\u0100\u061b\u206a\""},
 		// A 0xC2 or 0xE2 that does not start one, then one that does.
 		{"\"\u00c2\u00e2\u00a9\u2022\u2028\"", "\"\u00c2\u00e2\u00a9\u2022\\u2028\""},
 		// Bytes that are not UTF-8 (zerolog writes none, but the rewrite
@@ -106,7 +111,8 @@ func TestZerologLineBreaks(t *testing.T) {
 // line break and C1 control, and decode to the same value.
 func FuzzEscapeLineBreaks(f *testing.F) {
 	for _, s := range []string{"", "plain", "/tmp/\u2028\u2029", "x\u0085{\"forged\":1}", "\u009b31m",
-		`{"a":"` + "\u2028" + `"}`, "\xe2\xe2\x80\xa8\xff\xc2\x85", `["` + "\u0080" + `",1,null]`} {
+		`{"a":"` + "\u2028" + `"}`, "\xe2\xe2\x80\xa8\xff\xc2\x85", `["` + "\u0080" + `",1,null]`,
+		"rlo\u202e\u2066\u061c\xd8\xd8\x9c\xe2\x81\xa9"} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"unicode"
 	"unicode/utf8"
 
 	"github.com/procsupervisor/supervisor/internal/buildinfo"
@@ -73,7 +72,7 @@ func termEscape(p []byte) []byte {
 		if r >= utf8.RuneSelf {
 			r, size = utf8.DecodeRune(p[i:])
 		}
-		if r == 0x7f || r >= utf8.RuneSelf && (jsonx.LineBreak(r) || unicode.Is(unicode.Bidi_Control, r)) {
+		if r == 0x7f || r >= utf8.RuneSelf && jsonx.Escaped(r) {
 			if out == nil {
 				out = make([]byte, 0, len(p)+32)
 			}
