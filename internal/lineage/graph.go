@@ -78,6 +78,11 @@ type Graph struct {
 	// stamps converts events' stamps to the graph clock; nil when
 	// Config.Now was given (a test's clock is the only clock).
 	stamps *boottime.Clock
+	// young and youngAt remember, for youngFor, the starts of nodes
+	// evicted soon after their exit, in eviction order and by pid (the
+	// latest): only a burst of exits over MaxExited evicts one that young.
+	young   []youngEviction
+	youngAt map[int32]youngEviction
 
 	mu      sync.RWMutex
 	now     int64 // graph clock for the operation in progress
@@ -514,6 +519,9 @@ func (g *Graph) newNode(pid int32, tok token.Token) uint32 {
 	n := g.at(i)
 	n.pid = pid
 	n.start, n.ino, n.prec = tok.Start, tok.Ino, tok.Prec
+	if y, ok := g.youngAt[pid]; ok && y.prec == tok.Prec && y.start == tok.Start {
+		n.flags |= fTwinDropped
+	}
 	n.seenAt, n.sinceAt = g.now, g.now
 	n.epoch = g.epoch
 	g.live++
@@ -804,8 +812,32 @@ func (g *Graph) unlist(i uint32) {
 	n.list, n.lprev, n.lnext = onNone, 0, 0
 }
 
+// youngFor is how long the start of a node evicted soon after its exit is
+// remembered by pid (Graph.young): a process the kernel gives the pid
+// within the same clock tick, born after the eviction, takes
+// fTwinDropped from it.
+const youngFor = 2 * tickNs
+
+// youngEviction is the start of a node evicted within youngFor of its
+// listing, and when.
+type youngEviction struct {
+	pid   int32
+	prec  token.Precision
+	start uint64
+	at    int64
+}
+
 // expire applies the retention bounds.
 func (g *Graph) expire() {
+	for len(g.young) > 0 && g.now-g.young[0].at >= youngFor {
+		if y := g.young[0]; g.youngAt[y.pid] == y {
+			delete(g.youngAt, y.pid)
+		}
+		g.young = g.young[1:]
+	}
+	if len(g.young) == 0 && cap(g.young) > 0 {
+		g.young, g.youngAt = nil, nil // let a burst's memory go
+	}
 	r := &g.lists[onRetained]
 	for r.n > g.cfg.MaxExited {
 		g.evict(r.head)
@@ -822,9 +854,25 @@ func (g *Graph) expire() {
 }
 
 // evict drops exited node i. Its children move to its parent, flagged
-// AncestryElided, so that older ancestors still reach them.
+// AncestryElided, so that older ancestors still reach them. A generation
+// at the same pid with the same start is flagged fTwinDropped: with i
+// gone it would be the only candidate for a token without an inode, which
+// names either (a stranger given the pid within the same tick was judged
+// OWNED for a claim on the process before it, once that one was dropped).
 func (g *Graph) evict(i uint32) {
 	n := g.at(i)
+	for j := g.pids.Get(n.pid); j != 0; j = g.at(j).older {
+		if m := g.at(j); j != i && m.prec == n.prec && m.start == n.start {
+			m.flags |= fTwinDropped
+		}
+	}
+	if g.now-n.listedAt < youngFor {
+		y := youngEviction{pid: n.pid, prec: n.prec, start: n.start, at: g.now}
+		if g.youngAt == nil {
+			g.youngAt = map[int32]youngEviction{}
+		}
+		g.young, g.youngAt[n.pid] = append(g.young, y), y
+	}
 	g.unlist(i)
 	p := n.parent
 	if p != 0 {

@@ -66,7 +66,11 @@ const (
 	fRootObserved uint32 = 1 << 19 // every link to the admitted root was an observed fork
 	fNew          uint32 = 1 << 20 // created by the reconcile in progress
 	fCtx          uint32 = 1 << 21 // sid, pgid, leaders, cgroup and uid are set
-	exportMask    uint32 = 1<<16 - 1
+	// fTwinDropped: a generation at the same pid with the same start
+	// (precision and value) was dropped; a token without an inode can no
+	// longer be told to name this one rather than that (see resolve).
+	fTwinDropped uint32 = 1 << 22
+	exportMask   uint32 = 1<<16 - 1
 )
 
 // Node is a snapshot of one process instance.

@@ -335,7 +335,7 @@ func (g *Graph) Childless(pid int32, tok token.Token) bool {
 
 // resolve finds the generation at pid that tok names by token.Compare: Same
 // wins; otherwise the newest Unproven candidate (same precision and start),
-// with ambiguous set when there are several.
+// with ambiguous set when there are several, or were (fTwinDropped).
 func (g *Graph) resolve(pid int32, tok token.Token) (idx uint32, m token.Match, ambiguous bool) {
 	var cand uint32
 	var count int
@@ -361,7 +361,8 @@ func (g *Graph) resolve(pid int32, tok token.Token) (idx uint32, m token.Match, 
 	}
 	switch {
 	case cand != 0:
-		return cand, token.Unproven, count > 1
+		// A twin the graph dropped is a candidate it no longer holds.
+		return cand, token.Unproven, count > 1 || g.at(cand).flags&fTwinDropped != 0
 	case sawOther:
 		return 0, token.OtherBoot, false
 	case sawDiff:
