@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -103,25 +104,37 @@ func TestIntegrationLaunchCallersFilterUnreadable(t *testing.T) {
 func TestIntegrationLaunchCallersFilterKillsExec(t *testing.T) {
 	h := newHarness(t)
 	for _, mode := range []string{testenv.SeccompKillExec, testenv.SeccompTrapExec, testenv.SeccompMute} {
-		pid := testenv.SeccompCaller(t, 65534, 65534, mode)
-		_, err := h.d.Launch(context.Background(), api.Peer{UID: 65534, GID: 65534, Pid: int32(pid)},
-			&api.LaunchRequest{Argv: []string{"/bin/sleep", "600"}, Cwd: "/"})
-		if !errors.Is(err, api.ErrConflict) || !strings.Contains(err.Error(), "did not run") {
-			t.Errorf("%s: a launch whose exec the caller's filter ends: %v, want a conflict saying it did not run", mode, err)
+		// Where the source lost events meanwhile (other tests' storms),
+		// the launch is taken to have run, by design: try again.
+		for attempt := 1; ; attempt++ {
+			pid := testenv.SeccompCaller(t, 65534, 65534, mode)
+			before := h.d.losses()
+			cl, err := h.d.Launch(context.Background(), api.Peer{UID: 65534, GID: 65534, Pid: int32(pid)},
+				&api.LaunchRequest{Argv: []string{"/bin/sleep", "600"}, Cwd: "/"})
+			if after := h.d.losses(); err == nil && after != before && attempt < 5 {
+				t.Logf("%s: events lost during the launch (%d -> %d): taken to have run; again", mode, before.n, after.n)
+				syscall.Kill(int(cl.Pid), syscall.SIGKILL)
+				continue
+			}
+			if !errors.Is(err, api.ErrConflict) || !strings.Contains(err.Error(), "did not run") {
+				t.Errorf("%s: a launch whose exec the caller's filter ends: %v, want a conflict saying it did not run", mode, err)
+			}
+			break
 		}
 	}
 	uid := uint32(65534)
-	claims, err := h.d.st.List(store.Filter{UID: &uid})
+	claims, err := h.d.st.List(store.Filter{UID: &uid, State: store.Released})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(claims) != 3 {
-		t.Fatalf("%d claims, want the three launches'", len(claims))
-	}
+	n := 0
 	for _, c := range claims {
-		if c.State != store.Released || c.Pid != 0 || c.LastVerdict == nil || !strings.Contains(c.LastVerdict.Reason, "did not run") {
-			t.Errorf("claim %s: state %s, pid %d, verdict %+v; want released, never started, saying it did not run", c.ID, c.State, c.Pid, c.LastVerdict)
+		if c.Pid == 0 && c.LastVerdict != nil && strings.Contains(c.LastVerdict.Reason, "did not run") {
+			n++
 		}
+	}
+	if n != 3 {
+		t.Errorf("%d claims released as never started, saying the workload did not run; want the three launches'", n)
 	}
 }
 
@@ -179,18 +192,24 @@ func TestNeverExecedNeedsNoLoss(t *testing.T) {
 		&api.LaunchRequest{Argv: []string{"/bin/true"}, Cwd: "/"}); !errors.Is(err, api.ErrConflict) {
 		t.Fatalf("a launch killed at its exec: %v, want a conflict", err)
 	}
-	now := h.d.losses()
-	for _, tt := range []struct {
-		name string
-		mark lossMark
-		want bool
-	}{
-		{"nothing lost", now, true},
-		{"one lost since the spawn", lossMark{n: now.n - 1, ok: true}, false},
-		{"count unread", lossMark{}, false},
-	} {
-		if got := h.d.neverExeced(pid, tok, tt.mark); got != tt.want {
-			t.Errorf("%s: neverExeced = %v, want %v", tt.name, got, tt.want)
+	for attempt := 1; ; attempt++ {
+		now := h.d.losses()
+		if got := h.d.neverExeced(pid, tok, now); !got && attempt < 5 && h.d.losses() != now {
+			continue // events lost meanwhile (other tests' storms): again
+		} else if !got {
+			t.Errorf("nothing lost: neverExeced = false, want true")
 		}
+		for _, tt := range []struct {
+			name string
+			mark lossMark
+		}{
+			{"one lost since the spawn", lossMark{n: now.n - 1, ok: true}},
+			{"count unread", lossMark{}},
+		} {
+			if h.d.neverExeced(pid, tok, tt.mark) {
+				t.Errorf("%s: neverExeced = true, want false", tt.name)
+			}
+		}
+		return
 	}
 }
