@@ -273,6 +273,11 @@ func (tr *tree) has(pid int32) bool {
 	return tr.refused[pid] || slices.ContainsFunc(tr.members, func(h *pidfd.Handle) bool { return h.Pid() == pid })
 }
 
+// member reports whether the instance pid@tok is a proven member.
+func (tr *tree) member(pid int32, tok token.Token) bool {
+	return slices.ContainsFunc(tr.members, func(h *pidfd.Handle) bool { return h.Pid() == pid && h.Token() == tok })
+}
+
 func (t *Teardown) run(ctx context.Context, root *pidfd.Handle, extra []*pidfd.Handle, out *Outcome) {
 	tr := &tree{refused: map[int32]bool{}}
 	if root != nil {
@@ -408,7 +413,9 @@ func (t *Teardown) grow(tr *tree, out *Outcome, sig unix.Signal) []*pidfd.Handle
 			}
 			found, unproven, err := f.Find(tr.members, t.opts.Budget)
 			for _, u := range unproven {
-				if !slices.ContainsFunc(out.Unproven, func(m Member) bool { return m.Pid == u.Pid }) {
+				// One finder's doubt about a process another has
+				// proven a member is no doubt.
+				if !tr.member(u.Pid, u.Token) && !slices.ContainsFunc(out.Unproven, func(m Member) bool { return m.Pid == u.Pid }) {
 					out.Unproven = append(out.Unproven, u)
 				}
 			}
@@ -438,6 +445,10 @@ func (t *Teardown) grow(tr *tree, out *Outcome, sig unix.Signal) []*pidfd.Handle
 				if !t.admit(tr, h, out) {
 					continue
 				}
+				// Proven now: a finder that doubted it before (a child
+				// forked between its graph's look and its /proc walk)
+				// no longer makes it an unproven process left.
+				out.Unproven = slices.DeleteFunc(out.Unproven, func(m Member) bool { return m.Pid == h.Pid() && m.Token == h.Token() })
 				fresh = append(fresh, h)
 				tr.members = append(tr.members, h)
 			}

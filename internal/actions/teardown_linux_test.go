@@ -293,3 +293,42 @@ func TestIntegrationUidChangedDuringGrace(t *testing.T) {
 		t.Errorf("Run = %+v, want %d targeted, a survivor, and the teardown not dead", out, root)
 	}
 }
+
+// doubter is a Finder that, at its first look, doubts the processes it is
+// given (as the graph's finder did of a child forked between its graph's
+// look and its /proc walk): what the kernel cannot be made to interleave
+// on demand.
+type doubter struct {
+	doubt []Member
+	asked bool
+}
+
+func (d *doubter) Name() string { return "doubter" }
+
+func (d *doubter) Find([]*pidfd.Handle, Budget) ([]*pidfd.Handle, []Member, error) {
+	if d.asked {
+		return nil, nil, nil
+	}
+	d.asked = true
+	return nil, d.doubt, nil
+}
+
+// TestIntegrationDoubtedMemberNotUnproven: a process one finder reports
+// unproven and another proves a member is a member, not an unproven
+// process left: a review's teardown of a root that forked in its grace
+// listed its own children as "born of a process which is not a member",
+// and said so (exit 2) when every process was dead.
+func TestIntegrationDoubtedMemberNotUnproven(t *testing.T) {
+	td, j := newTeardown(t, 2*time.Second)
+	cmd, pids := testenv.Shell(t, `sleep 60 & echo $!; wait`, 1)
+	root := int32(cmd.Process.Pid)
+	child := Member{Pid: pids[0], Token: claimOf(t, j, pids[0]), Reason: "adopted by a member, born of a process which is not one"}
+	td.finders = append([]Finder{&doubter{doubt: []Member{child}}}, td.finders...)
+	out := td.Run(context.Background(), root, claimOf(t, j, root))
+	if !out.Dead || !targeted(out, pids[0]) {
+		t.Fatalf("Run = %+v, want dead with the child targeted", out)
+	}
+	if slices.ContainsFunc(out.Unproven, func(m Member) bool { return m.Pid == pids[0] }) {
+		t.Errorf("the child, a proven member, is listed unproven: %+v", out.Unproven)
+	}
+}

@@ -119,7 +119,9 @@ func (f *graphFinder) Find(members []*pidfd.Handle, b actions.Budget) ([]*pidfd.
 			}
 			continue
 		}
-		if n, m, ok := f.t.graph.Find(h.Pid(), h.Token()); ok && m == token.Same && n.Flags.Has(lineage.BornObserved) {
+		// One born of a member is one (a child forked between the
+		// graph's look above and this walk: the graph has it now).
+		if n, m, ok := f.t.graph.Find(h.Pid(), h.Token()); ok && m == token.Same && n.Flags.Has(lineage.BornObserved) && !bornOf(all, &n) {
 			unproven = append(unproven, actions.Member{Pid: h.Pid(), Token: h.Token(),
 				Reason: fmt.Sprintf("adopted by a member, born of %d which is not one", n.PPid)})
 			h.Close()
@@ -216,6 +218,15 @@ func joinErr(a, b error) error {
 		return a
 	}
 	return errors.Join(a, b)
+}
+
+// bornOf reports whether n's birth parent, as the graph saw its fork, is
+// one of hs.
+func bornOf(hs []*pidfd.Handle, n *lineage.Node) bool {
+	return !n.ParentToken.IsZero() && slices.ContainsFunc(hs, func(h *pidfd.Handle) bool {
+		m, _ := token.Compare(n.ParentToken, h.Token())
+		return h.Pid() == n.PPid && m == token.Same
+	})
 }
 
 func dropMember(ms []actions.Member, pid int32) []actions.Member {

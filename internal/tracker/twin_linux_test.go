@@ -94,3 +94,37 @@ func freePid(t *testing.T) int32 {
 	}, "no free pid in 20000-29999")
 	return p
 }
+
+// TestBornOf: a process the /proc walk finds whose birth parent, as the
+// graph saw its fork, is a member is one (a child forked between the
+// graph's look and the walk was listed unproven, "born of a process which
+// is not one", of its own member parent); a parent named by pid alone, or
+// by another instance's token, is not.
+func TestBornOf(t *testing.T) {
+	testenv.RequireRoot(t)
+	boot, err := procfs.ReadBootID("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	self, err := pidfd.Open(int32(os.Getpid()), boot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer self.Close()
+	other := self.Token()
+	other.Ino++
+	for _, tt := range []struct {
+		name string
+		n    lineage.Node
+		want bool
+	}{
+		{"born of a member", lineage.Node{PPid: self.Pid(), ParentToken: self.Token()}, true},
+		{"parent token unknown", lineage.Node{PPid: self.Pid()}, false},
+		{"born of another instance at the pid", lineage.Node{PPid: self.Pid(), ParentToken: other}, false},
+		{"born of another pid", lineage.Node{PPid: self.Pid() + 1, ParentToken: self.Token()}, false},
+	} {
+		if got := bornOf([]*pidfd.Handle{self}, &tt.n); got != tt.want {
+			t.Errorf("%s: bornOf = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
