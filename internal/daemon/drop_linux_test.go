@@ -4,9 +4,11 @@ import (
 	"context"
 	"os"
 	"testing"
+	"time"
 
 	"github.com/procsupervisor/supervisor/internal/api"
 	"github.com/procsupervisor/supervisor/internal/store"
+	"github.com/procsupervisor/supervisor/internal/testenv"
 )
 
 // TestDropTwice: a claim two callers drop at once (two failed launches of
@@ -27,5 +29,40 @@ func TestDropTwice(t *testing.T) {
 	h.d.drop(claims[0])
 	if n := h.d.storeErrors.Load(); n != 0 {
 		t.Errorf("%d store errors after a claim was dropped twice, want 0", n)
+	}
+}
+
+// TestIntegrationReapPassesOverTeardown: root's reap reports a teardown in
+// progress instead of joining it: joined, a user's release with a long
+// grace held root's reap for the whole grace (a review's 40 s).
+func TestIntegrationReapPassesOverTeardown(t *testing.T) {
+	h := newHarness(t)
+	root := api.Peer{Pid: int32(os.Getpid())}
+	cl, err := h.d.Launch(context.Background(), root,
+		&api.LaunchRequest{Argv: []string{"/bin/sh", "-c", "trap '' TERM; while :; do sleep 1; done"}, Cwd: "/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	long, short := api.Duration(time.Minute), api.Duration(time.Millisecond)
+	released := make(chan error, 1)
+	go func() {
+		_, err := h.d.Release(context.Background(), root, cl.ID, &api.ReleaseRequest{Grace: &long})
+		released <- err
+	}()
+	testenv.Eventually(t, 10*time.Second, func() bool { return h.d.work.get(cl.ID) != nil }, "the teardown did not start")
+	// Before, the reap joined the teardown and returned with it, a
+	// minute on.
+	if _, err := h.d.Reap(context.Background(), root, &api.ReapRequest{}); err != nil {
+		t.Fatal(err)
+	}
+	if h.d.work.get(cl.ID) == nil {
+		t.Error("root's reap returned once the teardown had ended, want at once")
+	}
+	// End the teardown: a release with a shorter grace brings it forward.
+	if _, err := h.d.Release(context.Background(), root, cl.ID, &api.ReleaseRequest{Grace: &short}); err != nil {
+		t.Error(err)
+	}
+	if err := <-released; err != nil {
+		t.Error(err)
 	}
 }

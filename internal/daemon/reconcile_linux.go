@@ -42,6 +42,10 @@ type request struct {
 	// async: the caller (the main loop) does not wait for a teardown, and
 	// skips a claim whose teardown is in progress instead of waiting.
 	async bool
+	// passOver: a pass over many claims (root's reap) that reports a
+	// teardown in progress instead of joining it: joined, one user's hour
+	// of grace held root's reap for that hour.
+	passOver bool
 	// cause is why the claim is let go, for its release record.
 	cause string
 	// say, when set, is told a teardown's steps (its worker's).
@@ -212,7 +216,7 @@ func count(rep *api.Report, it api.ReportItem, err error, trig Trigger) {
 // api.ErrConflict for a refused release, or a store failure.
 func (d *Daemon) settle(ctx context.Context, id string, rq request) (api.ReportItem, *actions.Outcome, error) {
 	if w := d.work.get(id); w != nil {
-		if rq.async || rq.dryRun {
+		if rq.async || rq.dryRun || rq.passOver {
 			return api.ReportItem{ID: id, Action: Keep.String(), Reason: "a teardown is in progress"}, nil, nil
 		}
 		if w.hurry(rq.grace) {
