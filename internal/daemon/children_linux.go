@@ -46,13 +46,15 @@ func (d *Daemon) waitChildren() {
 		}
 		d.mu.RLock()
 		id, launched := d.children[pid]
+		_, starting := d.starting[id]
 		d.mu.RUnlock()
 		if !launched && !d.adopted(pid) {
 			break
 		}
-		// A launched root's name, read while its zombie holds the pid,
-		// says whether it ended before its workload's exec.
-		beforeExec := launched && zombieBeforeExec(pid)
+		// The name of a root whose launch still runs, read while its
+		// zombie holds the pid, says whether it ended before its
+		// workload's exec.
+		beforeExec := launched && starting && zombieBeforeExec(pid)
 		var ws syscall.WaitStatus
 		got, err := syscall.Wait4(int(pid), &ws, syscall.WNOHANG, nil)
 		if err != nil || got != int(pid) {
