@@ -78,11 +78,16 @@ type Graph struct {
 	// stamps converts events' stamps to the graph clock; nil when
 	// Config.Now was given (a test's clock is the only clock).
 	stamps *boottime.Clock
-	// young and youngAt remember, for youngFor, the starts of nodes
-	// evicted soon after their exit, in eviction order and by pid (the
-	// latest): only a burst of exits over MaxExited evicts one that young.
+	// young and youngAt remember the starts of evicted nodes that started
+	// within youngFor of the latest event applied (lastBoot), in eviction
+	// order and by pid (the latest), until the events have moved youngFor
+	// past them: a retention shorter than the reader's delay, or a burst
+	// of exits over MaxExited, evicts one that young.
 	young   []youngEviction
 	youngAt map[int32]youngEviction
+	// lastBoot is the latest CLOCK_BOOTTIME time of an event applied (0
+	// when none carried one).
+	lastBoot uint64
 
 	mu      sync.RWMutex
 	now     int64 // graph clock for the operation in progress
@@ -136,6 +141,9 @@ func (g *Graph) Apply(ev *events.Event) {
 	now := g.eventNow(ev.Time)
 	g.mu.Lock()
 	g.now = now
+	if ev.Time > g.lastBoot {
+		g.lastBoot = ev.Time
+	}
 	if ev.Pid <= 0 && ev.Kind != events.Lost {
 		g.stats.Malformed++
 	} else {
@@ -812,24 +820,29 @@ func (g *Graph) unlist(i uint32) {
 	n.list, n.lprev, n.lnext = onNone, 0, 0
 }
 
-// youngFor is how long the start of a node evicted soon after its exit is
-// remembered by pid (Graph.young): a process the kernel gives the pid
-// within the same clock tick, born after the eviction, takes
-// fTwinDropped from it.
+// youngFor is how long, in the events' own time, the start of an evicted
+// node is remembered by pid (Graph.young): a process the kernel gives the
+// pid within the same clock tick, its fork applied after the eviction,
+// takes fTwinDropped from it. The events' time, not the graph clock: a
+// wall-clock Expire ran ahead of events the reader had not applied yet,
+// and dropped the record before the twin's fork came.
 const youngFor = 2 * tickNs
 
-// youngEviction is the start of a node evicted within youngFor of its
-// listing, and when.
+// youngMax bounds Graph.young whatever the events' times say.
+const youngMax = 1 << 16
+
+// youngEviction is the start of an evicted node (its token's, and its
+// CLOCK_BOOTTIME time).
 type youngEviction struct {
-	pid   int32
-	prec  token.Precision
-	start uint64
-	at    int64
+	pid       int32
+	prec      token.Precision
+	start     uint64
+	startBoot uint64
 }
 
 // expire applies the retention bounds.
 func (g *Graph) expire() {
-	for len(g.young) > 0 && g.now-g.young[0].at >= youngFor {
+	for len(g.young) > 0 && (g.lastBoot > g.young[0].startBoot+youngFor || len(g.young) > youngMax) {
 		if y := g.young[0]; g.youngAt[y.pid] == y {
 			delete(g.youngAt, y.pid)
 		}
@@ -866,8 +879,9 @@ func (g *Graph) evict(i uint32) {
 			m.flags |= fTwinDropped
 		}
 	}
-	if g.now-n.listedAt < youngFor {
-		y := youngEviction{pid: n.pid, prec: n.prec, start: n.start, at: g.now}
+	if sb := bootOf(token.Token{Start: n.start, Prec: n.prec}); sb != 0 && g.lastBoot != 0 &&
+		sb+youngFor > g.lastBoot && sb < g.lastBoot+youngFor {
+		y := youngEviction{pid: n.pid, prec: n.prec, start: n.start, startBoot: sb}
 		if g.youngAt == nil {
 			g.youngAt = map[int32]youngEviction{}
 		}

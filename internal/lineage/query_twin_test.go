@@ -13,27 +13,42 @@ import (
 // (a review's root admit and release killed it).
 func TestTwinDropped(t *testing.T) {
 	const pid, parent = 100, 1
+	const at = 500 * tickNs // the events' time: tick 500 starts
 	ptok := tk(1, 1)
 	for _, tt := range []struct {
 		name string
 		// bornAfterDrop: the twin forks only after the first is dropped.
 		bornAfterDrop bool
+		// byAge: the first is dropped by a wall-clock Expire that runs
+		// ahead of the events (the reader behind), not by the cap.
+		byAge bool
 	}{
-		{"twin held when the first is dropped", false},
-		{"twin born after the first is dropped", true},
+		{"twin held when the first is dropped", false, false},
+		{"twin born after the first is dropped", true, false},
+		{"twin born after a wall-clock expiry dropped the first", true, true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			c := newClock()
-			g := newTestGraph(c, Config{MaxExited: 2})
+			cfg := Config{MaxExited: 2}
+			if tt.byAge {
+				cfg = Config{MaxExitedAge: 100 * time.Millisecond}
+			}
+			g := newTestGraph(c, cfg)
 			apply(g, fork(parent, ptok, 0, tk(0, 0), 0),
-				fork(pid, tk(500, 10), parent, ptok, 0), exit(pid, tk(500, 10), 0, 0))
-			twin := fork(pid, tk(500, 11), parent, ptok, 0)
+				fork(pid, tk(500, 10), parent, ptok, at+1000), exit(pid, tk(500, 10), 0, at+2000))
+			twin := fork(pid, tk(500, 11), parent, ptok, at+5_000_000)
 			if !tt.bornAfterDrop {
 				apply(g, twin)
 			}
-			// Three more exits: the cap of 2 drops the first.
-			for p := int32(200); p < 203; p++ {
-				apply(g, fork(p, tk(600, uint64(p)), parent, ptok, 0), exit(p, tk(600, uint64(p)), 0, 0))
+			if tt.byAge {
+				c.Advance(time.Second)
+				g.Expire()
+			} else {
+				// Three more exits within the tick: the cap of 2 drops
+				// the first.
+				for p := int32(200); p < 203; p++ {
+					apply(g, fork(p, tk(500, uint64(p)), parent, ptok, at+3000), exit(p, tk(500, uint64(p)), 0, at+4000))
+				}
 			}
 			if _, ok := g.Watch(pid, tk(500, 10)); ok {
 				t.Fatal("the first generation is still held")
