@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"os"
+	"slices"
 	"testing"
 	"time"
 
@@ -52,8 +53,12 @@ func TestIntegrationReapPassesOverTeardown(t *testing.T) {
 	testenv.Eventually(t, 10*time.Second, func() bool { return h.d.work.get(cl.ID) != nil }, "the teardown did not start")
 	// Before, the reap joined the teardown and returned with it, a
 	// minute on.
-	if _, err := h.d.Reap(context.Background(), root, &api.ReapRequest{}); err != nil {
+	rep, err := h.d.Reap(context.Background(), root, &api.ReapRequest{})
+	if err != nil {
 		t.Fatal(err)
+	}
+	if !slices.ContainsFunc(rep.Items, func(it api.ReportItem) bool { return it.ID == cl.ID && it.Reason == inProgress }) {
+		t.Errorf("reap's report %+v does not name the claim whose teardown it went over", rep.Items)
 	}
 	if h.d.work.get(cl.ID) == nil {
 		t.Error("root's reap returned once the teardown had ended, want at once")

@@ -126,12 +126,17 @@ func (d *Daemon) reconcileStart(ctx context.Context) api.Report {
 	return rep
 }
 
+// inProgress is the reason of a claim a pass went over because its
+// teardown was in progress.
+const inProgress = "a teardown is in progress"
+
 // add counts one claim's outcome in a report and keeps its item when the
-// report keeps such items and has room.
+// report keeps such items and has room: not a pass's claims kept as they
+// were, but for one it went over, whose teardown runs on.
 func add(rep *api.Report, it api.ReportItem, err error, trig Trigger) {
 	rep.Seen++
 	count(rep, it, err, trig)
-	if (it.Action != Keep.String() || trig == Startup) && len(rep.Items) < maxReportItems {
+	if (it.Action != Keep.String() || trig == Startup || it.Reason == inProgress) && len(rep.Items) < maxReportItems {
 		rep.Items = append(rep.Items, it)
 	}
 }
@@ -217,7 +222,7 @@ func count(rep *api.Report, it api.ReportItem, err error, trig Trigger) {
 func (d *Daemon) settle(ctx context.Context, id string, rq request) (api.ReportItem, *actions.Outcome, error) {
 	if w := d.work.get(id); w != nil {
 		if rq.async || rq.dryRun || rq.passOver {
-			return api.ReportItem{ID: id, Action: Keep.String(), Reason: "a teardown is in progress"}, nil, nil
+			return api.ReportItem{ID: id, Action: Keep.String(), Reason: inProgress}, nil, nil
 		}
 		if w.hurry(rq.grace) {
 			d.shortenGrace(id, rq.grace)
