@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 
 	"github.com/procsupervisor/supervisor/internal/procfs"
 	"github.com/procsupervisor/supervisor/internal/token"
@@ -364,7 +365,7 @@ func refJSONString(b, s []byte) []byte {
 				i++
 				continue
 			}
-			if r <= 0x9f || r == 0x2028 || r == 0x2029 { // C1 or a line break
+			if r <= 0x9f || r == 0x2028 || r == 0x2029 || unicode.Is(unicode.Bidi_Control, r) { // C1, a line break or a bidi control
 				b = append(b, '\\', 'u', hex[r>>12], hex[r>>8&15], hex[r>>4&15], hex[r&15])
 			} else {
 				b = append(b, s[i:i+n]...)

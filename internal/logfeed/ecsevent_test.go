@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/procsupervisor/supervisor/internal/events"
@@ -35,11 +36,12 @@ func encoders(t testing.TB) func(action string, ev *events.Event) (got, want []b
 		x.procEvent(&w, action, ev)
 		ref := &capture{action: action, direct: true}
 		x.refEvent(ref, ev)
-		// zerolog writes U+2028, U+2029 and the C1 controls raw, only
-		// inside strings: the one-pass encoder escapes them.
+		// zerolog writes U+2028, U+2029, the C1 and the bidirectional
+		// controls raw, only inside strings: the one-pass encoder
+		// escapes them.
 		want = ref.dst
-		for r := rune(0x80); r <= 0x2029; r++ {
-			if r <= 0x9f || r >= 0x2028 {
+		for r := rune(0x80); r <= 0x2069; r++ {
+			if r <= 0x9f || r == 0x2028 || r == 0x2029 || unicode.Is(unicode.Bidi_Control, r) {
 				want = bytes.ReplaceAll(want, []byte(string(r)), []byte(fmt.Sprintf(`\u%04x`, r)))
 			}
 		}
