@@ -527,7 +527,8 @@ func (g *Graph) newNode(pid int32, tok token.Token) uint32 {
 	n := g.at(i)
 	n.pid = pid
 	n.start, n.ino, n.prec = tok.Start, tok.Ino, tok.Prec
-	if y, ok := g.youngAt[pid]; ok && y.prec == tok.Prec && y.start == tok.Start {
+	if y, ok := g.youngAt[pid]; ok && tok.Prec != 0 && (y.prec == tok.Prec && y.start == tok.Start ||
+		y.prec == 0 && near(y.startBoot, bootOf(tok))) {
 		n.flags |= fTwinDropped
 	}
 	n.seenAt, n.sinceAt = g.now, g.now
@@ -868,19 +869,19 @@ func (g *Graph) expire() {
 
 // evict drops exited node i. Its children move to its parent, flagged
 // AncestryElided, so that older ancestors still reach them. A generation
-// at the same pid with the same start is flagged fTwinDropped: with i
-// gone it would be the only candidate for a token without an inode, which
-// names either (a stranger given the pid within the same tick was judged
-// OWNED for a claim on the process before it, once that one was dropped).
+// at the same pid that may have started in i's clock tick (mayBeTwins) is
+// flagged fTwinDropped: with i gone it would be the only candidate for a
+// token without an inode, which names either (a stranger given the pid
+// within the same tick was judged OWNED for a claim on the process before
+// it, once that one was dropped).
 func (g *Graph) evict(i uint32) {
 	n := g.at(i)
 	for j := g.pids.Get(n.pid); j != 0; j = g.at(j).older {
-		if m := g.at(j); j != i && m.prec == n.prec && m.start == n.start {
+		if m := g.at(j); j != i && mayBeTwins(m, n) {
 			m.flags |= fTwinDropped
 		}
 	}
-	if sb := bootOf(token.Token{Start: n.start, Prec: n.prec}); sb != 0 && g.lastBoot != 0 &&
-		sb+youngFor > g.lastBoot && sb < g.lastBoot+youngFor {
+	if sb := startBootOf(n); sb != 0 && g.lastBoot != 0 && near(sb, g.lastBoot) {
 		y := youngEviction{pid: n.pid, prec: n.prec, start: n.start, startBoot: sb}
 		if g.youngAt == nil {
 			g.youngAt = map[int32]youngEviction{}

@@ -210,6 +210,38 @@ const tickNs = 10_000_000
 
 // bootOf estimates the CLOCK_BOOTTIME of a start token: the start of its
 // tick, a lower bound. 0 for tokens that are not in ticks.
+// startBootOf returns n's start as a CLOCK_BOOTTIME time: its token's
+// tick, or, for a node without a token (a netlink fork whose child had
+// exited before its token could be read), its fork's event time; 0 when
+// unknown.
+func startBootOf(n *node) uint64 {
+	if n.prec != 0 {
+		return bootOf(token.Token{Start: n.start, Prec: n.prec})
+	}
+	return n.bornBoot
+}
+
+// near reports whether two CLOCK_BOOTTIME times are within two clock
+// ticks of each other.
+func near(a, b uint64) bool {
+	if a < b {
+		a, b = b, a
+	}
+	return a-b < 2*tickNs
+}
+
+// mayBeTwins reports whether a and b, two generations at one pid, may have
+// started in one clock tick, which a token without an inode cannot tell
+// apart: their starts are equal, or one has no token and its fork came
+// within two ticks of the other's start, or when is not known.
+func mayBeTwins(a, b *node) bool {
+	if a.prec != 0 && b.prec != 0 {
+		return a.prec == b.prec && a.start == b.start
+	}
+	sa, sb := startBootOf(a), startBootOf(b)
+	return sa == 0 || sb == 0 || near(sa, sb)
+}
+
 func bootOf(tok token.Token) uint64 {
 	if tok.Prec != token.Ticks || tok.Start > (1<<64-1)/tickNs {
 		return 0

@@ -333,6 +333,19 @@ func (g *Graph) Childless(pid int32, tok token.Token) bool {
 	return g.isToken(n, &tok) && !n.live() && n.child == 0
 }
 
+// untokenedTwin reports whether a generation at pid other than cand has no
+// token and may have started in cand's clock tick (mayBeTwins): a netlink
+// fork whose child exited before its token could be read.
+func (g *Graph) untokenedTwin(pid int32, cand uint32) bool {
+	c := g.at(cand)
+	for i := g.pids.Get(pid); i != 0; i = g.at(i).older {
+		if n := g.at(i); i != cand && n.prec == 0 && mayBeTwins(n, c) {
+			return true
+		}
+	}
+	return false
+}
+
 // resolve finds the generation at pid that tok names by token.Compare: Same
 // wins; otherwise the newest Unproven candidate (same precision and start),
 // with ambiguous set when there are several, or were (fTwinDropped).
@@ -361,8 +374,9 @@ func (g *Graph) resolve(pid int32, tok token.Token) (idx uint32, m token.Match, 
 	}
 	switch {
 	case cand != 0:
-		// A twin the graph dropped is a candidate it no longer holds.
-		return cand, token.Unproven, count > 1 || g.at(cand).flags&fTwinDropped != 0
+		// A twin the graph dropped is a candidate it no longer holds,
+		// and one it holds without a token may be the instance named.
+		return cand, token.Unproven, count > 1 || g.at(cand).flags&fTwinDropped != 0 || g.untokenedTwin(pid, cand)
 	case sawOther:
 		return 0, token.OtherBoot, false
 	case sawDiff:
