@@ -60,6 +60,20 @@ func compile(name string, source []byte, cflags ...string) (string, error) {
 	return bin, nil
 }
 
+// FreePid returns a pid that is free right now, in the upper half of the
+// default pid range (20000-29999), where the kernel's own allocation
+// rarely is: a pid to force a reissue at (SpawnAt, SameTick).
+func FreePid(t testing.TB) int32 {
+	t.Helper()
+	var p int32
+	Eventually(t, 10*time.Second, func() bool {
+		p = int32(20000 + time.Now().UnixNano()%10000)
+		_, err := os.Stat("/proc/" + strconv.Itoa(int(p)))
+		return os.IsNotExist(err)
+	}, "no free pid in 20000-29999")
+	return p
+}
+
 // SameTick creates a process at pid, records its start ticks and pidfs
 // inode, kills and reaps it, and at once creates a second process at the
 // same pid, all inside one small C helper so the two starts usually share a

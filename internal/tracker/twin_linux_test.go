@@ -3,7 +3,6 @@ package tracker
 import (
 	"context"
 	"os"
-	"strconv"
 	"testing"
 	"time"
 
@@ -38,7 +37,7 @@ func TestIntegrationSameTickTwinDropped(t *testing.T) {
 			t.Cleanup(func() { tr.Close() })
 			j := &verdict.Judge{Boot: boot, Observer: tr}
 			for attempt := 0; attempt < 200; attempt++ {
-				ticks, ino, second, err := testenv.SameTick(t, freePid(t))
+				ticks, ino, second, err := testenv.SameTick(t, testenv.FreePid(t))
 				if err != nil {
 					continue
 				}
@@ -80,19 +79,6 @@ func TestIntegrationSameTickTwinDropped(t *testing.T) {
 			t.Fatal("no same-tick reissue in 200 attempts")
 		})
 	}
-}
-
-// freePid returns a pid that is free right now, in the upper half of the
-// pid range where the kernel's own allocation rarely is.
-func freePid(t *testing.T) int32 {
-	t.Helper()
-	var p int32
-	testenv.Eventually(t, 10*time.Second, func() bool {
-		p = int32(20000 + time.Now().UnixNano()%10000)
-		_, err := os.Stat("/proc/" + strconv.Itoa(int(p)))
-		return os.IsNotExist(err)
-	}, "no free pid in 20000-29999")
-	return p
 }
 
 // TestBornOf: a process the /proc walk finds whose birth parent, as the

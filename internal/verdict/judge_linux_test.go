@@ -93,7 +93,7 @@ func TestIntegrationSameTickReuse(t *testing.T) {
 	testenv.RequireRoot(t)
 	j := newJudge(t)
 	for attempt := 0; attempt < 200; attempt++ {
-		ticks, ino, second, err := testenv.SameTick(t, pickFreePid(t))
+		ticks, ino, second, err := testenv.SameTick(t, testenv.FreePid(t))
 		if err != nil {
 			continue
 		}
@@ -123,19 +123,6 @@ func TestIntegrationSameTickReuse(t *testing.T) {
 		return
 	}
 	t.Fatal("no same-tick reissue in 200 attempts")
-}
-
-// pickFreePid returns a pid that is free right now, in the upper half of
-// the pid range where the kernel's own allocation rarely is.
-func pickFreePid(t *testing.T) int32 {
-	t.Helper()
-	var p int32
-	testenv.Eventually(t, 10*time.Second, func() bool {
-		p = int32(20000 + time.Now().UnixNano()%10000)
-		_, err := os.Stat("/proc/" + itoa(p))
-		return os.IsNotExist(err)
-	}, "no free pid in 20000-29999")
-	return p
 }
 
 func itoa(p int32) string { return strconv.Itoa(int(p)) }
