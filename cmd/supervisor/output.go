@@ -16,9 +16,11 @@ command starts, in reads of at most 1 MiB. Bytes the daemon dropped (it keeps
 the last job_output_max bytes of a job's output) are skipped, and stderr says
 which. When stdout is a terminal, control characters other than newline and
 tab are shown, not sent to the terminal: each C0 control byte and DEL as
-\xNN (ESC as \x1b), each C1 control in UTF-8 as its two bytes (\xc2\x9b), so
-that a job's escape sequences (colours, titles, OSC 52 clipboard writes)
-do not act on the reader's terminal; --raw writes them as they are. To a
+\xNN (ESC as \x1b), each C1 control in UTF-8 as its two bytes (\xc2\x9b),
+each bidirectional control and line or paragraph separator as its bytes,
+and each byte that is not UTF-8 as \xNN, so that a job's escape sequences
+(colours, titles, OSC 52 clipboard writes) do not act on the reader's
+terminal; --raw writes them as they are. To a
 pipe or a file the bytes are written as they are. Only the claim's user and
 root may read it. Exit codes: 0 printed, 64 bad arguments, 66 no such claim
 or no output, 69 no daemon, 70 other errors.`)
