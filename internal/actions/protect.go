@@ -1,9 +1,13 @@
 package actions
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"slices"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/procsupervisor/supervisor/internal/pidfd"
 	"github.com/procsupervisor/supervisor/internal/procfs"
@@ -78,12 +82,21 @@ func (t *Teardown) principalRefuses(pid int32) (string, bool) {
 }
 
 // namespaceRefuses decides for h, the init of a pid namespace: signalling
-// it is a kill of every process in that namespace, so it is allowed only
-// when each of them is a member the finders prove (from h and the members
-// so far) and the principal may signal.
+// it is a kill of every process in that namespace and in the namespaces
+// nested in it, so it is allowed only when each of them is a member the
+// finders prove (from h and the members so far) and the principal may
+// signal.
 func (t *Teardown) namespaceRefuses(h *pidfd.Handle, members []*pidfd.Handle) (string, bool) {
 	const why = "the init of a pid namespace that holds processes not proven members: signalling it would kill them"
 	ns, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", h.Pid()))
+	if err != nil {
+		return "the init of a pid namespace whose members cannot be read: " + err.Error(), true
+	}
+	var nsStat unix.Stat_t
+	depth, err := procfs.NSpid("/proc", h.Pid())
+	if err == nil {
+		err = unix.Stat(fmt.Sprintf("/proc/%d/ns/pid", h.Pid()), &nsStat)
+	}
 	if err != nil {
 		return "the init of a pid namespace whose members cannot be read: " + err.Error(), true
 	}
@@ -111,8 +124,19 @@ func (t *Teardown) namespaceRefuses(h *pidfd.Handle, members []*pidfd.Handle) (s
 			continue
 		}
 		link, err := os.Readlink(fmt.Sprintf("/proc/%d/ns/pid", pid))
-		if err != nil || link != ns {
-			continue
+		if err != nil {
+			continue // gone
+		}
+		if link != ns {
+			// The init's death kills the namespaces nested in its own
+			// too: a process in one of them counts as inside.
+			in, err := nestedIn(pid, len(depth), nsStat.Ino)
+			switch {
+			case err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, unix.ESRCH):
+				return "the init of a pid namespace whose nested namespaces cannot be read: " + err.Error(), true
+			case !in:
+				continue
+			}
 		}
 		if !proven[pid] {
 			return why + fmt.Sprintf(" (pid %d)", pid), true
@@ -122,4 +146,45 @@ func (t *Teardown) namespaceRefuses(h *pidfd.Handle, members []*pidfd.Handle) (s
 		}
 	}
 	return "", false
+}
+
+// nsGetParent is NS_GET_PARENT (linux/nsfs.h, _IO(0xb7, 0x2)), which
+// x/sys does not name: it opens the parent of the pid namespace a
+// descriptor refers to.
+const nsGetParent = 0xb702
+
+// nestedIn reports whether process pid lives in a pid namespace nested
+// (at any depth) in the one whose nsfs inode is ino, which sits depth
+// levels down from the daemon's (the length of its init's NSpid). pid's
+// own NSpid says how far below that level its namespace is, and
+// NS_GET_PARENT walks up that far from its namespace to the one at the
+// init's level, which is ino's or a sibling's. An error wrapping
+// fs.ErrNotExist or ESRCH means pid is gone.
+func nestedIn(pid int32, depth int, ino uint64) (bool, error) {
+	nsp, err := procfs.NSpid("/proc", pid)
+	if err != nil {
+		return false, err
+	}
+	up := len(nsp) - depth
+	if up <= 0 {
+		return false, nil // not below the init's level
+	}
+	fd, err := unix.Open(fmt.Sprintf("/proc/%d/ns/pid", pid), unix.O_RDONLY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return false, fmt.Errorf("pid %d's pid namespace: %w", pid, err)
+	}
+	for ; up > 0; up-- {
+		parent, err := unix.IoctlRetInt(fd, nsGetParent)
+		unix.Close(fd)
+		if err != nil {
+			return false, fmt.Errorf("pid %d's pid namespace's parent: %w", pid, err)
+		}
+		fd = parent
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return false, fmt.Errorf("pid %d's pid namespace: %w", pid, err)
+	}
+	return st.Ino == ino, nil
 }

@@ -332,3 +332,121 @@ func TestIntegrationDoubtedMemberNotUnproven(t *testing.T) {
 		t.Errorf("the child, a proven member, is listed unproven: %+v", out.Unproven)
 	}
 }
+
+// descendant waits for process pid to have one child, that child one,
+// and so on for generations levels, and returns the last; with init, the
+// last must be the init of a pid namespace (an unshare --fork's child).
+func descendant(t *testing.T, pid int32, generations int, init bool) int32 {
+	t.Helper()
+	child := func(pid int32) int32 {
+		var c int32
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", pid, pid))
+		if f := strings.Fields(string(b)); len(f) == 1 {
+			fmt.Sscan(f[0], &c)
+		}
+		return c
+	}
+	var d int32
+	found := testenv.Poll(5*time.Second, func() bool {
+		d = pid
+		for i := 0; i < generations && d != 0; i++ {
+			d = child(d)
+		}
+		if d == 0 || !init {
+			return d != 0
+		}
+		ns, err := procfs.NSpid("/proc", d)
+		return err == nil && len(ns) > 1 && ns[len(ns)-1] == 1
+	})
+	if !found {
+		t.Fatalf("no descendant %d generations under %d (init %v)", generations, pid, init)
+	}
+	return d
+}
+
+// TestIntegrationNamespaceInitWithStranger: a tree in a cgroup of its own
+// (so that the cgroup finder proves the children of a pid namespace's
+// init, as it does a launched job's) holds the init of a pid namespace;
+// root's process entered into that namespace, or one nested in it
+// (nsenter), is no member. The init is refused, not signalled, since its
+// death would kill that process, and the stranger lives on.
+func TestIntegrationNamespaceInitWithStranger(t *testing.T) {
+	testenv.RequireRoot(t)
+	for _, name := range []string{"unshare", "nsenter"} {
+		if _, err := exec.LookPath(name); err != nil {
+			testenv.Skip(t, "%s (util-linux) is not installed", name)
+		}
+	}
+	mi, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cgroot, ok := procfs.Cgroup2Mount(mi)
+	if !ok {
+		testenv.Skip(t, "no cgroup2 mount")
+	}
+	for _, tc := range []struct {
+		name   string
+		script string // after the cgroup: prints the pid of the outer unshare, whose child is the outer init
+		nested bool
+	}{
+		// root sh -> unshare -> init sleep (ns 1)
+		{"same namespace", `unshare --pid --fork sleep 600 & echo $!; wait`, false},
+		// root sh -> unshare -> init sleep (ns 1, a sh until its exec:
+		// one that waited would end, and its namespace, with its child)
+		// -> unshare -> init sleep (ns 2)
+		{"nested namespace", `unshare --pid --fork sh -c 'unshare --pid --fork sleep 600 & exec sleep 600' & echo $!; wait`, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir, err := os.MkdirTemp(cgroot, "supervisor-test-nsinit-")
+			if err != nil {
+				t.Fatal(err)
+			}
+			j, err := verdict.New()
+			if err != nil {
+				t.Fatal(err)
+			}
+			td := New(j, &ProcFinder{Boot: j.Boot}, Options{Grace: time.Second, KillWait: 2 * time.Second, Cgroup: dir})
+			cmd, pids := testenv.Shell(t, fmt.Sprintf("echo $$ > %s/cgroup.procs || exit 1; %s", dir, tc.script), 1)
+			t.Cleanup(func() {
+				testenv.Poll(5*time.Second, func() bool { return os.Remove(dir) == nil })
+			})
+			root := int32(cmd.Process.Pid)
+			outer, joined := descendant(t, pids[0], 1, true), descendant(t, pids[0], 1, true)
+			if tc.nested {
+				// outer init -> unshare -> inner init
+				joined = descendant(t, outer, 2, true)
+			}
+			// The stranger: root's process in the (inner) namespace,
+			// forked by nsenter outside the cgroup, no member's
+			// descendant.
+			stranger := exec.Command("nsenter", "--target", fmt.Sprint(joined), "--pid", "--", "sleep", "600")
+			if err := stranger.Start(); err != nil {
+				t.Fatal(err)
+			}
+			sleeper := descendant(t, int32(stranger.Process.Pid), 1, false)
+			sclaim := claimOf(t, j, sleeper)
+			t.Cleanup(func() {
+				for _, pid := range []int32{sleeper, joined, outer} {
+					syscall.Kill(int(pid), syscall.SIGKILL)
+				}
+				stranger.Wait()
+			})
+
+			out := td.Run(context.Background(), root, claimOf(t, j, root))
+			if !out.Acted {
+				t.Fatalf("Run = %+v, want acted", out)
+			}
+			refused := slices.ContainsFunc(out.Unproven, func(m Member) bool {
+				return m.Pid == outer && strings.Contains(m.Reason, "pid namespace")
+			})
+			if !refused || targeted(out, outer) {
+				t.Errorf("the outer init %d was signalled: unproven %+v, targeted %+v", outer, out.Unproven, out.Targeted)
+			}
+			time.Sleep(200 * time.Millisecond)
+			if !alive(j, sleeper, sclaim) {
+				t.Errorf("the stranger %d in the namespace of %d was killed by the teardown: outer init %d, unproven %+v, targeted %+v", sleeper, joined, outer, out.Unproven, out.Targeted)
+			}
+		})
+	}
+}
