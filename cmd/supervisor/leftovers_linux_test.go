@@ -1,8 +1,11 @@
 package main
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -68,4 +71,72 @@ func cgroupPids(p string) []int32 {
 		}
 	}
 	return out
+}
+
+// TestIntegrationReleaseKeepsClaimWhileCgroupHeld: a job that is a pid
+// namespace's maker (unshare) has, in its cgroup, that namespace's init;
+// root's process entered into the namespace (nsenter) keeps the init from
+// being signalled, since its death would kill the stranger. The release
+// then leaves the job open (survivors), the init still in its cgroup,
+// rather than closing it and leaving the init there unmanaged; once the
+// stranger has gone, the reaper's next pass ends it.
+func TestIntegrationReleaseKeepsClaimWhileCgroupHeld(t *testing.T) {
+	testenv.RequireRoot(t)
+	for _, name := range []string{"unshare", "nsenter"} {
+		if _, err := exec.LookPath(name); err != nil {
+			testenv.Skip(t, "%s (util-linux) is not installed", name)
+		}
+	}
+	state, sock := newDirs(t)
+	d := startDaemon(t, state, sock)
+	job := claimAs(t, d, nil, "launch", "--json", "--cwd", "/", "--detach", "--", "unshare", "--pid", "--fork", "sleep", "1000")
+	if job.Cgroup == "" {
+		testenv.Skip(t, "the daemon made no cgroup for %s here", job.ID)
+	}
+	var init int32
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		for _, p := range cgroupPids(job.Cgroup) {
+			if p != job.Pid {
+				init = p
+			}
+		}
+		return init != 0
+	}, "job %s's namespace init never showed in %s", job.ID, job.Cgroup)
+	t.Cleanup(func() { syscall.Kill(int(init), syscall.SIGKILL) })
+	stranger := exec.Command("nsenter", "--target", strconv.Itoa(int(init)), "--pid", "--", "sleep", "1000")
+	if err := stranger.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		stranger.Process.Kill()
+		stranger.Wait()
+	})
+	var sleeper int32
+	testenv.Eventually(t, 5*time.Second, func() bool {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/children", stranger.Process.Pid, stranger.Process.Pid))
+		n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+		sleeper = int32(n)
+		return err == nil
+	}, "nsenter %d forked no process", stranger.Process.Pid)
+	t.Cleanup(func() { syscall.Kill(int(sleeper), syscall.SIGKILL) })
+
+	if code, _, errs := d.run(t, nil, "release", "--grace", "1s", job.ID); code != 0 && code != 1 && code != 2 {
+		t.Fatalf("root's release of %s: exit %d: %s", job.ID, code, errs)
+	}
+	c := d.claim(t, job.ID)
+	if c.State != store.Survivors || !alivePid(init) || !alivePid(sleeper) {
+		t.Fatalf("after the release: job %s %s, its init %d alive %v, the stranger %d alive %v; want survivors, both alive: %+v",
+			job.ID, c.State, init, alivePid(init), sleeper, alivePid(sleeper), c)
+	}
+	// Still open at the reaper's next passes (1 s here), with the init in
+	// its cgroup.
+	time.Sleep(2500 * time.Millisecond)
+	if c := d.claim(t, job.ID); c.State != store.Survivors || !slices.Contains(cgroupPids(job.Cgroup), init) {
+		t.Fatalf("job %s %s, its cgroup %v; want survivors with the init %d in it", job.ID, c.State, cgroupPids(job.Cgroup), init)
+	}
+	syscall.Kill(int(sleeper), syscall.SIGKILL)
+	testenv.Eventually(t, 15*time.Second, func() bool {
+		c := d.claim(t, job.ID)
+		return !alivePid(init) && c.State == store.Exited && len(cgroupPids(job.Cgroup)) == 0
+	}, "job %s was not ended once the stranger had gone: init %d alive %v: %+v", job.ID, init, alivePid(init), d.claim(t, job.ID))
 }

@@ -42,7 +42,24 @@ func cgroupPopulated(p string) bool {
 	return err == nil && bytes.Contains(b, []byte("populated 1"))
 }
 
-// watchLeftovers has the watcher look at job id's cgroup.
+// heldAfter reports whether cgroup p still holds a process after a
+// teardown. Processes the teardown killed can be seen in it for a moment
+// after their pidfds said they had exited, so it looks again, for up to
+// about a quarter of a second, before it says so.
+func heldAfter(p string) bool {
+	for wait := time.Millisecond; ; wait *= 2 {
+		if !cgroupPopulated(p) {
+			return false
+		}
+		if wait > 128*time.Millisecond {
+			return true
+		}
+		time.Sleep(wait)
+	}
+}
+
+// watchLeftovers has the watcher look at claim id's cgroup: a job whose
+// root exited, or a claim a teardown left processes in.
 func (d *Daemon) watchLeftovers(id, cgroup string) {
 	d.leftMu.Lock()
 	if _, ok := d.leftovers[id]; !ok {

@@ -620,11 +620,20 @@ func (d *Daemon) teardown(ctx context.Context, c *store.Claim, v verdict.Verdict
 	if ctx.Err() != nil {
 		return out, nil
 	}
-	rel := &store.Release{Dead: out.Dead, Escalated: out.Escalated, Ownership: out.Verdict.Result, At: d.now(), Cause: rq.cause,
+	// Processes the teardown did not signal may live on in the claim's
+	// own cgroup: an init of a pid namespace refused for a process
+	// entered into it, members over the descriptor budget, a child forked
+	// after the last look. Every process there is the claim's, so the
+	// claim is not over while one is: it stays open (counted in its
+	// user's quotas, retried by the reaper, watched until the cgroup
+	// empties), where before it closed and they ran on unmanaged.
+	cg := claimCgroup(c)
+	held := out.Acted && cg != "" && heldAfter(cg)
+	rel := &store.Release{Dead: out.Dead && !held, Escalated: out.Escalated, Ownership: out.Verdict.Result, At: d.now(), Cause: rq.cause,
 		Incomplete: api.Trunc(out.Incomplete, 1000)}
 	rel.Survivors, rel.SurvivorsTotal = instances(out.Survivors)
 	rel.Unproven, rel.UnprovenTotal = instances(out.Unproven)
-	state := afterTeardown(c.Kind, !out.Dead)
+	state := afterTeardown(c.Kind, !rel.Dead)
 	if !out.Acted {
 		// Refused (a protected root): nothing was signalled; the claim
 		// closes with the reason.
@@ -657,8 +666,11 @@ func (d *Daemon) teardown(ctx context.Context, c *store.Claim, v verdict.Verdict
 		d.mu.Unlock()
 		d.jobExited(c)
 	}
-	if err == nil && out.Dead && c.Cgroup != "" && !Open(c.State) {
-		removeCgroup(claimCgroup(c))
+	if err == nil && held && c.State == store.Survivors {
+		d.watchLeftovers(c.ID, cg)
+	}
+	if err == nil && rel.Dead && c.Cgroup != "" && !Open(c.State) {
+		removeCgroup(cg)
 	}
 	return out, err
 }
@@ -898,7 +910,7 @@ func (d *Daemon) finishJob(c *store.Claim, ws syscall.WaitStatus, known bool) er
 	cg := claimCgroup(c)
 	left := cg != "" && cgroupPopulated(cg)
 	defer func() {
-		if left && c.State == store.Running {
+		if left && (c.State == store.Running || c.State == store.Survivors) {
 			d.watchLeftovers(c.ID, cg)
 		}
 		if Open(was) && c.State == store.Exited {
@@ -929,6 +941,12 @@ func (d *Daemon) finishJob(c *store.Claim, ws syscall.WaitStatus, known bool) er
 		}
 		if x.EndedAt.IsZero() {
 			x.EndedAt = now
+		}
+		if left && (x.State == store.Survivors || x.State == store.Releasing) {
+			// A teardown left processes in its cgroup (or its end, once
+			// the tearing mark is gone, is about to say so): the job
+			// stays open, its root's end recorded, until they leave.
+			return
 		}
 		if _, ok := d.tearing.Load(x.ID); ok && known && x.State == store.Releasing {
 			// A teardown runs: the root's exit is recorded, and the
