@@ -13,6 +13,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	pidfdpkg "github.com/procsupervisor/supervisor/internal/pidfd"
 	"github.com/procsupervisor/supervisor/internal/procfs"
 	"github.com/procsupervisor/supervisor/internal/userns"
 )
@@ -95,7 +96,7 @@ func (r peerRead) finish(c net.Conn) Peer {
 	p := Peer{Pid: cred.Pid, UID: cred.Uid, GID: cred.Gid}
 	pidfd := r.pidfd
 	if pidfd < 0 {
-		pidfd = socketPidfd(c, cred.Pid)
+		pidfd, p.Short = socketPidfd(c, cred.Pid)
 	}
 	if pidfd >= 0 {
 		defer unix.Close(pidfd)
@@ -206,26 +207,31 @@ var havePeerPidfd = sync.OnceValue(func() bool {
 // (SO_PEERPIDFD: the process that connected, even if its pid was reissued
 // since), else, on kernels whose sockets give none (before Linux 6.5),
 // one opened now by pid (the pid may have been reissued if the peer has
-// gone), else -1.
-func socketPidfd(c net.Conn, pid int32) int {
-	pidfd := -1
+// gone), else -1, with short set when that was for a want of descriptors
+// or memory (pidfd.Short).
+func socketPidfd(c net.Conn, pid int32) (pidfd int, short bool) {
+	pidfd = -1
 	if sc, ok := c.(syscall.Conn); ok {
 		if raw, err := sc.SyscallConn(); err == nil {
 			_ = raw.Control(func(fd uintptr) {
-				if v, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, soPeerPidfd); err == nil {
+				v, err := unix.GetsockoptInt(int(fd), unix.SOL_SOCKET, soPeerPidfd)
+				if err == nil {
 					pidfd = v
 				}
+				short = pidfdpkg.Short(err)
 			})
 		}
 	}
 	// By pid only where sockets give no pidfd: where they do and this
 	// one did not, the peer has gone, and its pid may be another's.
 	if pidfd < 0 && !havePeerPidfd() {
-		if fd, err := unix.PidfdOpen(int(pid), 0); err == nil {
+		fd, err := unix.PidfdOpen(int(pid), 0)
+		if err == nil {
 			pidfd = fd
 		}
+		short = pidfdpkg.Short(err)
 	}
-	return pidfd
+	return pidfd, short
 }
 
 // nsShareOf is userns.Account of the peer through its pidfd, or its uid

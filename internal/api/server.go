@@ -42,6 +42,11 @@ type Peer struct {
 	// daemon sees outside its namespace. Such a peer is answered status
 	// alone.
 	OtherPidNS bool
+	// Short is set when the peer's pidfd could not be had for a want of
+	// descriptors or memory in the daemon (EMFILE, ENFILE, ENOMEM), so
+	// that its pid namespace was not confirmed: such a peer is told to
+	// retry (503), not refused as one from another namespace.
+	Short bool
 }
 
 // Root reports whether the peer is root.
@@ -245,6 +250,11 @@ func (s *Server) admit(h http.Handler) http.Handler {
 			return
 		}
 		if p.OtherPidNS && r.URL.Path != Version+"/status" {
+			if p.Short {
+				w.Header().Set("Retry-After", "1")
+				writeError(w, http.StatusServiceUnavailable, fmt.Sprintf("the daemon is short of descriptors or memory and could not confirm pid %d's pid namespace; retry", p.Pid))
+				return
+			}
 			writeError(w, http.StatusForbidden, otherPidNS(p))
 			return
 		}
