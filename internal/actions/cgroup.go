@@ -46,7 +46,7 @@ func (f *CgroupFinder) Find(members []*pidfd.Handle, b Budget) ([]*pidfd.Handle,
 	}
 	var bound []*pidfd.Handle
 	var unproven []Member
-	spent := false
+	spent, short := false, false
 	for _, pid := range pids {
 		if have[pid] {
 			continue
@@ -59,6 +59,7 @@ func (f *CgroupFinder) Find(members []*pidfd.Handle, b Budget) ([]*pidfd.Handle,
 		h, err := pidfd.Open(pid, boot)
 		if err != nil {
 			give(b, 1)
+			short = short || pidfd.Short(err)
 			if !errors.Is(err, pidfd.ErrGone) {
 				unproven = append(unproven, Member{Pid: pid, Reason: "in the grant's cgroup but cannot be bound: " + err.Error()})
 			}
@@ -67,7 +68,7 @@ func (f *CgroupFinder) Find(members []*pidfd.Handle, b Budget) ([]*pidfd.Handle,
 		bound = append(bound, h)
 	}
 	if len(bound) == 0 {
-		return nil, unproven, budgetErr(spent)
+		return nil, unproven, lackErr(spent, short)
 	}
 	again, err := CgroupProcs(f.Dir)
 	in := make(map[int32]bool, len(again))
@@ -84,15 +85,21 @@ func (f *CgroupFinder) Find(members []*pidfd.Handle, b Budget) ([]*pidfd.Handle,
 		found = append(found, h)
 	}
 	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return found, unproven, errors.Join(err, budgetErr(spent))
+		return found, unproven, errors.Join(err, lackErr(spent, short))
 	}
-	return found, unproven, budgetErr(spent)
+	return found, unproven, lackErr(spent, short)
 }
 
-// budgetErr is ErrBudget when spent, else nil.
-func budgetErr(spent bool) error {
-	if spent {
+// lackErr is ErrBudget when spent, ErrShort when short, both joined when
+// both, else nil.
+func lackErr(spent, short bool) error {
+	switch {
+	case spent && short:
+		return errors.Join(ErrBudget, ErrShort)
+	case spent:
 		return ErrBudget
+	case short:
+		return ErrShort
 	}
 	return nil
 }

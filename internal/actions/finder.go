@@ -39,7 +39,7 @@ func (f *ProcFinder) Find(members []*pidfd.Handle, b Budget) ([]*pidfd.Handle, [
 	var st procfs.Stat
 	var found []*pidfd.Handle
 	var unproven []Member
-	spent := false
+	spent, short := false, false
 	work := make([]*pidfd.Handle, 0, len(members))
 	work = append(work, members...)
 	for len(work) > 0 {
@@ -70,6 +70,7 @@ func (f *ProcFinder) Find(members []*pidfd.Handle, b Budget) ([]*pidfd.Handle, [
 			h, err := pidfd.Open(pid, f.Boot)
 			if err != nil {
 				give(b, 1)
+				short = short || pidfd.Short(err)
 				if !errors.Is(err, pidfd.ErrGone) && !errors.Is(err, os.ErrNotExist) {
 					unproven = append(unproven, Member{Pid: pid, Token: tokenOf(f.Boot, &st), Reason: "child of a member but cannot be bound: " + err.Error()})
 				}
@@ -88,7 +89,7 @@ func (f *ProcFinder) Find(members []*pidfd.Handle, b Budget) ([]*pidfd.Handle, [
 			work = append(work, h)
 		}
 	}
-	return found, unproven, budgetErr(spent)
+	return found, unproven, lackErr(spent, short)
 }
 
 func tokenOf(boot procfs.BootID, st *procfs.Stat) token.Token {

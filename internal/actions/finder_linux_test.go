@@ -43,3 +43,59 @@ func TestProcFinderBudget(t *testing.T) {
 	}()
 	b.CheckBudgeted(t, len(found), unproven, errors.Is(err, ErrBudget), kids)
 }
+
+// TestProcFinderShort: a finder that cannot bind a child for a want of
+// descriptors in this process (EMFILE) reports it, unproven, and says so
+// with ErrShort, which makes a teardown Partial (its claim stays open for
+// a later look), not with ErrBudget or a fault.
+func TestProcFinderShort(t *testing.T) {
+	const kids = 20
+	cmd, _ := testenv.Shell(t, "i=0; while [ $i -lt 20 ]; do sleep 1000 & echo $!; i=$((i+1)); done; wait", kids)
+	boot, err := procfs.ReadBootID("/proc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, err := pidfd.Open(int32(cmd.Process.Pid), boot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	var found []*pidfd.Handle
+	var unproven []Member
+	// Room for the finder's /proc reads and a few children, no budget.
+	testenv.WithFDLimit(t, 8, func() {
+		found, unproven, err = (&ProcFinder{Boot: boot}).Find([]*pidfd.Handle{root}, nil)
+	})
+	defer func() {
+		for _, h := range found {
+			h.Close()
+		}
+	}()
+	if !errors.Is(err, ErrShort) || errors.Is(err, ErrBudget) || !lacking(err) {
+		t.Errorf("Find short of descriptors: err %v, want ErrShort alone", err)
+	}
+	if len(unproven) == 0 || len(found)+len(unproven) != kids {
+		t.Errorf("Find short of descriptors: %d found, %d unproven, want %d in all, some unproven", len(found), len(unproven), kids)
+	}
+}
+
+func TestLacking(t *testing.T) {
+	other := errors.New("sync timed out")
+	for _, tc := range []struct {
+		err  error
+		want bool
+	}{
+		{nil, true},
+		{ErrBudget, true},
+		{ErrShort, true},
+		{lackErr(true, true), true},
+		{lackErr(false, false), true},
+		{errors.Join(other, ErrBudget), false},
+		{errors.Join(ErrShort, other), false},
+		{other, false},
+	} {
+		if got := lacking(tc.err); got != tc.want {
+			t.Errorf("lacking(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+}

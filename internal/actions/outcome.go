@@ -42,6 +42,12 @@ type Outcome struct {
 	// is linked to nothing). Never set when the claim's cgroup was
 	// searched, which holds every descendant whatever its parent.
 	Incomplete string `json:"incomplete,omitempty"`
+	// Partial is true when candidates were left unbound for a want of
+	// descriptors or memory (the principal's budget spent, or the
+	// daemon's own: pidfd.Short): they live on unsignalled, listed in
+	// Unproven, and a later teardown may bind them. Dead says nothing of
+	// them.
+	Partial bool `json:"partial,omitempty"`
 	// Error describes a fault that stopped the teardown early.
 	Error string `json:"error,omitempty"`
 }

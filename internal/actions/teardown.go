@@ -28,7 +28,9 @@ import (
 // returns is charged to the budget, so a tree of thousands never holds
 // more descriptors than the budget allows, not even for a moment. A
 // candidate found once the budget refuses is listed in unproven, not
-// bound (OverBudget), and err then wraps ErrBudget.
+// bound (OverBudget), and err then wraps ErrBudget. A candidate it could
+// not bind for a want of descriptors or memory in this process
+// (pidfd.Short) is listed in unproven too, and err then wraps ErrShort.
 type Finder interface {
 	Find(members []*pidfd.Handle, b Budget) (found []*pidfd.Handle, unproven []Member, err error)
 	// Name says how members are found, for the outcome's Mechanism.
@@ -141,6 +143,29 @@ type Budget interface {
 // ErrBudget says a finder found members it did not bind: its Budget had
 // none left.
 var ErrBudget = errors.New("the descriptor budget is spent")
+
+// ErrShort says a finder saw a candidate it could not bind for a want of
+// descriptors or memory in this process (pidfd.Short): reported, neither
+// proven nor disproven, and a later look may bind it.
+var ErrShort = errors.New("ran short of descriptors or memory to bind a candidate")
+
+// lacking reports whether err is nil or says only that candidates were
+// left unbound (ErrBudget, ErrShort), which the unproven members say:
+// not a fault of the search.
+func lacking(err error) bool {
+	if err == nil || err == ErrBudget || err == ErrShort {
+		return true
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			if !lacking(e) {
+				return false
+			}
+		}
+		return true
+	}
+	return false
+}
 
 // OverBudget is a candidate a finder found and did not bind because its
 // budget refused.
@@ -419,6 +444,11 @@ func (t *Teardown) grow(tr *tree, out *Outcome, sig unix.Signal) []*pidfd.Handle
 					out.Unproven = append(out.Unproven, u)
 				}
 			}
+			if errors.Is(err, ErrBudget) || errors.Is(err, ErrShort) {
+				// Candidates left unbound live on unsignalled: this
+				// teardown cannot be the claim's last.
+				out.Partial = true
+			}
 			if errors.Is(err, ErrBudget) {
 				// Reported once: the finders, which would find them
 				// again at every look, are not asked again.
@@ -427,9 +457,10 @@ func (t *Teardown) grow(tr *tree, out *Outcome, sig unix.Signal) []*pidfd.Handle
 					tr.refused[u.Pid] = true
 				}
 			}
-			// A spent budget alone is no error (its members say it);
-			// joined with another (a sync that timed out), it is.
-			if err != nil && err != ErrBudget && out.Error == "" {
+			// A spent budget or a want of descriptors alone is no error
+			// (the members left unbound say it); joined with another (a
+			// sync that timed out), it is.
+			if !lacking(err) && out.Error == "" {
 				out.Error = "finding members: " + err.Error()
 			}
 			for _, h := range found {

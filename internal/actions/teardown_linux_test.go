@@ -313,6 +313,36 @@ func (d *doubter) Find([]*pidfd.Handle, Budget) ([]*pidfd.Handle, []Member, erro
 	return nil, d.doubt, nil
 }
 
+// shortFinder is a Finder that could not bind what it saw for a want of
+// descriptors (its error ErrShort, as ProcFinder's is under EMFILE, which
+// TestProcFinderShort meets for real).
+type shortFinder struct{ saw []Member }
+
+func (f *shortFinder) Name() string { return "short" }
+
+func (f *shortFinder) Find([]*pidfd.Handle, Budget) ([]*pidfd.Handle, []Member, error) {
+	return nil, f.saw, ErrShort
+}
+
+// TestIntegrationShortFinderPartial: a teardown whose finder could not
+// bind a candidate for a want of descriptors is Partial, with no fault,
+// the candidate unproven and left alone.
+func TestIntegrationShortFinderPartial(t *testing.T) {
+	td, j := newTeardown(t, 2*time.Second)
+	cmd, _ := testenv.Shell(t, `sleep 60`, 0)
+	other, pids := testenv.Shell(t, `sleep 60 & echo $!; wait`, 1)
+	defer other.Process.Kill()
+	saw := Member{Pid: pids[0], Token: claimOf(t, j, pids[0]), Reason: "cannot be bound: too many open files"}
+	td.finders = []Finder{&shortFinder{saw: []Member{saw}}}
+	out := td.Run(context.Background(), int32(cmd.Process.Pid), claimOf(t, j, int32(cmd.Process.Pid)))
+	if !out.Acted || !out.Partial || out.Error != "" || targeted(out, pids[0]) {
+		t.Fatalf("Run = %+v, want acted, partial, no error, the candidate not targeted", out)
+	}
+	if !alive(j, saw.Pid, saw.Token) {
+		t.Errorf("the unbound candidate %d was killed", saw.Pid)
+	}
+}
+
 // TestIntegrationDoubtedMemberNotUnproven: a process one finder reports
 // unproven and another proves a member is a member, not an unproven
 // process left: a review's teardown of a root that forked in its grace

@@ -499,8 +499,9 @@ func procUser(pid int32, uid uint32) bool {
 
 // orphanedMembers binds what lives on of a claim whose root is not OWNED:
 // the processes of its own cgroup, the survivors of an earlier teardown
-// and, for a claim already releasing, its recorded members, when they
-// still verify, are proven; otherwise recorded members that verify are
+// and, for a claim already releasing or left with survivors (a teardown
+// decided on it, which may have left members unbound), its recorded
+// members, when they still verify, are proven; otherwise recorded members that verify are
 // only reported (a live group under a gone leader is not killed).
 func (d *Daemon) orphanedMembers(c *store.Claim) (proven []*pidfd.Handle, unproven []actions.Member, ok, short bool) {
 	skip := map[int32]bool{c.Pid: true}
@@ -528,11 +529,12 @@ func (d *Daemon) orphanedMembers(c *store.Claim) (proven []*pidfd.Handle, unprov
 	}
 	// A teardown decided before the daemon stopped (the claim is
 	// releasing: its release was asked, or its holder, wall clock or
-	// caller ended it, while the root was OWNED) resumes on the members
+	// caller ended it, while the root was OWNED), or one that left
+	// members alive or unbound (survivors), resumes on the members
 	// recorded: each was born in the claim's tree and binds only as that
 	// very instance. Only reported, they lived on where no cgroup holds
 	// them, and the job ended with its TERM-ignoring child running.
-	resumed := c.State == store.Releasing
+	resumed := c.State == store.Releasing || c.State == store.Survivors
 	recorded, rshort := d.recordedMembers(c, skip)
 	short = short || rshort
 	for _, h := range recorded {
@@ -577,13 +579,16 @@ func (d *Daemon) teardown(ctx context.Context, c *store.Claim, v verdict.Verdict
 		share = claimShare(c)
 	}
 	var over []actions.Member
+	short := false
 	if root != nil {
 		// The recorded members bound here are this call's to close (the
 		// caller's extra stay the caller's): one descriptor each, held
 		// for the grace, never past the teardown, and within the
 		// principal's share (memberFDs).
 		b := d.fds.forUID(share)
-		recorded, left, _ := d.recordedMembersWithin(c, map[int32]bool{root.Pid(): true}, b)
+		var recorded []*pidfd.Handle
+		var left []store.Member
+		recorded, left, short = d.recordedMembersWithin(c, map[int32]bool{root.Pid(): true}, b)
 		defer func() {
 			for _, h := range recorded {
 				h.Close()
@@ -629,7 +634,12 @@ func (d *Daemon) teardown(ctx context.Context, c *store.Claim, v verdict.Verdict
 	// empties), where before it closed and they ran on unmanaged.
 	cg := claimCgroup(c)
 	held := out.Acted && cg != "" && heldAfter(cg)
-	rel := &store.Release{Dead: out.Dead && !held, Escalated: out.Escalated, Ownership: out.Verdict.Result, At: d.now(), Cause: rq.cause,
+	// Members left unbound for a want of descriptors (the principal's
+	// share spent, or the daemon's) live on unsignalled: the claim stays
+	// open for the next pass to bind them, where before it closed as dead
+	// with them running (a review's other user held the descriptors).
+	partial := out.Acted && (out.Partial || short || len(over) > 0)
+	rel := &store.Release{Dead: out.Dead && !held && !partial, Escalated: out.Escalated, Ownership: out.Verdict.Result, At: d.now(), Cause: rq.cause,
 		Incomplete: api.Trunc(out.Incomplete, 1000)}
 	rel.Survivors, rel.SurvivorsTotal = instances(out.Survivors)
 	rel.Unproven, rel.UnprovenTotal = instances(out.Unproven)

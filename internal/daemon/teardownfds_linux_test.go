@@ -5,12 +5,15 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/procsupervisor/supervisor/internal/api"
+	"github.com/procsupervisor/supervisor/internal/procfs"
+	"github.com/procsupervisor/supervisor/internal/store"
 	"github.com/procsupervisor/supervisor/internal/testenv"
 )
 
@@ -70,4 +73,69 @@ func TestIntegrationTeardownRootCharged(t *testing.T) {
 	}
 	cmds[1].Process.Kill()
 	testenv.Eventually(t, 10*time.Second, func() bool { return used() == 0 }, "the second teardown never gave its descriptor back (%d held)", used())
+}
+
+// TestIntegrationTeardownOverBudgetStaysOpen: a release of a user's tree
+// larger than the user's share of descriptors binds what the share
+// allows, and the members it leaves unbound live on unsignalled: the claim
+// stays open (survivors) rather than closing as dead, and the next pass,
+// with descriptors back, binds the recorded members and ends it. Before,
+// the claim was released, dead, with those members running (a review's
+// other user held the daemon's descriptors).
+func TestIntegrationTeardownOverBudgetStaysOpen(t *testing.T) {
+	h := newHarness(t)
+	const uid, kids = 1000, 6
+	h.d.fds = &fdBudget{perUID: 3, total: 10, used: map[uint32]int{}}
+	cmd := exec.Command("/bin/sh", "-c", "for i in 1 2 3 4 5 6; do sleep 60 & done; wait")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: &syscall.Credential{Uid: uid, Gid: uid}}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); cmd.Wait() })
+	var children []int32
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		children, _ = procfs.Children("/proc", int32(cmd.Process.Pid))
+		return len(children) == kids
+	}, "%d forked %d children, want %d", cmd.Process.Pid, len(children), kids)
+	// The graph has their forks: the admission records them as members
+	// (the harness runs no event hook to record later forks).
+	if err := h.d.tr.Load().Sync(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	c := h.grant(t, cmd.Process.Pid, uid)
+	testenv.Eventually(t, 10*time.Second, func() bool {
+		return !slices.ContainsFunc(children, func(p int32) bool { return !h.recorded(c.ID, p) })
+	}, "the children of %d were not all recorded as members (recorded %d, dropped %d)", cmd.Process.Pid, h.d.membersRecorded.Load(), h.d.membersDropped.Load())
+	alive := func() (n int) {
+		r := procfs.NewReader("/proc")
+		var st procfs.Stat
+		for _, p := range children {
+			// A killed one may wait to be reaped by init for a while.
+			if r.ReadStat(p, &st) == nil && !st.Zombie() {
+				n++
+			}
+		}
+		return n
+	}
+
+	_, out, err := h.d.settle(context.Background(), c.ID, request{trigger: ReleaseAsked})
+	if err != nil || out == nil || !out.Acted || !out.Partial {
+		t.Fatalf("release over the budget = %+v, %v; want acted, partial", out, err)
+	}
+	got, _ := h.st.Get(c.ID)
+	if got.State != store.Survivors || got.Release == nil || got.Release.Dead {
+		t.Fatalf("after a release that left members unbound the grant is %s (release %+v), want survivors, not dead", got.State, got.Release)
+	}
+	if n := alive(); n == 0 || n == kids {
+		t.Fatalf("%d of %d members alive after the release, want the ones over the budget", n, kids)
+	}
+
+	h.d.fds = &fdBudget{perUID: 100, total: 1000, used: map[uint32]int{}}
+	if _, _, err := h.d.settle(context.Background(), c.ID, request{trigger: Pass}); err != nil {
+		t.Fatalf("the next pass: %v", err)
+	}
+	testenv.Eventually(t, 10*time.Second, func() bool { return alive() == 0 }, "%d members left alive after the next pass", alive())
+	if got, _ := h.st.Get(c.ID); got.State != store.Released || !got.Release.Dead {
+		t.Errorf("after the next pass the grant is %s (release %+v), want released, dead", got.State, got.Release)
+	}
 }

@@ -69,7 +69,7 @@ func (f *graphFinder) Find(members []*pidfd.Handle, b actions.Budget) ([]*pidfd.
 	var found []*pidfd.Handle
 	var unproven []actions.Member
 	seen := map[int32]bool{}
-	spent := false
+	spent, short := false, false
 	for _, h := range members {
 		nodes, err := f.t.graph.Descendants(h.Pid(), h.Token())
 		if err != nil {
@@ -94,6 +94,7 @@ func (f *graphFinder) Find(members []*pidfd.Handle, b actions.Budget) ([]*pidfd.
 			if b != nil {
 				b.Give(1)
 			}
+			short = short || v.Transient
 			if v.Result == verdict.Unverifiable {
 				unproven = append(unproven, actions.Member{Pid: n.Pid, Token: n.Token, Reason: "a birth descendant whose identity cannot be proven: " + v.Reason})
 			}
@@ -142,6 +143,11 @@ func (f *graphFinder) Find(members []*pidfd.Handle, b actions.Budget) ([]*pidfd.
 		}
 	} else if spent {
 		err = joinErr(err, actions.ErrBudget)
+	}
+	if short && !errors.Is(err, actions.ErrShort) {
+		// A member the judge could not look at for a want of
+		// descriptors or memory: a later look may bind it.
+		err = joinErr(err, actions.ErrShort)
 	}
 	return found, unproven, joinErr(errSync, err)
 }
