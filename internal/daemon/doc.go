@@ -27,8 +27,9 @@
 //
 // Limits: a member born and reparented to init while the daemon was down
 // was never recorded and, without a cgroup, cannot be proven a member: it is
-// left alone. Member records are best effort: when the queue is full or a
-// claim has too many members, records are dropped and counted (status
-// members_dropped). With the ps fallback mechanism, the daemon's reaper may
+// left alone. Member records are best effort: when the queue is full, a
+// claim has too many members, its user's quota is spent or the store
+// cannot write them, records are dropped and counted (status
+// members_dropped; a store that cannot write is a store error too). With the ps fallback mechanism, the daemon's reaper may
 // reap a ps child before its poller does (the poll then fails, loudly).
 package daemon

@@ -7,6 +7,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/procsupervisor/supervisor/internal/api"
 	"github.com/procsupervisor/supervisor/internal/events"
 	"github.com/procsupervisor/supervisor/internal/lineage"
 	"github.com/procsupervisor/supervisor/internal/store"
@@ -289,6 +290,17 @@ func (d *Daemon) flushMembers(batch map[string][]store.Member) {
 			// What was not recorded (a batch cut at the quota records
 			// what fits).
 			d.membersDropped.Add(uint64(max(len(ms)-added, 0)))
+		}
+		switch {
+		case err == nil, errors.Is(err, store.ErrNotFound), errors.Is(err, api.ErrQuota),
+			errors.Is(err, store.ErrTooLarge) && !errors.Is(err, store.ErrFull):
+			// Recorded, a claim gone meanwhile, or the user's quota or
+			// the claim's member slots: counted in membersDropped.
+		default:
+			// The store failed (a full disk, an I/O error): members
+			// that a restart or a teardown without a cgroup cannot find
+			// again, said as every store failure is.
+			d.storeFailed("recording members of "+id, err)
 		}
 		delete(batch, id)
 	}

@@ -38,6 +38,7 @@ type failingStore struct {
 	*store.Store
 	fail     atomic.Bool // Update fails
 	failList atomic.Bool // List fails
+	failAdd  atomic.Bool // AddMember fails
 	before   func(id string)
 	lists    atomic.Int32 // List calls
 }
@@ -51,6 +52,13 @@ func (f *failingStore) List(flt store.Filter) ([]store.Claim, error) {
 }
 
 var errDiskFull = errors.New("disk full (injected)")
+
+func (f *failingStore) AddMember(id string, ms ...store.Member) (int, error) {
+	if f.failAdd.Load() {
+		return 0, errDiskFull
+	}
+	return f.Store.AddMember(id, ms...)
+}
 
 func (f *failingStore) Update(id string, fn func(*store.Claim) error) error {
 	if f.before != nil {

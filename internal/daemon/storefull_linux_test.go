@@ -239,3 +239,32 @@ func TestIntegrationMembersShortOfDescriptors(t *testing.T) {
 		t.Errorf("the job is %s, want running while its member lives", got.State)
 	}
 }
+
+// TestMembersStoreFailureSaid: a batch of members the store cannot write
+// (a full disk) is a store failure, counted and logged as every other
+// is, not only a member dropped: a review's job forked its members while
+// another user filled the disk, and status said nothing of it.
+func TestMembersStoreFailureSaid(t *testing.T) {
+	h := newHarness(t)
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	c := h.claim(t, cmd.Process.Pid, nil, 0)
+	m := store.Member{Pid: c.Pid + 1, Token: c.Token, Parent: c.Pid, ParentToken: c.Token}
+	h.st.failAdd.Store(true)
+	h.d.flushMembers(map[string][]store.Member{c.ID: {m}})
+	if n := h.d.storeErrors.Load(); n != 1 {
+		t.Errorf("a member batch the store could not write counted %d store errors, want 1", n)
+	}
+	if n := h.d.membersDropped.Load(); n != 1 {
+		t.Errorf("%d members dropped, want 1", n)
+	}
+	h.st.failAdd.Store(false)
+	// A claim gone meanwhile is no store failure.
+	h.d.flushMembers(map[string][]store.Member{"g-gonegonegone": {m}})
+	if n := h.d.storeErrors.Load(); n != 1 {
+		t.Errorf("a batch for a claim gone meanwhile counted a store error (%d in all)", n)
+	}
+}
