@@ -15,9 +15,11 @@ import (
 // found as 5 bound members and 15 reported over the budget, none of them
 // "cannot be bound" (what binding all 20 at once meets: EMFILE). Each
 // member returned is charged to the budget.
-func TestProcFinderBudget(t *testing.T) {
-	const kids, room = 20, 5
-	cmd, _ := testenv.Shell(t, "i=0; while [ $i -lt 20 ]; do sleep 1000 & echo $!; i=$((i+1)); done; wait", kids)
+// twentyKids starts a shell with 20 children and binds it, closed at the
+// test's end.
+func twentyKids(t *testing.T) (procfs.BootID, *pidfd.Handle) {
+	t.Helper()
+	cmd, _ := testenv.Shell(t, "i=0; while [ $i -lt 20 ]; do sleep 1000 & echo $!; i=$((i+1)); done; wait", 20)
 	boot, err := procfs.ReadBootID("/proc")
 	if err != nil {
 		t.Fatal(err)
@@ -26,7 +28,14 @@ func TestProcFinderBudget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer root.Close()
+	t.Cleanup(func() { root.Close() })
+	return boot, root
+}
+
+func TestProcFinderBudget(t *testing.T) {
+	const kids, room = 20, 5
+	boot, root := twentyKids(t)
+	var err error
 
 	b := &testenv.Budget{Max: room}
 	var found []*pidfd.Handle
@@ -50,16 +59,8 @@ func TestProcFinderBudget(t *testing.T) {
 // a later look), not with ErrBudget or a fault.
 func TestProcFinderShort(t *testing.T) {
 	const kids = 20
-	cmd, _ := testenv.Shell(t, "i=0; while [ $i -lt 20 ]; do sleep 1000 & echo $!; i=$((i+1)); done; wait", kids)
-	boot, err := procfs.ReadBootID("/proc")
-	if err != nil {
-		t.Fatal(err)
-	}
-	root, err := pidfd.Open(int32(cmd.Process.Pid), boot)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
+	boot, root := twentyKids(t)
+	var err error
 	var found []*pidfd.Handle
 	var unproven []Member
 	// Room for the finder's /proc reads and a few children, no budget.
