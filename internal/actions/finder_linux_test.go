@@ -9,12 +9,6 @@ import (
 	"github.com/procsupervisor/supervisor/internal/testenv"
 )
 
-// TestProcFinderBudget: a finder given a budget never holds more
-// descriptors than it allows, not even while it looks: with the process's
-// descriptor limit set just above the budget, a tree of 20 children is
-// found as 5 bound members and 15 reported over the budget, none of them
-// "cannot be bound" (what binding all 20 at once meets: EMFILE). Each
-// member returned is charged to the budget.
 // twentyKids starts a shell with 20 children and binds it, closed at the
 // test's end.
 func twentyKids(t *testing.T) (procfs.BootID, *pidfd.Handle) {
@@ -32,6 +26,12 @@ func twentyKids(t *testing.T) (procfs.BootID, *pidfd.Handle) {
 	return boot, root
 }
 
+// TestProcFinderBudget: a finder given a budget never holds more
+// descriptors than it allows, not even while it looks: with the process's
+// descriptor limit set just above the budget, a tree of 20 children is
+// found as 5 bound members and 15 reported over the budget, none of them
+// "cannot be bound" (what binding all 20 at once meets: EMFILE). Each
+// member returned is charged to the budget.
 func TestProcFinderBudget(t *testing.T) {
 	const kids, room = 20, 5
 	boot, root := twentyKids(t)
