@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -388,4 +389,35 @@ func launchedBy(t *testing.T, name string, cmd *exec.Cmd) launched {
 		t.Fatalf("%s: %q: %v", name, out, err)
 	}
 	return c
+}
+
+// TestIntegrationTokenInTimeNamespace: `token` run in a time namespace
+// whose boot clock is set ahead (unshare --time --boottime) prints the
+// token the host sees: /proc shows it start times with the namespace's
+// offset added, and a token read from them named no process (a review's
+// `launch --bind-to-caller` there was refused as FOREIGN, and `verify` of
+// the caller's own shell said FOREIGN).
+func TestIntegrationTokenInTimeNamespace(t *testing.T) {
+	testenv.RequireRoot(t)
+	if _, err := exec.LookPath("unshare"); err != nil {
+		testenv.Skip(t, "unshare (util-linux) is not installed")
+	}
+	if _, err := os.Stat("/proc/self/timens_offsets"); err != nil {
+		testenv.Skip(t, "no time namespaces here: %v", err)
+	}
+	bin := binary(t)
+	pid := strconv.Itoa(os.Getpid())
+	host, err := exec.Command(bin, "token", pid).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, offset := range []string{"100000", "-100"} {
+		in, err := exec.Command("unshare", "--time", "--boottime", offset, bin, "token", pid).CombinedOutput()
+		if err != nil {
+			t.Fatalf("token in a time namespace %s s ahead: %v: %s", offset, err, in)
+		}
+		if string(in) != string(host) {
+			t.Errorf("token in a time namespace %s s ahead = %q, the host's %q", offset, in, host)
+		}
+	}
 }

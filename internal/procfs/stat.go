@@ -44,7 +44,8 @@ func (s *Stat) CommString() string {
 func (s *Stat) Zombie() bool { return s.State == 'Z' || s.State == 'X' }
 
 // ParseStat parses the content of /proc/PID/stat into st. It allocates
-// nothing. The comm field may hold spaces and parentheses, so the fields
+// nothing. The start time is the host's: a time namespace's boot-time
+// offset, which /proc adds for a reader in it, is taken out. The comm field may hold spaces and parentheses, so the fields
 // after it are found from the last ')'.
 func ParseStat(b []byte, st *Stat) error {
 	open := bytes.IndexByte(b, '(')
@@ -98,6 +99,14 @@ func ParseStat(b []byte, st *Stat) error {
 			v, err := strconv.ParseUint(string(tok), 10, 64)
 			if err != nil {
 				return fmt.Errorf("stat: bad starttime: %w", ErrMalformed)
+			}
+			// In a time namespace the kernel shows start times with its
+			// boot-time offset added (bootOffsetTicks).
+			if off := bootOffsetTicks(); off != 0 {
+				if int64(v) < off || v > 1<<62 {
+					return fmt.Errorf("stat: starttime %d before the time namespace's offset %d: %w", v, off, ErrMalformed)
+				}
+				v = uint64(int64(v) - off)
 			}
 			st.StartTime = v
 		}
