@@ -548,6 +548,33 @@ func TestResync(t *testing.T) {
 	}
 }
 
+// TestResyncParentNotListed: a process a resync adds whose parent the
+// same scan did not list (the parent exited while the scan ran) is linked
+// to nothing, not to the graph's record at the parent's pid: that record
+// may be an instance whose exit the loss hid, whose pid went to the real
+// parent (a review's member M exited in a loss, a stranger took its pid
+// and forked X, then exited before the scan reached it, and X became a
+// member of M's claim).
+func TestResyncParentNotListed(t *testing.T) {
+	c := newClock()
+	g := newTestGraph(c, Config{})
+	initTok, m, x := tk(1, 0), tk(100, 0), tk(300, 0)
+	g.Seed([]events.Proc{proc(1, initTok, 0, token.Token{}), proc(10, m, 1, initTok)})
+	if err := g.Admit(10, m, "g-claim"); err != nil {
+		t.Fatal(err)
+	}
+	apply(g, lost(0))
+	c.Advance(time.Minute)
+	g.Resync([]events.Proc{proc(1, initTok, 0, token.Token{}), proc(300, x, 10, token.Token{})})
+	mustCheck(t, g)
+	if d, _ := g.Descendants(10, m); len(d) != 0 {
+		t.Errorf("Descendants(10) = %v, want none: 300's parent was not listed", pids(d))
+	}
+	if root, _, ok := g.RootOf(300, x); ok {
+		t.Errorf("RootOf(300) = %q, want none", root)
+	}
+}
+
 func TestFindMatch(t *testing.T) {
 	g := newTestGraph(newClock(), Config{})
 	g.Seed([]events.Proc{proc(50, tk(100, 0), 1, token.Token{})})

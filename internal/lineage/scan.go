@@ -83,6 +83,16 @@ func (g *Graph) reconcile(procs []events.Proc, sweep bool) {
 	for _, i := range added {
 		n := g.at(i)
 		pt := g.parentTokenOf(n)
+		if pt.IsZero() {
+			// The scan did not list its parent: the parent exited
+			// while the scan ran, or is a zombie. The graph's newest
+			// record at that pid may be another instance whose exit
+			// the loss hid (a member whose pid was reissued to the
+			// real parent), so it is linked to nothing: a review's
+			// stranger, forked by such a parent, became a member of
+			// the claim the old instance was in.
+			continue
+		}
 		if p := g.parentOf(n.ppid, pt, 0); p != 0 && !g.isAncestor(i, p) {
 			g.linkChild(p, i)
 		}
