@@ -6,6 +6,9 @@ import (
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/procsupervisor/supervisor/internal/actions"
+	"github.com/procsupervisor/supervisor/internal/procfs"
 )
 
 // A job is over when its root has exited and its own cgroup is empty.
@@ -42,20 +45,40 @@ func cgroupPopulated(p string) bool {
 	return err == nil && bytes.Contains(b, []byte("populated 1"))
 }
 
-// heldAfter reports whether cgroup p still holds a process after a
-// teardown. Processes the teardown killed can be seen in it for a moment
-// after their pidfds said they had exited, so it looks again, for up to
-// about a quarter of a second, before it says so.
-func heldAfter(p string) bool {
+// heldAfter reports whether cgroup p still holds, after a teardown, a
+// process that principal may signal (its real or saved uid is
+// principal's; root may signal any). One it may not (a setuid program
+// the user ran, now root's) does not keep the claim open: its user could
+// never end it. Processes the teardown killed can be seen in the cgroup
+// for a moment after their pidfds said they had exited, so it looks
+// again, for up to about a quarter of a second, before it says so.
+func heldAfter(p string, principal uint32) bool {
 	for wait := time.Millisecond; ; wait *= 2 {
 		if !cgroupPopulated(p) {
 			return false
 		}
 		if wait > 128*time.Millisecond {
-			return true
+			break
 		}
 		time.Sleep(wait)
 	}
+	return signallableIn(p, principal)
+}
+
+// signallableIn reports whether cgroup p holds a process principal may
+// signal (heldAfter), or cannot be listed.
+func signallableIn(p string, principal uint32) bool {
+	pids, err := actions.CgroupProcs(p)
+	if err != nil {
+		return !os.IsNotExist(err) // unlisted: said held
+	}
+	for _, pid := range pids {
+		ids, err := procfs.ReadUIDs("/proc", pid)
+		if err == nil && (principal == 0 || ids.Real == principal || ids.Saved == principal) {
+			return true
+		}
+	}
+	return false
 }
 
 // watchLeftovers has the watcher look at claim id's cgroup: a job whose

@@ -57,6 +57,9 @@ type request struct {
 	// byShare, when set, gets a report of its own for each uid whose
 	// quotas claims count against (claimShare): what Status shows a user.
 	byShare map[uint32]*api.Report
+	// over are members a teardown starts without, not bound for want of
+	// the user's share of descriptors: reported, and the outcome partial.
+	over []actions.Member
 }
 
 // reconcileAll applies the table to every open claim.
@@ -317,15 +320,20 @@ func (d *Daemon) settle(ctx context.Context, id string, rq request) (api.ReportI
 	// Members that outlive a root that is not OWNED: the cgroup's and the
 	// survivors' are proven, recorded ones only reported.
 	var members []*pidfd.Handle
-	var unproven []actions.Member
+	var unproven, over []actions.Member
+	memberFDs := d.fds.forUID(claimShare(&c))
+	memberCharge := 0 // of memberFDs, by members: given back with them
 	defer func() {
 		for _, h := range members {
 			h.Close()
 		}
+		if memberFDs != nil && memberCharge > 0 {
+			memberFDs.Give(memberCharge)
+		}
 	}()
 	if root == nil {
 		var proven, short bool
-		members, unproven, proven, short = d.orphanedMembers(&c)
+		members, unproven, over, proven, short, memberCharge = d.orphanedMembers(&c, memberFDs)
 		in.Proven = proven
 		if short {
 			// Whether members outlive the root could not be told for
@@ -368,6 +376,14 @@ func (d *Daemon) settle(ctx context.Context, id string, rq request) (api.ReportI
 		d.index(&c)
 		return it, nil, nil
 	case TearDown:
+		if root == nil && len(members) == 0 && len(over) > 0 {
+			// Members live, and none could be bound within the user's
+			// share: nothing to start on until descriptors come back.
+			it.Action, it.Reason = "failed", "not started: the teardowns of this user hold all the descriptors they may"
+			return it, nil, fmt.Errorf("claim %s: teardown not started: the teardowns of uid %d hold all the descriptors they may: %w",
+				c.ID, claimShare(&c), api.ErrUnavailable)
+		}
+		rq.over = over
 		grace := d.graceFor(&c, rq)
 		// The root's pidfd, held by the worker for the whole grace, counts
 		// against the members' budget of the claim's uid as its members'
@@ -395,8 +411,8 @@ func (d *Daemon) settle(ctx context.Context, id string, rq request) (api.ReportI
 			}
 			return it, nil, err
 		}
-		rootH, extra := root, members
-		root, members = nil, nil
+		rootH, extra, extraCharged := root, members, memberCharge
+		root, members, memberCharge = nil, nil, 0
 		handed = true
 		wit := it // the worker's copy: this goroutine goes on with its own
 		w, started := d.work.start(c.ID, func(wctx context.Context, say func(string), end *actions.GraceEnd) (api.ReportItem, actions.Outcome, error) {
@@ -410,6 +426,9 @@ func (d *Daemon) settle(ctx context.Context, id string, rq request) (api.ReportI
 				}
 				if charged != nil {
 					charged.Give(1)
+				}
+				if memberFDs != nil && extraCharged > 0 {
+					memberFDs.Give(extraCharged)
 				}
 			}()
 			rq := rq
@@ -426,7 +445,7 @@ func (d *Daemon) settle(ctx context.Context, id string, rq request) (api.ReportI
 			// Cannot happen while this holds the claim's lock (the
 			// worker holds it); were it to, the worker's outcome is ours.
 			handed = false
-			root, members = rootH, extra
+			root, members, memberCharge = rootH, extra, extraCharged
 			d.tearing.Delete(c.ID)
 			if charged != nil {
 				charged.Give(1)
@@ -503,7 +522,7 @@ func procUser(pid int32, uid uint32) bool {
 // decided on it, which may have left members unbound), its recorded
 // members, when they still verify, are proven; otherwise recorded members that verify are
 // only reported (a live group under a gone leader is not killed).
-func (d *Daemon) orphanedMembers(c *store.Claim) (proven []*pidfd.Handle, unproven []actions.Member, ok, short bool) {
+func (d *Daemon) orphanedMembers(c *store.Claim, b actions.Budget) (proven []*pidfd.Handle, unproven, over []actions.Member, ok, short bool, taken int) {
 	skip := map[int32]bool{c.Pid: true}
 	if cg := claimCgroup(c); cg != "" {
 		pids, err := actions.CgroupProcs(cg)
@@ -514,17 +533,31 @@ func (d *Daemon) orphanedMembers(c *store.Claim) (proven []*pidfd.Handle, unprov
 			short = true
 		}
 	}
+	// Each handle kept is charged to b (the claim's user's share of the
+	// descriptors teardowns hold), as the members a teardown's finders
+	// bind are: a survivors claim is one a user reaches at will (members
+	// over that share), and its members bound whole held seven times the
+	// share for the user's grace. What b refuses is over, not bound.
 	if c.State == store.Survivors && c.Release != nil {
 		for _, s := range c.Release.Survivors {
 			if skip[s.Pid] {
 				continue
 			}
-			v, h := d.judge.Bind(s.Pid, s.Token)
-			if h != nil {
-				skip[s.Pid] = true
-				proven = append(proven, h)
+			if b != nil && !b.Take() {
+				over = append(over, actions.OverBudget(s.Pid, s.Token))
+				continue
 			}
-			short = short || v.Transient
+			v, h := d.judge.Bind(s.Pid, s.Token)
+			if h == nil {
+				if b != nil {
+					b.Give(1)
+				}
+				short = short || v.Transient
+				continue
+			}
+			skip[s.Pid] = true
+			proven = append(proven, h)
+			taken++
 		}
 	}
 	// A teardown decided before the daemon stopped (the claim is
@@ -535,17 +568,29 @@ func (d *Daemon) orphanedMembers(c *store.Claim) (proven []*pidfd.Handle, unprov
 	// very instance. Only reported, they lived on where no cgroup holds
 	// them, and the job ended with its TERM-ignoring child running.
 	resumed := c.State == store.Releasing || c.State == store.Survivors
-	recorded, rshort := d.recordedMembers(c, skip)
+	recorded, left, rshort := d.recordedMembersWithin(c, skip, b)
 	short = short || rshort
 	for _, h := range recorded {
 		skip[h.Pid()] = true
 		if resumed {
 			proven = append(proven, h)
+			taken++
 			continue
 		}
 		unproven = append(unproven, actions.Member{Pid: h.Pid(), Token: h.Token(),
 			Reason: "recorded member alive under a gone root: reported, not signalled"})
 		h.Close()
+		if b != nil {
+			b.Give(1)
+		}
+	}
+	for _, m := range left {
+		if resumed {
+			over = append(over, actions.OverBudget(m.Pid, m.Token))
+		} else {
+			unproven = append(unproven, actions.Member{Pid: m.Pid, Token: m.Token,
+				Reason: "recorded member under a gone root, not looked at: the teardowns of this user hold all the descriptors they may; not signalled"})
+		}
 	}
 	// Descendants the graph saw born but the member writer has not
 	// recorded yet (the root exited at once) are reported the same way.
@@ -557,7 +602,7 @@ func (d *Daemon) orphanedMembers(c *store.Claim) (proven []*pidfd.Handle, unprov
 			}
 		}
 	}
-	return proven, unproven, ok || len(proven) > 0, short
+	return proven, unproven, over, ok || len(proven) > 0 || len(over) > 0, short, taken
 }
 
 // teardown tears down a claim's proven members: the OWNED root (nil when
@@ -578,7 +623,7 @@ func (d *Daemon) teardown(ctx context.Context, c *store.Claim, v verdict.Verdict
 	if principal == c.UID {
 		share = claimShare(c)
 	}
-	var over []actions.Member
+	over := slices.Clip(rq.over)
 	short := false
 	if root != nil {
 		// The recorded members bound here are this call's to close (the
@@ -629,11 +674,13 @@ func (d *Daemon) teardown(ctx context.Context, c *store.Claim, v verdict.Verdict
 	// own cgroup: an init of a pid namespace refused for a process
 	// entered into it, members over the descriptor budget, a child forked
 	// after the last look. Every process there is the claim's, so the
-	// claim is not over while one is: it stays open (counted in its
-	// user's quotas, retried by the reaper, watched until the cgroup
-	// empties), where before it closed and they ran on unmanaged.
+	// claim is not over while one its principal may signal is: it stays
+	// open (counted in its user's quotas, retried by the reaper, watched
+	// until the cgroup empties), where before it closed and they ran on
+	// unmanaged. One the principal may not signal (a setuid program's,
+	// reported) does not hold it: its user could never end the claim.
 	cg := claimCgroup(c)
-	held := out.Acted && cg != "" && heldAfter(cg)
+	held := out.Acted && cg != "" && heldAfter(cg, principal)
 	// Members left unbound for a want of descriptors (the principal's
 	// share spent, or the daemon's) live on unsignalled: the claim stays
 	// open for the next pass to bind them, where before it closed as dead
@@ -952,7 +999,7 @@ func (d *Daemon) finishJob(c *store.Claim, ws syscall.WaitStatus, known bool) er
 		if x.EndedAt.IsZero() {
 			x.EndedAt = now
 		}
-		if left && (x.State == store.Survivors || x.State == store.Releasing) {
+		if left && (x.State == store.Survivors || x.State == store.Releasing) && signallableIn(cg, x.UID) {
 			// A teardown left processes in its cgroup (or its end, once
 			// the tearing mark is gone, is about to say so): the job
 			// stays open, its root's end recorded, until they leave.

@@ -78,15 +78,18 @@ func TestIntegrationTeardownRootCharged(t *testing.T) {
 // TestIntegrationTeardownOverBudgetStaysOpen: a release of a user's tree
 // larger than the user's share of descriptors binds what the share
 // allows, and the members it leaves unbound live on unsignalled: the claim
-// stays open (survivors) rather than closing as dead, and the next pass,
-// with descriptors back, binds the recorded members and ends it. Before,
-// the claim was released, dead, with those members running (a review's
-// other user held the daemon's descriptors).
+// stays open (survivors) rather than closing as dead, and each later pass
+// binds, within the same share, the recorded members left, until none
+// is. Before, the claim was released, dead, with those members running (a
+// review's other user held the daemon's descriptors); and a survivors
+// claim bound all its recorded members at once, outside the share (a
+// review's 141 pidfds for a share of 20, held for the user's grace).
 func TestIntegrationTeardownOverBudgetStaysOpen(t *testing.T) {
 	h := newHarness(t)
-	const uid, kids = 1000, 6
-	h.d.fds = &fdBudget{perUID: 3, total: 10, used: map[uint32]int{}}
-	cmd := exec.Command("/bin/sh", "-c", "for i in 1 2 3 4 5 6; do sleep 60 & done; wait")
+	const uid, kids, share = 1000, 6, 3
+	h.d.fds = &fdBudget{perUID: share, total: 10, used: map[uint32]int{}}
+	// Children that ignore SIGTERM: each is killed only once bound.
+	cmd := exec.Command("/bin/sh", "-c", "for i in 1 2 3 4 5 6; do (trap '' TERM; exec sleep 60) & done; wait")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: &syscall.Credential{Uid: uid, Gid: uid}}
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -118,6 +121,8 @@ func TestIntegrationTeardownOverBudgetStaysOpen(t *testing.T) {
 		return n
 	}
 
+	// The release: the root and two members (the share of three), four
+	// members left.
 	_, out, err := h.d.settle(context.Background(), c.ID, request{trigger: ReleaseAsked})
 	if err != nil || out == nil || !out.Acted || !out.Partial {
 		t.Fatalf("release over the budget = %+v, %v; want acted, partial", out, err)
@@ -126,16 +131,22 @@ func TestIntegrationTeardownOverBudgetStaysOpen(t *testing.T) {
 	if got.State != store.Survivors || got.Release == nil || got.Release.Dead {
 		t.Fatalf("after a release that left members unbound the grant is %s (release %+v), want survivors, not dead", got.State, got.Release)
 	}
-	if n := alive(); n == 0 || n == kids {
-		t.Fatalf("%d of %d members alive after the release, want the ones over the budget", n, kids)
+	if n := alive(); n != kids-(share-1) {
+		t.Fatalf("%d of %d members alive after the release, want %d: the ones over the share", n, kids, kids-(share-1))
 	}
-
-	h.d.fds = &fdBudget{perUID: 100, total: 1000, used: map[uint32]int{}}
-	if _, _, err := h.d.settle(context.Background(), c.ID, request{trigger: Pass}); err != nil {
-		t.Fatalf("the next pass: %v", err)
+	// Each pass binds three of those left, within the share.
+	for _, want := range []int{1, 0} {
+		if _, _, err := h.d.settle(context.Background(), c.ID, request{trigger: Pass}); err != nil {
+			t.Fatalf("a pass: %v", err)
+		}
+		if n := alive(); n != want {
+			t.Fatalf("%d members alive after a pass, want %d (three bound a pass)", n, want)
+		}
 	}
-	testenv.Eventually(t, 10*time.Second, func() bool { return alive() == 0 }, "%d members left alive after the next pass", alive())
 	if got, _ := h.st.Get(c.ID); got.State != store.Released || !got.Release.Dead {
-		t.Errorf("after the next pass the grant is %s (release %+v), want released, dead", got.State, got.Release)
+		t.Errorf("after the last pass the grant is %s (release %+v), want released, dead", got.State, got.Release)
+	}
+	if n := h.d.fds.used[uid]; n != 0 {
+		t.Errorf("%d descriptors of uid %d's share still charged after the passes", n, uid)
 	}
 }
