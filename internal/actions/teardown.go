@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/procsupervisor/supervisor/internal/pidfd"
+	"github.com/procsupervisor/supervisor/internal/procfs"
 	"github.com/procsupervisor/supervisor/internal/token"
 	"github.com/procsupervisor/supervisor/internal/verdict"
 )
@@ -340,7 +341,7 @@ func (t *Teardown) run(ctx context.Context, root *pidfd.Handle, extra []*pidfd.H
 	//    more is sent, and what lives is reported.
 	if ctx.Err() != nil {
 		out.Error = "stopped before the grace period ended: nothing more was sent"
-	} else if alive := live(tr.members); len(alive) > 0 {
+	} else if alive := t.initsStillAllowed(tr, live(tr.members), out); len(alive) > 0 {
 		out.Escalated = true
 		t.progress("SIGKILL to %d", len(alive))
 		t.signalAll(tr, alive, unix.SIGKILL, out)
@@ -424,6 +425,28 @@ func (t *Teardown) admit(tr *tree, h *pidfd.Handle, out *Outcome) bool {
 	m.Reason = why
 	out.Unproven = append(out.Unproven, m)
 	return false
+}
+
+// initsStillAllowed returns alive without the inits of pid namespaces
+// that the namespace rule refuses now: a process entered into an init's
+// namespace during the grace (root's nsenter) would die with the init at
+// SIGKILL, though the init was allowed when it was found. Each refused
+// now is reported, not killed.
+func (t *Teardown) initsStillAllowed(tr *tree, alive []*pidfd.Handle, out *Outcome) []*pidfd.Handle {
+	kept := alive[:0:0]
+	for _, h := range alive {
+		if ns, err := procfs.NSpid("/proc", h.Pid()); err == nil && len(ns) > 1 && ns[len(ns)-1] == 1 {
+			if why, refused := t.namespaceRefuses(h, tr.members); refused && !h.Exited() {
+				tr.refused[h.Pid()] = true
+				m := memberOf(h)
+				m.Reason = why + ", found at the end of the grace: not killed"
+				out.Unproven = append(out.Unproven, m)
+				continue
+			}
+		}
+		kept = append(kept, h)
+	}
+	return kept
 }
 
 // grow asks the finders for new members until they find none (or the

@@ -394,13 +394,10 @@ func descendant(t *testing.T, pid int32, generations int, init bool) int32 {
 	return d
 }
 
-// TestIntegrationNamespaceInitWithStranger: a tree in a cgroup of its own
-// (so that the cgroup finder proves the children of a pid namespace's
-// init, as it does a launched job's) holds the init of a pid namespace;
-// root's process entered into that namespace, or one nested in it
-// (nsenter), is no member. The init is refused, not signalled, since its
-// death would kill that process, and the stranger lives on.
-func TestIntegrationNamespaceInitWithStranger(t *testing.T) {
+// nsTestSetup skips without unshare, nsenter or cgroup2 (failing where
+// privileged tests must run), and returns cgroup2's mount point.
+func nsTestSetup(t *testing.T) string {
+	t.Helper()
 	testenv.RequireRoot(t)
 	for _, name := range []string{"unshare", "nsenter"} {
 		if _, err := exec.LookPath(name); err != nil {
@@ -415,6 +412,38 @@ func TestIntegrationNamespaceInitWithStranger(t *testing.T) {
 	if !ok {
 		testenv.Skip(t, "no cgroup2 mount")
 	}
+	return cgroot
+}
+
+// cgroupTree runs script (which prints one pid) in a shell that first
+// moves itself into a new cgroup under cgroot, and returns a Teardown
+// with that cgroup's finder and the given grace.
+func cgroupTree(t *testing.T, cgroot string, grace time.Duration, script string) (*Teardown, *verdict.Judge, *exec.Cmd, []int32) {
+	t.Helper()
+	dir, err := os.MkdirTemp(cgroot, "supervisor-test-ns-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, err := verdict.New()
+	if err != nil {
+		t.Fatal(err)
+	}
+	td := New(j, &ProcFinder{Boot: j.Boot}, Options{Grace: grace, KillWait: 2 * time.Second, Cgroup: dir})
+	cmd, pids := testenv.Shell(t, fmt.Sprintf("echo $$ > %s/cgroup.procs || exit 1; %s", dir, script), 1)
+	t.Cleanup(func() {
+		testenv.Poll(5*time.Second, func() bool { return os.Remove(dir) == nil })
+	})
+	return td, j, cmd, pids
+}
+
+// TestIntegrationNamespaceInitWithStranger: a tree in a cgroup of its own
+// (so that the cgroup finder proves the children of a pid namespace's
+// init, as it does a launched job's) holds the init of a pid namespace;
+// root's process entered into that namespace, or one nested in it
+// (nsenter), is no member. The init is refused, not signalled, since its
+// death would kill that process, and the stranger lives on.
+func TestIntegrationNamespaceInitWithStranger(t *testing.T) {
+	cgroot := nsTestSetup(t)
 	for _, tc := range []struct {
 		name   string
 		script string // after the cgroup: prints the pid of the outer unshare, whose child is the outer init
@@ -428,19 +457,7 @@ func TestIntegrationNamespaceInitWithStranger(t *testing.T) {
 		{"nested namespace", `unshare --pid --fork sh -c 'unshare --pid --fork sleep 600 & exec sleep 600' & echo $!; wait`, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			dir, err := os.MkdirTemp(cgroot, "supervisor-test-nsinit-")
-			if err != nil {
-				t.Fatal(err)
-			}
-			j, err := verdict.New()
-			if err != nil {
-				t.Fatal(err)
-			}
-			td := New(j, &ProcFinder{Boot: j.Boot}, Options{Grace: time.Second, KillWait: 2 * time.Second, Cgroup: dir})
-			cmd, pids := testenv.Shell(t, fmt.Sprintf("echo $$ > %s/cgroup.procs || exit 1; %s", dir, tc.script), 1)
-			t.Cleanup(func() {
-				testenv.Poll(5*time.Second, func() bool { return os.Remove(dir) == nil })
-			})
+			td, j, cmd, pids := cgroupTree(t, cgroot, time.Second, tc.script)
 			root := int32(cmd.Process.Pid)
 			outer, joined := descendant(t, pids[0], 1, true), descendant(t, pids[0], 1, true)
 			if tc.nested {
@@ -478,5 +495,38 @@ func TestIntegrationNamespaceInitWithStranger(t *testing.T) {
 				t.Errorf("the stranger %d in the namespace of %d was killed by the teardown: outer init %d, unproven %+v, targeted %+v", sleeper, joined, outer, out.Unproven, out.Targeted)
 			}
 		})
+	}
+}
+
+// TestIntegrationNamespaceInitEnteredDuringGrace: the init of a pid
+// namespace whose namespace held only members when the teardown found it
+// (so it was signalled: TERM, which an init ignores) is not killed at the
+// end of the grace if a process that is no member entered its namespace
+// meanwhile (root's nsenter): that process would die with it. A review's
+// root process died so.
+func TestIntegrationNamespaceInitEnteredDuringGrace(t *testing.T) {
+	cgroot := nsTestSetup(t)
+	td, j, cmd, pids := cgroupTree(t, cgroot, 2*time.Second, "unshare --pid --fork sleep 600 & echo $!; wait")
+	init := descendant(t, pids[0], 1, true)
+	t.Cleanup(func() { syscall.Kill(int(init), syscall.SIGKILL) })
+	root := int32(cmd.Process.Pid)
+	done := make(chan Outcome, 1)
+	go func() { done <- td.Run(context.Background(), root, claimOf(t, j, root)) }()
+	time.Sleep(500 * time.Millisecond) // in the grace: the init ignores TERM
+	stranger := exec.Command("nsenter", "--target", fmt.Sprint(init), "--pid", "--", "sleep", "600")
+	if err := stranger.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stranger.Process.Kill(); stranger.Wait() })
+	sleeper := descendant(t, int32(stranger.Process.Pid), 1, false)
+	t.Cleanup(func() { syscall.Kill(int(sleeper), syscall.SIGKILL) })
+	sclaim := claimOf(t, j, sleeper)
+	out := <-done
+	if !slices.ContainsFunc(out.Unproven, func(m Member) bool { return m.Pid == init && strings.Contains(m.Reason, "end of the grace") }) {
+		t.Errorf("the init %d was not refused at the end of the grace: unproven %+v, signals %v", init, out.Unproven, out.Signals)
+	}
+	time.Sleep(200 * time.Millisecond)
+	if !alive(j, sleeper, sclaim) {
+		t.Errorf("the process %d that entered the namespace during the grace was killed with its init", sleeper)
 	}
 }
