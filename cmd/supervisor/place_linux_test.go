@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/procsupervisor/supervisor/internal/testenv"
 )
 
@@ -420,4 +422,54 @@ func TestIntegrationTokenInTimeNamespace(t *testing.T) {
 			t.Errorf("token in a time namespace %s s ahead = %q, the host's %q", offset, in, host)
 		}
 	}
+	// An offset of 7 ms (unshare takes whole seconds; CRIU restores
+	// with any): no start time can be read exactly, so no token is
+	// printed, rather than one a tick off (a review's verify of its own
+	// shell said FOREIGN, 6 times in 8).
+	helper := exec.Command(os.Args[0], "-test.run=^TestTimensHelper$")
+	helper.Env = append(os.Environ(), "SUPERVISOR_TIMENS_HELPER=boottime 0 7000000", "SUPERVISOR_TIMENS_RUN="+bin+" token "+pid)
+	out, err := helper.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "cannot be read exactly in this time namespace") {
+		t.Errorf("token in a time namespace 7 ms ahead: %v: %s; want a refusal", err, out)
+	}
+	// The daemon does not start there: every claim would be UNVERIFIABLE.
+	state := t.TempDir()
+	helper = exec.Command(os.Args[0], "-test.run=^TestTimensHelper$")
+	helper.Env = append(os.Environ(), "SUPERVISOR_TIMENS_HELPER=boottime 0 7000000",
+		"SUPERVISOR_TIMENS_RUN="+bin+" run --state-dir "+state+" --socket "+filepath.Join(state, "api.sock")+" --cgroup off")
+	out, err = helper.CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "cannot be read exactly in this time namespace") {
+		t.Errorf("run in a time namespace 7 ms ahead: %v: %s; want a refusal to start", err, out)
+	}
+}
+
+// TestTimensHelper is TestIntegrationTokenInTimeNamespace's: with
+// SUPERVISOR_TIMENS_HELPER set it makes a time namespace for its children
+// with those offsets and runs SUPERVISOR_TIMENS_RUN in it, with its exit.
+func TestTimensHelper(t *testing.T) {
+	offsets := os.Getenv("SUPERVISOR_TIMENS_HELPER")
+	if offsets == "" {
+		return // run as a test of its own: nothing to do
+	}
+	if err := unix.Unshare(unix.CLONE_NEWTIME); err != nil {
+		fmt.Println("unshare CLONE_NEWTIME:", err)
+		os.Exit(2)
+	}
+	if err := os.WriteFile("/proc/self/timens_offsets", []byte(offsets+"\n"), 0); err != nil {
+		fmt.Println("timens_offsets:", err)
+		os.Exit(2)
+	}
+	args := strings.Fields(os.Getenv("SUPERVISOR_TIMENS_RUN"))
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	err := cmd.Run()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		os.Exit(ee.ExitCode())
+	case err != nil:
+		fmt.Println(err)
+		os.Exit(2)
+	}
+	os.Exit(0)
 }

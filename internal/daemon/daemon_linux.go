@@ -236,6 +236,11 @@ func Run(ctx context.Context, cfg Config, ready func(Info)) error {
 	if err != nil {
 		return fmt.Errorf("boot id: %w", err)
 	}
+	// In a time namespace whose boot-time offset is not whole ticks no
+	// start time can be read exactly: every claim would be UNVERIFIABLE.
+	if err := procfs.CheckTimeNamespace(); err != nil {
+		return err
+	}
 	// A process line writes the arguments the capture gave, up to its
 	// bound: the line cuts nothing the event holds whole.
 	argsBytes := cfg.ArgvMax

@@ -19,6 +19,13 @@ import (
 // ErrMalformed reports a /proc file whose content does not parse.
 var ErrMalformed = errors.New("malformed /proc content")
 
+// ErrTimeNamespace: this process runs in a time namespace whose boot-time
+// offset cannot be taken out of the start times /proc shows it exactly
+// (not a whole number of clock ticks, or a start before a negative
+// offset): no start time is given rather than one a tick off, which
+// would name another instance.
+var ErrTimeNamespace = errors.New("start times cannot be read exactly in this time namespace (its boot-time offset is not a whole number of clock ticks, or the start precedes it)")
+
 // Stat holds the fields of /proc/PID/stat the supervisor uses.
 type Stat struct {
 	Pid       int32
@@ -102,9 +109,13 @@ func ParseStat(b []byte, st *Stat) error {
 			}
 			// In a time namespace the kernel shows start times with its
 			// boot-time offset added (bootOffsetTicks).
-			if off := bootOffsetTicks(); off != 0 {
-				if int64(v) < off || v > 1<<62 {
-					return fmt.Errorf("stat: starttime %d before the time namespace's offset %d: %w", v, off, ErrMalformed)
+			if off, exact := bootOffsetTicks(); !exact {
+				return fmt.Errorf("stat: starttime: %w", ErrTimeNamespace)
+			} else if off != 0 {
+				// A start before a negative offset wrapped below zero
+				// in the kernel's sum: a value no clock reaches.
+				if int64(v) < off || v > 1<<40 {
+					return fmt.Errorf("stat: starttime %d does not fit the time namespace's offset of %d ticks: %w", v, off, ErrTimeNamespace)
 				}
 				v = uint64(int64(v) - off)
 			}
