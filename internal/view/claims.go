@@ -119,8 +119,16 @@ func Result(cl api.Claim, now time.Time) string {
 		}
 		return "tearing down"
 	case store.Survivors:
-		if cl.Release != nil {
-			return plural(len(cl.Release.Survivors)+len(cl.Release.Unproven), "survivor")
+		if r := cl.Release; r != nil {
+			// The record keeps the start of long lists and their totals.
+			n, u := max(len(r.Survivors), r.SurvivorsTotal), max(len(r.Unproven), r.UnprovenTotal)
+			switch {
+			case u == 0:
+				return plural(n, "survivor")
+			case n == 0:
+				return strconv.Itoa(u) + " unproven left"
+			}
+			return plural(n, "survivor") + ", " + strconv.Itoa(u) + " unproven"
 		}
 		return "survivors"
 	case store.Unverifiable, store.Dropped:
