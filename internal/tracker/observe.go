@@ -48,6 +48,12 @@ type graphFinder struct {
 	t     *Tracker
 	judge actions.Binder
 	proc  *actions.ProcFinder
+	// gaps and lost are the graph's gap count and the source's loss count
+	// at the teardown's first Blind (its start; a finder is one
+	// teardown's), once read.
+	gaps, lost uint64
+	lostOK     bool
+	read       bool
 }
 
 func (f *graphFinder) Name() string { return "observed lineage (" + string(f.t.Mechanism()) + ")" }
@@ -157,6 +163,11 @@ func (f *graphFinder) Find(members []*pidfd.Handle, b actions.Budget) ([]*pidfd.
 // watched each of them, and their birth ancestors up to their admitted
 // root, without a gap from birth.
 func (f *graphFinder) Blind(members []*pidfd.Handle) string {
+	if !f.read {
+		f.read = true
+		f.gaps = f.t.graph.Stats().Gaps
+		f.lost, f.lostOK = f.t.Losses()
+	}
 	return f.blind(members, false)
 }
 
@@ -167,11 +178,28 @@ func (f *graphFinder) Blind(members []*pidfd.Handle) string {
 // that has exited and is no longer held (lineage.NotHeld) is no hole: its
 // record was kept at least as long as the teardown looked for what it
 // forked, and its exit ends its forks. A live member not held still is.
+//
+// A loss during the teardown is a hole whatever the graph still holds:
+// the records that would show it (a member live across it) may have been
+// dropped since (retention, or the cap on records kept for live
+// descendants, which one user's chain of processes fills), and a review's
+// member forked during the loss, exited, and its child lived on unsaid.
 func (f *graphFinder) BlindAtEnd(members []*pidfd.Handle) string {
 	ctx, cancel := context.WithTimeout(context.Background(), syncWait)
 	f.t.Sync(ctx) // without it, the graph's answer as it stands
 	cancel()
-	return f.blind(members, true)
+	if why := f.blind(members, true); why != "" {
+		return why
+	}
+	if f.read {
+		if g := f.t.graph.Stats().Gaps; g != f.gaps {
+			return fmt.Sprintf("events were lost during the teardown (%d gaps in the lineage): a process a member forked then and left is not found", g-f.gaps)
+		}
+		if n, ok := f.t.Losses(); ok && f.lostOK && n != f.lost {
+			return fmt.Sprintf("events were lost during the teardown (%d): a process a member forked then and left is not found", n-f.lost)
+		}
+	}
+	return ""
 }
 
 // blind words the first hole lineage.Graph.Blind finds in members'
