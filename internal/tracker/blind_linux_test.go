@@ -186,17 +186,7 @@ func TestIntegrationBlindAtEnd(t *testing.T) {
 func TestIntegrationLossDuringTeardownSaid(t *testing.T) {
 	for _, mech := range kernelMechanisms {
 		t.Run(mech, func(t *testing.T) {
-			testenv.RequireRoot(t)
-			boot, err := procfs.ReadBootID("/proc")
-			if err != nil {
-				t.Fatal(err)
-			}
-			tr, err := Start(context.Background(), Options{Mechanism: mech, Boot: boot,
-				Graph: lineage.Config{MaxExited: 1, MaxExitedAge: time.Nanosecond, MaxPinned: 1}})
-			if err != nil {
-				testenv.Skip(t, "mechanism %s: %v", mech, err)
-			}
-			t.Cleanup(func() { tr.Close() })
+			tr, boot := startGraph(t, mech, lineage.Config{MaxExited: 1, MaxExitedAge: time.Nanosecond, MaxPinned: 1})
 			j := &verdict.Judge{Boot: boot, Observer: tr, Mechanism: mech}
 			// Other processes' events, which let the graph drop the
 			// members' records as soon as they have exited.

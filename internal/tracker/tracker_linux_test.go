@@ -23,12 +23,18 @@ import (
 
 func start(t *testing.T, mech string) (*Tracker, procfs.BootID) {
 	t.Helper()
+	return startGraph(t, mech, lineage.Config{})
+}
+
+// startGraph is start with the graph's config.
+func startGraph(t *testing.T, mech string, cfg lineage.Config) (*Tracker, procfs.BootID) {
+	t.Helper()
 	testenv.RequireRoot(t)
 	boot, err := procfs.ReadBootID("/proc")
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := Start(context.Background(), Options{Mechanism: mech, Boot: boot})
+	tr, err := Start(context.Background(), Options{Mechanism: mech, Boot: boot, Graph: cfg})
 	if err != nil {
 		testenv.Skip(t, "mechanism %s: %v", mech, err)
 	}
