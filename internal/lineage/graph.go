@@ -392,10 +392,12 @@ func (g *Graph) exec(ev *events.Event) {
 		n.flags |= uint32(Inferred)
 	}
 	g.pushGeneration(head, i, n.bornBoot)
-	if p := g.parentOf(ev.PPid, ev.ParentToken, ev.Time); p != 0 && p != i {
-		g.linkChild(p, i)
-		g.inheritRoot(i)
-	}
+	// It is linked to no parent: its parent of now is no proof of birth
+	// (an orphan adopted by a member that is a pid namespace's init or a
+	// subreaper, one entered into its namespace with nsenter), and a
+	// parent named by pid alone may be a record the loss that hid this
+	// birth left stale (another instance at that pid). A live parent link
+	// is still looked at where it proves something (actions.ProcFinder).
 }
 
 func (g *Graph) exit(ev *events.Event) {

@@ -575,6 +575,36 @@ func TestResyncParentNotListed(t *testing.T) {
 	}
 }
 
+// TestExecOfUnseenBirthUnlinked: an exec of a process whose fork the
+// graph never saw (lost) records it, linked to no parent: its parent of
+// now is no proof of birth (an orphan a member adopted as a pid
+// namespace's init or a subreaper), so it is no member of the parent's
+// claim, with or without the parent's token.
+func TestExecOfUnseenBirthUnlinked(t *testing.T) {
+	for _, withToken := range []bool{false, true} {
+		c := newClock()
+		g := newTestGraph(c, Config{})
+		initTok, m, x := tk(1, 0), tk(100, 0), tk(300, 0)
+		g.Seed([]events.Proc{proc(1, initTok, 0, token.Token{}), proc(10, m, 1, initTok)})
+		if err := g.Admit(10, m, "g-claim"); err != nil {
+			t.Fatal(err)
+		}
+		apply(g, lost(1))
+		ev := events.Event{Kind: events.Exec, Pid: 30, Token: x, PPid: 10, Time: 400}
+		if withToken {
+			ev.ParentToken = m
+		}
+		apply(g, ev)
+		mustCheck(t, g)
+		if _, _, ok := g.Find(30, x); !ok {
+			t.Fatalf("parent token %v: the exec'd process was not recorded", withToken)
+		}
+		if root, _, ok := g.RootOf(30, x); ok {
+			t.Errorf("parent token %v: RootOf(30) = %q, want none: its birth was not seen", withToken, root)
+		}
+	}
+}
+
 func TestFindMatch(t *testing.T) {
 	g := newTestGraph(newClock(), Config{})
 	g.Seed([]events.Proc{proc(50, tk(100, 0), 1, token.Token{})})
