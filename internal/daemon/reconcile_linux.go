@@ -520,8 +520,10 @@ func procUser(pid int32, uid uint32) bool {
 // the processes of its own cgroup, the survivors of an earlier teardown
 // and, for a claim already releasing or left with survivors (a teardown
 // decided on it, which may have left members unbound), its recorded
-// members, when they still verify, are proven; otherwise recorded members that verify are
-// only reported (a live group under a gone leader is not killed).
+// members, when they still verify, are proven; otherwise recorded
+// members that verify are only reported (a live group under a gone
+// leader is not killed). Handles are bound within b, taken of it; what b
+// refuses is over: members of a resumed teardown left unbound.
 func (d *Daemon) orphanedMembers(c *store.Claim, b actions.Budget) (proven []*pidfd.Handle, unproven, over []actions.Member, ok, short bool, taken int) {
 	skip := map[int32]bool{c.Pid: true}
 	if cg := claimCgroup(c); cg != "" {
