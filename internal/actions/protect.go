@@ -48,19 +48,31 @@ func Protected(pid int32) bool { return slices.Contains(protectedSet(nil).pids, 
 // so far. Each check reads /proc after the handle was bound and confirms
 // the handle still names a live process afterwards, so what was read is
 // the bound process's.
-func (t *Teardown) refuse(h *pidfd.Handle, members []*pidfd.Handle) (string, bool) {
+//
+// held is set for a refusal that names a member the claim still holds,
+// which a later teardown may be allowed to signal: the init of a pid
+// namespace that holds a process that is no member (the user's own, or
+// root's, entered with nsenter). The outcome is then Partial.
+func (t *Teardown) refuse(h *pidfd.Handle, members []*pidfd.Handle) (why string, refused, held bool) {
 	if slices.Contains(t.protect.pids, h.Pid()) {
-		return "protected: init, the supervisor or one of its ancestors", true
+		return "protected: init, the supervisor or one of its ancestors", true, false
 	}
 	if why, ok := t.principalRefuses(h.Pid()); ok && !h.Exited() {
-		return why, true
+		return why, true, false
 	}
-	if ns, err := procfs.NSpid("/proc", h.Pid()); err == nil && len(ns) > 1 && ns[len(ns)-1] == 1 {
+	if isNSInit(h.Pid()) {
 		if why, ok := t.namespaceRefuses(h, members); ok && !h.Exited() {
-			return why, true
+			return why, true, true
 		}
 	}
-	return "", false
+	return "", false, false
+}
+
+// isNSInit reports whether pid is the init of a pid namespace other than
+// the daemon's (pid 1 there).
+func isNSInit(pid int32) bool {
+	ns, err := procfs.NSpid("/proc", pid)
+	return err == nil && len(ns) > 1 && ns[len(ns)-1] == 1
 }
 
 // principalRefuses applies the kernel's kill rule for the principal: its
@@ -139,6 +151,11 @@ func (t *Teardown) namespaceRefuses(h *pidfd.Handle, members []*pidfd.Handle) (s
 			}
 		}
 		if !proven[pid] {
+			// A zombie (a member killed, not yet reaped by the init)
+			// cannot die again.
+			if st, err := zombie(pid); err == nil && st {
+				continue
+			}
 			return why + fmt.Sprintf(" (pid %d)", pid), true
 		}
 		if reason, ok := t.principalRefuses(pid); ok {
@@ -146,4 +163,13 @@ func (t *Teardown) namespaceRefuses(h *pidfd.Handle, members []*pidfd.Handle) (s
 		}
 	}
 	return "", false
+}
+
+// zombie reports whether process pid has exited and waits to be reaped.
+func zombie(pid int32) (bool, error) {
+	var st procfs.Stat
+	if err := procfs.NewReader("/proc").ReadStat(pid, &st); err != nil {
+		return false, err
+	}
+	return st.Zombie(), nil
 }

@@ -12,7 +12,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/procsupervisor/supervisor/internal/pidfd"
-	"github.com/procsupervisor/supervisor/internal/procfs"
 	"github.com/procsupervisor/supervisor/internal/token"
 	"github.com/procsupervisor/supervisor/internal/verdict"
 )
@@ -262,7 +261,7 @@ func (t *Teardown) RunBound(ctx context.Context, v verdict.Verdict, root *pidfd.
 			out.Error = fmt.Sprintf("not permitted to signal pid %d (it belongs to another user): nothing was signalled", root.Pid())
 			return out
 		}
-		if why, ok := t.refuse(root, extra); ok {
+		if why, ok, _ := t.refuse(root, extra); ok {
 			out.Error = fmt.Sprintf("pid %d: %s: nothing was signalled", root.Pid(), why)
 			out.Unproven = append(out.Unproven, Member{Pid: root.Pid(), Token: root.Token(), Reason: why})
 			return out
@@ -341,10 +340,10 @@ func (t *Teardown) run(ctx context.Context, root *pidfd.Handle, extra []*pidfd.H
 	//    more is sent, and what lives is reported.
 	if ctx.Err() != nil {
 		out.Error = "stopped before the grace period ended: nothing more was sent"
-	} else if alive := t.initsStillAllowed(tr, live(tr.members), out); len(alive) > 0 {
+	} else if alive := live(tr.members); len(alive) > 0 {
 		out.Escalated = true
 		t.progress("SIGKILL to %d", len(alive))
-		t.signalAll(tr, alive, unix.SIGKILL, out)
+		t.killAll(tr, alive, out)
 		t.waitTree(context.WithoutCancel(ctx), tr, t.opts.KillWait, out, unix.SIGKILL)
 	}
 	targets := tr.members
@@ -416,9 +415,12 @@ func (t *Teardown) progress(format string, args ...any) {
 // A member that fails them is reported in out.Unproven with the reason and
 // never signalled; admit closes nothing.
 func (t *Teardown) admit(tr *tree, h *pidfd.Handle, out *Outcome) bool {
-	why, refused := t.refuse(h, tr.members)
+	why, refused, held := t.refuse(h, tr.members)
 	if !refused {
 		return true
+	}
+	if held {
+		out.Partial = true // a member alive that a later look may allow
 	}
 	tr.refused[h.Pid()] = true
 	m := memberOf(h)
@@ -427,26 +429,38 @@ func (t *Teardown) admit(tr *tree, h *pidfd.Handle, out *Outcome) bool {
 	return false
 }
 
-// initsStillAllowed returns alive without the inits of pid namespaces
-// that the namespace rule refuses now: a process entered into an init's
-// namespace during the grace (root's nsenter) would die with the init at
-// SIGKILL, though the init was allowed when it was found. Each refused
-// now is reported, not killed.
-func (t *Teardown) initsStillAllowed(tr *tree, alive []*pidfd.Handle, out *Outcome) []*pidfd.Handle {
-	kept := alive[:0:0]
+// killAll sends SIGKILL to alive, the inits of pid namespaces each judged
+// again by the namespace rule just before its own SIGKILL: a process
+// entered into an init's namespace during the grace (root's nsenter)
+// would die with the init, though the init was allowed when it was
+// found. One refused now is reported and left alive (the outcome
+// Partial). Judged one by one, right before each signal: judged all
+// first, a review's root process entered one init's namespace while the
+// others were judged, and died. A process entered between an init's
+// judgement and its signal (microseconds) still dies with it: setns
+// cannot be held off.
+func (t *Teardown) killAll(tr *tree, alive []*pidfd.Handle, out *Outcome) {
+	var rest []*pidfd.Handle
 	for _, h := range alive {
-		if ns, err := procfs.NSpid("/proc", h.Pid()); err == nil && len(ns) > 1 && ns[len(ns)-1] == 1 {
-			if why, refused := t.namespaceRefuses(h, tr.members); refused && !h.Exited() {
-				tr.refused[h.Pid()] = true
-				m := memberOf(h)
-				m.Reason = why + ", found at the end of the grace: not killed"
-				out.Unproven = append(out.Unproven, m)
-				continue
-			}
+		if !isNSInit(h.Pid()) {
+			rest = append(rest, h)
 		}
-		kept = append(kept, h)
 	}
-	return kept
+	t.signalAll(tr, rest, unix.SIGKILL, out)
+	for _, h := range alive {
+		if !isNSInit(h.Pid()) {
+			continue
+		}
+		if why, refused := t.namespaceRefuses(h, tr.members); refused && !h.Exited() {
+			tr.refused[h.Pid()] = true
+			out.Partial = true
+			m := memberOf(h)
+			m.Reason = why + ", found at the end of the grace: not killed"
+			out.Unproven = append(out.Unproven, m)
+			continue
+		}
+		t.signalAll(tr, []*pidfd.Handle{h}, unix.SIGKILL, out)
+	}
 }
 
 // grow asks the finders for new members until they find none (or the

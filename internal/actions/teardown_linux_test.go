@@ -490,6 +490,9 @@ func TestIntegrationNamespaceInitWithStranger(t *testing.T) {
 			if !refused || targeted(out, outer) {
 				t.Errorf("the outer init %d was signalled: unproven %+v, targeted %+v", outer, out.Unproven, out.Targeted)
 			}
+			if !out.Partial {
+				t.Errorf("a teardown that left a refused init alive is not partial: its claim would close with it running")
+			}
 			time.Sleep(200 * time.Millisecond)
 			if !alive(j, sleeper, sclaim) {
 				t.Errorf("the stranger %d in the namespace of %d was killed by the teardown: outer init %d, unproven %+v, targeted %+v", sleeper, joined, outer, out.Unproven, out.Targeted)
@@ -522,8 +525,8 @@ func TestIntegrationNamespaceInitEnteredDuringGrace(t *testing.T) {
 	t.Cleanup(func() { syscall.Kill(int(sleeper), syscall.SIGKILL) })
 	sclaim := claimOf(t, j, sleeper)
 	out := <-done
-	if !slices.ContainsFunc(out.Unproven, func(m Member) bool { return m.Pid == init && strings.Contains(m.Reason, "end of the grace") }) {
-		t.Errorf("the init %d was not refused at the end of the grace: unproven %+v, signals %v", init, out.Unproven, out.Signals)
+	if !slices.ContainsFunc(out.Unproven, func(m Member) bool { return m.Pid == init && strings.Contains(m.Reason, "end of the grace") }) || !out.Partial {
+		t.Errorf("the init %d was not refused at the end of the grace (partial %v): unproven %+v, signals %v", init, out.Partial, out.Unproven, out.Signals)
 	}
 	time.Sleep(200 * time.Millisecond)
 	if !alive(j, sleeper, sclaim) {
