@@ -540,26 +540,28 @@ func (d *Daemon) orphanedMembers(c *store.Claim, b actions.Budget) (proven []*pi
 	// bind are: a survivors claim is one a user reaches at will (members
 	// over that share), and its members bound whole held seven times the
 	// share for the user's grace. What b refuses is over, not bound.
+	bind := func(pid int32, tok token.Token) {
+		if b != nil && !b.Take() {
+			over = append(over, actions.OverBudget(pid, tok))
+			return
+		}
+		v, h := d.judge.Bind(pid, tok)
+		if h == nil {
+			if b != nil {
+				b.Give(1)
+			}
+			short = short || v.Transient
+			return
+		}
+		skip[pid] = true
+		proven = append(proven, h)
+		taken++
+	}
 	if c.State == store.Survivors && c.Release != nil {
 		for _, s := range c.Release.Survivors {
-			if skip[s.Pid] {
-				continue
+			if !skip[s.Pid] {
+				bind(s.Pid, s.Token)
 			}
-			if b != nil && !b.Take() {
-				over = append(over, actions.OverBudget(s.Pid, s.Token))
-				continue
-			}
-			v, h := d.judge.Bind(s.Pid, s.Token)
-			if h == nil {
-				if b != nil {
-					b.Give(1)
-				}
-				short = short || v.Transient
-				continue
-			}
-			skip[s.Pid] = true
-			proven = append(proven, h)
-			taken++
 		}
 	}
 	// A teardown decided before the daemon stopped (the claim is
@@ -595,13 +597,22 @@ func (d *Daemon) orphanedMembers(c *store.Claim, b actions.Budget) (proven []*pi
 		}
 	}
 	// Descendants the graph saw born but the member writer has not
-	// recorded yet (the root exited at once) are reported the same way.
+	// recorded (the root exited at once, or the user's quota dropped the
+	// records) are reported the same way, or, for a teardown that
+	// resumes, bound as the recorded ones are, within b: each binds only
+	// as the instance whose birth the graph saw (a review's members over
+	// the share, never recorded, were lost at the next pass and lived on).
 	if nodes, err := d.tr.Load().Graph().Descendants(c.Pid, c.Token); err == nil {
 		for _, n := range nodes {
-			if n.Live() && !skip[n.Pid] {
+			if !n.Live() || skip[n.Pid] {
+				continue
+			}
+			if !resumed {
 				unproven = append(unproven, actions.Member{Pid: n.Pid, Token: n.Token,
 					Reason: "born under a root now gone: reported, not signalled"})
+				continue
 			}
+			bind(n.Pid, n.Token)
 		}
 	}
 	return proven, unproven, over, ok || len(proven) > 0 || len(over) > 0, short, taken
@@ -665,12 +676,8 @@ func (d *Daemon) teardown(ctx context.Context, c *store.Claim, v verdict.Verdict
 		}
 	}
 	d.log.TeardownFor(c.ID, out)
-	// A job's root that exits from here on ends the claim itself; one
-	// that exited during the grace had its exit recorded, and the write
-	// below ends the claim (every order of the two writes ends it once).
-	d.tearing.Delete(c.ID)
 	if ctx.Err() != nil {
-		return out, nil
+		return out, nil // the worker's defer drops the tearing mark
 	}
 	// Processes the teardown did not signal may live on in the claim's
 	// own cgroup: an init of a pid namespace refused for a process
@@ -719,6 +726,12 @@ func (d *Daemon) teardown(ctx context.Context, c *store.Claim, v verdict.Verdict
 			x.LastVerdict = &store.Verdict{Result: verdict.Gone, Reason: "exited", Mechanism: string(d.tr.Load().Mechanism()), At: rel.At}
 		}
 	})
+	// A job's root that exits from here on ends the claim itself (or,
+	// left in survivors, the next pass does); one that exited during the
+	// grace had its exit recorded, and the write above ended the claim.
+	// Dropped only now: dropped before the write, a root's exit between
+	// the two ended as exited a job this write would have left open.
+	d.tearing.Delete(c.ID)
 	if err == nil && Open(was) && c.State == store.Exited {
 		d.mu.Lock()
 		delete(d.unwritten, c.ID) // its status is written
@@ -1001,10 +1014,12 @@ func (d *Daemon) finishJob(c *store.Claim, ws syscall.WaitStatus, known bool) er
 		if x.EndedAt.IsZero() {
 			x.EndedAt = now
 		}
-		if left && (x.State == store.Survivors || x.State == store.Releasing) && signallableIn(cg, x.UID) {
-			// A teardown left processes in its cgroup (or its end, once
-			// the tearing mark is gone, is about to say so): the job
-			// stays open, its root's end recorded, until they leave.
+		if x.State == store.Survivors || left && x.State == store.Releasing && signallableIn(cg, x.UID) {
+			// A teardown left members alive or unbound, or processes in
+			// its cgroup: the job stays open, its root's end recorded,
+			// and the next pass decides (with no cgroup too: a review's
+			// job, its members over its user's share, ended as exited
+			// with 21 of them running).
 			return
 		}
 		if _, ok := d.tearing.Load(x.ID); ok && known && x.State == store.Releasing {

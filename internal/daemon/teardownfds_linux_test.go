@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"slices"
@@ -85,6 +86,23 @@ func TestIntegrationTeardownRootCharged(t *testing.T) {
 // claim bound all its recorded members at once, outside the share (a
 // review's 141 pidfds for a share of 20, held for the user's grace).
 func TestIntegrationTeardownOverBudgetStaysOpen(t *testing.T) {
+	for _, tc := range []struct {
+		kind     store.Kind
+		recorded bool
+	}{{store.Grant, true}, {store.Grant, false}, {store.Job, true}} {
+		t.Run(fmt.Sprintf("%s recorded=%v", tc.kind, tc.recorded), func(t *testing.T) {
+			overBudgetStaysOpen(t, tc.kind, tc.recorded)
+		})
+	}
+}
+
+// overBudgetStaysOpen is TestIntegrationTeardownOverBudgetStaysOpen; with
+// recorded false, the member records are forgotten before the release (a
+// user's quota dropped them), and the passes find the members left by the
+// lineage the graph saw, from the gone root. A job (no cgroup here) has
+// its root's exit recorded while it is in survivors, and stays open (a
+// review's ended as exited with 21 of its members running).
+func overBudgetStaysOpen(t *testing.T, kind store.Kind, recorded bool) {
 	h := newHarness(t)
 	const uid, kids, share = 1000, 6, 3
 	h.d.fds = &fdBudget{perUID: share, total: 10, used: map[uint32]int{}}
@@ -105,10 +123,20 @@ func TestIntegrationTeardownOverBudgetStaysOpen(t *testing.T) {
 	if err := h.d.tr.Load().Sync(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	c := h.grant(t, cmd.Process.Pid, uid)
+	c := h.running(t, kind, cmd.Process.Pid, uid)
 	testenv.Eventually(t, 10*time.Second, func() bool {
 		return !slices.ContainsFunc(children, func(p int32) bool { return !h.recorded(c.ID, p) })
 	}, "the children of %d were not all recorded as members (recorded %d, dropped %d)", cmd.Process.Pid, h.d.membersRecorded.Load(), h.d.membersDropped.Load())
+	if !recorded {
+		got, _ := h.st.Get(c.ID)
+		var all []store.Instance
+		for _, m := range got.Members {
+			all = append(all, store.Instance{Pid: m.Pid, Token: m.Token})
+		}
+		if _, err := h.st.RemoveMember(c.ID, all...); err != nil {
+			t.Fatal(err)
+		}
+	}
 	alive := func() (n int) {
 		r := procfs.NewReader("/proc")
 		var st procfs.Stat
@@ -134,6 +162,14 @@ func TestIntegrationTeardownOverBudgetStaysOpen(t *testing.T) {
 	if n := alive(); n != kids-(share-1) {
 		t.Fatalf("%d of %d members alive after the release, want %d: the ones over the share", n, kids, kids-(share-1))
 	}
+	if kind == store.Job {
+		if err := h.d.finishJob(&got, syscall.WaitStatus(syscall.SIGKILL), true); err != nil {
+			t.Fatal(err)
+		}
+		if got, _ := h.st.Get(c.ID); got.State != store.Survivors {
+			t.Fatalf("the job's root exit recorded in survivors left it %s, want survivors", got.State)
+		}
+	}
 	// Each pass binds three of those left, within the share.
 	for _, want := range []int{1, 0} {
 		if _, _, err := h.d.settle(context.Background(), c.ID, request{trigger: Pass}); err != nil {
@@ -143,8 +179,12 @@ func TestIntegrationTeardownOverBudgetStaysOpen(t *testing.T) {
 			t.Fatalf("%d members alive after a pass, want %d (three bound a pass)", n, want)
 		}
 	}
-	if got, _ := h.st.Get(c.ID); got.State != store.Released || !got.Release.Dead {
-		t.Errorf("after the last pass the grant is %s (release %+v), want released, dead", got.State, got.Release)
+	want := store.Released
+	if kind == store.Job {
+		want = store.Exited
+	}
+	if got, _ := h.st.Get(c.ID); got.State != want || !got.Release.Dead {
+		t.Errorf("after the last pass the claim is %s (release %+v), want %s, dead", got.State, got.Release, want)
 	}
 	if n := h.d.fds.used[uid]; n != 0 {
 		t.Errorf("%d descriptors of uid %d's share still charged after the passes", n, uid)
