@@ -151,9 +151,13 @@ func (t *Teardown) namespaceRefuses(h *pidfd.Handle, members []*pidfd.Handle) (s
 			}
 		}
 		if !proven[pid] {
-			// A zombie (a member killed, not yet reaped by the init)
-			// cannot die again.
-			if st, err := zombie(pid); err == nil && st {
+			// A process whose every thread has exited (a member killed,
+			// not yet reaped by the init) cannot die again. Asked of a
+			// pidfd, not of /proc's state: a main thread that exited
+			// shows a zombie there while the other threads run (a
+			// review's live process, so passed over, died with the
+			// init).
+			if exitedGroup(pid) {
 				continue
 			}
 			return why + fmt.Sprintf(" (pid %d)", pid), true
@@ -163,13 +167,4 @@ func (t *Teardown) namespaceRefuses(h *pidfd.Handle, members []*pidfd.Handle) (s
 		}
 	}
 	return "", false
-}
-
-// zombie reports whether process pid has exited and waits to be reaped.
-func zombie(pid int32) (bool, error) {
-	var st procfs.Stat
-	if err := procfs.NewReader("/proc").ReadStat(pid, &st); err != nil {
-		return false, err
-	}
-	return st.Zombie(), nil
 }

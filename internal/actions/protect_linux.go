@@ -1,10 +1,12 @@
 package actions
 
 import (
+	"errors"
 	"fmt"
 
 	"golang.org/x/sys/unix"
 
+	"github.com/procsupervisor/supervisor/internal/pidfd"
 	"github.com/procsupervisor/supervisor/internal/procfs"
 )
 
@@ -47,4 +49,17 @@ func nestedIn(pid int32, depth int, ino uint64) (bool, error) {
 		return false, fmt.Errorf("pid %d's pid namespace: %w", pid, err)
 	}
 	return st.Ino == ino, nil
+}
+
+// exitedGroup reports whether every thread of process pid has exited (a
+// zombie waiting to be reaped, or gone): by a pidfd's poll, which /proc's
+// state of the main thread is not. Any doubt (no pidfd for want of
+// descriptors, a failed poll) is not exited.
+func exitedGroup(pid int32) bool {
+	fd, err := unix.PidfdOpen(int(pid), 0)
+	if err != nil {
+		return errors.Is(err, unix.ESRCH)
+	}
+	defer unix.Close(fd)
+	return pidfd.FdExited(fd)
 }

@@ -533,3 +533,57 @@ func TestIntegrationNamespaceInitEnteredDuringGrace(t *testing.T) {
 		t.Errorf("the process %d that entered the namespace during the grace was killed with its init", sleeper)
 	}
 }
+
+// leaderExited builds (gcc) a program whose main thread exits while a
+// second thread runs on: /proc shows the process a zombie, yet it lives.
+func leaderExited(t *testing.T) string {
+	t.Helper()
+	if _, err := exec.LookPath("gcc"); err != nil {
+		testenv.Skip(t, "gcc is not installed: %v", err)
+	}
+	dir := testenv.BuildDir(t)
+	src, bin := dir+"/leaderexit.c", dir+"/leaderexit"
+	const prog = `#include <pthread.h>
+#include <unistd.h>
+static void *wait_forever(void *arg) { (void)arg; for (;;) pause(); return 0; }
+int main(void) { pthread_t t; pthread_create(&t, 0, wait_forever, 0); pthread_exit(0); }
+`
+	if err := os.WriteFile(src, []byte(prog), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := exec.Command("gcc", "-pthread", "-o", bin, src).CombinedOutput(); err != nil {
+		t.Fatalf("gcc: %v: %s", err, out)
+	}
+	return bin
+}
+
+// TestIntegrationNamespaceInitLeaderExited: a process whose main thread
+// has exited while another runs shows as a zombie in /proc; entered into
+// a member init's namespace, it still keeps the init from being killed
+// (a review's such process, passed over as a zombie, died with the init).
+func TestIntegrationNamespaceInitLeaderExited(t *testing.T) {
+	cgroot := nsTestSetup(t)
+	bin := leaderExited(t)
+	td, j, cmd, pids := cgroupTree(t, cgroot, time.Second, "unshare --pid --fork sleep 600 & echo $!; wait")
+	init := descendant(t, pids[0], 1, true)
+	t.Cleanup(func() { syscall.Kill(int(init), syscall.SIGKILL) })
+	stranger := exec.Command("nsenter", "--target", fmt.Sprint(init), "--pid", "--", bin)
+	if err := stranger.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { stranger.Process.Kill(); stranger.Wait() })
+	lz := descendant(t, int32(stranger.Process.Pid), 1, false)
+	t.Cleanup(func() { syscall.Kill(int(lz), syscall.SIGKILL) })
+	testenv.Eventually(t, 5*time.Second, func() bool {
+		var st procfs.Stat
+		return procfs.NewReader("/proc").ReadStat(lz, &st) == nil && st.Zombie()
+	}, "the main thread of %d never exited", lz)
+	root := int32(cmd.Process.Pid)
+	out := td.Run(context.Background(), root, claimOf(t, j, root))
+	if targeted(out, init) || !out.Partial {
+		t.Errorf("the init %d was signalled (partial %v): unproven %+v", init, out.Partial, out.Unproven)
+	}
+	if _, err := os.Stat(fmt.Sprintf("/proc/%d/task", lz)); err != nil {
+		t.Errorf("the process %d, its main thread exited and another running, died with the init: %v", lz, err)
+	}
+}

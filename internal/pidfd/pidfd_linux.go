@@ -168,6 +168,16 @@ func (h *Handle) Exited() bool {
 	return ok && exited
 }
 
+// FdExited reports whether the process pidfd fd names is known to have
+// terminated: the poll succeeded and the pidfd is readable, which for a
+// process (a thread group) is once every thread has exited, not when its
+// main thread alone has (that one shows as a zombie in /proc while its
+// other threads run). A failed poll is not exited.
+func FdExited(fd int) bool {
+	exited, ok := pollExit(fd)
+	return ok && exited
+}
+
 // FdAlive reports whether the process pidfd fd names is known not to
 // have terminated: the poll succeeded and the pidfd is not readable (it
 // becomes readable when its process exits). A failed poll is not alive.
