@@ -675,10 +675,6 @@ func (d *Daemon) teardown(ctx context.Context, c *store.Claim, v verdict.Verdict
 			}
 		}
 	}
-	d.log.TeardownFor(c.ID, out)
-	if ctx.Err() != nil {
-		return out, nil // the worker's defer drops the tearing mark
-	}
 	// Processes the teardown did not signal may live on in the claim's
 	// own cgroup: an init of a pid namespace refused for a process
 	// entered into it, members over the descriptor budget, a child forked
@@ -695,7 +691,15 @@ func (d *Daemon) teardown(ctx context.Context, c *store.Claim, v verdict.Verdict
 	// open for the next pass to bind them, where before it closed as dead
 	// with them running (a review's other user held the descriptors).
 	partial := out.Acted && (out.Partial || short || len(over) > 0)
-	rel := &store.Release{Dead: out.Dead && !held && !partial, Escalated: out.Escalated, Ownership: out.Verdict.Result, At: d.now(), Cause: rq.cause,
+	// The outcome, its feed line and the caller's answer say what the
+	// record says: not dead while the claim stays open for them.
+	out.Dead = out.Dead && !held && !partial
+	out.Partial = partial
+	d.log.TeardownFor(c.ID, out)
+	if ctx.Err() != nil {
+		return out, nil // the worker's defer drops the tearing mark
+	}
+	rel := &store.Release{Dead: out.Dead, Escalated: out.Escalated, Ownership: out.Verdict.Result, At: d.now(), Cause: rq.cause,
 		Incomplete: api.Trunc(out.Incomplete, 1000)}
 	rel.Survivors, rel.SurvivorsTotal = instances(out.Survivors)
 	rel.Unproven, rel.UnprovenTotal = instances(out.Unproven)
