@@ -881,6 +881,13 @@ func (d *Daemon) update(c *store.Claim, f func(x *store.Claim)) error {
 	} else {
 		d.unindex(c)
 	}
+	if Open(prev) && !Open(c.State) && c.Cgroup != "" {
+		// A claim closed its own way (dropped, retired, released with
+		// processes reported): its cgroup goes too once empty, or every
+		// such claim left an empty directory in the daemon's tree (a
+		// test run left one a run, for the life of the host's tree).
+		go removeCgroup(claimCgroup(c))
+	}
 	return nil
 }
 

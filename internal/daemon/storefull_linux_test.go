@@ -8,6 +8,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/procsupervisor/supervisor/internal/api"
 	"github.com/procsupervisor/supervisor/internal/logfeed"
@@ -267,4 +268,37 @@ func TestMembersStoreFailureSaid(t *testing.T) {
 	if n := h.d.storeErrors.Load(); n != 1 {
 		t.Errorf("a batch for a claim gone meanwhile counted a store error (%d in all)", n)
 	}
+}
+
+// TestIntegrationClosedClaimCgroupRemoved: a claim that ends by a way
+// that does not tear it down (retired here) has its own cgroup removed
+// once empty, as a released one has; before, each left an empty directory
+// in the daemon's cgroup tree.
+func TestIntegrationClosedClaimCgroupRemoved(t *testing.T) {
+	h := newHarness(t)
+	base := findCgroupBase("auto")
+	if base.dir == "" {
+		testenv.Skip(t, "no writable cgroup v2: %s", base.reason)
+	}
+	pid, tok := h.goneInstance(t)
+	c := store.Claim{Kind: store.Job, State: store.Running, Pid: pid, Token: tok}
+	if err := h.st.Put(&c); err != nil {
+		t.Fatal(err)
+	}
+	h.d.claims.set(&c)
+	member := h.cgroupMember(t, base, c.ID)
+	member.Process.Kill()
+	member.Wait()
+	got, err := h.st.Get(c.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := claimCgroup(&got)
+	if err := h.d.write(&got, store.Retired, verdict.Verdict{Result: verdict.Foreign}, nil); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 5*time.Second, func() bool {
+		_, err := os.Stat(dir)
+		return errors.Is(err, os.ErrNotExist)
+	}, "the retired claim's empty cgroup %s was left", dir)
 }
