@@ -211,17 +211,7 @@ func TestIntegrationJudgeShortOfDescriptors(t *testing.T) {
 // next pass, with descriptors back, keeps it running for its member.
 func TestIntegrationMembersShortOfDescriptors(t *testing.T) {
 	h := newHarness(t)
-	base := findCgroupBase("auto")
-	if base.dir == "" {
-		testenv.Skip(t, "no writable cgroup v2: %s", base.reason)
-	}
-	pid, tok := h.goneInstance(t)
-	c := store.Claim{Kind: store.Job, State: store.Running, Pid: pid, Token: tok}
-	if err := h.st.Put(&c); err != nil {
-		t.Fatal(err)
-	}
-	h.d.claims.set(&c)
-	h.cgroupMember(t, base, c.ID)
+	c, _ := h.goneJobInCgroup(t)
 	var it api.ReportItem
 	var err error
 	testenv.WithoutFDs(t, func() {
@@ -276,17 +266,7 @@ func TestMembersStoreFailureSaid(t *testing.T) {
 // in the daemon's cgroup tree.
 func TestIntegrationClosedClaimCgroupRemoved(t *testing.T) {
 	h := newHarness(t)
-	base := findCgroupBase("auto")
-	if base.dir == "" {
-		testenv.Skip(t, "no writable cgroup v2: %s", base.reason)
-	}
-	pid, tok := h.goneInstance(t)
-	c := store.Claim{Kind: store.Job, State: store.Running, Pid: pid, Token: tok}
-	if err := h.st.Put(&c); err != nil {
-		t.Fatal(err)
-	}
-	h.d.claims.set(&c)
-	member := h.cgroupMember(t, base, c.ID)
+	c, member := h.goneJobInCgroup(t)
 	member.Process.Kill()
 	member.Wait()
 	got, err := h.st.Get(c.ID)
@@ -301,4 +281,22 @@ func TestIntegrationClosedClaimCgroupRemoved(t *testing.T) {
 		_, err := os.Stat(dir)
 		return errors.Is(err, os.ErrNotExist)
 	}, "the retired claim's empty cgroup %s was left", dir)
+}
+
+// goneJobInCgroup stores a running job whose root has gone, with a cgroup
+// of its own that holds a member (returned), skipping where no cgroup v2
+// is writable.
+func (h *harness) goneJobInCgroup(t *testing.T) (store.Claim, *exec.Cmd) {
+	t.Helper()
+	base := findCgroupBase("auto")
+	if base.dir == "" {
+		testenv.Skip(t, "no writable cgroup v2: %s", base.reason)
+	}
+	pid, tok := h.goneInstance(t)
+	c := store.Claim{Kind: store.Job, State: store.Running, Pid: pid, Token: tok}
+	if err := h.st.Put(&c); err != nil {
+		t.Fatal(err)
+	}
+	h.d.claims.set(&c)
+	return c, h.cgroupMember(t, base, c.ID)
 }
