@@ -548,6 +548,22 @@ func TestResync(t *testing.T) {
 	}
 }
 
+// memberAfterLoss seeds a graph with init and pid 10 (token m), admits 10
+// as claim g-claim's root, and applies a loss; x is a token for a process
+// the tests add after it.
+func memberAfterLoss(t *testing.T) (c *clock, g *Graph, initTok, m, x token.Token) {
+	t.Helper()
+	c = newClock()
+	g = newTestGraph(c, Config{})
+	initTok, m, x = tk(1, 0), tk(100, 0), tk(300, 0)
+	g.Seed([]events.Proc{proc(1, initTok, 0, token.Token{}), proc(10, m, 1, initTok)})
+	if err := g.Admit(10, m, "g-claim"); err != nil {
+		t.Fatal(err)
+	}
+	apply(g, lost(1))
+	return c, g, initTok, m, x
+}
+
 // TestResyncParentNotListed: a process a resync adds whose parent the
 // same scan did not list (the parent exited while the scan ran) is linked
 // to nothing, not to the graph's record at the parent's pid: that record
@@ -556,14 +572,7 @@ func TestResync(t *testing.T) {
 // and forked X, then exited before the scan reached it, and X became a
 // member of M's claim).
 func TestResyncParentNotListed(t *testing.T) {
-	c := newClock()
-	g := newTestGraph(c, Config{})
-	initTok, m, x := tk(1, 0), tk(100, 0), tk(300, 0)
-	g.Seed([]events.Proc{proc(1, initTok, 0, token.Token{}), proc(10, m, 1, initTok)})
-	if err := g.Admit(10, m, "g-claim"); err != nil {
-		t.Fatal(err)
-	}
-	apply(g, lost(0))
+	c, g, initTok, m, x := memberAfterLoss(t)
 	c.Advance(time.Minute)
 	g.Resync([]events.Proc{proc(1, initTok, 0, token.Token{}), proc(300, x, 10, token.Token{})})
 	mustCheck(t, g)
@@ -582,14 +591,7 @@ func TestResyncParentNotListed(t *testing.T) {
 // claim, with or without the parent's token.
 func TestExecOfUnseenBirthUnlinked(t *testing.T) {
 	for _, withToken := range []bool{false, true} {
-		c := newClock()
-		g := newTestGraph(c, Config{})
-		initTok, m, x := tk(1, 0), tk(100, 0), tk(300, 0)
-		g.Seed([]events.Proc{proc(1, initTok, 0, token.Token{}), proc(10, m, 1, initTok)})
-		if err := g.Admit(10, m, "g-claim"); err != nil {
-			t.Fatal(err)
-		}
-		apply(g, lost(1))
+		_, g, _, m, x := memberAfterLoss(t)
 		ev := events.Event{Kind: events.Exec, Pid: 30, Token: x, PPid: 10, Time: 400}
 		if withToken {
 			ev.ParentToken = m
