@@ -440,17 +440,16 @@ func (t *Teardown) admit(tr *tree, h *pidfd.Handle, out *Outcome) bool {
 // judgement and its signal (microseconds) still dies with it: setns
 // cannot be held off.
 func (t *Teardown) killAll(tr *tree, alive []*pidfd.Handle, out *Outcome) {
-	var rest []*pidfd.Handle
+	var rest, inits []*pidfd.Handle
 	for _, h := range alive {
-		if !isNSInit(h.Pid()) {
+		if isNSInit(h.Pid()) {
+			inits = append(inits, h)
+		} else {
 			rest = append(rest, h)
 		}
 	}
 	t.signalAll(tr, rest, unix.SIGKILL, out)
-	for _, h := range alive {
-		if !isNSInit(h.Pid()) {
-			continue
-		}
+	for _, h := range inits {
 		if why, refused := t.namespaceRefuses(h, tr.members); refused && !h.Exited() {
 			tr.refused[h.Pid()] = true
 			out.Partial = true
