@@ -426,7 +426,7 @@ func TestIntegrationTokenInTimeNamespace(t *testing.T) {
 	// with any): no start time can be read exactly, so no token is
 	// printed, rather than one a tick off (a review's verify of its own
 	// shell said FOREIGN, 6 times in 8).
-	helper := exec.Command(os.Args[0], "-test.run=^TestTimensHelper$")
+	helper := exec.Command(os.Args[0])
 	helper.Env = append(os.Environ(), "SUPERVISOR_TIMENS_HELPER=boottime 0 7000000", "SUPERVISOR_TIMENS_RUN="+bin+" token "+pid)
 	out, err := helper.CombinedOutput()
 	if err == nil || !strings.Contains(string(out), "cannot be read exactly in this time namespace") {
@@ -434,7 +434,7 @@ func TestIntegrationTokenInTimeNamespace(t *testing.T) {
 	}
 	// The daemon does not start there: every claim would be UNVERIFIABLE.
 	state := t.TempDir()
-	helper = exec.Command(os.Args[0], "-test.run=^TestTimensHelper$")
+	helper = exec.Command(os.Args[0])
 	helper.Env = append(os.Environ(), "SUPERVISOR_TIMENS_HELPER=boottime 0 7000000",
 		"SUPERVISOR_TIMENS_RUN="+bin+" run --state-dir "+state+" --socket "+filepath.Join(state, "api.sock")+" --cgroup off")
 	out, err = helper.CombinedOutput()
@@ -443,14 +443,11 @@ func TestIntegrationTokenInTimeNamespace(t *testing.T) {
 	}
 }
 
-// TestTimensHelper is TestIntegrationTokenInTimeNamespace's: with
-// SUPERVISOR_TIMENS_HELPER set it makes a time namespace for its children
-// with those offsets and runs SUPERVISOR_TIMENS_RUN in it, with its exit.
-func TestTimensHelper(t *testing.T) {
-	offsets := os.Getenv("SUPERVISOR_TIMENS_HELPER")
-	if offsets == "" {
-		return // run as a test of its own: nothing to do
-	}
+// timensHelper is TestIntegrationTokenInTimeNamespace's: the test binary
+// run with SUPERVISOR_TIMENS_HELPER set (TestMain) makes a time namespace
+// for its children with those offsets and runs SUPERVISOR_TIMENS_RUN in
+// it, exiting with its exit code.
+func timensHelper(offsets string) {
 	if err := unix.Unshare(unix.CLONE_NEWTIME); err != nil {
 		fmt.Println("unshare CLONE_NEWTIME:", err)
 		os.Exit(2)
